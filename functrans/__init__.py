@@ -1,0 +1,19 @@
+"""functrans: JAX-style function transformations and a PyTorch-style facade on one core."""
+from . import tree_util  # noqa: F401
+from .core import (ClosedJaxpr, ConcretizationTypeError, DTypeError, FunctransError,  # noqa: F401
+                   Jaxpr, ShapedArray, ShapeError, TypeCheckError, UnexpectedTracerError,
+                   check_jaxpr, eval_jaxpr)
+import primitives as _primitives  # noqa: F401  (registers every primitive)
+from .tracing import ShapeDtypeStruct, make_jaxpr  # noqa: F401
+from . import numpy  # noqa: F401
+from . import lax, random, nn  # noqa: F401
+from .ad import grad, jvp, linearize, value_and_grad, vjp  # noqa: F401
+from .tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten  # noqa: F401
+
+
+def stop_gradient(x):
+    """Identity on values, zero derivative; applies to every leaf of a pytree."""
+    return tree_map(lambda v: _primitives.misc.stop_gradient(numpy.asarray(v)), x)
+
+
+__version__ = "0.1.0"

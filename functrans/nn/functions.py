@@ -1,0 +1,100 @@
+"""ft.nn activation functions (jax.nn's), compositions of functrans.numpy.
+
+Each is stable for large inputs, and so are their gradients.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import numpy as fnp
+from primitives import elementwise as ew
+from primitives.misc import stop_gradient
+
+
+def relu(x):
+    """max(x, 0), with derivative 0 at 0 (as JAX and PyTorch)."""
+    x = fnp.asarray(x)
+    return fnp.where(fnp.greater(x, 0), x, fnp.zeros((), x.dtype))
+
+
+def relu6(x):
+    return fnp.minimum(relu(x), 6.0)
+
+
+def sigmoid(x):
+    (x,) = fnp._promote_float(x)
+    return ew.logistic(x)
+
+
+def log_sigmoid(x):
+    return fnp.negative(softplus(fnp.negative(x)))
+
+
+def softplus(x):
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))."""
+    (x,) = fnp._promote_float(x)
+    return fnp.add(fnp.maximum(x, 0.0), fnp.log1p(fnp.exp(fnp.negative(fnp.absolute(x)))))
+
+
+def silu(x):
+    return fnp.multiply(x, sigmoid(x))
+
+
+swish = silu
+
+
+def elu(x, alpha=1.0):
+    (x,) = fnp._promote_float(x)
+    safe = fnp.where(fnp.greater(x, 0), fnp.zeros((), x.dtype), x)
+    return fnp.where(fnp.greater(x, 0), x, fnp.multiply(alpha, fnp.expm1(safe)))
+
+
+def leaky_relu(x, negative_slope=0.01):
+    (x,) = fnp._promote_float(x)
+    return fnp.where(fnp.greater_equal(x, 0), x, fnp.multiply(negative_slope, x))
+
+
+def gelu(x, approximate=True):
+    """GELU; approximate=True is the tanh form (JAX's default), False the exact erf form."""
+    (x,) = fnp._promote_float(x)
+    if approximate:
+        c = math.sqrt(2 / math.pi)
+        inner = fnp.multiply(c, fnp.add(x, fnp.multiply(0.044715, fnp.multiply(x, fnp.square(x)))))
+        return fnp.multiply(fnp.multiply(0.5, x), fnp.add(1.0, fnp.tanh(inner)))
+    return fnp.multiply(fnp.multiply(0.5, x),
+                        fnp.add(1.0, ew.erf(fnp.multiply(x, np.asarray(1 / math.sqrt(2), x.dtype)))))
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    return fnp.logsumexp(x, axis=axis, keepdims=keepdims)
+
+
+def _shifted(x, axis):
+    (x,) = fnp._promote_float(x)
+    return fnp.subtract(x, stop_gradient(fnp.max(x, axis=axis, keepdims=True)))
+
+
+def log_softmax(x, axis=-1):
+    s = _shifted(x, axis)
+    return fnp.subtract(s, fnp.log(fnp.sum(fnp.exp(s), axis=axis, keepdims=True)))
+
+
+def softmax(x, axis=-1):
+    e = fnp.exp(_shifted(x, axis))
+    return fnp.divide(e, fnp.sum(e, axis=axis, keepdims=True))
+
+
+def one_hot(x, num_classes, dtype=np.float32, axis=-1):
+    x = fnp.asarray(x)
+    classes = np.arange(num_classes, dtype=np.int32)
+    out = fnp.equal(fnp.expand_dims(x, axis), classes if axis in (-1, fnp.ndim(x)) else
+                    classes.reshape((-1,) + (1,) * (fnp.ndim(x) - (axis % (fnp.ndim(x) + 1)))))
+    return fnp.astype(out, dtype)
+
+
+def standardize(x, axis=-1, epsilon=1e-5):
+    mean = fnp.mean(x, axis=axis, keepdims=True)
+    var = fnp.var(x, axis=axis, keepdims=True)
+    return fnp.multiply(fnp.subtract(x, mean), fnp.rsqrt(fnp.add(var, epsilon)))

@@ -1,0 +1,264 @@
+"""`defprim` and the helpers that keep each primitive's declaration to a few lines.
+
+Rule conventions (read by the transformations in functrans/):
+  jvp(primals, tangents, **params) -> (primal_out, tangent_out); tangents may be Zero.
+  transpose(ct, *args, **params) -> one cotangent per arg (None for non-linear args);
+      linear args arrive as UndefinedPrimal(aval).
+  batch(args, dims, **params) -> (out, out_dim); dims[i] is an int or None (unbatched).
+  cuda: an expression template for elementwise primitives, "{0}" being the first operand.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from functrans.core import (DTypeError, FunctransError, Primitive, ShapedArray, ShapeError,
+                            UndefinedPrimal, Zero, get_aval)
+
+REGISTRY: dict[str, Primitive] = {}
+
+FLOAT = "fc"          # inexact dtypes: float and complex
+REAL = "f"
+NUMERIC = "iufc"
+INTEGER = "iu"
+BOOL_INT = "biu"
+ANY = "biufc"
+_KIND_NAMES = {"f": "floating", "c": "complex", "i": "signed integer", "u": "unsigned integer",
+               "b": "boolean"}
+
+
+def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpose=None,
+            batch=None, cuda=None, differentiable=True, multiple_results=False,
+            elementwise=False, **extra):
+    """Declare a primitive with all its rules in one call and register it.
+
+    jvp: a full rule, or a tuple of per-argument functions f(t, *primals, **params)
+    jvp_out: per-argument functions f(t, ans, *primals, **params) that reuse the output
+    linear: the primitive is linear in all its array arguments (its JVP applies itself)
+    differentiable=False: zero tangents (comparisons, integer ops, floor, ...)
+    """
+    def abstract_eval(*avals, **params):
+        try:
+            return shape(*avals, **params)
+        except FunctransError as e:
+            msg = str(e)
+            if not msg.startswith(name):
+                msg = f"{name}: {msg}"
+            raise type(e)(msg) from None
+
+    p = Primitive(name, impl=impl, abstract_eval=abstract_eval, multiple_results=multiple_results,
+                  transpose=transpose, batch=batch, cuda=cuda, differentiable=differentiable,
+                  elementwise=elementwise, **extra)
+    if not differentiable:
+        p.jvp = _zero_jvp(p)
+    elif linear:
+        p.jvp = _linear_jvp(p)
+    elif jvp_out is not None:
+        p.jvp = _per_arg_jvp(p, jvp_out, with_out=True)
+    elif isinstance(jvp, tuple):
+        p.jvp = _per_arg_jvp(p, jvp, with_out=False)
+    else:
+        p.jvp = jvp
+    if batch is None and elementwise:
+        p.batch = _elementwise_batch(p)
+    REGISTRY[name] = p
+    return p
+
+
+# ---------------------------------------------------------------------------
+# shape and dtype rules
+
+def _check_kinds(name_or_pos, aval, kinds):
+    if aval.dtype.kind not in kinds:
+        want = " or ".join(sorted({_KIND_NAMES[k] for k in kinds}))
+        raise DTypeError(f"{name_or_pos} must have a {want} dtype, got {aval.str_short()}")
+
+
+def unary(kinds=FLOAT, out_dtype=None):
+    """Shape rule of an elementwise unary primitive."""
+    def rule(x, **params):
+        _check_kinds("operand", x, kinds)
+        if out_dtype is not None:
+            return ShapedArray(x.shape, out_dtype)
+        return x
+    return rule
+
+
+def naryop(kinds=NUMERIC, out_dtype=None, nargs=2):
+    """Shape rule of an elementwise n-ary primitive: equal shapes and dtypes, or rank 0."""
+    def rule(*avals, **params):
+        if len(avals) != nargs:
+            raise ShapeError(f"takes {nargs} operands, got {len(avals)}")
+        for i, a in enumerate(avals):
+            _check_kinds(f"operand {i}", a, kinds)
+        dt = avals[0].dtype
+        if any(a.dtype != dt for a in avals):
+            raise DTypeError(
+                "operands must have the same dtype, got "
+                f"{', '.join(a.str_short() for a in avals)}; convert one with "
+                "convert_element_type (functrans.numpy functions promote automatically)")
+        shapes = {a.shape for a in avals if a.ndim}
+        if len(shapes) > 1:
+            raise ShapeError(
+                "operands must have equal shapes (or rank 0), got "
+                f"{', '.join(a.str_short() for a in avals)}; broadcast explicitly with "
+                "broadcast_in_dim, or use functrans.numpy, which broadcasts as NumPy does")
+        shape = shapes.pop() if shapes else ()
+        weak = all(a.weak_type for a in avals)
+        return ShapedArray(shape, dt if out_dtype is None else out_dtype,
+                           weak and out_dtype is None)
+    return rule
+
+
+binop = naryop
+
+
+# ---------------------------------------------------------------------------
+# JVP helpers
+
+def _add_tangents(a, b):
+    from . import elementwise as ew
+    return ew.add(a, b)
+
+
+def aval_of(x):
+    return x.aval if isinstance(x, (Zero, UndefinedPrimal)) else get_aval(x)
+
+
+def tangent_aval(aval):
+    return aval.strip_weak()
+
+
+def _zero_of(p, ans):
+    if p.multiple_results:
+        return [Zero(tangent_aval(aval_of(a))) for a in ans]
+    return Zero(tangent_aval(aval_of(ans)))
+
+
+def _zero_jvp(p):
+    def rule(primals, tangents, **params):
+        ans = p.bind(*primals, **params)
+        return ans, _zero_of(p, ans)
+    return rule
+
+
+def _linear_jvp(p):
+    def rule(primals, tangents, **params):
+        ans = p.bind(*primals, **params)
+        if all(type(t) is Zero for t in tangents):
+            return ans, _zero_of(p, ans)
+        ts = [instantiate(t) for t in tangents]
+        return ans, p.bind(*ts, **params)
+    return rule
+
+
+def _per_arg_jvp(p, fns, with_out):
+    def rule(primals, tangents, **params):
+        ans = p.bind(*primals, **params)
+        out_t = None
+        for fn, t in zip(fns, tangents):
+            if fn is None or type(t) is Zero:
+                continue
+            c = fn(t, ans, *primals, **params) if with_out else fn(t, *primals, **params)
+            out_t = c if out_t is None else _add_tangents(out_t, c)
+        return ans, _zero_of(p, ans) if out_t is None else out_t
+    return rule
+
+
+def instantiate(t):
+    """Turn a symbolic Zero into an array of zeros (leaves arrays alone)."""
+    if type(t) is Zero:
+        return zeros(t.aval)
+    return t
+
+
+def zeros(aval):
+    from . import shape as sh
+    zero = np.zeros((), aval.dtype)
+    if not aval.shape:
+        return sh.broadcast_in_dim(zero, (), ())
+    return sh.broadcast_in_dim(zero, aval.shape, ())
+
+
+def full_like_aval(value, aval):
+    from . import shape as sh
+    return sh.broadcast_in_dim(np.asarray(value, aval.dtype), aval.shape, ())
+
+
+# ---------------------------------------------------------------------------
+# transpose helpers
+
+def ct_for(x, ct):
+    """ct if x is a linear input, else None; sums over broadcasting of a rank-0 input."""
+    if type(x) is not UndefinedPrimal:
+        return None
+    if type(ct) is Zero:
+        return Zero(x.aval)
+    if x.aval.ndim == 0 and aval_of(ct).ndim:
+        from . import reductions as red
+        ct = red.reduce_sum(ct, axes=tuple(range(aval_of(ct).ndim)))
+    return ct
+
+
+# ---------------------------------------------------------------------------
+# batching helpers
+
+def moveaxis(x, src, dst):
+    from . import shape as sh
+    nd = aval_of(x).ndim
+    src, dst = src % nd, dst % nd
+    if src == dst:
+        return x
+    perm = [i for i in range(nd) if i != src]
+    perm.insert(dst, src)
+    return sh.transpose(x, permutation=tuple(perm))
+
+
+def bdim_size(vals, dims):
+    for v, d in zip(vals, dims):
+        if d is not None:
+            return aval_of(v).shape[d]
+    raise ValueError("no batched argument")
+
+
+def broadcast_batched(x, size, axis=0):
+    """Add a batch axis of `size` at `axis` to an unbatched value."""
+    from . import shape as sh
+    aval = aval_of(x)
+    shape = list(aval.shape)
+    shape.insert(axis, size)
+    dims = tuple(i for i in range(len(shape)) if i != axis)
+    return sh.broadcast_in_dim(x, tuple(shape), dims)
+
+
+def _elementwise_batch(p):
+    def rule(vals, dims, **params):
+        size = bdim_size(vals, dims)
+        ranks = [aval_of(v).ndim - (d is not None) for v, d in zip(vals, dims)]
+        out_rank = max(ranks)
+        bd = {d for v, d, r in zip(vals, dims, ranks) if d is not None and r == out_rank}
+        # fast path: every full-rank operand batched on the same axis, the rest rank 0
+        if len(bd) == 1 and all((d is None and r == 0) or (d is not None and r == out_rank)
+                                for d, r in zip(dims, ranks)):
+            return p.bind(*vals, **params), bd.pop()
+        shape = next(aval_of(v).shape if d is None else
+                     tuple(s for i, s in enumerate(aval_of(v).shape) if i != d)
+                     for v, d, r in zip(vals, dims, ranks) if r == out_rank)
+        from . import shape as sh
+        new = []
+        for v, d, r in zip(vals, dims, ranks):
+            if d is None:
+                new.append(v if r == 0 else broadcast_batched(v, size))
+            else:
+                v = moveaxis(v, d, 0)
+                if r < out_rank:
+                    v = sh.broadcast_in_dim(v, (size,) + shape, (0,))
+                new.append(v)
+        return p.bind(*new, **params), 0
+    return rule
+
+
+def batch_unary(p):
+    """Batching rule of a unary primitive whose params do not mention axes."""
+    def rule(vals, dims, **params):
+        return p.bind(*vals, **params), dims[0]
+    return rule

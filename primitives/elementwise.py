@@ -1,0 +1,303 @@
+"""Elementwise primitives: one declaration each (impl, shape rule, JVP/transpose, CUDA)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from functrans.core import ShapedArray
+from .base import (ANY, BOOL_INT, FLOAT, INTEGER, NUMERIC, REAL, ct_for, defprim, naryop,
+                   unary)
+
+# ---------------------------------------------------------------------------
+# implementations that NumPy lacks
+
+
+def _erf_impl(xp, x):
+    """erf accurate to ~1e-15: Taylor series below 2.5, continued fraction for erfc above."""
+    x = xp.asarray(x)
+    dtype = x.dtype
+    z = x.astype(np.float64)
+    a = xp.abs(z)
+    small = xp.minimum(a, 2.5)
+    z2 = small * small
+    term = small.copy()
+    total = small.copy()
+    for n in range(1, 60):
+        term = term * (-z2) / n
+        total = total + term / (2 * n + 1)
+    erf_small = total * (2.0 / math.sqrt(math.pi))
+    big = xp.maximum(a, 2.5)
+    frac = big.copy()
+    for k in range(80, 0, -1):
+        frac = big + (k / 2.0) / frac
+    erfc_big = xp.exp(-big * big) / (math.sqrt(math.pi) * frac)
+    res = xp.where(a < 2.5, erf_small, 1.0 - erfc_big)
+    return (xp.sign(z) * res).astype(dtype)
+
+
+def _round_impl(xp, x, rounding_method):
+    if rounding_method == 1:                      # to nearest even (numpy's rule)
+        return xp.round(x)
+    r = xp.round(x)                               # away from zero: fix the ties
+    t = xp.trunc(x)
+    tie = xp.abs(x - t) == 0.5
+    return xp.where(tie, t + xp.sign(x), r).astype(np.asarray(x).dtype if xp is np else x.dtype)
+
+
+def _div_impl(xp, x, y):
+    if np.dtype(x.dtype).kind in "iu":           # C semantics: round toward zero
+        q = xp.floor_divide(x, y)
+        fix = (xp.remainder(x, y) != 0) & ((x < 0) != (y < 0))
+        return (q + fix).astype(x.dtype)
+    return xp.true_divide(x, y)
+
+
+def _pow_impl(xp, x, y):
+    return xp.power(x, y)
+
+
+def _integer_pow_impl(xp, x, y):
+    if y == 2:
+        return x * x
+    out = xp.power(x, y)
+    return out.astype(np.asarray(x).dtype if xp is np else x.dtype) if y < 0 else out
+
+
+# ---------------------------------------------------------------------------
+# unary
+
+neg_p = defprim("neg", lambda xp, x: xp.negative(x), unary(NUMERIC), linear=True,
+                transpose=lambda ct, x: [neg(ct)], elementwise=True, cuda="(-{0})")
+sin_p = defprim("sin", lambda xp, x: xp.sin(x), unary(FLOAT), elementwise=True,
+                jvp=(lambda t, x: mul(t, cos(x)),), cuda="sin({0})")
+cos_p = defprim("cos", lambda xp, x: xp.cos(x), unary(FLOAT), elementwise=True,
+                jvp=(lambda t, x: neg(mul(t, sin(x))),), cuda="cos({0})")
+tan_p = defprim("tan", lambda xp, x: xp.tan(x), unary(FLOAT), elementwise=True,
+                jvp_out=(lambda t, ans, x: mul(t, add(_one(ans), mul(ans, ans))),),
+                cuda="tan({0})")
+asin_p = defprim("asin", lambda xp, x: xp.arcsin(x), unary(FLOAT), elementwise=True,
+                 jvp=(lambda t, x: mul(t, rsqrt(sub(_one(x), mul(x, x)))),), cuda="asin({0})")
+acos_p = defprim("acos", lambda xp, x: xp.arccos(x), unary(FLOAT), elementwise=True,
+                 jvp=(lambda t, x: neg(mul(t, rsqrt(sub(_one(x), mul(x, x))))),),
+                 cuda="acos({0})")
+atan_p = defprim("atan", lambda xp, x: xp.arctan(x), unary(FLOAT), elementwise=True,
+                 jvp=(lambda t, x: div(t, add(_one(x), mul(x, x))),), cuda="atan({0})")
+sinh_p = defprim("sinh", lambda xp, x: xp.sinh(x), unary(FLOAT), elementwise=True,
+                 jvp=(lambda t, x: mul(t, cosh(x)),), cuda="sinh({0})")
+cosh_p = defprim("cosh", lambda xp, x: xp.cosh(x), unary(FLOAT), elementwise=True,
+                 jvp=(lambda t, x: mul(t, sinh(x)),), cuda="cosh({0})")
+tanh_p = defprim("tanh", lambda xp, x: xp.tanh(x), unary(FLOAT), elementwise=True,
+                 jvp_out=(lambda t, ans, x: mul(t, sub(_one(ans), mul(ans, ans))),),
+                 cuda="tanh({0})")
+exp_p = defprim("exp", lambda xp, x: xp.exp(x), unary(FLOAT), elementwise=True,
+                jvp_out=(lambda t, ans, x: mul(t, ans),), cuda="exp({0})")
+log_p = defprim("log", lambda xp, x: xp.log(x), unary(FLOAT), elementwise=True,
+                jvp=(lambda t, x: div(t, x),), cuda="log({0})")
+log1p_p = defprim("log1p", lambda xp, x: xp.log1p(x), unary(FLOAT), elementwise=True,
+                  jvp=(lambda t, x: div(t, add(x, _one(x))),), cuda="log1p({0})")
+expm1_p = defprim("expm1", lambda xp, x: xp.expm1(x), unary(FLOAT), elementwise=True,
+                  jvp_out=(lambda t, ans, x: mul(t, add(ans, _one(ans))),), cuda="expm1({0})")
+sqrt_p = defprim("sqrt", lambda xp, x: xp.sqrt(x), unary(FLOAT), elementwise=True,
+                 jvp_out=(lambda t, ans, x: div(t, mul(_const(ans, 2), ans)),),
+                 cuda="sqrt({0})")
+rsqrt_p = defprim("rsqrt", lambda xp, x: 1 / xp.sqrt(x), unary(FLOAT), elementwise=True,
+                  jvp_out=(lambda t, ans, x: mul(t, mul(_const(ans, -0.5), div(ans, x))),),
+                  cuda="rsqrt({0})")
+logistic_p = defprim("logistic", lambda xp, x: 0.5 * xp.tanh(0.5 * x) + 0.5, unary(FLOAT),
+                     elementwise=True,
+                     jvp_out=(lambda t, ans, x: mul(t, mul(ans, sub(_one(ans), ans))),),
+                     cuda="(1 / (1 + exp(-{0})))")
+erf_p = defprim("erf", _erf_impl, unary(REAL), elementwise=True,
+                jvp=(lambda t, x: mul(t, mul(_const(x, 2 / math.sqrt(math.pi)),
+                                             exp(neg(mul(x, x))))),), cuda="erf({0})")
+abs_p = defprim("abs", lambda xp, x: xp.abs(x), unary(NUMERIC), elementwise=True,
+                jvp=(lambda t, x: mul(t, sign(x)),), cuda="abs({0})")
+sign_p = defprim("sign", lambda xp, x: xp.sign(x), unary(NUMERIC), elementwise=True,
+                 differentiable=False, cuda="(({0} > 0) - ({0} < 0))")
+floor_p = defprim("floor", lambda xp, x: xp.floor(x), unary(REAL), elementwise=True,
+                  differentiable=False, cuda="floor({0})")
+ceil_p = defprim("ceil", lambda xp, x: xp.ceil(x), unary(REAL), elementwise=True,
+                 differentiable=False, cuda="ceil({0})")
+round_p = defprim("round", _round_impl, unary(REAL), elementwise=True, differentiable=False,
+                  cuda=lambda params: "round({0})" if params["rounding_method"] == 0
+                  else "rint({0})")
+not_p = defprim("not", lambda xp, x: xp.invert(x), unary(BOOL_INT), elementwise=True,
+                differentiable=False, cuda={"b": "(!{0})", "iu": "(~{0})"})
+is_finite_p = defprim("is_finite", lambda xp, x: xp.isfinite(x),
+                      unary(REAL, out_dtype=np.bool_), elementwise=True,
+                      differentiable=False, cuda="isfinite({0})")
+integer_pow_p = defprim(
+    "integer_pow", _integer_pow_impl, unary(NUMERIC), elementwise=True,
+    jvp=(lambda t, x, y: _zeros_like(t) if y == 0 else t if y == 1 else
+         mul(t, mul(_const(x, y), x if y == 2 else integer_pow(x, y=y - 1))),),
+    cuda=lambda params: "(" + "*".join(["{0}"] * params["y"]) + ")" if 0 < params["y"] <= 4
+    else f"pow({{0}}, {params['y']})")
+
+
+def _convert_impl(xp, x, new_dtype, weak_type):
+    return xp.asarray(x).astype(new_dtype, copy=False)
+
+
+def _convert_shape(x, new_dtype, weak_type):
+    return ShapedArray(x.shape, new_dtype, weak_type)
+
+
+def _convert_jvp(primals, tangents, new_dtype, weak_type):
+    (x,), (t,) = primals, tangents
+    ans = convert_element_type(x, new_dtype=new_dtype, weak_type=weak_type)
+    from .base import _zero_of
+    if type(t).__name__ == "Zero" or np.dtype(new_dtype).kind not in "fc" or \
+            np.dtype(x.dtype).kind not in "fc":
+        return ans, _zero_of(convert_element_type_p, ans)
+    return ans, convert_element_type(t, new_dtype=new_dtype, weak_type=False)
+
+
+convert_element_type_p = defprim(
+    "convert_element_type", _convert_impl, _convert_shape, jvp=_convert_jvp, elementwise=True,
+    transpose=lambda ct, x, new_dtype, weak_type: [
+        convert_element_type(ct, new_dtype=x.aval.dtype, weak_type=False)],
+    cuda="(({out_t}){0})")
+
+# ---------------------------------------------------------------------------
+# binary
+
+
+def _balanced(x, ans, y):
+    """1 where x alone attains the max/min, 0.5 at ties, else 0 (JAX's convention)."""
+    one = convert_element_type(eq(x, ans), new_dtype=np.dtype(ans.dtype), weak_type=False)
+    tie = convert_element_type(eq(x, y), new_dtype=np.dtype(ans.dtype), weak_type=False)
+    return div(one, add(tie, _one(tie)))
+
+
+add_p = defprim("add", lambda xp, x, y: xp.add(x, y), naryop(NUMERIC), linear=True,
+                transpose=lambda ct, x, y: [ct_for(x, ct), ct_for(y, ct)], elementwise=True,
+                cuda="({0} + {1})")
+sub_p = defprim("sub", lambda xp, x, y: xp.subtract(x, y), naryop(NUMERIC), linear=True,
+                transpose=lambda ct, x, y: [ct_for(x, ct), ct_for(y, neg(ct))],
+                elementwise=True, cuda="({0} - {1})")
+mul_p = defprim("mul", lambda xp, x, y: xp.multiply(x, y), naryop(NUMERIC), elementwise=True,
+                jvp=(lambda t, x, y: mul(t, y), lambda t, x, y: mul(x, t)),
+                transpose=lambda ct, x, y: [ct_for(x, mul(ct, y)) if _lin(x) else None,
+                                            ct_for(y, mul(x, ct)) if _lin(y) else None],
+                cuda="({0} * {1})")
+div_p = defprim("div", _div_impl, naryop(NUMERIC), elementwise=True,
+                jvp=(lambda t, x, y: div(t, y),
+                     lambda t, x, y: neg(div(mul(t, x), mul(y, y)))),
+                transpose=lambda ct, x, y: [ct_for(x, div(ct, y)), None],
+                cuda="({0} / {1})")
+pow_p = defprim(
+    "pow", _pow_impl, naryop(FLOAT), elementwise=True,
+    jvp_out=(lambda t, ans, x, y: mul(t, select(eq(y, _zero(y)), _zero(ans),
+                                                 mul(y, pow(x, sub(y, _one(y)))))),
+             lambda t, ans, x, y: mul(t, mul(log(select(eq(x, _zero(x)), _one(x), x)), ans))),
+    cuda="pow({0}, {1})")
+max_p = defprim("max", lambda xp, x, y: xp.maximum(x, y), naryop(ANY), elementwise=True,
+                jvp_out=(lambda t, ans, x, y: mul(t, _balanced(x, ans, y)),
+                         lambda t, ans, x, y: mul(t, _balanced(y, ans, x))),
+                cuda="max({0}, {1})")
+min_p = defprim("min", lambda xp, x, y: xp.minimum(x, y), naryop(ANY), elementwise=True,
+                jvp_out=(lambda t, ans, x, y: mul(t, _balanced(x, ans, y)),
+                         lambda t, ans, x, y: mul(t, _balanced(y, ans, x))),
+                cuda="min({0}, {1})")
+atan2_p = defprim("atan2", lambda xp, x, y: xp.arctan2(x, y), naryop(REAL), elementwise=True,
+                  jvp=(lambda t, x, y: mul(t, div(y, add(mul(x, x), mul(y, y)))),
+                       lambda t, x, y: neg(mul(t, div(x, add(mul(x, x), mul(y, y)))))),
+                  cuda="atan2({0}, {1})")
+rem_p = defprim("rem", lambda xp, x, y: xp.fmod(x, y), naryop(NUMERIC), elementwise=True,
+                jvp=(lambda t, x, y: t,
+                     lambda t, x, y: neg(mul(t, mul(sign(div(x, y)), floor(abs(div(x, y))))))),
+                cuda={"f": "fmod({0}, {1})", "iu": "({0} % {1})"})
+
+_CMP = naryop(ANY, out_dtype=np.bool_)
+eq_p = defprim("eq", lambda xp, x, y: xp.equal(x, y), _CMP, differentiable=False,
+               elementwise=True, cuda="({0} == {1})")
+ne_p = defprim("ne", lambda xp, x, y: xp.not_equal(x, y), _CMP, differentiable=False,
+               elementwise=True, cuda="({0} != {1})")
+lt_p = defprim("lt", lambda xp, x, y: xp.less(x, y), _CMP, differentiable=False,
+               elementwise=True, cuda="({0} < {1})")
+le_p = defprim("le", lambda xp, x, y: xp.less_equal(x, y), _CMP, differentiable=False,
+               elementwise=True, cuda="({0} <= {1})")
+gt_p = defprim("gt", lambda xp, x, y: xp.greater(x, y), _CMP, differentiable=False,
+               elementwise=True, cuda="({0} > {1})")
+ge_p = defprim("ge", lambda xp, x, y: xp.greater_equal(x, y), _CMP, differentiable=False,
+               elementwise=True, cuda="({0} >= {1})")
+and_p = defprim("and", lambda xp, x, y: xp.bitwise_and(x, y), naryop(BOOL_INT),
+                differentiable=False, elementwise=True, cuda="({0} & {1})")
+or_p = defprim("or", lambda xp, x, y: xp.bitwise_or(x, y), naryop(BOOL_INT),
+               differentiable=False, elementwise=True, cuda="({0} | {1})")
+xor_p = defprim("xor", lambda xp, x, y: xp.bitwise_xor(x, y), naryop(BOOL_INT),
+                differentiable=False, elementwise=True, cuda="({0} ^ {1})")
+shift_right_logical_p = defprim(
+    "shift_right_logical", lambda xp, x, y: xp.right_shift(x, y), naryop(INTEGER),
+    differentiable=False, elementwise=True, cuda="({0} >> {1})")
+shift_left_p = defprim(
+    "shift_left", lambda xp, x, y: xp.left_shift(x, y), naryop(INTEGER),
+    differentiable=False, elementwise=True, cuda="({0} << {1})")
+
+
+def _select_shape(pred, on_true, on_false):
+    if pred.dtype != np.bool_:
+        from functrans.core import DTypeError
+        raise DTypeError(f"predicate must be bool, got {pred.str_short()}")
+    out = naryop(ANY)(on_true, on_false)
+    if pred.ndim and pred.shape != out.shape:
+        from functrans.core import ShapeError
+        raise ShapeError(f"predicate shape {pred.str_short()} must be rank 0 or match the "
+                         f"operands {out.str_short()}")
+    if pred.ndim:
+        out = out.update(shape=pred.shape)
+    return out
+
+
+def _select_transpose(ct, pred, on_true, on_false):
+    z = _zero(ct)
+    return [None,
+            ct_for(on_true, select(pred, ct, z)) if _lin(on_true) else None,
+            ct_for(on_false, select(pred, z, ct)) if _lin(on_false) else None]
+
+
+select_p = defprim("select", lambda xp, p, x, y: xp.where(p, x, y), _select_shape,
+                   elementwise=True,
+                   jvp=(None, lambda t, p, x, y: select(p, t, _zero(t)),
+                        lambda t, p, x, y: select(p, _zero(t), t)),
+                   transpose=_select_transpose, cuda="({0} ? {1} : {2})")
+
+# ---------------------------------------------------------------------------
+# bind wrappers, used by rules and by functrans.numpy
+
+neg, sin, cos, tan = neg_p.bind, sin_p.bind, cos_p.bind, tan_p.bind
+asin, acos, atan, sinh, cosh = asin_p.bind, acos_p.bind, atan_p.bind, sinh_p.bind, cosh_p.bind
+tanh, exp, log, log1p, expm1 = tanh_p.bind, exp_p.bind, log_p.bind, log1p_p.bind, expm1_p.bind
+sqrt, rsqrt, logistic, erf = sqrt_p.bind, rsqrt_p.bind, logistic_p.bind, erf_p.bind
+abs, sign, floor, ceil = abs_p.bind, sign_p.bind, floor_p.bind, ceil_p.bind
+round, not_, is_finite = round_p.bind, not_p.bind, is_finite_p.bind
+integer_pow, convert_element_type = integer_pow_p.bind, convert_element_type_p.bind
+add, sub, mul, div, pow = add_p.bind, sub_p.bind, mul_p.bind, div_p.bind, pow_p.bind
+max, min, atan2, rem = max_p.bind, min_p.bind, atan2_p.bind, rem_p.bind
+eq, ne, lt, le, gt, ge = eq_p.bind, ne_p.bind, lt_p.bind, le_p.bind, gt_p.bind, ge_p.bind
+and_, or_, xor = and_p.bind, or_p.bind, xor_p.bind
+shift_right_logical, shift_left = shift_right_logical_p.bind, shift_left_p.bind
+select = select_p.bind
+
+
+def _lin(x):
+    return type(x).__name__ == "UndefinedPrimal"
+
+
+def _const(like, value):
+    """A rank-0 constant with the dtype of `like` (a literal in jaxprs)."""
+    return np.asarray(value, dtype=np.dtype(like.dtype if not _lin(like) else like.aval.dtype))
+
+
+def _one(like):
+    return _const(like, 1)
+
+
+def _zero(like):
+    return _const(like, 0)
+
+
+def _zeros_like(t):
+    from .base import aval_of, zeros
+    return zeros(aval_of(t).strip_weak())

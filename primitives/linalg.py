@@ -1,0 +1,120 @@
+"""dot_general: batched tensor contraction, the one linear-algebra primitive.
+
+dimension_numbers = ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)); the result
+axes are batch, then lhs free, then rhs free (XLA's convention).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal
+from .base import NUMERIC, aval_of, defprim, moveaxis
+
+
+def _free(ndim, contract, batch):
+    return tuple(i for i in range(ndim) if i not in contract and i not in batch)
+
+
+def _dot_impl(xp, x, y, dimension_numbers):
+    (lc, rc), (lb, rb) = dimension_numbers
+    x, y = xp.asarray(x), xp.asarray(y)
+    if not lb:
+        if x.ndim == 2 and y.ndim == 2 and lc == (1,) and rc == (0,):
+            return xp.matmul(x, y)
+        return xp.tensordot(x, y, axes=(lc, rc))
+    lf, rf = _free(x.ndim, lc, lb), _free(y.ndim, rc, rb)
+    bshape = tuple(x.shape[i] for i in lb)
+    m = int(np.prod([x.shape[i] for i in lf], dtype=np.int64))
+    n = int(np.prod([y.shape[i] for i in rf], dtype=np.int64))
+    k = int(np.prod([x.shape[i] for i in lc], dtype=np.int64))
+    xm = xp.transpose(x, lb + lf + lc).reshape(bshape + (m, k))
+    ym = xp.transpose(y, rb + rc + rf).reshape(bshape + (k, n))
+    out = xp.matmul(xm, ym)
+    return out.reshape(bshape + tuple(x.shape[i] for i in lf) + tuple(y.shape[i] for i in rf))
+
+
+def _dot_shape(x, y, dimension_numbers):
+    (lc, rc), (lb, rb) = dimension_numbers
+    if x.dtype != y.dtype or x.dtype.kind not in NUMERIC:
+        raise DTypeError(f"operands must share a numeric dtype, got {x.str_short()} and "
+                         f"{y.str_short()}")
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise ShapeError(f"dimension_numbers {dimension_numbers} pair unequal numbers of axes")
+    for a, b in list(zip(lc, rc)) + list(zip(lb, rb)):
+        if not (0 <= a < x.ndim and 0 <= b < y.ndim) or x.shape[a] != y.shape[b]:
+            raise ShapeError(
+                f"cannot contract/batch {x.str_short()} with {y.str_short()} under "
+                f"dimension_numbers {dimension_numbers}: axis {a} and axis {b} differ")
+    lf, rf = _free(x.ndim, lc, lb), _free(y.ndim, rc, rb)
+    shape = (tuple(x.shape[i] for i in lb) + tuple(x.shape[i] for i in lf)
+             + tuple(y.shape[i] for i in rf))
+    return ShapedArray(shape, x.dtype, x.weak_type and y.weak_type)
+
+
+def _transpose_lhs(ct, y, x_aval, dimension_numbers, swap):
+    """Cotangent of the lhs: contract ct's rhs-free axes with y's free axes."""
+    from .shape import transpose
+    (lc, rc), (lb, rb) = dimension_numbers
+    x_nd, y_nd = x_aval.ndim, aval_of(y).ndim
+    lf, rf = _free(x_nd, lc, lb), _free(y_nd, rc, rb)
+    nb = len(lb)
+    if swap:       # ct axes are batch, rhs-free(=our x), lhs-free(=y's free)
+        ct_x_free = tuple(range(nb + len(rf), nb + len(rf) + len(lf)))
+        ct_y_free = tuple(range(nb, nb + len(rf)))
+    else:
+        ct_x_free = tuple(range(nb, nb + len(lf)))
+        ct_y_free = tuple(range(nb + len(lf), nb + len(lf) + len(rf)))
+    dims = ((ct_y_free, rf), (tuple(range(nb)), rb))
+    out = dot_general(ct, y, dimension_numbers=dims)
+    # out axes: batch, ct's remaining axes (the x-free ones, in ct order), y's contract axes
+    # in increasing order of y position.
+    rest = [i for i in range(aval_of(ct).ndim) if i not in ct_y_free and i >= nb]
+    order_in_out = {ax: nb + j for j, ax in enumerate(rest)}
+    rc_sorted = sorted(rc)
+    perm = [0] * x_nd
+    for j, b in enumerate(lb):
+        perm[b] = j
+    for j, f in enumerate(lf):
+        perm[f] = order_in_out[ct_x_free[j]]
+    for a, b in zip(lc, rc):
+        perm[a] = nb + len(rest) + rc_sorted.index(b)
+    if perm == list(range(x_nd)):
+        return out
+    return transpose(out, permutation=tuple(perm))
+
+
+def _dot_transpose(ct, x, y, dimension_numbers):
+    (lc, rc), (lb, rb) = dimension_numbers
+    ct_x = ct_y = None
+    if type(x) is UndefinedPrimal:
+        ct_x = _transpose_lhs(ct, y, x.aval, dimension_numbers, swap=False)
+    if type(y) is UndefinedPrimal:
+        ct_y = _transpose_lhs(ct, x, y.aval, ((rc, lc), (rb, lb)), swap=True)
+    return [ct_x, ct_y]
+
+
+def _dot_batch(vals, dims, dimension_numbers):
+    (x, y), (dx, dy) = vals, dims
+    (lc, rc), (lb, rb) = dimension_numbers
+    if dx is not None and dy is not None:
+        x, y = moveaxis(x, dx, 0), moveaxis(y, dy, 0)
+        inc = lambda t: tuple(i + 1 for i in t)  # noqa: E731
+        dn = ((inc(lc), inc(rc)), ((0,) + inc(lb), (0,) + inc(rb)))
+        return dot_general(x, y, dimension_numbers=dn), 0
+    if dx is not None:    # batch axis becomes the last free axis of the lhs
+        x = moveaxis(x, dx, aval_of(x).ndim - 1)
+        out = dot_general(x, y, dimension_numbers=dimension_numbers)
+        nb, nlf = len(lb), aval_of(x).ndim - len(lc) - len(lb)
+        return out, nb + nlf - 1
+    y = moveaxis(y, dy, aval_of(y).ndim - 1)       # last free axis of the rhs
+    out = dot_general(x, y, dimension_numbers=dimension_numbers)
+    return out, aval_of(out).ndim - 1
+
+
+dot_general_p = defprim(
+    "dot_general", _dot_impl, _dot_shape,
+    jvp=(lambda t, x, y, dimension_numbers: dot_general(t, y, dimension_numbers=dimension_numbers),
+         lambda t, x, y, dimension_numbers: dot_general(x, t, dimension_numbers=dimension_numbers)),
+    transpose=_dot_transpose, batch=_dot_batch)
+
+dot_general = dot_general_p.bind

@@ -1,0 +1,187 @@
+"""Reductions (sum, max, min, prod, argmax, argmin) and the cumulative sum."""
+from __future__ import annotations
+
+import numpy as np
+
+from functrans.core import DTypeError, ShapedArray, ShapeError
+from .base import ANY, NUMERIC, aval_of, defprim, moveaxis
+
+
+def _reduce_shape(kinds, out_dtype=None):
+    def rule(x, axes):
+        if x.dtype.kind not in kinds:
+            raise DTypeError(f"operand must be numeric, got {x.str_short()}")
+        if any(not 0 <= a < x.ndim for a in axes) or len(set(axes)) != len(axes):
+            raise ShapeError(f"axes {axes} out of range for {x.str_short()}")
+        shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
+        return ShapedArray(shape, out_dtype or x.dtype, x.weak_type and out_dtype is None)
+    return rule
+
+
+def _reduce_batch(prim):
+    def rule(vals, dims, axes, **params):
+        x = moveaxis(vals[0], dims[0], 0)
+        return prim.bind(x, axes=tuple(a + 1 for a in axes), **params), 0
+    return rule
+
+
+def _kept_dims(ndim, axes):
+    return tuple(i for i in range(ndim) if i not in axes)
+
+
+def _sum_impl(xp, x, axes):
+    x = xp.asarray(x)
+    out = xp.sum(x, axis=axes, dtype=x.dtype)
+    return out
+
+
+def _sum_transpose(ct, x, axes):
+    from .shape import broadcast_in_dim
+    shape = x.aval.shape
+    return [broadcast_in_dim(ct, shape=shape, broadcast_dimensions=_kept_dims(len(shape), axes))]
+
+
+reduce_sum_p = defprim("reduce_sum", _sum_impl, _reduce_shape(NUMERIC), linear=True,
+                       transpose=_sum_transpose)
+reduce_sum_p.batch = _reduce_batch(reduce_sum_p)
+
+
+def _extremum_jvp(prim):
+    """Tangent of max/min: the mean of the tangents at the positions that attain it."""
+    def rule(primals, tangents, axes):
+        from .base import _zero_of
+        from .elementwise import convert_element_type, div, eq, mul
+        from .shape import broadcast_in_dim
+        (x,), (t,) = primals, tangents
+        ans = prim.bind(x, axes=axes)
+        if type(t).__name__ == "Zero" or aval_of(x).dtype.kind not in "fc":
+            return ans, _zero_of(prim, ans)
+        shape = aval_of(x).shape
+        kept = _kept_dims(len(shape), axes)
+        dt = aval_of(x).dtype
+        loc = convert_element_type(eq(x, broadcast_in_dim(ans, shape=shape, broadcast_dimensions=kept)),
+                                   new_dtype=dt, weak_type=False)
+        counts = reduce_sum(loc, axes=axes)
+        return ans, div(reduce_sum(mul(t, loc), axes=axes), counts)
+    return rule
+
+
+reduce_max_p = defprim("reduce_max", lambda xp, x, axes: xp.max(x, axis=axes),
+                       _reduce_shape(ANY), jvp=None)
+reduce_max_p.jvp = _extremum_jvp(reduce_max_p)
+reduce_max_p.batch = _reduce_batch(reduce_max_p)
+reduce_min_p = defprim("reduce_min", lambda xp, x, axes: xp.min(x, axis=axes),
+                       _reduce_shape(ANY), jvp=None)
+reduce_min_p.jvp = _extremum_jvp(reduce_min_p)
+reduce_min_p.batch = _reduce_batch(reduce_min_p)
+
+
+def _exclusive_products(x):
+    """For x of shape (m, n): out[:, i] = prod_{j != i} x[:, j], written with mul/pad/slice
+    (a log-depth prefix scan each way), so it has derivatives of every order and no division."""
+    from .elementwise import mul
+    from .shape import pad, slice
+
+    m, n = aval_of(x).shape
+    one = np.ones((), aval_of(x).dtype)
+
+    def shift(v, s, right):          # v shifted along axis 1 by s, filled with ones
+        if s >= n:
+            from .base import full_like_aval
+            return full_like_aval(1, aval_of(v))
+        if right:
+            part = slice(v, start_indices=(0, 0), limit_indices=(m, n - s), strides=None)
+            return pad(part, one, padding_config=((0, 0, 0), (s, 0, 0)))
+        part = slice(v, start_indices=(0, s), limit_indices=(m, n), strides=None)
+        return pad(part, one, padding_config=((0, 0, 0), (0, s, 0)))
+
+    def scan(v, right):              # inclusive prefix (right=True) or suffix products
+        s = 1
+        while s < n:
+            v = mul(v, shift(v, s, right))
+            s *= 2
+        return v
+    left = shift(scan(x, True), 1, True)       # exclusive prefix products
+    right = shift(scan(x, False), 1, False)    # exclusive suffix products
+    return mul(left, right)
+
+
+def _prod_jvp(primals, tangents, axes):
+    from .base import _zero_of
+    from .elementwise import mul
+    from .shape import reshape, transpose
+    (x,), (t,) = primals, tangents
+    ans = reduce_prod(x, axes=axes)
+    if type(t).__name__ == "Zero":
+        return ans, _zero_of(reduce_prod_p, ans)
+    shape = aval_of(x).shape
+    kept = _kept_dims(len(shape), axes)
+    perm = kept + tuple(axes)
+    m = int(np.prod([shape[i] for i in kept], dtype=np.int64))
+    n = int(np.prod([shape[i] for i in axes], dtype=np.int64))
+
+    def to2d(v):
+        return reshape(transpose(v, permutation=perm), new_sizes=(m, n))
+    others = _exclusive_products(to2d(x))
+    out_t = reduce_sum(mul(others, to2d(t)), axes=(1,))
+    return ans, reshape(out_t, new_sizes=aval_of(ans).shape)
+
+
+reduce_prod_p = defprim("reduce_prod", lambda xp, x, axes: xp.prod(x, axis=axes,
+                                                                  dtype=np.asarray(x).dtype
+                                                                  if xp is np else x.dtype),
+                        _reduce_shape(NUMERIC), jvp=_prod_jvp)
+reduce_prod_p.batch = _reduce_batch(reduce_prod_p)
+
+
+def _arg_shape(x, axes, index_dtype):
+    if len(axes) != 1 or not 0 <= axes[0] < x.ndim:
+        raise ShapeError(f"needs exactly one axis within the rank of {x.str_short()}, got {axes}")
+    if x.shape[axes[0]] == 0:
+        raise ShapeError(f"attempt to get argmax/argmin of an empty axis of {x.str_short()}")
+    return ShapedArray(tuple(s for i, s in enumerate(x.shape) if i != axes[0]), index_dtype)
+
+
+argmax_p = defprim("argmax", lambda xp, x, axes, index_dtype:
+                   xp.argmax(x, axis=axes[0]).astype(index_dtype), _arg_shape,
+                   differentiable=False)
+argmax_p.batch = _reduce_batch(argmax_p)
+argmin_p = defprim("argmin", lambda xp, x, axes, index_dtype:
+                   xp.argmin(x, axis=axes[0]).astype(index_dtype), _arg_shape,
+                   differentiable=False)
+argmin_p.batch = _reduce_batch(argmin_p)
+
+
+def _cumsum_impl(xp, x, axis, reverse):
+    x = xp.asarray(x)
+    if reverse:
+        return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+    return xp.cumsum(x, axis=axis, dtype=x.dtype)
+
+
+def _cumsum_shape(x, axis, reverse):
+    if not 0 <= axis < x.ndim:
+        raise ShapeError(f"axis {axis} out of range for {x.str_short()}")
+    if x.dtype.kind not in NUMERIC:
+        raise DTypeError(f"operand must be numeric, got {x.str_short()}")
+    return x
+
+
+cumsum_p = defprim("cumsum", _cumsum_impl, _cumsum_shape, linear=True,
+                   transpose=lambda ct, x, axis, reverse: [cumsum(ct, axis=axis, reverse=not reverse)])
+
+
+def _cumsum_batch(vals, dims, axis, reverse):
+    x = moveaxis(vals[0], dims[0], 0)
+    return cumsum(x, axis=axis + 1, reverse=reverse), 0
+
+
+cumsum_p.batch = _cumsum_batch
+
+reduce_sum = reduce_sum_p.bind
+reduce_max = reduce_max_p.bind
+reduce_min = reduce_min_p.bind
+reduce_prod = reduce_prod_p.bind
+argmax = argmax_p.bind
+argmin = argmin_p.bind
+cumsum = cumsum_p.bind

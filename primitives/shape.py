@@ -1,0 +1,443 @@
+"""Shape primitives: broadcasting, reshapes, transposes, slicing, padding, concatenation."""
+from __future__ import annotations
+
+import numpy as np
+
+from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal, Zero
+from .base import (aval_of, bdim_size, broadcast_batched, defprim, instantiate, moveaxis,
+                   zeros)
+
+
+def _lin(x):
+    return type(x) is UndefinedPrimal
+
+
+def _int_tuple(xs):
+    return tuple(int(x) for x in xs)
+
+# ---------------------------------------------------------------------------
+# broadcast_in_dim
+
+
+def _bid_impl(xp, x, shape, broadcast_dimensions):
+    x = xp.asarray(x)
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = x.shape[i]
+    return xp.broadcast_to(x.reshape(expanded), shape)
+
+
+def _bid_shape(x, shape, broadcast_dimensions):
+    bd = broadcast_dimensions
+    if len(bd) != x.ndim:
+        raise ShapeError(f"operand {x.str_short()} needs one broadcast dimension per axis, "
+                         f"got broadcast_dimensions={bd}")
+    if any(b >= len(shape) for b in bd) or list(bd) != sorted(set(bd)):
+        raise ShapeError(f"broadcast_dimensions={bd} must be strictly increasing and < "
+                         f"{len(shape)} for target shape {shape}")
+    for i, d in enumerate(bd):
+        if x.shape[i] not in (1, shape[d]):
+            raise ShapeError(f"operand {x.str_short()} axis {i} (size {x.shape[i]}) cannot be "
+                             f"broadcast to size {shape[d]} of target shape {shape}")
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+def _bid_transpose(ct, x, shape, broadcast_dimensions):
+    from .reductions import reduce_sum
+    bd = broadcast_dimensions
+    sum_axes = tuple(i for i in range(len(shape)) if i not in bd)
+    sum_axes += tuple(d for i, d in enumerate(bd) if x.aval.shape[i] == 1 and shape[d] != 1)
+    out = reduce_sum(ct, axes=tuple(sorted(sum_axes))) if sum_axes else ct
+    if aval_of(out).shape != x.aval.shape:
+        out = reshape(out, new_sizes=x.aval.shape)
+    return [out]
+
+
+def _bid_batch(vals, dims, shape, broadcast_dimensions):
+    (x,), (d,) = vals, dims
+    x = moveaxis(x, d, 0)
+    size = aval_of(x).shape[0]
+    return broadcast_in_dim(x, shape=(size,) + tuple(shape),
+                            broadcast_dimensions=(0,) + tuple(b + 1 for b in broadcast_dimensions)), 0
+
+
+broadcast_in_dim_p = defprim("broadcast_in_dim", _bid_impl, _bid_shape, linear=True,
+                             transpose=_bid_transpose, batch=_bid_batch)
+
+# ---------------------------------------------------------------------------
+# reshape, transpose, squeeze, expand_dims, rev
+
+
+def _reshape_shape(x, new_sizes, dimensions=None):
+    if dimensions is not None:
+        raise ShapeError("the dimensions argument is not supported; transpose first")
+    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+        raise ShapeError(f"cannot reshape {x.str_short()} ({x.size} elements) to {new_sizes}")
+    return ShapedArray(new_sizes, x.dtype, x.weak_type)
+
+
+def _move0_then(f):
+    """Batching rule for a unary shape op whose params are rewritten for a leading axis."""
+    def rule(vals, dims, **params):
+        x = moveaxis(vals[0], dims[0], 0)
+        return f(x, aval_of(x).shape[0], **params), 0
+    return rule
+
+
+reshape_p = defprim(
+    "reshape", lambda xp, x, new_sizes, dimensions=None: xp.reshape(x, new_sizes),
+    _reshape_shape, linear=True,
+    transpose=lambda ct, x, new_sizes, dimensions=None: [reshape(ct, new_sizes=x.aval.shape)],
+    batch=_move0_then(lambda x, b, new_sizes, dimensions=None:
+                      reshape(x, new_sizes=(b,) + tuple(new_sizes))))
+
+
+def _transpose_shape(x, permutation):
+    if sorted(permutation) != list(range(x.ndim)):
+        raise ShapeError(f"permutation {permutation} is not a permutation of the axes of "
+                         f"{x.str_short()}")
+    return ShapedArray(tuple(x.shape[p] for p in permutation), x.dtype, x.weak_type)
+
+
+transpose_p = defprim(
+    "transpose", lambda xp, x, permutation: xp.transpose(x, permutation), _transpose_shape,
+    linear=True,
+    transpose=lambda ct, x, permutation: [
+        transpose(ct, permutation=tuple(np.argsort(permutation).tolist()))],
+    batch=_move0_then(lambda x, b, permutation:
+                      transpose(x, permutation=(0,) + tuple(p + 1 for p in permutation))))
+
+
+def _squeeze_shape(x, dimensions):
+    for d in dimensions:
+        if not 0 <= d < x.ndim or x.shape[d] != 1:
+            raise ShapeError(f"cannot squeeze axis {d} of {x.str_short()}: it must have size 1")
+    return ShapedArray(tuple(s for i, s in enumerate(x.shape) if i not in dimensions),
+                       x.dtype, x.weak_type)
+
+
+squeeze_p = defprim(
+    "squeeze", lambda xp, x, dimensions: xp.reshape(x, _squeeze_shape(aval_of(x), dimensions).shape),
+    _squeeze_shape, linear=True,
+    transpose=lambda ct, x, dimensions: [reshape(ct, new_sizes=x.aval.shape)],
+    batch=_move0_then(lambda x, b, dimensions:
+                      squeeze(x, dimensions=tuple(d + 1 for d in dimensions))))
+
+
+def _expand_dims_shape(x, dimensions):
+    n = x.ndim + len(dimensions)
+    if any(not 0 <= d < n for d in dimensions) or len(set(dimensions)) != len(dimensions):
+        raise ShapeError(f"bad dimensions {dimensions} for expand_dims of {x.str_short()}")
+    it = iter(x.shape)
+    return ShapedArray(tuple(1 if i in dimensions else next(it) for i in range(n)),
+                       x.dtype, x.weak_type)
+
+
+expand_dims_p = defprim(
+    "expand_dims",
+    lambda xp, x, dimensions: xp.reshape(x, _expand_dims_shape(aval_of(x), dimensions).shape),
+    _expand_dims_shape, linear=True,
+    transpose=lambda ct, x, dimensions: [reshape(ct, new_sizes=x.aval.shape)],
+    batch=_move0_then(lambda x, b, dimensions:
+                      expand_dims(x, dimensions=tuple(d + 1 for d in dimensions))))
+
+
+def _rev_shape(x, dimensions):
+    if any(not 0 <= d < x.ndim for d in dimensions):
+        raise ShapeError(f"bad dimensions {dimensions} for rev of {x.str_short()}")
+    return x
+
+
+rev_p = defprim(
+    "rev", lambda xp, x, dimensions: xp.flip(x, dimensions) if dimensions else x, _rev_shape,
+    linear=True, transpose=lambda ct, x, dimensions: [rev(ct, dimensions=dimensions)],
+    batch=_move0_then(lambda x, b, dimensions: rev(x, dimensions=tuple(d + 1 for d in dimensions))))
+
+# ---------------------------------------------------------------------------
+# concatenate
+
+
+def _concat_shape(*xs, dimension):
+    if not xs:
+        raise ShapeError("needs at least one operand")
+    x0 = xs[0]
+    if not 0 <= dimension < x0.ndim:
+        raise ShapeError(f"dimension {dimension} out of range for {x0.str_short()}")
+    for x in xs:
+        if x.dtype != x0.dtype:
+            raise DTypeError(f"operands must share a dtype, got "
+                             f"{', '.join(a.str_short() for a in xs)}")
+        if x.ndim != x0.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, x0.shape))
+                                    if i != dimension):
+            raise ShapeError(f"operands must match except along dimension {dimension}, got "
+                             f"{', '.join(a.str_short() for a in xs)}")
+    shape = list(x0.shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return ShapedArray(shape, x0.dtype, all(x.weak_type for x in xs))
+
+
+def _concat_transpose(ct, *xs, dimension):
+    outs, start = [], 0
+    for x in xs:
+        n = aval_of(x).shape[dimension]
+        if _lin(x):
+            lo = [0] * len(x.aval.shape)
+            hi = list(aval_of(ct).shape)
+            lo[dimension], hi[dimension] = start, start + n
+            outs.append(slice(ct, start_indices=tuple(lo), limit_indices=tuple(hi), strides=None))
+        else:
+            outs.append(None)
+        start += n
+    return outs
+
+
+def _concat_batch(vals, dims, dimension):
+    size = bdim_size(vals, dims)
+    xs = [broadcast_batched(v, size) if d is None else moveaxis(v, d, 0)
+          for v, d in zip(vals, dims)]
+    return concatenate(*xs, dimension=dimension + 1), 0
+
+
+concatenate_p = defprim(
+    "concatenate", lambda xp, *xs, dimension: xp.concatenate(xs, axis=dimension),
+    _concat_shape, linear=True, transpose=_concat_transpose, batch=_concat_batch)
+
+# ---------------------------------------------------------------------------
+# pad and slice
+
+
+def _pad_impl(xp, x, padding_value, padding_config):
+    x = xp.asarray(x)
+    shape = tuple(lo + hi + s + max(s - 1, 0) * it
+                  for s, (lo, hi, it) in zip(x.shape, padding_config))
+    out = xp.full(shape, padding_value, dtype=x.dtype)
+    index = tuple(np.s_[lo: lo + s + max(s - 1, 0) * it: it + 1]
+                  for s, (lo, hi, it) in zip(x.shape, padding_config))
+    out[index] = x
+    return out
+
+
+def _pad_shape(x, padding_value, padding_config):
+    if padding_value.ndim or padding_value.dtype != x.dtype:
+        raise DTypeError(f"padding value must be a scalar of the operand's dtype, got "
+                         f"{padding_value.str_short()} for {x.str_short()}")
+    if len(padding_config) != x.ndim or any(len(c) != 3 or min(c) < 0 for c in padding_config):
+        raise ShapeError(f"padding_config {padding_config} needs one non-negative "
+                         f"(low, high, interior) per axis of {x.str_short()}")
+    shape = tuple(lo + hi + s + max(s - 1, 0) * it
+                  for s, (lo, hi, it) in zip(x.shape, padding_config))
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+def _pad_transpose(ct, x, padding_value, padding_config):
+    from .reductions import reduce_sum
+    shape = aval_of(ct).shape
+    lo = tuple(c[0] for c in padding_config)
+    hi = tuple(s - c[1] for s, c in zip(shape, padding_config))
+    strides = tuple(c[2] + 1 for c in padding_config)
+    t_x = slice(ct, start_indices=lo, limit_indices=hi, strides=strides)
+    t_pv = None
+    if _lin(padding_value):
+        from .elementwise import sub
+        axes = tuple(range(len(shape)))
+        t_pv = sub(reduce_sum(ct, axes=axes), reduce_sum(t_x, axes=axes))
+    return [t_x if _lin(x) else None, t_pv]
+
+
+def _pad_batch(vals, dims, padding_config):
+    (x, pv), (dx, dpv) = vals, dims
+    size = bdim_size(vals, dims)
+    x = broadcast_batched(x, size) if dx is None else moveaxis(x, dx, 0)
+    config = ((0, 0, 0),) + tuple(padding_config)
+    if dpv is None:
+        return pad(x, pv, padding_config=config), 0
+    from .elementwise import select
+    xdt = aval_of(x).dtype
+    padded = pad(x, np.zeros((), xdt), padding_config=config)
+    mask = pad(broadcast_in_dim(np.ones((), np.bool_), aval_of(x).shape, ()),
+               np.zeros((), np.bool_), padding_config=config)
+    pvb = broadcast_in_dim(moveaxis(pv, dpv, 0), aval_of(padded).shape, (0,))
+    return select(mask, padded, pvb), 0
+
+
+pad_p = defprim("pad", _pad_impl, _pad_shape, linear=True, transpose=_pad_transpose,
+                batch=_pad_batch)
+
+
+def _slice_impl(xp, x, start_indices, limit_indices, strides):
+    strides = strides or (1,) * len(start_indices)
+    return xp.asarray(x)[tuple(np.s_[a:b:s] for a, b, s in zip(start_indices, limit_indices, strides))]
+
+
+def _slice_shape(x, start_indices, limit_indices, strides):
+    strides = strides or (1,) * x.ndim
+    if not (len(start_indices) == len(limit_indices) == len(strides) == x.ndim):
+        raise ShapeError(f"needs one start, limit and stride per axis of {x.str_short()}")
+    for a, b, s, n in zip(start_indices, limit_indices, strides, x.shape):
+        if not (0 <= a <= b <= n) or s < 1:
+            raise ShapeError(f"slice {start_indices}:{limit_indices}:{strides} is out of "
+                             f"bounds for {x.str_short()}")
+    shape = tuple(-(-(b - a) // s) for a, b, s in zip(start_indices, limit_indices, strides))
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+def _slice_transpose(ct, x, start_indices, limit_indices, strides):
+    strides = strides or (1,) * len(start_indices)
+    out_shape = aval_of(ct).shape
+    config = []
+    for n, a, s, m in zip(x.aval.shape, start_indices, strides, out_shape):
+        used = a + (m - 1) * s + 1 if m else a
+        config.append((a, n - used, s - 1 if m > 1 else 0) if m else (a, n - a, 0))
+    zero = np.zeros((), x.aval.dtype)
+    return [pad(ct, zero, padding_config=tuple(config))]
+
+
+slice_p = defprim(
+    "slice", _slice_impl, _slice_shape, linear=True, transpose=_slice_transpose,
+    batch=_move0_then(lambda x, b, start_indices, limit_indices, strides: slice(
+        x, start_indices=(0,) + tuple(start_indices), limit_indices=(b,) + tuple(limit_indices),
+        strides=None if strides is None else (1,) + tuple(strides))))
+
+# ---------------------------------------------------------------------------
+# dynamic_slice and dynamic_update_slice (clamped start indices, as XLA)
+
+
+def _clamped_starts(xp, idx, shape, sizes):
+    return tuple(int(np.clip(int(i), 0, n - s)) for i, n, s in zip(idx, shape, sizes))
+
+
+def _ds_impl(xp, x, *idx, slice_sizes):
+    x = xp.asarray(x)
+    st = _clamped_starts(xp, idx, x.shape, slice_sizes)
+    return x[tuple(np.s_[a:a + s] for a, s in zip(st, slice_sizes))]
+
+
+def _check_indices(x, idx):
+    if len(idx) != x.ndim:
+        raise ShapeError(f"needs {x.ndim} scalar start indices for {x.str_short()}, "
+                         f"got {len(idx)}")
+    for i in idx:
+        if i.ndim or i.dtype.kind not in "iu":
+            raise DTypeError(f"start indices must be integer scalars, got {i.str_short()}")
+
+
+def _ds_shape(x, *idx, slice_sizes):
+    _check_indices(x, idx)
+    if len(slice_sizes) != x.ndim or any(not 0 <= s <= n for s, n in zip(slice_sizes, x.shape)):
+        raise ShapeError(f"slice_sizes {slice_sizes} do not fit {x.str_short()}")
+    return ShapedArray(slice_sizes, x.dtype, x.weak_type)
+
+
+def _ds_jvp(primals, tangents, slice_sizes):
+    x, *idx = primals
+    ans = dynamic_slice(x, *idx, slice_sizes=slice_sizes)
+    t = tangents[0]
+    if type(t) is Zero:
+        return ans, Zero(aval_of(ans).strip_weak())
+    return ans, dynamic_slice(t, *idx, slice_sizes=slice_sizes)
+
+
+def _ds_transpose(ct, x, *idx, slice_sizes):
+    return [dynamic_update_slice(zeros(x.aval), ct, *idx)] + [None] * len(idx)
+
+
+def _ds_batch(vals, dims, slice_sizes):
+    x, *idx = vals
+    dx, *didx = dims
+    if any(d is not None for d in didx):
+        from .indexing import gather_from_starts
+        return gather_from_starts(vals, dims, slice_sizes)
+    x = moveaxis(x, dx, 0)
+    b = aval_of(x).shape[0]
+    return dynamic_slice(x, np.zeros((), aval_of(idx[0]).dtype) if idx else np.int32(0), *idx,
+                         slice_sizes=(b,) + tuple(slice_sizes)), 0
+
+
+dynamic_slice_p = defprim("dynamic_slice", _ds_impl, _ds_shape, jvp=_ds_jvp,
+                          transpose=_ds_transpose, batch=_ds_batch)
+
+
+def _dus_impl(xp, x, update, *idx):
+    update = xp.asarray(update)
+    out = xp.array(x, copy=True)
+    st = _clamped_starts(xp, idx, out.shape, update.shape)
+    out[tuple(np.s_[a:a + s] for a, s in zip(st, update.shape))] = update
+    return out
+
+
+def _dus_shape(x, update, *idx):
+    _check_indices(x, idx)
+    if update.dtype != x.dtype or update.ndim != x.ndim or any(
+            u > n for u, n in zip(update.shape, x.shape)):
+        raise ShapeError(f"update {update.str_short()} does not fit operand {x.str_short()}")
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+def _dus_jvp(primals, tangents):
+    x, u, *idx = primals
+    tx, tu = tangents[:2]
+    ans = dynamic_update_slice(x, u, *idx)
+    if type(tx) is Zero and type(tu) is Zero:
+        return ans, Zero(aval_of(ans).strip_weak())
+    return ans, dynamic_update_slice(instantiate(tx), instantiate(tu), *idx)
+
+
+def _dus_transpose(ct, x, update, *idx):
+    u_aval = aval_of(update)
+    ct_x = dynamic_update_slice(ct, zeros(u_aval), *idx) if _lin(x) else None
+    ct_u = dynamic_slice(ct, *idx, slice_sizes=u_aval.shape) if _lin(update) else None
+    return [ct_x, ct_u] + [None] * len(idx)
+
+
+def _dus_batch(vals, dims):
+    x, u, *idx = vals
+    dx, du, *didx = dims
+    if any(d is not None for d in didx):
+        from .indexing import scatter_from_starts
+        return scatter_from_starts(vals, dims)
+    size = bdim_size(vals, dims)
+    x = broadcast_batched(x, size) if dx is None else moveaxis(x, dx, 0)
+    u = broadcast_batched(u, size) if du is None else moveaxis(u, du, 0)
+    zero = np.zeros((), aval_of(idx[0]).dtype) if idx else np.int32(0)
+    return dynamic_update_slice(x, u, zero, *idx), 0
+
+
+dynamic_update_slice_p = defprim("dynamic_update_slice", _dus_impl, _dus_shape, jvp=_dus_jvp,
+                                 transpose=_dus_transpose, batch=_dus_batch)
+
+# ---------------------------------------------------------------------------
+# iota
+
+
+def _iota_impl(xp, dtype, shape, dimension):
+    r = xp.arange(shape[dimension], dtype=dtype)
+    expanded = [1] * len(shape)
+    expanded[dimension] = shape[dimension]
+    return xp.broadcast_to(r.reshape(expanded), shape)
+
+
+def _iota_shape(dtype, shape, dimension):
+    if not 0 <= dimension < len(shape):
+        raise ShapeError(f"dimension {dimension} out of range for shape {shape}")
+    return ShapedArray(shape, dtype)
+
+
+iota_p = defprim("iota", lambda xp, *, dtype, shape, dimension: _iota_impl(xp, dtype, shape, dimension),
+                 lambda *, dtype, shape, dimension: _iota_shape(dtype, shape, dimension),
+                 differentiable=False)
+
+# ---------------------------------------------------------------------------
+# bind wrappers
+
+broadcast_in_dim = broadcast_in_dim_p.bind
+reshape = reshape_p.bind
+transpose = transpose_p.bind
+squeeze = squeeze_p.bind
+expand_dims = expand_dims_p.bind
+rev = rev_p.bind
+concatenate = concatenate_p.bind
+pad = pad_p.bind
+slice = slice_p.bind
+dynamic_slice = dynamic_slice_p.bind
+dynamic_update_slice = dynamic_update_slice_p.bind
+iota = iota_p.bind

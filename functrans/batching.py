@@ -1,0 +1,165 @@
+"""vmap: batching as an interpreter that reads the primitives' batching rules."""
+from __future__ import annotations
+
+import functools
+
+from . import tree_util
+from .core import (RuleNotImplementedError, Trace, Tracer, canonicalize, full_lower, get_aval,
+                   new_main, to_concrete)
+from primitives.base import broadcast_batched, moveaxis
+
+not_mapped = None
+
+
+class BatchTracer(Tracer):
+    __slots__ = ("val", "batch_dim")
+
+    def __init__(self, trace, val, batch_dim):
+        self._trace = trace
+        self._origin = None
+        self.val = val
+        self.batch_dim = batch_dim
+
+    @property
+    def aval(self):
+        aval = get_aval(self.val)
+        if self.batch_dim is None:
+            return aval
+        shape = list(aval.shape)
+        del shape[self.batch_dim]
+        return aval.update(shape=tuple(shape))
+
+    def full_lower(self):
+        if self.batch_dim is None:
+            return full_lower(self.val)
+        return self
+
+    def to_concrete_value(self):
+        return to_concrete(self.val) if self.batch_dim is None else None
+
+
+class BatchTrace(Trace):
+    def pure(self, val):
+        return BatchTracer(self, val, None)
+
+    lift = pure
+
+    @property
+    def axis_size(self):
+        return self.main.global_data
+
+    def process_primitive(self, prim, tracers, params):
+        vals = [t.val for t in tracers]
+        dims = [t.batch_dim for t in tracers]
+        if all(d is None for d in dims):
+            out = prim.bind(*vals, **params)
+            if prim.multiple_results:
+                return [BatchTracer(self, o, None) for o in out]
+            return BatchTracer(self, out, None)
+        if prim.batch is None:
+            raise RuleNotImplementedError(
+                f"Batching rule for '{prim.name}' not implemented. Add batch=... to the "
+                "primitive's declaration in primitives/.")
+        out, out_dim = prim.batch(vals, dims, **params)
+        if prim.multiple_results:
+            return [BatchTracer(self, o, d) for o, d in zip(out, out_dim, strict=True)]
+        return BatchTracer(self, out, out_dim)
+
+
+def _move_out(x, from_dim, to_dim, size):
+    if to_dim is None:
+        if from_dim is not None:
+            raise ValueError("vmap has mapped output but out_axes is None")
+        return x
+    if from_dim is None:
+        return broadcast_batched(x, size, to_dim % (get_aval(x).ndim + 1))
+    return moveaxis(x, from_dim, to_dim)
+
+
+def vmap_flat(f_flat, in_dims, out_dims_thunk, size, args):
+    with new_main(BatchTrace, size) as main:
+        trace = BatchTrace(main)
+        tracers = [BatchTracer(trace, x, d) if d is not None else x for x, d in zip(args, in_dims)]
+        outs = f_flat(*tracers)
+        tracers_out = [trace.full_raise(o) for o in outs]
+        vals = [t.val for t in tracers_out]
+        dims = [t.batch_dim for t in tracers_out]
+        out_dims = out_dims_thunk()
+        outs = [_move_out(v, d, od, size) for v, d, od in zip(vals, dims, out_dims, strict=True)]
+    return [full_lower(o) for o in outs]
+
+
+def _broadcast_prefix(prefix, tree, what):
+    """in_axes/out_axes given as a prefix pytree of `tree`: one entry per leaf."""
+    if prefix is None or isinstance(prefix, int):
+        return [prefix] * len(tree_util.tree_leaves(tree))
+    out = []
+    pleaves, ptree = tree_util.tree_flatten(prefix, is_leaf=lambda x: x is None)
+    if ptree == tree_util.tree_structure(tree) or len(pleaves) == len(tree_util.tree_leaves(tree)):
+        return [p for p in pleaves]
+    if isinstance(prefix, (tuple, list)) and isinstance(tree, (tuple, list)) and len(prefix) == len(tree):
+        for p, t in zip(prefix, tree):
+            out.extend(_broadcast_prefix(p, t, what))
+        return out
+    if isinstance(prefix, dict) and isinstance(tree, dict) and set(prefix) == set(tree):
+        for k in sorted(tree):
+            out.extend(_broadcast_prefix(prefix[k], tree[k], what))
+        return out
+    raise ValueError(f"vmap {what} specification {prefix!r} must be a tree prefix of the "
+                     f"arguments/outputs, whose structure is {tree_util.tree_structure(tree)}")
+
+
+def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
+    """Vectorize fun over a leading (or chosen) axis of its arguments."""
+    @functools.wraps(fun)
+    def batched(*args):
+        if isinstance(in_axes, list):
+            axes_spec = tuple(in_axes)
+        else:
+            axes_spec = in_axes
+        if isinstance(axes_spec, tuple) and len(axes_spec) != len(args):
+            raise ValueError(f"vmap in_axes must be an int, None, or a tuple of entries "
+                             f"corresponding to the positional arguments passed to the "
+                             f"function, but got len(in_axes)={len(axes_spec)}, "
+                             f"len(args)={len(args)}")
+        dims = _broadcast_prefix(axes_spec, tuple(args), "in_axes")
+        leaves, in_tree = tree_util.tree_flatten(tuple(args))
+        leaves = [canonicalize(x) for x in leaves]
+        sizes = set()
+        norm_dims = []
+        for x, d in zip(leaves, dims):
+            if d is None:
+                norm_dims.append(None)
+                continue
+            nd = get_aval(x).ndim
+            if not -nd <= d < nd:
+                raise ValueError(f"vmap was requested to map its argument along axis {d}, "
+                                 f"which implies that its rank should be at least {d + 1}, "
+                                 f"but is only {nd} (its shape is {get_aval(x).shape})")
+            d %= nd
+            norm_dims.append(d)
+            sizes.add(get_aval(x).shape[d])
+        if axis_size is not None:
+            sizes.add(axis_size)
+        if len(sizes) > 1:
+            desc = ", ".join(f"axis {d} of an argument of shape {get_aval(x).shape}"
+                             for x, d in zip(leaves, norm_dims) if d is not None)
+            raise ValueError(f"vmap got inconsistent sizes for the array axes to be mapped: "
+                             f"{desc}")
+        if not sizes:
+            raise ValueError("vmap must have at least one non-None value in in_axes, or be "
+                             "given axis_size")
+        size = sizes.pop()
+        store = {}
+
+        def f_flat(*ls):
+            out = fun(*tree_util.tree_unflatten(in_tree, ls))
+            out_leaves, store["tree"] = tree_util.tree_flatten(out)
+            store["out"] = out
+            return out_leaves
+
+        def out_dims():
+            return _broadcast_prefix(out_axes, store["out"], "out_axes")
+        outs = vmap_flat(f_flat, norm_dims, out_dims, size, leaves)
+        return tree_util.tree_unflatten(store["tree"], outs)
+    return batched

@@ -655,3 +655,91 @@ def jacrev(fun, argnums=0, has_aux=False):
 def hessian(fun, argnums=0, has_aux=False):
     """Hessian = jacfwd(jacrev(fun))."""
     return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+
+
+# ---------------------------------------------------------------------------
+# the same transformations as jaxpr -> jaxpr functions (for primitives that carry
+# sub-jaxprs: control flow, jit, checkpoint, custom rules)
+
+def _jaxpr_fun(closed):
+    return lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs)
+
+
+def jvp_jaxpr(closed: ClosedJaxpr, nonzeros, instantiate):
+    """Jaxpr of (primals, nonzero tangents) -> (primal outs, nonzero tangent outs).
+
+    Returns (closed_jvp, out_nonzeros); `instantiate` (bool or list) forces tangent outputs
+    to be present even when symbolically zero."""
+    from .tracing import trace_to_jaxpr
+    in_avals = closed.in_avals
+    n = len(in_avals)
+    inst = instantiate if isinstance(instantiate, (list, tuple)) else [instantiate] * len(closed.out_avals)
+    t_avals = [a.strip_weak() for a, nz in zip(in_avals, nonzeros, strict=True) if nz]
+    store = {}
+
+    def f(*args):
+        nz_ts = iter(args[n:])
+        tangents = [next(nz_ts) if nz else Zero(a.strip_weak()) for a, nz in zip(in_avals, nonzeros)]
+        outs, touts = jvp_flat(_jaxpr_fun(closed), list(args[:n]), tangents, instantiate_zeros=False)
+        touts = [instantiate(t) if i else t for t, i in zip(touts, inst, strict=True)]
+        store["nz"] = [type(t) is not Zero for t in touts]
+        return outs + [t for t in touts if type(t) is not Zero]
+    jaxpr, consts = trace_to_jaxpr(f, list(in_avals) + t_avals)
+    return ClosedJaxpr(jaxpr, consts), store["nz"]
+
+
+def partial_eval_jaxpr(closed: ClosedJaxpr, in_unknowns, instantiate=False):
+    """Split a jaxpr into a known part and an unknown part.
+
+    Returns (known, unknown, out_unknowns, num_res): known maps the known inputs to the
+    known outputs followed by num_res residuals; unknown maps (residuals, unknown inputs)
+    to the unknown outputs."""
+    from .tracing import trace_to_jaxpr
+    in_avals = closed.in_avals
+    n_out = len(closed.out_avals)
+    inst = instantiate if isinstance(instantiate, (list, tuple)) else [instantiate] * n_out
+    known_avals = [a for a, uk in zip(in_avals, in_unknowns, strict=True) if not uk]
+    store = {}
+
+    def fun_known(*known_vals):
+        kv = iter(known_vals)
+        pvals = [PartialVal.unknown(a) if uk else PartialVal.known(next(kv))
+                 for a, uk in zip(in_avals, in_unknowns)]
+
+        def f_inst(*xs):          # outputs that must be unknown are instantiated inside
+            outs = _jaxpr_fun(closed)(*xs)
+            trace = xs[0]._trace if xs and isinstance(xs[0], PartialEvalTracer) else None
+            res = []
+            for o, i in zip(outs, inst):
+                if i:
+                    t = trace.full_raise(o) if trace is not None else o
+                    res.append(trace.instantiate_const(t) if trace is not None else o)
+                else:
+                    res.append(o)
+            return res
+        pvals_out, jaxpr_unk, res = partial_eval_flat(f_inst, pvals)
+        store["jaxpr_unk"], store["num_res"] = jaxpr_unk, len(res)
+        store["out_unknowns"] = [not pv.is_known for pv in pvals_out]
+        return [pv.const for pv in pvals_out if pv.is_known] + list(res)
+    jaxpr_known, consts_known = trace_to_jaxpr(fun_known, known_avals, dce=False)
+    ju = store["jaxpr_unk"]
+    unknown = Jaxpr([], ju.constvars + ju.invars, ju.eqns, ju.outvars)
+    return (ClosedJaxpr(jaxpr_known, consts_known), ClosedJaxpr(unknown, []),
+            store["out_unknowns"], store["num_res"])
+
+
+def transpose_jaxpr(closed: ClosedJaxpr, linear):
+    """Jaxpr of (non-linear inputs, output cotangents) -> cotangents of the linear inputs."""
+    from .tracing import trace_to_jaxpr
+    in_avals = closed.in_avals
+    res_avals = [a for a, lin in zip(in_avals, linear, strict=True) if not lin]
+    ct_avals = [a.strip_weak() for a in closed.out_avals]
+
+    def f(*args):
+        res, cts = args[:len(res_avals)], args[len(res_avals):]
+        it = iter(res)
+        prim_args = [UndefinedPrimal(a) if lin else next(it) for a, lin in zip(in_avals, linear)]
+        cts_in = backward_pass(closed.jaxpr, closed.consts, prim_args, list(cts))
+        return [instantiate(c) for c, lin in zip(cts_in, linear) if lin]
+    jaxpr, consts = trace_to_jaxpr(f, res_avals + ct_avals)
+    return ClosedJaxpr(jaxpr, consts)

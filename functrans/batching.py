@@ -163,3 +163,35 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
         outs = vmap_flat(f_flat, norm_dims, out_dims, size, leaves)
         return tree_util.tree_unflatten(store["tree"], outs)
     return batched
+
+
+def batch_jaxpr(closed, axis_size, in_batched, instantiate):
+    """The jaxpr with its batched inputs/outputs carrying a leading axis of axis_size.
+
+    Returns (closed_batched, out_batched); `instantiate` (bool or list) forces outputs to
+    be batched."""
+    from .core import ClosedJaxpr, eval_jaxpr
+    from .tracing import trace_to_jaxpr
+    n_out = len(closed.out_avals)
+    inst = instantiate if isinstance(instantiate, (list, tuple)) else [instantiate] * n_out
+    avals = [a.update(shape=(axis_size,) + a.shape) if b else a
+             for a, b in zip(closed.in_avals, in_batched, strict=True)]
+    store = {}
+
+    def f(*args):
+        with new_main(BatchTrace, axis_size) as main:
+            trace = BatchTrace(main)
+            tracers = [BatchTracer(trace, x, 0) if b else x for x, b in zip(args, in_batched)]
+            outs = [trace.full_raise(o) for o in eval_jaxpr(closed.jaxpr, closed.consts, *tracers)]
+            res, ob = [], []
+            for o, i in zip(outs, inst):
+                if o.batch_dim is None and not i:
+                    res.append(o.val)
+                    ob.append(False)
+                else:
+                    res.append(_move_out(o.val, o.batch_dim, 0, axis_size))
+                    ob.append(True)
+            store["ob"] = ob
+        return [full_lower(r) for r in res]
+    jaxpr, consts = trace_to_jaxpr(f, avals)
+    return ClosedJaxpr(jaxpr, consts), store["ob"]

@@ -272,10 +272,13 @@ class Primitive:
 
     def bind(self, *args, **params):
         state = _state()
-        if state.depth == 0:            # eager fast path: nothing is being traced
+        if state.depth == 0:            # eager path: nothing is being traced
             for a in args:
                 if isinstance(a, Tracer):
                     return _bind_slow(self, args, params)
+            # the shape rule runs first, so that bad input gets the primitive's own error
+            # instead of NumPy silently broadcasting or promoting
+            self.abstract_eval(*[get_aval(a) for a in args], **params)
             return self.impl(array_module(*args), *args, **params)
         return _bind_slow(self, args, params)
 
@@ -572,9 +575,26 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
         raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(args)}")
     for v, x in zip(jaxpr.invars, args):
         env[v] = x
+    if _state().depth == 0 and not any(isinstance(x, Tracer) for x in env.values()):
+        return _eval_jaxpr_concrete(jaxpr, env)
     for eqn in jaxpr.eqns:
         invals = [env[a] if type(a) is Var else a.val for a in eqn.invars]
         out = eqn.primitive.bind(*invals, **eqn.params)
+        if eqn.primitive.multiple_results:
+            for v, x in zip(eqn.outvars, out, strict=True):
+                env[v] = x
+        else:
+            env[eqn.outvars[0]] = out
+    return [env[a] if type(a) is Var else a.val for a in jaxpr.outvars]
+
+
+def _eval_jaxpr_concrete(jaxpr: Jaxpr, env: dict):
+    """eval_jaxpr on concrete arrays: the jaxpr is already well typed, so the
+    implementations are called directly, without binding or shape rules."""
+    xp = array_module(*env.values())
+    for eqn in jaxpr.eqns:
+        invals = [env[a] if type(a) is Var else a.val for a in eqn.invars]
+        out = eqn.primitive.impl(xp, *invals, **eqn.params)
         if eqn.primitive.multiple_results:
             for v, x in zip(eqn.outvars, out, strict=True):
                 env[v] = x

@@ -175,13 +175,14 @@ def zeros(aval):
     from . import shape as sh
     zero = np.zeros((), aval.dtype)
     if not aval.shape:
-        return sh.broadcast_in_dim(zero, (), ())
-    return sh.broadcast_in_dim(zero, aval.shape, ())
+        return zero
+    return sh.broadcast_in_dim(zero, shape=aval.shape, broadcast_dimensions=())
 
 
 def full_like_aval(value, aval):
     from . import shape as sh
-    return sh.broadcast_in_dim(np.asarray(value, aval.dtype), aval.shape, ())
+    val = np.asarray(value, aval.dtype)
+    return sh.broadcast_in_dim(val, shape=aval.shape, broadcast_dimensions=()) if aval.shape else val
 
 
 # ---------------------------------------------------------------------------
@@ -227,7 +228,7 @@ def broadcast_batched(x, size, axis=0):
     shape = list(aval.shape)
     shape.insert(axis, size)
     dims = tuple(i for i in range(len(shape)) if i != axis)
-    return sh.broadcast_in_dim(x, tuple(shape), dims)
+    return sh.broadcast_in_dim(x, shape=tuple(shape), broadcast_dimensions=dims)
 
 
 def _elementwise_batch(p):
@@ -251,7 +252,7 @@ def _elementwise_batch(p):
             else:
                 v = moveaxis(v, d, 0)
                 if r < out_rank:
-                    v = sh.broadcast_in_dim(v, (size,) + shape, (0,))
+                    v = sh.broadcast_in_dim(v, shape=(size,) + shape, broadcast_dimensions=(0,))
                 new.append(v)
         return p.bind(*new, **params), 0
     return rule

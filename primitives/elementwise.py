@@ -111,8 +111,9 @@ logistic_p = defprim("logistic", lambda xp, x: 0.5 * xp.tanh(0.5 * x) + 0.5, una
 erf_p = defprim("erf", _erf_impl, unary(REAL), elementwise=True,
                 jvp=(lambda t, x: mul(t, mul(_const(x, 2 / math.sqrt(math.pi)),
                                              exp(neg(mul(x, x))))),), cuda="erf({0})")
+# JAX's convention (deliberate, pinned by tests): d|x|/dx = 1 at x = 0, via select(x >= 0).
 abs_p = defprim("abs", lambda xp, x: xp.abs(x), unary(NUMERIC), elementwise=True,
-                jvp=(lambda t, x: mul(t, sign(x)),), cuda="abs({0})")
+                jvp=(lambda t, x: select(ge(x, _zero(x)), t, neg(t)),), cuda="abs({0})")
 sign_p = defprim("sign", lambda xp, x: xp.sign(x), unary(NUMERIC), elementwise=True,
                  differentiable=False, cuda="(({0} > 0) - ({0} < 0))")
 floor_p = defprim("floor", lambda xp, x: xp.floor(x), unary(REAL), elementwise=True,
@@ -228,8 +229,17 @@ or_p = defprim("or", lambda xp, x, y: xp.bitwise_or(x, y), naryop(BOOL_INT),
                differentiable=False, elementwise=True, cuda="({0} | {1})")
 xor_p = defprim("xor", lambda xp, x, y: xp.bitwise_xor(x, y), naryop(BOOL_INT),
                 differentiable=False, elementwise=True, cuda="({0} ^ {1})")
+def _shift_right_logical_impl(xp, x, y):
+    """Logical (zero-filling) shift, also for signed integers: shift the unsigned view."""
+    x, y = xp.asarray(x), xp.asarray(y)
+    if x.dtype.kind == "i":
+        u = np.dtype(f"u{x.dtype.itemsize}")
+        return xp.right_shift(x.view(u), y.astype(u)).view(x.dtype)
+    return xp.right_shift(x, y)
+
+
 shift_right_logical_p = defprim(
-    "shift_right_logical", lambda xp, x, y: xp.right_shift(x, y), naryop(INTEGER),
+    "shift_right_logical", _shift_right_logical_impl, naryop(INTEGER),
     differentiable=False, elementwise=True, cuda="({0} >> {1})")
 shift_left_p = defprim(
     "shift_left", lambda xp, x, y: xp.left_shift(x, y), naryop(INTEGER),

@@ -254,9 +254,9 @@ def _pad_batch(vals, dims, padding_config):
     from .elementwise import select
     xdt = aval_of(x).dtype
     padded = pad(x, np.zeros((), xdt), padding_config=config)
-    mask = pad(broadcast_in_dim(np.ones((), np.bool_), aval_of(x).shape, ()),
+    mask = pad(broadcast_in_dim(np.ones((), np.bool_), shape=aval_of(x).shape, broadcast_dimensions=()),
                np.zeros((), np.bool_), padding_config=config)
-    pvb = broadcast_in_dim(moveaxis(pv, dpv, 0), aval_of(padded).shape, (0,))
+    pvb = broadcast_in_dim(moveaxis(pv, dpv, 0), shape=aval_of(padded).shape, broadcast_dimensions=(0,))
     return select(mask, padded, pvb), 0
 
 

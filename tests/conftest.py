@@ -1,0 +1,85 @@
+"""Shared test setup: hypothesis profiles, the trace-stack leak check, jaxpr checking helpers."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+import functrans as ft
+from functrans import core
+
+# "ci": derandomized and bounded, so CI runs are reproducible and fast; "dev": more search.
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, max_examples=8, print_blob=True, database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile(
+    "dev", deadline=None, max_examples=25, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(autouse=True)
+def _trace_stack_unchanged():
+    """A test that leaves the interpreter stack changed has found a state leak."""
+    before = core.trace_stack_snapshot()
+    yield
+    after = core.trace_stack_snapshot()
+    assert after == before, f"trace stack leaked: {before} -> {after}"
+
+
+def check_traced(f, *args, static_argnums=(), compare=True, rtol=1e-6, atol=1e-6):
+    """make_jaxpr(f)(*args), type-check the jaxpr (and any nested ones), and check that
+    evaluating it gives what calling f eagerly gives. Returns the ClosedJaxpr."""
+    closed = ft.make_jaxpr(f, static_argnums=static_argnums)(*args)
+    core.check_jaxpr(closed.jaxpr)
+    if compare:
+        dyn = [a for i, a in enumerate(args) if i not in static_argnums]
+        leaves = ft.tree_util.tree_leaves(tuple(dyn))
+        got = core.eval_jaxpr(closed.jaxpr, closed.consts, *leaves)
+        want = ft.tree_util.tree_leaves(f(*args))
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert_close(g, w, rtol=rtol, atol=atol)
+    return closed
+
+
+def check_transforms(f, *args, jvp=True, vjp=True, vmap=False):
+    """Type-check the jaxprs that jvp, vjp and vmap of f emit on args (flat arrays)."""
+    args = [np.asarray(a) for a in args]
+    if jvp:
+        tangents = [np.ones_like(a) for a in args]
+        check_traced(lambda *xs: ft.jvp(f, tuple(xs), tuple(tangents)), *args)
+    if vjp:
+        out = f(*args)
+
+        def pullback(*xs):
+            y, fn = ft.vjp(f, *xs)
+            return fn(ft.tree_util.tree_map(np.ones_like, out))
+        check_traced(pullback, *args)
+    if vmap:
+        batched = [np.stack([a, a]) for a in args]
+        check_traced(ft.vmap(f), *batched)
+
+
+def assert_close(got, want, rtol=1e-6, atol=1e-6, err_msg=""):
+    """Values and shapes equal within tolerance; dtypes checked by the callers that care."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape} {err_msg}"
+    if got.dtype.kind in "biu" and want.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want, err_msg=err_msg)
+    else:
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True,
+                                   err_msg=err_msg)
+
+
+def unused_equations(jaxpr):
+    """Equations whose outputs no later equation and no output reads."""
+    used = {v for v in jaxpr.outvars if type(v) is core.Var}
+    dead = []
+    for eqn in reversed(jaxpr.eqns):
+        if not eqn.primitive.effectful and not any(v in used for v in eqn.outvars):
+            dead.append(eqn)
+        used.update(v for v in eqn.invars if type(v) is core.Var)
+    return dead

@@ -1,0 +1,663 @@
+"""The table that drives tests/test_registry.py: how to draw operands for every primitive.
+
+Each `Case.make(d, dtype, deriv)` draws the structure (shapes, params) with hypothesis's
+`d.draw` and returns `(params, gen)`, where `gen(rng)` makes one set of operands of that
+structure from a NumPy generator (so a batch of samples shares shapes). `deriv=True` asks
+for float64 operands on domains where the derivative exists (no ties, no kinks, no
+rounding boundaries). `ref(*args, **params)` is the NumPy reference.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from hypothesis import strategies as st
+
+F32, F64, I32, U32, BOOL = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
+                            np.dtype(np.uint32), np.dtype(np.bool_))
+FLOATS = (F32, F64)
+
+
+@dataclass
+class Case:
+    make: Callable
+    ref: Callable | None
+    dtypes: tuple = FLOATS            # dtypes of the main operand in value tests
+    linear: tuple = ()               # groups of arg positions in which it is jointly linear
+    smooth: bool = True              # second derivatives checked against differences
+    batch: bool = True               # has array operands to batch over
+    rtol32: float = 2e-6             # value tolerance in float32
+
+
+# ---------------------------------------------------------------------------
+# drawing helpers
+
+def shape_st(min_rank=0, max_rank=3, min_side=1, max_side=4):
+    return st.lists(st.integers(min_side, max_side), min_size=min_rank,
+                    max_size=max_rank).map(tuple)
+
+
+def values(rng, shape, dtype, lo=-2.0, hi=2.0, away=0.0):
+    """Floats uniform in [lo, hi] (with |x| >= away when away > 0: then lo = -hi),
+    integers in [lo, hi], random bools."""
+    dtype = np.dtype(dtype)
+    if dtype == BOOL:
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        return np.asarray(rng.integers(int(lo), int(hi) + 1, size=shape)).astype(dtype)
+    if away:
+        sign = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+        return np.asarray(sign * rng.uniform(away, hi, size=shape), dtype)
+    return np.asarray(rng.uniform(lo, hi, size=shape), dtype)
+
+
+def _ensure_one_full(shapes, shape):
+    if shape and all(s == () for s in shapes):
+        shapes[0] = shape
+    return shapes
+
+
+# ---------------------------------------------------------------------------
+# elementwise
+
+def unary(ref, lo=-2.0, hi=2.0, away=0.0, dtypes=FLOATS, smooth=True, gen=None, rtol32=2e-6):
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st())
+        return {}, (gen(shape, dtype) if gen else
+                    lambda rng: [values(rng, shape, dtype, lo, hi, away)])
+    return Case(make, lambda x: ref(x), dtypes, smooth=smooth, rtol32=rtol32)
+
+
+def binary(ref, gens=None, dtypes=FLOATS, linear=(), smooth=True, int_dtypes_ok=True,
+           rtol32=2e-6, **params):
+    """gens: two functions (rng, shape, dtype) -> operand; default uniform in [-2, 2]."""
+    gens = gens or (lambda rng, s, dt: values(rng, s, dt),) * 2
+
+    def make(d, dtype, deriv):
+        full = d.draw(shape_st())
+        shapes = _ensure_one_full([full if d.draw(st.booleans()) else () for _ in range(2)], full)
+        return dict(params), lambda rng: [g(rng, s, dtype) for g, s in zip(gens, shapes)]
+    return Case(make, lambda x, y, **p: ref(x, y), dtypes, linear=linear, smooth=smooth,
+                rtol32=rtol32)
+
+
+def _nonzero(lo, hi):
+    return lambda rng, s, dt: values(rng, s, dt, lo, hi, away=0.5) if np.dtype(dt).kind == "f" \
+        else _nonzero_int(rng, s, dt)
+
+
+def _nonzero_int(rng, s, dt):
+    x = rng.integers(1, 6, size=s) * np.where(rng.random(s) < 0.5, -1, 1)
+    return np.asarray(x, dt)
+
+
+def _erf_ref(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+
+
+def _round_ref(x, rounding_method):
+    if rounding_method == 1:
+        return np.round(x)
+    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(x.dtype)
+
+
+def _int_div_ref(x, y):
+    if x.dtype.kind in "iu":
+        return (np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y))).astype(x.dtype)
+    return x / y
+
+
+def _away_from_integers(rng, s, dt, lo=-3, hi=3, halves=False):
+    """k + f with f in (0.1, 0.4) or (0.6, 0.9) (exactly k + 0.5 when halves)."""
+    k = rng.integers(lo, hi, size=s)
+    f = rng.uniform(0.1, 0.4, size=s) + 0.5 * (rng.random(s) < 0.5)
+    if halves:
+        f = np.where(rng.random(s) < 0.5, 0.5, f)
+    return np.asarray(k + f, dt)
+
+
+def _round_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st())
+        method = d.draw(st.sampled_from([0, 1]))
+        return ({"rounding_method": method},
+                lambda rng: [_away_from_integers(rng, shape, dtype, halves=not deriv)])
+    return Case(make, _round_ref, smooth=False)
+
+
+def _integer_pow_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st())
+        y = d.draw(st.integers(-3, 4) if dtype.kind == "f" else st.integers(0, 4))
+        if dtype.kind == "f":
+            return {"y": y}, lambda rng: [values(rng, shape, dtype, -2, 2, away=0.5)]
+        return {"y": y}, lambda rng: [values(rng, shape, dtype, -3, 3)]
+
+    def ref(x, y):
+        return (x.astype(np.float64) ** y).astype(x.dtype) if y < 0 else x ** y
+    return Case(make, ref, FLOATS + (I32,))
+
+
+def _convert_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st())
+        targets = [F64, F32, I32] if deriv else [F32, F64, I32, BOOL]
+        new = d.draw(st.sampled_from(targets))
+        weak = False
+        return ({"new_dtype": new, "weak_type": weak},
+                lambda rng: [values(rng, shape, dtype, -3, 3) if dtype.kind != "f" else
+                             _away_from_integers(rng, shape, dtype)])
+    return Case(make, lambda x, new_dtype, weak_type: x.astype(new_dtype),
+                FLOATS + (I32, BOOL), linear=((0,),))
+
+
+def _select_case():
+    def make(d, dtype, deriv):
+        full = d.draw(shape_st())
+        pshape = full if d.draw(st.booleans()) else ()
+        vshape = full if full else ()
+        return {}, lambda rng: [rng.random(pshape) < 0.5, values(rng, vshape, dtype),
+                                values(rng, vshape, dtype)]
+    return Case(make, lambda p, x, y: np.where(p, x, y), FLOATS + (I32, BOOL),
+                linear=((1, 2), (1,)))
+
+
+def _shift_case(ref):
+    def make(d, dtype, deriv):
+        full = d.draw(shape_st())
+        shapes = _ensure_one_full([full if d.draw(st.booleans()) else () for _ in range(2)], full)
+        return {}, lambda rng: [values(rng, shapes[0], dtype, -1000, 1000) if dtype.kind == "i"
+                                else values(rng, shapes[0], dtype, 0, 2 ** 32 - 1),
+                                values(rng, shapes[1], dtype, 0, 31)]
+    return Case(make, ref, (I32, U32), smooth=False)
+
+
+def _logical_shift_right(x, y):
+    """Zero-filling shift of the bits, for signed integers too."""
+    u = np.dtype(f"u{x.dtype.itemsize}")
+    return np.right_shift(x.view(u), y.astype(u)).view(x.dtype)
+
+
+def _cmp(ref):
+    return binary(ref, dtypes=FLOATS + (I32, BOOL), smooth=False)
+
+
+# ---------------------------------------------------------------------------
+# shape ops
+
+def _bid_case():
+    def make(d, dtype, deriv):
+        target = d.draw(shape_st(0, 3))
+        dims = tuple(sorted(d.draw(st.sets(st.sampled_from(range(len(target))), max_size=3)
+                                   if target else st.just(set()))))
+        in_shape = tuple(target[i] if d.draw(st.booleans()) else 1 for i in dims)
+        return ({"shape": target, "broadcast_dimensions": dims},
+                lambda rng: [values(rng, in_shape, dtype)])
+
+    def ref(x, shape, broadcast_dimensions):
+        expanded = [1] * len(shape)
+        for i, dd in enumerate(broadcast_dimensions):
+            expanded[dd] = x.shape[i]
+        return np.broadcast_to(x.reshape(expanded), shape)
+    return Case(make, ref, FLOATS + (I32, BOOL), linear=((0,),))
+
+
+def _reshape_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(0, 3))
+        n = int(np.prod(shape))
+        options = [(n,), tuple(reversed(shape)), (1,) + shape, shape + (1,)]
+        if len(shape) >= 2:
+            options.append((shape[0] * shape[1],) + shape[2:])
+        new = d.draw(st.sampled_from(options))
+        return {"new_sizes": new, "dimensions": None}, lambda rng: [values(rng, shape, dtype)]
+    return Case(make, lambda x, new_sizes, dimensions: x.reshape(new_sizes),
+                FLOATS + (I32,), linear=((0,),))
+
+
+def _transpose_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(0, 4))
+        perm = tuple(d.draw(st.permutations(range(len(shape)))))
+        return {"permutation": perm}, lambda rng: [values(rng, shape, dtype)]
+    return Case(make, lambda x, permutation: np.transpose(x, permutation),
+                FLOATS + (I32, BOOL), linear=((0,),))
+
+
+def _squeeze_case():
+    def make(d, dtype, deriv):
+        shape = list(d.draw(shape_st(0, 3)))
+        for _ in range(d.draw(st.integers(0, 2))):
+            shape.insert(d.draw(st.integers(0, len(shape))), 1)
+        shape = tuple(shape)
+        ones = [i for i, s in enumerate(shape) if s == 1]
+        dims = tuple(sorted(d.draw(st.sets(st.sampled_from(ones)) if ones else st.just(set()))))
+        return {"dimensions": dims}, lambda rng: [values(rng, shape, dtype)]
+    return Case(make, lambda x, dimensions: np.squeeze(x, dimensions) if dimensions else x,
+                FLOATS + (I32,), linear=((0,),))
+
+
+def _expand_dims_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(0, 3))
+        k = d.draw(st.integers(0, 2))
+        n = len(shape) + k
+        dims = tuple(sorted(d.draw(st.sets(st.sampled_from(range(n)), min_size=k, max_size=k))
+                            if k else ()))
+        return {"dimensions": dims}, lambda rng: [values(rng, shape, dtype)]
+    return Case(make, lambda x, dimensions: np.expand_dims(x, dimensions) if dimensions else x,
+                FLOATS + (I32,), linear=((0,),))
+
+
+def _rev_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(0, 3))
+        dims = tuple(sorted(d.draw(st.sets(st.sampled_from(range(len(shape))))
+                                   if shape else st.just(set()))))
+        return {"dimensions": dims}, lambda rng: [values(rng, shape, dtype)]
+    return Case(make, lambda x, dimensions: np.flip(x, dimensions) if dimensions else x,
+                FLOATS + (I32,), linear=((0,),))
+
+
+def _concatenate_case():
+    def make(d, dtype, deriv):
+        base = list(d.draw(shape_st(1, 3)))
+        dim = d.draw(st.integers(0, len(base) - 1))
+        n = d.draw(st.integers(1, 3))
+        shapes = []
+        for _ in range(n):
+            s = list(base)
+            s[dim] = d.draw(st.integers(0, 3))
+            shapes.append(tuple(s))
+        if all(s[dim] == 0 for s in shapes):
+            shapes[0] = tuple(base)
+        return {"dimension": dim}, lambda rng: [values(rng, s, dtype) for s in shapes]
+
+    def ref(*xs, dimension):
+        return np.concatenate(xs, axis=dimension)
+    return Case(make, ref, FLOATS + (I32,), linear=((0, 1, 2),))
+
+
+def _pad_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(0, 3, min_side=0))
+        config = tuple((d.draw(st.integers(0, 2)), d.draw(st.integers(0, 2)),
+                        d.draw(st.integers(0, 2))) for _ in shape)
+        return ({"padding_config": config},
+                lambda rng: [values(rng, shape, dtype), values(rng, (), dtype)])
+
+    def ref(x, pv, padding_config):
+        out_shape = tuple(lo + hi + s + max(s - 1, 0) * it
+                          for s, (lo, hi, it) in zip(x.shape, padding_config))
+        out = np.full(out_shape, pv, x.dtype)
+        out[tuple(slice(lo, lo + s + max(s - 1, 0) * it, it + 1)
+                  for s, (lo, hi, it) in zip(x.shape, padding_config))] = x
+        return out
+    return Case(make, ref, FLOATS + (I32,), linear=((0, 1), (0,)))
+
+
+def _slice_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(0, 3, max_side=6))
+        starts, limits, strides = [], [], []
+        for n in shape:
+            a = d.draw(st.integers(0, n))
+            b = d.draw(st.integers(a, n))
+            starts.append(a), limits.append(b), strides.append(d.draw(st.integers(1, 3)))
+        strides = tuple(strides) if d.draw(st.booleans()) else None
+        return ({"start_indices": tuple(starts), "limit_indices": tuple(limits),
+                 "strides": strides}, lambda rng: [values(rng, shape, dtype)])
+
+    def ref(x, start_indices, limit_indices, strides):
+        strides = strides or (1,) * x.ndim
+        return x[tuple(slice(a, b, s) for a, b, s in zip(start_indices, limit_indices, strides))]
+    return Case(make, ref, FLOATS + (I32,), linear=((0,),))
+
+
+def _starts(rng, shape, sizes):
+    """Start indices, sometimes out of range (the primitives clamp them)."""
+    return [np.int32(rng.integers(-2, n - s + 3)) for n, s in zip(shape, sizes)]
+
+
+def _clamp(idx, shape, sizes):
+    return [int(np.clip(int(i), 0, n - s)) for i, n, s in zip(idx, shape, sizes)]
+
+
+def _dynamic_slice_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(1, 3, max_side=5))
+        sizes = tuple(d.draw(st.integers(0, n)) for n in shape)
+        return ({"slice_sizes": sizes},
+                lambda rng: [values(rng, shape, dtype)] + _starts(rng, shape, sizes))
+
+    def ref(x, *idx, slice_sizes):
+        st_ = _clamp(idx, x.shape, slice_sizes)
+        return x[tuple(slice(a, a + s) for a, s in zip(st_, slice_sizes))]
+    return Case(make, ref, FLOATS + (I32,), linear=((0,),))
+
+
+def _dynamic_update_slice_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(1, 3, max_side=5))
+        sizes = tuple(d.draw(st.integers(0, n)) for n in shape)
+        return ({}, lambda rng: [values(rng, shape, dtype), values(rng, sizes, dtype)]
+                + _starts(rng, shape, sizes))
+
+    def ref(x, u, *idx):
+        st_ = _clamp(idx, x.shape, u.shape)
+        out = x.copy()
+        out[tuple(slice(a, a + s) for a, s in zip(st_, u.shape))] = u
+        return out
+    return Case(make, ref, FLOATS + (I32,), linear=((0, 1), (1,)))
+
+
+def _iota_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(1, 3))
+        dim = d.draw(st.integers(0, len(shape) - 1))
+        return {"dtype": dtype, "shape": shape, "dimension": dim}, lambda rng: []
+
+    def ref(dtype, shape, dimension):
+        r = np.arange(shape[dimension], dtype=dtype).reshape(
+            [-1 if i == dimension else 1 for i in range(len(shape))])
+        return np.broadcast_to(r, shape)
+    return Case(make, ref, (I32, F32, U32), smooth=False, batch=False)
+
+
+# ---------------------------------------------------------------------------
+# reductions
+
+def _axes_st(d, nd):
+    return tuple(sorted(d.draw(st.sets(st.sampled_from(range(nd)))) if nd else ()))
+
+
+def _reduce_case(ref, dtypes, lo=-2.0, hi=2.0, away=0.0, linear=(), smooth=True):
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(0, 3))
+        axes = _axes_st(d, len(shape))
+        return {"axes": axes}, lambda rng: [values(rng, shape, dtype, lo, hi, away)]
+    return Case(make, lambda x, axes: ref(x, axis=axes).astype(x.dtype), dtypes,
+                linear=linear, smooth=smooth)
+
+
+def _arg_case(ref):
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(1, 3))
+        ax = d.draw(st.integers(0, len(shape) - 1))
+        return ({"axes": (ax,), "index_dtype": I32},
+                lambda rng: [values(rng, shape, dtype, -3, 3)])
+    return Case(make, lambda x, axes, index_dtype: ref(x, axis=axes[0]).astype(index_dtype),
+                FLOATS + (I32, BOOL), smooth=False)
+
+
+def _cumsum_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(1, 3))
+        axis = d.draw(st.integers(0, len(shape) - 1))
+        return ({"axis": axis, "reverse": d.draw(st.booleans())},
+                lambda rng: [values(rng, shape, dtype)])
+
+    def ref(x, axis, reverse):
+        if reverse:
+            return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+        return np.cumsum(x, axis=axis, dtype=x.dtype)
+    return Case(make, ref, FLOATS + (I32,), linear=((0,),))
+
+
+# ---------------------------------------------------------------------------
+# indexing
+
+def _gather_case():
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(1, 3))
+        k = d.draw(st.integers(1, len(shape)))
+        bshape = d.draw(shape_st(0, 2))
+        return {}, lambda rng: [values(rng, shape, dtype), _indices(rng, shape[:k], bshape)]
+
+    def ref(x, idx):
+        k = idx.shape[-1]
+        idx = np.clip(idx, 0, np.asarray(x.shape[:k]) - 1)
+        return x[tuple(idx[..., j] for j in range(k))]
+    return Case(make, ref, FLOATS + (I32,), linear=((0,),))
+
+
+def _indices(rng, bounds, bshape, unique=False, oob=True):
+    """Index rows of shape bshape + (len(bounds),); out-of-range entries get clamped."""
+    k = len(bounds)
+    if unique:
+        n = int(np.prod(bshape))
+        cells = np.array(np.unravel_index(rng.permutation(int(np.prod(bounds)))[:n], bounds)).T
+        return cells.reshape(bshape + (k,)).astype(np.int32)
+    lo = -1 if oob else 0
+    cols = [rng.integers(lo, b + (1 if oob else 0), size=bshape) for b in bounds]
+    return np.stack(cols, axis=-1).astype(np.int32) if cols else np.zeros(bshape + (0,), np.int32)
+
+
+def _scatter_case(add):
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(1, 3))
+        k = d.draw(st.integers(1, len(shape)))
+        cells = int(np.prod(shape[:k]))
+        if add:
+            bshape = d.draw(shape_st(0, 2))
+        else:          # scatter: unique indices, else the winner is unspecified
+            bshape = (d.draw(st.integers(0, cells)),)
+        ushape = bshape + shape[k:]
+        return {}, lambda rng: [values(rng, shape, dtype),
+                                _indices(rng, shape[:k], bshape, unique=not add),
+                                values(rng, ushape, dtype)]
+
+    def ref(x, idx, u):
+        k = idx.shape[-1]
+        idx = np.clip(idx, 0, np.asarray(x.shape[:k]) - 1)
+        out = x.copy()
+        index = tuple(idx[..., j] for j in range(k))
+        if add:
+            np.add.at(out, index, u)
+        else:
+            out[index] = u
+        return out
+    return Case(make, ref, FLOATS + (I32,), linear=((0, 2), (2,)))
+
+
+# ---------------------------------------------------------------------------
+# dot_general
+
+def _dot_case():
+    def make(d, dtype, deriv):
+        nb, nc = d.draw(st.integers(0, 2)), d.draw(st.integers(0, 2))
+        nlf, nrf = d.draw(st.integers(0, 2)), d.draw(st.integers(0, 2))
+        sz = lambda: d.draw(st.integers(1, 3))  # noqa: E731
+        b, c = [sz() for _ in range(nb)], [sz() for _ in range(nc)]
+        lf, rf = [sz() for _ in range(nlf)], [sz() for _ in range(nrf)]
+        lperm = d.draw(st.permutations(range(nb + nc + nlf)))
+        rperm = d.draw(st.permutations(range(nb + nc + nrf)))
+        # logical axes: batch, contract, free; lperm[i] = position of logical axis i
+        lshape, rshape = [0] * len(lperm), [0] * len(rperm)
+        for i, s in enumerate(b + c + lf):
+            lshape[lperm[i]] = s
+        for i, s in enumerate(b + c + rf):
+            rshape[rperm[i]] = s
+        dn = ((tuple(lperm[nb + j] for j in range(nc)), tuple(rperm[nb + j] for j in range(nc))),
+              (tuple(lperm[j] for j in range(nb)), tuple(rperm[j] for j in range(nb))))
+        return ({"dimension_numbers": dn},
+                lambda rng: [values(rng, tuple(lshape), dtype), values(rng, tuple(rshape), dtype)])
+
+    def ref(x, y, dimension_numbers):
+        (lc, rc), (lb, rb) = dimension_numbers
+        letters = iter("abcdefghijklmnop")
+        lx, ly = [None] * x.ndim, [None] * y.ndim
+        for a, bb in list(zip(lb, rb)) + list(zip(lc, rc)):
+            lx[a] = ly[bb] = next(letters)
+        for i in range(x.ndim):
+            lx[i] = lx[i] or next(letters)
+        for i in range(y.ndim):
+            ly[i] = ly[i] or next(letters)
+        out = ([lx[a] for a in lb] + [lx[i] for i in range(x.ndim) if i not in lb + lc]
+               + [ly[i] for i in range(y.ndim) if i not in rb + rc])
+        return np.einsum(f"{''.join(lx)},{''.join(ly)}->{''.join(out)}", x, y).astype(x.dtype)
+    return Case(make, ref, FLOATS + (I32,), linear=((0,), (1,)), rtol32=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# random bits: an independent pure-Python Threefry-2x32 (20 rounds) as the reference
+
+_ROT = ((13, 15, 26, 6), (17, 29, 16, 24))
+
+
+def threefry_scalar(k0, k1, x0, x1):
+    m = 0xFFFFFFFF
+    ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)
+    x0, x1 = (x0 + k0) & m, (x1 + k1) & m
+    for block in range(5):
+        for r in _ROT[block % 2]:
+            x0 = (x0 + x1) & m
+            x1 = (((x1 << r) | (x1 >> (32 - r))) & m) ^ x0
+        x0 = (x0 + ks[(block + 1) % 3]) & m
+        x1 = (x1 + ks[(block + 2) % 3] + block + 1) & m
+    return x0, x1
+
+
+def _threefry_case():
+    def make(d, dtype, deriv):
+        full = d.draw(shape_st(0, 2))
+        shapes = _ensure_one_full([full if d.draw(st.booleans()) else () for _ in range(4)], full)
+        return {}, lambda rng: [rng.integers(0, 2 ** 32, size=s, dtype=np.uint64).astype(U32)
+                                for s in shapes]
+
+    def ref(k0, k1, x0, x1):
+        b = np.broadcast_arrays(k0, k1, x0, x1)
+        out = np.array([threefry_scalar(*map(int, t)) for t in zip(*(a.ravel() for a in b))],
+                       dtype=np.uint32).reshape(-1, 2)
+        return [out[:, 0].reshape(b[0].shape), out[:, 1].reshape(b[0].shape)]
+    return Case(make, ref, (U32,), smooth=False)
+
+
+# ---------------------------------------------------------------------------
+# the table
+
+def _rem_gens():
+    def x_gen(rng, s, dt):
+        if np.dtype(dt).kind in "iu":
+            return values(rng, s, dt, -20, 20)
+        return values(rng, s, dt, -5, 5)
+    return (x_gen, _nonzero(-2, 2))
+
+
+def _rem_case():
+    """fmod with x = y * (k + f), f away from 0 and 1, so that fmod is smooth there."""
+    def make(d, dtype, deriv):
+        full = d.draw(shape_st())
+        yshape = full if d.draw(st.booleans()) else ()
+
+        def gen(rng):
+            y = _nonzero(-2, 2)(rng, yshape, dtype)
+            if dtype.kind in "iu":
+                return [values(rng, full, dtype, -20, 20), y]
+            q = _away_from_integers(rng, full, np.float64)
+            return [np.asarray(np.broadcast_to(y, full) * q, dtype), y]
+        return {}, gen
+    return Case(make, lambda x, y: np.fmod(x, y), FLOATS + (I32,))
+
+
+def _max_min_case(ref):
+    """Independent continuous draws: ties have probability zero for floats."""
+    return binary(ref, dtypes=FLOATS + (I32, BOOL))
+
+
+CASES: dict[str, Case] = {
+    "neg": Case(unary(np.negative).make, np.negative, FLOATS + (I32,), linear=((0,),)),
+    "sin": unary(np.sin, -3, 3),
+    "cos": unary(np.cos, -3, 3),
+    "tan": unary(np.tan, -1.2, 1.2, rtol32=1e-5),
+    "asin": unary(np.arcsin, -0.9, 0.9),
+    "acos": unary(np.arccos, -0.9, 0.9),
+    "atan": unary(np.arctan, -3, 3),
+    "sinh": unary(np.sinh, -3, 3),
+    "cosh": unary(np.cosh, -3, 3),
+    "tanh": unary(np.tanh, -3, 3),
+    "exp": unary(np.exp, -3, 3),
+    "log": unary(np.log, 0.2, 4),
+    "log1p": unary(np.log1p, -0.8, 3),
+    "expm1": unary(np.expm1, -3, 3),
+    "sqrt": unary(np.sqrt, 0.2, 4),
+    "rsqrt": unary(lambda x: (1 / np.sqrt(x.astype(np.float64))).astype(x.dtype), 0.2, 4),
+    "logistic": unary(lambda x: (1 / (1 + np.exp(-x.astype(np.float64)))).astype(x.dtype),
+                      -5, 5),
+    "erf": unary(_erf_ref, -3, 3),
+    "abs": unary(np.abs, -3, 3, away=0.2, dtypes=FLOATS + (I32,)),
+    "sign": unary(np.sign, -3, 3, away=0.2, dtypes=FLOATS + (I32,), smooth=False),
+    "floor": unary(np.floor, dtypes=FLOATS, smooth=False,
+                   gen=lambda s, dt: lambda rng: [_away_from_integers(rng, s, dt)]),
+    "ceil": unary(np.ceil, dtypes=FLOATS, smooth=False,
+                  gen=lambda s, dt: lambda rng: [_away_from_integers(rng, s, dt)]),
+    "round": _round_case(),
+    "not": unary(np.invert, dtypes=(BOOL, I32, U32), smooth=False,
+                 gen=lambda s, dt: lambda rng: [values(rng, s, dt, 0, 1000)]),
+    "is_finite": unary(np.isfinite, smooth=False, gen=lambda s, dt: lambda rng: [
+        np.where(rng.random(s) < 0.3, rng.choice([np.inf, -np.inf, np.nan], size=s),
+                 values(rng, s, dt)).astype(dt)]),
+    "integer_pow": _integer_pow_case(),
+    "convert_element_type": _convert_case(),
+    "add": binary(np.add, dtypes=FLOATS + (I32,), linear=((0, 1), (1,))),
+    "sub": binary(np.subtract, dtypes=FLOATS + (I32,), linear=((0, 1), (1,))),
+    "mul": binary(np.multiply, dtypes=FLOATS + (I32,), linear=((0,), (1,))),
+    "div": binary(_int_div_ref, gens=(lambda rng, s, dt: values(rng, s, dt, -9, 9),
+                                      _nonzero(-2, 2)),
+                  dtypes=FLOATS + (I32,), linear=((0,),)),
+    "pow": binary(lambda x, y: np.power(x, y),
+                  gens=(lambda rng, s, dt: values(rng, s, dt, 0.5, 2),
+                        lambda rng, s, dt: values(rng, s, dt, -2, 2)), rtol32=1e-5),
+    "max": _max_min_case(np.maximum),
+    "min": _max_min_case(np.minimum),
+    "atan2": binary(np.arctan2, gens=(_nonzero(-2, 2),) * 2),
+    "rem": _rem_case(),
+    "eq": _cmp(np.equal),
+    "ne": _cmp(np.not_equal),
+    "lt": _cmp(np.less),
+    "le": _cmp(np.less_equal),
+    "gt": _cmp(np.greater),
+    "ge": _cmp(np.greater_equal),
+    "and": binary(np.bitwise_and, dtypes=(BOOL, I32, U32), smooth=False),
+    "or": binary(np.bitwise_or, dtypes=(BOOL, I32, U32), smooth=False),
+    "xor": binary(np.bitwise_xor, dtypes=(BOOL, I32, U32), smooth=False),
+    "shift_right_logical": _shift_case(_logical_shift_right),
+    "shift_left": _shift_case(lambda x, y: np.left_shift(x, y.astype(x.dtype))),
+    "select": _select_case(),
+    "broadcast_in_dim": _bid_case(),
+    "reshape": _reshape_case(),
+    "transpose": _transpose_case(),
+    "squeeze": _squeeze_case(),
+    "expand_dims": _expand_dims_case(),
+    "rev": _rev_case(),
+    "concatenate": _concatenate_case(),
+    "pad": _pad_case(),
+    "slice": _slice_case(),
+    "dynamic_slice": _dynamic_slice_case(),
+    "dynamic_update_slice": _dynamic_update_slice_case(),
+    "iota": _iota_case(),
+    "reduce_sum": _reduce_case(np.sum, FLOATS + (I32,), linear=((0,),)),
+    "reduce_max": _reduce_case(np.max, FLOATS + (I32, BOOL)),
+    "reduce_min": _reduce_case(np.min, FLOATS + (I32, BOOL)),
+    "reduce_prod": _reduce_case(np.prod, FLOATS + (I32,), lo=-1.5, hi=1.5, away=0.5),
+    "argmax": _arg_case(np.argmax),
+    "argmin": _arg_case(np.argmin),
+    "cumsum": _cumsum_case(),
+    "gather": _gather_case(),
+    "scatter_add": _scatter_case(add=True),
+    "scatter": _scatter_case(add=False),
+    "dot_general": _dot_case(),
+    "threefry2x32": _threefry_case(),
+    "stop_gradient": unary(lambda x: x, dtypes=FLOATS + (I32, BOOL), smooth=False),
+}
+
+# Primitives whose operand is a traced function (custom rules, rematerialization): their
+# behaviour is specified through the public API, so they are tested in the named file.
+EXTERNAL: dict[str, str] = {
+    "custom_jvp_call": "test_custom.py",
+    "custom_vjp_call": "test_custom.py",
+    "custom_lin": "test_custom.py",
+    "checkpoint": "test_custom.py",
+}

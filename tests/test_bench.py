@@ -1,0 +1,204 @@
+"""Tests of the benchmark package: hand-written floors against finite differences, every
+workload's variants against its floor, and one quick pass of the harness."""
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:          # bench/ is not installed; it runs from the repository root
+    sys.path.insert(0, ROOT)
+
+import functrans as ft  # noqa: E402
+from bench import harness  # noqa: E402
+from bench import workloads_ad as wad  # noqa: E402
+from bench import workloads_core as wcore  # noqa: E402
+
+harness.discover(verbose=False)
+
+
+def _flat(params):
+    return [a for pair in params for a in pair]
+
+
+def _fd_grad(loss, params, h=1e-6):
+    """Central finite differences of a scalar loss w.r.t. every entry of a [(W, b), ...] pytree."""
+    out = []
+    for W, b in params:
+        pair = []
+        for a in (W, b):
+            g = np.zeros_like(a)
+            for idx in np.ndindex(a.shape):
+                old = a[idx]
+                a[idx] = old + h
+                up = loss(params)
+                a[idx] = old - h
+                down = loss(params)
+                a[idx] = old
+                g[idx] = (up - down) / (2 * h)
+            pair.append(g)
+        out.append(tuple(pair))
+    return out
+
+
+def _axpy(alpha, v, params):
+    return [(W + alpha * V, b + alpha * c) for (W, b), (V, c) in zip(params, v)]
+
+
+def _assert_tree_close(a, b, rtol, atol):
+    for x, y in zip(_flat(a), _flat(b), strict=True):
+        np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
+
+
+# ---------------------------------------------------------------------------
+# the floors, in float64, against finite differences
+
+def test_mlp_floor_matches_finite_differences():
+    params, x, y1h = wad.mlp_inputs(sizes=(6, 5, 4, 3), batch=4, dtype=np.float64)
+
+    def loss(p):
+        h = x
+        for W, b in p[:-1]:
+            h = np.maximum(h @ W + b, 0)
+        z = h @ p[-1][0] + p[-1][1]
+        z = z - z.max(1, keepdims=True)
+        return -np.sum((z - np.log(np.exp(z).sum(1, keepdims=True))) * y1h) / x.shape[0]
+
+    value, grads = wad.mlp_value_and_grad_floor(params, x, y1h)
+    assert value == pytest.approx(loss(params), rel=1e-12)
+    _assert_tree_close(grads, _fd_grad(loss, params), rtol=1e-6, atol=1e-8)
+
+
+def test_hvp_floor_matches_finite_differences():
+    params, v, x, y = wad.hvp_inputs(sizes=(3, 5, 4, 1), batch=6, dtype=np.float64)
+    loss = lambda p: wad.tanh_mlp_loss_np(p, x, y)  # noqa: E731
+    grad = wad.tanh_mlp_grad_floor(params, x, y)
+    _assert_tree_close(grad, _fd_grad(loss, params), rtol=1e-6, atol=1e-9)
+    g, hv = wad.tanh_mlp_hvp_floor(params, v, x, y)
+    _assert_tree_close(g, grad, rtol=1e-12, atol=0)
+    h = 1e-5
+    up = wad.tanh_mlp_grad_floor(_axpy(h, v, params), x, y)
+    down = wad.tanh_mlp_grad_floor(_axpy(-h, v, params), x, y)
+    fd = [((a - c) / (2 * h), (b - d) / (2 * h)) for (a, b), (c, d) in zip(up, down)]
+    _assert_tree_close(hv, fd, rtol=1e-6, atol=1e-9)
+
+
+def test_wgan_gp_floor_matches_finite_differences():
+    params, real, fake, eps = wad.gp_inputs(sizes=(2, 5, 4, 1), batch=7, dtype=np.float64)
+    x = eps * real + (1 - eps) * fake
+    gx = wad.critic_input_grad_np(params, x)
+    d = lambda z: wad._critic_fwd(params, z)[1] @ params[2][0] + params[2][1]  # noqa: E731
+    h = 1e-6
+    for j in range(x.shape[1]):
+        e = np.zeros_like(x)
+        e[:, j] = h
+        np.testing.assert_allclose(gx[:, j], ((d(x + e) - d(x - e)) / (2 * h))[:, 0], rtol=1e-6, atol=1e-9)
+    loss = lambda p: wad.wgan_gp_loss_np(p, real, fake, eps)  # noqa: E731
+    grads = wad.wgan_gp_grad_floor(params, real, fake, eps)
+    _assert_tree_close(grads, _fd_grad(loss, params), rtol=1e-5, atol=1e-8)
+
+
+# ---------------------------------------------------------------------------
+# functrans against the floors in float64 (tight), and every workload at float32 tolerance
+
+def test_functrans_matches_floors_in_float64():
+    params, x, y1h = wad.mlp_inputs(sizes=(6, 5, 4, 3), batch=4, dtype=np.float64)
+    val, g = ft.value_and_grad(wad.mlp_loss)(params, x, y1h)
+    fval, fg = wad.mlp_value_and_grad_floor(params, x, y1h)
+    assert float(val) == pytest.approx(float(fval), rel=1e-12)
+    _assert_tree_close(g, fg, rtol=1e-10, atol=1e-12)
+
+    params, v, x, y = wad.hvp_inputs(sizes=(3, 5, 4, 1), batch=6, dtype=np.float64)
+    g, hv = ft.jvp(lambda p: ft.grad(wad.tanh_mlp_loss)(p, x, y), (params,), (v,))
+    fg, fhv = wad.tanh_mlp_hvp_floor(params, v, x, y)
+    _assert_tree_close(g, fg, rtol=1e-10, atol=1e-12)
+    _assert_tree_close(hv, fhv, rtol=1e-10, atol=1e-12)
+
+    params, real, fake, eps = wad.gp_inputs(sizes=(2, 5, 4, 1), batch=7, dtype=np.float64)
+    g = ft.grad(wad.wgan_gp_loss)(params, real, fake, eps)
+    _assert_tree_close(g, wad.wgan_gp_grad_floor(params, real, fake, eps), rtol=1e-10, atol=1e-12)
+    assert float(wad.wgan_gp_loss(params, real, fake, eps)) == pytest.approx(
+        wad.wgan_gp_loss_np(params, real, fake, eps), rel=1e-12)
+
+
+def test_chain_has_200_equations_and_stays_finite():
+    x, a, b = wcore.chain_inputs()
+    closed = ft.make_jaxpr(lambda x, a, b: wcore.chain(ft.numpy, x, a, b))(x, a, b)
+    assert len(closed.jaxpr.eqns) == 200
+    ft.check_jaxpr(closed.jaxpr)
+    assert np.all(np.isfinite(wcore.chain(np, x, a, b)))
+
+
+@pytest.mark.parametrize("name", sorted(harness.REGISTRY))
+def test_workload_variants_agree_with_floor(name):
+    errors = harness.check(harness.REGISTRY[name])
+    assert errors, f"workload {name} has no variant besides its floor"
+    assert all(e is None for e in errors.values()), errors
+
+
+# ---------------------------------------------------------------------------
+# the harness itself
+
+def test_compare_rejects_wrong_values_and_shapes():
+    ref = [np.ones(3, np.float32), (np.zeros((2, 2)),)]
+    harness.compare([np.ones(3) + 1e-7, (np.zeros((2, 2)),)], ref, 1e-4, 1e-5)
+    with pytest.raises(AssertionError, match="differs"):
+        harness.compare([np.ones(3) * 1.01, (np.zeros((2, 2)),)], ref, 1e-4, 1e-5)
+    with pytest.raises(AssertionError, match="shape"):
+        harness.compare([np.ones(4), (np.zeros((2, 2)),)], ref, 1e-4, 1e-5)
+    with pytest.raises(AssertionError, match="differs"):
+        harness.compare([np.array([1, np.nan, 1]), (np.zeros((2, 2)),)], ref, 1e-4, 1e-5)
+
+
+def test_wrong_variant_is_reported_and_not_timed():
+    name = "_test_wrong_variant"
+    harness.workload(name, targets={"bad": 2.0})(
+        lambda: {"numpy": lambda: np.arange(3.0), "bad": lambda: np.arange(3.0) + 1,
+                 "good": lambda: np.arange(3.0)})
+    try:
+        rec = harness.run_workload(harness.REGISTRY[name], harness.Settings(
+            rounds=2, min_rounds=1, warmup=0, sample_s=1e-4, budget_s=0.1))
+    finally:
+        del harness.REGISTRY[name]
+    by = {v["name"]: v for v in rec["variants"]}
+    assert not by["bad"]["correct"] and "median_s" not in by["bad"]
+    assert by["good"]["correct"] and by["good"]["samples"] == 2 and by["numpy"]["ratio"] == 1.0
+
+
+def test_discover_skips_a_module_that_fails_to_import(tmp_path, capsys):
+    pkg = tmp_path / "benchpkg_broken"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "workloads_missing.py").write_text(
+        "from bench.harness import workload\n"
+        "workload('_half_registered')(lambda: {'numpy': lambda: 0})\n"
+        "import functrans.no_such_feature\n")
+    (pkg / "other.py").write_text("raise RuntimeError('must not be imported')\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        harness.discover(path=[str(pkg)], package="benchpkg_broken")
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert "benchpkg_broken.workloads_missing" in harness.SKIPPED_MODULES
+    assert "_half_registered" not in harness.REGISTRY
+    assert "skipping benchpkg_broken.workloads_missing" in capsys.readouterr().err
+
+
+def test_quick_run_writes_json(tmp_path, capsys):
+    path = tmp_path / "out.json"
+    assert harness.main(["--quick", "--only", "chain200_eval", "--json", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "chain200_eval" in table and "eval_jaxpr" in table and "target" in table
+    data = json.loads(path.read_text())
+    (rec,) = data["workloads"]
+    by = {v["name"]: v for v in rec["variants"]}
+    assert by["numpy"]["ratio"] == 1.0 and by["eval_jaxpr"]["target"] == 2.0
+    assert by["eval_jaxpr"]["median_s"] > 0 and by["eval_jaxpr"]["samples"] >= 3
+    assert data["meta"]["quick"] is True
+
+
+def test_unknown_workload_is_an_error():
+    with pytest.raises(SystemExit):
+        harness.main(["--only", "no_such_workload"])

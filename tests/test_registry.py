@@ -1,0 +1,273 @@
+"""Registry-driven checks: every primitive in primitives.REGISTRY, on hypothesis-drawn
+shapes and values, against NumPy, finite differences, the transpose identity and a loop."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import functrans as ft
+from functrans import core
+from functrans.ad import backward_pass
+from primitives import REGISTRY
+from registry_cases import CASES, EXTERNAL, F64
+from conftest import assert_close, check_traced
+
+NAMES = sorted(n for n in REGISTRY if n in CASES)
+seeds = st.integers(0, 2 ** 32 - 1)
+
+
+def _is_float(x):
+    return np.asarray(x).dtype.kind in "fc"
+
+
+def _outs(p, out):
+    return list(out) if p.multiple_results else [out]
+
+
+def _draw(data, name, deriv):
+    """(primitive, case, params, args, rng) for one hypothesis example."""
+    p, case = REGISTRY[name], CASES[name]
+    if deriv:
+        dtype = F64 if F64 in case.dtypes else case.dtypes[0]
+    else:
+        dtype = data.draw(st.sampled_from(case.dtypes), label="dtype")
+    params, gen = case.make(data, np.dtype(dtype), deriv)
+    rng = np.random.default_rng(data.draw(seeds, label="seed"))
+    return p, case, params, gen(rng), rng, gen
+
+
+def _fd(f, args, tangents, eps):
+    """Central differences of f along tangents (float args only)."""
+    plus = [a + eps * t if _is_float(a) else a for a, t in zip(args, tangents)]
+    minus = [a - eps * t if _is_float(a) else a for a, t in zip(args, tangents)]
+    fp, fm = f(*plus), f(*minus)
+    if isinstance(fp, (list, tuple)):
+        return [(np.asarray(a, np.float64) - b) / (2 * eps) for a, b in zip(fp, fm)]
+    return (np.asarray(fp, np.float64) - fm) / (2 * eps)
+
+
+def _tangents(rng, args):
+    return [rng.standard_normal(np.shape(a)).astype(np.asarray(a).dtype) if _is_float(a)
+            else np.zeros_like(a) for a in args]
+
+
+def _vdot(a, b):
+    return float(np.sum(np.asarray(a, np.float64) * np.asarray(b, np.float64)))
+
+
+# ---------------------------------------------------------------------------
+# the table covers the registry, and the rules the table promises exist
+
+def test_every_registered_primitive_is_in_the_table():
+    missing = sorted(set(REGISTRY) - set(CASES) - set(EXTERNAL))
+    assert not missing, f"primitives without a case in tests/registry_cases.py: {missing}"
+
+
+def test_table_has_no_stale_entries():
+    stale = sorted((set(CASES) | set(EXTERNAL)) - set(REGISTRY))
+    assert not stale, f"test cases for unregistered primitives: {stale}"
+    assert not set(CASES) & set(EXTERNAL)
+
+
+@pytest.mark.parametrize("name", sorted(EXTERNAL))
+def test_primitives_tested_elsewhere_name_an_existing_file(name):
+    path = Path(__file__).parent / EXTERNAL[name]
+    assert path.exists(), f"{name} is said to be tested in {path}, which does not exist"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_rules_are_declared(name):
+    p, case = REGISTRY[name], CASES[name]
+    assert p.jvp is not None, f"{name}: no JVP rule (declare differentiable=False if none)"
+    if case.batch:
+        assert p.batch is not None, f"{name}: no batching rule"
+    if p.transpose is not None:
+        assert case.linear, f"{name} has a transpose rule but no linear group in the table"
+    if case.linear:
+        assert p.transpose is not None, f"{name} is listed as linear but has no transpose rule"
+
+
+# ---------------------------------------------------------------------------
+# shape rule vs implementation, values vs NumPy
+
+@pytest.mark.parametrize("name", NAMES)
+@given(data=st.data())
+def test_shape_rule_and_values(name, data):
+    p, case, params, args, _, _ = _draw(data, name, deriv=False)
+    avals = [core.get_aval(a) for a in args]
+    expected = _outs(p, p.abstract_eval(*avals, **params))
+    got = _outs(p, p.bind(*args, **params))
+    want = _outs(p, case.ref(*args, **params))
+    assert len(got) == len(expected) == len(want)
+    for g, e, w in zip(got, expected, want):
+        g = np.asarray(g)
+        assert g.shape == e.shape, f"{name}: impl shape {g.shape}, shape rule {e.shape}"
+        assert g.dtype == e.dtype, f"{name}: impl dtype {g.dtype}, shape rule {e.dtype}"
+        assert not e.weak_type, f"{name}: strong operands gave a weak result"
+        w = np.asarray(w)
+        assert w.dtype == g.dtype, f"{name}: reference dtype {w.dtype}, got {g.dtype}"
+        tol = case.rtol32 if g.dtype == np.float32 else 1e-12
+        assert_close(g, w, rtol=tol, atol=tol, err_msg=name)
+    # the same result through make_jaxpr + eval_jaxpr, with the jaxpr type-checked
+    check_traced(lambda *xs: p.bind(*xs, **params), *args, rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------
+# derivatives
+
+@pytest.mark.parametrize("name", NAMES)
+@given(data=st.data())
+def test_jvp_against_finite_differences(name, data):
+    p, case, params, args, rng, _ = _draw(data, name, deriv=True)
+
+    def f(*xs):
+        return p.bind(*xs, **params)
+    tangents = _tangents(rng, args)
+    out, t_out = ft.jvp(f, tuple(args), tuple(tangents))
+    outs, t_outs = _outs(p, out), _outs(p, t_out)
+    for o, t in zip(outs, t_outs):
+        assert np.shape(t) == np.shape(o)
+    float_in = any(_is_float(a) for a in args)
+    if not p.differentiable or not float_in:
+        for t in t_outs:
+            assert not np.any(np.asarray(t)), f"{name}: non-differentiable, nonzero tangent"
+        return
+    fd = _outs(p, _fd(f, args, tangents, 1e-6))
+    for o, t, d in zip(outs, t_outs, fd):
+        if not _is_float(o):
+            assert not np.any(np.asarray(t))
+            continue
+        tol = 1e-6 if np.asarray(o).dtype == np.float64 else 1e-3
+        assert np.asarray(t).dtype == np.asarray(o).dtype, f"{name}: tangent dtype"
+        if np.asarray(o).dtype != np.float64:
+            d = _outs(p, _fd(f, args, tangents, 1e-2))[0]
+        assert_close(t, d, rtol=tol, atol=tol, err_msg=f"{name} jvp vs differences")
+    # reverse mode agrees with forward mode: <u, J t> = <J^T u, t>
+    if all(_is_float(o) for o in outs):
+        us = [rng.standard_normal(np.shape(o)).astype(np.asarray(o).dtype) for o in outs]
+        _, vjp_fn = ft.vjp(f, *args)
+        cts = vjp_fn(us if p.multiple_results else us[0])
+        lhs = sum(_vdot(u, t) for u, t in zip(us, t_outs))
+        rhs = sum(_vdot(c, t) for c, t, a in zip(cts, tangents, args) if _is_float(a))
+        assert np.isclose(lhs, rhs, rtol=1e-6, atol=1e-6), f"{name}: vjp vs jvp {lhs} {rhs}"
+        ct_u = us if p.multiple_results else us[0]
+        check_traced(lambda *xs: ft.vjp(f, *xs)[1](ct_u), *args)
+    check_traced(lambda *xs: ft.jvp(f, xs, tuple(tangents)), *args)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES
+                                  if REGISTRY[n].differentiable and CASES[n].smooth])
+@given(data=st.data())
+def test_second_order_against_finite_differences(name, data):
+    p, case, params, args, rng, _ = _draw(data, name, deriv=True)
+    fidx = tuple(i for i, a in enumerate(args) if _is_float(a))
+    out = p.bind(*args, **params)
+    if not fidx or not all(_is_float(o) for o in _outs(p, out)):
+        return
+
+    def f(*xs):
+        return p.bind(*xs, **params)
+    tangents = _tangents(rng, args)
+
+    def first(*xs):                       # directional derivative along tangents
+        return ft.jvp(f, xs, tuple(tangents))[1]
+    second = ft.jvp(first, tuple(args), tuple(tangents))[1]
+    for s, d in zip(_outs(p, second), _outs(p, _fd(first, args, tangents, 1e-5))):
+        assert_close(s, d, rtol=1e-5, atol=1e-5, err_msg=f"{name} jvp of jvp")
+
+    # reverse mode twice, and forward over reverse, on a scalarized version
+    w = [rng.standard_normal(np.shape(o)) for o in _outs(p, out)]
+
+    def scalar(*xs):
+        return sum(ft.numpy.sum(ft.numpy.multiply(wi, o)) for wi, o in zip(w, _outs(p, f(*xs))))
+    g = ft.grad(scalar, argnums=fidx)
+    hvp_fwd = ft.jvp(g, tuple(args), tuple(tangents))[1]
+    hvp_fd = _fd(lambda *xs: list(g(*xs)), args, tangents, 1e-5)
+
+    def g_dot_t(*xs):
+        return sum(ft.numpy.vdot(gi, tangents[i]) for gi, i in zip(g(*xs), fidx))
+    hvp_rev = ft.grad(g_dot_t, argnums=fidx)(*args)
+    for a, b, c in zip(hvp_fwd, hvp_fd, hvp_rev):
+        assert_close(a, b, rtol=1e-5, atol=1e-5, err_msg=f"{name} jvp of grad")
+        assert_close(c, a, rtol=1e-6, atol=1e-6, err_msg=f"{name} grad of grad")
+    check_traced(lambda *xs: ft.jvp(first, xs, tuple(tangents)), *args)
+    check_traced(lambda *xs: ft.grad(g_dot_t, argnums=fidx)(*xs), *args)
+
+
+LINEAR = [n for n in NAMES if CASES[n].linear]
+
+
+@pytest.mark.parametrize("name", LINEAR)
+@given(data=st.data())
+def test_transpose_identity(name, data):
+    """<u, J v> = <J^T u, v> for each group of linear arguments, with J^T from the
+    transpose rule (backward_pass on the primitive's one-equation jaxpr) and from vjp."""
+    p, case, params, args, rng, _ = _draw(data, name, deriv=True)
+    out = p.bind(*args, **params)
+    if not _is_float(out):
+        return
+    for group in case.linear:
+        group = [i for i in group if i < len(args) and _is_float(args[i])]
+        if not group:
+            continue
+
+        def f_lin(*vs):
+            full = list(args)
+            for i, v in zip(group, vs):
+                full[i] = v
+            return p.bind(*full, **params)
+        v0 = [args[i] for i in group]
+        v = [rng.standard_normal(np.shape(a)).astype(a.dtype) for a in v0]
+        jv = ft.jvp(f_lin, tuple(v0), tuple(v))[1]
+        u = rng.standard_normal(np.shape(jv)).astype(np.asarray(jv).dtype)
+        closed = ft.make_jaxpr(f_lin)(*v0)
+        core.check_jaxpr(closed.jaxpr)
+        cts = backward_pass(closed.jaxpr, closed.consts,
+                            [core.UndefinedPrimal(core.get_aval(a)) for a in v0], [u])
+        cts = [np.zeros(np.shape(a), np.asarray(a).dtype) if type(c) is core.Zero else c
+               for c, a in zip(cts, v0)]
+        for c, a in zip(cts, v0):
+            assert np.shape(c) == np.shape(a) and np.asarray(c).dtype == a.dtype, \
+                f"{name}: cotangent {np.shape(c)} {np.asarray(c).dtype} for {a.shape} {a.dtype}"
+        lhs, rhs = _vdot(u, jv), sum(_vdot(c, vi) for c, vi in zip(cts, v))
+        assert np.isclose(lhs, rhs, rtol=1e-9, atol=1e-9), \
+            f"{name} group {group}: <u, Jv> = {lhs} but <J^T u, v> = {rhs}"
+        via_vjp = ft.vjp(f_lin, *v0)[1](u)
+        for a, b in zip(via_vjp, cts):
+            assert_close(a, b, rtol=1e-9, atol=1e-9, err_msg=f"{name}: vjp vs transpose rule")
+        check_traced(lambda *vs: ft.vjp(f_lin, *vs)[1](u), *v0)
+
+
+# ---------------------------------------------------------------------------
+# batching
+
+@pytest.mark.parametrize("name", [n for n in NAMES if CASES[n].batch])
+@given(data=st.data())
+def test_batching_against_a_loop(name, data):
+    p, case, params, args, rng, gen = _draw(data, name, deriv=False)
+    size = data.draw(st.integers(1, 3), label="batch size")
+    samples = [gen(rng) for _ in range(size)]
+    axes = [data.draw(st.one_of(st.none(), st.integers(0, np.ndim(a))), label=f"axis {i}")
+            for i, a in enumerate(args)]
+    if all(a is None for a in axes):
+        axes[0] = 0
+    batched = [np.stack([s[i] for s in samples], axis=ax) if ax is not None else args[i]
+               for i, ax in enumerate(axes)]
+
+    def f(*xs):
+        return p.bind(*xs, **params)
+    per_example = []
+    for b in range(size):
+        xs = [samples[b][i] if ax is not None else args[i] for i, ax in enumerate(axes)]
+        per_example.append(_outs(p, f(*xs)))
+    out_rank = np.ndim(per_example[0][0])
+    out_axis = data.draw(st.integers(0, out_rank), label="out axis")
+    got = _outs(p, ft.vmap(f, in_axes=tuple(axes), out_axes=out_axis)(*batched))
+    for k, g in enumerate(got):
+        want = np.stack([np.asarray(e[k]) for e in per_example], axis=out_axis)
+        assert np.asarray(g).dtype == want.dtype
+        assert_close(g, want, rtol=1e-6, atol=1e-6, err_msg=f"{name} vmap in_axes={axes}")
+    check_traced(ft.vmap(f, in_axes=tuple(axes), out_axes=out_axis), *batched)

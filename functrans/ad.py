@@ -33,17 +33,21 @@ def is_float(aval):
 
 
 class JVPTracer(Tracer):
-    __slots__ = ("primal", "tangent")
+    __slots__ = ("primal", "tangent", "_aval")
 
     def __init__(self, trace, primal, tangent):
         self._trace = trace
         self._origin = None
         self.primal = primal
         self.tangent = tangent
+        self._aval = None
 
     @property
     def aval(self):
-        return get_aval(self.primal)
+        a = self._aval
+        if a is None:
+            a = self._aval = get_aval(self.primal)
+        return a
 
     def to_concrete_value(self):
         return to_concrete(self.primal)

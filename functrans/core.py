@@ -114,19 +114,29 @@ def is_python_scalar(x):
     return type(x) in (bool, int, float, complex)
 
 
+_SCALAR_AVALS = {bool: ShapedArray((), np.bool_, False), int: ShapedArray((), np.int32, True),
+                 float: ShapedArray((), np.float32, True),
+                 complex: ShapedArray((), np.complex64, True)}
+_aval_cache: dict = {}
+
+
 def get_aval(x) -> ShapedArray:
-    """Abstract value of a concrete value or tracer. Python scalars are weakly typed."""
+    """Abstract value of a concrete value or tracer. Python scalars are weakly typed.
+    Avals are immutable, so those of arrays are shared through a cache."""
+    t = type(x)
+    if t is np.ndarray or isinstance(x, np.generic):
+        key = (x.shape, x.dtype)
+        a = _aval_cache.get(key)
+        if a is None:
+            if len(_aval_cache) > 4096:
+                _aval_cache.clear()
+            a = _aval_cache[key] = ShapedArray(x.shape, check_dtype(x.dtype, "an array"))
+        return a
     if isinstance(x, Tracer):
         return x.aval
-    t = type(x)
-    if t is bool:
-        return ShapedArray((), np.bool_, False)
-    if t is int:
-        return ShapedArray((), np.int32, True)
-    if t is float:
-        return ShapedArray((), np.float32, True)
-    if t is complex:
-        return ShapedArray((), np.complex64, True)
+    a = _SCALAR_AVALS.get(t)
+    if a is not None:
+        return a
     dtype = getattr(x, "dtype", None)
     shape = getattr(x, "shape", None)
     if dtype is None or shape is None:
@@ -195,9 +205,11 @@ class JaxprEqn(NamedTuple):
 
 class Jaxpr:
     """A closed-over-nothing program: typed inputs, equations, outputs."""
-    __slots__ = ("constvars", "invars", "eqns", "outvars")
+    __slots__ = ("constvars", "invars", "eqns", "outvars", "_runs", "_compiled")
 
     def __init__(self, constvars, invars, eqns, outvars):
+        self._runs = 0
+        self._compiled = None
         self.constvars = list(constvars)
         self.invars = list(invars)
         self.eqns = list(eqns)
@@ -590,8 +602,15 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
 
 def _eval_jaxpr_concrete(jaxpr: Jaxpr, env: dict):
     """eval_jaxpr on concrete arrays: the jaxpr is already well typed, so the
-    implementations are called directly, without binding or shape rules."""
+    implementations are called directly. A jaxpr evaluated more than once is compiled
+    to straight-line Python (one call per equation, no interpreter loop)."""
     xp = array_module(*env.values())
+    jaxpr._runs += 1
+    if jaxpr._runs > 1:
+        if jaxpr._compiled is None:
+            jaxpr._compiled = _compile_straight_line(jaxpr)
+        return jaxpr._compiled(xp, *[env[v] for v in jaxpr.constvars],
+                               *[env[v] for v in jaxpr.invars])
     for eqn in jaxpr.eqns:
         invals = [env[a] if type(a) is Var else a.val for a in eqn.invars]
         out = eqn.primitive.impl(xp, *invals, **eqn.params)
@@ -601,6 +620,35 @@ def _eval_jaxpr_concrete(jaxpr: Jaxpr, env: dict):
         else:
             env[eqn.outvars[0]] = out
     return [env[a] if type(a) is Var else a.val for a in jaxpr.outvars]
+
+
+def _compile_straight_line(jaxpr: Jaxpr):
+    """Python source with one line per equation, each calling impl(xp, ...) bound to its
+    params; literals and the bound implementations live in the function's globals."""
+    import functools
+    names: dict = {}
+    glob: dict = {}
+
+    def name(a):
+        if type(a) is Literal:
+            key = f"k{len(glob)}"
+            glob[key] = a.val
+            return key
+        return names.setdefault(a, f"v{len(names)}")
+    args = [name(v) for v in jaxpr.constvars + jaxpr.invars]
+    lines = [f"def run(xp, {', '.join(args)}):" if args else "def run(xp):"]
+    for i, eqn in enumerate(jaxpr.eqns):
+        fn = f"f{i}"
+        glob[fn] = functools.partial(eqn.primitive.impl, **eqn.params) if eqn.params \
+            else eqn.primitive.impl
+        ins = ", ".join(["xp"] + [name(a) for a in eqn.invars])
+        outs = ", ".join(name(v) for v in eqn.outvars)
+        if eqn.primitive.multiple_results:
+            outs += ","
+        lines.append(f"    {outs} = {fn}({ins})")
+    lines.append(f"    return [{', '.join(name(a) for a in jaxpr.outvars)}]")
+    exec(compile("\n".join(lines), f"<jaxpr {id(jaxpr):x}>", "exec"), glob)
+    return glob["run"]
 
 
 def jaxpr_as_fun(closed: ClosedJaxpr):

@@ -106,10 +106,9 @@ def result_type(*args):
             out = _np.promote_types(out, d)
         for d, w in dws:
             if w and _KIND_RANK[d.kind] > _KIND_RANK[out.kind]:
-                out = _np.promote_types(out, _DEFAULT[d.kind]) if d.kind != "c" or out.itemsize < 8 \
-                    else _np.dtype(_np.complex128)
-                if _KIND_RANK[out.kind] < _KIND_RANK[d.kind]:
-                    out = _DEFAULT[d.kind]
+                # the weak kind's default, as JAX: int32 + 1.5 -> float32, f64 + 1j -> c128
+                wide = d.kind == "c" and out == _np.float64
+                out = _np.dtype(_np.complex128) if wide else _DEFAULT[d.kind]
         return _np.dtype(out), False
     kind = builtins.max((d.kind for d, _ in dws), key=lambda k: _KIND_RANK[k])
     return _DEFAULT[kind], True
@@ -127,7 +126,8 @@ def _to_dtype(x, dt):
 
 
 def _shape(x):
-    return () if is_python_scalar(x) else tuple(x.shape)
+    s = getattr(x, "shape", None)
+    return () if s is None else (s if type(s) is tuple else tuple(s))
 
 
 def broadcast_shapes(*shapes):
@@ -386,8 +386,8 @@ def where(condition, x=None, y=None):
     dt, _ = result_type(x, y)
     shape = broadcast_shapes(_shape(c), _shape(x), _shape(y))
     ops = []
-    for a in (c, _to_dtype(x, dt), _to_dtype(y, dt)):
-        ops.append(a if _shape(a) == shape else _broadcast_to_shape(a, shape))
+    for a in (c, _to_dtype(x, dt), _to_dtype(y, dt)):     # rank-0 operands stay scalars
+        ops.append(a if _shape(a) in (shape, ()) else _broadcast_to_shape(a, shape))
     return ew.select(*ops)
 
 

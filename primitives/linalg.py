@@ -19,7 +19,11 @@ def _dot_impl(xp, x, y, dimension_numbers):
     (lc, rc), (lb, rb) = dimension_numbers
     x, y = xp.asarray(x), xp.asarray(y)
     if not lb:
-        if x.ndim == 2 and y.ndim == 2 and lc == (1,) and rc == (0,):
+        if x.ndim == 2 and y.ndim == 2 and len(lc) == 1:   # BLAS handles transposed views
+            return xp.matmul(x if lc == (1,) else x.T, y if rc == (0,) else y.T)
+        if x.ndim == 2 and y.ndim == 1 and lc == (1,):
+            return xp.matmul(x, y)
+        if x.ndim == 1 and y.ndim == 2 and rc == (0,):
             return xp.matmul(x, y)
         return xp.tensordot(x, y, axes=(lc, rc))
     lf, rf = _free(x.ndim, lc, lb), _free(y.ndim, rc, rb)
@@ -83,13 +87,36 @@ def _transpose_lhs(ct, y, x_aval, dimension_numbers, swap):
     return transpose(out, permutation=tuple(perm))
 
 
-def _dot_transpose(ct, x, y, dimension_numbers):
+def _transpose_rhs(ct, x, y_aval, dimension_numbers):
+    """Cotangent of the rhs as dot_general(x, ct), so that the common layouts (x @ W)
+    come out in y's own axis order without a transpose."""
+    from .shape import transpose
     (lc, rc), (lb, rb) = dimension_numbers
+    x_nd, y_nd = aval_of(x).ndim, y_aval.ndim
+    lf, rf = _free(x_nd, lc, lb), _free(y_nd, rc, rb)
+    nb = len(lb)
+    ct_x_free = tuple(range(nb, nb + len(lf)))
+    out = dot_general(x, ct, dimension_numbers=((lf, ct_x_free), (lb, tuple(range(nb)))))
+    # out axes: batch, x's contracting axes in increasing x order, then y's free axes
+    lc_sorted = sorted(lc)
+    perm = [0] * y_nd
+    for j, b in enumerate(rb):
+        perm[b] = j
+    for a, b in zip(lc, rc):
+        perm[b] = nb + lc_sorted.index(a)
+    for j, f in enumerate(rf):
+        perm[f] = nb + len(lc) + j
+    if perm == list(range(y_nd)):
+        return out
+    return transpose(out, permutation=tuple(perm))
+
+
+def _dot_transpose(ct, x, y, dimension_numbers):
     ct_x = ct_y = None
     if type(x) is UndefinedPrimal:
         ct_x = _transpose_lhs(ct, y, x.aval, dimension_numbers, swap=False)
     if type(y) is UndefinedPrimal:
-        ct_y = _transpose_lhs(ct, x, y.aval, ((rc, lc), (rb, lb)), swap=True)
+        ct_y = _transpose_rhs(ct, x, y.aval, dimension_numbers)
     return [ct_x, ct_y]
 
 

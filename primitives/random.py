@@ -9,7 +9,12 @@ from .base import defprim, naryop
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
 
-def _threefry_impl(xp, k0, k1, x0, x1):
+def _threefry_impl(xp, *args):
+    with np.errstate(over="ignore"):      # uint32 wraparound is part of the cipher
+        return _threefry_rounds(xp, *args)
+
+
+def _threefry_rounds(xp, k0, k1, x0, x1):
     u32 = np.uint32
     k0, k1 = xp.asarray(k0, u32), xp.asarray(k1, u32)
     x0, x1 = xp.asarray(x0, u32).copy(), xp.asarray(x1, u32).copy()
@@ -40,8 +45,8 @@ def _threefry_shape(k0, k1, x0, x1):
 def _threefry_batch(vals, dims):
     from .base import aval_of, bdim_size, broadcast_batched, moveaxis
     size = bdim_size(vals, dims)
-    shape = max((aval_of(v).shape[1:] if d is not None else aval_of(v).shape
-                 for v, d in zip(vals, dims)), key=len)
+    shape = max((aval_of(v).shape[:d] + aval_of(v).shape[d + 1:] if d is not None
+                 else aval_of(v).shape for v, d in zip(vals, dims)), key=len)
     from .shape import broadcast_in_dim
     args = []
     for v, d in zip(vals, dims):

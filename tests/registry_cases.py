@@ -156,10 +156,10 @@ def _convert_case():
 def _select_case():
     def make(d, dtype, deriv):
         full = d.draw(shape_st())
-        pshape = full if d.draw(st.booleans()) else ()
-        vshape = full if full else ()
-        return {}, lambda rng: [rng.random(pshape) < 0.5, values(rng, vshape, dtype),
-                                values(rng, vshape, dtype)]
+        pshape, xshape, yshape = _ensure_one_full(
+            [full if d.draw(st.booleans()) else () for _ in range(3)], full)
+        return {}, lambda rng: [rng.random(pshape) < 0.5, values(rng, xshape, dtype),
+                                values(rng, yshape, dtype)]
     return Case(make, lambda p, x, y: np.where(p, x, y), FLOATS + (I32, BOOL),
                 linear=((1, 2), (1,)))
 

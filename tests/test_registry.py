@@ -233,11 +233,12 @@ def test_transpose_identity(name, data):
             assert np.shape(c) == np.shape(a) and np.asarray(c).dtype == a.dtype, \
                 f"{name}: cotangent {np.shape(c)} {np.asarray(c).dtype} for {a.shape} {a.dtype}"
         lhs, rhs = _vdot(u, jv), sum(_vdot(c, vi) for c, vi in zip(cts, v))
-        assert np.isclose(lhs, rhs, rtol=1e-9, atol=1e-9), \
+        tol = 1e-9 if np.asarray(jv).dtype == np.float64 else 1e-5
+        assert np.isclose(lhs, rhs, rtol=tol, atol=tol), \
             f"{name} group {group}: <u, Jv> = {lhs} but <J^T u, v> = {rhs}"
         via_vjp = ft.vjp(f_lin, *v0)[1](u)
         for a, b in zip(via_vjp, cts):
-            assert_close(a, b, rtol=1e-9, atol=1e-9, err_msg=f"{name}: vjp vs transpose rule")
+            assert_close(a, b, rtol=tol, atol=tol, err_msg=f"{name}: vjp vs transpose rule")
         check_traced(lambda *vs: ft.vjp(f_lin, *vs)[1](u), *v0)
 
 

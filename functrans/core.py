@@ -289,8 +289,10 @@ class Primitive:
                 if isinstance(a, Tracer):
                     return _bind_slow(self, args, params)
             # the shape rule runs first, so that bad input gets the primitive's own error
-            # instead of NumPy silently broadcasting or promoting
-            self.abstract_eval(*[get_aval(a) for a in args], **params)
+            # instead of NumPy silently broadcasting or promoting (skipped inside
+            # transformations' own evaluation of programs that are already well typed)
+            if not state.trusted:
+                self.abstract_eval(*[get_aval(a) for a in args], **params)
             return self.impl(array_module(*args), *args, **params)
         return _bind_slow(self, args, params)
 
@@ -371,6 +373,19 @@ class _State(threading.local):
         self.trace_stack = [MainTrace(0, EvalTrace, None)]
         self.dynamic_trace = self.trace_stack[0]
         self.depth = 0
+        self.trusted = False
+
+
+@contextmanager
+def trusted_eval():
+    """Within a transformation's evaluation of rules on well-typed programs, eager binds
+    skip their shape rule."""
+    s = _state()
+    prev, s.trusted = s.trusted, True
+    try:
+        yield
+    finally:
+        s.trusted = prev
 
 
 _thread_state = _State()
@@ -383,7 +398,7 @@ def _state():
 def trace_stack_snapshot():
     """What tests compare before and after a call to check nothing leaked."""
     s = _state()
-    return (tuple(s.trace_stack), s.dynamic_trace, s.depth)
+    return (tuple(s.trace_stack), s.dynamic_trace, s.depth, s.trusted)
 
 
 @contextmanager

@@ -152,6 +152,13 @@ def _broadcast_to_shape(x, shape):
 
 def _promote_args(name, *args, dtype_kinds=None):
     """Promote dtypes and broadcast shapes, keeping rank-0 operands unbroadcast."""
+    if len(args) == 2:                     # fast path: same dtype and shape already
+        a, b = args
+        if (type(a) is _np.ndarray or isinstance(a, Tracer)) and \
+                (type(b) is _np.ndarray or isinstance(b, Tracer)) and \
+                a.dtype == b.dtype and a.shape == b.shape and \
+                not getattr(a, "weak_type", False) and not getattr(b, "weak_type", False):
+            return [a, b]
     dt, _ = result_type(*args)
     shape = broadcast_shapes(*[_shape(a) for a in args]) if len(args) > 1 else _shape(args[0])
     out = []

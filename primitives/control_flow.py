@@ -202,9 +202,12 @@ def _cond_partial_eval(trace, tracers, branches):
             return _eval(splits[i][1], *args[offsets[i]:offsets[i + 1]], *args[len(all_res):])
         return f
     known_avals = [t.aval for t, u in zip(op_ts, uk) if not u]
-    known_brs = tuple(_trace(known_branch(i), known_avals) for i in range(len(branches)))
-    outs = cond_p.bind(index_t.pval.const, *[t.pval.const for t, u in zip(op_ts, uk) if not u],
-                       branches=known_brs)
+    outs = []
+    if nk or all_res:
+        known_brs = tuple(_trace(known_branch(i), known_avals) for i in range(len(branches)))
+        outs = cond_p.bind(index_t.pval.const,
+                           *[t.pval.const for t, u in zip(op_ts, uk) if not u],
+                           branches=known_brs)
     known_outs, res = outs[:nk], outs[nk:]
     unk_outs = []
     if any(out_uk):
@@ -348,15 +351,14 @@ def _while_partial_eval(trace, tracers, cond_jaxpr, body_jaxpr, cond_nconsts, bo
     jk = body_known.jaxpr
     body_known = ClosedJaxpr(Jaxpr(jk.constvars, jk.invars, jk.eqns,
                                    jk.outvars[:len(jk.outvars) - num_res]), body_known.consts)
-    known = lambda ts, uk: [t.pval.const for t, u in zip(ts, uk) if not u]  # noqa: E731
-    kc, kb = known(cc, cc_uk), known(bc, bc_uk)
-    known_outs = while_p.bind(*kc, *kb, *known(carry, carry_uk), cond_jaxpr=cond_known,
-                              body_jaxpr=body_known, cond_nconsts=len(kc),
-                              body_nconsts=len(kb), max_iters=None)
+    kc = [t.pval.const for t, u in zip(cc, cc_uk) if not u]
+    kb = [t.pval.const for t, u in zip(bc, bc_uk) if not u]
+    known_outs = iter(while_p.bind(
+        *kc, *kb, *[t.pval.const for t, u in zip(carry, carry_uk) if not u],
+        cond_jaxpr=cond_known, body_jaxpr=body_known, cond_nconsts=len(kc),
+        body_nconsts=len(kb), max_iters=None))
     whole = _emit_unknown(trace, while_p, tracers, params)
-    return [w if u else trace.pure(k) for w, u, k in
-            zip(whole, carry_uk, _merge([not u for u in carry_uk], known_outs,
-                                        [None] * len(carry_uk)))]
+    return [w if u else trace.pure(next(known_outs)) for w, u in zip(whole, carry_uk)]
 
 
 def _while_transpose(cts, *args, max_iters, **params):
@@ -367,21 +369,17 @@ def bounded_while_as_scan(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_ncon
                           max_iters):
     """A while loop of at most max_iters iterations as a scan of max_iters steps whose body
     applies body_fun under a cond on the predicate (a no-op once the predicate is false)."""
+    from .elementwise import convert_element_type
     cc, bc, carry = _split(args, cond_nconsts, body_nconsts)
-    carry_avals = [a.strip_weak() if not b.weak_type else a
-                   for a, b in zip(body_jaxpr.in_avals[len(bc):], body_jaxpr.out_avals)]
-    body_avals = body_jaxpr.in_avals
-    keep = _trace(lambda *a: list(a[len(bc):]), body_avals)
+    keep = _trace(lambda *a: list(a[len(bc):]), body_jaxpr.in_avals)
     branches = (keep, body_jaxpr)
 
     def step(*a):
         c_consts, b_consts, c = _split(a, len(cc), len(bc))
-        from .elementwise import convert_element_type
         pred = _eval(cond_jaxpr, *c_consts, *c)[0]
         index = convert_element_type(pred, new_dtype=np.dtype(np.int32), weak_type=False)
         return cond_p.bind(index, *b_consts, *c, branches=branches)
-    step_jaxpr = _trace(step, list(cond_jaxpr.in_avals[:len(cc)]) + list(body_avals[:len(bc)])
-                        + carry_avals)
+    step_jaxpr = _trace(step, cond_jaxpr.in_avals[:len(cc)] + body_jaxpr.in_avals)
     return scan_p.bind(*cc, *bc, *carry, jaxpr=step_jaxpr, length=max_iters, reverse=False,
                        num_consts=len(cc) + len(bc), num_carry=len(carry))
 
@@ -394,16 +392,15 @@ def _while_batch(vals, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts,
     _, batching = _lazy()
     size = bdim_size(vals, dims)
     vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
-    bflags = [d is not None for d in dims]
     cc, bc, carry = _split(vals, cond_nconsts, body_nconsts)
-    cc_b, bc_b, carry_b = _split(bflags, cond_nconsts, body_nconsts)
-    carry_b = _fixpoint(carry_b, lambda b: batching.batch_jaxpr(body_jaxpr, size, bc_b + b,
-                                                                False)[1])
+    cc_b, bc_b, carry_in_b = _split([d is not None for d in dims], cond_nconsts, body_nconsts)
+    carry_b = _fixpoint(carry_in_b, lambda b: batching.batch_jaxpr(body_jaxpr, size, bc_b + b,
+                                                                   False)[1])
     _, (pred_b,) = batching.batch_jaxpr(cond_jaxpr, size, cc_b + carry_b, False)
     if pred_b:
         carry_b = [True] * len(carry)
-    carry = [broadcast_batched(c, size) if b and not d else c
-             for c, b, d in zip(carry, carry_b, _split(bflags, cond_nconsts, body_nconsts)[2])]
+    carry = [broadcast_batched(c, size) if b and not b_in else c
+             for c, b, b_in in zip(carry, carry_b, carry_in_b)]
     cond_bat, _ = batching.batch_jaxpr(cond_jaxpr, size, cc_b + carry_b, False)
     body_bat, _ = batching.batch_jaxpr(body_jaxpr, size, bc_b + carry_b, carry_b)
     params = dict(cond_nconsts=len(cc), max_iters=max_iters)
@@ -501,8 +498,8 @@ def _scan_jvp(primals, tangents, jaxpr, length, reverse, num_consts, num_carry):
                        *xs, *[x for x in xs_t if _nonzero(x)], jaxpr=body, length=length,
                        reverse=reverse, num_consts=nc + nct, num_carry=ncar + ncart)
     carry_out, carry_t_out, ys, ys_t = _split(outs, ncar, ncart, ny)
-    out_avals = _scan_shape(*[get_aval(x) for x in primals], jaxpr=jaxpr, length=length,
-                            reverse=reverse, num_consts=num_consts, num_carry=num_carry)
+    out_avals = jaxpr.out_avals[:ncar] + [a.update(shape=(length,) + a.shape)
+                                          for a in jaxpr.out_avals[ncar:]]
     t_out = _merge(carry_nz + y_nz, carry_t_out + ys_t, [_tangent_zero(a) for a in out_avals])
     return carry_out + ys, t_out
 
@@ -523,43 +520,40 @@ def _scan_partial_eval(trace, tracers, jaxpr, length, reverse, num_consts, num_c
     jk = known.jaxpr
     n_known_out = len(jk.outvars) - num_res
     k_consts = [t.pval.const for t, u in zip(consts, c_uk) if not u]
-    # a residual that is a known const, a literal or a constant of the known body is the
-    # same at every step: pass it once instead of stacking it `length` times
-    const_pos = {v: i for i, v in enumerate(jk.invars[:len(k_consts)])}
-    constvar_val = dict(zip(jk.constvars, known.consts))
-    invariant, stacked = [], []            # residual indices
-    invariant_vals = []
+    k_carry = [t.pval.const for t, u in zip(carry, carry_uk) if not u]
+    k_xs = [t.pval.const for t, u in zip(xs, x_uk) if not u]
+    # A residual that is a known const, a literal or a constant of the known body is the same
+    # at every step: pass it once instead of stacking it `length` times. One that is a known
+    # xs slice is that xs: pass it as is.
+    const_val = dict(zip(jk.invars[:len(k_consts)], k_consts))
+    const_val.update(zip(jk.constvars, known.consts))
+    xs_val = dict(zip(jk.invars[len(k_consts) + len(k_carry):], k_xs))
+    invariant, invariant_vals, stacked, stacked_from_body = [], [], [], []
     for j, v in enumerate(jk.outvars[n_known_out:]):
-        if type(v) is Literal:
+        if type(v) is Literal or v in const_val:
             invariant.append(j)
-            invariant_vals.append(v.val)
-        elif v in const_pos:
-            invariant.append(j)
-            invariant_vals.append(k_consts[const_pos[v]])
-        elif v in constvar_val:
-            invariant.append(j)
-            invariant_vals.append(constvar_val[v])
+            invariant_vals.append(v.val if type(v) is Literal else const_val[v])
         else:
             stacked.append(j)
-    known_body = ClosedJaxpr(Jaxpr(jk.constvars, jk.invars, jk.eqns, jk.outvars[:n_known_out]
-                                   + [jk.outvars[n_known_out + j] for j in stacked]),
-                             known.consts)
-    nkc = carry_uk.count(False)
-    outs = scan_p.bind(*k_consts, *[t.pval.const for t, u in zip(carry, carry_uk) if not u],
-                       *[t.pval.const for t, u in zip(xs, x_uk) if not u], jaxpr=known_body,
-                       length=length, reverse=reverse, num_consts=len(k_consts), num_carry=nkc)
-    known_outs, stacked_res = outs[:n_known_out], outs[n_known_out:]
+            if v not in xs_val:
+                stacked_from_body.append(v)
+    known_body = ClosedJaxpr(Jaxpr(jk.constvars, jk.invars, jk.eqns,
+                                   jk.outvars[:n_known_out] + stacked_from_body), known.consts)
+    outs = scan_p.bind(*k_consts, *k_carry, *k_xs, jaxpr=known_body, length=length,
+                       reverse=reverse, num_consts=len(k_consts), num_carry=len(k_carry))
+    known_outs, from_body = outs[:n_known_out], iter(outs[n_known_out:])
+    res_vals = [xs_val[v] if v in xs_val else next(from_body)
+                for v in (jk.outvars[n_known_out + j] for j in stacked)]
     unk_outs = []
     if any(out_uk):
         n_uc, n_ucar, n_ux = c_uk.count(True), carry_uk.count(True), x_uk.count(True)
-        order = (invariant + list(range(num_res, num_res + n_uc + n_ucar + n_ux)) + stacked)
-        unk_body = _reorder(unknown, order)
+        order = invariant + list(range(num_res, num_res + n_uc + n_ucar + n_ux)) + stacked
         unk_in = ([trace.pure(v) for v in invariant_vals]
                   + [t for t, u in zip(consts, c_uk) if u]
                   + [t for t, u in zip(carry, carry_uk) if u]
-                  + [t for t, u in zip(xs, x_uk) if u] + [trace.pure(r) for r in stacked_res])
+                  + [t for t, u in zip(xs, x_uk) if u] + [trace.pure(r) for r in res_vals])
         unk_outs = _emit_unknown(trace, scan_p, unk_in, dict(
-            jaxpr=unk_body, length=length, reverse=reverse,
+            jaxpr=_reorder(unknown, order), length=length, reverse=reverse,
             num_consts=len(invariant) + n_uc, num_carry=n_ucar))
     return _merge(out_uk, unk_outs, [trace.pure(v) for v in known_outs])
 

@@ -57,7 +57,7 @@ def asarray(x, dtype=None):
         out = _np.asarray(x)
         core.check_dtype(out.dtype)
         return out if dtype is None else out.astype(dtype)
-    if isinstance(x, (list, tuple)) and any(isinstance(v, Tracer) for v in _flat(x)):
+    if isinstance(x, (list, tuple)) and builtins.any(isinstance(v, Tracer) for v in _flat(x)):
         return stack([asarray(v) for v in x]).astype(dtype) if dtype else stack([asarray(v) for v in x])
     if dtype is not None:
         return _np.asarray(x, dtype=dtype)

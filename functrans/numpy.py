@@ -127,7 +127,9 @@ def _to_dtype(x, dt):
 
 def _shape(x):
     s = getattr(x, "shape", None)
-    return () if s is None else (s if type(s) is tuple else tuple(s))
+    if s is None:
+        return () if is_python_scalar(x) else _np.shape(x)
+    return s if type(s) is tuple else tuple(s)
 
 
 def broadcast_shapes(*shapes):
@@ -159,6 +161,7 @@ def _promote_args(name, *args, dtype_kinds=None):
                 a.dtype == b.dtype and a.shape == b.shape and \
                 not getattr(a, "weak_type", False) and not getattr(b, "weak_type", False):
             return [a, b]
+    args = [asarray(a) if isinstance(a, (list, tuple)) else a for a in args]
     dt, _ = result_type(*args)
     shape = broadcast_shapes(*[_shape(a) for a in args]) if len(args) > 1 else _shape(args[0])
     out = []

@@ -118,10 +118,14 @@ def categorical(key, logits, axis=-1, shape=None):
         shape = tuple(s for i, s in enumerate(fnp.shape(logits)) if i != axis % fnp.ndim(logits))
     gshape = _shape(shape)
     ax = axis % fnp.ndim(logits)
-    full_shape = gshape[:ax] + (fnp.shape(logits)[ax],) + gshape[ax:]
+    # shape = extra leading sample axes + the logits' batch shape; the class axis of the
+    # noise sits where it sits in logits, so that logits broadcast against it
+    nbatch = fnp.ndim(logits) - 1
+    prefix, batch = gshape[:len(gshape) - nbatch], gshape[len(gshape) - nbatch:]
+    full_shape = prefix + batch[:ax] + (fnp.shape(logits)[ax],) + batch[ax:]
     u = uniform(key, full_shape, logits.dtype if np.dtype(logits.dtype).kind == "f" else None)
     gumbel = fnp.negative(fnp.log(fnp.negative(fnp.log(fnp.maximum(u, 1e-20)))))
-    return fnp.argmax(fnp.add(logits, gumbel), axis=ax)
+    return fnp.argmax(fnp.add(logits, gumbel), axis=len(prefix) + ax)
 
 
 def randint(key, shape, minval, maxval, dtype=np.int32):

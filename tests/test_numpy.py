@@ -141,32 +141,53 @@ def test_where_clip_and_select_like_functions():
 # ---------------------------------------------------------------------------
 # dtype promotion with weak Python scalars
 
-@pytest.mark.parametrize("f, x, dtype", [
-    (lambda x: x * 2, np.ones(3, F32), F32),
-    (lambda x: x * 2.0, np.ones(3, F32), F32),
-    (lambda x: 2 ** x, np.ones(3, F32), F32),
-    (lambda x: x + 1.5, np.ones(3, I32), F32),
+PROMOTION = [          # (f, x, dtype): f written with fnp, so it runs eagerly too
+    (lambda x: fnp.multiply(x, 2), np.ones(3, F32), F32),
+    (lambda x: fnp.multiply(x, 2.0), np.ones(3, F32), F32),
+    (lambda x: fnp.power(2, x), np.ones(3, F32), F32),
     (lambda x: fnp.add(x, 1.5), np.ones(3, I32), F32),
-    (lambda x: x * 2, np.ones(3, I32), I32),
-    (lambda x: x / 2, np.ones(3, I32), F32),
-    (lambda x: x * 2.0, np.ones(3, F64), F64),
-    (lambda x: x + 1, np.ones(3, F64), F64),
-    (lambda x: x + np.ones(3, F64), np.ones(3, F32), F64),
-    (lambda x: x + np.ones(3, np.float16), np.ones(3, F32), F32),
-    (lambda x: x + 1.5, np.ones(3, np.uint8), F32),
-    (lambda x: x + 1, np.ones(3, np.uint8), np.uint8),
+    (lambda x: fnp.add(1.5, x), np.ones(3, I32), F32),
+    (lambda x: fnp.multiply(x, 2), np.ones(3, I32), I32),
+    (lambda x: fnp.divide(x, 2), np.ones(3, I32), F32),
+    (lambda x: fnp.multiply(x, 2.0), np.ones(3, F64), F64),
+    (lambda x: fnp.add(x, 1), np.ones(3, F64), F64),
+    (lambda x: fnp.add(x, np.ones(3, F64)), np.ones(3, F32), F64),
+    (lambda x: fnp.add(x, np.ones(3, np.float16)), np.ones(3, F32), F32),
+    (lambda x: fnp.add(x, 1.5), np.ones(3, np.uint8), F32),
+    (lambda x: fnp.add(x, 1), np.ones(3, np.uint8), np.uint8),
     (lambda x: fnp.add(x, 1), np.array([True, False]), I32),
-    (lambda x: x * 2.0, np.ones(3, np.float16), np.float16),
-    (lambda x: fnp.sum(x) * 2.0, np.ones(3, F32), F32),
+    (lambda x: fnp.multiply(x, 2.0), np.ones(3, np.float16), np.float16),
+    (lambda x: fnp.multiply(fnp.sum(x), 2.0), np.ones(3, F32), F32),
     (lambda x: fnp.mean(x), np.ones(3, I32), F32),
-    (lambda x: fnp.sum(x > 0), np.ones(3, F32), I32),
-])
-def test_promotion(f, x, dtype):
+    (lambda x: fnp.sum(fnp.greater(x, 0)), np.ones(3, F32), I32),
+    (lambda x: fnp.where(fnp.greater(x, 0), x, 0.0), np.ones(3, F32), F32),
+    (lambda x: fnp.maximum(x, 0.0), np.ones(3, I32), F32),
+]
+
+
+@pytest.mark.parametrize("i", range(len(PROMOTION)))
+def test_promotion(i):
+    f, x, dtype = PROMOTION[i]
     out = f(x)
     assert np.asarray(out).dtype == np.dtype(dtype)
     closed = check_traced(f, x)
     assert closed.out_avals[0].dtype == np.dtype(dtype)
     assert not closed.out_avals[0].weak_type
+
+
+@pytest.mark.parametrize("f, x, dtype", [
+    (lambda x: x * 2, np.ones(3, F32), F32),
+    (lambda x: 2.0 * x, np.ones(3, F32), F32),
+    (lambda x: 2 ** x, np.ones(3, F32), F32),
+    (lambda x: x + 1.5, np.ones(3, I32), F32),
+    (lambda x: x / 2, np.ones(3, I32), F32),
+    (lambda x: x // 2, np.ones(3, I32), I32),
+    (lambda x: x * 2.0, np.ones(3, F64), F64),
+    (lambda x: -x + 1, np.ones(3, np.uint8), np.uint8),
+])
+def test_operators_on_traced_values_promote_like_jax(f, x, dtype):
+    closed = check_traced(f, x)
+    assert closed.out_avals[0].dtype == np.dtype(dtype)
 
 
 def test_weak_type_of_traced_python_scalar_results():

@@ -1,0 +1,299 @@
+"""ft.lax.cond / switch / while_loop / fori_loop / scan: trace the user's functions into
+sub-jaxprs and bind the control flow primitives of primitives/control_flow.py.
+
+Values the functions close over (arrays, or tracers of enclosing transformations) become
+explicit operands, so that every transformation sees them. Pytrees are flattened here;
+the primitives work on flat lists. Weakly typed Python scalars in a carry or a branch
+output take the dtype of the value they meet, as in JAX.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import tree_util
+from .core import (ClosedJaxpr, Jaxpr, ShapedArray, canonicalize, get_aval, to_concrete)
+from primitives import elementwise as ew
+from primitives.control_flow import ControlFlowTypeError, cond_p, scan_p, while_p
+
+__all__ = ["cond", "switch", "while_loop", "fori_loop", "scan"]
+
+
+def _trace_flat(fun, avals):
+    """Trace fun (flat in, flat out) and hoist its constants into leading inputs.
+
+    Returns (closed jaxpr taking consts + avals, consts)."""
+    from .tracing import trace_to_jaxpr
+    jaxpr, consts = trace_to_jaxpr(fun, list(avals))
+    hoisted = Jaxpr([], jaxpr.constvars + jaxpr.invars, jaxpr.eqns, jaxpr.outvars)
+    return ClosedJaxpr(hoisted, []), consts
+
+
+def _flat_fun(fun, in_tree, cast=None):
+    """fun over pytrees -> fun over flat leaves (out tree in the store); optional casts."""
+    store = {}
+
+    def f(*leaves):
+        out = fun(*tree_util.tree_unflatten(in_tree, list(leaves)))
+        out_leaves, store["tree"] = tree_util.tree_flatten(out)
+        out_leaves = [canonicalize(x) for x in out_leaves]
+        if cast is not None and len(cast) == len(out_leaves):
+            out_leaves = _cast_leaves(out_leaves, cast)
+        return out_leaves
+    return f, store
+
+
+def _leaves(tree):
+    leaves, treedef = tree_util.tree_flatten(tree)
+    return [canonicalize(x) for x in leaves], treedef
+
+
+def _weak_casts(avals_a, avals_b):
+    """Dtype fixes so that weakly typed values agree with strongly typed ones.
+
+    Returns (casts for a, casts for b): a list of dtype-or-None each."""
+    ca, cb = [], []
+    for a, b in zip(avals_a, avals_b):
+        fix_a = fix_b = None
+        if a.shape == b.shape and a.dtype != b.dtype:
+            if a.weak_type and not b.weak_type:
+                fix_a = b.dtype
+            elif b.weak_type and not a.weak_type:
+                fix_b = a.dtype
+        ca.append(fix_a)
+        cb.append(fix_b)
+    return ca, cb
+
+
+def _cast_leaves(leaves, casts):
+    return [x if dt is None else ew.convert_element_type(x, new_dtype=dt, weak_type=False)
+            for x, dt in zip(leaves, casts)]
+
+
+def _avals_str(avals):
+    return "(" + ", ".join(a.str_short() for a in avals) + ")"
+
+
+# ---------------------------------------------------------------------------
+# cond and switch
+
+def _branch_index(index, n):
+    aval = get_aval(index)
+    if aval.shape != ():
+        raise TypeError(f"switch index must be a scalar, got {aval.str_short()}")
+    if aval.dtype.kind not in "iub":
+        raise TypeError(f"switch index must be an integer scalar, got {aval.str_short()}")
+    return ew.convert_element_type(canonicalize(index), new_dtype=np.dtype(np.int32),
+                                   weak_type=False)
+
+
+def _switch(index, branches, operands, names):
+    ops, in_tree = _leaves(tuple(operands))
+    avals = [get_aval(x) for x in ops]
+    traced = []
+    for br in branches:
+        f, store = _flat_fun(br, in_tree)
+        closed, consts = _trace_flat(f, avals)
+        traced.append([f, store, closed, consts])
+    trees = [t[1]["tree"] for t in traced]
+    for name, tree in zip(names[1:], trees[1:]):
+        if tree != trees[0]:
+            raise ControlFlowTypeError(
+                f"{names[0]} and {name} output must have identical tree structure, got "
+                f"{trees[0]} and {tree}")
+    # weakly typed outputs (Python scalars) take the dtype of the other branches' outputs
+    outs = [t[2].out_avals for t in traced]
+    strong = [next((o[i].dtype for o in outs if not o[i].weak_type), None)
+              for i in range(len(outs[0]))]
+    for t, o in zip(traced, outs):
+        casts = [dt if dt is not None and a.weak_type and a.dtype != dt else None
+                 for a, dt in zip(o, strong)]
+        if any(c is not None for c in casts):
+            f, store = _flat_fun(branches[traced.index(t)], in_tree, cast=casts)
+            t[2], t[3] = _trace_flat(f, avals)
+    # every branch takes the constants of all branches, then the operands
+    all_consts = [c for t in traced for c in t[3]]
+    const_avals = [get_aval(c) for c in all_consts]
+    closed_brs, off = [], 0
+    for t in traced:
+        j, n = t[2].jaxpr, len(t[3])
+        from .core import Var
+        before = [Var(a) for a in const_avals[:off]]
+        after = [Var(a) for a in const_avals[off + n:]]
+        closed_brs.append(ClosedJaxpr(Jaxpr([], before + j.invars[:n] + after + j.invars[n:],
+                                            j.eqns, j.outvars), []))
+        off += n
+    for i, (br, name) in enumerate(zip(closed_brs[1:], names[1:]), 1):
+        a, b = closed_brs[0].out_avals, br.out_avals
+        if len(a) != len(b) or any(x.shape != y.shape or x.dtype != y.dtype
+                                   for x, y in zip(a, b)):
+            raise ControlFlowTypeError(
+                f"{names[0]} and {name} output must have identical types (shapes and dtypes), "
+                f"got {_avals_str(a)} and {_avals_str(b)}")
+    outs = cond_p.bind(index, *all_consts, *ops, branches=tuple(closed_brs))
+    return tree_util.tree_unflatten(trees[0], outs)
+
+
+def cond(pred, true_fun, false_fun, *operands):
+    """true_fun(*operands) if pred else false_fun(*operands), as one primitive.
+
+    Both branches are traced; under vmap with a batched pred both run and select picks."""
+    aval = get_aval(pred)
+    if aval.shape != ():
+        raise TypeError(f"Pred must be a scalar, got {aval.str_short()}; use fnp.where for "
+                        "elementwise choices")
+    pred = canonicalize(pred)
+    if aval.dtype != np.bool_:
+        pred = ew.ne(pred, np.zeros((), aval.dtype))
+    index = _branch_index(pred, 2)
+    return _switch(index, (false_fun, true_fun), operands, ("false_fun", "true_fun"))
+
+
+def switch(index, branches, *operands):
+    """branches[index](*operands); index is clamped into [0, len(branches) - 1]."""
+    branches = tuple(branches)
+    if not branches:
+        raise ValueError("switch needs at least one branch")
+    if len(branches) == 1:
+        return branches[0](*operands)
+    return _switch(_branch_index(index, len(branches)), branches, operands,
+                   tuple(f"branches[{i}]" for i in range(len(branches))))
+
+
+# ---------------------------------------------------------------------------
+# loops
+
+def _trace_loop(step, carry, carry_tree, extra_avals, what):
+    """Trace a loop step whose carry output must match its carry input.
+
+    step(carry_leaves, extra_leaves) -> (carry_out_tree, carry_out_leaves, other_leaves).
+    A weakly typed carry (a Python scalar) takes the dtype its step gives it, and a weakly
+    typed step output the dtype of its carry. Returns (closed, consts, carry)."""
+    casts_out = None
+    for attempt in range(2):
+        c_avals = [get_aval(x) for x in carry]
+        store = {}
+
+        def f(*args, casts=casts_out):
+            tree, c_out, rest = step(list(args[:len(c_avals)]), list(args[len(c_avals):]))
+            store["tree"] = tree
+            c_out = [canonicalize(x) for x in c_out]
+            if casts is not None and len(casts) == len(c_out):
+                c_out = _cast_leaves(c_out, casts)
+            return c_out + [canonicalize(x) for x in rest]
+        closed, consts = _trace_flat(f, c_avals + list(extra_avals))
+        if store["tree"] != carry_tree:
+            raise ControlFlowTypeError(
+                f"{what} output and input must have identical tree structure: the carry "
+                f"is {carry_tree} on input but {store['tree']} on output")
+        outs = closed.out_avals[:len(c_avals)]
+        casts_in, casts_out = _weak_casts(c_avals, outs)
+        if attempt or all(c is None for c in casts_in + casts_out):
+            break
+        carry = _cast_leaves(carry, casts_in)
+    for i, (a, b) in enumerate(zip(c_avals, outs)):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise ControlFlowTypeError(
+                f"{what} output and input must have identical types: the carry is "
+                f"{_avals_str(c_avals)} on input but {_avals_str(outs)} on output "
+                f"(carry leaf {i}: {a.str_short()} vs {b.str_short()})")
+    return closed, consts, carry
+
+
+def while_loop(cond_fun, body_fun, init_val, max_iters=None):
+    """Repeat val = body_fun(val) while cond_fun(val); returns the final val.
+
+    max_iters=N (a functrans extension) stops after at most N iterations and makes the loop
+    reverse-differentiable (as a scan of N steps); without it only forward mode works."""
+    if max_iters is not None and (isinstance(max_iters, bool) or
+                                  not isinstance(max_iters, (int, np.integer)) or max_iters < 0):
+        raise TypeError(f"while_loop max_iters must be None or a non-negative int, got "
+                        f"{max_iters!r}")
+    carry, tree = _leaves(init_val)
+
+    def step(c, _):
+        out, out_tree = tree_util.tree_flatten(body_fun(tree_util.tree_unflatten(tree, c)))
+        return out_tree, out, []
+    body, body_consts, carry = _trace_loop(step, carry, tree, [], "body_fun")
+    c_avals = [get_aval(x) for x in carry]
+    cond_closed, cond_consts = _trace_flat(
+        lambda *c: [canonicalize(cond_fun(tree_util.tree_unflatten(tree, list(c))))], c_avals)
+    pred = cond_closed.out_avals
+    if pred[0].shape != () or pred[0].dtype != np.bool_:
+        raise TypeError(f"cond_fun must return a boolean scalar, but got output type "
+                        f"{pred[0].str_short()}")
+    outs = while_p.bind(*cond_consts, *body_consts, *carry, cond_jaxpr=cond_closed,
+                        body_jaxpr=body, cond_nconsts=len(cond_consts),
+                        body_nconsts=len(body_consts),
+                        max_iters=None if max_iters is None else int(max_iters))
+    return tree_util.tree_unflatten(tree, outs)
+
+
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+    """carry, ys = scan(f, init, xs): loop carry, y = f(carry, x) over the leading axis of
+    xs, stacking the ys. `unroll` is accepted for JAX compatibility and ignored."""
+    carry, carry_tree = _leaves(init)
+    x_leaves, x_tree = _leaves(xs)
+    lengths = set()
+    for x in x_leaves:
+        a = get_aval(x)
+        if a.ndim == 0:
+            raise ValueError(f"scan got value with no leading axis to scan over: "
+                             f"{a.str_short()}")
+        lengths.add(a.shape[0])
+    if length is not None:
+        lengths.add(int(length))
+    if len(lengths) > 1:
+        shapes = ", ".join(get_aval(x).str_short() for x in x_leaves)
+        raise ValueError(f"scan got inconsistent lengths: length={length}, xs of types "
+                         f"({shapes}); every leaf of xs needs the same leading axis size")
+    if not lengths:
+        raise ValueError("scan got no values to scan over and `length` not provided")
+    length = lengths.pop()
+    x_avals = [ShapedArray(get_aval(x).shape[1:], get_aval(x).dtype) for x in x_leaves]
+    store = {}
+
+    def step(c, x):
+        out = f(tree_util.tree_unflatten(carry_tree, c), tree_util.tree_unflatten(x_tree, x))
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise TypeError("scan body function must return a pair (carry, y), got "
+                            f"{type(out).__name__}")
+        c_out, c_tree = tree_util.tree_flatten(out[0])
+        ys, store["y_tree"] = tree_util.tree_flatten(out[1])
+        return c_tree, c_out, ys
+    closed, consts, carry = _trace_loop(step, carry, carry_tree, x_avals, "scan body function")
+    outs = scan_p.bind(*consts, *carry, *x_leaves, jaxpr=closed, length=length,
+                       reverse=bool(reverse), num_consts=len(consts), num_carry=len(carry))
+    return (tree_util.tree_unflatten(carry_tree, outs[:len(carry)]),
+            tree_util.tree_unflatten(store["y_tree"], outs[len(carry):]))
+
+
+def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
+    """Loop val = body_fun(i, val) for i in [lower, upper).
+
+    With concrete bounds this is a scan (reverse-differentiable); with traced bounds a
+    while_loop (forward mode only)."""
+    lo, hi = to_concrete(lower), to_concrete(upper)
+    dtype = np.result_type(*[get_aval(b).dtype for b in (lower, upper)
+                             if not isinstance(b, (int, np.integer)) or isinstance(b, bool)]
+                           or [np.int32])
+    if dtype.kind not in "iu":
+        raise TypeError(f"fori_loop bounds must be integers, got {get_aval(lower).str_short()} "
+                        f"and {get_aval(upper).str_short()}")
+    if lo is not None and hi is not None:
+        n = max(int(hi) - int(lo), 0)
+
+        def step(carry, _):
+            i, val = carry
+            return (i + np.asarray(1, dtype), body_fun(i, val)), None
+        (_, out), _ = scan(step, (np.asarray(int(lo), dtype), init_val), None, length=n)
+        return out
+
+    def cond_fn(carry):
+        return carry[0] < carry[1]
+
+    def body_fn(carry):
+        i, u, val = carry
+        return i + np.asarray(1, dtype), u, body_fun(i, val)
+    as_dtype = lambda b: ew.convert_element_type(canonicalize(b), new_dtype=dtype,  # noqa: E731
+                                                 weak_type=False)
+    return while_loop(cond_fn, body_fn, (as_dtype(lower), as_dtype(upper), init_val))[2]

@@ -1,0 +1,178 @@
+"""custom_jvp, custom_vjp, checkpoint and stop_gradient."""
+import numpy as np
+import pytest
+
+import functrans as ft
+import functrans.numpy as fnp
+from functrans.custom import CustomRuleError
+
+
+def fd(f, x, eps=1e-6):
+    return (f(x + eps) - f(x - eps)) / (2 * eps)
+
+
+# --------------------------------------------------------------------------- custom_jvp
+
+@ft.custom_jvp
+def log1pexp(x):
+    return fnp.log(1.0 + fnp.exp(x))
+
+
+@log1pexp.defjvp
+def _log1pexp_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return log1pexp(x), t * (1.0 - 1.0 / (1.0 + fnp.exp(x)))
+
+
+def test_custom_jvp_rule_is_used_and_stable():
+    assert np.isclose(ft.grad(log1pexp)(3.0), 1 / (1 + np.exp(-3.0)))
+    # the naive derivative is nan at large x; the custom rule is not
+    assert np.isfinite(ft.grad(log1pexp)(np.float64(1000.0)))
+    assert ft.grad(log1pexp)(np.float64(1000.0)) == 1.0
+
+
+def test_custom_jvp_higher_order_and_jvp():
+    g2 = ft.grad(ft.grad(log1pexp))(np.float64(0.5))
+    s = 1 / (1 + np.exp(-0.5))
+    assert np.isclose(g2, s * (1 - s))
+    out, t = ft.jvp(log1pexp, (np.float64(0.5),), (np.float64(2.0),))
+    assert np.isclose(t, 2 * s)
+
+
+def test_custom_jvp_rule_differs_from_function():
+    @ft.custom_jvp
+    def f(x):
+        return fnp.sin(x)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return f(x), 2 * fnp.cos(x) * t     # deliberately not the true derivative
+
+    assert np.isclose(ft.grad(f)(1.0), 2 * np.cos(1.0))
+    assert np.isclose(f(1.0), np.sin(1.0))
+    assert "custom_jvp_call" in str(ft.make_jaxpr(f)(1.0))
+    xs = np.linspace(0, 1, 4)
+    np.testing.assert_allclose(ft.vmap(ft.grad(f))(xs), 2 * np.cos(xs), rtol=1e-6)
+
+
+def test_custom_jvp_nondiff_argnums():
+    scale = ft.custom_jvp(lambda n, x: x * n, nondiff_argnums=(0,))
+
+    @scale.defjvp
+    def _(n, primals, tangents):
+        (x,), (t,) = primals, tangents
+        return x * n, t * n * 10
+
+    assert np.isclose(ft.grad(lambda x: scale(3.0, x))(2.0), 30.0)
+
+
+def test_custom_jvp_missing_rule_and_bad_rule():
+    f = ft.custom_jvp(lambda x: x)
+    with pytest.raises(AttributeError, match="No JVP defined"):
+        ft.grad(f)(1.0)
+
+    g = ft.custom_jvp(lambda x: x * 2)
+    g.defjvp(lambda p, t: (p[0] * 2,))
+    with pytest.raises(CustomRuleError, match="pair"):
+        ft.grad(g)(1.0)
+
+
+def test_custom_jvp_closing_over_differentiated_value_fails_loudly():
+    def outer(y):
+        f = ft.custom_jvp(lambda x: x * y)
+        f.defjvp(lambda p, t: (p[0] * y, t[0] * y))
+        return f(2.0)
+    with pytest.raises(CustomRuleError, match="closes over"):
+        ft.grad(outer)(3.0)
+
+
+# --------------------------------------------------------------------------- custom_vjp
+
+@ft.custom_vjp
+def clip_gradient(x):
+    return x
+
+
+def _clip_fwd(x):
+    return x, None
+
+
+def _clip_bwd(_, ct):
+    return (fnp.clip(ct, -1.0, 1.0),)
+
+
+clip_gradient.defvjp(_clip_fwd, _clip_bwd)
+
+
+def test_custom_vjp_rule_is_used():
+    assert ft.grad(lambda x: 5.0 * clip_gradient(x))(2.0) == 1.0
+    assert ft.grad(lambda x: 0.5 * clip_gradient(x))(2.0) == 0.5
+    np.testing.assert_allclose(
+        ft.vmap(ft.grad(lambda x: 5.0 * clip_gradient(x)))(np.ones(3)), np.ones(3))
+
+
+def test_custom_vjp_residuals_and_second_order():
+    @ft.custom_vjp
+    def f(x, y):
+        return fnp.sin(x) * y
+
+    def fwd(x, y):
+        return fnp.sin(x) * y, (fnp.cos(x), fnp.sin(x), y)
+
+    def bwd(res, ct):
+        cos_x, sin_x, y = res
+        return (cos_x * y * ct, sin_x * ct)
+
+    f.defvjp(fwd, bwd)
+    x, y = np.float64(0.7), np.float64(1.3)
+    gx, gy = ft.grad(f, argnums=(0, 1))(x, y)
+    assert np.isclose(gx, np.cos(x) * y) and np.isclose(gy, np.sin(x))
+    # bwd is written with differentiable ops, so grad of grad works
+    g2 = ft.grad(lambda x: ft.grad(f)(x, y))(x)
+    assert np.isclose(g2, -np.sin(x) * y)
+
+
+def test_custom_vjp_forward_mode_raises():
+    with pytest.raises(CustomRuleError, match="forward-mode"):
+        ft.jvp(clip_gradient, (1.0,), (1.0,))
+
+
+def test_custom_vjp_bad_bwd():
+    f = ft.custom_vjp(lambda x: x)
+    f.defvjp(lambda x: (x, None), lambda r, ct: ct)
+    with pytest.raises(CustomRuleError, match="tuple"):
+        ft.grad(f)(1.0)
+
+
+# --------------------------------------------------------------------------- checkpoint
+
+def test_checkpoint_values_and_gradients():
+    def f(x):
+        return fnp.sum(fnp.sin(fnp.sin(x)) * x)
+    x = np.linspace(-1, 1, 5)
+    np.testing.assert_allclose(ft.grad(ft.checkpoint(f))(x), ft.grad(f)(x), rtol=1e-12)
+    np.testing.assert_allclose(ft.hessian(ft.checkpoint(f))(x), ft.hessian(f)(x), rtol=1e-10)
+    assert ft.remat is ft.checkpoint
+
+
+def test_checkpoint_recomputes_in_backward():
+    """The linearized program keeps only the input as residual and recomputes sin."""
+    x = np.linspace(-1, 1, 5)
+    g = lambda x: fnp.sum(fnp.sin(fnp.sin(x)))   # noqa: E731
+    _, lin_plain = ft.linearize(g, x)
+    _, lin_remat = ft.linearize(ft.checkpoint(g), x)
+    assert len(lin_plain.jaxpr.constvars) == 2            # cos(x), cos(sin(x))
+    assert len(lin_remat.jaxpr.constvars) == 1            # just x
+    (eqn,) = lin_remat.jaxpr.eqns
+    assert eqn.primitive.name == "checkpoint"
+    inner = [e.primitive.name for e in eqn.params["jaxpr"].jaxpr.eqns]
+    assert "sin" in inner and "cos" in inner
+    ft.check_jaxpr(lin_remat.jaxpr)
+
+
+def test_stop_gradient():
+    f = lambda x: x * ft.stop_gradient(x)   # noqa: E731
+    assert ft.grad(f)(3.0) == 3.0
+    tree = ft.stop_gradient({"a": np.ones(2), "b": 1.0})
+    assert set(tree) == {"a", "b"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import tree_util
-from .core import (ClosedJaxpr, Jaxpr, ShapedArray, canonicalize, get_aval, to_concrete)
+from .core import ClosedJaxpr, Jaxpr, ShapedArray, Var, canonicalize, get_aval, to_concrete
 from primitives import elementwise as ew
 from primitives.control_flow import ControlFlowTypeError, cond_p, scan_p, while_p
 
@@ -89,48 +89,43 @@ def _branch_index(index, n):
 def _switch(index, branches, operands, names):
     ops, in_tree = _leaves(tuple(operands))
     avals = [get_aval(x) for x in ops]
-    traced = []
-    for br in branches:
-        f, store = _flat_fun(br, in_tree)
+
+    def trace(branch, casts=None):
+        f, store = _flat_fun(branch, in_tree, casts)
         closed, consts = _trace_flat(f, avals)
-        traced.append([f, store, closed, consts])
-    trees = [t[1]["tree"] for t in traced]
-    for name, tree in zip(names[1:], trees[1:]):
-        if tree != trees[0]:
+        return closed, consts, store["tree"]
+    traced = [trace(br) for br in branches]
+    for name, (_, _, tree) in zip(names[1:], traced[1:]):
+        if tree != traced[0][2]:
             raise ControlFlowTypeError(
                 f"{names[0]} and {name} output must have identical tree structure, got "
-                f"{trees[0]} and {tree}")
+                f"{traced[0][2]} and {tree}")
     # weakly typed outputs (Python scalars) take the dtype of the other branches' outputs
-    outs = [t[2].out_avals for t in traced]
-    strong = [next((o[i].dtype for o in outs if not o[i].weak_type), None)
-              for i in range(len(outs[0]))]
-    for t, o in zip(traced, outs):
+    out_avals = [t[0].out_avals for t in traced]
+    strong = [next((o.dtype for o in outs if not o.weak_type), None) for outs in zip(*out_avals)]
+    for i, outs in enumerate(out_avals):
         casts = [dt if dt is not None and a.weak_type and a.dtype != dt else None
-                 for a, dt in zip(o, strong)]
+                 for a, dt in zip(outs, strong)]
         if any(c is not None for c in casts):
-            f, store = _flat_fun(branches[traced.index(t)], in_tree, cast=casts)
-            t[2], t[3] = _trace_flat(f, avals)
-    # every branch takes the constants of all branches, then the operands
-    all_consts = [c for t in traced for c in t[3]]
-    const_avals = [get_aval(c) for c in all_consts]
-    closed_brs, off = [], 0
-    for t in traced:
-        j, n = t[2].jaxpr, len(t[3])
-        from .core import Var
-        before = [Var(a) for a in const_avals[:off]]
-        after = [Var(a) for a in const_avals[off + n:]]
-        closed_brs.append(ClosedJaxpr(Jaxpr([], before + j.invars[:n] + after + j.invars[n:],
-                                            j.eqns, j.outvars), []))
-        off += n
-    for i, (br, name) in enumerate(zip(closed_brs[1:], names[1:]), 1):
-        a, b = closed_brs[0].out_avals, br.out_avals
-        if len(a) != len(b) or any(x.shape != y.shape or x.dtype != y.dtype
-                                   for x, y in zip(a, b)):
+            traced[i] = trace(branches[i], casts)
+    for name, (closed, _, _) in zip(names[1:], traced[1:]):
+        a, b = traced[0][0].out_avals, closed.out_avals
+        if any(x.shape != y.shape or x.dtype != y.dtype for x, y in zip(a, b)):
             raise ControlFlowTypeError(
                 f"{names[0]} and {name} output must have identical types (shapes and dtypes), "
                 f"got {_avals_str(a)} and {_avals_str(b)}")
+    # every branch takes the constants of all branches (ignoring the others'), then operands
+    all_consts = [c for t in traced for c in t[1]]
+    const_avals = [get_aval(c) for c in all_consts]
+    closed_brs, off = [], 0
+    for closed, consts, _ in traced:
+        j, n = closed.jaxpr, len(consts)
+        invars = ([Var(a) for a in const_avals[:off]] + j.invars[:n]
+                  + [Var(a) for a in const_avals[off + n:]] + j.invars[n:])
+        closed_brs.append(ClosedJaxpr(Jaxpr([], invars, j.eqns, j.outvars), []))
+        off += n
     outs = cond_p.bind(index, *all_consts, *ops, branches=tuple(closed_brs))
-    return tree_util.tree_unflatten(trees[0], outs)
+    return tree_util.tree_unflatten(traced[0][2], outs)
 
 
 def cond(pred, true_fun, false_fun, *operands):

@@ -803,8 +803,8 @@ def _pp(jaxpr: Jaxpr, namer, indent=0, force_multiline=False):
     ins = " ".join(f"{namer(v)}:{v.aval.str_short()}" for v in jaxpr.invars)
     head = f"{{ lambda {consts}{' ' if consts else ''}; {ins}. let"
     eqns = [_pp_eqn(e, namer, indent + 4) for e in jaxpr.eqns]
-    outs = "(" + " ".join(namer(a) if type(a) is Var else _pp_literal(a)
-                          for a in jaxpr.outvars) + ("," if len(jaxpr.outvars) == 1 else "") + ")"
+    outs = "(" + ", ".join(namer(a) if type(a) is Var else _pp_literal(a)
+                           for a in jaxpr.outvars) + ("," if len(jaxpr.outvars) == 1 else "") + ")"
     one_line = f"{head} {' '.join(eqns)}{' ' if eqns else ''}in {outs} }}"
     if (not force_multiline and len(eqns) <= 1 and "\n" not in one_line
             and len(one_line) + indent <= 80):

@@ -14,3 +14,4 @@ from primitives.shape import (broadcast_in_dim, concatenate, dynamic_slice,  # n
                               dynamic_update_slice, expand_dims, iota, pad, reshape, rev,
                               slice, squeeze, transpose)
 from primitives.misc import stop_gradient  # noqa: F401
+from .control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: F401

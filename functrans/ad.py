@@ -9,6 +9,7 @@ vjp / grad = linearize + transpose. Higher order falls out of composition.
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -227,7 +228,6 @@ class PartialEvalTrace(Trace):
         return self.default_process_primitive(prim, tracers, params)
 
     def default_process_primitive(self, prim, tracers, params):
-        import weakref
         tracers_in = [self.instantiate_const(t) for t in tracers]
         avals_in = [t.aval for t in tracers_in]
         out = prim.abstract_eval(*avals_in, **params)
@@ -686,7 +686,8 @@ def jvp_jaxpr(closed: ClosedJaxpr, nonzeros, instantiate):
         nz_ts = iter(args[n:])
         tangents = [next(nz_ts) if nz else Zero(a.strip_weak()) for a, nz in zip(in_avals, nonzeros)]
         outs, touts = jvp_flat(_jaxpr_fun(closed), list(args[:n]), tangents, instantiate_zeros=False)
-        touts = [instantiate(t) if i else t for t, i in zip(touts, inst, strict=True)]
+        touts = [zeros(t.aval) if i and type(t) is Zero else t   # (`instantiate` is shadowed)
+                 for t, i in zip(touts, inst, strict=True)]
         store["nz"] = [type(t) is not Zero for t in touts]
         return outs + [t for t in touts if type(t) is not Zero]
     jaxpr, consts = trace_to_jaxpr(f, list(in_avals) + t_avals)

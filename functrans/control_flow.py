@@ -43,8 +43,15 @@ def _flat_fun(fun, in_tree, cast=None):
 
 
 def _leaves(tree):
+    """Flat leaves, Python scalars kept as they are (their avals are weakly typed)."""
     leaves, treedef = tree_util.tree_flatten(tree)
-    return [canonicalize(x) for x in leaves], treedef
+    for x in leaves:
+        get_aval(x)         # a clear error for a leaf that is not an array
+    return leaves, treedef
+
+
+def _operands(leaves):
+    return [canonicalize(x) for x in leaves]
 
 
 def _weak_casts(avals_a, avals_b):
@@ -124,7 +131,7 @@ def _switch(index, branches, operands, names):
                   + [Var(a) for a in const_avals[off + n:]] + j.invars[n:])
         closed_brs.append(ClosedJaxpr(Jaxpr([], invars, j.eqns, j.outvars), []))
         off += n
-    outs = cond_p.bind(index, *all_consts, *ops, branches=tuple(closed_brs))
+    outs = cond_p.bind(index, *all_consts, *_operands(ops), branches=tuple(closed_brs))
     return tree_util.tree_unflatten(traced[0][2], outs)
 
 
@@ -216,7 +223,7 @@ def while_loop(cond_fun, body_fun, init_val, max_iters=None):
     if pred[0].shape != () or pred[0].dtype != np.bool_:
         raise TypeError(f"cond_fun must return a boolean scalar, but got output type "
                         f"{pred[0].str_short()}")
-    outs = while_p.bind(*cond_consts, *body_consts, *carry, cond_jaxpr=cond_closed,
+    outs = while_p.bind(*cond_consts, *body_consts, *_operands(carry), cond_jaxpr=cond_closed,
                         body_jaxpr=body, cond_nconsts=len(cond_consts),
                         body_nconsts=len(body_consts),
                         max_iters=None if max_iters is None else int(max_iters))
@@ -256,7 +263,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         ys, store["y_tree"] = tree_util.tree_flatten(out[1])
         return c_tree, c_out, ys
     closed, consts, carry = _trace_loop(step, carry, carry_tree, x_avals, "scan body function")
-    outs = scan_p.bind(*consts, *carry, *x_leaves, jaxpr=closed, length=length,
+    outs = scan_p.bind(*consts, *_operands(carry), *_operands(x_leaves), jaxpr=closed, length=length,
                        reverse=bool(reverse), num_consts=len(consts), num_carry=len(carry))
     return (tree_util.tree_unflatten(carry_tree, outs[:len(carry)]),
             tree_util.tree_unflatten(store["y_tree"], outs[len(carry):]))

@@ -158,8 +158,10 @@ def canonicalize(x):
 def array_module(*vals):
     """`numpy` unless one of the values is a CuPy array."""
     for v in vals:
-        mod = type(v).__module__
-        if mod.startswith("cupy"):
+        t = type(v)
+        if t is np.ndarray:
+            continue
+        if t.__module__.startswith("cupy"):
             import cupy
             return cupy
     return np
@@ -283,7 +285,7 @@ class Primitive:
         return self.name
 
     def bind(self, *args, **params):
-        state = _state()
+        state = _thread_state
         if state.depth == 0:            # eager path: nothing is being traced
             for a in args:
                 if isinstance(a, Tracer):
@@ -302,11 +304,13 @@ class Primitive:
 
 def _bind_slow(prim, args, params):
     top = find_top_trace(args)
-    tracers = [top.full_raise(a) for a in args]
+    main = top.main
+    tracers = [a if isinstance(a, Tracer) and a._trace.main is main else top.full_raise(a)
+               for a in args]
     outs = top.process_primitive(prim, tracers, params)
     if prim.multiple_results:
-        return [full_lower(o) for o in outs]
-    return full_lower(outs)
+        return [o.full_lower() if isinstance(o, Tracer) else o for o in outs]
+    return outs.full_lower() if isinstance(outs, Tracer) else outs
 
 
 # ---------------------------------------------------------------------------
@@ -430,7 +434,7 @@ def new_dynamic_main(trace_type, global_data=None):
 
 
 def find_top_trace(xs) -> Trace:
-    s = _state()
+    s = _thread_state
     top_main = s.trace_stack[0]
     for x in xs:
         if isinstance(x, Tracer):

@@ -18,6 +18,7 @@ import numpy as np
 
 from functrans.core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, ShapedArray, Var,
                             Zero, eval_jaxpr, get_aval, is_undefined)
+from functrans.passes import dce_jaxpr
 from .base import aval_of, bdim_size, broadcast_batched, defprim, instantiate, moveaxis, zeros
 
 
@@ -522,28 +523,31 @@ def _scan_partial_eval(trace, tracers, jaxpr, length, reverse, num_consts, num_c
     k_consts = [t.pval.const for t, u in zip(consts, c_uk) if not u]
     k_carry = [t.pval.const for t, u in zip(carry, carry_uk) if not u]
     k_xs = [t.pval.const for t, u in zip(xs, x_uk) if not u]
-    # A residual that is a known const, a literal or a constant of the known body is the same
-    # at every step: pass it once instead of stacking it `length` times. One that is a known
-    # xs slice is that xs: pass it as is.
-    const_val = dict(zip(jk.invars[:len(k_consts)], k_consts))
-    const_val.update(zip(jk.constvars, known.consts))
+    # A residual that does not depend on the carry or xs is the same at every step: it is
+    # computed once, outside the loop. One that is a known xs slice is that xs, passed as is.
+    varying = set(jk.invars[len(k_consts):])
+    for eqn in jk.eqns:
+        if any(type(v) is Var and v in varying for v in eqn.invars):
+            varying.update(eqn.outvars)
+    res_vars = jk.outvars[n_known_out:]
+    invariant = [j for j, v in enumerate(res_vars) if not (type(v) is Var and v in varying)]
+    stacked = [j for j, v in enumerate(res_vars) if type(v) is Var and v in varying]
     xs_val = dict(zip(jk.invars[len(k_consts) + len(k_carry):], k_xs))
-    invariant, invariant_vals, stacked, stacked_from_body = [], [], [], []
-    for j, v in enumerate(jk.outvars[n_known_out:]):
-        if type(v) is Literal or v in const_val:
-            invariant.append(j)
-            invariant_vals.append(v.val if type(v) is Literal else const_val[v])
-        else:
-            stacked.append(j)
-            if v not in xs_val:
-                stacked_from_body.append(v)
-    known_body = ClosedJaxpr(Jaxpr(jk.constvars, jk.invars, jk.eqns,
-                                   jk.outvars[:n_known_out] + stacked_from_body), known.consts)
+    stacked_from_body = [res_vars[j] for j in stacked if res_vars[j] not in xs_val]
+    invariant_vals = []
+    if invariant:
+        once = dce_jaxpr(Jaxpr(jk.constvars, jk.invars[:len(k_consts)],
+                               [e for e in jk.eqns if not any(v in varying for v in e.outvars)],
+                               [res_vars[j] for j in invariant]))
+        invariant_vals = eval_jaxpr(once, known.consts, *k_consts)
+    known_body = ClosedJaxpr(dce_jaxpr(Jaxpr(jk.constvars, jk.invars, jk.eqns,
+                                             jk.outvars[:n_known_out] + stacked_from_body)),
+                             known.consts)
     outs = scan_p.bind(*k_consts, *k_carry, *k_xs, jaxpr=known_body, length=length,
                        reverse=reverse, num_consts=len(k_consts), num_carry=len(k_carry))
     known_outs, from_body = outs[:n_known_out], iter(outs[n_known_out:])
-    res_vals = [xs_val[v] if v in xs_val else next(from_body)
-                for v in (jk.outvars[n_known_out + j] for j in stacked)]
+    res_vals = [xs_val[res_vars[j]] if res_vars[j] in xs_val else next(from_body)
+                for j in stacked]
     unk_outs = []
     if any(out_uk):
         n_uc, n_ucar, n_ux = c_uk.count(True), carry_uk.count(True), x_uk.count(True)

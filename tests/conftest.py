@@ -35,7 +35,8 @@ def check_traced(f, *args, static_argnums=(), compare=True, rtol=1e-6, atol=1e-6
     closed = ft.make_jaxpr(f, static_argnums=static_argnums)(*args)
     core.check_jaxpr(closed.jaxpr)
     if compare:
-        dyn = [a for i, a in enumerate(args) if i not in static_argnums]
+        static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+        dyn = [a for i, a in enumerate(args) if i not in static]
         leaves = ft.tree_util.tree_leaves(tuple(dyn))
         got = core.eval_jaxpr(closed.jaxpr, closed.consts, *leaves)
         want = ft.tree_util.tree_leaves(f(*args))

@@ -35,7 +35,6 @@ def _flat_fun(fun, in_tree, cast=None):
     def f(*leaves):
         out = fun(*tree_util.tree_unflatten(in_tree, list(leaves)))
         out_leaves, store["tree"] = tree_util.tree_flatten(out)
-        out_leaves = [canonicalize(x) for x in out_leaves]
         if cast is not None and len(cast) == len(out_leaves):
             out_leaves = _cast_leaves(out_leaves, cast)
         return out_leaves
@@ -89,8 +88,10 @@ def _branch_index(index, n):
         raise TypeError(f"switch index must be a scalar, got {aval.str_short()}")
     if aval.dtype.kind not in "iub":
         raise TypeError(f"switch index must be an integer scalar, got {aval.str_short()}")
-    return ew.convert_element_type(canonicalize(index), new_dtype=np.dtype(np.int32),
-                                   weak_type=False)
+    index = canonicalize(index)
+    if aval.dtype == np.int32:
+        return index
+    return ew.convert_element_type(index, new_dtype=np.dtype(np.int32), weak_type=False)
 
 
 def _switch(index, branches, operands, names):
@@ -120,7 +121,7 @@ def _switch(index, branches, operands, names):
         if any(x.shape != y.shape or x.dtype != y.dtype for x, y in zip(a, b)):
             raise ControlFlowTypeError(
                 f"{names[0]} and {name} output must have identical types (shapes and dtypes), "
-                f"got {_avals_str(a)} and {_avals_str(b)}")
+                f"got {_avals_str(a)} from {names[0]} and {_avals_str(b)} from {name}")
     # every branch takes the constants of all branches (ignoring the others'), then operands
     all_consts = [c for t in traced for c in t[1]]
     const_avals = [get_aval(c) for c in all_consts]
@@ -178,10 +179,9 @@ def _trace_loop(step, carry, carry_tree, extra_avals, what):
         def f(*args, casts=casts_out):
             tree, c_out, rest = step(list(args[:len(c_avals)]), list(args[len(c_avals):]))
             store["tree"] = tree
-            c_out = [canonicalize(x) for x in c_out]
             if casts is not None and len(casts) == len(c_out):
                 c_out = _cast_leaves(c_out, casts)
-            return c_out + [canonicalize(x) for x in rest]
+            return list(c_out) + list(rest)
         closed, consts = _trace_flat(f, c_avals + list(extra_avals))
         if store["tree"] != carry_tree:
             raise ControlFlowTypeError(
@@ -218,7 +218,7 @@ def while_loop(cond_fun, body_fun, init_val, max_iters=None):
     body, body_consts, carry = _trace_loop(step, carry, tree, [], "body_fun")
     c_avals = [get_aval(x) for x in carry]
     cond_closed, cond_consts = _trace_flat(
-        lambda *c: [canonicalize(cond_fun(tree_util.tree_unflatten(tree, list(c))))], c_avals)
+        lambda *c: [cond_fun(tree_util.tree_unflatten(tree, list(c)))], c_avals)
     pred = cond_closed.out_avals
     if pred[0].shape != () or pred[0].dtype != np.bool_:
         raise TypeError(f"cond_fun must return a boolean scalar, but got output type "
@@ -263,8 +263,9 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         ys, store["y_tree"] = tree_util.tree_flatten(out[1])
         return c_tree, c_out, ys
     closed, consts, carry = _trace_loop(step, carry, carry_tree, x_avals, "scan body function")
-    outs = scan_p.bind(*consts, *_operands(carry), *_operands(x_leaves), jaxpr=closed, length=length,
-                       reverse=bool(reverse), num_consts=len(consts), num_carry=len(carry))
+    outs = scan_p.bind(*consts, *_operands(carry), *_operands(x_leaves), jaxpr=closed,
+                       length=length, reverse=bool(reverse), num_consts=len(consts),
+                       num_carry=len(carry))
     return (tree_util.tree_unflatten(carry_tree, outs[:len(carry)]),
             tree_util.tree_unflatten(store["y_tree"], outs[len(carry):]))
 

@@ -369,6 +369,8 @@ class EvalTrace(Trace):
     lift = pure
 
     def process_primitive(self, primitive, vals, params):
+        if not _thread_state.trusted:    # as the eager path: the primitive's own error first
+            primitive.abstract_eval(*[get_aval(v) for v in vals], **params)
         return primitive.impl(array_module(*vals), *vals, **params)
 
 
@@ -776,12 +778,17 @@ def _pp_literal(lit: Literal):
     return f"{s}:{lit.aval.str_short()}"
 
 
+def _is_jaxpr_param(v):
+    return isinstance(v, (ClosedJaxpr, Jaxpr)) or (
+        isinstance(v, tuple) and v and all(isinstance(w, (ClosedJaxpr, Jaxpr)) for w in v))
+
+
 def _pp_param(v, namer, indent):
+    """A param printed at column `indent` (nested jaxprs indented under it)."""
     if isinstance(v, (ClosedJaxpr, Jaxpr)):
-        inner = v.jaxpr if isinstance(v, ClosedJaxpr) else v
-        return _pp(inner, namer, indent + 4, force_multiline=True)
-    if isinstance(v, tuple) and v and all(isinstance(w, (ClosedJaxpr, Jaxpr)) for w in v):
-        return "(\n" + "".join(" " * (indent + 4) + _pp_param(w, namer, indent) + "\n"
+        return _pp(v.jaxpr if isinstance(v, ClosedJaxpr) else v, namer, indent)
+    if _is_jaxpr_param(v):
+        return "(\n" + "".join(" " * (indent + 2) + _pp_param(w, namer, indent + 2) + "\n"
                                for w in v) + " " * indent + ")"
     if isinstance(v, np.dtype):
         return v.name
@@ -795,7 +802,10 @@ def _pp_param(v, namer, indent):
 def _pp_eqn(eqn, namer, indent):
     outs = " ".join(f"{namer(v)}:{v.aval.str_short()}" for v in eqn.outvars)
     params = ""
-    if eqn.params:
+    if any(_is_jaxpr_param(v) for v in eqn.params.values()):   # one param a line, as JAX
+        params = "[\n" + "".join(f"{' ' * (indent + 2)}{k}={_pp_param(v, namer, indent + 2)}\n"
+                                 for k, v in sorted(eqn.params.items())) + " " * indent + "]"
+    elif eqn.params:
         params = "[" + " ".join(f"{k}={_pp_param(v, namer, indent)}"
                                 for k, v in sorted(eqn.params.items())) + "]"
     args = " ".join(namer(a) if type(a) is Var else _pp_literal(a) for a in eqn.invars)

@@ -132,11 +132,12 @@ def _shape(x):
     return s if type(s) is tuple else tuple(s)
 
 
-def broadcast_shapes(*shapes):
+def broadcast_shapes(*shapes, name=None):
     try:
         return _np.broadcast_shapes(*shapes)
     except ValueError:
         raise core.ShapeError(
+            (f"{name}: " if name else "") +
             f"shapes {', '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together "
             "(NumPy broadcasting: trailing axes must be equal or 1)") from None
 
@@ -163,7 +164,8 @@ def _promote_args(name, *args, dtype_kinds=None):
             return [a, b]
     args = [asarray(a) if isinstance(a, (list, tuple)) else a for a in args]
     dt, _ = result_type(*args)
-    shape = broadcast_shapes(*[_shape(a) for a in args]) if len(args) > 1 else _shape(args[0])
+    shape = broadcast_shapes(*[_shape(a) for a in args], name=name) if len(args) > 1 \
+        else _shape(args[0])
     out = []
     for a in args:
         a = _to_dtype(a, dt)
@@ -173,11 +175,11 @@ def _promote_args(name, *args, dtype_kinds=None):
     return out
 
 
-def _promote_float(*args):
+def _promote_float(*args, name=""):
     dt, _ = result_type(*args)
     if dt.kind not in "fc":
         args = [_to_dtype(a, _DEFAULT["f"]) for a in args]
-    return _promote_args("", *args)
+    return _promote_args(name, *args)
 
 
 def _unary_float(prim_bind):
@@ -188,8 +190,10 @@ def _unary_float(prim_bind):
 
 
 def _binary(prim_bind, floats=False):
+    name = getattr(getattr(prim_bind, "__self__", None), "name", "")   # for error messages
+
     def f(x, y):
-        x, y = _promote_float(x, y) if floats else _promote_args("", x, y)
+        x, y = _promote_float(x, y, name=name) if floats else _promote_args(name, x, y)
         return prim_bind(x, y)
     return f
 

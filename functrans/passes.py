@@ -1,7 +1,68 @@
-"""Jaxpr-to-jaxpr optimization passes, each a small function with its own tests."""
+"""Jaxpr-to-jaxpr optimization passes, each a small function with its own tests.
+
+The jit pipeline (functrans/jit.py) runs them in this order: `inline_calls` (jit of
+jit), `simplify` (what AD leaves behind), `fold_constants`, `cse`, `dce`; a backend
+then calls `fuse` (elementwise fusion groups) and `plan_buffers` (buffer reuse).
+Every pass returns a new jaxpr and leaves its input untouched.
+"""
 from __future__ import annotations
 
-from .core import Jaxpr, Var
+import numpy as np
+
+from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Primitive, ShapedArray, Var,
+                   array_module, eval_jaxpr)
+
+# ---------------------------------------------------------------------------
+# small helpers
+
+
+def _read(env, a):
+    """An atom after substitution (Literals are left alone)."""
+    if type(a) is Var:
+        return env.get(a, a)
+    return a
+
+
+def _uses(jaxpr):
+    """How many times each var is read (by equations or as an output)."""
+    n: dict = {}
+    for e in jaxpr.eqns:
+        for a in e.invars:
+            if type(a) is Var:
+                n[a] = n.get(a, 0) + 1
+    for a in jaxpr.outvars:
+        if type(a) is Var:
+            n[a] = n.get(a, 0) + 1
+    return n
+
+
+def _scalar_of(atom, consts):
+    """The value of a rank-0 known atom (Literal or constvar), else None."""
+    if type(atom) is Literal:
+        return np.asarray(atom.val)
+    if type(atom) is Var and atom in consts and atom.aval.shape == ():
+        return np.asarray(consts[atom])
+    return None
+
+
+def _prune_consts(jaxpr, consts):
+    used = {a for e in jaxpr.eqns for a in e.invars if type(a) is Var}
+    used.update(a for a in jaxpr.outvars if type(a) is Var)
+    keep = [i for i, v in enumerate(jaxpr.constvars) if v in used]
+    return (Jaxpr([jaxpr.constvars[i] for i in keep], jaxpr.invars, jaxpr.eqns, jaxpr.outvars),
+            [consts[i] for i in keep])
+
+
+def count_eqns(jaxpr) -> int:
+    """Equations, counting those inside fusion groups (for reports)."""
+    n = 0
+    for e in jaxpr.eqns:
+        n += count_eqns(e.params["jaxpr"]) if e.primitive is fused_p else 1
+    return n
+
+
+# ---------------------------------------------------------------------------
+# dead-code elimination
 
 
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs=None) -> Jaxpr:
@@ -16,3 +77,703 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs=None) -> Jaxpr:
             live.update(v for v in eqn.invars if type(v) is Var)
     kept.reverse()
     return Jaxpr(jaxpr.constvars, jaxpr.invars, kept, outvars)
+
+
+def dce(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """dce_jaxpr on a closed jaxpr, also dropping constants nobody reads."""
+    jaxpr, consts = _prune_consts(dce_jaxpr(closed.jaxpr), closed.consts)
+    return ClosedJaxpr(jaxpr, consts)
+
+
+# ---------------------------------------------------------------------------
+# inlining of call primitives (jit of jit)
+
+# primitives whose `jaxpr` param (a ClosedJaxpr) may be inlined into the caller;
+# functrans/jit.py registers `jit` here.
+INLINABLE: set = set()
+
+
+def inline_calls(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Replace call equations (a nested `jit`) by the equations of their jaxprs."""
+    if not any(e.primitive in INLINABLE for e in closed.jaxpr.eqns):
+        return closed
+    constvars = list(closed.jaxpr.constvars)
+    consts = list(closed.consts)
+    eqns: list = []
+
+    def emit(jaxpr, inner_consts, args):
+        """Append jaxpr's equations with fresh vars; return its output atoms."""
+        env = {}
+        for v, c in zip(jaxpr.constvars, inner_consts, strict=True):
+            nv = Var(v.aval)
+            constvars.append(nv)
+            consts.append(c)
+            env[v] = nv
+        for v, a in zip(jaxpr.invars, args, strict=True):
+            env[v] = a
+        for e in jaxpr.eqns:
+            ins = [_read(env, a) for a in e.invars]
+            if e.primitive in INLINABLE:
+                inner = e.params["jaxpr"]
+                outs = emit(inner.jaxpr, inner.consts, ins)
+                for v, o in zip(e.outvars, outs, strict=True):
+                    env[v] = o
+                continue
+            outs = [Var(v.aval) for v in e.outvars]
+            for v, o in zip(e.outvars, outs):
+                env[v] = o
+            eqns.append(JaxprEqn(e.primitive, ins, e.params, outs))
+        return [_read(env, a) for a in jaxpr.outvars]
+
+    top_env = {}
+    for e in closed.jaxpr.eqns:
+        ins = [_read(top_env, a) for a in e.invars]
+        if e.primitive in INLINABLE:
+            inner = e.params["jaxpr"]
+            for v, o in zip(e.outvars, emit(inner.jaxpr, inner.consts, ins), strict=True):
+                top_env[v] = o
+        else:
+            eqns.append(JaxprEqn(e.primitive, ins, e.params, e.outvars))
+    outvars = [_read(top_env, a) for a in closed.jaxpr.outvars]
+    return ClosedJaxpr(Jaxpr(constvars, closed.jaxpr.invars, eqns, outvars), consts)
+
+
+# ---------------------------------------------------------------------------
+# common-subexpression elimination
+
+
+def _param_key(params):
+    """A hashable key for params, or None when some value is not hashable."""
+    items = []
+    for k in sorted(params):
+        v = params[k]
+        try:
+            hash(v)
+        except TypeError:
+            return None
+        items.append((k, v))
+    return tuple(items)
+
+
+def _atom_key(a):
+    if type(a) is Var:
+        return a
+    val = np.asarray(a.val)
+    return ("lit", val.dtype.str, val.shape, val.tobytes(), a.aval.weak_type)
+
+
+def cse(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Common-subexpression elimination: one equation per (primitive, inputs, params)."""
+    env: dict = {}
+    seen: dict = {}
+    eqns = []
+    for e in closed.jaxpr.eqns:
+        ins = [_read(env, a) for a in e.invars]
+        key = None
+        if not e.primitive.effectful:
+            pk = _param_key(e.params)
+            if pk is not None:
+                key = (e.primitive, tuple(_atom_key(a) for a in ins), pk)
+        prev = seen.get(key) if key is not None else None
+        if prev is not None and all(p.aval == v.aval for p, v in zip(prev, e.outvars)):
+            for v, p in zip(e.outvars, prev, strict=True):
+                env[v] = p
+            continue
+        if key is not None:
+            seen[key] = e.outvars
+        eqns.append(JaxprEqn(e.primitive, ins, e.params, e.outvars))
+    j = closed.jaxpr
+    outvars = [_read(env, a) for a in j.outvars]
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, outvars), closed.consts)
+
+
+# ---------------------------------------------------------------------------
+# constant folding
+
+FOLD_MAX_EXPANSION = 1   # a folded result may be at most this many times its largest input
+
+
+def fold_constants(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Evaluate, at compile time, equations whose inputs are all known.
+
+    Rank-0 results become literals, others new constants. Equations that would expand
+    data (a broadcast of a scalar, iota) are left alone: a big constant costs memory
+    bandwidth on every call, while the broadcast is free inside a fusion group."""
+    j = closed.jaxpr
+    known = dict(zip(j.constvars, closed.consts))
+    constvars, consts = list(j.constvars), list(closed.consts)
+    env: dict = {}
+    eqns = []
+
+    def value(a):
+        return np.asarray(a.val) if type(a) is Literal else known.get(a)
+
+    for e in j.eqns:
+        ins = [_read(env, a) for a in e.invars]
+        vals = [value(a) for a in ins]
+        prim = e.primitive
+        in_size = max([int(np.size(v)) for v in vals if v is not None] + [1])
+        out_size = max(v.aval.size for v in e.outvars) if e.outvars else 0
+        if (prim.effectful or prim.impl is None or any(v is None for v in vals)
+                or out_size > FOLD_MAX_EXPANSION * in_size):
+            eqns.append(JaxprEqn(prim, ins, e.params, e.outvars))
+            continue
+        try:
+            out = prim.impl(array_module(*vals), *vals, **e.params)
+        except Exception:            # leave it to run time, where the error is reported
+            eqns.append(JaxprEqn(prim, ins, e.params, e.outvars))
+            continue
+        outs = out if prim.multiple_results else [out]
+        for v, o in zip(e.outvars, outs, strict=True):
+            xp = array_module(o)
+            o = xp.asarray(o).astype(v.aval.dtype, copy=False)
+            if o.ndim == 0 and xp is np:
+                env[v] = Literal(o, v.aval)
+            else:
+                nv = Var(v.aval)
+                constvars.append(nv)
+                consts.append(o)
+                known[nv] = o
+                env[v] = nv
+    outvars = [_read(env, a) for a in j.outvars]
+    jaxpr, consts = _prune_consts(Jaxpr(constvars, j.invars, eqns, outvars), consts)
+    return ClosedJaxpr(jaxpr, consts)
+
+
+# ---------------------------------------------------------------------------
+# simplification of what AD leaves behind
+
+
+def _prim(name):
+    from primitives import REGISTRY
+    return REGISTRY[name]
+
+
+def _is(val, x):
+    return val is not None and val.shape == () and bool(val == x)
+
+
+def _same_aval(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype
+
+
+def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Algebraic clean-up: x*1, x+0, x-0, x/1, neg(neg x), identity reshapes, transposes,
+    broadcasts and conversions, transpose of transpose, stop_gradient, broadcasts of
+    scalars feeding elementwise ops (the scalar is used directly), and the transpose of
+    a matrix product (the product with its operands swapped).
+
+    x + 0 -> x turns -0.0 + 0.0 (= +0.0) into -0.0; nothing else changes a value."""
+    j = closed.jaxpr
+    consts = dict(zip(j.constvars, closed.consts))
+    uses = _uses(j)
+    env: dict = {}
+    defs: dict = {}                 # var -> the (new) equation defining it
+    eqns: list = []
+
+    def scalar_source(a):
+        """The rank-0 atom that `a` is a broadcast of, if any."""
+        e = defs.get(a) if type(a) is Var else None
+        if e is not None and e.primitive.name == "broadcast_in_dim" and \
+                e.invars[0].aval.shape == ():
+            return e.invars[0]
+        return None
+
+    for e in j.eqns:
+        ins = [_read(env, a) for a in e.invars]
+        res = _simplify_eqn(e, ins, consts, defs, uses, scalar_source)
+        if res is None:
+            new = [JaxprEqn(e.primitive, ins, e.params, e.outvars)]
+        elif isinstance(res, JaxprEqn):
+            new = [res]
+        elif isinstance(res, list):
+            new = res
+        else:                                   # an atom replacing the single output
+            env[e.outvars[0]] = res
+            continue
+        for n in new:
+            eqns.append(n)
+            for v in n.outvars:
+                defs[v] = n
+    outvars = [_read(env, a) for a in j.outvars]
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, outvars), closed.consts)
+
+
+def _simplify_eqn(e, ins, consts, defs, uses, scalar_source):
+    """None (keep), an atom (replaces the output) or a new equation."""
+    name = e.primitive.name
+    out = e.outvars[0].aval if len(e.outvars) == 1 else None
+    p = e.params
+
+    def ok(a):                      # may the atom replace the output?
+        return out is not None and _same_aval(a.aval, out)
+
+    if name == "stop_gradient" and ok(ins[0]):
+        return ins[0]
+    if name == "convert_element_type" and ok(ins[0]):
+        return ins[0]
+    if name in ("reshape", "squeeze", "expand_dims", "broadcast_in_dim", "rev") and ok(ins[0]):
+        if name != "broadcast_in_dim" or tuple(p["broadcast_dimensions"]) == tuple(range(out.ndim)):
+            if name != "rev" or not p["dimensions"]:
+                return ins[0]
+    if name == "reshape":
+        src = defs.get(ins[0]) if type(ins[0]) is Var else None
+        if src is not None and src.primitive.name == "reshape":
+            return JaxprEqn(e.primitive, [src.invars[0]], p, e.outvars)
+    if name == "reduce_sum" and not p["axes"] and ok(ins[0]):
+        return ins[0]
+    if name == "integer_pow" and p["y"] == 1 and ok(ins[0]):
+        return ins[0]
+    if name == "transpose":
+        perm = tuple(p["permutation"])
+        if perm == tuple(range(len(perm))) and ok(ins[0]):
+            return ins[0]
+        src = defs.get(ins[0]) if type(ins[0]) is Var else None
+        if src is not None and src.primitive.name == "transpose":
+            inner = tuple(src.params["permutation"])
+            composed = tuple(inner[i] for i in perm)
+            if composed == tuple(range(len(composed))) and ok(src.invars[0]):
+                return src.invars[0]
+            return JaxprEqn(e.primitive, [src.invars[0]], {"permutation": composed}, e.outvars)
+        if (src is not None and src.primitive.name == "dot_general" and perm == (1, 0)
+                and uses.get(ins[0], 0) == 1):
+            (lc, rc), (lb, rb) = src.params["dimension_numbers"]
+            x, y = src.invars
+            if not lb and x.aval.ndim - len(lc) == 1 and y.aval.ndim - len(rc) == 1:
+                return JaxprEqn(src.primitive, [y, x],
+                                {**src.params, "dimension_numbers": ((rc, lc), (lb, rb))},
+                                e.outvars)
+    if name == "neg":
+        src = defs.get(ins[0]) if type(ins[0]) is Var else None
+        if src is not None and src.primitive.name == "neg" and ok(src.invars[0]):
+            return src.invars[0]
+    if name == "select" and len(ins) == 3 and ins[1] is ins[2] and ok(ins[1]):
+        return ins[1]
+
+    if e.primitive.elementwise and out is not None and out.shape != () and \
+            name != "broadcast_in_dim":
+        # every operand a scalar or a broadcast of one: compute on scalars, then broadcast
+        srcs = [a if a.aval.shape == () else scalar_source(a) for a in ins]
+        if all(a is not None for a in srcs) and any(a.aval.shape != () for a in ins):
+            try:
+                sc = e.primitive.abstract_eval(*[a.aval for a in srcs], **p)
+            except Exception:
+                sc = None
+            if sc is not None and sc.shape == () and sc.dtype == out.dtype:
+                tmp = Var(sc)
+                bcast = _prim("broadcast_in_dim")
+                return [JaxprEqn(e.primitive, srcs, p, [tmp]),
+                        JaxprEqn(bcast, [tmp], {"shape": out.shape, "broadcast_dimensions": ()},
+                                 e.outvars)]
+        # a broadcast of a scalar feeding an elementwise op: use the scalar itself
+        new_ins = list(ins)
+        for i, a in enumerate(ins):
+            s = scalar_source(a)
+            if s is None:
+                continue
+            trial = new_ins[:i] + [s] + new_ins[i + 1:]
+            if any(b.aval.shape == out.shape for b in trial):
+                new_ins = trial
+        if any(a is not b for a, b in zip(new_ins, ins)):
+            try:
+                got = e.primitive.abstract_eval(*[a.aval for a in new_ins], **p)
+            except Exception:
+                got = None
+            if got is not None and _same_aval(got, out):
+                ins = new_ins
+            else:
+                new_ins = ins
+        # algebraic identities
+        if name in ("mul", "add", "sub", "div") and len(ins) == 2:
+            sx, sy = _scalar_of(ins[0], consts), _scalar_of(ins[1], consts)
+            unit = 1 if name in ("mul", "div") else 0
+            if _is(sy, unit) and ok(ins[0]):
+                return ins[0]
+            if name in ("mul", "add") and _is(sx, unit) and ok(ins[1]):
+                return ins[1]
+        if any(a is not b for a, b in zip(ins, e.invars)):
+            return JaxprEqn(e.primitive, ins, p, e.outvars)
+        return None
+    if name in ("mul", "add", "sub", "div") and out is not None:
+        sx, sy = _scalar_of(ins[0], consts), _scalar_of(ins[1], consts)
+        unit = 1 if name in ("mul", "div") else 0
+        if _is(sy, unit) and ok(ins[0]):
+            return ins[0]
+        if name in ("mul", "add") and _is(sx, unit) and ok(ins[1]):
+            return ins[1]
+    return None
+
+
+# ---------------------------------------------------------------------------
+# elementwise fusion
+
+
+def _fused_abstract_eval(*avals, jaxpr, name):
+    return [v.aval for v in jaxpr.outvars]
+
+
+def _fused_impl(xp, *args, jaxpr, name):
+    return eval_jaxpr(jaxpr, [], *args)
+
+
+# A fusion group: the equations of its `jaxpr` param run as one kernel (one blocked
+# NumPy pass on the CPU, one generated CUDA kernel on the GPU). It only appears in
+# optimized jaxprs, after differentiation, so it has no derivative rules.
+fused_p = Primitive("fused", impl=_fused_impl, abstract_eval=_fused_abstract_eval,
+                    multiple_results=True, differentiable=False)
+
+
+def fusible(eqn) -> bool:
+    """Elementwise or broadcast equations producing one array of rank >= 1."""
+    prim = eqn.primitive
+    if prim.multiple_results or prim.effectful or len(eqn.outvars) != 1:
+        return False
+    out = eqn.outvars[0].aval
+    if out.shape == () or 0 in out.shape:
+        return False
+    if prim.name == "broadcast_in_dim":
+        return True
+    if not prim.elementwise:
+        return False
+    return all(a.aval.shape in ((), out.shape) for a in eqn.invars)
+
+
+def _sink(eqns, can_fuse):
+    """Reorder: non-fusible equations move down to just before their first consumer,
+    so that they do not split the fusion groups around them (effects keep their order)."""
+    producer = {}
+    for i, e in enumerate(eqns):
+        for v in e.outvars:
+            producer[v] = i
+    pending: dict = {}              # index -> eqn, not yet emitted
+    out: list = []
+    done: set = set()
+
+    def flush(i):
+        if i in done:
+            return
+        e = pending.pop(i)
+        for a in e.invars:
+            j = producer.get(a) if type(a) is Var else None
+            if j is not None and j in pending:
+                flush(j)
+        done.add(i)
+        out.append(e)
+
+    def emit(i, e):
+        for a in e.invars:
+            j = producer.get(a) if type(a) is Var else None
+            if j is not None and j in pending:
+                flush(j)
+        done.add(i)
+        out.append(e)
+
+    for i, e in enumerate(eqns):
+        if e.primitive.effectful:
+            for j in sorted(pending):
+                flush(j)
+            emit(i, e)
+        elif can_fuse(e):
+            emit(i, e)
+        else:
+            pending[i] = e
+    for j in sorted(pending):
+        flush(j)
+    return out
+
+
+def _group_name(members):
+    names = []
+    for e in members:
+        n = e.primitive.name
+        if n in ("broadcast_in_dim", "convert_element_type"):
+            n = {"broadcast_in_dim": "bcast", "convert_element_type": "convert"}[n]
+        if n not in names:
+            names.append(n)
+    if len(names) > 6:
+        names = names[:6] + [f"etc{len(members)}"]
+    return "fused_" + "_".join(names)
+
+
+def fuse(closed: ClosedJaxpr, can_fuse=fusible, min_eqns=2) -> ClosedJaxpr:
+    """Group elementwise and broadcast equations of equal output shape into `fused`
+    equations, each with a sub-jaxpr, so a backend runs each group as one kernel.
+
+    A group stays open while only its own members read its values; the first outside
+    reader closes it. Open groups have no path out of them, so merging several open
+    groups through a shared consumer never creates a cycle, and placing a group at
+    its last member keeps the program in dependency order."""
+    j = closed.jaxpr
+    eqns = _sink(j.eqns, can_fuse)
+    group_of: dict = {}                     # var -> group id
+    groups: dict = {}                       # id -> list of eqn positions
+    shape_of: dict = {}
+    is_open: dict = {}
+    member_of: dict = {}                    # eqn position -> group id
+    parent: dict = {}
+
+    def find(g):
+        while parent[g] != g:
+            parent[g] = parent[parent[g]]
+            g = parent[g]
+        return g
+
+    for i, e in enumerate(eqns):
+        producers = {find(group_of[a]) for a in e.invars if type(a) is Var and a in group_of}
+        if can_fuse(e):
+            shape = e.outvars[0].aval.shape
+            cands = sorted(g for g in producers if is_open[g] and shape_of[g] == shape)
+            for g in producers.difference(cands):
+                is_open[g] = False
+            if cands:
+                g = cands[0]
+                for h in cands[1:]:
+                    parent[h] = g
+                    groups[g].extend(groups.pop(h))
+                    is_open.pop(h)
+            else:
+                g = len(parent)
+                parent[g] = g
+                groups[g] = []
+                shape_of[g] = shape
+                is_open[g] = True
+            groups[g].append(i)
+            for v in e.outvars:
+                group_of[v] = g
+        else:
+            for g in producers:
+                is_open[g] = False
+    for i_list in groups.values():
+        i_list.sort()
+    for g, members in groups.items():
+        for i in members:
+            member_of[i] = g
+
+    readers: dict = {}                      # var -> set of eqn positions reading it
+    for i, e in enumerate(eqns):
+        for a in e.invars:
+            if type(a) is Var:
+                readers.setdefault(a, set()).add(i)
+    final_out = {a for a in j.outvars if type(a) is Var}
+
+    new_eqns = []
+    for i, e in enumerate(eqns):
+        g = member_of.get(i)
+        if g is None:
+            new_eqns.append(e)
+            continue
+        members = groups[g]
+        n_real = sum(eqns[k].primitive.name != "broadcast_in_dim" for k in members)
+        if len(members) < min_eqns or n_real == 0:
+            new_eqns.append(e)
+            continue
+        if i != members[-1]:
+            continue
+        mset = set(members)
+        defined = {v for k in members for v in eqns[k].outvars}
+        ins, seen = [], set()
+        for k in members:
+            for a in eqns[k].invars:
+                if type(a) is Var and a not in defined and a not in seen:
+                    seen.add(a)
+                    ins.append(a)
+        outs = [v for k in members for v in eqns[k].outvars
+                if v in final_out or readers.get(v, set()) - mset]
+        inner = Jaxpr([], ins, [eqns[k] for k in members], outs)
+        new_eqns.append(JaxprEqn(fused_p, ins, {"jaxpr": inner, "name": _group_name(
+            [eqns[k] for k in members])}, outs))
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, new_eqns, j.outvars), closed.consts)
+
+
+def unfuse(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """The inverse of fuse: fusion groups replaced by their equations."""
+    eqns = []
+    for e in closed.jaxpr.eqns:
+        eqns.extend(e.params["jaxpr"].eqns if e.primitive is fused_p else [e])
+    j = closed.jaxpr
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts)
+
+
+# ---------------------------------------------------------------------------
+# buffer reuse (liveness)
+
+
+class BufferPlan:
+    """Where each value lives at run time.
+
+    slot_of[var] = k for the values a backend writes into a buffer it owns (`out=`);
+    slots[k] = (shape, dtype); escapes[k]: the slot holds a program output, so it is
+    allocated per call (never a persistent scratch buffer); donor[k] = i when slot k is
+    the donated argument i's own buffer. copy_out[i]: output i aliases an input, a
+    constant or an earlier output and must be copied before it is returned."""
+
+    def __init__(self):
+        self.slot_of: dict = {}
+        self.slots: list = []
+        self.escapes: list = []
+        self.donor: list = []
+        self.copy_out: list = []
+        self.inplace: list = []     # (eqn index, output var, input var) written in place
+
+    @property
+    def num_scratch(self):
+        return sum(1 for e, d in zip(self.escapes, self.donor) if not e and d is None)
+
+    def __repr__(self):
+        return (f"BufferPlan({len(self.slots)} slots, {self.num_scratch} scratch, "
+                f"{len(self.inplace)} in place, {sum(self.copy_out)} copied outputs)")
+
+
+def plan_buffers(jaxpr: Jaxpr, kind, inplace=None, donated=(), outputs_external=False):
+    """Assign buffers by liveness: a buffer whose values are all dead is reused by a
+    later value of the same shape and dtype.
+
+    kind(eqn) -> "out" (the backend writes the outputs into buffers of this plan),
+    "view" (the outputs may alias the inputs) or "fresh" (the outputs are new arrays);
+    inplace(eqn, in_index, out_index) -> whether that output may overwrite that input
+    when the input dies at this equation; donated[i]: argument i's buffer may be reused.
+    outputs_external: the jaxpr's outputs are written into buffers given by the caller
+    (a fusion group's block outputs), so they get no slot."""
+    plan = BufferPlan()
+    eqns = jaxpr.eqns
+    n = len(eqns)
+    last = {}
+    for i, e in enumerate(eqns):
+        for a in e.invars:
+            if type(a) is Var:
+                last[a] = i
+    for a in jaxpr.outvars:
+        if type(a) is Var:
+            last[a] = n
+    kinds = [kind(e) for e in eqns]
+    # values that outputs may alias must not live in persistent scratch buffers
+    escaping = {a for a in jaxpr.outvars if type(a) is Var}
+    for e, k in zip(reversed(eqns), reversed(kinds)):
+        if k == "view" and any(v in escaping for v in e.outvars):
+            escaping.update(a for a in e.invars if type(a) is Var)
+    external = set(escaping) if outputs_external else set()
+
+    roots: dict = {}                # var -> tuple of roots ("slot", k) / ("in", i) / ...
+    direct: set = set()             # vars that are exactly their slot's buffer (no view)
+    refs: dict = {}                 # root -> number of live vars holding it
+    free: dict = {}                 # (shape, dtype) -> list of free slot ids
+    donated = list(donated) + [False] * (len(jaxpr.invars) - len(donated))
+
+    def hold(v, rs):
+        roots[v] = rs
+        for r in rs:
+            refs[r] = refs.get(r, 0) + 1
+
+    def release(v):
+        for r in roots.pop(v, ()):
+            refs[r] -= 1
+            if refs[r] == 0 and r[0] == "slot" and not plan.escapes[r[1]]:
+                k = r[1]
+                free.setdefault(plan.slots[k], []).append(k)
+
+    def new_slot(aval, donor=None):
+        plan.slots.append((aval.shape, aval.dtype))
+        plan.escapes.append(False)
+        plan.donor.append(donor)
+        return len(plan.slots) - 1
+
+    for i, v in enumerate(jaxpr.invars):
+        if donated[i] and v.aval.shape != ():
+            k = new_slot(v.aval, donor=i)
+            hold(v, (("slot", k),))
+            direct.add(v)
+        else:
+            hold(v, (("in", i),))
+    for i, v in enumerate(jaxpr.constvars):
+        hold(v, (("const", i),))
+    for v in list(roots):
+        if v not in last:
+            release(v)
+
+    for i, e in enumerate(eqns):
+        k = kinds[i]
+        dying = []
+        for a in e.invars:
+            if type(a) is Var and last.get(a) == i and a not in dying:
+                dying.append(a)
+        if k == "out":
+            taken = set()
+            for oi, o in enumerate(e.outvars):
+                if o in external:
+                    hold(o, ())
+                    continue
+                slot = None
+                if inplace is not None:
+                    for ii, a in enumerate(e.invars):
+                        if (a in dying and a not in taken and a in direct
+                                and plan.slots[roots[a][0][1]] == (o.aval.shape, o.aval.dtype)
+                                and refs[roots[a][0]] == 1 and inplace(e, ii, oi)):
+                            slot = roots[a][0][1]
+                            if plan.escapes[slot] and o not in escaping:
+                                slot = None
+                                continue
+                            taken.add(a)
+                            plan.inplace.append((i, o, a))
+                            break
+                if slot is None:
+                    pool = free.get((o.aval.shape, o.aval.dtype))
+                    if pool:
+                        # escaping values prefer donated buffers, temporaries plain ones
+                        pick = next((s for s in reversed(pool)
+                                     if (plan.donor[s] is not None) == (o in escaping)),
+                                    pool[-1])
+                        pool.remove(pick)
+                        slot = pick
+                    else:
+                        slot = new_slot(o.aval)
+                if o in escaping:
+                    plan.escapes[slot] = True
+                plan.slot_of[o] = slot
+                hold(o, (("slot", slot),))
+                direct.add(o)
+            for a in taken:        # their slot passed to the output: drop without freeing
+                for r in roots.pop(a):
+                    refs[r] -= 1
+        elif k == "view":
+            rs = tuple(sorted({r for a in e.invars if type(a) is Var for r in roots.get(a, ())}))
+            for o in e.outvars:
+                hold(o, rs)
+        else:
+            for o in e.outvars:
+                hold(o, (("fresh", id(o)),))
+        for a in dying:
+            if a in roots:
+                release(a)
+        for o in e.outvars:
+            if o not in last:
+                release(o)
+
+    seen_roots: set = set()
+    for a in jaxpr.outvars:
+        if type(a) is not Var or outputs_external:
+            plan.copy_out.append(False)
+            continue
+        rs = roots.get(a, ())
+        bad = any(r[0] in ("in", "const") for r in rs) or bool(seen_roots.intersection(rs))
+        plan.copy_out.append(bad)
+        seen_roots.update(rs)
+    return plan
+
+
+# ---------------------------------------------------------------------------
+# the pipeline
+
+
+def optimize(closed: ClosedJaxpr, max_rounds=3) -> ClosedJaxpr:
+    """inline_calls, then simplify / fold_constants / cse / dce until nothing changes."""
+    closed = dce(inline_calls(closed))
+    for _ in range(max_rounds):
+        before = (len(closed.jaxpr.eqns), len(closed.consts))
+        closed = dce(cse(fold_constants(simplify(closed))))
+        if (len(closed.jaxpr.eqns), len(closed.consts)) == before:
+            break
+    return closed
+
+
+def same_avals(a: ShapedArray, b: ShapedArray) -> bool:
+    return _same_aval(a, b)

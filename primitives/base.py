@@ -160,7 +160,13 @@ def _per_arg_jvp(p, fns, with_out):
                 continue
             c = fn(t, ans, *primals, **params) if with_out else fn(t, *primals, **params)
             out_t = c if out_t is None else _add_tangents(out_t, c)
-        return ans, _zero_of(p, ans) if out_t is None else out_t
+        if out_t is None:
+            return ans, _zero_of(p, ans)
+        shape = aval_of(ans).shape
+        if aval_of(out_t).shape != shape:   # a rank-0 operand's tangent, as in select(p, t, y)
+            from . import shape as sh
+            out_t = sh.broadcast_in_dim(out_t, shape=shape, broadcast_dimensions=())
+        return ans, out_t
     return rule
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from functrans.core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, ShapedArray, Var,
-                            Zero, eval_jaxpr, get_aval, is_undefined)
+from functrans.core import (ClosedJaxpr, FunctransError, Jaxpr, ShapedArray, Var, Zero,
+                            eval_jaxpr, get_aval, is_undefined)
+from functrans.core import _eval_jaxpr_concrete  # impls see concrete values only
 from functrans.passes import dce_jaxpr
 from .base import aval_of, bdim_size, broadcast_batched, defprim, instantiate, moveaxis, zeros
 
@@ -31,6 +32,15 @@ class ControlFlowTypeError(FunctransError, TypeError):
 
 def _eval(closed, *args):
     return eval_jaxpr(closed.jaxpr, closed.consts, *args)
+
+
+def _run(closed, *args):
+    """Evaluate a sub-jaxpr inside an impl: every value there is concrete, so the
+    implementations are called directly (a body run many times becomes straight-line code)."""
+    j = closed.jaxpr
+    env = dict(zip(j.constvars, closed.consts))
+    env.update(zip(j.invars, args, strict=True))
+    return _eval_jaxpr_concrete(j, env)
 
 
 def _trace(fun, avals):
@@ -141,7 +151,7 @@ def _clamp_index(index, n):
 
 
 def _cond_impl(xp, index, *ops, branches):
-    return _eval(branches[_clamp_index(index, len(branches))], *ops)
+    return _run(branches[_clamp_index(index, len(branches))], *ops)
 
 
 def _cond_shape(index, *ops, branches):
@@ -274,8 +284,8 @@ _WHILE_REVERSE_ERROR = (
 def _while_impl(xp, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, max_iters):
     cc, bc, carry = _split(args, cond_nconsts, body_nconsts)
     n = 0
-    while (max_iters is None or n < max_iters) and bool(_eval(cond_jaxpr, *cc, *carry)[0]):
-        carry = _eval(body_jaxpr, *bc, *carry)
+    while (max_iters is None or n < max_iters) and bool(_run(cond_jaxpr, *cc, *carry)[0]):
+        carry = _run(body_jaxpr, *bc, *carry)
         n += 1
     return list(carry)
 
@@ -437,7 +447,7 @@ def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
     consts, carry, xs = _split(args, num_consts, num_carry)
     ys = [xp.empty((length,) + a.shape, a.dtype) for a in jaxpr.out_avals[num_carry:]]
     for i in (range(length - 1, -1, -1) if reverse else range(length)):
-        out = _eval(jaxpr, *consts, *carry, *[x[i] for x in xs])
+        out = _run(jaxpr, *consts, *carry, *[x[i] for x in xs])
         carry = out[:num_carry]
         for y, v in zip(ys, out[num_carry:]):
             y[i] = v
@@ -533,7 +543,11 @@ def _scan_partial_eval(trace, tracers, jaxpr, length, reverse, num_consts, num_c
     invariant = [j for j, v in enumerate(res_vars) if not (type(v) is Var and v in varying)]
     stacked = [j for j, v in enumerate(res_vars) if type(v) is Var and v in varying]
     xs_val = dict(zip(jk.invars[len(k_consts) + len(k_carry):], k_xs))
-    stacked_from_body = [res_vars[j] for j in stacked if res_vars[j] not in xs_val]
+    # a residual that is also a known y (already stacked by the known scan) is reused
+    ys_pos = {v: i for i, v in enumerate(jk.outvars[:n_known_out]) if i >= len(k_carry)}
+    stacked_from_body = list(dict.fromkeys(res_vars[j] for j in stacked   # each var once
+                                           if res_vars[j] not in xs_val
+                                           and res_vars[j] not in ys_pos))
     invariant_vals = []
     if invariant:
         once = dce_jaxpr(Jaxpr(jk.constvars, jk.invars[:len(k_consts)],
@@ -545,9 +559,11 @@ def _scan_partial_eval(trace, tracers, jaxpr, length, reverse, num_consts, num_c
                              known.consts)
     outs = scan_p.bind(*k_consts, *k_carry, *k_xs, jaxpr=known_body, length=length,
                        reverse=reverse, num_consts=len(k_consts), num_carry=len(k_carry))
-    known_outs, from_body = outs[:n_known_out], iter(outs[n_known_out:])
-    res_vals = [xs_val[res_vars[j]] if res_vars[j] in xs_val else next(from_body)
-                for j in stacked]
+    known_outs = outs[:n_known_out]
+    res_val = dict(zip(stacked_from_body, outs[n_known_out:]))
+    res_val.update(xs_val)
+    res_val.update((v, outs[i]) for v, i in ys_pos.items())
+    res_vals = [res_val[res_vars[j]] for j in stacked]
     unk_outs = []
     if any(out_uk):
         n_uc, n_ucar, n_ux = c_uk.count(True), carry_uk.count(True), x_uk.count(True)

@@ -113,9 +113,12 @@ erf_p = defprim("erf", _erf_impl, unary(REAL), elementwise=True,
                                              exp(neg(mul(x, x))))),), cuda="erf({0})")
 # JAX's convention (deliberate, pinned by tests): d|x|/dx = 1 at x = 0, via select(x >= 0).
 abs_p = defprim("abs", lambda xp, x: xp.abs(x), unary(NUMERIC), elementwise=True,
-                jvp=(lambda t, x: select(ge(x, _zero(x)), t, neg(t)),), cuda="abs({0})")
+                jvp=(lambda t, x: select(ge(x, _zero(x)), t, neg(t)),),
+                cuda={"f": "fabs({0})", "i": "abs({0})", "u": "{0}"})
 sign_p = defprim("sign", lambda xp, x: xp.sign(x), unary(NUMERIC), elementwise=True,
-                 differentiable=False, cuda="(({0} > 0) - ({0} < 0))")
+                 differentiable=False,
+                 cuda={"f": "(({0} > 0) ? 1 : (({0} < 0) ? -1 : ({0} == 0 ? 0 : {0})))",
+                       "iu": "(({0} > 0) - ({0} < 0))"})
 floor_p = defprim("floor", lambda xp, x: xp.floor(x), unary(REAL), elementwise=True,
                   differentiable=False, cuda="floor({0})")
 ceil_p = defprim("ceil", lambda xp, x: xp.ceil(x), unary(REAL), elementwise=True,
@@ -133,7 +136,7 @@ integer_pow_p = defprim(
     jvp=(lambda t, x, y: _zeros_like(t) if y == 0 else t if y == 1 else
          mul(t, mul(_const(x, y), x if y == 2 else integer_pow(x, y=y - 1))),),
     cuda=lambda params: "(" + "*".join(["{0}"] * params["y"]) + ")" if 0 < params["y"] <= 4
-    else f"pow({{0}}, {params['y']})")
+    else {"f": f"pow({{0}}, {params['y']})", "iu": f"ft_ipow({{0}}, {params['y']})"})
 
 
 def _convert_impl(xp, x, new_dtype, weak_type):
@@ -196,11 +199,11 @@ pow_p = defprim(
 max_p = defprim("max", lambda xp, x, y: xp.maximum(x, y), naryop(ANY), elementwise=True,
                 jvp_out=(lambda t, ans, x, y: mul(t, _balanced(x, ans, y)),
                          lambda t, ans, x, y: mul(t, _balanced(y, ans, x))),
-                cuda="max({0}, {1})")
+                cuda="ft_max({0}, {1})")
 min_p = defprim("min", lambda xp, x, y: xp.minimum(x, y), naryop(ANY), elementwise=True,
                 jvp_out=(lambda t, ans, x, y: mul(t, _balanced(x, ans, y)),
                          lambda t, ans, x, y: mul(t, _balanced(y, ans, x))),
-                cuda="min({0}, {1})")
+                cuda="ft_min({0}, {1})")
 atan2_p = defprim("atan2", lambda xp, x, y: xp.arctan2(x, y), naryop(REAL), elementwise=True,
                   jvp=(lambda t, x, y: mul(t, div(y, add(mul(x, x), mul(y, y)))),
                        lambda t, x, y: neg(mul(t, div(x, add(mul(x, x), mul(y, y)))))),
@@ -240,10 +243,10 @@ def _shift_right_logical_impl(xp, x, y):
 
 shift_right_logical_p = defprim(
     "shift_right_logical", _shift_right_logical_impl, naryop(INTEGER),
-    differentiable=False, elementwise=True, cuda="({0} >> {1})")
+    differentiable=False, elementwise=True, cuda="ft_srl({0}, {1})")
 shift_left_p = defprim(
     "shift_left", lambda xp, x, y: xp.left_shift(x, y), naryop(INTEGER),
-    differentiable=False, elementwise=True, cuda="({0} << {1})")
+    differentiable=False, elementwise=True, cuda="ft_shl({0}, {1})")
 
 
 def _select_shape(pred, on_true, on_false):

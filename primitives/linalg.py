@@ -27,6 +27,11 @@ def _dot_impl(xp, x, y, dimension_numbers):
             return xp.matmul(x, y)
         return xp.tensordot(x, y, axes=(lc, rc))
     lf, rf = _free(x.ndim, lc, lb), _free(y.ndim, rc, rb)
+    if not lc and xp is np:   # batched outer product (per-example gradients of dense layers):
+        nb, nl = len(lb), len(lf)   # einsum's loop is about twice as fast as matmul with k=1
+        xl = [lb.index(i) if i in lb else nb + lf.index(i) for i in range(x.ndim)]
+        yl = [rb.index(i) if i in rb else nb + nl + rf.index(i) for i in range(y.ndim)]
+        return np.einsum(x, xl, y, yl, list(range(nb + nl + len(rf))))
     bshape = tuple(x.shape[i] for i in lb)
     m = int(np.prod([x.shape[i] for i in lf], dtype=np.int64))
     n = int(np.prod([y.shape[i] for i in rf], dtype=np.int64))

@@ -121,7 +121,9 @@ def _prod_jvp(primals, tangents, axes):
     n = int(np.prod([shape[i] for i in axes], dtype=np.int64))
 
     def to2d(v):
-        return reshape(transpose(v, permutation=perm), new_sizes=(m, n))
+        if perm != tuple(range(len(perm))):           # no identity transposes in the IR
+            v = transpose(v, permutation=perm)
+        return reshape(v, new_sizes=(m, n))
     others = _exclusive_products(to2d(x))
     out_t = reduce_sum(mul(others, to2d(t)), axes=(1,))
     return ans, reshape(out_t, new_sizes=aval_of(ans).shape)

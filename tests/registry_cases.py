@@ -70,8 +70,7 @@ def unary(ref, lo=-2.0, hi=2.0, away=0.0, dtypes=FLOATS, smooth=True, gen=None, 
     return Case(make, lambda x: ref(x), dtypes, smooth=smooth, rtol32=rtol32)
 
 
-def binary(ref, gens=None, dtypes=FLOATS, linear=(), smooth=True, int_dtypes_ok=True,
-           rtol32=2e-6, **params):
+def binary(ref, gens=None, dtypes=FLOATS, linear=(), smooth=True, rtol32=2e-6, **params):
     """gens: two functions (rng, shape, dtype) -> operand; default uniform in [-2, 2]."""
     gens = gens or (lambda rng, s, dt: values(rng, s, dt),) * 2
 
@@ -538,26 +537,23 @@ def _threefry_case():
 # ---------------------------------------------------------------------------
 # the table
 
-def _rem_gens():
-    def x_gen(rng, s, dt):
-        if np.dtype(dt).kind in "iu":
-            return values(rng, s, dt, -20, 20)
-        return values(rng, s, dt, -5, 5)
-    return (x_gen, _nonzero(-2, 2))
-
-
 def _rem_case():
     """fmod with x = y * (k + f), f away from 0 and 1, so that fmod is smooth there."""
     def make(d, dtype, deriv):
         full = d.draw(shape_st())
-        yshape = full if d.draw(st.booleans()) else ()
+        xshape, yshape = _ensure_one_full([full if d.draw(st.booleans()) else ()
+                                           for _ in range(2)], full)
 
         def gen(rng):
             y = _nonzero(-2, 2)(rng, yshape, dtype)
             if dtype.kind in "iu":
-                return [values(rng, full, dtype, -20, 20), y]
-            q = _away_from_integers(rng, full, np.float64)
-            return [np.asarray(np.broadcast_to(y, full) * q, dtype), y]
+                return [values(rng, xshape, dtype, -20, 20), y]
+            if not xshape and yshape:         # one x, many y: y = x / q
+                x = _nonzero(-2, 2)(rng, (), np.float64)
+                q = _away_from_integers(rng, yshape, np.float64)
+                return [np.asarray(x, dtype), np.asarray(x / q, dtype)]
+            q = _away_from_integers(rng, xshape, np.float64)
+            return [np.asarray(y * q, dtype), y]
         return {}, gen
     return Case(make, lambda x, y: np.fmod(x, y), FLOATS + (I32,))
 
@@ -660,4 +656,7 @@ EXTERNAL: dict[str, str] = {
     "custom_vjp_call": "test_custom.py",
     "custom_lin": "test_custom.py",
     "checkpoint": "test_custom.py",
+    "cond": "test_control_flow.py",
+    "while": "test_control_flow.py",
+    "scan": "test_control_flow.py",
 }

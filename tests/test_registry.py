@@ -96,7 +96,15 @@ def test_rules_are_declared(name):
 @pytest.mark.parametrize("name", NAMES)
 @given(data=st.data())
 def test_shape_rule_and_values(name, data):
-    p, case, params, args, _, _ = _draw(data, name, deriv=False)
+    """In every dtype the case lists (float32 and float64 where accepted)."""
+    for dtype in CASES[name].dtypes:
+        _check_shape_rule_and_values(name, data, dtype)
+
+
+def _check_shape_rule_and_values(name, data, dtype):
+    p, case = REGISTRY[name], CASES[name]
+    params, gen = case.make(data, np.dtype(dtype), False)
+    args = gen(np.random.default_rng(data.draw(seeds, label="seed")))
     avals = [core.get_aval(a) for a in args]
     expected = _outs(p, p.abstract_eval(*avals, **params))
     got = _outs(p, p.bind(*args, **params))
@@ -272,3 +280,20 @@ def test_batching_against_a_loop(name, data):
         assert np.asarray(g).dtype == want.dtype
         assert_close(g, want, rtol=1e-6, atol=1e-6, err_msg=f"{name} vmap in_axes={axes}")
     check_traced(ft.vmap(f, in_axes=tuple(axes), out_axes=out_axis), *batched)
+
+
+# ---------------------------------------------------------------------------
+# known answers
+
+@pytest.mark.parametrize("key, ctr, expected", [
+    ((0, 0), (0, 0), (0x6B200159, 0x99BA4EFE)),
+    ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
+    ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0)),
+])
+def test_threefry_known_answers(key, ctr, expected):
+    """Threefry-2x32 with 20 rounds: the published known-answer vectors."""
+    u32 = [np.uint32(v) for v in key + ctr]
+    out = REGISTRY["threefry2x32"].bind(*u32)
+    assert tuple(int(o) for o in out) == expected
+    vec = REGISTRY["threefry2x32"].bind(*[np.full(3, v, np.uint32) for v in key + ctr])
+    assert all(tuple(int(o[i]) for o in vec) == expected for i in range(3))

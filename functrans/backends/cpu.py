@@ -1,0 +1,589 @@
+"""CPU backend: an optimized jaxpr becomes ONE generated Python function calling NumPy.
+
+Values live in buffers chosen by `passes.plan_buffers`: elementwise primitives write
+into them with `out=`, temporaries reuse persistent scratch buffers, outputs get
+fresh ones (or a donated argument's). Non-elementwise primitives call their
+`impl(np, ...)`. A large fusion group runs in cache-sized blocks spread over a thread
+pool (NumPy ufuncs release the GIL), so a memory-bound chain reads its inputs once
+per block instead of once per op. `lower()` returns the source; nothing is
+interpreted per equation at run time.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .. import passes
+from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
+
+
+class CpuConfig:
+    """Tuning knobs (module-level `CONFIG`); read at lowering time."""
+
+    def __init__(self):
+        self.block_bytes = 256 * 1024       # bytes of one block of the widest dtype
+        self.block_min_size = 1 << 15       # smaller fusion groups run unblocked
+        self.parallel_min_size = 1 << 17    # smaller groups use one thread
+        try:
+            self.threads = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            self.threads = os.cpu_count() or 1
+
+
+CONFIG = CpuConfig()
+
+# ---------------------------------------------------------------------------
+# the thread pool and the blocked-loop driver (run time)
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _get_pool(n):
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < n:
+            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="functrans-cpu")
+        return _pool
+
+
+def run_blocked(fn, n, block, args, temps):
+    """fn(lo, hi, *args, *temps_k) over [0, n) in blocks; temps holds one temp set per
+    thread, and their number is the number of threads used."""
+    nb = -(-n // block)
+    nt = min(len(temps), nb)
+    if nt <= 1:
+        tk = temps[0]
+        for lo in range(0, n, block):
+            hi = lo + block
+            if hi > n:
+                fn(lo, n, *args, *[t[:n - lo] for t in tk])
+            else:
+                fn(lo, hi, *args, *tk)
+        return
+    counter = itertools.count()         # blocks are handed out one by one (next() is
+                                        # atomic under the GIL): a busy core takes fewer
+
+    def work(k):
+        tk = temps[k]
+        while True:
+            b = next(counter)
+            if b >= nb:
+                return
+            lo = b * block
+            hi = lo + block
+            if hi > n:
+                fn(lo, n, *args, *[t[:n - lo] for t in tk])
+            else:
+                fn(lo, hi, *args, *tk)
+    futures = [_get_pool(nt - 1).submit(work, k) for k in range(1, nt)]
+    try:
+        work(0)
+    finally:
+        errors = []
+        for f in futures:
+            try:
+                f.result()
+            except BaseException as e:      # noqa: BLE001 (re-raised below)
+                errors.append(e)
+    if errors:
+        raise errors[0]
+
+
+# ---------------------------------------------------------------------------
+# how each primitive is emitted
+
+UFUNCS = {
+    "neg": "negative", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "arcsin",
+    "acos": "arccos", "atan": "arctan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
+    "exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1", "sqrt": "sqrt",
+    "abs": "absolute", "sign": "sign", "floor": "floor", "ceil": "ceil", "not": "invert",
+    "is_finite": "isfinite", "add": "add", "sub": "subtract", "mul": "multiply",
+    "max": "maximum", "min": "minimum", "atan2": "arctan2", "rem": "fmod", "pow": "power",
+    "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
+    "ge": "greater_equal", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "shift_right_logical": "right_shift", "shift_left": "left_shift",
+}
+
+# primitives whose impl always returns a new array (never a view of an input)
+FRESH = {"dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax",
+         "argmin", "cumsum", "concatenate", "pad", "gather", "scatter_add", "scatter",
+         "dynamic_update_slice", "threefry2x32", "erf", "iota", "select", "fused"}
+
+_MATMUL = {((1,), (0,)): ("", ""), ((0,), (0,)): (".T", ""), ((1,), (1,)): ("", ".T"),
+           ((0,), (1,)): (".T", ".T")}
+
+
+def _out_emitter(eqn):
+    """(emit(ctx, ins, out) -> lines, inplace(in_index) -> bool) when the equation can
+    write into a given buffer with out=, else None."""
+    name = eqn.primitive.name
+    p = eqn.params
+    dt = eqn.outvars[0].aval.dtype if eqn.outvars else None
+    if len(eqn.outvars) != 1:
+        return None
+    in_dt = eqn.invars[0].aval.dtype if eqn.invars else None
+    if name == "div":
+        if in_dt.kind in "iu":
+            return None
+        uf = "true_divide"
+    elif name == "shift_right_logical" and in_dt.kind == "i":
+        return None                     # logical shift of signed values: the impl
+    elif name == "round":
+        if p.get("rounding_method") != 1:
+            return None
+        uf = "rint"
+    else:
+        uf = UFUNCS.get(name)
+    if uf is not None:
+        def emit(ctx, ins, out):
+            return [f"{ctx.g(getattr(np, uf), uf)}({', '.join(ins)}, out={out})"]
+        return emit, lambda i: True
+    if name == "rsqrt":
+        def emit(ctx, ins, out):
+            one = ctx.scalar(1, dt)
+            return [f"{ctx.g(np.sqrt, 'sqrt')}({ins[0]}, out={out})",
+                    f"{ctx.g(np.divide, 'divide')}({one}, {out}, out={out})"]
+        return emit, lambda i: True
+    if name == "logistic":
+        def emit(ctx, ins, out):
+            half = ctx.scalar(0.5, dt)
+            mul, th, add = (ctx.g(np.multiply, "multiply"), ctx.g(np.tanh, "tanh"),
+                            ctx.g(np.add, "add"))
+            return [f"{mul}({ins[0]}, {half}, out={out})", f"{th}({out}, out={out})",
+                    f"{mul}({out}, {half}, out={out})", f"{add}({out}, {half}, out={out})"]
+        return emit, lambda i: True
+    if name == "integer_pow":
+        y = p["y"]
+        if y == 2:
+            def emit(ctx, ins, out):
+                return [f"{ctx.g(np.multiply, 'multiply')}({ins[0]}, {ins[0]}, out={out})"]
+            return emit, lambda i: True
+        if y >= 0 or dt.kind in "fc":
+            def emit(ctx, ins, out):
+                return [f"{ctx.g(np.power, 'power')}({ins[0]}, {int(y)}, out={out})"]
+            return emit, lambda i: True
+        return None
+    if name == "convert_element_type":
+        def emit(ctx, ins, out):
+            return [f"{ctx.g(np.copyto, 'copyto')}({out}, {ins[0]}, casting='unsafe')"]
+        return emit, lambda i: False
+    if name == "select":
+        def emit(ctx, ins, out):
+            cp = ctx.g(np.copyto, "copyto")
+            return [f"{cp}({out}, {ins[2]})", f"{cp}({out}, {ins[1]}, where={ins[0]})"]
+        return emit, lambda i: i == 2
+    if name == "dot_general":
+        (lc, rc), (lb, rb) = p["dimension_numbers"]
+        x, y = eqn.invars
+        form = _MATMUL.get((tuple(lc), tuple(rc)))
+        if (form is None or lb or rb or x.aval.ndim != 2 or y.aval.ndim != 2
+                or dt.kind not in "fc"):
+            return None
+
+        def emit(ctx, ins, out):
+            return [f"{ctx.g(np.matmul, 'matmul')}({ins[0]}{form[0]}, {ins[1]}{form[1]}, "
+                    f"out={out})"]
+        return emit, lambda i: False
+    return None
+
+
+def _expanded(in_shape, bd, out_rank):
+    shape = [1] * out_rank
+    for i, d in enumerate(bd):
+        shape[d] = in_shape[i]
+    return tuple(shape)
+
+
+def _bcast(x, shape, expanded):
+    return np.broadcast_to(np.reshape(x, expanded), shape)
+
+
+def can_fuse(eqn):
+    """CPU fusion predicate: elementwise/broadcast equations (any dtype)."""
+    return passes.fusible(eqn)
+
+
+# ---------------------------------------------------------------------------
+# code generation
+
+
+class _Ctx:
+    """Names the globals of the generated module (NumPy functions, constants)."""
+
+    def __init__(self):
+        self.globals = {"_np": np, "_empty": np.empty, "_asarray": np.asarray,
+                        "_array": np.array, "_run_blocked": run_blocked, "_bcast": _bcast}
+        self._ids: dict = {}
+        self._n = 0
+
+    def g(self, obj, hint="g"):
+        """A global name bound to obj (reused for the same object)."""
+        key = ("obj", id(obj))
+        name = self._ids.get(key)
+        if name is None:
+            name = self._fresh(hint)
+            self.globals[name] = obj
+            self._ids[key] = name
+        return name
+
+    def _fresh(self, hint):
+        self._n += 1
+        hint = "".join(c if c.isalnum() else "_" for c in hint)
+        return f"_{hint}{self._n}"
+
+    def scalar(self, value, dtype):
+        """A NumPy scalar of a dtype, as a global (operand of a ufunc)."""
+        val = np.asarray(value).astype(dtype)
+        key = ("scalar", val.dtype.str, val.tobytes())
+        name = self._ids.get(key)
+        if name is None:
+            name = self._fresh(f"c_{short_dtype(dtype)}")
+            self.globals[name] = val[()]
+            self._ids[key] = name
+        return name
+
+    def literal(self, lit, as_scalar):
+        if as_scalar:
+            return self.scalar(lit.val, lit.aval.dtype)
+        val = np.asarray(lit.val, lit.aval.dtype)
+        key = ("lit", val.dtype.str, val.tobytes())
+        name = self._ids.get(key)
+        if name is None:
+            name = self._fresh(f"l_{short_dtype(val.dtype)}")
+            self.globals[name] = val
+            self._ids[key] = name
+        return name
+
+    def impl(self, eqn):
+        """A global bound to the primitive's impl with np and the params applied."""
+        fn = functools.partial(eqn.primitive.impl, np, **eqn.params)
+        name = self._fresh(f"p_{eqn.primitive.name}")
+        self.globals[name] = fn
+        return name
+
+    def dtype(self, dt):
+        return self.g(np.dtype(dt), short_dtype(dt))
+
+
+def _kind(eqn, blocked):
+    if eqn.primitive is passes.fused_p:
+        return "out" if id(eqn) in blocked else "fresh"
+    if eqn.primitive.name == "broadcast_in_dim":
+        return "view"
+    if _out_emitter(eqn) is not None:
+        return "out"
+    return "fresh" if eqn.primitive.name in FRESH else "view"
+
+
+def _block_inplace(eqn, i, o):
+    """May output o of a blocked group overwrite its input i (same block, same place)?"""
+    inner = eqn.params["jaxpr"]
+    x, y = inner.invars[i], inner.outvars[o]
+    if x.aval.shape != y.aval.shape or x.aval.dtype != y.aval.dtype:
+        return False
+    writer = next(k for k, e in enumerate(inner.eqns) if y in e.outvars)
+    for k, e in enumerate(inner.eqns):
+        for ii, a in enumerate(e.invars):
+            if a is not x:
+                continue
+            if k > writer:
+                return False
+            if k == writer:
+                em = _out_emitter(e)
+                if em is None or not em[1](ii):
+                    return False
+            if e.primitive.name == "broadcast_in_dim":
+                return False
+    return True
+
+
+class _Lowering:
+    def __init__(self, closed: ClosedJaxpr, donated, name):
+        self.closed = closed
+        self.name = name
+        self.ctx = _Ctx()
+        self.donated = tuple(donated) + (False,) * (len(closed.jaxpr.invars) - len(donated))
+        self.lines: list = []
+        self.block_sources: list = []
+        self.names: dict = {}
+        self.counter = 0
+        self.scratch: list = []       # (slot, shape, dtype) of persistent buffers
+        self.info = {"blocked_groups": 0, "unblocked_groups": 0}
+
+    # -- naming -----------------------------------------------------------
+
+    def fresh(self, prefix="v"):
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def atom(self, a, as_scalar=True):
+        if type(a) is Literal:
+            return self.ctx.literal(a, as_scalar)
+        return self.names[a]
+
+    # -- the program ------------------------------------------------------
+
+    def run(self):
+        fusedj = passes.fuse(self.closed, can_fuse=can_fuse)
+        prog_eqns, blocked = [], set()
+        for e in fusedj.jaxpr.eqns:
+            if e.primitive is passes.fused_p:
+                size = e.outvars[0].aval.size
+                if size >= CONFIG.block_min_size:
+                    blocked.add(id(e))
+                    prog_eqns.append(e)
+                    self.info["blocked_groups"] += 1
+                else:
+                    prog_eqns.extend(e.params["jaxpr"].eqns)
+                    self.info["unblocked_groups"] += 1
+            else:
+                prog_eqns.append(e)
+        j = fusedj.jaxpr
+        self.fusedj = fusedj
+        prog = Jaxpr(j.constvars, j.invars, prog_eqns, j.outvars)
+        self.prog = prog
+        plan = passes.plan_buffers(
+            prog, lambda e: _kind(e, blocked),
+            inplace=lambda e, i, o: (_block_inplace(e, i, o) if id(e) in blocked
+                                     else _out_emitter(e)[1](i)),
+            donated=self.donated)
+        self.plan = plan
+        args = []
+        for i, v in enumerate(j.invars):
+            nm = f"a{i}"
+            args.append(nm)
+            self.names[v] = nm
+        for i, v in enumerate(j.constvars):
+            self.names[v] = self.ctx.g(self.closed.consts[i], f"k{i}")
+        slot_name = {}
+        for k, (shape, dt) in enumerate(plan.slots):
+            donor = plan.donor[k]
+            slot_name[k] = args[donor] if donor is not None else f"s{k}"
+        body = []
+        for i, v in enumerate(j.invars):
+            if v.aval.shape == ():
+                body.append(f"a{i} = _asarray(a{i}, {self.ctx.dtype(v.aval.dtype)})")
+            elif self.donated[i]:
+                body.append(f"if not (type(a{i}) is _ndarray and a{i}.flags.c_contiguous and "
+                            f"a{i}.flags.writeable): a{i} = _array(a{i}, order='C')")
+                self.ctx.globals["_ndarray"] = np.ndarray
+        allocated = set()
+        for idx, e in enumerate(prog.eqns):
+            k = _kind(e, blocked)
+            if k == "out":
+                outs = []
+                for o in e.outvars:
+                    s = plan.slot_of.get(o)
+                    nm = slot_name[s]
+                    if plan.donor[s] is None and s not in allocated:
+                        allocated.add(s)
+                        shape, dt = plan.slots[s]
+                        if plan.escapes[s]:
+                            body.append(f"{nm} = _empty({shape!r}, {self.ctx.dtype(dt)})")
+                        else:
+                            self.scratch.append((s, shape, dt))
+                    self.names[o] = nm
+                    outs.append(nm)
+                if id(e) in blocked:
+                    body += self.emit_blocked(e, outs)
+                else:
+                    emit, _ = _out_emitter(e)
+                    body += emit(self.ctx, [self.atom(a) for a in e.invars], outs[0])
+            elif e.primitive.name == "broadcast_in_dim" and id(e) not in blocked:
+                o = e.outvars[0]
+                nm = self.names[o] = self.fresh()
+                x = self.atom(e.invars[0], as_scalar=False)
+                exp = _expanded(e.invars[0].aval.shape, e.params["broadcast_dimensions"],
+                                o.aval.ndim)
+                body.append(f"{nm} = _bcast({x}, {tuple(o.aval.shape)!r}, {exp!r})")
+            else:
+                fn = self.ctx.impl(e)
+                ins = ", ".join(self.atom(a, as_scalar=False) for a in e.invars)
+                outs = [self.fresh() for _ in e.outvars]
+                for o, nm in zip(e.outvars, outs):
+                    self.names[o] = nm
+                if e.primitive.multiple_results:
+                    body.append(f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = {fn}({ins})")
+                else:
+                    body.append(f"{outs[0]} = {fn}({ins})")
+        rets = []
+        for a, copy in zip(j.outvars, plan.copy_out):
+            if type(a) is Literal:
+                rets.append(f"_array({self.ctx.literal(a, False)})")
+            elif copy:
+                rets.append(f"_array({self.names[a]})")
+            else:
+                rets.append(self.names[a])
+        body.append(f"return [{', '.join(rets)}]")
+        scratch_args = [f"s{s}=_S{s}" for s, _, _ in self.scratch]
+        fname = "".join(c if c.isalnum() else "_" for c in self.name) or "jitted"
+        head = f"def {fname}({', '.join(args + scratch_args)}):"
+        src = "\n".join([head] + ["    " + ln for ln in body])
+        self.source = "\n\n".join(self.block_sources + [src])
+        self.fname = fname
+        return self
+
+    # -- blocked fusion groups --------------------------------------------
+
+    def emit_blocked(self, e, outs):
+        inner = e.params["jaxpr"]
+        shape = e.outvars[0].aval.shape
+        bcasts = [m for m in inner.eqns if m.primitive.name == "broadcast_in_dim"]
+        flat = all(m.invars[0].aval.shape == () for m in bcasts)
+        itemsize = max([v.aval.dtype.itemsize for m in inner.eqns for v in m.outvars] + [1])
+        elems = max(1, CONFIG.block_bytes // itemsize)
+        if flat:
+            n, block_shape = int(np.prod(shape)), None
+            block = elems
+        else:
+            row = int(np.prod(shape[1:]))
+            n = shape[0]
+            block = max(1, elems // max(row, 1))
+        size = e.outvars[0].aval.size
+        threads = CONFIG.threads if size >= CONFIG.parallel_min_size else 1
+        threads = max(1, min(threads, -(-n // block)))
+        block = min(block, n)
+        block_shape = (block,) if flat else (block,) + tuple(shape[1:])
+
+        # inner buffer plan: temporaries per block; group outputs are external
+        def ikind(m):
+            if m.primitive.name == "broadcast_in_dim":
+                return "view"
+            if _out_emitter(m) is not None:
+                return "out"
+            return "fresh" if m.primitive.name in FRESH else "view"
+        iplan = passes.plan_buffers(inner, ikind, inplace=lambda m, i, o: _out_emitter(m)[1](i),
+                                    outputs_external=True)
+        fn_name = self.ctx._fresh(e.params["name"])[1:]
+        params, call_args, lines = [], [], []
+        local = {}
+        nloc = [0]
+
+        def loc():
+            nloc[0] += 1
+            return f"x{nloc[0]}"
+        for i, v in enumerate(inner.invars):
+            outer = e.invars[i]
+            src = self.atom(outer, as_scalar=False)
+            if v.aval.shape == shape:
+                params.append(f"i{i}")
+                call_args.append(f"{src}.reshape(-1)" if flat else src)
+                nm = loc()
+                lines.append(f"{nm} = i{i}[lo:hi]")
+                local[v] = nm
+            elif v.aval.shape == ():
+                params.append(f"i{i}")
+                call_args.append(src)
+                local[v] = f"i{i}"
+            # other shapes are read only by broadcast members, which get their own
+            # pre-expanded argument below
+        out_index = {v: k for k, v in enumerate(inner.outvars)}
+        for k, nm in enumerate(outs):
+            params.append(f"o{k}")
+            call_args.append(f"{nm}.reshape(-1)" if flat else nm)
+        temp_slots = list(range(len(iplan.slots)))
+        for s in temp_slots:
+            params.append(f"t{s}")
+        for m in inner.eqns:
+            ov = m.outvars[0]
+            ext = out_index.get(ov)
+            if m.primitive.name == "broadcast_in_dim":
+                x = m.invars[0]
+                if x.aval.shape == ():
+                    val = local[x] if type(x) is Var else self.ctx.literal(x, False)
+                else:
+                    exp = _expanded(x.aval.shape, m.params["broadcast_dimensions"], len(shape))
+                    pre = self.ctx._fresh("e")[1:]
+                    params.append(pre)
+                    call_args.append(f"{self.atom(e.invars[inner.invars.index(x)], False)}"
+                                     f".reshape({exp!r})")
+                    if exp[0] != 1 and shape[0] != 1:
+                        val = loc()
+                        lines.append(f"{val} = {pre}[lo:hi]")
+                    else:
+                        val = pre
+                local[ov] = val
+                if ext is not None:
+                    lines.append(f"{self.ctx.g(np.copyto, 'copyto')}(o{ext}[lo:hi], {val})")
+                continue
+            ins = [local[a] if type(a) is Var else self.ctx.literal(a, True) for a in m.invars]
+            em = _out_emitter(m)
+            if em is not None:
+                if ext is not None:
+                    dst = loc()
+                    lines.append(f"{dst} = o{ext}[lo:hi]")
+                else:
+                    dst = f"t{iplan.slot_of[ov]}"
+                lines += em[0](self.ctx, ins, dst)
+                local[ov] = dst
+            else:
+                fn = self.ctx.impl(m)
+                ins = [local[a] if type(a) is Var else self.ctx.literal(a, False)
+                       for a in m.invars]
+                val = loc()
+                lines.append(f"{val} = {fn}({', '.join(ins)})")
+                local[ov] = val
+                if ext is not None:
+                    lines.append(f"{self.ctx.g(np.copyto, 'copyto')}(o{ext}[lo:hi], {val})")
+        src = "\n".join([f"def {fn_name}(lo, hi, {', '.join(params)}):"]
+                        + ["    " + ln for ln in lines])
+        self.block_sources.append(src)
+        temps = [[np.empty(block_shape, dt) for (_, dt) in iplan.slots] for _ in range(threads)]
+        tname = self.ctx.g(temps, f"T_{fn_name}")
+        desc = (f"# {e.params['name']}: {len(inner.eqns)} ops on {size} elements, "
+                f"{'flat' if flat else 'rows'} blocks of {block} "
+                f"{'elements' if flat else 'rows'}, {threads} thread(s)")
+        return [desc, f"_run_blocked({fn_name}, {n}, {block}, ({', '.join(call_args)}"
+                      f"{',' if len(call_args) == 1 else ''}), {tname})"]
+
+    # -- the executable ---------------------------------------------------
+
+    def build(self):
+        g = dict(self.ctx.globals)
+        for s, shape, dt in self.scratch:
+            g[f"_S{s}"] = np.empty(shape, dt)
+        code = compile(self.source, f"<functrans.jit {self.name}>", "exec")
+        exec(code, g)
+        fn = g[self.fname]
+        scratch = [(shape, dt) for _, shape, dt in self.scratch]
+        return CpuExecutable(fn, len(self.closed.jaxpr.invars), scratch, self.source,
+                             self.name)
+
+
+class CpuExecutable:
+    """The compiled program: exe(*flat_args) -> list of outputs. Concurrent calls
+    (threads) get their own scratch buffers."""
+
+    def __init__(self, fn, n_in, scratch, source, name):
+        self.fn, self.n_in, self.scratch = fn, n_in, scratch
+        self.source, self.name = source, name
+        self._lock = threading.Lock()
+
+    def __call__(self, *args):
+        if len(args) != self.n_in:
+            raise TypeError(f"{self.name} takes {self.n_in} flat arguments, got {len(args)}")
+        if not self.scratch:
+            return self.fn(*args)
+        if self._lock.acquire(False):
+            try:
+                return self.fn(*args)
+            finally:
+                self._lock.release()
+        return self.fn(*args, *[np.empty(s, d) for s, d in self.scratch])
+
+    def __repr__(self):
+        return f"<CpuExecutable {self.name}>"
+
+
+def lower(closed: ClosedJaxpr, donated=(), name="jitted"):
+    """Lower an optimized ClosedJaxpr to generated NumPy code: a jit.Lowered."""
+    from ..jit import Lowered
+    lw = _Lowering(closed, donated, name).run()
+    info = dict(lw.info, scratch_buffers=len(lw.scratch), plan=repr(lw.plan))
+    return Lowered(lw.fusedj, lw.source, lw.build, "cpu", name, plan=lw.plan, info=info)

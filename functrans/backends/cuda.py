@@ -1,0 +1,493 @@
+"""CUDA backend: each fusion group becomes ONE generated CUDA kernel, the rest CuPy.
+
+A kernel is rendered from the primitives' expression templates (the `cuda=` field of
+each elementwise declaration): one typed local per equation, broadcast inputs read
+through index arithmetic on the flat output index, literals inlined with their exact
+values, float16 computed in float and rounded after every operation, no fast-math
+(and no FMA contraction, so each operation rounds as NumPy's does). Reductions,
+dot_general and the other primitives run their `impl(cupy, ...)` (cuBLAS for
+contractions). Source generation needs nothing; running needs CuPy and a GPU, imported
+lazily on the first compile, and compiled kernels are cached by their source.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import threading
+
+import numpy as np
+
+from .. import passes
+from ..core import ClosedJaxpr, FunctransError, Literal, Var, short_dtype
+
+CTYPES = {
+    "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
+    "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
+    "uint32": "unsigned int", "uint64": "unsigned long long", "float16": "__half",
+    "float32": "float", "float64": "double",
+}
+
+NVCC_OPTIONS = ("-fmad=false",)         # no FMA contraction, no fast-math
+NVRTC_OPTIONS = ("--fmad=false",)
+THREADS_PER_BLOCK = 256
+MAX_BLOCKS = 65535
+
+PRELUDE = r"""// functrans generated code
+template <typename T> __device__ __forceinline__ T ft_max(T a, T b) {
+  return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));   // NaN propagates (NumPy)
+}
+template <typename T> __device__ __forceinline__ T ft_min(T a, T b) {
+  return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
+}
+// shifts as NumPy defines them: zero once the amount reaches the width; a logical right
+// shift of a signed value shifts its unsigned bits
+#define FT_SHIFTS(T, U)                                                              \
+  __device__ __forceinline__ T ft_srl(T x, T y) {                                     \
+    return ((U)y >= 8 * sizeof(T)) ? (T)0 : (T)((U)x >> (U)y); }                     \
+  __device__ __forceinline__ T ft_shl(T x, T y) {                                     \
+    return ((U)y >= 8 * sizeof(T)) ? (T)0 : (T)((U)x << (U)y); }
+FT_SHIFTS(signed char, unsigned char) FT_SHIFTS(unsigned char, unsigned char)
+FT_SHIFTS(short, unsigned short) FT_SHIFTS(unsigned short, unsigned short)
+FT_SHIFTS(int, unsigned int) FT_SHIFTS(unsigned int, unsigned int)
+FT_SHIFTS(long long, unsigned long long) FT_SHIFTS(unsigned long long, unsigned long long)
+template <typename T> __device__ __forceinline__ T ft_ipow(T x, int y) {
+  T r = 1;                                                    // x**y for y >= 0
+  while (y > 0) { if (y & 1) r *= x; x *= x; y >>= 1; }
+  return r;
+}
+"""
+
+
+class CudaLoweringError(FunctransError, NotImplementedError):
+    """An equation cannot be rendered into a CUDA kernel."""
+
+
+def ctype(dtype) -> str:
+    name = np.dtype(dtype).name
+    if name not in CTYPES:
+        raise CudaLoweringError(f"no CUDA type for dtype {name} (complex values are not fused)")
+    return CTYPES[name]
+
+
+def compute_type(dtype) -> str:
+    """The register type of a value: float16 is computed in float."""
+    return "float" if np.dtype(dtype) == np.float16 else ctype(dtype)
+
+
+def literal_c(value, dtype) -> str:
+    """A C expression of exactly this value and type."""
+    dt = np.dtype(dtype)
+    v = np.asarray(value).astype(dt)[()]
+    if dt.kind == "b":
+        return "true" if v else "false"
+    if dt.kind in "iu":
+        iv = int(v)
+        suffix = {"int64": "LL", "uint64": "ULL", "uint32": "u"}.get(dt.name, "")
+        if dt.name == "int64" and iv == -(1 << 63):
+            return "(-9223372036854775807LL - 1)"
+        if dt.name == "int32" and iv == -(1 << 31):
+            return "(-2147483647 - 1)"
+        text = f"{iv}{suffix}"
+        return text if dt.itemsize >= 4 else f"(({ctype(dt)}){text})"
+    if dt.kind == "f":
+        if dt == np.float64:
+            if math.isfinite(float(v)):
+                return repr(float(v))
+            bits = int(np.asarray(v, np.float64).view(np.uint64))
+            return f"__longlong_as_double(0x{bits:016x}LL)"
+        f32 = np.float32(v)                         # float16 and float32 fit a float
+        if math.isfinite(float(f32)):
+            return repr(float(f32)) + "f"
+        bits = int(np.asarray(f32, np.float32).view(np.uint32))
+        return f"__int_as_float(0x{bits:08x})"
+    raise CudaLoweringError(f"no CUDA literal for dtype {dt.name}")
+
+
+def template_for(eqn) -> str:
+    """The expression template of an elementwise equation ("{0}" is operand 0)."""
+    prim = eqn.primitive
+    t = prim.cuda
+    if t is None:
+        raise CudaLoweringError(f"primitive '{prim.name}' has no CUDA template; add cuda=... "
+                                "to its declaration in primitives/")
+    if callable(t) and not isinstance(t, (str, dict)):
+        t = t(eqn.params)
+    if isinstance(t, dict):
+        kind = eqn.invars[0].aval.dtype.kind
+        for keys, tmpl in t.items():
+            if kind in keys:
+                t = tmpl
+                break
+        else:
+            raise CudaLoweringError(f"primitive '{prim.name}' has no CUDA template for dtype "
+                                    f"kind {kind!r} (its templates cover {list(t)})")
+    return t
+
+
+def can_fuse(eqn) -> bool:
+    """CUDA fusion predicate: fusible, real/bool dtypes, a template exists."""
+    if not passes.fusible(eqn):
+        return False
+    avals = [a.aval for a in eqn.invars] + [v.aval for v in eqn.outvars]
+    if any(a.dtype.kind == "c" or a.dtype.name not in CTYPES for a in avals):
+        return False
+    if eqn.primitive.name == "broadcast_in_dim":
+        return True
+    try:
+        template_for(eqn)
+    except CudaLoweringError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------
+# broadcast index arithmetic, rendered for C and for NumPy from the same terms
+
+
+def expanded_shape(in_shape, broadcast_dimensions, out_rank):
+    shape = [1] * out_rank
+    for i, d in enumerate(broadcast_dimensions):
+        shape[d] = in_shape[i]
+    return tuple(shape)
+
+
+def bcast_index_terms(out_shape, expanded):
+    """[(divisor, modulus or None, stride)] such that the flat index into the smaller
+    array is sum(((i // divisor) % modulus) * stride) over the output's flat index i."""
+    terms = []
+    div = 1
+    estride = 1
+    for d in range(len(out_shape) - 1, -1, -1):
+        if expanded[d] != 1:
+            terms.append((div, out_shape[d] if d > 0 else None, estride))
+        estride *= expanded[d]
+        div *= out_shape[d]
+    return terms[::-1]
+
+
+def bcast_index_c(terms, i="i"):
+    parts = []
+    for div, mod, stride in terms:
+        c = i if div == 1 else f"({i} / {div}LL)"
+        if mod is not None:
+            c = f"({c} % {mod}LL)"
+        parts.append(c if stride == 1 else f"{c} * {stride}LL")
+    return " + ".join(parts) or "0"
+
+
+def bcast_index_numpy(terms, i):
+    """The same index arithmetic on an int64 NumPy array of flat output indices."""
+    out = np.zeros_like(i)
+    for div, mod, stride in terms:
+        c = i // div
+        if mod is not None:
+            c = c % mod
+        out = out + c * stride
+    return out
+
+
+# ---------------------------------------------------------------------------
+# rendering a fusion group
+
+
+class Kernel:
+    """A rendered kernel: its name, source, and how to call it."""
+
+    def __init__(self, name, source, inputs, outputs, size):
+        self.name, self.source = name, source
+        self.inputs = inputs            # outer atoms, in parameter order
+        self.outputs = outputs          # outer vars, in parameter order
+        self.size = size
+
+    def __repr__(self):
+        return f"<Kernel {self.name}: {len(self.inputs)} in, {len(self.outputs)} out>"
+
+
+def _load(ptr, index, dtype):
+    if np.dtype(dtype) == np.float16:
+        return f"__half2float({ptr}[{index}])"
+    return f"{ptr}[{index}]"
+
+
+def _store(ptr, index, dtype, value):
+    if np.dtype(dtype) == np.float16:
+        return f"{ptr}[{index}] = __float2half_rn({value});"
+    return f"{ptr}[{index}] = {value};"
+
+
+def render_kernel(jaxpr, name) -> Kernel:
+    """Render a fusion group's jaxpr (elementwise and broadcast equations of one output
+    shape) as one CUDA kernel with a grid-stride loop over the flat output index."""
+    shape = tuple(jaxpr.eqns[-1].outvars[0].aval.shape)
+    size = int(np.prod(shape, dtype=np.int64))
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    params, hoisted, body, stores = [], [], [], []
+    local: dict = {}
+    n = [0]
+    uses_half = False
+
+    def fresh(prefix="v"):
+        n[0] += 1
+        return f"{prefix}{n[0]}"
+
+    lit_cache: dict = {}
+
+    def operand(a):
+        if type(a) is Literal:
+            key = (a.aval.dtype.str, np.asarray(a.val).tobytes())
+            if key not in lit_cache:
+                nm = fresh("c")
+                lit_cache[key] = nm
+                hoisted.append(f"const {compute_type(a.aval.dtype)} {nm} = "
+                               f"{literal_c(a.val, a.aval.dtype)};")
+            return lit_cache[key]
+        return local[a]
+
+    for k, v in enumerate(jaxpr.invars):
+        dt = v.aval.dtype
+        uses_half |= dt == np.float16
+        params.append(f"const {ctype(dt)}* __restrict__ in{k}")
+        if v.aval.shape == shape:
+            nm = fresh()
+            body.append(f"const {compute_type(dt)} {nm} = {_load(f'in{k}', 'i', dt)};")
+            local[v] = nm
+        elif v.aval.shape == ():
+            nm = fresh("s")
+            hoisted.append(f"const {compute_type(dt)} {nm} = {_load(f'in{k}', '0', dt)};")
+            local[v] = nm
+        # other shapes are read by broadcast equations, at their own index
+    ptr_of = {v: f"in{k}" for k, v in enumerate(jaxpr.invars)}
+    for e in jaxpr.eqns:
+        ov = e.outvars[0]
+        odt = ov.aval.dtype
+        uses_half |= odt == np.float16
+        nm = fresh()
+        ct = compute_type(odt)
+        if e.primitive.name == "broadcast_in_dim":
+            x = e.invars[0]
+            if x.aval.shape == ():
+                body.append(f"const {ct} {nm} = {operand(x)};")
+            else:
+                exp = expanded_shape(x.aval.shape, e.params["broadcast_dimensions"], len(shape))
+                idx = bcast_index_c(bcast_index_terms(shape, exp))
+                body.append(f"const {ct} {nm} = {_load(ptr_of[x], idx, x.aval.dtype)};"
+                            f"  // broadcast {x.aval.str_short()} -> {ov.aval.str_short()}")
+            local[ov] = nm
+            continue
+        tmpl = template_for(e)
+        expr = tmpl.format(*[operand(a) for a in e.invars], out_t=ct)
+        if odt == np.float16:
+            expr = f"__half2float(__float2half_rn(({ct})({expr})))"
+        else:
+            expr = f"({ct})({expr})"
+        body.append(f"const {ct} {nm} = {expr};  // {e.primitive.name}")
+        local[ov] = nm
+    for k, v in enumerate(jaxpr.outvars):
+        dt = v.aval.dtype
+        params.append(f"{ctype(dt)}* __restrict__ out{k}")
+        stores.append(_store(f"out{k}", "i", dt, operand(v)))
+    params.append("const long long n")
+    lines = [f'extern "C" __global__ void {name}({", ".join(params)}) {{']
+    lines += ["  " + h for h in hoisted]
+    lines.append("  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;"
+                 " i += (long long)blockDim.x * gridDim.x) {")
+    lines += ["    " + b for b in body + stores]
+    lines += ["  }", "}"]
+    head = PRELUDE + ("#include <cuda_fp16.h>\n" if uses_half else "")
+    return Kernel(name, head + "\n".join(lines) + "\n", list(jaxpr.invars),
+                  list(jaxpr.outvars), size)
+
+
+def single_eqn_jaxpr(eqn):
+    """A one-equation fusion group (for an elementwise equation outside any group)."""
+    from ..core import Jaxpr
+    ins, seen = [], set()
+    for a in eqn.invars:
+        if type(a) is Var and a not in seen:
+            seen.add(a)
+            ins.append(a)
+    return Jaxpr([], ins, [eqn], list(eqn.outvars))
+
+
+# ---------------------------------------------------------------------------
+# the program: generated Python driving the kernels and CuPy
+
+_kernel_cache: dict = {}
+_kernel_lock = threading.Lock()
+
+
+def get_kernel(source, name):
+    """The compiled cupy.RawKernel for this source (cached by source)."""
+    from ..devices import cupy_module
+    cp = cupy_module()
+    with _kernel_lock:
+        k = _kernel_cache.get(source)
+        if k is None:
+            k = _kernel_cache[source] = cp.RawKernel(source, name, options=NVRTC_OPTIONS)
+        return k
+
+
+class _Program:
+    def __init__(self, closed, name):
+        self.closed, self.name = closed, name
+        self.globals: dict = {}
+        self.kernels: dict = {}         # name -> Kernel
+        self.lines: list = []
+        self.names: dict = {}
+        self.n = 0
+
+    def g(self, obj, hint):
+        self.n += 1
+        nm = f"_{hint}{self.n}"
+        self.globals[nm] = obj
+        return nm
+
+    def fresh(self):
+        self.n += 1
+        return f"v{self.n}"
+
+    def atom(self, a):
+        if type(a) is Literal:
+            return self.g(np.asarray(a.val, a.aval.dtype)[()], f"c_{short_dtype(a.aval.dtype)}")
+        return self.names[a]
+
+    def run(self):
+        fusedj = passes.fuse(self.closed, can_fuse=can_fuse)
+        self.fusedj = fusedj
+        j = fusedj.jaxpr
+        args = [f"a{i}" for i in range(len(j.invars))]
+        body = []
+        for i, v in enumerate(j.invars):
+            self.names[v] = f"a{i}"
+            dt = self.g(np.dtype(v.aval.dtype), short_dtype(v.aval.dtype))
+            body.append(f"a{i} = _to_device(a{i}, {dt})")
+        for i, v in enumerate(j.constvars):
+            self.names[v] = f"k{i}"
+        for e in j.eqns:
+            if e.primitive is passes.fused_p or can_fuse(e):
+                inner = e.params["jaxpr"] if e.primitive is passes.fused_p else single_eqn_jaxpr(e)
+                kname = e.params["name"] if e.primitive is passes.fused_p else \
+                    f"ew_{e.primitive.name}"
+                kern = render_kernel(inner, kname)
+                base = kern.name
+                k = 1
+                while kern.name in self.kernels and self.kernels[kern.name].source != kern.source:
+                    k += 1
+                    kern.name = f"{base}_{k}"
+                    kern.source = kern.source.replace(f"void {base}(", f"void {kern.name}(")
+                self.kernels[kern.name] = kern
+                outs = []
+                for o in e.outvars:
+                    nm = self.names[o] = self.fresh()
+                    dt = self.g(np.dtype(o.aval.dtype), short_dtype(o.aval.dtype))
+                    body.append(f"{nm} = _cp_empty({tuple(o.aval.shape)!r}, {dt})")
+                    outs.append(nm)
+                kg = self.g(kern, f"K_{kern.name}")
+                ins = [self.names[a] for a in kern.inputs]
+                grid = max(1, min(MAX_BLOCKS, -(-kern.size // THREADS_PER_BLOCK)))
+                nsz = self.g(np.int64(kern.size), "n")
+                body.append(f"_launch({kg}, {grid}, ({', '.join(ins + outs + [nsz])},))"
+                            f"  # {kern.name}")
+                continue
+            fn = self.g(functools.partial(e.primitive.impl, _CUPY, **e.params),
+                        f"p_{e.primitive.name}")
+            ins = ", ".join(self.atom(a) for a in e.invars)
+            outs = [self.fresh() for _ in e.outvars]
+            for o, nm in zip(e.outvars, outs):
+                self.names[o] = nm
+            if e.primitive.multiple_results:
+                body.append(f"{', '.join(outs)}, = {fn}({ins})")
+            else:
+                body.append(f"{outs[0]} = {fn}({ins})")
+        rets = []
+        for a in j.outvars:
+            if type(a) is Literal:
+                rets.append(f"_cp_array({self.atom(a)})")
+            elif a in j.invars or a in j.constvars:
+                rets.append(f"_cp_copy({self.names[a]})")
+            else:
+                rets.append(self.names[a])
+        body.append(f"return [{', '.join(rets)}]")
+        fname = "".join(c if c.isalnum() else "_" for c in self.name) or "jitted"
+        self.fname = fname
+        consts = [f"k{i}=_K{i}" for i in range(len(j.constvars))]
+        self.source = "\n".join([f"def {fname}({', '.join(args + consts)}):"]
+                                + ["    " + b for b in body])
+        return self
+
+    def build(self):
+        from ..devices import cupy_module
+        cp = cupy_module()
+        _CUPY.set(cp)
+        g = dict(self.globals)
+        g.update(_to_device=functools.partial(_to_device, cp), _cp_empty=cp.empty,
+                 _cp_array=cp.array, _cp_copy=cp.copy, _launch=_launch)
+        for k, v in list(g.items()):
+            if isinstance(v, Kernel):
+                g[k] = _Launchable(v)
+        for i, c in enumerate(self.fusedj.consts):
+            g[f"_K{i}"] = cp.asarray(c)
+        exec(compile(self.source, f"<functrans.jit cuda {self.name}>", "exec"), g)
+        return CudaExecutable(g[self.fname], len(self.fusedj.jaxpr.invars), self.name)
+
+
+class _LazyCupy:
+    """Stands for the cupy module in impl partials until the program is built."""
+
+    def __init__(self):
+        self.mod = None
+
+    def set(self, mod):
+        self.mod = mod
+
+    def __getattr__(self, name):
+        if self.mod is None:
+            from ..devices import cupy_module
+            self.mod = cupy_module()
+        return getattr(self.mod, name)
+
+
+_CUPY = _LazyCupy()
+
+
+class _Launchable:
+    def __init__(self, kern):
+        self.kern = kern
+        self.fn = None
+
+    def __call__(self, grid, args):
+        if self.fn is None:
+            self.fn = get_kernel(self.kern.source, self.kern.name)
+        self.fn((grid,), (THREADS_PER_BLOCK,), args)
+
+
+def _launch(k, grid, args):
+    k(grid, args)
+
+
+def _to_device(cp, x, dtype):
+    if type(x) is cp.ndarray:
+        return x if x.flags.c_contiguous else cp.ascontiguousarray(x)
+    return cp.asarray(np.asarray(x, dtype))
+
+
+class CudaExecutable:
+    """exe(*flat_args) -> list of CuPy arrays."""
+
+    def __init__(self, fn, n_in, name):
+        self.fn, self.n_in, self.name = fn, n_in, name
+
+    def __call__(self, *args):
+        if len(args) != self.n_in:
+            raise TypeError(f"{self.name} takes {self.n_in} flat arguments, got {len(args)}")
+        return self.fn(*args)
+
+
+def lower(closed: ClosedJaxpr, donated=(), name="jitted"):
+    """Lower an optimized ClosedJaxpr to CUDA kernels plus a CuPy driver: a jit.Lowered.
+    Needs no GPU; `compile()` does."""
+    from ..jit import Lowered
+    prog = _Program(closed, name).run()
+    return Lowered(prog.fusedj, prog.source, prog.build, "cuda", name,
+                   kernels={k: v.source for k, v in prog.kernels.items()},
+                   info={"kernels": len(prog.kernels)})

@@ -1,0 +1,36 @@
+"""The PyTorch-like facade: `Tensor`, the autograd engine, grad modes and `autograd.Function`.
+
+Every backward pass is the core's reverse-mode transformation of the recorded graph
+(engine.py); nothing here defines a derivative.
+"""
+from . import dtypes
+from .dtypes import get_default_dtype, set_default_dtype, promote_types, result_type  # noqa: F401
+from .grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
+                        is_inference_mode_enabled, no_grad, set_grad_enabled)
+from .tensor import Size, Tensor  # noqa: F401
+from . import ops as _ops
+from .creation import (Generator, arange, as_tensor, bernoulli, default_generator, device,  # noqa: F401
+                       empty, empty_like, eye, from_numpy, full, full_like, initial_seed,
+                       linspace, logspace, manual_seed, multinomial, normal, ones, ones_like,
+                       rand, rand_like, randint, randint_like, randn, randn_like, randperm,
+                       seed, tensor, zeros, zeros_like)
+from .ops import (broadcast_tensors, broadcast_to, cat, clone, concat, concatenate,  # noqa: F401
+                  einsum, hstack, is_floating_point, is_tensor, meshgrid, numel, stack, vstack,
+                  where)
+
+globals().update(_ops.FUNCTIONS)
+for _n in dtypes.NAMES:
+    globals()[_n] = getattr(dtypes, _n)
+del _n
+
+FACADE_NAMES = (
+    ["Tensor", "Size", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty",
+     "arange", "linspace", "logspace", "eye", "rand", "randn", "randint", "randperm", "normal",
+     "bernoulli", "multinomial", "zeros_like", "ones_like", "full_like", "empty_like",
+     "rand_like", "randn_like", "randint_like", "manual_seed", "seed", "initial_seed",
+     "Generator", "default_generator", "device", "no_grad", "enable_grad", "set_grad_enabled",
+     "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "get_default_dtype",
+     "set_default_dtype", "promote_types", "result_type", "cat", "concat", "stack", "hstack",
+     "vstack", "einsum", "broadcast_tensors", "meshgrid", "is_tensor", "numel",
+     "is_floating_point", "clone"]
+    + [n for n in _ops.FUNCTION_NAMES if n not in ("where",)] + list(dtypes.NAMES))

@@ -1,0 +1,166 @@
+"""`ft.autograd.backward` and `ft.autograd.grad`: argument checking, default gradients,
+leaf hooks and `.grad` accumulation around the engine (engine.run_backward)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import engine
+from .grad_mode import STATE as GS
+from .record import ANOMALY
+from .tensor import Tensor, wrap
+
+SCALAR_MSG = "grad can be implicitly created only for scalar outputs"
+UNUSED_MSG = ("One of the differentiated Tensors appears to not have been used in the graph. "
+              "Set allow_unused=True if this is the desired behavior.")
+
+
+def _seq(x, what):
+    if x is None:
+        return None
+    if isinstance(x, Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return list(x)
+    raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got {type(x).__name__}")
+
+
+def _check_roots(roots):
+    for i, t in enumerate(roots):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"element {i} of tensors is not a Tensor")
+        if not t._requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not "
+                               "have a grad_fn")
+
+
+def _root_cts(roots, grads, create_graph, what):
+    """One cotangent per root: the given gradient (checked) or ones for a scalar root."""
+    grads = grads if grads is not None else [None] * len(roots)
+    if len(grads) != len(roots):
+        raise RuntimeError(f"{what} sequence must have the same length as outputs "
+                           f"(got {len(grads)} and {len(roots)})")
+    cts = []
+    for i, (t, g) in enumerate(zip(roots, grads)):
+        if g is None:
+            if t._data.size != 1:
+                raise RuntimeError(SCALAR_MSG)
+            ct = np.ones(t._data.shape, t._data.dtype)
+            cts.append(wrap(ct) if create_graph else ct)
+            continue
+        if not isinstance(g, Tensor):
+            g = wrap(np.asarray(g, t._data.dtype))
+        if tuple(g.shape) != tuple(t.shape):
+            raise RuntimeError(
+                f"Mismatch in shape: grad_output[{i}] has a shape of "
+                f"ft.Size({list(g.shape)}) and output[{i}] has a shape of "
+                f"ft.Size({list(t.shape)}).")
+        if g.dtype != t.dtype:
+            if g.dtype.kind != t.dtype.kind:
+                raise RuntimeError(f"Mismatch in dtype: grad_output[{i}] has a dtype of "
+                                   f"{g.dtype} and output[{i}] has a dtype of {t.dtype}.")
+            g = g.to(t.dtype)
+        cts.append(g if create_graph else g._data)
+    return cts
+
+
+def _leaf_hooks(t, g, create_graph):
+    hooks = t._hooks
+    if hooks:
+        if not isinstance(g, Tensor):
+            g = wrap(g)
+        for fn in list(hooks.values()):
+            r = fn(g)
+            if r is not None:
+                g = engine._check_hook_result(r, g)
+    return g
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             grad_variables=None, inputs=None):
+    """Accumulate gradients of tensors w.r.t. the graph leaves (or `inputs`) into .grad."""
+    roots = _seq(tensors, "tensors")
+    if grad_tensors is None and grad_variables is not None:
+        grad_tensors = grad_variables
+    grads = _seq(grad_tensors, "grad_tensors") if not isinstance(grad_tensors, Tensor) \
+        else [grad_tensors]
+    if retain_graph is None:
+        retain_graph = create_graph
+    _check_roots(roots)
+    targets = _seq(inputs, "inputs")
+    if targets is not None:
+        if len(targets) == 0:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        for t in targets:
+            if not t._requires_grad:
+                raise RuntimeError("One of the differentiated Tensors does not require grad")
+    with _grad_mode(create_graph):
+        cts = _root_cts(roots, grads, create_graph, "grad_tensors")
+        res, targets = engine.run_backward(roots, cts, targets, retain_graph, create_graph,
+                                           anomaly=ANOMALY.enabled)
+        for t, g in zip(targets, res):
+            if g is None:
+                continue
+            if t._grad_fn is None:
+                g = _leaf_hooks(t, g, create_graph)
+            g = g if isinstance(g, Tensor) else wrap(g)
+            engine.accumulate_grad(t, g, create_graph)
+            post = t.__dict__.get("_post_hooks") if t._grad_fn is None else None
+            if post:
+                for fn in list(post.values()):
+                    fn(t)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """Gradients of outputs w.r.t. inputs, returned (not accumulated), as torch.autograd.grad."""
+    if is_grads_batched:
+        raise NotImplementedError("is_grads_batched=True is not supported; use ft.vmap over "
+                                  "ft.func.functional_call instead")
+    outs = _seq(outputs, "outputs")
+    ins = _seq(inputs, "inputs")
+    single = isinstance(inputs, Tensor)
+    gos = _seq(grad_outputs, "grad_outputs") if not isinstance(grad_outputs, Tensor) \
+        else [grad_outputs]
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    if retain_graph is None:
+        retain_graph = create_graph
+    _check_roots(outs)
+    for t in ins:
+        if not isinstance(t, Tensor):
+            raise TypeError("inputs must be Tensors")
+        if not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    with _grad_mode(create_graph):
+        cts = _root_cts(outs, gos, create_graph, "grad_outputs")
+        res, _ = engine.run_backward(outs, cts, ins, retain_graph, create_graph,
+                                     anomaly=ANOMALY.enabled)
+        result = []
+        for t, g in zip(ins, res):
+            if g is None:
+                if materialize_grads:
+                    result.append(wrap(np.zeros(t._data.shape, t._data.dtype)))
+                    continue
+                if not allow_unused:
+                    raise RuntimeError(UNUSED_MSG)
+                result.append(None)
+                continue
+            if t._grad_fn is None:
+                g = _leaf_hooks(t, g, create_graph)
+            result.append(g if isinstance(g, Tensor) else wrap(g))
+    return tuple(result)
+
+
+class _grad_mode:
+    """Backward runs with grad mode on only under create_graph (as torch)."""
+
+    def __init__(self, create_graph):
+        self.mode = bool(create_graph)
+
+    def __enter__(self):
+        self.prev = GS.enabled
+        GS.enabled = self.mode
+
+    def __exit__(self, *exc):
+        GS.enabled = self.prev
+        return False

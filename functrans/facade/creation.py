@@ -1,0 +1,387 @@
+"""Creation functions (torch.tensor, zeros, ones, ..., rand, randn), devices and the
+global random generator (`manual_seed`)."""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from ..core import check_dtype
+from . import dtypes as D
+from .tensor import Tensor, wrap
+
+
+# ---------------------------------------------------------------------------
+# devices
+
+class device:  # noqa: N801  (torch.device)
+    """A device: "cpu" (NumPy) or "cuda" (CuPy)."""
+
+    def __init__(self, type, index=None):  # noqa: A002
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        if ":" in str(type):
+            type, idx = str(type).split(":")
+            index = builtins.int(idx)
+        if type not in ("cpu", "cuda"):
+            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device "
+                               f"string: {type}")
+        self.type = type
+        self.index = index
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and self.type == other.type and (
+            self.index == other.index or None in (self.index, other.index))
+
+    def __hash__(self):
+        return hash(self.type)
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self):
+        return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None
+                                               else ")")
+
+
+_CPU = device("cpu")
+
+
+def device_of(a):
+    if type(a) is np.ndarray:
+        return _CPU
+    return device("cuda", 0)
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError:
+        raise RuntimeError("functrans: device 'cuda' needs CuPy and an NVIDIA GPU, and CuPy is "
+                           "not installed (pip install cupy-cuda12x); everything else runs on "
+                           "'cpu'.") from None
+    try:
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            raise RuntimeError("functrans: device 'cuda' requested but no GPU is visible")
+    except Exception as e:
+        raise RuntimeError(f"functrans: device 'cuda' is not usable here ({e})") from None
+    return cupy
+
+
+def put(a, dev):
+    """The array a on device dev (a copy when it moves)."""
+    dev = device(dev)
+    if dev.type == "cpu":
+        return a if type(a) is np.ndarray else a.get()
+    cp = _cupy()
+    return a if isinstance(a, cp.ndarray) else cp.asarray(a)
+
+
+def parse_to(t, args, kwargs):
+    """(device, dtype, copy) from Tensor.to's flexible signature."""
+    dev = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, dev = a.dtype, a.device
+        elif isinstance(a, (device,)) or (isinstance(a, str) and a.split(":")[0] in ("cpu",
+                                                                                       "cuda")):
+            dev = a
+        elif isinstance(a, builtins.bool):
+            copy = a
+        else:
+            dtype = a
+    return (None if dev is None else device(dev)), D.to_dtype(dtype), copy
+
+
+def _check_device(dev):
+    if dev is not None and device(dev).type == "cuda":
+        _cupy()
+        raise NotImplementedError("functrans: creating facade tensors on 'cuda' is not "
+                                  "supported yet; the facade runs on 'cpu'")
+
+
+# ---------------------------------------------------------------------------
+# from data
+
+def _unwrap(data):
+    if isinstance(data, Tensor):
+        return data._data if data._data.ndim else data._data.item()
+    if isinstance(data, (list, tuple)):
+        return [_unwrap(d) for d in data]
+    return data
+
+
+def to_array(data, dtype=None):
+    """A fresh array for torch.tensor(data): float data -> default float dtype, ints -> int64."""
+    if isinstance(data, Tensor):
+        arr = np.array(data._data, copy=True)
+    elif isinstance(data, np.ndarray):
+        arr = np.array(data, copy=True)
+    elif hasattr(data, "__cuda_array_interface__"):
+        arr = data.copy()
+    else:
+        arr = np.array(_unwrap(data))
+        if dtype is None:
+            if arr.dtype.kind == "f":
+                arr = arr.astype(D.get_default_dtype())
+            elif arr.dtype.kind in "iu":
+                arr = arr.astype(np.int64)
+            elif arr.dtype.kind == "c":
+                arr = arr.astype(D.default_for(3))
+            elif arr.dtype.kind not in "b":
+                raise TypeError(f"can't convert {type(data).__name__} of {arr.dtype} to a "
+                                "tensor: only numbers, lists of numbers and arrays are supported")
+    if dtype is not None:
+        arr = arr.astype(dtype, copy=False)
+    check_dtype(arr.dtype, "a tensor")
+    return arr
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new leaf tensor copying data (torch.tensor)."""
+    _check_device(device)
+    t = wrap(to_array(data, D.to_dtype(dtype)))
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Shares memory with a NumPy array or tensor when no conversion is needed."""
+    dtype = D.to_dtype(dtype)
+    if isinstance(data, Tensor):
+        return data if dtype is None or dtype == data.dtype else data.to(dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or data.dtype == dtype):
+        return from_numpy(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(ndarray):
+    """A tensor sharing memory with the NumPy array (torch.from_numpy)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    check_dtype(ndarray.dtype, "from_numpy")
+    return wrap(ndarray)
+
+
+def _size(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return tuple(builtins.int(s) for s in size)
+
+
+def _make(arr, requires_grad):
+    t = wrap(arr)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+    _check_device(device)
+    return _make(np.zeros(_size(size), D.to_dtype(dtype) or D.get_default_dtype()), requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+    _check_device(device)
+    return _make(np.ones(_size(size), D.to_dtype(dtype) or D.get_default_dtype()), requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False, out=None, memory_format=None):
+    _check_device(device)
+    return _make(np.zeros(_size(size), D.to_dtype(dtype) or D.get_default_dtype()), requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
+    dtype = D.to_dtype(dtype)
+    if dtype is None:
+        if isinstance(fill_value, Tensor):
+            fill_value = fill_value.item()
+        dtype = D.result_type(fill_value)
+    return _make(np.full(tuple(size), fill_value, dtype), requires_grad)
+
+
+def _like(x, dtype):
+    return tuple(x.shape), D.to_dtype(dtype) or x.dtype
+
+
+def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
+    s, d = _like(input, dtype)
+    return _make(np.zeros(s, d), requires_grad)
+
+
+def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
+    s, d = _like(input, dtype)
+    return _make(np.ones(s, d), requires_grad)
+
+
+def empty_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
+    return zeros_like(input, dtype=dtype, requires_grad=requires_grad)
+
+
+def full_like(input, fill_value, dtype=None, device=None, requires_grad=False,  # noqa: A002
+              memory_format=None):
+    s, d = _like(input, dtype)
+    return _make(np.full(s, fill_value, d), requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    dtype = D.to_dtype(dtype) or D.result_type(*vals)
+    if dtype.kind in "iu" and any(isinstance(v, builtins.float) for v in vals):
+        dtype = D.get_default_dtype()
+    return _make(np.arange(vals[0], vals[1], vals[2]).astype(dtype), requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
+    return _make(np.linspace(start, end, steps).astype(D.to_dtype(dtype) or
+                                                        D.get_default_dtype()), requires_grad)
+
+
+def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False):
+    return _make(np.logspace(start, end, steps, base=base).astype(
+        D.to_dtype(dtype) or D.get_default_dtype()), requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
+    return _make(np.eye(n, m, dtype=D.to_dtype(dtype) or D.get_default_dtype()), requires_grad)
+
+
+# ---------------------------------------------------------------------------
+# randomness: one global NumPy generator, reseeded by manual_seed
+
+class Generator:
+    """torch.Generator: a NumPy PCG64 stream with manual_seed."""
+
+    def __init__(self, device="cpu"):
+        self._g = np.random.default_rng()
+        self._seed = None
+
+    def manual_seed(self, seed):
+        self._seed = builtins.int(seed)
+        self._g = np.random.default_rng(self._seed)
+        return self
+
+    def seed(self):
+        s = builtins.int(np.random.SeedSequence().entropy % (2 ** 63))
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self):
+        return self._seed
+
+    def get_state(self):
+        return wrap(np.frombuffer(repr(self._g.bit_generator.state).encode(), np.uint8).copy())
+
+    def set_state(self, state):
+        import ast
+        st = ast.literal_eval(bytes(state._data).decode())
+        self._g.bit_generator.state = st
+
+    def __getattr__(self, name):
+        return getattr(self._g, name)
+
+
+default_generator = Generator()
+default_generator.manual_seed(0)
+
+
+def _rng(generator=None):
+    g = generator if generator is not None else default_generator
+    return g._g if isinstance(g, Generator) else g
+
+
+def manual_seed(seed):
+    """Seed the global generator (torch.manual_seed); returns it."""
+    return default_generator.manual_seed(seed)
+
+
+def seed():
+    return default_generator.seed()
+
+
+def initial_seed():
+    return default_generator.initial_seed()
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
+    d = D.to_dtype(dtype) or D.get_default_dtype()
+    return _make(_rng(generator).random(_size(size)).astype(d), requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
+    d = D.to_dtype(dtype) or D.get_default_dtype()
+    return _make(_rng(generator).standard_normal(_size(size)).astype(d), requires_grad)
+
+
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
+            requires_grad=False):
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint() missing required argument 'size'")
+    d = D.to_dtype(dtype) or D.int64
+    return _make(_rng(generator).integers(low, high, tuple(size)).astype(d), requires_grad)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    return _make(_rng(generator).permutation(n).astype(D.to_dtype(dtype) or D.int64),
+                 requires_grad)
+
+
+def rand_like(input, dtype=None, requires_grad=False, generator=None):  # noqa: A002
+    s, d = _like(input, dtype)
+    return _make(_rng(generator).random(s).astype(d), requires_grad)
+
+
+def randn_like(input, dtype=None, requires_grad=False, generator=None):  # noqa: A002
+    s, d = _like(input, dtype)
+    return _make(_rng(generator).standard_normal(s).astype(d), requires_grad)
+
+
+def randint_like(input, low=0, high=None, dtype=None, requires_grad=False):  # noqa: A002
+    if high is None:
+        low, high = 0, low
+    s, d = _like(input, dtype)
+    return _make(_rng().integers(low, high, s).astype(d), requires_grad)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False):
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        m = mean._data if isinstance(mean, Tensor) else mean
+        s = std._data if isinstance(std, Tensor) else std
+        shape = np.broadcast_shapes(np.shape(m), np.shape(s))
+        dt = (mean if isinstance(mean, Tensor) else std).dtype
+        return _make((_rng(generator).standard_normal(shape) * s + m).astype(dt), requires_grad)
+    d = D.to_dtype(dtype) or D.get_default_dtype()
+    return _make((_rng(generator).standard_normal(tuple(size)) * std + mean).astype(d),
+                 requires_grad)
+
+
+def bernoulli(input, p=None, *, generator=None):  # noqa: A002
+    prob = input._data if p is None else p
+    return wrap((_rng(generator).random(input._data.shape) < prob).astype(input.dtype))
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):  # noqa: A002
+    probs = np.asarray(input._data, np.float64)
+    g = _rng(generator)
+    rows = probs.reshape(-1, probs.shape[-1])
+    out = []
+    for r in rows:
+        pr = r / r.sum()
+        out.append(g.choice(len(pr), size=num_samples, replace=replacement, p=pr))
+    res = np.asarray(out, np.int64)
+    return wrap(res.reshape(probs.shape[:-1] + (num_samples,)))

@@ -1,0 +1,134 @@
+"""The facade's dtypes (NumPy dtypes under torch's names) and torch's type promotion."""
+from __future__ import annotations
+
+import numpy as np
+
+float16 = half = np.dtype(np.float16)
+float32 = float = np.dtype(np.float32)  # noqa: A001  (torch.float)
+float64 = double = np.dtype(np.float64)
+int8 = np.dtype(np.int8)
+int16 = short = np.dtype(np.int16)
+int32 = int = np.dtype(np.int32)  # noqa: A001  (torch.int)
+int64 = long = np.dtype(np.int64)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+uint64 = np.dtype(np.uint64)
+bool = np.dtype(np.bool_)  # noqa: A001  (torch.bool)
+complex64 = cfloat = np.dtype(np.complex64)
+complex128 = cdouble = np.dtype(np.complex128)
+
+NAMES = ["float16", "half", "float32", "float", "float64", "double", "int8", "int16", "short",
+         "int32", "int", "int64", "long", "uint8", "uint16", "uint32", "uint64", "bool",
+         "complex64", "cfloat", "complex128", "cdouble"]
+
+_DEFAULT = {"float": float32}
+_CAT = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def get_default_dtype():
+    return _DEFAULT["float"]
+
+
+def set_default_dtype(d):
+    d = np.dtype(d)
+    if d.kind != "f":
+        raise TypeError("only floating-point types are supported as the default type")
+    _DEFAULT["float"] = d
+
+
+def to_dtype(d):
+    """A NumPy dtype from a dtype, a NumPy scalar type or a name; None stays None."""
+    if d is None:
+        return None
+    if isinstance(d, np.dtype):
+        return d
+    import builtins
+    if d is builtins.float:
+        return _DEFAULT["float"]
+    if d is builtins.int:
+        return int64
+    if d is builtins.bool:
+        return bool
+    if isinstance(d, str) and d.startswith("torch."):
+        d = d[6:]
+    if isinstance(d, str) and d in NAMES:
+        return globals()[d]
+    return np.dtype(d)
+
+
+def category(d) -> int:
+    return _CAT[d.kind]
+
+
+def default_for(cat, like=None):
+    """torch's default dtype of a category (a Python scalar of that kind)."""
+    if cat == 0:
+        return bool
+    if cat == 1:
+        return int64
+    f = _DEFAULT["float"]
+    if cat == 2:
+        return f
+    if like is not None and like.kind == "f" and like.itemsize == 8 or f.itemsize == 8:
+        return complex128
+    return complex64
+
+
+def promote_types(a, b):
+    """torch.promote_types: the higher category wins; within one, NumPy's rule."""
+    if a == b:
+        return a
+    ca, cb = _CAT[a.kind], _CAT[b.kind]
+    if ca == cb:
+        return np.promote_types(a, b)
+    hi, lo = (a, b) if ca > cb else (b, a)
+    if hi.kind == "c" and lo.kind == "f" and lo.itemsize == 8:
+        return complex128
+    return hi
+
+
+def _scalar_cat(x):
+    t = type(x)
+    import builtins
+    if t is builtins.bool or t is np.bool_:
+        return 0
+    if t is builtins.int or isinstance(x, np.integer):
+        return 1
+    if t is builtins.float or isinstance(x, np.floating):
+        return 2
+    return 3
+
+
+def result_type(*operands):
+    """torch.result_type over tensors and Python scalars: dimensioned tensors first, then
+    zero-dim tensors, then scalars, each only lifting the category."""
+    from .tensor import Tensor
+    res = None
+    zres = None
+    scat = -1
+    for o in operands:
+        if isinstance(o, Tensor):
+            d = o._data.dtype
+            if o._data.ndim:
+                res = d if res is None else promote_types(res, d)
+            else:
+                zres = d if zres is None else promote_types(zres, d)
+        else:
+            scat = max(scat, _scalar_cat(o))
+    if zres is not None:
+        if res is None or _CAT[zres.kind] > _CAT[res.kind]:
+            res = zres
+    if scat >= 0:
+        if res is None:
+            res = default_for(scat)
+        elif scat > _CAT[res.kind]:
+            res = default_for(scat, res)
+    return res
+
+
+def type_name(d):
+    """torch's legacy type name for error messages, e.g. torch.FloatTensor."""
+    return {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+            "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
+            "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}.get(d.name, d.name)

@@ -1,0 +1,177 @@
+"""Tensor indexing (`x[idx]`) and index assignment (`x[idx] = v`) with torch's semantics.
+
+Basic indices (ints, slices, None, Ellipsis) give views; integer tensors, lists and
+boolean masks give copies (IndexBackward0). The static part of an index is part of the
+op's signature; integer index arrays are runtime inputs of the composite op.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import numpy as fnp
+from .grad_mode import STATE as GS
+from .record import INFERENCE
+from .tensor import Tensor, apply_fn, static, wrap
+
+
+class _Arr:
+    """Placeholder for the k-th index array in a static index template."""
+    __slots__ = ("k",)
+
+    def __init__(self, k):
+        self.k = k
+
+    def __eq__(self, other):
+        return type(other) is _Arr and other.k == self.k
+
+    def __hash__(self):
+        return hash(("_Arr", self.k))
+
+
+def _split_index(idx):
+    """(template, arrays): a hashable index template and the integer index arrays."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    template, arrays = [], []
+    for it in idx:
+        if isinstance(it, Tensor):
+            it = it._data
+        if isinstance(it, list):
+            it = np.asarray(it)
+        if isinstance(it, (np.ndarray, np.generic)) and not isinstance(it, np.integer):
+            it = np.asarray(it)
+            if it.dtype == np.bool_:
+                if it.ndim == 0:
+                    raise IndexError("indexing with a 0-d boolean tensor is not supported")
+                for comp in np.nonzero(it):
+                    template.append(_Arr(len(arrays)))
+                    arrays.append(comp.astype(np.int64))
+                continue
+            if it.dtype.kind not in "iu":
+                raise IndexError("tensors used as indices must be long, int, byte or bool "
+                                 "tensors")
+            template.append(_Arr(len(arrays)))
+            arrays.append(it.astype(np.int64))
+        elif isinstance(it, slice):
+            template.append(("__slice__", _int_or_none(it.start), _int_or_none(it.stop),
+                             _int_or_none(it.step)))
+        elif it is None or it is Ellipsis:
+            template.append(it)
+        elif isinstance(it, (bool, np.bool_)):
+            raise IndexError("indexing with a Python bool is not supported")
+        elif isinstance(it, (int, np.integer)):
+            template.append(int(it))
+        else:
+            raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or "
+                             f"byte Variables are valid indices (got {type(it).__name__})")
+    return tuple(template), arrays
+
+
+def _int_or_none(v):
+    if v is None:
+        return None
+    if isinstance(v, Tensor):
+        return int(v.item())
+    return int(v)
+
+
+def _rebuild(template, arrays):
+    out = []
+    for it in template:
+        if type(it) is _Arr:
+            out.append(arrays[it.k])
+        elif type(it) is tuple and it and it[0] == "__slice__":
+            out.append(slice(it[1], it[2], it[3]))
+        else:
+            out.append(it)
+    return tuple(out)
+
+
+def _getitem_fn(x, *arrays, template):
+    return fnp.getitem(x, _rebuild(template, arrays))
+
+
+def _kind(template):
+    if any(type(it) is _Arr for it in template):
+        return "IndexBackward0"
+    nontrivial = [it for it in template if it is not Ellipsis and not (
+        type(it) is tuple and it[1:] == (None, None, None))]
+    if not nontrivial:
+        return "AliasBackward0"
+    last = nontrivial[-1]
+    if type(last) is int:
+        return "SelectBackward0"
+    if last is None:
+        return "UnsqueezeBackward0"
+    return "SliceBackward0"
+
+
+def getitem(t, idx):
+    template, arrays = _split_index(idx)
+    _check_bounds(t, template)
+    advanced = bool(arrays)
+    return apply_fn(_kind(template), _getitem_fn, (t,) + tuple(wrap(a) for a in arrays),
+                    static(template=template), view=not advanced)
+
+
+def _check_bounds(t, template):
+    shape = t._data.shape
+    dim = 0
+    for it in template:
+        if it is Ellipsis:
+            rest = sum(1 for j in template if j is not None and j is not Ellipsis)
+            dim = len(shape) - rest + dim
+            continue
+        if it is None:
+            continue
+        if dim >= len(shape):
+            raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+        if type(it) is int:
+            n = shape[dim]
+            if not -n <= it < n:
+                raise IndexError(f"index {it} is out of bounds for dimension {dim} with size {n}")
+        dim += 1
+
+
+def _index_update_fn(x, v, *arrays, template):
+    return fnp.index_update(x, _rebuild(template, arrays), v)
+
+
+def setitem(t, idx, value):
+    from .methods import _check_inplace, _write, inplace
+    recording = GS.enabled and (t._requires_grad or (isinstance(value, Tensor)
+                                                     and value._requires_grad))
+    if not recording:
+        _check_inplace(t, False)
+        np_idx = _numpy_index(idx)
+        v = value._data if isinstance(value, Tensor) else value
+        if not t._data.flags.writeable:
+            raise RuntimeError("unsupported operation: more than one element of the written-to "
+                               "tensor refers to a single memory location. Please clone() the "
+                               "tensor before performing the operation.")
+        t._data[np_idx] = v
+        t._bump("__setitem__")
+        return
+    template, arrays = _split_index(idx)
+    _check_bounds(t, template)
+    if not isinstance(value, Tensor):
+        value = wrap(np.asarray(value, t.dtype))
+    elif value.dtype != t.dtype:
+        value = value.to(t.dtype)
+    name = "IndexPutBackward0" if arrays else "CopySlices"
+    inplace(t, "__setitem__", lambda: apply_fn(
+        name, _index_update_fn, (t, value) + tuple(wrap(a) for a in arrays),
+        static(template=template)))
+
+
+def _numpy_index(idx):
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    out = []
+    for it in idx:
+        if isinstance(it, Tensor):
+            it = it._data
+        elif isinstance(it, list):
+            it = np.asarray(it)
+        out.append(it)
+    return tuple(out)

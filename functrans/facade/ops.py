@@ -1,0 +1,295 @@
+"""Module-level tensor functions (ft.cat, ft.stack, ft.exp, ...) and the facade execution
+of jaxpr equations (`apply_prim`), which create_graph=True uses to run a backward program
+as recorded facade ops, so its result is differentiable again."""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from .. import numpy as fnp
+from ..core import Literal, ShapedArray, Var, array_module
+from . import dtypes as D
+from .grad_mode import STATE as GS
+from .node import OpInfo, Step
+from .record import info_for, make_node, _SIGS
+from .tensor import Tensor, apply_fn, static, wrap
+from . import methods as M
+
+# ---------------------------------------------------------------------------
+# one primitive applied to tensors (create_graph, and programs run by the facade)
+
+_PRIM_NAMES = {
+    "add": "AddBackward0", "sub": "SubBackward0", "mul": "MulBackward0", "div": "DivBackward0",
+    "neg": "NegBackward0", "dot_general": "MmBackward0", "broadcast_in_dim": "ExpandBackward0",
+    "reduce_sum": "SumBackward1", "reshape": "ViewBackward0", "transpose": "PermuteBackward0",
+    "select": "WhereBackward0", "convert_element_type": "ToCopyBackward0",
+    "integer_pow": "PowBackward0", "pow": "PowBackward1", "logistic": "SigmoidBackward0",
+    "max": "MaximumBackward0", "min": "MinimumBackward0", "squeeze": "SqueezeBackward1",
+    "expand_dims": "UnsqueezeBackward0", "slice": "SliceBackward0", "pad": "ConstantPadNdBackward0",
+    "concatenate": "CatBackward0", "gather": "GatherBackward0", "scatter_add": "ScatterAddBackward0",
+    "scatter": "ScatterBackward0", "reduce_max": "AmaxBackward0", "reduce_min": "AminBackward0",
+    "rev": "FlipBackward0", "cumsum": "CumsumBackward0", "reduce_prod": "ProdBackward1",
+}
+
+
+def prim_grad_fn_name(prim):
+    n = _PRIM_NAMES.get(prim.name)
+    if n is None:
+        n = "".join(p.capitalize() for p in prim.name.split("_")) + "Backward0"
+    return n
+
+
+def apply_prim(prim, params, args):
+    """Run one primitive on tensors/constants, recording a node when grad mode needs it."""
+    from . import engine
+    if prim is engine.tap_p:
+        return args[0]
+    if prim is engine.hook_call_p:
+        return _hooks_on_tensor(args[0], params["slot"])
+    if prim is engine.fn_bwd_p:
+        from .function import run_backward
+        run = engine._current_run()
+        return list(run_backward(run.fn_nodes[params["fslot"]], list(args), params["present"],
+                                 params["in_avals"], params["out_mask"], tensors=True))
+    arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+    out = prim.impl(array_module(*arrays), *arrays, **params)
+    outs = out if prim.multiple_results else [out]
+    outs = [wrap(o if type(o) is np.ndarray else np.asarray(o)) for o in outs]
+    if GS.enabled and any(isinstance(a, Tensor) and a._requires_grad for a in args) and any(
+            o._data.dtype.kind in "fc" for o in outs):
+        mask = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        avals = tuple(ShapedArray(np.shape(a), np.asarray(a).dtype if not hasattr(a, "dtype")
+                                  else a.dtype) for a in arrays)
+        pkey = _params_key(params)
+        key = ("prim", prim, pkey, tuple((a.shape, a.dtype) for a in avals), mask)
+        info = _SIGS.get(key)
+        if info is None:
+            def build():
+                out_avals = prim.abstract_eval(*avals, **params)
+                out_avals = out_avals if prim.multiple_results else [out_avals]
+                n = len(avals)
+                outs_idx = tuple(range(n, n + len(out_avals)))
+                return OpInfo(prim_grad_fn_name(prim), [Step(prim, params, range(n), outs_idx)],
+                              n, outs_idx, list(avals) + list(out_avals), mask)
+            info = info_for(key, build) if pkey is not None else _uncached(build)
+        make_node(info, args, [*arrays, *[o._data for o in outs]], outs)
+    return outs if prim.multiple_results else outs[0]
+
+
+def _uncached(build):
+    from .engine import analyze
+    info = build()
+    analyze(info)
+    return info
+
+
+def _params_key(params):
+    try:
+        items = tuple(sorted(params.items()))
+        hash(items)
+        return items
+    except TypeError:
+        return None
+
+
+def _hooks_on_tensor(g, slot):
+    from . import engine
+    run = engine._current_run()
+    for hooks in run.hooks[slot]:
+        for fn in list(hooks.values()):
+            r = fn(g)
+            if r is not None:
+                g = engine._check_hook_result(r, g)
+    return g
+
+
+def eval_jaxpr_facade(prog, nodes, vals, root_cts):
+    """Run a backward program with every equation recorded as a facade op (create_graph)."""
+    j = prog.closed.jaxpr
+    env = {}
+    for v, c in zip(j.constvars, prog.closed.consts):
+        env[v] = wrap(np.asarray(c))
+    nv = len(prog.keys)
+    for v, key, val in zip(j.invars[:nv], prog.keys, vals):
+        env[v] = tensor_for_key(nodes, key, val)
+    for v, ct in zip(j.invars[nv:], root_cts):
+        env[v] = ct
+    for e in j.eqns:
+        ins = [env[a] if type(a) is Var else a.val for a in e.invars]
+        out = apply_prim(e.primitive, e.params, ins)
+        if e.primitive.multiple_results:
+            for v, o in zip(e.outvars, out):
+                env[v] = o
+        else:
+            env[e.outvars[0]] = out
+    res = []
+    for a in j.outvars:
+        r = env[a] if type(a) is Var else wrap(np.asarray(a.val))
+        res.append(r if isinstance(r, Tensor) else wrap(np.asarray(r)))
+    return res
+
+
+def tensor_for_key(nodes, key, val):
+    """The saved value of key as a tensor connected to the graph (its producer as grad_fn)."""
+    p, s = key
+    n = nodes[p]
+    if n.info is None:
+        return n.variable
+    info = n.info
+    if s in info.out_slots:
+        t = wrap(val)
+        j = info.out_slots.index(s)
+        if info.out_float[j]:
+            t._grad_fn = n
+            t._out_nr = j
+            t._requires_grad = True
+        for slot, vc, ver in n.vers:
+            if slot == s:
+                t._vc = vc
+        return t
+    return wrap(val)
+
+
+# ---------------------------------------------------------------------------
+# module-level functions with torch's names
+
+def _cat_fn(*xs, axis):
+    return fnp.concatenate(xs, axis=axis)
+
+
+def cat(tensors, dim=0, *, out=None):
+    tensors = [t for t in tensors]
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
+    dt = D.result_type(*tensors)
+    tensors = [t if t.dtype == dt else t.to(dt) for t in tensors]
+    nd = tensors[0].ndim
+    if nd == 0:
+        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    return apply_fn("CatBackward0", _cat_fn, tuple(tensors), static(axis=dim % nd))
+
+
+concat = concatenate = cat
+
+
+def _stack_fn(*xs, axis):
+    return fnp.stack(xs, axis=axis)
+
+
+def stack(tensors, dim=0, *, out=None):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shapes = {tuple(t.shape) for t in tensors}
+    if len(shapes) > 1:
+        raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                           f"{[list(t.shape) for t in tensors]}")
+    dt = D.result_type(*tensors)
+    tensors = [t if t.dtype == dt else t.to(dt) for t in tensors]
+    nd = tensors[0].ndim + 1
+    return apply_fn("StackBackward0", _stack_fn, tuple(tensors), static(axis=dim % nd))
+
+
+def hstack(tensors):
+    ts = [t if t.ndim else t.reshape(1) for t in tensors]
+    return cat(ts, 0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    return cat([t if t.ndim >= 2 else t.reshape(1, -1) for t in tensors], 0)
+
+
+def _einsum_fn(*ops, eq):
+    return fnp.einsum(eq, *ops)
+
+
+def einsum(equation, *operands):
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    dt = D.result_type(*operands)
+    operands = tuple(t if t.dtype == dt else t.to(dt) for t in operands)
+    return apply_fn("EinsumBackward0", _einsum_fn, operands, static(eq=equation.replace(" ", "")))
+
+
+def broadcast_tensors(*tensors):
+    shape = np.broadcast_shapes(*[tuple(t.shape) for t in tensors])
+    return tuple(t.expand(shape) for t in tensors)
+
+
+def broadcast_to(input, size):  # noqa: A002
+    return input.expand(tuple(size))
+
+
+def meshgrid(*tensors, indexing="ij"):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    n = len(tensors)
+    shape = tuple(t.numel() for t in tensors)
+    if indexing == "xy" and n >= 2:
+        shape = (shape[1], shape[0]) + shape[2:]
+    outs = []
+    for i, t in enumerate(tensors):
+        view = [1] * n
+        pos = i
+        if indexing == "xy" and n >= 2 and i < 2:
+            pos = 1 - i
+        view[pos] = -1
+        outs.append(t.reshape(view).expand(shape))
+    return tuple(outs)
+
+
+def where(condition, input=None, other=None):  # noqa: A002
+    if input is None and other is None:
+        return condition.nonzero(as_tuple=True)
+    return M.where_(condition, input, other)
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def numel(input):  # noqa: A002
+    return input.numel()
+
+
+def is_floating_point(input):  # noqa: A002
+    return input.is_floating_point()
+
+
+def clone(input, memory_format=None):  # noqa: A002
+    return input.clone()
+
+
+def _method_fn(name):
+    def f(input, *args, **kwargs):  # noqa: A002
+        if not isinstance(input, Tensor):
+            from .creation import tensor
+            input = tensor(input)
+        return getattr(input, name)(*args, **kwargs)
+    f.__name__ = name
+    f.__doc__ = f"torch.{name}: Tensor.{name} as a function."
+    return f
+
+
+FUNCTION_NAMES = [
+    "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "pow", "neg",
+    "negative", "abs", "absolute", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1",
+    "sin", "cos", "tan", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "sinh", "cosh",
+    "tanh", "sigmoid", "relu", "sqrt", "rsqrt", "square", "reciprocal", "sign", "sgn", "floor",
+    "ceil", "round", "trunc", "frac", "erf", "clamp", "clip", "clamp_min", "clamp_max",
+    "maximum", "minimum", "atan2", "arctan2", "fmod", "remainder", "floor_divide", "lerp",
+    "addcmul", "addcdiv", "matmul", "mm", "bmm", "mv", "dot", "outer", "ger", "inner",
+    "sum", "mean", "prod", "var", "std", "max", "min", "amax", "amin", "argmax", "argmin",
+    "logsumexp", "norm", "cumsum", "cumprod", "all", "any", "count_nonzero", "equal",
+    "allclose", "isclose", "isnan", "isinf", "isfinite", "logical_not", "logical_and",
+    "logical_or", "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "greater", "less",
+    "greater_equal", "less_equal", "not_equal", "reshape", "flatten", "unflatten", "permute",
+    "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis", "squeeze", "unsqueeze",
+    "narrow", "select", "unbind", "split", "chunk", "tensor_split", "flip", "fliplr", "flipud",
+    "roll", "repeat_interleave", "tril", "triu", "diagonal", "trace", "gather", "index_select",
+    "take_along_dim", "scatter", "scatter_add", "masked_fill", "sort", "argsort", "topk",
+    "nonzero", "softmax", "log_softmax",
+]
+FUNCTIONS = {n: _method_fn(n) for n in FUNCTION_NAMES}

@@ -1,0 +1,309 @@
+"""Recording facade ops as graph nodes: signatures, primitive steps, composite ops.
+
+An op's *signature* (what it computes, its input shapes/dtypes, which inputs require
+grad) maps to one cached `OpInfo`: its primitive steps and the slots its backward reads,
+found once by tracing that backward (engine.analyze). Recording a node is then a dict
+lookup, a few attribute writes and references to the held arrays.
+
+Composite ops (`apply_fn`) are functions written with functrans.numpy; they are traced
+into steps once per signature and run eagerly by compiled straight-line code, so the
+intermediate values they compute are the ones backward reads.
+"""
+from __future__ import annotations
+
+import functools
+import traceback
+
+import numpy as np
+
+from ..core import Literal, ShapedArray
+from ..tracing import trace_to_jaxpr
+from primitives import elementwise as ew
+from primitives import shape as sh
+from . import grad_mode
+from .node import Node, OpInfo, Step, edge_of, user_frame
+
+GS = grad_mode.STATE
+INFERENCE = 1
+_new = object.__new__
+
+
+class VersionCounter:
+    """Shared by a tensor, its views and its detached aliases; bumped by in-place ops."""
+    __slots__ = ("v", "op")
+
+    def __init__(self):
+        self.v = 0
+        self.op = None
+
+
+def vc_of(t):
+    vc = t._vc
+    if vc is None:
+        vc = t._vc = VersionCounter()
+    return vc
+
+
+class _Anomaly:
+    enabled = False
+    check_nan = True
+
+
+ANOMALY = _Anomaly()
+
+INFERENCE_SAVE_MSG = ("Inference tensors cannot be saved for backward. To work around you can "
+                      "make a clone to get a normal tensor and use it in autograd.")
+
+# ---------------------------------------------------------------------------
+# building steps
+
+
+class StepBuilder:
+    """Accumulates primitive steps over slots, computing each new slot's aval."""
+
+    def __init__(self, in_avals):
+        self.avals = list(in_avals)
+        self.steps = []
+
+    def add(self, prim, params, *refs):
+        in_avals = [self.avals[r] if type(r) is int else r.aval for r in refs]
+        out = prim.abstract_eval(*in_avals, **params)
+        outs = out if prim.multiple_results else [out]
+        first = len(self.avals)
+        self.avals.extend(outs)
+        idx = tuple(range(first, first + len(outs)))
+        self.steps.append(Step(prim, params, refs, idx))
+        return idx if prim.multiple_results else idx[0]
+
+    def convert(self, r, dtype):
+        if self.avals[r].dtype == dtype:
+            return r
+        return self.add(ew.convert_element_type_p, {"new_dtype": dtype, "weak_type": False}, r)
+
+    def broadcast(self, r, shape):
+        a = self.avals[r]
+        if a.shape == tuple(shape) or a.shape == ():
+            return r
+        nd = len(shape)
+        dims = tuple(range(nd - a.ndim, nd))
+        return self.add(sh.broadcast_in_dim_p, {"shape": tuple(shape),
+                                                "broadcast_dimensions": dims}, r)
+
+    def info(self, name, n_in, out_slots, mask):
+        return OpInfo(name, self.steps, n_in, out_slots, self.avals, mask)
+
+
+def aval_of_value(v):
+    if type(v) is np.ndarray:
+        return ShapedArray(v.shape, v.dtype)
+    return ShapedArray(np.shape(v), np.asarray(v).dtype if not hasattr(v, "dtype") else v.dtype)
+
+
+_SIGS: dict = {}
+
+
+def info_for(key, build):
+    """The OpInfo of a signature, building and analyzing it the first time."""
+    info = _SIGS.get(key)
+    if info is None:
+        from .engine import analyze
+        info = build()
+        analyze(info)
+        _SIGS[key] = info
+    return info
+
+
+def elementwise_info(name, prim, params, in_avals, mask, op_dtype):
+    """Steps of an elementwise op on operands of possibly different shapes/dtypes."""
+    b = StepBuilder(in_avals)
+    shape = np.broadcast_shapes(*[a.shape for a in in_avals])
+    refs = [b.broadcast(b.convert(i, op_dtype), shape) for i in range(len(in_avals))]
+    out = b.add(prim, params, *refs)
+    return b.info(name, len(in_avals), (out,), mask)
+
+
+# ---------------------------------------------------------------------------
+# making nodes
+
+def make_node(info, inputs, vals, outs):
+    """Attach a node for info to the output tensors.
+
+    inputs: the op's inputs (Tensor, or a constant value) aligned with its input slots;
+    vals: every slot value that was computed (None where not computed);
+    outs: output tensors aligned with info.out_slots (None for outputs not returned)."""
+    held = info.held
+    vers = ()
+    src = None
+    n_in = info.n_in
+    if held:
+        kept = [None] * len(info.slot_avals)
+        vers = []
+        for s in held:
+            v = vals[s]
+            if v is None:
+                v = _compute_slot(info, vals, s)
+            kept[s] = v
+            if s < n_in:
+                t = inputs[s]
+                if type(t) is not np.ndarray and hasattr(t, "_vc"):
+                    if t._flags & INFERENCE:
+                        raise RuntimeError(INFERENCE_SAVE_MSG)
+                    vc = t._vc or vc_of(t)
+                    vers.append((s, vc, vc.v))
+            else:
+                try:
+                    j = info.out_slots.index(s)
+                except ValueError:
+                    continue
+                t = outs[j]
+                if t is not None:
+                    vc = t._vc or vc_of(t)
+                    vers.append((s, vc, vc.v))
+        src = user_frame()
+    else:
+        kept = []
+    edges = tuple(edge_of(t) if hasattr(t, "_grad_fn") else None for t in inputs)
+    node = Node(info, edges, kept, tuple(vers), src)
+    if ANOMALY.enabled:
+        node.stack = _forward_stack()
+    for j, t in enumerate(outs):
+        if t is not None and info.out_float[j]:
+            t._grad_fn = node
+            t._out_nr = j
+            t._requires_grad = True
+    return node
+
+
+def _compute_slot(info, vals, s):
+    """Evaluate the steps needed for slot s from the slot values present (lazy intermediates)."""
+    for step in info.steps:
+        if all(vals[o] is not None for o in step.outs):
+            continue
+        ins = [vals[r] if type(r) is int else r.val for r in step.refs]
+        xp = _xp(*ins)
+        out = step.prim.impl(xp, *ins, **step.params)
+        outs = out if step.prim.multiple_results else [out]
+        for o, v in zip(step.outs, outs):
+            vals[o] = v
+        if vals[s] is not None:
+            return vals[s]
+    return vals[s]
+
+
+def _xp(*vals):
+    for v in vals:
+        if type(v) is not np.ndarray and hasattr(v, "__cuda_array_interface__"):
+            import cupy
+            return cupy
+    return np
+
+
+def _forward_stack():
+    return traceback.format_list([f for f in traceback.extract_stack()[:-3]
+                                  if "/functrans/facade/" not in f.filename])
+
+
+# ---------------------------------------------------------------------------
+# composite ops: a functrans.numpy function traced once per signature
+
+class Composite:
+    """A traced op: steps over slots plus a compiled eager runner returning every slot."""
+    __slots__ = ("steps", "n_in", "out_slots", "slot_avals", "run", "out_tree", "view")
+
+    def __init__(self, steps, n_in, out_slots, slot_avals, out_tree):
+        self.steps, self.n_in = steps, n_in
+        self.out_slots, self.slot_avals = out_slots, slot_avals
+        self.out_tree = out_tree
+        self.run = compile_steps(steps, n_in, len(slot_avals))
+
+
+_COMPOSITES: dict = {}
+
+
+def composite_for(fn, static, in_avals):
+    key = (fn, static, tuple((a.shape, a.dtype, a.weak_type) for a in in_avals))
+    c = _COMPOSITES.get(key)
+    if c is None:
+        c = _COMPOSITES[key] = _trace_composite(fn, static, in_avals)
+    return c
+
+
+def _trace_composite(fn, static, in_avals):
+    kwargs = dict(static)
+    store = {}
+
+    def f_flat(*args):
+        out = fn(*args, **kwargs)
+        if isinstance(out, (tuple, list)):
+            store["tree"] = len(out)
+            return list(out)
+        store["tree"] = None
+        return [out]
+    jaxpr, consts = trace_to_jaxpr(f_flat, list(in_avals))
+    n_in = len(in_avals)
+    slot_of = {}
+    for i, v in enumerate(jaxpr.invars):
+        slot_of[v] = i
+    avals = list(in_avals)
+    for v, c in zip(jaxpr.constvars, consts):
+        slot_of[v] = Literal(c, ShapedArray(np.shape(c), np.asarray(c).dtype))
+    steps = []
+
+    def ref(a):
+        if type(a) is Literal:
+            return a
+        return slot_of[a]
+    for e in jaxpr.eqns:
+        refs = [ref(a) for a in e.invars]
+        first = len(avals)
+        for v in e.outvars:
+            slot_of[v] = len(avals)
+            avals.append(v.aval)
+        steps.append(Step(e.primitive, e.params, refs, range(first, len(avals))))
+    out_slots = []
+    for a in jaxpr.outvars:
+        r = ref(a)
+        if type(r) is int and r >= n_in and r not in out_slots:
+            out_slots.append(r)
+            continue
+        # an output that is an input, a constant or a repeated output: copy it
+        src_aval = avals[r] if type(r) is int else r.aval
+        slot = len(avals)
+        avals.append(src_aval)
+        steps.append(Step(ew.convert_element_type_p,
+                          {"new_dtype": src_aval.dtype, "weak_type": src_aval.weak_type},
+                          [r], [slot]))
+        out_slots.append(slot)
+    return Composite(tuple(steps), n_in, tuple(out_slots), tuple(avals), store["tree"])
+
+
+def compile_steps(steps, n_in, n_slots):
+    """A function (xp, *inputs) -> list of every slot value, calling impls directly."""
+    glb = {}
+    lines = []
+    for i, st in enumerate(steps):
+        f = f"f{i}"
+        glb[f] = functools.partial(st.prim.impl, **st.params) if st.params else st.prim.impl
+        ins = []
+        for r in st.refs:
+            if type(r) is int:
+                ins.append(f"s{r}")
+            else:
+                k = f"k{len(glb)}"
+                glb[k] = r.val
+                ins.append(k)
+        outs = ", ".join(f"s{o}" for o in st.outs)
+        if st.prim.multiple_results:
+            outs += "," if len(st.outs) == 1 else ""
+        lines.append(f"    {outs} = {f}(xp, {', '.join(ins)})")
+    args = ", ".join(f"s{i}" for i in range(n_in))
+    src = (f"def _run(xp, {args}):\n" + "\n".join(lines or ["    pass"]) +
+           f"\n    return [{', '.join(f's{i}' for i in range(n_slots))}]\n")
+    exec(compile(src, "<functrans facade op>", "exec"), glb)
+    return glb["_run"]
+
+
+def scalar_aval(v):
+    """The aval of a Python scalar argument of a composite op (weakly typed)."""
+    from ..core import get_aval
+    return get_aval(v)

@@ -1,0 +1,757 @@
+"""`ft.Tensor`: a device array plus, when it requires grad, the node that produced it.
+
+Eager ops run the primitives' implementations directly on the arrays (NumPy/CuPy); only
+while grad mode is on and an input requires grad do they record a node (record.py).
+The hot paths (elementwise unary and binary ops) are written out by hand; every other
+op is a composite of primitive steps, traced once per signature from functrans.numpy.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import warnings
+
+import numpy as np
+
+from .. import numpy as fnp
+from ..core import ShapedArray, array_module
+from primitives import elementwise as ew
+from . import dtypes as D
+from . import grad_mode
+from .node import AccumulateGrad, HookDict, add_hook
+from .record import (INFERENCE, StepBuilder, composite_for, elementwise_info, info_for,
+                     make_node, vc_of, _SIGS)
+
+GS = grad_mode.STATE
+_new = object.__new__
+_ndarray = np.ndarray
+_asarray = np.asarray
+_PYSCALARS = (builtins.float, builtins.int, builtins.bool)
+
+LEAF_INPLACE_MSG = "a leaf Variable that requires grad is being used in an in-place operation."
+VIEW_LEAF_INPLACE_MSG = ("a view of a leaf Variable that requires grad is being used in an "
+                         "in-place operation.")
+NUMPY_GRAD_MSG = ("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                  "instead.")
+NONLEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+    "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
+    "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
+    "instead. See github.com/pytorch/pytorch/pull/30531 for more informations.")
+
+
+def wrap(data):
+    """A Tensor around an array, no grad (used for results and gradients)."""
+    t = _new(Tensor)
+    t._data = data
+    t._grad_fn = None
+    t._out_nr = 0
+    t._requires_grad = False
+    t._grad = None
+    t._vc = None
+    t._base = None
+    t._accum = None
+    t._hooks = None
+    t._flags = INFERENCE if GS.inference else 0
+    return t
+
+
+def _as_array(x):
+    if type(x) is _ndarray:
+        return x
+    if type(x) is not _ndarray and not isinstance(x, np.generic) and hasattr(
+            x, "__cuda_array_interface__"):
+        return x
+    return _asarray(x)
+
+
+class Tensor:
+    """A multi-dimensional array with PyTorch's autograd semantics."""
+    __slots__ = ("_data", "_grad_fn", "_out_nr", "_requires_grad", "_grad", "_vc", "_base",
+                 "_accum", "_hooks", "_flags", "__weakref__", "__dict__")
+    __array_priority__ = 1000
+    __array_ufunc__ = None          # NumPy defers binary operators to the Tensor
+
+    def __new__(cls, *args, **kwargs):
+        return _new(cls)
+
+    def __init__(self, *args, dtype=None, device=None, requires_grad=False):
+        """torch.Tensor(data) (float tensor) or torch.Tensor(*sizes) (uninitialized)."""
+        if len(args) == 1 and not isinstance(args[0], builtins.int):
+            data = _to_array(args[0], D.to_dtype(dtype) or D.get_default_dtype())
+        else:
+            data = np.zeros(tuple(args), D.to_dtype(dtype) or D.get_default_dtype())
+        t = wrap(data)
+        for k in Tensor.__slots__[:-2]:
+            setattr(self, k, getattr(t, k))
+        if requires_grad:
+            self.requires_grad_(True)
+
+    _make = staticmethod(wrap)
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[dim]
+
+    @property
+    def dtype(self):
+        return self._data.dtype
+
+    @property
+    def device(self):
+        from .creation import device_of
+        return device_of(self._data)
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def dim(self):
+        return self._data.ndim
+
+    ndimension = dim
+
+    def numel(self):
+        return int(self._data.size)
+
+    nelement = numel
+
+    def element_size(self):
+        return self._data.dtype.itemsize
+
+    def is_floating_point(self):
+        return self._data.dtype.kind == "f"
+
+    def is_complex(self):
+        return self._data.dtype.kind == "c"
+
+    def is_contiguous(self, memory_format=None):
+        return bool(self._data.flags.c_contiguous)
+
+    def stride(self, dim=None):
+        st = tuple(s // self._data.itemsize for s in self._data.strides)
+        return st if dim is None else st[dim]
+
+    def data_ptr(self):
+        return self._data.__array_interface__["data"][0] if type(self._data) is _ndarray \
+            else self._data.data.ptr
+
+    def untyped_storage(self):
+        return _Storage(self)
+
+    def __len__(self):
+        if not self._data.ndim:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if not self._data.ndim:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __hash__(self):
+        return id(self)
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return builtins.bool(self._data.reshape(()))
+
+    def __float__(self):
+        return builtins.float(self.item())
+
+    def __int__(self):
+        return builtins.int(self.item())
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iub" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return builtins.int(self.item())
+
+    def __complex__(self):
+        return builtins.complex(self.item())
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
+                               "to Scalar")
+        return _host(self._data).reshape(()).item()
+
+    def tolist(self):
+        return _host(self._data).tolist()
+
+    def numpy(self, force=False):
+        if self._requires_grad and not force and GS is not None:
+            raise RuntimeError(NUMPY_GRAD_MSG)
+        if type(self._data) is not _ndarray:
+            raise TypeError("can't convert cuda tensor to numpy. Use Tensor.cpu() to copy the "
+                            "tensor to host memory first.")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        if self._requires_grad:
+            raise RuntimeError(NUMPY_GRAD_MSG)
+        a = _host(self._data)
+        return a if dtype is None else a.astype(dtype)
+
+    def __repr__(self):
+        return _format(self)
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        if self._data.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+    # ------------------------------------------------------------------ autograd state
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad=True):
+        if self._grad_fn is not None:
+            if not requires_grad:
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf variables. If you want to "
+                    "use a computed variable in a subgraph that doesn't require differentiation "
+                    "use var_no_grad = var.detach().")
+            return self
+        if requires_grad and self._data.dtype.kind not in "fc":
+            raise RuntimeError("only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        if requires_grad and self._flags & INFERENCE and not GS.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                               "InferenceMode is not allowed.")
+        self._requires_grad = builtins.bool(requires_grad)
+        return self
+
+    @property
+    def grad_fn(self):
+        return self._grad_fn
+
+    @property
+    def is_leaf(self):
+        return self._grad_fn is None
+
+    @property
+    def grad(self):
+        if self._grad_fn is not None and not self.retains_grad:
+            warnings.warn(NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
+                                f"of type {type(value).__name__}")
+            if value.dtype != self.dtype:
+                raise RuntimeError("assigned grad has data of a different type")
+            if tuple(value.shape) != tuple(self.shape):
+                raise RuntimeError("assigned grad has data of a different size")
+        self._grad = value
+
+    @grad.deleter
+    def grad(self):
+        self._grad = None
+
+    @property
+    def retains_grad(self):
+        fn = self._grad_fn
+        if fn is None or not fn.retains:
+            return False
+        r = fn.retains.get(self._out_nr)
+        return r is not None and r() is self
+
+    def retain_grad(self):
+        """Populate .grad of this non-leaf tensor during backward (accumulating)."""
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        fn = self._grad_fn
+        if fn is None:
+            return
+        import weakref
+        if fn.retains is None:
+            fn.retains = {}
+        fn.retains[self._out_nr] = weakref.ref(self)
+
+    @property
+    def _version(self):
+        vc = self._vc
+        return 0 if vc is None else vc.v
+
+    def _bump(self, op=None):
+        vc = self._vc or vc_of(self)
+        vc.v += 1
+        vc.op = op
+
+    def is_inference(self):
+        return builtins.bool(self._flags & INFERENCE)
+
+    @property
+    def output_nr(self):
+        return self._out_nr
+
+    @property
+    def _base_tensor(self):
+        return self._base
+
+    @property
+    def is_view(self):
+        return self._base is not None
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaves) into the leaves' .grad (torch.Tensor.backward)."""
+        from .api import backward
+        backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
+                 inputs=inputs)
+
+    def register_hook(self, hook):
+        """hook(grad) -> Tensor or None, called with this tensor's gradient; a returned
+        tensor replaces it. Returns a handle with .remove()."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        fn = self._grad_fn
+        if fn is None:
+            if self._hooks is None:
+                self._hooks = HookDict()
+            return add_hook(self._hooks, hook)
+        if fn.hooks is None:
+            fn.hooks = {}
+        d = fn.hooks.get(self._out_nr)
+        if d is None:
+            d = fn.hooks[self._out_nr] = HookDict()
+        return add_hook(d, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """hook(tensor) called after the gradient has been accumulated into a leaf's .grad."""
+        if self._grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        d = self.__dict__.get("_post_hooks")
+        if d is None:
+            d = self.__dict__["_post_hooks"] = HookDict()
+        return add_hook(d, hook)
+
+    # ------------------------------------------------------------------ aliasing
+    def detach(self):
+        """A tensor sharing storage and version counter, cut from the graph."""
+        t = wrap(self._data)
+        t._vc = vc_of(self)
+        t._base = self._base if self._base is not None else None
+        t._flags = self._flags
+        return t
+
+    def detach_(self):
+        if self._base is not None and self._base._requires_grad:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self._grad_fn = None
+        self._out_nr = 0
+        self._requires_grad = False
+        return self
+
+    @property
+    def data(self):
+        t = wrap(self._data)
+        return t
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError("data must be a Tensor")
+        self._data = value._data
+
+    def clone(self, memory_format=None):
+        return _fn1("CloneBackward0", _copy, self)
+
+    def contiguous(self, memory_format=None):
+        if self._data.flags.c_contiguous:
+            return self
+        return self.clone()
+
+    # ------------------------------------------------------------------ devices and dtypes
+    def to(self, *args, **kwargs):
+        from .creation import parse_to
+        device, dtype, copy = parse_to(self, args, kwargs)
+        out = self
+        if dtype is not None and dtype != self.dtype:
+            out = _convert(out, dtype)
+        if device is not None and device.type != out.device.type:
+            out = _fn1("ToCopyBackward0", _device_put, out, device=device.type)
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda")
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return "torch." + D.type_name(self.dtype)
+        return self.to(D.to_dtype(dtype))
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+
+    def float(self):
+        return self.to(D.float32)
+
+    def double(self):
+        return self.to(D.float64)
+
+    def half(self):
+        return self.to(D.float16)
+
+    def int(self):
+        return self.to(D.int32)
+
+    def long(self):
+        return self.to(D.int64)
+
+    def bool(self):
+        return self.to(D.bool)
+
+    def short(self):
+        return self.to(D.int16)
+
+    def byte(self):
+        return self.to(D.uint8)
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        from .creation import tensor
+        return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        return _factory(np.zeros, size, dtype or self.dtype, requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return _factory(np.ones, size, dtype or self.dtype, requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        return _factory(np.zeros, size, dtype or self.dtype, requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        t = wrap(np.full(tuple(size), fill_value, dtype=dtype or self.dtype))
+        return t.requires_grad_(requires_grad) if requires_grad else t
+
+    # ------------------------------------------------------------------ indexing
+    def __getitem__(self, idx):
+        return _getitem(self, idx)
+
+    def __setitem__(self, idx, value):
+        _setitem(self, idx, value)
+
+
+class Size(tuple):
+    """torch.Size: a tuple of ints."""
+
+    def __repr__(self):
+        return f"ft.Size([{', '.join(map(str, self))}])"
+
+    def numel(self):
+        return builtins.int(np.prod(self, dtype=np.int64))
+
+
+class _Storage:
+    def __init__(self, t):
+        self.t = t
+
+    def data_ptr(self):
+        d = self.t._data
+        while isinstance(d, np.ndarray) and d.base is not None and isinstance(d.base, np.ndarray):
+            d = d.base
+        return d.__array_interface__["data"][0]
+
+
+def _host(a):
+    return a if type(a) is _ndarray else (a.get() if hasattr(a, "get") else np.asarray(a))
+
+
+def _to_array(data, dtype=None):
+    from .creation import to_array
+    return to_array(data, dtype)
+
+
+def _factory(f, size, dtype, requires_grad):
+    if len(size) == 1 and isinstance(size[0], (tuple, list, Size)):
+        size = tuple(size[0])
+    t = wrap(f(tuple(size), dtype=D.to_dtype(dtype)))
+    return t.requires_grad_(True) if requires_grad else t
+
+
+# ---------------------------------------------------------------------------
+# repr like torch's
+
+def _format(t):
+    a = _host(t._data)
+    prefix = "tensor("
+    if a.dtype.kind in "fc" and a.size:
+        finite = a[np.isfinite(a)] if a.dtype.kind == "f" else a
+        integral = finite.size == 0 or builtins.bool(np.all(finite == np.round(finite)))
+        big = finite.size and builtins.float(np.max(np.abs(finite))) >= 1e8 if \
+            a.dtype.kind == "f" else False
+        small = finite.size and a.dtype.kind == "f" and builtins.float(
+            np.min(np.abs(finite[finite != 0]))) < 1e-4 if (finite != 0).any() else False
+        if integral and not big:
+            body = np.array2string(a, separator=", ", prefix=prefix, threshold=1000)
+        elif big or small:
+            body = np.array2string(a, separator=", ", prefix=prefix, precision=4,
+                                   floatmode="fixed", threshold=1000,
+                                   formatter={"float_kind": lambda v: f"{v:.4e}"})
+        else:
+            body = np.array2string(a, separator=", ", prefix=prefix, precision=4,
+                                   floatmode="fixed", threshold=1000)
+    else:
+        body = np.array2string(a, separator=", ", prefix=prefix, threshold=1000)
+    extras = []
+    dt = a.dtype
+    if a.size == 0:
+        body = "[]"
+        if a.ndim > 1:
+            extras.append(f"size={tuple(a.shape)}")
+    if dt != D.get_default_dtype() and dt != D.int64 and dt != D.bool:
+        extras.append(f"dtype=ft.{dt.name}")
+    dev = t.device
+    if dev.type != "cpu":
+        extras.insert(0, f"device='{dev}'")
+    if t._grad_fn is not None:
+        extras.append(f"grad_fn=<{t._grad_fn.name()}>")
+    elif t._requires_grad:
+        extras.append("requires_grad=True")
+    return prefix + body + "".join(", " + e for e in extras) + ")"
+
+
+# ---------------------------------------------------------------------------
+# hot paths: elementwise unary and binary ops on one primitive
+
+class EOp:
+    """An elementwise facade op: a primitive and torch's grad_fn name."""
+    __slots__ = ("name", "prim", "params", "impl", "float_only", "differentiable", "int_ok",
+                 "rname")
+
+    def __init__(self, name, prim, params=None, float_only=True, rname=None):
+        import functools
+        self.name = name
+        self.rname = rname or name
+        self.prim = prim
+        self.params = params or {}
+        self.impl = functools.partial(prim.impl, **self.params) if params else prim.impl
+        self.float_only = float_only
+        self.differentiable = prim.differentiable
+
+
+def unary(a, op):
+    x = a._data
+    if op.float_only and x.dtype.kind not in "fc":
+        x = x.astype(D.get_default_dtype())
+    out = op.impl(np if type(x) is _ndarray else array_module(x), x)
+    if type(out) is not _ndarray:
+        out = _as_array(out)
+    t = wrap(out)
+    if a._requires_grad and GS.enabled and op.differentiable:
+        key = (op, x.shape, x.dtype)
+        info = _SIGS.get(key)
+        if info is None:
+            info = info_for(key, lambda: elementwise_info(
+                op.name, op.prim, op.params, [ShapedArray(x.shape, x.dtype)], (True,), x.dtype))
+        make_node(info, (a,), [x, out], (t,))
+    return t
+
+
+def binary(a, b, op, reverse=False):
+    """a (a Tensor) op b, or b op a when reverse; torch's promotion and broadcasting."""
+    x = a._data
+    tb = type(b)
+    if tb is Tensor or isinstance(b, Tensor):
+        y = b._data
+        rb = b._requires_grad
+        dt = x.dtype
+        if dt != y.dtype or (op.float_only and dt.kind not in "fc"):
+            dt = D.result_type(a, b)
+    elif tb in _PYSCALARS:
+        rb = False
+        dt = x.dtype
+        kind = dt.kind
+        if (kind == "b" and tb is not builtins.bool) or (kind in "iu" and tb is builtins.float):
+            dt = D.result_type(a, b)
+        y = b
+    elif isinstance(b, (np.ndarray, np.generic, list, tuple)) or hasattr(
+            b, "__cuda_array_interface__"):
+        from .creation import tensor
+        return binary(a, tensor(b) if not isinstance(b, np.ndarray) else wrap(b), op, reverse)
+    elif isinstance(b, complex):
+        y, rb, dt = b, False, D.result_type(a, b)
+    else:
+        return NotImplemented
+    if op.float_only and dt.kind not in "fc":
+        dt = D.get_default_dtype()
+    x0 = x
+    if x.dtype != dt:
+        x = x.astype(dt)
+    if tb in _PYSCALARS or tb is complex:
+        y0 = y = dt.type(y)
+    else:
+        y0 = y
+        if y.dtype != dt:
+            y = y.astype(dt)
+    xp = np if type(x) is _ndarray else array_module(x)
+    out = op.impl(xp, y, x) if reverse else op.impl(xp, x, y)
+    if type(out) is not _ndarray:
+        out = _as_array(out)
+    t = wrap(out)
+    ra = a._requires_grad
+    if (ra or rb) and GS.enabled and op.differentiable:
+        if reverse:
+            ins, arrays, mask = (b, a), (y0, x0), (rb, ra)
+        else:
+            ins, arrays, mask = (a, b), (x0, y0), (ra, rb)
+        p, q = arrays
+        key = (op, reverse, p.shape, p.dtype, q.shape, q.dtype, mask)
+        info = _SIGS.get(key)
+        if info is None:
+            name = op.rname if reverse else op.name
+            info = info_for(key, lambda: elementwise_info(
+                name, op.prim, op.params, [ShapedArray(p.shape, p.dtype),
+                                           ShapedArray(q.shape, q.dtype)], mask, dt))
+        vals = [None] * len(info.slot_avals)
+        vals[0], vals[1], vals[-1] = p, q, out
+        make_node(info, ins, vals, (t,))
+    return t
+
+
+# ---------------------------------------------------------------------------
+# everything else: composite ops of primitive steps, traced once per signature
+
+_static_cache = {}
+
+
+def apply_fn(name, fn, args, static=(), view=False):
+    """Run fn (a functrans.numpy function of arrays) on tensors/scalars as one facade op
+    named `name` (its grad_fn). static: hashable keyword arguments of fn. Returns a Tensor or
+    a tuple of Tensors."""
+    arrays = []
+    avals = []
+    rg = False
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._data
+            arrays.append(d)
+            avals.append(ShapedArray(d.shape, d.dtype))
+            rg = rg or a._requires_grad
+        else:
+            from .record import scalar_aval
+            av = scalar_aval(a)
+            arrays.append(np.asarray(a, av.dtype))
+            avals.append(av)
+    comp = composite_for(fn, static, avals)
+    xp = array_module(*arrays)
+    vals = comp.run(xp, *arrays)
+    outs = []
+    for s in comp.out_slots:
+        v = vals[s]
+        if type(v) is not _ndarray:
+            v = _as_array(v)
+            vals[s] = v
+        outs.append(wrap(v))
+    if view:
+        _mark_views(args, outs)
+    if rg and GS.enabled:
+        mask = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        if any(o._data.dtype.kind in "fc" for o in outs):
+            key = (comp, name, mask)
+            info = _SIGS.get(key)
+            if info is None:
+                info = info_for(key, lambda: _composite_info(name, comp, mask))
+            make_node(info, args, vals, outs)
+    if comp.out_tree is None:
+        return outs[0]
+    return tuple(outs)
+
+
+def _composite_info(name, comp, mask):
+    from .node import OpInfo
+    return OpInfo(name, comp.steps, comp.n_in, comp.out_slots, comp.slot_avals, mask)
+
+
+def _mark_views(args, outs):
+    base = args[0]
+    b = base._base if base._base is not None else base
+    vc = vc_of(base)
+    for o in outs:
+        d = o._data
+        if type(d) is _ndarray and d.base is not None and np.may_share_memory(d, base._data):
+            o._base = b
+            o._vc = vc
+            o._flags = base._flags
+
+
+def _fn1(name, fn, x, **static):
+    return apply_fn(name, fn, (x,), tuple(sorted(static.items())))
+
+
+def _freeze(v):
+    """Make an argument hashable (lists become tuples, slices tuples)."""
+    if isinstance(v, list):
+        return tuple(_freeze(w) for w in v)
+    if isinstance(v, tuple):
+        return tuple(_freeze(w) for w in v)
+    if isinstance(v, slice):
+        return ("__slice__", v.start, v.stop, v.step)
+    return v
+
+
+def static(**kw):
+    return tuple(sorted((k, _freeze(v)) for k, v in kw.items()))
+
+
+def _copy(x):
+    return ew.convert_element_type(x, new_dtype=np.dtype(x.dtype), weak_type=False)
+
+
+def _device_put(x, device):
+    from primitives import misc  # noqa: F401
+    return x
+
+
+def _convert(t, dtype):
+    dtype = D.to_dtype(dtype)
+    return _fn1("ToCopyBackward0", _astype, t, dtype=dtype)
+
+
+def _astype(x, dtype):
+    return ew.convert_element_type(x, new_dtype=dtype, weak_type=False)
+
+
+def _getitem(t, idx):
+    from .indexing import getitem
+    return getitem(t, idx)
+
+
+def _setitem(t, idx, value):
+    from .indexing import setitem
+    setitem(t, idx, value)
+
+
+from . import methods as _methods  # noqa: E402,F401  (installs the operator and op methods)

@@ -1,0 +1,644 @@
+"""`ft.jit`: trace once per input signature, optimize, lower to a backend, cache.
+
+A jitted call with concrete arrays looks its signature up (pytree structure, shapes,
+dtypes, weak types, static arguments) and runs the executable cached for the
+arguments' device (a device change compiles again but does not retrace): a
+generated Python function (CPU) or a set of generated CUDA kernels (GPU). Under a
+transformation the call binds the `jit` primitive, which carries the traced
+ClosedJaxpr; its rules are the jaxpr-level transformations of functrans/ad.py and
+functrans/batching.py, so grad, vmap, make_jaxpr and jit compose with it.
+
+The pipeline, shared with `ft.compile`: ClosedJaxpr -> passes.optimize -> backend
+`lower` -> `Lowered.compile()` -> executable, cached by `compile_jaxpr`.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import time
+import warnings
+import weakref
+from collections import OrderedDict
+
+import numpy as np
+
+from . import passes, tree_util
+from .core import (ClosedJaxpr, FunctransError, Jaxpr, Primitive, TypeCheckError, Tracer,
+                   UndefinedPrimal, Zero, _state, get_aval, new_dynamic_main)
+
+# ---------------------------------------------------------------------------
+# statistics and retrace reasons
+
+RETRACE_WARN_LIMIT = 10     # warn once a function has been retraced this many times
+
+
+class RetraceWarning(UserWarning):
+    """A jitted function keeps being traced again: its cache is not doing its job."""
+
+
+_stats_lock = threading.Lock()
+_STATS = {"traces": 0, "retraces": 0, "cache_hits": 0, "compiles": 0, "compile_s": 0.0,
+          "new_callables": 0, "reasons": []}
+_codes_seen: dict = {}      # code object -> number of function objects traced with it
+
+
+def jit_stats(reset=False):
+    """Global jit counters: traces, retraces (with reasons), cache hits, compiles."""
+    with _stats_lock:
+        out = {k: (list(v) if isinstance(v, list) else v) for k, v in _STATS.items()}
+        if reset:
+            for k in _STATS:
+                _STATS[k] = [] if isinstance(_STATS[k], list) else type(_STATS[k])(0)
+    return out
+
+
+def _count(key, n=1):
+    with _stats_lock:
+        _STATS[key] += n
+
+
+class CacheInfo:
+    """What `f.cache_info()` returns: hits, misses (traces), retraces and their reasons."""
+    __slots__ = ("hits", "misses", "retraces", "size", "reasons")
+
+    def __init__(self, hits, misses, retraces, size, reasons):
+        self.hits, self.misses, self.retraces = hits, misses, retraces
+        self.size, self.reasons = size, reasons
+
+    def __repr__(self):
+        return (f"CacheInfo(hits={self.hits}, misses={self.misses}, retraces={self.retraces}, "
+                f"size={self.size})")
+
+
+def _describe_sig(sig, names):
+    parts = []
+    for i, s in enumerate(sig):
+        shape, dtype, weak = s
+        from .core import short_dtype
+        desc = f"{short_dtype(dtype)}[{','.join(map(str, shape))}]" + ("(weak)" if weak else "")
+        parts.append(f"{names[i] if i < len(names) else f'leaf {i}'}: {desc}")
+    return ", ".join(parts)
+
+
+def _diff_keys(old, new, leaf_names, static_names):
+    """Human-readable differences between two cache keys."""
+    (otree, osig, ostatic), (ntree, nsig, nstatic) = old, new
+    out = []
+    if otree != ntree:
+        out.append(f"argument structure changed: {otree} -> {ntree}")
+    else:
+        from .core import short_dtype
+        for i, (a, b) in enumerate(zip(osig, nsig)):
+            name = leaf_names[i] if i < len(leaf_names) else f"leaf {i}"
+            if a[0] != b[0]:
+                out.append(f"{name} changed shape: {a[0]} -> {b[0]}")
+            if a[1] != b[1]:
+                out.append(f"{name} changed dtype: {short_dtype(a[1])} -> {short_dtype(b[1])}")
+            if a[2] != b[2]:
+                out.append(f"{name} changed weak type: {a[2]} -> {b[2]} (a Python scalar is "
+                           "weakly typed, an array is not)")
+    for (i, a), (_, b) in zip(ostatic, nstatic):
+        if a != b:
+            out.append(f"static argument {static_names.get(i, i)} changed value: {a!r} -> {b!r}")
+    if len(ostatic) != len(nstatic):
+        out.append("static arguments changed")
+    return out or ["an equal key was evicted from the cache"]
+
+
+# ---------------------------------------------------------------------------
+# compiled executables, cached by jaxpr and device
+
+_EXEC_CACHE_SIZE = 512
+_exec_cache: OrderedDict = OrderedDict()     # (id(closed), device, donated) -> (closed, exe)
+_exec_lock = threading.Lock()
+
+
+def lower_jaxpr(closed: ClosedJaxpr, backend="cpu", donated=(), name="jitted", optimize=True):
+    """Optimize a ClosedJaxpr and lower it for a backend ("cpu" or "cuda"): a Lowered."""
+    t0 = time.perf_counter()
+    optimized = passes.optimize(closed) if optimize else closed
+    t1 = time.perf_counter()
+    if backend == "cpu":
+        from .backends import cpu
+        lowered = cpu.lower(optimized, donated=donated, name=name)
+    elif backend == "cuda":
+        from .backends import cuda
+        lowered = cuda.lower(optimized, donated=donated, name=name)
+    else:
+        raise ValueError(f"unknown backend {backend!r}; use 'cpu' or 'cuda'")
+    lowered.jaxpr = closed
+    lowered.timings = {"optimize_s": t1 - t0, "lower_s": time.perf_counter() - t1}
+    return lowered
+
+
+def compile_jaxpr(closed: ClosedJaxpr, device="cpu", donated=(), name="jitted"):
+    """The cached executable of a ClosedJaxpr: exe(*flat_args) -> list of outputs."""
+    key = (id(closed), device, tuple(donated))
+    with _exec_lock:
+        hit = _exec_cache.get(key)
+        if hit is not None and hit[0] is closed:
+            _exec_cache.move_to_end(key)
+            return hit[1]
+    t0 = time.perf_counter()
+    exe = lower_jaxpr(closed, device, donated, name).compile()
+    with _stats_lock:
+        _STATS["compiles"] += 1
+        _STATS["compile_s"] += time.perf_counter() - t0
+    with _exec_lock:
+        _exec_cache[key] = (closed, exe)
+        while len(_exec_cache) > _EXEC_CACHE_SIZE:
+            _exec_cache.popitem(last=False)
+    return exe
+
+
+def _device_of(vals):
+    for v in vals:
+        if type(v).__module__.startswith("cupy"):
+            return "cuda"
+    return "cpu"
+
+
+# ---------------------------------------------------------------------------
+# the jit primitive and its rules
+
+
+def _jit_impl(xp, *args, jaxpr, name):
+    exe = compile_jaxpr(jaxpr, _device_of(args), (), name)
+    return exe(*args)
+
+
+def _jit_abstract_eval(*avals, jaxpr, name):
+    want = jaxpr.in_avals
+    if len(avals) != len(want) or any(a.shape != b.shape or a.dtype != b.dtype
+                                      for a, b in zip(avals, want)):
+        raise TypeCheckError(
+            f"jit of {name}: called with {[a.str_short() for a in avals]}, its jaxpr takes "
+            f"{[a.str_short() for a in want]}")
+    return list(jaxpr.out_avals)
+
+
+class _Memo:
+    """A small LRU of jaxpr transformations keyed by (id(jaxpr), args); it keeps the
+    jaxpr alive, so the id is not reused while the entry exists."""
+
+    def __init__(self, fn, size=256):
+        self.fn, self.size = fn, size
+        self.data: OrderedDict = OrderedDict()
+        self.lock = threading.Lock()
+
+    def __call__(self, closed, *args):
+        key = (id(closed),) + args
+        with self.lock:
+            hit = self.data.get(key)
+            if hit is not None and hit[0] is closed:
+                self.data.move_to_end(key)
+                return hit[1]
+        out = self.fn(closed, *args)
+        with self.lock:
+            self.data[key] = (closed, out)
+            while len(self.data) > self.size:
+                self.data.popitem(last=False)
+        return out
+
+
+def _jvp_jaxpr(closed, nonzeros):
+    from .ad import jvp_jaxpr
+    return jvp_jaxpr(closed, list(nonzeros), instantiate=False)
+
+
+def _pe_jaxpr(closed, unknowns):
+    from .ad import partial_eval_jaxpr
+    return partial_eval_jaxpr(closed, list(unknowns), instantiate=False)
+
+
+def _transpose_jaxpr(closed, linear):
+    from .ad import transpose_jaxpr
+    return transpose_jaxpr(closed, list(linear))
+
+
+def _batch_jaxpr(closed, size, batched):
+    from .batching import batch_jaxpr
+    return batch_jaxpr(closed, size, list(batched), instantiate=False)
+
+
+_memo_jvp = _Memo(_jvp_jaxpr)
+_memo_pe = _Memo(_pe_jaxpr)
+_memo_transpose = _Memo(_transpose_jaxpr)
+_memo_batch = _Memo(_batch_jaxpr)
+
+
+def _jit_jvp(primals, tangents, *, jaxpr, name):
+    nonzeros = tuple(type(t) is not Zero for t in tangents)
+    jclosed, out_nz = _memo_jvp(jaxpr, nonzeros)
+    nz_tangents = [t for t in tangents if type(t) is not Zero]
+    outs = jit_p.bind(*primals, *nz_tangents, jaxpr=jclosed, name=f"jvp({name})")
+    n = len(jaxpr.out_avals)
+    it = iter(outs[n:])
+    t_outs = [next(it) if nz else Zero(a.strip_weak())
+              for a, nz in zip(jaxpr.out_avals, out_nz, strict=True)]
+    return outs[:n], t_outs
+
+
+def _jit_partial_eval(trace, tracers, *, jaxpr, name):
+    """Split the call into a known jit (run now) and an unknown jit (recorded)."""
+    from .ad import PartialEvalTracer, PartialVal, _EqnRecipe
+    unknowns = tuple(not t.pval.is_known for t in tracers)
+    known, unknown, out_unknowns, num_res = _memo_pe(jaxpr, unknowns)
+    known_vals = [t.pval.const for t in tracers if t.pval.is_known]
+    outs = jit_p.bind(*known_vals, jaxpr=known, name=name)
+    n_known = len(outs) - num_res
+    known_outs, res = outs[:n_known], outs[n_known:]
+    res_tracers = [trace.instantiate_const(trace.pure(r)) for r in res]
+    unk_in = [t for t in tracers if not t.pval.is_known]
+    out_avals = [a for a, uk in zip(jaxpr.out_avals, out_unknowns, strict=True) if uk]
+    out_tracers = [PartialEvalTracer(trace, PartialVal.unknown(a), None) for a in out_avals]
+    if out_tracers:
+        recipe = _EqnRecipe(jit_p, res_tracers + unk_in, {"jaxpr": unknown, "name": name},
+                            out_avals, [weakref.ref(t) for t in out_tracers])
+        for t in out_tracers:
+            t.recipe = recipe
+    kit, uit = iter(known_outs), iter(out_tracers)
+    return [next(uit) if uk else trace.pure(next(kit)) for uk in out_unknowns]
+
+
+def _jit_transpose(cts, *args, jaxpr, name):
+    from primitives.base import instantiate
+    linear = tuple(type(a) is UndefinedPrimal for a in args)
+    tclosed = _memo_transpose(jaxpr, linear)
+    res = [a for a in args if type(a) is not UndefinedPrimal]
+    cts = [instantiate(Zero(a.strip_weak())) if type(c) is Zero else c
+           for c, a in zip(cts, jaxpr.out_avals, strict=True)]
+    outs = iter(jit_p.bind(*res, *cts, jaxpr=tclosed, name=f"transpose({name})"))
+    return [next(outs) if lin else None for lin in linear]
+
+
+def _jit_batch(vals, dims, *, jaxpr, name):
+    from primitives.base import bdim_size, moveaxis
+    size = bdim_size(vals, dims)
+    vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
+    batched = tuple(d is not None for d in dims)
+    bclosed, out_batched = _memo_batch(jaxpr, size, batched)
+    outs = jit_p.bind(*vals, jaxpr=bclosed, name=f"vmap({name})")
+    return outs, [0 if b else None for b in out_batched]
+
+
+jit_p = Primitive("jit", impl=_jit_impl, abstract_eval=_jit_abstract_eval,
+                  multiple_results=True, jvp=_jit_jvp, transpose=_jit_transpose,
+                  batch=_jit_batch, partial_eval=_jit_partial_eval)
+passes.INLINABLE.add(jit_p)
+
+
+# ---------------------------------------------------------------------------
+# the user-facing jitted function
+
+
+class _Entry:
+    __slots__ = ("closed", "out_tree", "exes", "tracer_consts")
+
+    def __init__(self, closed, out_tree, tracer_consts=()):
+        self.closed, self.out_tree = closed, out_tree
+        self.exes = {}
+        self.tracer_consts = tracer_consts
+
+
+def _leaf_sig(x):
+    t = type(x)
+    if t is np.ndarray:
+        return (x.shape, x.dtype, False)
+    a = get_aval(x)
+    return (a.shape, a.dtype, a.weak_type)
+
+
+def _norm_argnums(nums, what):
+    if nums is None:
+        return ()
+    if isinstance(nums, int):
+        nums = (nums,)
+    nums = tuple(nums)
+    if any(not isinstance(n, int) for n in nums):
+        raise TypeError(f"jit {what} must be an int or a tuple of ints, got {nums!r}")
+    return nums
+
+
+class Lowered:
+    """What `f.lower(*args)` returns: the traced jaxpr, the optimized jaxpr and the
+    generated code; `str()` shows all three and `compile()` builds the executable."""
+
+    def __init__(self, optimized, source, build, backend, name, plan=None, kernels=None,
+                 info=None):
+        self.jaxpr = None                   # the traced ClosedJaxpr (set by lower_jaxpr)
+        self.optimized = optimized          # after passes and fusion
+        self.source = source                # the generated Python (CPU) or driver (CUDA)
+        self.kernels = kernels or {}        # CUDA kernel name -> source
+        self.backend = backend
+        self.name = name
+        self.plan = plan
+        self.info = info or {}
+        self.timings = {}
+        self._build = build
+
+    def compile(self):
+        return self._build()
+
+    def as_text(self):
+        parts = [f"# {self.name} lowered for {self.backend}"]
+        if self.jaxpr is not None:
+            parts += ["## traced jaxpr", str(self.jaxpr)]
+        parts += ["## optimized jaxpr", str(self.optimized), "## generated code", self.source]
+        for k, src in self.kernels.items():
+            parts += [f"## CUDA kernel {k}", src]
+        return "\n".join(parts)
+
+    __str__ = as_text
+
+    def __repr__(self):
+        return f"<Lowered {self.name} for {self.backend}>"
+
+
+_fun_caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+class JitFunction:
+    """A function traced once per input signature and run as a compiled program."""
+
+    def __init__(self, fun, static_argnums=(), donate_argnums=()):
+        if not callable(fun):
+            raise TypeError(f"jit expects a callable, got {type(fun).__name__}")
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.static_argnums = _norm_argnums(static_argnums, "static_argnums")
+        self.donate_argnums = _norm_argnums(donate_argnums, "donate_argnums")
+        clash = set(self.static_argnums) & set(self.donate_argnums)
+        if clash:
+            raise ValueError(f"jit: arguments {sorted(clash)} cannot be both static and donated")
+        self._name = getattr(fun, "__name__", type(fun).__name__)
+        try:
+            self._params = list(inspect.signature(fun).parameters)
+        except (TypeError, ValueError):
+            self._params = []
+        shared = None
+        try:
+            shared = _fun_caches.setdefault(fun, {})
+        except TypeError:
+            pass
+        key = (self.static_argnums, self.donate_argnums)
+        if shared is not None:
+            self._state = shared.setdefault(key, _CacheState())
+        else:
+            self._state = _CacheState()
+        self._lock = threading.Lock()
+
+    # -- bookkeeping ------------------------------------------------------
+
+    @property
+    def retraces(self):
+        """The reason of every trace after the first, in order."""
+        return list(self._state.reasons[1:])
+
+    @property
+    def trace_reasons(self):
+        """The reason of every trace, the first one included."""
+        return list(self._state.reasons)
+
+    def cache_info(self):
+        s = self._state
+        return CacheInfo(s.hits, s.traces, max(0, s.traces - 1), len(s.entries),
+                         list(s.reasons))
+
+    def clear_cache(self):
+        self._state.entries.clear()
+
+    def __repr__(self):
+        return f"<jitted {self._name}>"
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    # -- calling ----------------------------------------------------------
+
+    def _split(self, args, kwargs):
+        """(dynamic leaves, treedef, static tuple) of a call."""
+        if self.static_argnums:
+            n = len(args)
+            static_idx = set()
+            for i in self.static_argnums:
+                if not -n <= i < n:
+                    raise ValueError(f"jit of {self._name}: static_argnums {self.static_argnums}"
+                                     f" out of range for {n} positional arguments")
+                static_idx.add(i % n)
+            static = tuple((i, args[i]) for i in sorted(static_idx))
+            for i, s in static:
+                try:
+                    hash(s)
+                except TypeError:
+                    raise TypeError(
+                        f"jit of {self._name}: static argument {self._argname(i)} of type "
+                        f"{type(s).__name__} is not hashable; static arguments must be "
+                        "hashable (use a tuple instead of a list)") from None
+            dyn = tuple(a for i, a in enumerate(args) if i not in static_idx)
+        else:
+            static, dyn = (), args
+        leaves, tree = tree_util.tree_flatten((dyn, kwargs) if kwargs else dyn)
+        return leaves, tree, static
+
+    def _argname(self, i):
+        return f"'{self._params[i]}'" if i < len(self._params) else str(i)
+
+    def _leaf_names(self, args, kwargs):
+        """Names of the dynamic leaves ("argument 'x'", "argument 'p' leaf 2")."""
+        static_idx = {i % len(args) for i in self.static_argnums} if args else set()
+        names = []
+        for i, a in enumerate(args):
+            if i in static_idx:
+                continue
+            n = len(tree_util.tree_leaves(a))
+            base = f"argument {self._argname(i)}"
+            names += [base] if n == 1 else [f"{base} leaf {k}" for k in range(n)]
+        for k in sorted(kwargs or {}):
+            n = len(tree_util.tree_leaves(kwargs[k]))
+            names += [f"keyword {k!r}"] if n == 1 else [f"keyword {k!r} leaf {j}"
+                                                        for j in range(n)]
+        return names
+
+    def __call__(self, *args, **kwargs):
+        leaves, tree, static = self._split(args, kwargs)
+        if _state().depth or any(isinstance(x, Tracer) for x in leaves):
+            return self._bind(args, kwargs, leaves, tree, static)
+        try:
+            sig = tuple(_leaf_sig(x) for x in leaves)
+        except TypeError as e:
+            raise TypeError(f"jit of {self._name}: {e} Mark non-array arguments static "
+                            "with static_argnums.") from None
+        key = (tree, sig, static)
+        st = self._state
+        entry = st.entries.get(key)
+        if entry is None:
+            entry = self._trace(args, kwargs, leaves, tree, static, key, sig)
+        else:
+            st.hits += 1
+            _count("cache_hits")
+        device = _device_of(leaves)
+        exe = entry.exes.get(device)
+        if exe is None:
+            donated = self._donated_leaves(args, kwargs)
+            exe = entry.exes[device] = compile_jaxpr(entry.closed, device, donated, self._name)
+        return tree_util.tree_unflatten(entry.out_tree, exe(*leaves))
+
+    def _donated_leaves(self, args, kwargs):
+        if not self.donate_argnums:
+            return ()
+        n = len(args)
+        donate = {i % n for i in self.donate_argnums if -n <= i < n}
+        static_idx = {i % n for i in self.static_argnums} if n else set()
+        flags = []
+        for i, a in enumerate(args):
+            if i in static_idx:
+                continue
+            flags += [i in donate] * len(tree_util.tree_leaves(a))
+        for k in sorted(kwargs or {}):
+            flags += [False] * len(tree_util.tree_leaves(kwargs[k]))
+        return tuple(flags)
+
+    def _make_flat(self, args, kwargs, tree, static):
+        """f on flat dynamic leaves, returning flat outputs; out_tree in the store."""
+        static_d = dict(static)
+        store = {}
+
+        def f_flat(*leaves):
+            dyn = tree_util.tree_unflatten(tree, leaves)
+            dyn_args, kw = dyn if kwargs else (dyn, {})
+            it = iter(dyn_args)
+            full = [static_d[i] if i in static_d else next(it) for i in range(len(args))]
+            out = self.fun(*full, **kw)
+            out_leaves, store["tree"] = tree_util.tree_flatten(out)
+            return out_leaves
+        return f_flat, store
+
+    def _trace_jaxpr(self, args, kwargs, leaves, tree, static):
+        from .tracing import trace_to_jaxpr
+        in_avals = [get_aval(x) for x in leaves]
+        f_flat, store = self._make_flat(args, kwargs, tree, static)
+        jaxpr, consts = trace_to_jaxpr(f_flat, in_avals)
+        return jaxpr, consts, store["tree"]
+
+    def _record_trace(self, key, args, kwargs, sig, note=None):
+        """Count a trace and explain it."""
+        st = self._state
+        if note is not None and st.reasons:
+            reason = f"retrace of {self._name}: {note}"
+        elif not st.entries and not st.reasons:
+            code = getattr(self.fun, "__code__", None)
+            seen = _codes_seen.get(code, 0) if code is not None else 0
+            if code is not None:
+                _codes_seen[code] = seen + 1
+            if seen:
+                reason = (f"new callable: {self._name} is a new function object with the same "
+                          f"code as {seen} traced before (a lambda or closure created anew on "
+                          "each call); create the jitted function once and reuse it")
+                _count("new_callables")
+                if seen + 1 == RETRACE_WARN_LIMIT:
+                    warnings.warn(f"jit: {reason}", RetraceWarning, stacklevel=4)
+            else:
+                names = self._leaf_names(args, kwargs) if args or kwargs else []
+                reason = f"first trace of {self._name}({_describe_sig(sig, names)})"
+        else:
+            old = st.last_key
+            names = self._leaf_names(args, kwargs)
+            static_names = {i: self._argname(i) for i in self.static_argnums}
+            if old is None:
+                reason = "retraced after the cache was cleared"
+            else:
+                reason = "; ".join(_diff_keys(old, key, names, static_names))
+            reason = f"retrace of {self._name}: {reason}"
+        st.reasons.append(reason)
+        st.traces += 1
+        _count("traces")
+        if st.traces > 1 or reason.startswith("new callable"):
+            with _stats_lock:
+                _STATS["retraces"] += 1
+                _STATS["reasons"].append(reason)
+                del _STATS["reasons"][:-1000]
+        if st.traces - 1 == RETRACE_WARN_LIMIT:
+            warnings.warn(
+                f"jit: {self._name} has been traced {st.traces} times; last reason: {reason}. "
+                "Each retrace re-optimizes and recompiles. Keep shapes and dtypes stable "
+                "(pad batches or drop the last partial one), pass Python scalars as arrays, "
+                "or mark configuration arguments static.", RetraceWarning, stacklevel=4)
+        st.last_key = key
+
+    def _trace(self, args, kwargs, leaves, tree, static, key, sig):
+        jaxpr, consts, out_tree = self._trace_jaxpr(args, kwargs, leaves, tree, static)
+        self._record_trace(key, args, kwargs, sig)
+        entry = _Entry(ClosedJaxpr(jaxpr, consts), out_tree)
+        self._state.entries[key] = entry
+        return entry
+
+    def _bind(self, args, kwargs, leaves, tree, static):
+        """Under a transformation: bind the jit primitive (closing over outer tracers
+        turns them into explicit arguments)."""
+        sig = tuple((get_aval(x).shape, get_aval(x).dtype, get_aval(x).weak_type)
+                    for x in leaves)
+        key = (tree, sig, static)
+        st = self._state
+        entry = st.entries.get(key)
+        if entry is None:
+            jaxpr, consts, out_tree = self._trace_jaxpr(args, kwargs, leaves, tree, static)
+            closes = any(isinstance(c, Tracer) for c in consts)
+            self._record_trace(key, args, kwargs, sig, note=(
+                "it closes over values traced by an enclosing transformation, so it is "
+                "traced anew on each call; pass them as arguments instead") if closes else None)
+            if closes:
+                # closure conversion: tracer constants become leading arguments
+                is_t = [isinstance(c, Tracer) for c in consts]
+                tvars = [v for v, t in zip(jaxpr.constvars, is_t) if t]
+                jaxpr = Jaxpr([v for v, t in zip(jaxpr.constvars, is_t) if not t],
+                              tvars + jaxpr.invars, jaxpr.eqns, jaxpr.outvars)
+                closed = ClosedJaxpr(jaxpr, [c for c, t in zip(consts, is_t) if not t])
+                entry = _Entry(closed, out_tree, [c for c, t in zip(consts, is_t) if t])
+            else:
+                entry = _Entry(ClosedJaxpr(jaxpr, consts), out_tree)
+                st.entries[key] = entry
+        else:
+            st.hits += 1
+            _count("cache_hits")
+        outs = jit_p.bind(*entry.tracer_consts, *leaves, jaxpr=entry.closed, name=self._name)
+        return tree_util.tree_unflatten(entry.out_tree, outs)
+
+    def lower(self, *args, backend=None, **kwargs):
+        """Trace (or reuse the trace) for these arguments and lower for a backend."""
+        leaves, tree, static = self._split(args, kwargs)
+        if any(isinstance(x, Tracer) for x in leaves):
+            raise FunctransError("lower() needs concrete (or ShapeDtypeStruct) arguments")
+        sig = tuple(_leaf_sig(x) for x in leaves)
+        key = (tree, sig, static)
+        entry = self._state.entries.get(key)
+        if entry is None:
+            entry = self._trace(args, kwargs, leaves, tree, static, key, sig)
+        return lower_jaxpr(entry.closed, backend or _device_of(leaves), self._donated_leaves(args, kwargs),
+                           self._name)
+
+
+class _CacheState:
+    __slots__ = ("entries", "hits", "traces", "reasons", "last_key")
+
+    def __init__(self):
+        self.entries: dict = {}
+        self.hits = 0
+        self.traces = 0
+        self.reasons: list = []
+        self.last_key = None
+
+
+def jit(fun=None, static_argnums=(), donate_argnums=()):
+    """Trace `fun` once per input signature, optimize the jaxpr, lower it to generated
+    NumPy code (CPU) or fused CUDA kernels (GPU) and cache the result.
+
+    static_argnums: positions of hashable, non-array arguments that are baked into the
+    trace (a new value retraces). donate_argnums: positions whose buffers the program
+    may overwrite (the caller must not use those arrays afterwards)."""
+    if fun is None:
+        return lambda f: JitFunction(f, static_argnums, donate_argnums)
+    return JitFunction(fun, static_argnums, donate_argnums)

@@ -1,0 +1,94 @@
+"""Adam and AdamW (torch.optim.Adam / AdamW), with PyTorch's update formulas."""
+from __future__ import annotations
+
+import math
+
+from ..facade import grad_mode
+from .optimizer import Optimizer, _check_lr
+
+
+def _check_adam_args(lr, betas, eps, weight_decay):
+    _check_lr(lr)
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
+class Adam(Optimizer):
+    """PyTorch's Adam. With t the step count, g the gradient (+ weight_decay * p, an L2 term):
+    m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; (amsgrad: vmax = max(vmax, v), used for v);
+    p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)."""
+
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None):
+        _check_adam_args(lr, betas, eps, weight_decay)
+        if differentiable:
+            raise NotImplementedError(f"functrans {type(self).__name__} does not support "
+                                      "differentiable=True")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable, fused=fused))
+
+    def step(self, closure=None):
+        """One update of every parameter that has a gradient; returns closure() if given."""
+        import functrans as ft
+        loss = self._eval_closure(closure)
+        with grad_mode.no_grad():
+            for group in self.param_groups:
+                lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+                wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
+                for p in group["params"]:
+                    g = p.grad
+                    if g is None:
+                        continue
+                    if maximize:
+                        g = -g
+                    state = self.state.setdefault(p, {})
+                    if not state:
+                        state["step"] = ft.tensor(0.0)
+                        state["exp_avg"] = ft.zeros_like(p)
+                        state["exp_avg_sq"] = ft.zeros_like(p)
+                        if amsgrad:
+                            state["max_exp_avg_sq"] = ft.zeros_like(p)
+                    if self._decoupled:
+                        if wd != 0:
+                            p.mul_(1 - lr * wd)
+                    elif wd != 0:
+                        g = g.add(p, alpha=wd)
+                    state["step"] += 1
+                    t = state["step"].item()
+                    m, v = state["exp_avg"], state["exp_avg_sq"]
+                    m.mul_(beta1).add_(g, alpha=1 - beta1)
+                    v.mul_(beta2).add_(g * g, alpha=1 - beta2)
+                    step_size = lr / (1 - beta1 ** t)
+                    bc2_sqrt = math.sqrt(1 - beta2 ** t)
+                    if amsgrad:
+                        vmax = state["max_exp_avg_sq"]
+                        vmax.copy_(ft.maximum(vmax, v))
+                        v = vmax
+                    denom = (v.sqrt() / bc2_sqrt).add_(eps)
+                    p.add_(m / denom, alpha=-step_size)
+        return loss
+
+
+class AdamW(Adam):
+    """PyTorch's AdamW: Adam with decoupled weight decay, p *= 1 - lr * weight_decay before
+    the Adam update (default weight_decay=1e-2)."""
+
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable,
+                         differentiable=differentiable, fused=fused)

@@ -1,0 +1,341 @@
+"""Each optimization pass on its own: what it removes, what it keeps, and that the
+program still computes the same values (and still type-checks)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import functrans as ft
+import functrans.numpy as fnp
+from functrans import core, passes
+from functrans.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Var
+from primitives import REGISTRY
+
+from conftest import assert_close
+
+F32 = np.float32
+
+
+def prims(closed):
+    return [e.primitive.name for e in closed.jaxpr.eqns]
+
+
+def run(closed, *args):
+    return core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
+
+
+def same_values(a, b, *args):
+    core.check_jaxpr(a.jaxpr)
+    core.check_jaxpr(b.jaxpr)
+    for x, y in zip(run(a, *args), run(b, *args), strict=True):
+        assert_close(x, y)
+
+
+def x3(seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, 3).astype(F32)
+
+
+# ---------------------------------------------------------------------------
+# dead-code elimination
+
+
+def test_dce_drops_unused_equations_and_constants():
+    c = np.arange(3, dtype=F32)
+
+    def f(x):
+        _ = fnp.sin(x) * c          # dead, and so is the constant it reads
+        return fnp.cos(x)
+    closed = ft.make_jaxpr(f)(x3())
+    raw = ClosedJaxpr(Jaxpr([Var(ShapedArray((3,), F32))] + closed.jaxpr.constvars,
+                            closed.jaxpr.invars,
+                            [JaxprEqn(REGISTRY["sin"], closed.jaxpr.invars, {},
+                                      [Var(ShapedArray((3,), F32))])] + closed.jaxpr.eqns,
+                            closed.jaxpr.outvars), [c] + closed.consts)
+    out = passes.dce(raw)
+    assert prims(out) == ["cos"]
+    assert out.consts == []
+    same_values(raw, out, x3())
+
+
+def test_dce_jaxpr_keeps_its_signature_and_used_outputs():
+    closed = ft.make_jaxpr(lambda x: (fnp.sin(x), fnp.cos(x)))(x3())
+    j = passes.dce_jaxpr(closed.jaxpr, used_outputs=[False, True])
+    assert [e.primitive.name for e in j.eqns] == ["cos"] and len(j.outvars) == 1
+
+
+# ---------------------------------------------------------------------------
+# common-subexpression elimination
+
+
+def test_cse_merges_identical_equations():
+    closed = ft.make_jaxpr(lambda x: fnp.sin(x) * 2.0 + fnp.sin(x) * 2.0)(x3())
+    assert prims(closed).count("sin") == 2
+    out = passes.dce(passes.cse(closed))
+    assert prims(out).count("sin") == 1 and prims(out).count("mul") == 1
+    same_values(closed, out, x3())
+
+
+def test_cse_respects_params_and_literals():
+    def f(x):
+        return (fnp.sum(x, axis=0), fnp.sum(x, axis=1), x * 2.0, x * 3.0)
+    x = np.ones((2, 3), F32)
+    closed = ft.make_jaxpr(f)(x)
+    out = passes.cse(closed)
+    assert prims(out) == prims(closed)          # nothing is equal here
+    same_values(closed, out, x)
+
+
+# ---------------------------------------------------------------------------
+# constant folding
+
+
+def test_fold_constants_evaluates_known_equations():
+    c = np.arange(3, dtype=F32)
+    closed = ft.make_jaxpr(lambda x: x + fnp.sin(c) * 2.0)(x3())
+    assert "sin" in prims(closed)
+    out = passes.dce(passes.fold_constants(closed))
+    assert prims(out) == ["add"]
+    assert_close(out.consts[0], np.sin(c) * 2)
+    same_values(closed, out, x3())
+
+
+def test_fold_constants_does_not_expand_broadcasts():
+    x = np.ones((1000,), F32)
+    closed = ft.make_jaxpr(lambda x: x + fnp.broadcast_to(2.0, (1000,)))(x)
+    out = passes.fold_constants(closed)
+    assert "broadcast_in_dim" in prims(out) and out.consts == []
+
+
+def test_fold_constants_makes_rank0_results_literals():
+    c = np.asarray([2.0], F32)
+    closed = ft.make_jaxpr(lambda x: x * fnp.sum(c))(x3())
+    out = passes.dce(passes.fold_constants(closed))
+    assert prims(out) == ["mul"]
+    assert any(type(a) is Literal for a in out.jaxpr.eqns[0].invars)
+    same_values(closed, out, x3())
+
+
+# ---------------------------------------------------------------------------
+# simplification of AD leftovers
+
+
+def test_simplify_removes_mul_by_one_and_scalar_broadcasts():
+    f = lambda x: fnp.sum(fnp.sin(x))           # noqa: E731
+    closed = ft.make_jaxpr(ft.grad(f))(x3())     # cos x * broadcast(1.0)
+    assert "broadcast_in_dim" in prims(closed)
+    out = passes.optimize(closed)
+    assert prims(out) == ["cos"]
+    same_values(closed, out, x3())
+
+
+@pytest.mark.parametrize("expr, left", [
+    (lambda x: x * 1.0, []), (lambda x: 1.0 * x, []), (lambda x: x + 0.0, []),
+    (lambda x: x - 0.0, []), (lambda x: x / 1.0, []), (lambda x: -(-x), []),
+    (lambda x: x * 2.0, ["mul"]), (lambda x: x - 1.0, ["sub"]),
+])
+def test_simplify_identities(expr, left):
+    closed = ft.make_jaxpr(expr)(x3())
+    out = passes.dce(passes.simplify(closed))
+    assert prims(out) == left
+    same_values(closed, out, x3())
+
+
+def test_simplify_transpose_of_transpose_and_identity_reshape():
+    x = np.arange(24, dtype=F32).reshape(2, 3, 4)
+    closed = ft.make_jaxpr(lambda x: fnp.transpose(fnp.transpose(x, (1, 2, 0)), (2, 0, 1)))(x)
+    assert prims(passes.dce(passes.simplify(closed))) == []
+    closed2 = ft.make_jaxpr(lambda x: fnp.transpose(fnp.transpose(x, (1, 2, 0)), (1, 0, 2)))(x)
+    out2 = passes.dce(passes.simplify(closed2))
+    assert prims(out2) == ["transpose"]
+    same_values(closed2, out2, x)
+    closed3 = ft.make_jaxpr(lambda x: fnp.reshape(fnp.reshape(x, (6, 4)), (4, 6)))(x)
+    out3 = passes.dce(passes.simplify(closed3))
+    assert prims(out3) == ["reshape"]
+    same_values(closed3, out3, x)
+
+
+def test_simplify_drops_same_dtype_conversions_and_stop_gradient():
+    closed = ft.make_jaxpr(lambda x: ft.stop_gradient(x.astype(np.float32)) * 2.0)(x3())
+    out = passes.dce(passes.simplify(closed))
+    assert prims(out) == ["mul"]
+    same_values(closed, out, x3())
+
+
+def test_simplify_transpose_of_matmul_swaps_operands():
+    a = np.arange(6, dtype=F32).reshape(2, 3)
+    b = np.arange(12, dtype=F32).reshape(3, 4)
+    closed = ft.make_jaxpr(lambda a, b: fnp.transpose(a @ b))(a, b)
+    out = passes.dce(passes.simplify(closed))
+    assert prims(out) == ["dot_general"]
+    same_values(closed, out, a, b)
+
+
+def test_simplify_keeps_mul_by_one_that_broadcasts():
+    # 1.0 * x with x rank 0 broadcast against a vector: the mul is a broadcast, keep it
+    closed = ft.make_jaxpr(lambda x, v: (x * 1.0) + v)(np.float32(2.0), x3())
+    out = passes.optimize(closed)
+    same_values(closed, out, np.float32(2.0), x3())
+
+
+# ---------------------------------------------------------------------------
+# inlining (jit of jit)
+
+
+def test_inline_calls_flattens_nested_jit():
+    inner = ft.jit(lambda x: fnp.sin(x) + 1.0)
+    closed = ft.make_jaxpr(lambda x: inner(x) * inner(x + 1.0))(x3())
+    assert prims(closed).count("jit") == 2
+    out = passes.inline_calls(closed)
+    assert "jit" not in prims(out) and prims(out).count("sin") == 2
+    same_values(closed, out, x3())
+
+
+# ---------------------------------------------------------------------------
+# fusion grouping
+
+
+def chain(x, y):
+    a = fnp.sin(x) * y
+    b = fnp.exp(a) + 1.0
+    return b * fnp.cos(y)
+
+
+def test_fuse_groups_a_chain_into_one_equation():
+    closed = ft.make_jaxpr(chain)(x3(0), x3(1))
+    out = passes.fuse(closed)
+    assert prims(out) == ["fused"]
+    eqn = out.jaxpr.eqns[0]
+    assert eqn.params["name"] == "fused_sin_mul_exp_add_cos"
+    same_values(closed, out, x3(0), x3(1))
+    assert prims(passes.unfuse(out)) == prims(closed)
+
+
+def test_fuse_stops_at_reductions_and_keeps_order():
+    def f(x):
+        y = fnp.sin(x) * 2.0
+        s = fnp.sum(y)                    # a reduction reads the group: it closes
+        return fnp.cos(y) + s
+    closed = ft.make_jaxpr(f)(x3())
+    out = passes.fuse(closed)
+    assert prims(out)[0] == "fused" and "reduce_sum" in prims(out)
+    same_values(closed, out, x3())
+
+
+def test_fuse_includes_broadcasts_and_materializes_shared_values():
+    def f(x, b):
+        h = x * 2.0 + b                   # b: f32[4] broadcast to f32[3, 4]
+        return fnp.tanh(h), fnp.sum(h, axis=0)
+    x = np.ones((3, 4), F32)
+    b = np.arange(4, dtype=F32)
+    closed = ft.make_jaxpr(f)(x, b)
+    out = passes.fuse(closed)
+    fused = [e for e in out.jaxpr.eqns if e.primitive is passes.fused_p]
+    # the reduction sinks below tanh, so one group computes both; h, read by the
+    # reduction, is one of its outputs (materialized), the rest stays inside
+    assert len(fused) == 1 and len(fused[0].outvars) == 2
+    inner = fused[0].params["jaxpr"]
+    assert "broadcast_in_dim" in [e.primitive.name for e in inner.eqns]
+    same_values(closed, out, x, b)
+
+
+def test_fuse_sinks_reductions_so_the_backward_joins_the_forward():
+    g = ft.value_and_grad(lambda x: fnp.sum(fnp.tanh(fnp.sin(x) * 3.0)))
+    closed = passes.optimize(ft.make_jaxpr(g)(x3()))
+    out = passes.fuse(closed)
+    assert prims(out).count("fused") == 1
+    same_values(closed, out, x3())
+
+
+def test_fuse_never_merges_different_shapes_or_creates_cycles():
+    def f(x, m):
+        a = fnp.sin(x)                                   # f32[3]
+        s = fnp.sum(a)                                   # closes the group of a
+        c = fnp.cos(a) * s                               # a new group after the reduction
+        d = fnp.exp(m) + 1.0                             # f32[2, 2]: a group of its own
+        return c, d
+    closed = ft.make_jaxpr(f)(x3(), np.ones((2, 2), F32))
+    out = passes.fuse(closed, min_eqns=1)
+    core.check_jaxpr(out.jaxpr)
+    for e in out.jaxpr.eqns:
+        if e.primitive is passes.fused_p:
+            shapes = {v.aval.shape for m in e.params["jaxpr"].eqns for v in m.outvars}
+            assert len(shapes) == 1
+    same_values(closed, out, x3(), np.ones((2, 2), F32))
+
+
+# ---------------------------------------------------------------------------
+# buffer reuse
+
+
+def _kind(e):
+    return "out" if e.primitive.elementwise else "fresh"
+
+
+def test_plan_buffers_reuses_dead_buffers():
+    def f(x):
+        for _ in range(10):
+            x = fnp.sin(x) * 2.0
+        return x
+    closed = ft.make_jaxpr(f)(x3())
+    plan = passes.plan_buffers(closed.jaxpr, _kind)
+    assert len(plan.slots) <= 2            # 20 values, two buffers alternate
+    inplace = passes.plan_buffers(closed.jaxpr, _kind, inplace=lambda e, i, o: True)
+    assert len(inplace.slots) == 1 and len(inplace.inplace) == 19
+
+
+def test_plan_buffers_never_reuses_a_live_value_or_an_output():
+    def f(x):
+        a = fnp.sin(x)
+        b = fnp.cos(x)
+        c = a * b
+        return c, a
+    closed = ft.make_jaxpr(f)(x3())
+    j = closed.jaxpr
+    plan = passes.plan_buffers(j, _kind, inplace=lambda e, i, o: True)
+    a, c = j.outvars[1], j.outvars[0]
+    assert plan.slot_of[a] != plan.slot_of[c]          # a is live until the end
+    assert plan.escapes[plan.slot_of[a]] and plan.escapes[plan.slot_of[c]]
+
+
+def test_plan_buffers_donation_and_copied_outputs():
+    closed = ft.make_jaxpr(lambda x, y: (x * 2.0, y))(x3(), x3(1))
+    j = closed.jaxpr
+    plan = passes.plan_buffers(j, _kind, inplace=lambda e, i, o: True, donated=(True, False))
+    s = plan.slot_of[j.outvars[0]]
+    assert plan.donor[s] == 0                           # written into x's own buffer
+    assert plan.copy_out == [False, True]               # y is an input: copied
+
+
+def test_plan_buffers_views_keep_their_base_alive():
+    def f(x):
+        a = fnp.sin(x)                     # buffer A
+        r = fnp.reshape(a, (3, 1))         # a view of A
+        b = fnp.cos(x)                     # must not take A: r still reads it
+        return fnp.reshape(r, (3,)) + b
+    closed = ft.make_jaxpr(f)(x3())
+    j = closed.jaxpr
+    plan = passes.plan_buffers(j, lambda e: "view" if e.primitive.name == "reshape"
+                               else _kind(e), inplace=lambda e, i, o: True)
+    a = j.eqns[0].outvars[0]
+    b = next(e.outvars[0] for e in j.eqns if e.primitive.name == "cos")
+    assert plan.slot_of[a] != plan.slot_of[b]
+
+
+def test_optimize_preserves_values_on_a_training_step():
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(4, 3)).astype(F32)
+    b = np.zeros(3, F32)
+    x = rng.normal(size=(5, 4)).astype(F32)
+
+    def loss(W, b, x):
+        h = fnp.tanh(x @ W + b)
+        return fnp.mean(h * h)
+
+    def step(W, b, x):
+        l, (gW, gb) = ft.value_and_grad(loss, argnums=(0, 1))(W, b, x)
+        return l, W - 0.1 * gW, b - 0.1 * gb
+    closed = ft.make_jaxpr(step)(W, b, x)
+    out = passes.optimize(closed)
+    assert len(out.jaxpr.eqns) < len(closed.jaxpr.eqns)
+    same_values(closed, out, W, b, x)
+    same_values(closed, passes.fuse(out), W, b, x)

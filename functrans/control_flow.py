@@ -82,7 +82,7 @@ def _avals_str(avals):
 # ---------------------------------------------------------------------------
 # cond and switch
 
-def _branch_index(index, n):
+def _branch_index(index):
     aval = get_aval(index)
     if aval.shape != ():
         raise TypeError(f"switch index must be a scalar, got {aval.str_short()}")
@@ -147,7 +147,7 @@ def cond(pred, true_fun, false_fun, *operands):
     pred = canonicalize(pred)
     if aval.dtype != np.bool_:
         pred = ew.ne(pred, np.zeros((), aval.dtype))
-    index = _branch_index(pred, 2)
+    index = _branch_index(pred)
     return _switch(index, (false_fun, true_fun), operands, ("false_fun", "true_fun"))
 
 
@@ -158,7 +158,7 @@ def switch(index, branches, *operands):
         raise ValueError("switch needs at least one branch")
     if len(branches) == 1:
         return branches[0](*operands)
-    return _switch(_branch_index(index, len(branches)), branches, operands,
+    return _switch(_branch_index(index), branches, operands,
                    tuple(f"branches[{i}]" for i in range(len(branches))))
 
 
@@ -297,6 +297,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     def body_fn(carry):
         i, u, val = carry
         return i + np.asarray(1, dtype), u, body_fun(i, val)
-    as_dtype = lambda b: ew.convert_element_type(canonicalize(b), new_dtype=dtype,  # noqa: E731
-                                                 weak_type=False)
+    def as_dtype(b):
+        b = canonicalize(b)
+        return b if get_aval(b).dtype == dtype else ew.convert_element_type(
+            b, new_dtype=dtype, weak_type=False)
     return while_loop(cond_fn, body_fn, (as_dtype(lower), as_dtype(upper), init_val))[2]

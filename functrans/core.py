@@ -156,14 +156,15 @@ def canonicalize(x):
 # array modules (NumPy on "cpu", CuPy on "cuda")
 
 def array_module(*vals):
-    """`numpy` unless one of the values is a CuPy array."""
+    """`numpy` unless one of the values is a CuPy array (then cupy, wrapped so that NumPy
+    operands such as literals are accepted: see functrans.devices.cupy_array_module)."""
     for v in vals:
         t = type(v)
         if t is np.ndarray:
             continue
         if t.__module__.startswith("cupy"):
-            import cupy
-            return cupy
+            from .devices import cupy_array_module
+            return cupy_array_module()
     return np
 
 

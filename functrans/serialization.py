@@ -82,7 +82,8 @@ def save(obj, f):
 
 
 def _decode(node, arrays, map_location):
-    import functrans as ft
+    from .facade import creation as C
+    from .nn.modules.module import Parameter
     if node is None or isinstance(node, (bool, str)):
         return node
     if not isinstance(node, (dict, list)):
@@ -95,11 +96,11 @@ def _decode(node, arrays, map_location):
         return float(node["float"])
     if "tensor" in node:
         arr = arrays[f"a{int(node['tensor'])}"]
-        t = ft.from_numpy(np.array(arr))
+        t = C.from_numpy(np.array(arr))
         if map_location is not None:
             t = t.to(map_location)
         if node.get("parameter"):
-            return ft.nn.Parameter(t, requires_grad=bool(node.get("requires_grad", True)))
+            return Parameter(t, requires_grad=bool(node.get("requires_grad", True)))
         if node.get("requires_grad"):
             t.requires_grad_(True)
         return t
@@ -124,11 +125,11 @@ def load(f, map_location=None, weights_only=True):
     Never unpickles: object arrays in the file raise instead of running code.
     `weights_only` is accepted for torch compatibility; loading is always weights-only.
     """
-    import functrans as ft
+    from .facade import creation as C
     with np.load(f, allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
     if _SPEC_KEY not in arrays:
-        return {k: ft.from_numpy(np.array(v)) for k, v in arrays.items()}
+        return {k: C.from_numpy(np.array(v)) for k, v in arrays.items()}
     spec = json.loads(str(arrays.pop(_SPEC_KEY)))
     if spec.get("format") != _FORMAT:
         raise ValueError(f"ft.load: unknown file format {spec.get('format')!r}")

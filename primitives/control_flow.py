@@ -350,7 +350,7 @@ def _while_partial_eval(trace, tracers, cond_jaxpr, body_jaxpr, cond_nconsts, bo
     params = dict(cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr, cond_nconsts=cond_nconsts,
                   body_nconsts=body_nconsts, max_iters=max_iters)
     if max_iters is not None:
-        return bounded_while_as_scan(*tracers, **params)
+        return _bounded_while_as_scan(*tracers, **params)
     cc, bc, carry = _split(tracers, cond_nconsts, body_nconsts)
     cc_uk, bc_uk = [not t.pval.is_known for t in cc], [not t.pval.is_known for t in bc]
     carry_uk = _fixpoint([not t.pval.is_known for t in carry],
@@ -376,7 +376,7 @@ def _while_transpose(cts, *args, max_iters, **params):
     raise FunctransError(_WHILE_REVERSE_ERROR)
 
 
-def bounded_while_as_scan(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts,
+def _bounded_while_as_scan(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts,
                           max_iters):
     """A while loop of at most max_iters iterations as a scan of max_iters steps whose body
     applies body_fun under a cond on the predicate (a no-op once the predicate is false)."""

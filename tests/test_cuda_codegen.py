@@ -270,3 +270,41 @@ def test_cuda_request_names_what_is_missing():
         low.compile()
     with pytest.raises(ValueError, match="unknown device"):
         ft.device_put(np.ones(3), "tpu")
+
+
+def test_cupy_array_module_converts_numpy_operands():
+    """What implementations receive as xp on "cuda": NumPy literals become scalars and
+    NumPy arrays are copied to the device (checked with a stand-in for CuPy)."""
+    from functrans.devices import _CupyModule
+
+    class FakeDeviceArray:
+        def __init__(self, a):
+            self.a = np.asarray(a)
+
+    class FakeCupy:
+        float32 = np.float32
+
+        @staticmethod
+        def asarray(x, dtype=None):
+            assert type(x) is not FakeDeviceArray
+            return FakeDeviceArray(np.asarray(x, dtype))
+
+        @staticmethod
+        def add(x, y):
+            for v in (x, y):
+                if type(v) is np.ndarray:
+                    raise TypeError("Unsupported type <class 'numpy.ndarray'>")
+            return FakeDeviceArray(np.add(getattr(x, "a", x), getattr(y, "a", y)))
+
+        @staticmethod
+        def concatenate(xs, axis=0):
+            assert all(type(v) is FakeDeviceArray for v in xs)
+            return FakeDeviceArray(np.concatenate([v.a for v in xs], axis))
+
+    xp = _CupyModule(FakeCupy())
+    dev = FakeDeviceArray(np.ones(3, np.float32))
+    out = xp.add(dev, np.asarray(2.0, np.float32))         # a jaxpr literal
+    assert_close(out.a, np.full(3, 3.0, np.float32))
+    out = xp.concatenate((dev, np.zeros(2, np.float32)))   # a captured constant
+    assert out.a.shape == (5,)
+    assert xp.float32 is np.float32 and xp is not np

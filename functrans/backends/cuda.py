@@ -416,9 +416,9 @@ class _Program:
         return self
 
     def build(self):
-        from ..devices import cupy_module
+        from ..devices import cupy_array_module, cupy_module
         cp = cupy_module()
-        _CUPY.set(cp)
+        _CUPY.set(cupy_array_module())
         g = dict(self.globals)
         g.update(_to_device=functools.partial(_to_device, cp), _cp_empty=cp.empty,
                  _cp_array=cp.array, _cp_copy=cp.copy, _launch=_launch)
@@ -432,7 +432,8 @@ class _Program:
 
 
 class _LazyCupy:
-    """Stands for the cupy module in impl partials until the program is built."""
+    """Stands for the cupy array module in impl partials until the program is built
+    (source generation must not import CuPy)."""
 
     def __init__(self):
         self.mod = None
@@ -442,8 +443,8 @@ class _LazyCupy:
 
     def __getattr__(self, name):
         if self.mod is None:
-            from ..devices import cupy_module
-            self.mod = cupy_module()
+            from ..devices import cupy_array_module
+            self.mod = cupy_array_module()
         return getattr(self.mod, name)
 
 

@@ -234,9 +234,12 @@ class MemoTrace(Trace):
             return tracers[0]
         st = self.main.global_data
         keys = tuple(t.key for t in tracers)
-        hit = st.table.get((prim, keys)) if None not in keys else None
-        if hit is not None and hit[0] != params:
-            hit = None
+        hit = None
+        if None not in keys:     # several steps may read the same inputs (x[0:2], x[1:3])
+            for cand in st.table.get((prim, keys), ()):
+                if cand[0] == params:
+                    hit = cand
+                    break
         if hit is not None:
             out_keys = hit[1]
             if all(k in st.available for k in out_keys):
@@ -308,11 +311,12 @@ def trace_program(spec: Spec):
         sk = rn.slot_keys
         for step in rn.info.steps:
             in_keys = tuple(sk[r] if type(r) is int else ("lit", id(r)) for r in step.refs)
-            table[(step.prim, in_keys)] = (step.params, tuple(sk[o] for o in step.outs))
+            table.setdefault((step.prim, in_keys), []).append(
+                (step.params, tuple(sk[o] for o in step.outs)))
         if rn.info.kind == "function":
             in_keys = tuple(sk[i] for i in range(rn.info.n_in))
-            table[(fn_call_p, in_keys)] = (rn.info.extra["params"](rn.fslot),
-                                           tuple(sk[o] for o in rn.info.out_slots))
+            table.setdefault((fn_call_p, in_keys), []).append(
+                (rn.info.extra["params"](rn.fslot), tuple(sk[o] for o in rn.info.out_slots)))
     builder = JaxprBuilder()
     build = _BuildState()
     _BUILD.stack.append(build)
@@ -531,8 +535,7 @@ def value_key(t, pos):
     if fn is not None:
         p = pos.get(id(fn))
         return None if p is None else (p, fn.info.out_slots[t._out_nr])
-    ref = t._accum
-    acc = ref() if ref is not None else None
+    acc = t._accum
     if acc is None:
         return None
     p = pos.get(id(acc))
@@ -768,7 +771,7 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     nodes = walk(root_fns)
     pos = {id(n): i for i, n in enumerate(nodes)}
     if targets is None:
-        targets = [n.variable for n in nodes if n.info is None]
+        targets = [v for v in (n.variable for n in nodes if n.info is None) if v is not None]
     root_keys = [value_key(t, pos) for t in roots]
     tkeys = [value_key(t, pos) for t in targets]
     uniq = list(dict.fromkeys(k for k in tkeys if k is not None))
@@ -866,9 +869,9 @@ def free_graph(nodes):
         if n.vals is not None:
             n.vals = None
             n.vers = ()
-            n.freed = True
-        if n.ctx is not None:
-            n.ctx._free()
+        x = n.x
+        if x is not None and x.ctx is not None:
+            x.ctx._free()
 
 
 def call_node(node, grads):

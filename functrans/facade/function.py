@@ -209,8 +209,8 @@ def _record(cls, ctx, args, tensor_pos, outs):
                     materialize=materialize)
     info.extra = {"params": params, "arg_pos": tuple(tensor_pos), "n_args": len(args),
                   "out_idx": tuple(out_idx)}
-    info.id = _sig_id(cls, in_avals, out_avals, in_mask, out_mask, materialize, tensor_pos,
-                      len(args))
+    info.id = _sig_id(cls, in_avals, out_avals, in_mask, out_mask, materialize,
+                      tuple(tensor_pos), len(args))
     edges = tuple(edge_of(a) for a in inputs)
     node = Node(info, edges, [], (), user_frame())
     node.ctx = ctx

@@ -36,7 +36,7 @@ class OpInfo:
     held: the slots the backward program reads (found by tracing it once, then DCE).
     """
     __slots__ = ("id", "name", "steps", "n_in", "out_slots", "slot_avals", "mask", "held",
-                 "held_set", "out_float", "kind", "fn_cls", "bwd", "extra", "view")
+                 "held_set", "out_float", "kind", "fn_cls", "bwd", "extra", "view", "plan")
     _ids = itertools.count()
 
     def __init__(self, name, steps, n_in, out_slots, slot_avals, mask, kind="prim"):
@@ -55,28 +55,54 @@ class OpInfo:
         self.bwd = None          # per-node backward program (anomaly mode, debugging)
         self.extra = None
         self.view = False
+        self.plan = None
 
     def __repr__(self):
         return f"OpInfo({self.name}, held={self.held})"
 
 
+class _Extra:
+    """Rarely used node fields, kept off the hot path."""
+    __slots__ = ("hooks", "retains", "ctx", "stack")
+
+    def __init__(self):
+        self.hooks = self.retains = self.ctx = self.stack = None
+
+
+def _extra_field(name):
+    def get(self):
+        x = self.x
+        return None if x is None else getattr(x, name)
+
+    def put(self, value):
+        x = self.x
+        if x is None:
+            x = self.x = _Extra()
+        setattr(x, name, value)
+    return property(get, put)
+
+
 class Node:
     """A recorded op: what `grad_fn` returns (named like PyTorch: MulBackward0, ...)."""
-    __slots__ = ("info", "edges", "vals", "vers", "seq", "src", "hooks", "retains", "ctx",
-                 "stack", "freed", "__weakref__")
+    __slots__ = ("info", "edges", "vals", "vers", "seq", "src", "x", "__weakref__")
 
     def __init__(self, info, edges, vals, vers, src):
         self.info = info
         self.edges = edges       # per input: (producer node, output index) or None
-        self.vals = vals         # per slot: the held value, or None
+        self.vals = vals         # per slot: the held value, or None; None once freed
         self.vers = vers         # ((slot, version counter, version), ...) of held tensors
         self.seq = next(_seq)
         self.src = src           # (code, lineno) of the user line that created the node
-        self.hooks = None        # {output index: OrderedDict(handle id -> hook)}
-        self.retains = None      # {output index: weakref to the tensor that retains grad}
-        self.ctx = None          # autograd.Function context
-        self.stack = None        # forward traceback, recorded in anomaly mode
-        self.freed = False
+        self.x = None
+
+    hooks = _extra_field("hooks")        # {output index: HookDict}
+    retains = _extra_field("retains")    # {output index: weakref to the retaining tensor}
+    ctx = _extra_field("ctx")            # autograd.Function context
+    stack = _extra_field("stack")        # forward traceback (anomaly mode)
+
+    @property
+    def freed(self):
+        return self.vals is None
 
     def name(self):
         return self.info.name
@@ -103,14 +129,23 @@ class Node:
 
 
 class AccumulateGrad:
-    """The graph node of a leaf that requires grad: gradients accumulate into .grad."""
-    __slots__ = ("variable", "seq", "__weakref__")
+    """The graph node of a leaf that requires grad: gradients accumulate into .grad.
+
+    The leaf holds its AccumulateGrad; the AccumulateGrad refers to the leaf weakly (no
+    reference cycle, so temporary leaves are freed at once)."""
+    __slots__ = ("_var", "seq", "edge", "__weakref__")
     edges = ()
     info = None
+    vals = None
 
     def __init__(self, variable):
-        self.variable = variable
+        self._var = weakref.ref(variable)
         self.seq = next(_seq)
+        self.edge = (self, 0)
+
+    @property
+    def variable(self):
+        return self._var()
 
     def name(self):
         return "torch::autograd::AccumulateGrad"
@@ -130,20 +165,28 @@ def edge_of(t):
     fn = t._grad_fn
     if fn is not None:
         return (fn, t._out_nr)
-    ref = t._accum
-    acc = ref() if ref is not None else None
+    acc = t._accum
     if acc is None:
-        acc = AccumulateGrad(t)
-        t._accum = weakref.ref(acc)
-    return (acc, 0)
+        acc = t._accum = AccumulateGrad(t)
+    return acc.edge
+
+
+_INTERNAL_CODES: dict = {}
 
 
 def user_frame():
     """(code, lineno) of the innermost frame outside functrans: where the user called the op."""
     f = sys._getframe(2)
-    while f is not None and f.f_code.co_filename.startswith(_FACADE_DIR):
+    internal = _INTERNAL_CODES
+    while f is not None:
+        code = f.f_code
+        inside = internal.get(code)
+        if inside is None:
+            inside = internal[code] = code.co_filename.startswith(_FACADE_DIR)
+        if not inside:
+            return (code, f.f_lineno)
         f = f.f_back
-    return (f.f_code, f.f_lineno) if f is not None else None
+    return None
 
 
 def source_line(src):

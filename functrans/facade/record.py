@@ -21,11 +21,12 @@ from ..tracing import trace_to_jaxpr
 from primitives import elementwise as ew
 from primitives import shape as sh
 from . import grad_mode
-from .node import Node, OpInfo, Step, edge_of, user_frame
+from .node import Node, OpInfo, Step, _seq, edge_of, user_frame
 
 GS = grad_mode.STATE
 INFERENCE = 1
 _new = object.__new__
+Tensor = None          # set by tensor.py once the class exists
 
 
 class VersionCounter:
@@ -131,47 +132,73 @@ def make_node(info, inputs, vals, outs):
     inputs: the op's inputs (Tensor, or a constant value) aligned with its input slots;
     vals: every slot value that was computed (None where not computed);
     outs: output tensors aligned with info.out_slots (None for outputs not returned)."""
-    held = info.held
-    vers = ()
-    src = None
-    n_in = info.n_in
-    if held:
+    plan = info.plan
+    if plan is None:
+        plan = _hold_plan(info)
+    if plan:
         kept = [None] * len(info.slot_avals)
         vers = []
-        for s in held:
+        for s, j in plan:
             v = vals[s]
             if v is None:
                 v = _compute_slot(info, vals, s)
             kept[s] = v
-            if s < n_in:
-                t = inputs[s]
-                if type(t) is not np.ndarray and hasattr(t, "_vc"):
-                    if t._flags & INFERENCE:
-                        raise RuntimeError(INFERENCE_SAVE_MSG)
-                    vc = t._vc or vc_of(t)
-                    vers.append((s, vc, vc.v))
-            else:
-                try:
-                    j = info.out_slots.index(s)
-                except ValueError:
-                    continue
-                t = outs[j]
-                if t is not None:
-                    vc = t._vc or vc_of(t)
-                    vers.append((s, vc, vc.v))
+            t = inputs[s] if j < 0 else outs[j] if j < 1000 else None
+            if t is not None and isinstance(t, Tensor):
+                if t._flags & INFERENCE and j < 0:
+                    raise RuntimeError(INFERENCE_SAVE_MSG)
+                vc = t._vc
+                if vc is None:
+                    vc = t._vc = VersionCounter()
+                vers.append((s, vc, vc.v))
         src = user_frame()
     else:
         kept = []
-    edges = tuple(edge_of(t) if hasattr(t, "_grad_fn") else None for t in inputs)
-    node = Node(info, edges, kept, tuple(vers), src)
+        vers = ()
+        src = None
+    edges = []
+    for t in inputs:
+        if isinstance(t, Tensor) and t._requires_grad:
+            fn = t._grad_fn
+            if fn is not None:
+                edges.append((fn, t._out_nr))
+            else:
+                acc = t._accum
+                edges.append(acc.edge if acc is not None else edge_of(t))
+        else:
+            edges.append(None)
+    node = _new(Node)
+    node.info = info
+    node.edges = edges
+    node.vals = kept
+    node.vers = vers
+    node.seq = next(_seq)
+    node.src = src
+    node.x = None
     if ANOMALY.enabled:
         node.stack = _forward_stack()
-    for j, t in enumerate(outs):
-        if t is not None and info.out_float[j]:
+    j = 0
+    for t, f in zip(outs, info.out_float):
+        if f and t is not None:
             t._grad_fn = node
             t._out_nr = j
             t._requires_grad = True
+        j += 1
     return node
+
+
+def _hold_plan(info):
+    """(slot, where) per held slot: where = -1 for an input, j for output j, 1000 else."""
+    plan = []
+    for s in info.held:
+        if s < info.n_in:
+            plan.append((s, -1))
+        elif s in info.out_slots:
+            plan.append((s, info.out_slots.index(s)))
+        else:
+            plan.append((s, 1000))
+    info.plan = tuple(plan)
+    return info.plan
 
 
 def _compute_slot(info, vals, s):

@@ -48,7 +48,7 @@ def backward_jaxpr(tensor, inputs=None, create_graph=False):
     nodes = engine.walk([root])
     pos = {id(n): i for i, n in enumerate(nodes)}
     if targets is None:
-        targets = [n.variable for n in nodes if n.info is None]
+        targets = [v for v in (n.variable for n in nodes if n.info is None) if v is not None]
     tkeys = [engine.value_key(t, pos) for t in targets]
     uniq = list(dict.fromkeys(k for k in tkeys if k is not None))
     root_keys = [engine.value_key(tensor, pos)]

@@ -464,6 +464,10 @@ class Tensor:
         _setitem(self, idx, value)
 
 
+from . import record as _record  # noqa: E402
+_record.Tensor = Tensor
+
+
 class Size(tuple):
     """torch.Size: a tuple of ints."""
 

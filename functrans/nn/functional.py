@@ -322,10 +322,10 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
 
 def _dropout_mask(shape, p, dtype, like):
     """keep / (1 - p) as an array drawn from the facade's global generator."""
-    import functrans as ft
+    from ..facade import creation as C
     if p >= 1.0:
         return np.zeros(shape, dtype)
-    u = ft.rand(*shape, dtype=ft.float32)._data
+    u = C.rand(*shape, dtype=np.float32)._data
     return ((u >= p) * (1.0 / (1.0 - p))).astype(dtype)
 
 

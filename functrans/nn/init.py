@@ -209,8 +209,8 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
 
 
 def _as_tensor(arr, like):
-    import functrans as ft
-    return ft.tensor(np.asarray(arr), dtype=like.dtype, device=like.device)
+    from ..facade import creation as C
+    return C.tensor(np.asarray(arr), dtype=like.dtype, device=like.device)
 
 
 # the pre-0.4 names without the trailing underscore are deprecated in PyTorch; not provided

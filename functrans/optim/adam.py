@@ -40,7 +40,7 @@ class Adam(Optimizer):
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns closure() if given."""
-        import functrans as ft
+        from ..facade import creation as C
         loss = self._eval_closure(closure)
         with grad_mode.no_grad():
             for group in self.param_groups:
@@ -54,11 +54,11 @@ class Adam(Optimizer):
                         g = -g
                     state = self.state.setdefault(p, {})
                     if not state:
-                        state["step"] = ft.tensor(0.0)
-                        state["exp_avg"] = ft.zeros_like(p)
-                        state["exp_avg_sq"] = ft.zeros_like(p)
+                        state["step"] = C.tensor(0.0)
+                        state["exp_avg"] = C.zeros_like(p)
+                        state["exp_avg_sq"] = C.zeros_like(p)
                         if amsgrad:
-                            state["max_exp_avg_sq"] = ft.zeros_like(p)
+                            state["max_exp_avg_sq"] = C.zeros_like(p)
                     if self._decoupled:
                         if wd != 0:
                             p.mul_(1 - lr * wd)
@@ -73,7 +73,7 @@ class Adam(Optimizer):
                     bc2_sqrt = math.sqrt(1 - beta2 ** t)
                     if amsgrad:
                         vmax = state["max_exp_avg_sq"]
-                        vmax.copy_(ft.maximum(vmax, v))
+                        vmax.copy_(vmax.maximum(v))
                         v = vmax
                     denom = (v.sqrt() / bc2_sqrt).add_(eps)
                     p.add_(m / denom, alpha=-step_size)

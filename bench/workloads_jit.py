@@ -1,0 +1,303 @@
+"""jit workloads (issue 6): compiled programs against un-jitted eager code and NumPy.
+
+- a 30-op elementwise chain on 1,000,000 float32 (forward; forward + backward), jitted
+  vs un-jitted eager; the issue's target is jit >= 1.5x faster than eager, so eager is
+  this workload's floor (target 1/1.5 = 0.67) and the NumPy chain is a plain variant;
+  the same with a transcendental-heavy chain (sin/cos/tanh/exp), where fusion saves less;
+- the jitted 200-op chain on f32[8] vs the same ops in NumPy (target 1.5x);
+- the jitted MLP 784-512-512-10 training step (value_and_grad + SGD), batch 128, vs its
+  hand-written NumPy floor (target 1.05x; compile time, target < 0.5 s, in the notes);
+- the jitted functional WGAN-GP critic step (double backward + SGD) vs its floor;
+- on a GPU (CuPy present and a device seen): the chain and the MLP step against CuPy
+  written by hand.
+
+Compile time (trace + optimize + lower + the first run) is reported in each workload's
+notes. Setting this module also switches on the jit variants of bench/workloads_vmap.py.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import functrans as ft
+import functrans.numpy as fnp
+
+from . import workloads_vmap
+from .harness import Case, workload
+from .workloads_ad import (gp_inputs, mlp_inputs, mlp_loss, mlp_value_and_grad_floor,
+                           wgan_gp_grad_floor, wgan_gp_loss)
+from .workloads_core import chain, chain_block, chain_inputs
+
+workloads_vmap.JIT_VARIANTS = True       # the hook left for issue 6
+
+CHAIN_N = 1_000_000
+LR = 0.01
+
+
+def first_call_seconds(fn, *args):
+    """Seconds of the first call of a freshly jitted function: trace, optimize, lower,
+    generate code and run once."""
+    t0 = time.perf_counter()
+    fn(*args)
+    return round(time.perf_counter() - t0, 4)
+
+
+# ---------------------------------------------------------------------------
+# 30-op elementwise chains on 1M floats
+
+
+def arith_block(m, y, a, b):
+    """Ten cheap elementwise ops (one tanh): bandwidth-bound in eager NumPy."""
+    y = m.multiply(y, a)
+    y = m.add(y, b)
+    y = m.maximum(y, 0.0)
+    y = m.subtract(y, a)
+    y = m.multiply(y, 0.5)
+    y = m.abs(y)
+    y = m.add(y, b)
+    y = m.tanh(y)
+    y = m.multiply(y, y)
+    y = m.subtract(y, b)
+    return y
+
+
+def chain30(m, x, a, b, block=arith_block):
+    for _ in range(3):
+        x = block(m, x, a, b)
+    return x
+
+
+def chain30_grad_floor(x, a, b):
+    """Hand-written d/dx sum(chain30(x)) for the arithmetic chain."""
+    saved = []
+    y = x
+    for _ in range(3):
+        y2 = y * a + b
+        y5 = (np.maximum(y2, 0) - a) * np.float32(0.5)
+        y8 = np.tanh(np.abs(y5) + b)
+        saved.append((y2, y5, y8))
+        y = y8 * y8 - b
+    g = np.ones_like(x)
+    for y2, y5, y8 in reversed(saved):
+        g = g * (2 * y8)
+        g *= 1 - y8 * y8
+        g *= np.where(y5 >= 0, np.float32(1), np.float32(-1))   # d|u|/du = 1 at 0 (JAX)
+        g *= np.float32(0.5)
+        g *= y2 > 0
+        g *= a
+    return g
+
+
+def chain_data(n=CHAIN_N, seed=0):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.uniform(-1, 1, n).astype(np.float32) for _ in range(3))
+
+
+@workload("jit_chain30", issue=6, floor="eager", targets={"jit": 0.667}, rtol=1e-5,
+          description="30-op elementwise chain on 1M float32, jitted vs un-jitted eager "
+                      "(floor) vs NumPy")
+def jit_chain30():
+    x, a, b = chain_data()
+    f = ft.jit(lambda x, a, b: chain30(fnp, x, a, b))
+    compile_s = first_call_seconds(f, x, a, b)
+    low = f.lower(x, a, b)
+    return Case({"eager": lambda: chain30(fnp, x, a, b),
+                 "jit": lambda: f(x, a, b),
+                 "numpy": lambda: chain30(np, x, a, b)},
+                notes={"compile_s": compile_s, "lowering": low.info.get("plan", "")})
+
+
+@workload("jit_chain30_fwd_bwd", issue=6, floor="eager", targets={"jit": 0.667}, rtol=1e-4,
+          atol=1e-6,
+          description="grad of sum(30-op chain) on 1M float32, jitted vs un-jitted ft.grad "
+                      "(floor) vs hand-written NumPy")
+def jit_chain30_fwd_bwd():
+    x, a, b = chain_data()
+
+    def loss(x, a, b):
+        return fnp.sum(chain30(fnp, x, a, b))
+    g = ft.grad(loss)
+    jg = ft.jit(g)
+    compile_s = first_call_seconds(jg, x, a, b)
+    return Case({"eager": lambda: g(x, a, b),
+                 "jit": lambda: jg(x, a, b),
+                 "numpy": lambda: chain30_grad_floor(x, a, b)},
+                notes={"compile_s": compile_s})
+
+
+@workload("jit_chain30_transcendental", issue=6, floor="eager", rtol=1e-5,
+          description="30-op sin/cos/tanh/exp chain on 1M float32: compute-bound, "
+                      "jitted vs eager (floor) vs NumPy")
+def jit_chain30_transcendental():
+    x, a, b = chain_data()
+    f = ft.jit(lambda x, a, b: chain30(fnp, x, a, b, block=chain_block))
+    compile_s = first_call_seconds(f, x, a, b)
+    return Case({"eager": lambda: chain30(fnp, x, a, b, block=chain_block),
+                 "jit": lambda: f(x, a, b),
+                 "numpy": lambda: chain30(np, x, a, b, block=chain_block)},
+                notes={"compile_s": compile_s})
+
+
+# ---------------------------------------------------------------------------
+# 200-op chain on tiny arrays: per-call overhead
+
+
+@workload("jit_chain200_tiny", issue=6, targets={"jit": 1.5},
+          description="jitted 200-op elementwise chain on f32[8] vs the same ops in NumPy")
+def jit_chain200_tiny():
+    x, a, b = chain_inputs()
+    f = ft.jit(lambda x, a, b: chain(fnp, x, a, b))
+    compile_s = first_call_seconds(f, x, a, b)
+    return Case({"numpy": lambda: chain(np, x, a, b),
+                 "jit": lambda: f(x, a, b),
+                 "eager": lambda: chain(fnp, x, a, b)},
+                notes={"compile_s": compile_s})
+
+
+# ---------------------------------------------------------------------------
+# MLP training step
+
+
+def sgd(params, grads, lr=LR):
+    return [(W - lr * gW, b - lr * gb) for (W, b), (gW, gb) in zip(params, grads)]
+
+
+def mlp_step(params, x, y1h):
+    loss, grads = ft.value_and_grad(mlp_loss)(params, x, y1h)
+    return loss, sgd(params, grads)
+
+
+def mlp_step_floor(params, x, y1h, lr=LR):
+    loss, grads = mlp_value_and_grad_floor(params, x, y1h)
+    lr = x.dtype.type(lr)
+    new = []
+    for (W, b), (gW, gb) in zip(params, grads):
+        gW *= lr
+        gb *= lr
+        new.append((W - gW, b - gb))
+    return loss, new
+
+
+@workload("jit_mlp_step", issue=6, targets={"jit": 1.05}, rtol=1e-4, atol=1e-6,
+          description="jitted MLP 784-512-512-10 training step (value_and_grad + SGD), "
+                      "batch 128, vs hand-written NumPy")
+def jit_mlp_step():
+    params, x, y1h = mlp_inputs()
+    step = ft.jit(mlp_step)
+    compile_s = first_call_seconds(step, params, x, y1h)
+    low = step.lower(params, x, y1h)
+    state = {"p": [(W.copy(), b.copy()) for W, b in params]}
+    donating = ft.jit(mlp_step, donate_argnums=0)
+    donating(state["p"], x, y1h)
+    state["p"] = [(W.copy(), b.copy()) for W, b in params]
+
+    def run_donating():            # its own parameters, updated in place step after step
+        loss, state["p"] = donating(state["p"], x, y1h)
+        return loss, state["p"]
+    return Case({"numpy": lambda: mlp_step_floor(params, x, y1h),
+                 "jit": lambda: step(params, x, y1h),
+                 "jit_donate": run_donating,
+                 "eager": lambda: mlp_step(params, x, y1h)},
+                notes={"compile_s": compile_s, "compile_target_s": 0.5,
+                       "optimize_s": round(low.timings["optimize_s"], 4),
+                       "lower_s": round(low.timings["lower_s"], 4),
+                       "eqns": f"{len(low.jaxpr.eqns)} traced -> "
+                               f"{len(low.optimized.eqns)} after passes and fusion"})
+
+
+# ---------------------------------------------------------------------------
+# WGAN-GP critic step (double backward)
+
+
+def gp_step(params, real, fake, eps):
+    return sgd(params, ft.grad(wgan_gp_loss)(params, real, fake, eps))
+
+
+def gp_step_floor(params, real, fake, eps, lr=LR):
+    grads = wgan_gp_grad_floor(params, real, fake, eps)
+    lr = real.dtype.type(lr)
+    return [(W - lr * gW, b - lr * gb) for (W, b), (gW, gb) in zip(params, grads)]
+
+
+@workload("jit_wgan_gp_step", issue=6, rtol=2e-4, atol=1e-6,
+          description="jitted functional WGAN-GP critic step (double backward + SGD), "
+                      "MLP 2-128-128-1 tanh, batch 256, vs hand-written NumPy")
+def jit_wgan_gp_step():
+    params, real, fake, eps = gp_inputs()
+    step = ft.jit(gp_step)
+    compile_s = first_call_seconds(step, params, real, fake, eps)
+    return Case({"numpy": lambda: gp_step_floor(params, real, fake, eps),
+                 "jit": lambda: step(params, real, fake, eps),
+                 "eager": lambda: gp_step(params, real, fake, eps)},
+                notes={"compile_s": compile_s})
+
+
+# ---------------------------------------------------------------------------
+# on a GPU: the same against CuPy written by hand
+
+def _gpu_ready():
+    try:
+        from functrans.devices import cuda_available
+        return cuda_available()
+    except Exception:
+        return False
+
+
+if _gpu_ready():
+    import cupy as cp
+
+    def _synced(fn):
+        def run():
+            out = fn()
+            cp.cuda.Stream.null.synchronize()
+            return out
+        return run
+
+    @workload("jit_chain30_gpu", issue=6, floor="cupy", rtol=1e-5,
+              description="30-op elementwise chain on 1M float32 on the GPU: one fused "
+                          "kernel vs CuPy by hand vs eager")
+    def jit_chain30_gpu():
+        x, a, b = ft.device_put(chain_data(), "cuda")
+        f = ft.jit(lambda x, a, b: chain30(fnp, x, a, b))
+        compile_s = first_call_seconds(_synced(lambda: f(x, a, b)))
+        return Case({"cupy": _synced(lambda: chain30(cp, x, a, b)),
+                     "jit": _synced(lambda: f(x, a, b)),
+                     "eager": _synced(lambda: chain30(fnp, x, a, b))},
+                    notes={"compile_s": compile_s,
+                           "kernels": len(f.lower(x, a, b, backend="cuda").kernels)})
+
+    @workload("jit_chain30_fwd_bwd_gpu", issue=6, floor="cupy", rtol=1e-4, atol=1e-6,
+              description="grad of the 30-op chain on 1M float32 on the GPU vs CuPy by hand")
+    def jit_chain30_fwd_bwd_gpu():
+        x, a, b = ft.device_put(chain_data(), "cuda")
+        jg = ft.jit(ft.grad(lambda x, a, b: fnp.sum(chain30(fnp, x, a, b))))
+        compile_s = first_call_seconds(_synced(lambda: jg(x, a, b)))
+
+        def floor():
+            saved, y = [], x
+            for _ in range(3):
+                y2 = y * a + b
+                y5 = (cp.maximum(y2, 0) - a) * np.float32(0.5)
+                y8 = cp.tanh(cp.abs(y5) + b)
+                saved.append((y2, y5, y8))
+                y = y8 * y8 - b
+            g = cp.ones_like(x)
+            for y2, y5, y8 in reversed(saved):
+                g = g * (2 * y8) * (1 - y8 * y8) * cp.where(y5 >= 0, 1, -1).astype(
+                    cp.float32) * np.float32(0.5) * (y2 > 0) * a
+            return g
+        return Case({"cupy": _synced(floor), "jit": _synced(lambda: jg(x, a, b))},
+                    notes={"compile_s": compile_s})
+
+    @workload("jit_mlp_step_gpu", issue=6, floor="cupy", rtol=1e-3, atol=1e-5,
+              description="jitted MLP 784-512-512-10 training step on the GPU vs CuPy by hand")
+    def jit_mlp_step_gpu():
+        params, x, y1h = ft.device_put(mlp_inputs(), "cuda")
+
+        def floor():     # np.* on CuPy arrays dispatches to CuPy (__array_ufunc__)
+            return mlp_step_floor(params, x, y1h)
+        step = ft.jit(mlp_step)
+        compile_s = first_call_seconds(_synced(lambda: step(params, x, y1h)))
+        return Case({"cupy": _synced(floor), "jit": _synced(lambda: step(params, x, y1h))},
+                    notes={"compile_s": compile_s})

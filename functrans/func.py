@@ -1,0 +1,231 @@
+"""ft.func (torch.func): run modules as pure functions of their parameters, so that the
+functional transformations (ft.grad, ft.vmap, ft.hessian, ft.jit, ...) apply to them.
+
+`functional_call(module, params, args)` swaps the given values in for the module's
+parameters and buffers for one call. Given arrays or traced values, the module's layers run
+as functrans.numpy code (nn.functional's functional path), which every transformation
+understands; given Tensors, it is an ordinary recorded facade call. The wrappers `grad`,
+`grad_and_value`, `vjp`, `jvp`, `jacrev`, `jacfwd`, `hessian` and `vmap` take and return
+Tensors (torch.func's calling convention) around the transformations of the same name.
+See docs/facade.md for exactly which facade code composes with the transformations.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from . import ad as _ad
+from . import batching as _batching
+from .core import Tracer
+from .facade.tensor import Tensor
+from .tree_util import tree_map
+
+__all__ = ["functional_call", "stack_module_state", "grad", "grad_and_value", "vjp", "jvp",
+           "jacrev", "jacfwd", "hessian", "vmap"]
+
+
+def _locate(module, name):
+    """(owning submodule, attribute name, 'param' | 'buffer') of a dotted name."""
+    path, _, attr = name.rpartition(".")
+    try:
+        owner = module.get_submodule(path)
+    except AttributeError as e:
+        raise AttributeError(f"functional_call: {name!r} does not name a parameter or buffer "
+                             f"of {type(module).__name__} ({e})") from None
+    if attr in owner._parameters:
+        return owner, attr, "param"
+    if attr in owner._buffers:
+        return owner, attr, "buffer"
+    raise AttributeError(f"functional_call: {name!r} does not name a parameter or buffer of "
+                         f"{type(module).__name__}")
+
+
+@contextlib.contextmanager
+def _swapped(module, values, tie_weights, strict):
+    """Temporarily replace parameters/buffers by `values` (dotted name -> value)."""
+    named = dict(module.named_parameters(remove_duplicate=False))
+    named.update(module.named_buffers(remove_duplicate=False))
+    values = dict(values)
+    if strict:
+        missing = [k for k in named if k not in values]
+        unexpected = [k for k in values if k not in named]
+        if missing or unexpected:
+            msg = []
+            if unexpected:
+                msg.append("Unexpected key(s): " + ", ".join(repr(k) for k in unexpected) + ".")
+            if missing:
+                msg.append("Missing key(s): " + ", ".join(repr(k) for k in missing) + ".")
+            raise RuntimeError(f"Error(s) in reparametrizing for {type(module).__name__}:\n\t"
+                               + "\n\t".join(msg))
+    if tie_weights:
+        by_id = {}
+        for k, v in named.items():
+            by_id.setdefault(id(v), []).append(k)
+        for k in list(values):
+            if k not in named:
+                continue
+            for alias in by_id[id(named[k])]:
+                if alias == k:
+                    continue
+                if alias in values and values[alias] is not values[k]:
+                    raise ValueError(f"functional_call got multiple values for keys {k!r} and "
+                                     f"{alias!r}, which are tied. Consider using "
+                                     "tie_weights=False")
+                values[alias] = values[k]
+    saved = []
+    try:
+        for k, v in values.items():
+            owner, attr, kind = _locate(module, k)
+            table = owner._parameters if kind == "param" else owner._buffers
+            saved.append((table, attr, table[attr]))
+            table[attr] = v
+        yield
+    finally:
+        for table, attr, old in reversed(saved):
+            table[attr] = old
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
+                    tie_weights=True, strict=False):
+    """module(*args, **kwargs) with its parameters and buffers replaced by the given values
+    (a dict, or a tuple of dicts, from dotted names to Tensors, arrays or traced values);
+    names not given keep the module's own tensors. The module is restored afterwards."""
+    if isinstance(parameter_and_buffer_dicts, dict):
+        values = parameter_and_buffer_dicts
+    elif isinstance(parameter_and_buffer_dicts, (tuple, list)):
+        values = {}
+        for d in parameter_and_buffer_dicts:
+            dup = set(values) & set(d)
+            if dup:
+                raise ValueError(f"{sorted(dup)} appeared in multiple dictionaries; behavior of "
+                                 "functional call is ambiguous")
+            values.update(d)
+    else:
+        raise ValueError("Expected parameter_and_buffer_dicts to be a dict, or a list/tuple of "
+                         f"dicts, but got {type(parameter_and_buffer_dicts)}")
+    if args is None:
+        args = ()
+    elif not isinstance(args, tuple):
+        args = (args,)
+    kwargs = {} if kwargs is None else kwargs
+    with _swapped(module, values, tie_weights, strict):
+        return module(*args, **kwargs)
+
+
+def stack_module_state(models):
+    """(params, buffers): each a dict of name -> Tensor stacked over the models (leading
+    axis), for ensembling with vmap over functional_call."""
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if not (all(m.training for m in models) or not any(m.training for m in models)):
+        raise RuntimeError("stack_module_state: Expected all models to have the same training/"
+                           "eval mode.")
+    from .facade import ops
+
+    def stack(named):
+        names = [n for n, _ in named(models[0])]
+        out = {}
+        for n in names:
+            out[n] = ops.stack([dict(named(m))[n].detach() for m in models])
+        return out
+    params = stack(lambda m: m.named_parameters())
+    for v in params.values():
+        v.requires_grad_(True)
+    return params, stack(lambda m: m.named_buffers())
+
+
+# ---------------------------------------------------------------------------
+# torch.func-style transformations: Tensors in and out
+
+
+def _to_arrays(tree):
+    return tree_map(lambda x: _array(x) if isinstance(x, Tensor) else x, tree)
+
+
+def _array(t):
+    d = t._data
+    return d
+
+
+def _to_tensors(tree):
+    def conv(x):
+        if isinstance(x, Tracer) or isinstance(x, Tensor):
+            return x
+        if isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__cuda_array_interface__"):
+            return Tensor._make(np.asarray(x) if isinstance(x, np.generic) else x)
+        return x
+    return tree_map(conv, tree)
+
+
+def _raw_outputs(f):
+    """f with Tensor results turned into their arrays (the transformations need arrays)."""
+    def g(*args, **kwargs):
+        return _to_arrays(f(*args, **kwargs))
+    return g
+
+
+def grad(func, argnums=0, has_aux=False):
+    """torch.func.grad: the gradient of a scalar func w.r.t. argument(s) argnums, as Tensors."""
+    g = _ad.grad(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
+    return lambda *args, **kwargs: _to_tensors(g(*_to_arrays(args), **kwargs))
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """torch.func.grad_and_value: (gradient, value) -- note torch's order."""
+    vg = _ad.value_and_grad(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
+
+    def wrapped(*args, **kwargs):
+        value, g = vg(*_to_arrays(args), **kwargs)
+        return _to_tensors(g), _to_tensors(value)
+    return wrapped
+
+
+def vjp(func, *primals, has_aux=False):
+    """torch.func.vjp: (output, vjp_fn), vjp_fn(cotangents) -> tuple of Tensors."""
+    res = _ad.vjp(_raw_outputs(func), *_to_arrays(primals), has_aux=has_aux)
+    out, fn = res[0], res[1]
+
+    def vjp_fn(*cts):
+        ct = cts[0] if len(cts) == 1 else cts
+        return _to_tensors(fn(_to_arrays(ct)))
+    if has_aux:
+        return _to_tensors(out), vjp_fn, _to_tensors(res[2])
+    return _to_tensors(out), vjp_fn
+
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """torch.func.jvp: (output, jvp_out)."""
+    if has_aux:
+        raise NotImplementedError("ft.func.jvp(has_aux=True) is not supported")
+    out, t = _ad.jvp(_raw_outputs(func), tuple(_to_arrays(tuple(primals))),
+                     tuple(_to_arrays(tuple(tangents))))
+    return _to_tensors(out), _to_tensors(t)
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
+    """torch.func.jacrev: the Jacobian by reverse mode, as Tensors."""
+    j = _ad.jacrev(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
+    return lambda *args: _to_tensors(j(*_to_arrays(args)))
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """torch.func.jacfwd: the Jacobian by forward mode, as Tensors."""
+    j = _ad.jacfwd(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
+    return lambda *args: _to_tensors(j(*_to_arrays(args)))
+
+
+def hessian(func, argnums=0):
+    """torch.func.hessian: jacfwd(jacrev(func)), as Tensors."""
+    h = _ad.hessian(_raw_outputs(func), argnums=argnums)
+    return lambda *args: _to_tensors(h(*_to_arrays(args)))
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """torch.func.vmap: func mapped over axis in_dims of its inputs, as Tensors.
+    randomness='error' (the only mode): dropout in training mode raises under vmap."""
+    if randomness != "error":
+        raise NotImplementedError("ft.func.vmap supports randomness='error' only")
+    v = _batching.vmap(_raw_outputs(func), in_axes=in_dims, out_axes=out_dims)
+    return lambda *args: _to_tensors(v(*_to_arrays(args)))

@@ -17,7 +17,7 @@ import numpy as np
 from . import tree_util
 from .core import (canonicalize, ClosedJaxpr, FunctransError, Jaxpr, JaxprEqn, Literal, RuleNotImplementedError,
                    ShapedArray, Trace, Tracer, UndefinedPrimal, Var, Zero, eval_jaxpr,
-                   full_lower, get_aval, new_main, to_concrete, trusted_eval)
+                   bind_below, full_lower, get_aval, new_main, to_concrete, trusted_eval)
 from primitives.base import instantiate, zeros
 from primitives import elementwise as ew
 
@@ -71,7 +71,7 @@ class JVPTrace(Trace):
         primals = [t.primal for t in tracers]
         tangents = [t.tangent for t in tracers]
         if all(type(t) is Zero for t in tangents):
-            out = prim.bind(*primals, **params)
+            out = bind_below(prim, primals, params)
             if prim.multiple_results:
                 return [JVPTracer(self, o, Zero(_tangent_aval(o))) for o in out]
             return JVPTracer(self, out, Zero(_tangent_aval(out)))
@@ -221,7 +221,7 @@ class PartialEvalTrace(Trace):
 
     def process_primitive(self, prim, tracers, params):
         if all(t.pval.is_known for t in tracers):
-            return prim.bind(*[t.pval.const for t in tracers], **params)
+            return bind_below(prim, [t.pval.const for t in tracers], params)
         rule = getattr(prim, "partial_eval", None)
         if rule is not None:
             return rule(self, tracers, **params)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 
 from . import tree_util
-from .core import (RuleNotImplementedError, Trace, Tracer, canonicalize, full_lower, get_aval,
+from .core import (RuleNotImplementedError, bind_below, Trace, Tracer, canonicalize, full_lower, get_aval,
                    new_main, to_concrete)
 from primitives.base import broadcast_batched, moveaxis
 
@@ -52,7 +52,7 @@ class BatchTrace(Trace):
         vals = [t.val for t in tracers]
         dims = [t.batch_dim for t in tracers]
         if all(d is None for d in dims):
-            out = prim.bind(*vals, **params)
+            out = bind_below(prim, vals, params)
             if prim.multiple_results:
                 return [BatchTracer(self, o, None) for o in out]
             return BatchTracer(self, out, None)

@@ -303,6 +303,20 @@ class Primitive:
         return self.bind(*args, **params)
 
 
+def bind_below(prim, args, params):
+    """bind from inside an interpreter: straight to the implementation when the values
+    are concrete and no dynamic trace is recording (saves a trip through the stack)."""
+    s = _thread_state
+    if s.dynamic_trace.level == 0:
+        for a in args:
+            if isinstance(a, Tracer):
+                return _bind_slow(prim, args, params)
+        if not s.trusted:
+            prim.abstract_eval(*[get_aval(a) for a in args], **params)
+        return prim.impl(array_module(*args), *args, **params)
+    return _bind_slow(prim, args, params)
+
+
 def _bind_slow(prim, args, params):
     top = find_top_trace(args)
     main = top.main

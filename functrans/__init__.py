@@ -13,6 +13,9 @@ from .jit import RetraceWarning, jit, jit_stats  # noqa: F401
 from .devices import device_put, devices  # noqa: F401
 from .custom import checkpoint, custom_jvp, custom_vjp, remat  # noqa: F401
 from .tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten  # noqa: F401
+from . import facade as _facade  # noqa: E402  (the PyTorch-like facade; JAX-side names win)
+globals().update({_n: getattr(_facade, _n) for _n in _facade.FACADE_NAMES if _n not in globals()})
+from . import autograd  # noqa: F401,E402
 
 
 def stop_gradient(x):

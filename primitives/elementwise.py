@@ -275,7 +275,8 @@ def _select_impl(xp, p, x, y):
     5x slower), falling back to where whenever that could differ (NaN/inf present)."""
     if (xp is np and type(p) is np.ndarray and np.ndim(y) == 0 and np.shape(x) == p.shape
             and x.dtype.kind == "f" and y == 0):
-        r = np.multiply(x, p)
+        with np.errstate(invalid="ignore"):     # inf * False is NaN: caught just below
+            r = np.multiply(x, p)
         if not np.isnan(r).any():
             return r
     return xp.where(p, x, y)

@@ -87,6 +87,8 @@ def run_blocked(fn, n, block, args, temps):
     finally:
         errors = []
         for f in futures:
+            if f.cancel():                  # never started (a busy machine): nothing to wait
+                continue
             try:
                 f.result()
             except BaseException as e:      # noqa: BLE001 (re-raised below)
@@ -484,12 +486,6 @@ class _Lowering:
             # other shapes are read only by broadcast members, which get their own
             # pre-expanded argument below
         out_index = {v: k for k, v in enumerate(inner.outvars)}
-        for k, nm in enumerate(outs):
-            params.append(f"o{k}")
-            call_args.append(f"{nm}.reshape(-1)" if flat else nm)
-        temp_slots = list(range(len(iplan.slots)))
-        for s in temp_slots:
-            params.append(f"t{s}")
         for m in inner.eqns:
             ov = m.outvars[0]
             ext = out_index.get(ov)
@@ -531,6 +527,10 @@ class _Lowering:
                 local[ov] = val
                 if ext is not None:
                     lines.append(f"{self.ctx.g(np.copyto, 'copyto')}(o{ext}[lo:hi], {val})")
+        for k, nm in enumerate(outs):      # parameters: inputs, broadcasts, outputs, temps
+            params.append(f"o{k}")
+            call_args.append(f"{nm}.reshape(-1)" if flat else nm)
+        params += [f"t{s}" for s in range(len(iplan.slots))]
         src = "\n".join([f"def {fn_name}(lo, hi, {', '.join(params)}):"]
                         + ["    " + ln for ln in lines])
         self.block_sources.append(src)

@@ -32,5 +32,5 @@ FACADE_NAMES = (
      "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "get_default_dtype",
      "set_default_dtype", "promote_types", "result_type", "cat", "concat", "stack", "hstack",
      "vstack", "einsum", "broadcast_tensors", "meshgrid", "is_tensor", "numel",
-     "is_floating_point", "clone"]
-    + [n for n in _ops.FUNCTION_NAMES if n not in ("where",)] + list(dtypes.NAMES))
+     "is_floating_point", "clone", "where"]
+    + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES))

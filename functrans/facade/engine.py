@@ -566,29 +566,38 @@ CACHE_STATS = {"hits": 0, "misses": 0}
 
 
 def _structure(nodes, pos):
-    """Hashable description of the graph: op signatures, edges, hooks and retains."""
-    parts = []
+    """Hashable description of the graph (op signatures and edges as one flat tuple of ints)
+    plus the positions of hooked and retained outputs and of Function nodes."""
+    flat = []
+    app = flat.append
     hooked = []
     retained = []
     fns = []
     for p, n in enumerate(nodes):
         info = n.info
         if info is None:
-            parts.append(-1)
+            app(-2)
             continue
-        edges = tuple(None if e is None else (pos[id(e[0])], e[1]) for e in n.edges)
-        parts.append((info.id, edges))
-        if n.hooks:
-            for j, h in n.hooks.items():
-                if h:
-                    hooked.append((p, j))
-        if n.retains:
-            for j, r in n.retains.items():
-                if r() is not None:
-                    retained.append((p, j))
-        if info.kind == "function":
-            fns.append(p)
-    return tuple(parts), tuple(hooked), tuple(retained), tuple(fns)
+        app(info.id)
+        for e in n.edges:
+            if e is None:
+                app(-1)
+            else:
+                app(pos[id(e[0])])
+                app(e[1])
+        x = n.x
+        if x is not None:
+            if x.hooks:
+                for j, h in x.hooks.items():
+                    if h:
+                        hooked.append((p, j))
+            if x.retains:
+                for j, r in x.retains.items():
+                    if r() is not None:
+                        retained.append((p, j))
+            if info.kind == "function":
+                fns.append(p)
+    return tuple(flat), tuple(hooked), tuple(retained), tuple(fns)
 
 
 def _make_spec(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph):

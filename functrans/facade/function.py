@@ -208,9 +208,9 @@ def _record(cls, ctx, args, tensor_pos, outs):
         return dict(fslot=fslot, out_avals=out_avals, in_mask=in_mask, out_mask=out_mask,
                     materialize=materialize)
     info.extra = {"params": params, "arg_pos": tuple(tensor_pos), "n_args": len(args),
-                  "out_idx": tuple(out_idx)}
+                  "out_idx": tuple(out_idx), "n_outs": len(outs)}
     info.id = _sig_id(cls, in_avals, out_avals, in_mask, out_mask, materialize,
-                      tuple(tensor_pos), len(args))
+                      tuple(tensor_pos), len(args), tuple(out_idx), len(outs))
     edges = tuple(edge_of(a) for a in inputs)
     node = Node(info, edges, [], (), user_frame())
     node.ctx = ctx
@@ -273,7 +273,9 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
         if g is None and ctx.materialize_grads:
             g = wrap(np.zeros(avals[j].shape, avals[j].dtype))
         grads.append(g)
-    out_grads = grads
+    out_grads = [None] * extra["n_outs"]
+    for j, g in zip(extra["out_idx"], grads):
+        out_grads[j] = g
     strict = tensors and GS.enabled
     object.__setattr__(ctx, "_strict", strict)
     once = getattr(cls.backward, "_once_differentiable", False)

@@ -132,11 +132,14 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     grad_outputs = _as_tuple(grad_outputs)
     n = len(inputs)
 
+    from .grad_mode import enable_grad
+
     def new_func(*args):
         ins, gos = args[:n], args[n:]
-        outs = [o for o in _outputs(func, ins) if o.requires_grad]
-        diff = [ins[i] for i in diff_idx]
-        gs = grad(outs, diff, list(gos), create_graph=True, allow_unused=True)
+        with enable_grad():
+            outs = [o for o in _outputs(func, ins) if o.requires_grad]
+            diff = [ins[i] for i in diff_idx]
+            gs = grad(outs, diff, list(gos), create_graph=True, allow_unused=True)
         return tuple(g for g in gs if g is not None)
     return gradcheck(new_func, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
                      raise_exception=raise_exception)

@@ -63,7 +63,7 @@ class Adam(Optimizer):
                         if wd != 0:
                             p.mul_(1 - lr * wd)
                     elif wd != 0:
-                        g = g.add(p, alpha=wd)
+                        g = g + p * wd
                     state["step"] += 1
                     t = state["step"].item()
                     m, v = state["exp_avg"], state["exp_avg_sq"]

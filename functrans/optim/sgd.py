@@ -41,7 +41,7 @@ class SGD(Optimizer):
                     if maximize:
                         g = -g
                     if wd != 0:
-                        g = g.add(p, alpha=wd)
+                        g = g + p * wd
                     if momentum != 0:
                         state = self.state.setdefault(p, {})
                         buf = state.get("momentum_buffer")
@@ -50,6 +50,6 @@ class SGD(Optimizer):
                             state["momentum_buffer"] = buf
                         else:
                             buf.mul_(momentum).add_(g, alpha=1 - dampening)
-                        g = g.add(buf, alpha=momentum) if nesterov else buf
+                        g = g + buf * momentum if nesterov else buf
                     p.add_(g, alpha=-lr)
         return loss

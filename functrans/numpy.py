@@ -214,6 +214,9 @@ def power(x, y):
         x = _as_operand(x)
         if y >= 0 or _np.dtype(x.dtype).kind in "fc":
             return ew.integer_pow(x, y=y)
+    if result_type(x, y)[0].kind in "iu":            # integer ** integer stays integer
+        x, y = _promote_args("pow", x, y)
+        return ew.pow(x, y)
     return _float_power(x, y)
 arctan2 = _binary(ew.atan2, floats=True)
 maximum = _binary(ew.max)

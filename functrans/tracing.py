@@ -12,13 +12,14 @@ from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Trace, Tr
 
 
 class JaxprTracer(Tracer):
-    __slots__ = ("aval", "_const")
+    __slots__ = ("aval", "_const", "_fill")
 
     def __init__(self, trace, aval, origin=None, const=None):
         self._trace = trace
         self.aval = aval
         self._origin = origin
         self._const = const
+        self._fill = None          # the scalar a broadcast_in_dim of a literal repeats
 
 
 def _is_literal_value(val):
@@ -100,6 +101,31 @@ class JaxprTrace(Trace):
             val = prim.impl(np, *[t._const for t in tracers], **params)   # fold scalar constants
             if np.ndim(val) == 0:
                 return self.pure(np.asarray(val))
+        if (prim.elementwise and tracers and not prim.effectful and not prim.multiple_results
+                and any(t._fill is not None for t in tracers)
+                and all(t._fill is not None or (t._const is not None and
+                                                _is_literal_value(t._const)) for t in tracers)):
+            # elementwise op on broadcast constants: fold into one broadcast constant
+            from primitives.shape import broadcast_in_dim_p
+            val = prim.impl(np, *[np.asarray(t._fill if t._fill is not None else t._const)
+                                  for t in tracers], **params)
+            shape = next(t.aval.shape for t in tracers if t._fill is not None)
+            return self.process_primitive(broadcast_in_dim_p, [self.pure(np.asarray(val))],
+                                          {"shape": shape, "broadcast_dimensions": ()})
+        if (prim.elementwise and any(t._fill is not None for t in tracers)
+                and any(t._fill is None and t.aval.ndim for t in tracers)):
+            # a broadcast constant next to a full-shape operand: use the scalar literal
+            tracers = [self.pure(np.asarray(t._fill)) if t._fill is not None else t
+                       for t in tracers]
+        if prim.name == "mul" and len(tracers) == 2:         # x * 1 is x: no identity ops
+            for one, other in (tracers, tracers[::-1]):
+                fill = one._fill if one._const is None else (
+                    one._const if _is_literal_value(one._const) else None)
+                if (fill is not None and np.asarray(fill) == 1
+                        and other.aval.dtype == one.aval.dtype
+                        and other.aval.shape == np.broadcast_shapes(other.aval.shape,
+                                                                    one.aval.shape)):
+                    return other
         out = prim.abstract_eval(*[t.aval for t in tracers], **params)
         b = self.builder
         invars = [b.atom(t) for t in tracers]
@@ -110,6 +136,8 @@ class JaxprTrace(Trace):
             return outs
         t = b.new_tracer(self, out, origin)
         b.eqns.append(JaxprEqn(prim, invars, params, [b.add_var(t)]))
+        if prim.name == "broadcast_in_dim" and type(invars[0]) is Literal:
+            t._fill = invars[0].val
         return t
 
 

@@ -191,11 +191,11 @@ div_p = defprim("div", _div_impl, naryop(NUMERIC), elementwise=True,
                 transpose=lambda ct, x, y: [ct_for(x, div(ct, y)), None],
                 cuda="({0} / {1})")
 pow_p = defprim(
-    "pow", _pow_impl, naryop(FLOAT), elementwise=True,
+    "pow", _pow_impl, naryop(NUMERIC), elementwise=True,
     jvp_out=(lambda t, ans, x, y: mul(t, select(eq(y, _zero(y)), _zero(ans),
                                                  mul(y, pow(x, sub(y, _one(y)))))),
              lambda t, ans, x, y: mul(t, mul(log(select(eq(x, _zero(x)), _one(x), x)), ans))),
-    cuda="pow({0}, {1})")
+    cuda={"fc": "pow({0}, {1})", "iu": "ft_ipow({0}, {1})"})
 max_p = defprim("max", lambda xp, x, y: xp.maximum(x, y), naryop(ANY), elementwise=True,
                 jvp_out=(lambda t, ans, x, y: mul(t, _balanced(x, ans, y)),
                          lambda t, ans, x, y: mul(t, _balanced(y, ans, x))),

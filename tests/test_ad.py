@@ -449,8 +449,6 @@ def test_grad_of_an_ignored_input_emits_no_equations():
     assert "sin" not in names and "cos" not in names and len(names) <= 1
 
 
-@pytest.mark.xfail(strict=True, reason="gap: grad multiplies by its seed cotangent 1.0 "
-                   "(`mul 1.0 x`, an identity op) when the output is a product of scalars")
 def test_grad_seed_is_not_multiplied_in():
     closed = ft.make_jaxpr(ft.grad(lambda x: x[0] * x[2]))(np.ones(3, F32))
     assert not any(e.primitive.name == "mul" and any(

@@ -46,6 +46,7 @@ def blocked_config():
     """Every fusion group runs blocked, in tiny blocks, on several threads."""
     saved = vars(cpu.CONFIG).copy()
     cpu.CONFIG.block_min_size = 1
+    cpu.CONFIG.block_min_work = 1
     cpu.CONFIG.block_bytes = 16
     cpu.CONFIG.parallel_min_size = 1
     cpu.CONFIG.threads = 3

@@ -203,8 +203,6 @@ def test_float64_inputs_stay_float64_through_a_program():
     compare(out, np.sum(np.exp(x) * 0.5 + np.sin(x) / 3), F64)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: fnp.power of integer arrays promotes to float32 "
-                   "(JAX keeps the integer dtype)")
 def test_power_of_integer_arrays_stays_integer():
     x = np.arange(4, dtype=I32)
     assert fnp.power(x, x).dtype == np.dtype(I32)

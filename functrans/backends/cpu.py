@@ -27,7 +27,8 @@ class CpuConfig:
 
     def __init__(self):
         self.block_bytes = 256 * 1024       # bytes of one block of the widest dtype
-        self.block_min_size = 1 << 15       # smaller fusion groups run unblocked
+        self.block_min_size = 1 << 17       # smaller fusion groups run unblocked ...
+        self.block_min_work = 1 << 22       # ... and so do groups of fewer elements x ops
         self.parallel_min_size = 1 << 17    # smaller groups use one thread
         try:
             self.threads = len(os.sched_getaffinity(0))
@@ -176,10 +177,7 @@ def _out_emitter(eqn):
             return [f"{ctx.g(np.copyto, 'copyto')}({out}, {ins[0]}, casting='unsafe')"]
         return emit, lambda i: False
     if name == "select":
-        def emit(ctx, ins, out):
-            cp = ctx.g(np.copyto, "copyto")
-            return [f"{cp}({out}, {ins[2]})", f"{cp}({out}, {ins[1]}, where={ins[0]})"]
-        return emit, lambda i: i == 2
+        return _select_emitter(eqn, dt)
     if name == "dot_general":
         (lc, rc), (lb, rb) = p["dimension_numbers"]
         x, y = eqn.invars
@@ -193,6 +191,43 @@ def _out_emitter(eqn):
                     f"out={out})"]
         return emit, lambda i: False
     return None
+
+
+def _zero_bits(atom):
+    return type(atom) is Literal and not np.asarray(atom.val).tobytes().strip(b"\x00")
+
+
+def _select_emitter(eqn, dt):
+    """select(p, x, y) as branch-free integer arithmetic on the unsigned view of the values:
+    out = y ^ ((x ^ y) * p). Exact for every value (NaN, -0.0), and an order of magnitude
+    faster than copyto(..., where=p) on random masks; with y a zero literal (a relu, a
+    masked cotangent) it is one pass: out = x * p."""
+    if dt.itemsize not in (1, 2, 4, 8):
+        def emit_where(ctx, ins, out):
+            return [f"{ctx.g(np.copyto, 'copyto')}({out}, "
+                    f"{ctx.g(np.where, 'where')}({ins[0]}, {ins[1]}, {ins[2]}))"]
+        return emit_where, lambda i: False
+    u = np.dtype(f"u{dt.itemsize}")
+    _, x, y = eqn.invars
+
+    def emit(ctx, ins, out):
+        p, xs, ys = ins
+        U = ctx.dtype(u)
+        mul, bxor = ctx.g(np.multiply, "multiply"), ctx.g(np.bitwise_xor, "bitwise_xor")
+        ou = f"{out}.view({U})"
+        if _zero_bits(y):
+            return [f"{mul}({xs}.view({U}), {p}, out={ou}, dtype={U}, casting='unsafe')"]
+        if _zero_bits(x):
+            return [f"{mul}({ys}.view({U}), {ctx.g(np.logical_not, 'logical_not')}({p}), "
+                    f"out={ou}, dtype={U}, casting='unsafe')"]
+        return [f"{bxor}({xs}.view({U}), {ys}.view({U}), out={ou})",
+                f"{mul}({ou}, {p}, out={ou}, dtype={U}, casting='unsafe')",
+                f"{bxor}({ou}, {ys}.view({U}), out={ou})"]
+    if _zero_bits(y):
+        return emit, lambda i: i == 1
+    if _zero_bits(x):
+        return emit, lambda i: i == 2
+    return emit, lambda i: i == 1        # out may be x's buffer (y is read to the end)
 
 
 def _expanded(in_shape, bd, out_rank):
@@ -337,7 +372,9 @@ class _Lowering:
         for e in fusedj.jaxpr.eqns:
             if e.primitive is passes.fused_p:
                 size = e.outvars[0].aval.size
-                if size >= CONFIG.block_min_size:
+                ops = sum(m.primitive.name != "broadcast_in_dim"
+                          for m in e.params["jaxpr"].eqns)
+                if size >= CONFIG.block_min_size and size * ops >= CONFIG.block_min_work:
                     blocked.add(id(e))
                     prog_eqns.append(e)
                     self.info["blocked_groups"] += 1
@@ -375,6 +412,15 @@ class _Lowering:
                 body.append(f"if not (type(a{i}) is _ndarray and a{i}.flags.c_contiguous and "
                             f"a{i}.flags.writeable): a{i} = _array(a{i}, order='C')")
                 self.ctx.globals["_ndarray"] = np.ndarray
+        readers: dict = {}
+        for e in prog.eqns:
+            for a in e.invars:
+                if type(a) is Var:
+                    readers.setdefault(a, []).append(e)
+        outs_set = {a for a in j.outvars if type(a) is Var}
+        ufunc_only = {v for v, es in readers.items() if v not in outs_set and all(
+            id(r) not in blocked and _kind(r, blocked) == "out"
+            and r.primitive.name != "dot_general" for r in es)}
         allocated = set()
         for idx, e in enumerate(prog.eqns):
             k = _kind(e, blocked)
@@ -403,7 +449,10 @@ class _Lowering:
                 x = self.atom(e.invars[0], as_scalar=False)
                 exp = _expanded(e.invars[0].aval.shape, e.params["broadcast_dimensions"],
                                 o.aval.ndim)
-                body.append(f"{nm} = _bcast({x}, {tuple(o.aval.shape)!r}, {exp!r})")
+                if o in ufunc_only:         # ufuncs broadcast against their out= buffer
+                    body.append(f"{nm} = {x}.reshape({exp!r})")
+                else:
+                    body.append(f"{nm} = _bcast({x}, {tuple(o.aval.shape)!r}, {exp!r})")
             else:
                 fn = self.ctx.impl(e)
                 ins = ", ".join(self.atom(a, as_scalar=False) for a in e.invars)

@@ -193,11 +193,12 @@ def bcast_index_numpy(terms, i):
 class Kernel:
     """A rendered kernel: its name, source, and how to call it."""
 
-    def __init__(self, name, source, inputs, outputs, size):
+    def __init__(self, name, source, inputs, outputs, size, jaxpr=None):
         self.name, self.source = name, source
         self.inputs = inputs            # outer atoms, in parameter order
         self.outputs = outputs          # outer vars, in parameter order
         self.size = size
+        self.jaxpr = jaxpr              # the group it was rendered from
 
     def __repr__(self):
         return f"<Kernel {self.name}: {len(self.inputs)} in, {len(self.outputs)} out>"
@@ -295,7 +296,7 @@ def render_kernel(jaxpr, name) -> Kernel:
     lines += ["  }", "}"]
     head = PRELUDE + ("#include <cuda_fp16.h>\n" if uses_half else "")
     return Kernel(name, head + "\n".join(lines) + "\n", list(jaxpr.invars),
-                  list(jaxpr.outvars), size)
+                  list(jaxpr.outvars), size, jaxpr)
 
 
 def single_eqn_jaxpr(eqn):

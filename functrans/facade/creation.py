@@ -56,18 +56,8 @@ def device_of(a):
 
 
 def _cupy():
-    try:
-        import cupy
-    except ImportError:
-        raise RuntimeError("functrans: device 'cuda' needs CuPy and an NVIDIA GPU, and CuPy is "
-                           "not installed (pip install cupy-cuda12x); everything else runs on "
-                           "'cpu'.") from None
-    try:
-        if cupy.cuda.runtime.getDeviceCount() == 0:
-            raise RuntimeError("functrans: device 'cuda' requested but no GPU is visible")
-    except Exception as e:
-        raise RuntimeError(f"functrans: device 'cuda' is not usable here ({e})") from None
-    return cupy
+    from ..devices import cupy_module
+    return cupy_module()
 
 
 def put(a, dev):
@@ -104,8 +94,13 @@ def parse_to(t, args, kwargs):
 def _check_device(dev):
     if dev is not None and device(dev).type == "cuda":
         _cupy()
-        raise NotImplementedError("functrans: creating facade tensors on 'cuda' is not "
-                                  "supported yet; the facade runs on 'cpu'")
+
+
+def _on(t, dev):
+    """t moved to dev when a creation function was given device="cuda"."""
+    if dev is not None and device(dev).type == "cuda":
+        t._data = put(t._data, "cuda")
+    return t
 
 
 # ---------------------------------------------------------------------------
@@ -148,7 +143,7 @@ def to_array(data, dtype=None):
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new leaf tensor copying data (torch.tensor)."""
     _check_device(device)
-    t = wrap(to_array(data, D.to_dtype(dtype)))
+    t = _on(wrap(to_array(data, D.to_dtype(dtype))), device)
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -183,17 +178,23 @@ def _make(arr, requires_grad):
 
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
     _check_device(device)
-    return _make(np.zeros(_size(size), D.to_dtype(dtype) or D.get_default_dtype()), requires_grad)
+    return _make(_on(wrap(np.zeros(_size(size), D.to_dtype(dtype) or
+                                                  D.get_default_dtype())), device)._data,
+                 requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
     _check_device(device)
-    return _make(np.ones(_size(size), D.to_dtype(dtype) or D.get_default_dtype()), requires_grad)
+    return _make(_on(wrap(np.ones(_size(size), D.to_dtype(dtype) or
+                                                  D.get_default_dtype())), device)._data,
+                 requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False, out=None, memory_format=None):
     _check_device(device)
-    return _make(np.zeros(_size(size), D.to_dtype(dtype) or D.get_default_dtype()), requires_grad)
+    return _make(_on(wrap(np.zeros(_size(size), D.to_dtype(dtype) or
+                                                  D.get_default_dtype())), device)._data,
+                 requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):

@@ -306,17 +306,7 @@ def trace_program(spec: Spec):
     from ..ad import linearize_flat
     from primitives.base import zeros
     keys = list(spec.avals)
-    table = {}
-    for rn in spec.nodes:
-        sk = rn.slot_keys
-        for step in rn.info.steps:
-            in_keys = tuple(sk[r] if type(r) is int else ("lit", id(r)) for r in step.refs)
-            table.setdefault((step.prim, in_keys), []).append(
-                (step.params, tuple(sk[o] for o in step.outs)))
-        if rn.info.kind == "function":
-            in_keys = tuple(sk[i] for i in range(rn.info.n_in))
-            table.setdefault((fn_call_p, in_keys), []).append(
-                (rn.info.extra["params"](rn.fslot), tuple(sk[o] for o in rn.info.out_slots)))
+    table, canon = _memo_table(spec)
     builder = JaxprBuilder()
     build = _BuildState()
     _BUILD.stack.append(build)
@@ -326,12 +316,15 @@ def trace_program(spec: Spec):
             in_tracers = [outer.new_arg(spec.avals[k]) for k in keys]
             ct_tracers = [outer.new_arg(spec.avals[k].strip_weak()) for k in spec.roots]
             invars = dict(zip(keys, in_tracers))
-            state = _MemoState(table, spec.available, invars)
+            saved = {}          # canonical key -> a program input holding that value
+            for k in spec.available:
+                saved.setdefault(canon.get(k, k), invars[k])
+            state = _MemoState(table, saved, saved)
             with new_main(MemoTrace, state) as memo_main:
                 memo = MemoTrace(memo_main)
 
                 def value(k):
-                    return MemoTracer(memo, invars[k], k)
+                    return MemoTracer(memo, invars[k], canon.get(k, k))
 
                 def replay(*args):
                     env = {}
@@ -344,6 +337,10 @@ def trace_program(spec: Spec):
                             slots.extend(outs)
                         else:
                             for step in rn.info.steps:
+                                if not step.refs:   # a constant (iota): keyed by its slot
+                                    slots.extend(_constant_step(memo, step, rn.slot_keys,
+                                                                canon, saved))
+                                    continue
                                 ins = [slots[r] if type(r) is int else
                                        MemoTracer(memo, r.val, ("lit", id(r)))
                                        for r in step.refs]
@@ -374,6 +371,53 @@ def trace_program(spec: Spec):
         _BUILD.stack.pop()
     closed = passes.dce(ClosedJaxpr(jaxpr, consts))
     return closed, keys
+
+
+def _memo_table(spec):
+    """(prim, canonical input keys) -> [(params, canonical output keys)], and the map from
+    each key to its canonical key: two steps computing the same primitive on the same
+    values with the same params (a view and an op both reshaping x, two iotas) produce one
+    value, so later steps reading either find it."""
+    canon = {}
+    table = {}
+    for rn in spec.nodes:
+        sk = rn.slot_keys
+        if rn.info.kind == "function":
+            steps = [(fn_call_p, rn.info.extra["params"](rn.fslot), range(rn.info.n_in),
+                      rn.info.out_slots)]
+        else:
+            steps = [(st.prim, st.params, st.refs, st.outs) for st in rn.info.steps]
+        for prim, params, refs, outs in steps:
+            in_keys = tuple(canon.get(sk[r], sk[r]) if type(r) is int else ("lit", id(r))
+                            for r in refs)
+            out_keys = tuple(canon.get(sk[o], sk[o]) for o in outs)
+            cands = table.setdefault((prim, in_keys), [])
+            for cparams, cout in cands:
+                if cparams == params:
+                    for a, b in zip(out_keys, cout):
+                        if a != b:
+                            canon[a] = b
+                    break
+            else:
+                cands.append((params, out_keys))
+    return table, canon
+
+
+def _constant_step(memo, step, slot_keys, canon, saved):
+    """Outputs of a step without inputs: the saved value if available, else recomputed
+    (it binds no tracer, so it would bypass the memo trace and lose its key)."""
+    vals = None
+    outs = []
+    for i, o in enumerate(step.outs):
+        k = canon.get(slot_keys[o], slot_keys[o])
+        if k in saved:
+            outs.append(MemoTracer(memo, saved[k], k))
+            continue
+        if vals is None:
+            vals = step.prim.bind(**step.params)
+            vals = vals if step.prim.multiple_results else [vals]
+        outs.append(MemoTracer(memo, vals[i], k))
+    return outs
 
 
 def _tap(v, k, spec):

@@ -1137,11 +1137,8 @@ def inplace(self, name, compute):
     node = res._grad_fn
     data = self._data
     if node is not None:
-        if self._base is not None and (self._base._requires_grad or res._requires_grad):
-            raise NotImplementedError(
-                f"functrans: the in-place operation {name} on a view of a tensor that requires "
-                "grad is not supported (PyTorch rebases the base's history here). Apply it to "
-                "the base tensor, use the out-of-place form, or clone() the view first.")
+        if self._base is not None:
+            return _inplace_on_view(self, name, res)
         # values the new node saved from self's storage must survive the write
         vals = node.vals
         if vals:
@@ -1170,6 +1167,85 @@ def inplace(self, name, compute):
             node.vals[s] = data
             node.vers = tuple(e for e in node.vers if e[0] != s) + ((s, vc, vc.v),)
     return self
+
+
+def _protect_saved(node, data):
+    """Copy values a new node saved from storage that is about to be overwritten."""
+    vals = node.vals
+    if vals:
+        for s, v in enumerate(vals):
+            if v is not None and s < node.info.n_in and isinstance(v, np.ndarray) and \
+                    np.may_share_memory(v, data):
+                vals[s] = v.copy()
+                node.vers = tuple(e for e in node.vers if e[0] != s)
+
+
+def _rebase(t, res):
+    """t (whose storage now holds res's values) takes over res's history."""
+    node = res._grad_fn
+    t._grad_fn = node
+    t._out_nr = res._out_nr
+    t._requires_grad = True
+    vc = vc_of(t)
+    s = node.info.out_slots[res._out_nr]
+    if node.vals and node.vals[s] is not None:
+        node.vals[s] = t._data
+        node.vers = tuple(e for e in node.vers if e[0] != s) + ((s, vc, vc.v),)
+
+
+def _view_positions(view, base):
+    """Flat positions in base's (C-contiguous) storage of each element of view."""
+    bd, vd = base._data, view._data
+    if not bd.flags.c_contiguous:
+        raise NotImplementedError("functrans: in-place operation on a view of a non-contiguous "
+                                  "tensor that requires grad; clone() the base first")
+    item = bd.itemsize
+    off = (vd.__array_interface__["data"][0] - bd.__array_interface__["data"][0]) // item
+    idx = np.arange(bd.size, dtype=np.int64)
+    return np.lib.stride_tricks.as_strided(
+        idx[off:], vd.shape, tuple(st // item * idx.itemsize for st in vd.strides)).copy()
+
+
+def _copy_slices_fn(base, value, pos):
+    flat = fnp.reshape(base, (-1,))
+    return fnp.reshape(fnp.index_update(flat, pos, value), base.shape)
+
+
+def _as_strided_fn(base, pos):
+    return fnp.take(fnp.reshape(base, (-1,)), pos)
+
+
+def _inplace_on_view(self, name, res):
+    """In-place op on a view under grad: the base's history becomes CopySlices(base, result)
+    and the view's becomes a strided read of the new base (torch's semantics)."""
+    base = self._base
+    pos = wrap(_view_positions(self, base))
+    if res._data.shape != self._data.shape:
+        res = res.expand(tuple(self._data.shape))
+    new_base = apply_fn("CopySlices", _copy_slices_fn, (base, res, pos))
+    _protect_saved(res._grad_fn, base._data)
+    _protect_saved(new_base._grad_fn, base._data)
+    _write(self._data, res._data)
+    self._bump(name)
+    _rebase(base, new_base)
+    new_view = apply_fn("AsStridedBackward0", _as_strided_fn, (base, pos))
+    self._grad_fn = new_view._grad_fn
+    self._out_nr = 0
+    self._requires_grad = True
+    self.__dict__["_vfn"] = base._grad_fn
+    return self
+
+
+def check_view(t):
+    """A view whose base was rebased by an in-place op since it was taken has a stale
+    history: refuse to record with it (torch regenerates it; functrans asks to re-take it)."""
+    base = t._base
+    if base._grad_fn is not t.__dict__.get("_vfn", base._grad_fn):
+        op = base._vc.op if base._vc is not None else "an in-place operation"
+        raise RuntimeError(
+            f"functrans: this tensor is a view of a tensor that was modified in place (by {op}) "
+            "after the view was taken, so its recorded history is stale (PyTorch would "
+            "regenerate it). Take the view again after the in-place operation.")
 
 
 def _write(dst, src):
@@ -1233,7 +1309,11 @@ def _add_alpha_(self, other, *, alpha=1):
     if _fast(self, other) and type(self._data) is np.ndarray:
         o = other._data if isinstance(other, Tensor) else other
         if alpha != 1:
-            o = np.multiply(o, alpha, dtype=self._data.dtype)
+            o = np.multiply(o, alpha)
+        res = np.result_type(self._data, o)
+        if not np.can_cast(res, self._data.dtype, "same_kind"):
+            raise RuntimeError(f"result type {_tname(np.dtype(res))} can't be cast to the "
+                               f"desired output type {_tname(self._data.dtype)}")
         np.add(self._data, o, out=self._data, casting="same_kind")
         self._bump("add_")
         return self

@@ -159,6 +159,8 @@ def make_node(info, inputs, vals, outs):
     edges = []
     for t in inputs:
         if isinstance(t, Tensor) and t._requires_grad:
+            if t._base is not None:
+                check_view(t)
             fn = t._grad_fn
             if fn is not None:
                 edges.append((fn, t._out_nr))
@@ -185,6 +187,11 @@ def make_node(info, inputs, vals, outs):
             t._requires_grad = True
         j += 1
     return node
+
+
+def check_view(t):
+    from .methods import check_view as check
+    check(t)
 
 
 def _hold_plan(info):

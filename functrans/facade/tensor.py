@@ -396,7 +396,7 @@ class Tensor:
         if dtype is not None and dtype != self.dtype:
             out = _convert(out, dtype)
         if device is not None and device.type != out.device.type:
-            out = _fn1("ToCopyBackward0", _device_put, out, device=device.type)
+            out = _to_device(out, device)
         if copy and out is self:
             out = self.clone()
         return out
@@ -678,6 +678,8 @@ def apply_fn(name, fn, args, static=(), view=False):
         if type(v) is not _ndarray:
             v = _as_array(v)
             vals[s] = v
+        elif not view and _aliases(v, arrays):
+            v = vals[s] = v.copy()       # only view ops may return storage of their inputs
         outs.append(wrap(v))
     if view:
         _mark_views(args, outs)
@@ -692,6 +694,19 @@ def apply_fn(name, fn, args, static=(), view=False):
     if comp.out_tree is None:
         return outs[0]
     return tuple(outs)
+
+
+def _aliases(v, arrays):
+    """Does the fresh-looking result v share storage with an input?"""
+    for a in arrays:
+        if v is a:
+            return True
+    if v.base is None:
+        return False
+    for a in arrays:
+        if type(a) is _ndarray and np.may_share_memory(v, a):
+            return True
+    return False
 
 
 def _composite_info(name, comp, mask):
@@ -709,6 +724,8 @@ def _mark_views(args, outs):
             o._base = b
             o._vc = vc
             o._flags = base._flags
+            if b._requires_grad:
+                o.__dict__["_vfn"] = b._grad_fn
 
 
 def _fn1(name, fn, x, **static):
@@ -734,9 +751,18 @@ def _copy(x):
     return ew.convert_element_type(x, new_dtype=np.dtype(x.dtype), weak_type=False)
 
 
-def _device_put(x, device):
-    from primitives import misc  # noqa: F401
-    return x
+def _to_device(t, device):
+    """A copy of t on device (not differentiable yet: refuse while recording)."""
+    from .creation import put
+    if t._requires_grad and GS.enabled:
+        raise NotImplementedError(
+            "functrans: moving a tensor that requires grad to another device is not "
+            "differentiable yet; move parameters and inputs (e.g. module.to(device)) before "
+            "computing with them, or detach().")
+    out = wrap(put(t._data, device))
+    if t._requires_grad and t._grad_fn is None:
+        out._requires_grad = True
+    return out
 
 
 def _convert(t, dtype):

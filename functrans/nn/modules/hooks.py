@@ -80,13 +80,16 @@ class BackwardHook:
 
     # -- forward -----------------------------------------------------------------------
 
-    def setup_input_hook(self, args):
-        """Wrap the tensor inputs that require grad; returns the new args."""
-        if _has_tracer(args):
+    def _refuse_traced(self, values):
+        if _has_tracer(values):
             raise RuntimeError(
                 f"{type(self.module).__name__} has full backward hooks, which cannot run when "
                 "the module is called on traced values (inside ft.grad / ft.vmap / ft.jit, e.g. "
                 "through ft.func.functional_call). Remove them for this call (handle.remove()).")
+
+    def setup_input_hook(self, args):
+        """Wrap the tensor inputs that require grad; returns the new args."""
+        self._refuse_traced(args)
         tensors = [(i, a) for i, a in enumerate(args) if isinstance(a, Tensor)]
         self.n_inputs = len(tensors)
         if not is_grad_enabled():
@@ -104,6 +107,7 @@ class BackwardHook:
 
     def setup_output_hook(self, result):
         """Wrap the tensor outputs (a Tensor or a tuple/list of them) that require grad."""
+        self._refuse_traced(result if isinstance(result, (tuple, list)) else (result,))
         pos, tensors = _flat_tensors(result)
         self.n_outputs = len(tensors)
         if not is_grad_enabled():

@@ -1,0 +1,111 @@
+"""ft.save / ft.load: state dicts as .npz that loading never executes (no pickle)."""
+import io
+import zipfile
+
+import numpy as np
+import pytest
+
+import functrans as ft
+import functrans.nn as nn
+
+
+def num(t):
+    return t.detach().numpy()
+
+
+def _model(seed):
+    ft.manual_seed(seed)
+    return nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
+
+
+def test_model_state_dict_round_trip(tmp_path):
+    a, b = _model(0), _model(1)
+    a(ft.randn(5, 3))                                     # move the running statistics
+    path = tmp_path / "model.pt"
+    ft.save(a.state_dict(), path)
+    assert path.exists() and not (tmp_path / "model.pt.npz").exists()
+    sd = ft.load(path)
+    assert list(sd) == list(a.state_dict())
+    assert sd["1.num_batches_tracked"].dtype == ft.int64
+    b.load_state_dict(sd)
+    for (k, v), (k2, w) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert k == k2 and v.dtype == w.dtype
+        np.testing.assert_array_equal(num(v), num(w))
+    x = ft.randn(2, 3)
+    a.eval(), b.eval()
+    np.testing.assert_array_equal(num(a(x)), num(b(x)))
+
+
+def test_optimizer_state_dict_round_trip(tmp_path):
+    m = _model(0)
+    opt = ft.optim.Adam(m.parameters(), lr=0.01, betas=(0.8, 0.9), amsgrad=True)
+    m(ft.randn(4, 3)).sum().backward()
+    opt.step()
+    buf = io.BytesIO()
+    ft.save(opt.state_dict(), buf)
+    buf.seek(0)
+    sd = ft.load(buf)
+    ref = opt.state_dict()
+    assert sd["param_groups"][0]["betas"] == (0.8, 0.9)       # tuples stay tuples
+    assert sd["param_groups"][0]["amsgrad"] is True and sd["param_groups"][0]["foreach"] is None
+    assert sd["param_groups"][0]["params"] == ref["param_groups"][0]["params"]
+    assert set(sd["state"]) == set(ref["state"])               # int keys stay ints
+    for i, st in ref["state"].items():
+        for k, v in st.items():
+            np.testing.assert_array_equal(num(sd["state"][i][k]), num(v))
+    m2 = _model(0)
+    opt2 = ft.optim.Adam(m2.parameters())
+    opt2.load_state_dict(sd)
+    assert opt2.param_groups[0]["lr"] == 0.01
+
+
+def test_nested_python_values_round_trip(tmp_path):
+    obj = {"epoch": 3, "loss": 0.25, "best": float("inf"), "name": "run", "flags": [True, None],
+           "nested": {"arr": np.arange(4, dtype=np.int16), "t": ft.tensor([1.5, 2.5])},
+           "param": nn.Parameter(ft.ones(2))}
+    ft.save(obj, tmp_path / "ckpt")
+    back = ft.load(tmp_path / "ckpt")
+    assert back["epoch"] == 3 and isinstance(back["epoch"], int)
+    assert back["loss"] == 0.25 and back["best"] == float("inf") and back["name"] == "run"
+    assert back["flags"] == [True, None]
+    assert back["nested"]["arr"].dtype == np.int16 and back["nested"]["arr"].tolist() == [0, 1,
+                                                                                         2, 3]
+    assert isinstance(back["nested"]["t"], ft.Tensor) and back["nested"]["t"].tolist() == [1.5,
+                                                                                          2.5]
+    assert isinstance(back["param"], nn.Parameter) and back["param"].requires_grad
+
+
+def test_the_file_is_a_plain_npz_without_object_arrays(tmp_path):
+    ft.save({"w": ft.ones(2, 2)}, tmp_path / "f.npz")
+    with np.load(tmp_path / "f.npz", allow_pickle=False) as data:
+        assert all(data[k].dtype != object for k in data.files)
+    with zipfile.ZipFile(tmp_path / "f.npz") as z:
+        assert all(n.endswith(".npy") for n in z.namelist())
+
+
+def test_loading_never_unpickles(tmp_path):
+    """A file carrying an object array (which np.load would unpickle, running code) is refused."""
+    path = tmp_path / "evil.npz"
+
+    class Boom:
+        def __reduce__(self):
+            return (print, ("this would run on load",))
+    np.savez(path, payload=np.array([Boom()], dtype=object))
+    with pytest.raises(ValueError, match="allow_pickle"):
+        ft.load(path)
+
+
+def test_plain_npz_loads_as_a_dict_of_tensors(tmp_path):
+    np.savez(tmp_path / "plain.npz", a=np.arange(3.0), b=np.eye(2, dtype=np.float32))
+    d = ft.load(tmp_path / "plain.npz")
+    assert sorted(d) == ["a", "b"] and isinstance(d["a"], ft.Tensor)
+    assert d["a"].dtype == ft.float64 and d["b"].tolist() == [[1, 0], [0, 1]]
+
+
+def test_unsupported_values_are_refused(tmp_path):
+    with pytest.raises(TypeError, match="cannot save object"):
+        ft.save({"x": object()}, tmp_path / "x")
+    with pytest.raises(TypeError, match="dtype object"):
+        ft.save({"x": np.array([1, "a"], dtype=object)}, tmp_path / "x")
+    with pytest.raises(TypeError, match="only str and int keys"):
+        ft.save({(1, 2): 3}, tmp_path / "x")

@@ -16,6 +16,8 @@ from .tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten  # no
 from . import facade as _facade  # noqa: E402  (the PyTorch-like facade; JAX-side names win)
 globals().update({_n: getattr(_facade, _n) for _n in _facade.FACADE_NAMES if _n not in globals()})
 from . import autograd  # noqa: F401,E402
+from . import func, optim  # noqa: F401,E402  (torch.func, torch.optim)
+from .serialization import load, save  # noqa: F401,E402
 
 
 def stop_gradient(x):

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import passes, tree_util
 from .core import (ClosedJaxpr, FunctransError, Jaxpr, Primitive, TypeCheckError, Tracer,
-                   UndefinedPrimal, Zero, _state, get_aval, new_dynamic_main)
+                   UndefinedPrimal, Zero, _state, _thread_state, get_aval)
 
 # ---------------------------------------------------------------------------
 # statistics and retrace reasons
@@ -38,18 +38,29 @@ class RetraceWarning(UserWarning):
 
 
 _stats_lock = threading.Lock()
-_STATS = {"traces": 0, "retraces": 0, "cache_hits": 0, "compiles": 0, "compile_s": 0.0,
+_STATS = {"traces": 0, "retraces": 0, "compiles": 0, "compile_s": 0.0,
           "new_callables": 0, "reasons": []}
 _codes_seen: dict = {}      # code object -> number of function objects traced with it
+
+
+_all_states: "weakref.WeakSet" = weakref.WeakSet()     # every function's cache state
+_hits_offset = [0]
+
+
+def _total_hits():
+    return sum(st.hits for st in list(_all_states))
 
 
 def jit_stats(reset=False):
     """Global jit counters: traces, retraces (with reasons), cache hits, compiles."""
     with _stats_lock:
         out = {k: (list(v) if isinstance(v, list) else v) for k, v in _STATS.items()}
+        total = _total_hits()
+        out["cache_hits"] = total - _hits_offset[0]
         if reset:
             for k in _STATS:
                 _STATS[k] = [] if isinstance(_STATS[k], list) else type(_STATS[k])(0)
+            _hits_offset[0] = total
     return out
 
 
@@ -357,6 +368,7 @@ class Lowered:
 
 
 _fun_caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_ndarray = np.ndarray
 
 
 class JitFunction:
@@ -408,6 +420,7 @@ class JitFunction:
 
     def clear_cache(self):
         self._state.entries.clear()
+        self._state.fast.clear()
 
     def __repr__(self):
         return f"<jitted {self._name}>"
@@ -464,6 +477,19 @@ class JitFunction:
         return names
 
     def __call__(self, *args, **kwargs):
+        st = self._state
+        if not kwargs and _thread_state.depth == 0:
+            # fast path: every argument a NumPy array, a signature seen before
+            sig = []
+            for a in args:
+                if type(a) is not _ndarray:
+                    break
+                sig.append((a.shape, a.dtype))
+            else:
+                hit = st.fast.get(tuple(sig))
+                if hit is not None:
+                    st.hits += 1
+                    return hit[1](hit[0](*args))
         leaves, tree, static = self._split(args, kwargs)
         if _state().depth or any(isinstance(x, Tracer) for x in leaves):
             return self._bind(args, kwargs, leaves, tree, static)
@@ -473,18 +499,19 @@ class JitFunction:
             raise TypeError(f"jit of {self._name}: {e} Mark non-array arguments static "
                             "with static_argnums.") from None
         key = (tree, sig, static)
-        st = self._state
         entry = st.entries.get(key)
         if entry is None:
             entry = self._trace(args, kwargs, leaves, tree, static, key, sig)
         else:
             st.hits += 1
-            _count("cache_hits")
         device = _device_of(leaves)
         exe = entry.exes.get(device)
         if exe is None:
             donated = self._donated_leaves(args, kwargs)
             exe = entry.exes[device] = compile_jaxpr(entry.closed, device, donated, self._name)
+        if (not kwargs and not static and device == "cpu" and len(leaves) == len(args)
+                and all(type(a) is _ndarray for a in args)):
+            st.fast[tuple((a.shape, a.dtype) for a in args)] = (exe, _unflattener(entry.out_tree))
         return tree_util.tree_unflatten(entry.out_tree, exe(*leaves))
 
     def _donated_leaves(self, args, kwargs):
@@ -603,7 +630,6 @@ class JitFunction:
                 st.entries[key] = entry
         else:
             st.hits += 1
-            _count("cache_hits")
         outs = jit_p.bind(*entry.tracer_consts, *leaves, jaxpr=entry.closed, name=self._name)
         return tree_util.tree_unflatten(entry.out_tree, outs)
 
@@ -617,15 +643,26 @@ class JitFunction:
         entry = self._state.entries.get(key)
         if entry is None:
             entry = self._trace(args, kwargs, leaves, tree, static, key, sig)
-        return lower_jaxpr(entry.closed, backend or _device_of(leaves), self._donated_leaves(args, kwargs),
-                           self._name)
+        return lower_jaxpr(entry.closed, backend or _device_of(leaves),
+                           self._donated_leaves(args, kwargs), self._name)
+
+
+def _unflattener(out_tree):
+    """outputs list -> the output pytree, without a tree walk in the common cases."""
+    if out_tree.node_type is None:
+        return lambda outs: outs[0]
+    if out_tree.node_type is tuple and all(c.node_type is None for c in out_tree.children):
+        return tuple
+    return lambda outs: tree_util.tree_unflatten(out_tree, outs)
 
 
 class _CacheState:
-    __slots__ = ("entries", "hits", "traces", "reasons", "last_key")
+    __slots__ = ("entries", "fast", "hits", "traces", "reasons", "last_key", "__weakref__")
 
     def __init__(self):
+        _all_states.add(self)
         self.entries: dict = {}
+        self.fast: dict = {}          # (shape, dtype) per NumPy argument -> (exe, unflatten)
         self.hits = 0
         self.traces = 0
         self.reasons: list = []

@@ -316,6 +316,13 @@ def _simplify_eqn(e, ins, consts, defs, uses, scalar_source):
         if name != "broadcast_in_dim" or tuple(p["broadcast_dimensions"]) == tuple(range(out.ndim)):
             if name != "rev" or not p["dimensions"]:
                 return ins[0]
+    if name == "broadcast_in_dim":             # a broadcast of a broadcast: one broadcast
+        src = defs.get(ins[0]) if type(ins[0]) is Var else None
+        if src is not None and src.primitive.name == "broadcast_in_dim":
+            outer = p["broadcast_dimensions"]
+            dims = tuple(outer[d] for d in src.params["broadcast_dimensions"])
+            return JaxprEqn(e.primitive, [src.invars[0]],
+                            {**p, "broadcast_dimensions": dims}, e.outvars)
     if name == "reshape":
         src = defs.get(ins[0]) if type(ins[0]) is Var else None
         if src is not None and src.primitive.name == "reshape":
@@ -324,6 +331,8 @@ def _simplify_eqn(e, ins, consts, defs, uses, scalar_source):
         return ins[0]
     if name == "integer_pow" and p["y"] == 1 and ok(ins[0]):
         return ins[0]
+    if name == "integer_pow" and p["y"] == 2:    # as its impl computes it; CSE sees x * x
+        return JaxprEqn(_prim("mul"), [ins[0], ins[0]], {}, e.outvars)
     if name == "transpose":
         perm = tuple(p["permutation"])
         if perm == tuple(range(len(perm))) and ok(ins[0]):
@@ -391,6 +400,10 @@ def _simplify_eqn(e, ins, consts, defs, uses, scalar_source):
                 return ins[0]
             if name in ("mul", "add") and _is(sx, unit) and ok(ins[1]):
                 return ins[1]
+            if name == "mul" and out.dtype.kind in "fi":      # x * -1 is -x, exactly
+                for s, other in ((sy, ins[0]), (sx, ins[1])):
+                    if _is(s, -1) and ok(other):
+                        return JaxprEqn(_prim("neg"), [other], {}, e.outvars)
         if any(a is not b for a, b in zip(ins, e.invars)):
             return JaxprEqn(e.primitive, ins, p, e.outvars)
         return None

@@ -124,7 +124,6 @@ def test_to_and_dtype_conversions():
 
 
 def test_cuda_without_cupy_is_a_clear_error():
-    pytest.importorskip  # noqa: B018
     try:
         import cupy  # noqa: F401
         pytest.skip("CuPy is installed")
@@ -357,3 +356,19 @@ def test_nonleaf_grad_warning_text():
         warnings.simplefilter("always")
         assert y.grad is None
     assert "is not a leaf Tensor is being accessed" in str(w[0].message)
+
+
+def test_deepcopy_and_pickle():
+    import copy
+    import pickle
+    x = ft.tensor([1.0, 2.0], requires_grad=True)
+    y = copy.deepcopy(x)
+    assert y.requires_grad and y.is_leaf and y.tolist() == [1.0, 2.0]
+    y.detach()[0] = 5.0
+    assert x[0].item() == 1.0
+    z = pickle.loads(pickle.dumps(x))
+    assert z.requires_grad and z.tolist() == [1.0, 2.0]
+    with pytest.raises(RuntimeError, match="Only Tensors created explicitly by the user"):
+        copy.deepcopy(x * 2)
+    with pytest.raises(RuntimeError, match="Cowardly refusing to serialize non-leaf tensor"):
+        pickle.dumps(x * 2)

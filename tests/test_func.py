@@ -89,6 +89,17 @@ def test_vmap_per_example_gradients_match_a_loop():
             np.testing.assert_allclose(per_ex[k][i], gi[k], rtol=1e-10, atol=1e-12)
 
 
+def test_inplace_layers_compute_out_of_place_on_traced_values():
+    ft.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(inplace=True), nn.Dropout(0.5, inplace=True),
+                      nn.Linear(4, 1)).eval()
+    x = np.random.default_rng(6).standard_normal((5, 3)).astype(np.float32)
+    g = ft.grad(lambda p: fnp.sum(functional_call(m, p, (x,))))(_arrays(m))
+    m(ft.tensor(x)).sum().backward()
+    for k, p in m.named_parameters():
+        np.testing.assert_allclose(g[k], num(p.grad), rtol=1e-5, atol=1e-6)
+
+
 def test_jit_of_functional_call():
     m = _mlp()
     x = np.random.default_rng(3).standard_normal((2, 3)).astype(np.float32)

@@ -36,7 +36,7 @@ def tol(dtype):
 
 
 @pytest.mark.parametrize("name", NAMES)
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=3, deadline=None)
 @given(data=st.data())
 def test_every_impl_runs_on_cupy(name, data):
     """impl(cupy, ...) == impl(numpy, ...), operands drawn from the registry table."""
@@ -56,7 +56,7 @@ def test_every_impl_runs_on_cupy(name, data):
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if REGISTRY[n].elementwise])
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=3, deadline=None)
 @given(data=st.data())
 def test_each_elementwise_kernel_matches_numpy(name, data):
     """The generated kernel of one primitive, run on the GPU, against the NumPy impl."""

@@ -463,14 +463,14 @@ def test_runtime_error_then_success():
 
 
 def test_lower_shows_optimized_jaxpr_and_code():
-    f = ft.jit(ft.grad(lambda x: fnp.sum(fnp.sin(x) * 2.0)))
+    f = ft.jit(ft.grad(lambda x: fnp.sum(fnp.sin(x) * fnp.sin(x))))
     low = f.lower(rand(5))
     text = str(low)
     assert "## optimized jaxpr" in text and "## generated code" in text
     assert "def " in low.source and "out=" in low.source
-    assert "broadcast_in_dim" in str(low.jaxpr) and "broadcast_in_dim" not in str(low.optimized)
+    assert str(low.jaxpr).count("= sin") == 2 and str(low.optimized).count("= sin") == 1
     exe = low.compile()
-    assert_close(exe(rand(5))[0], 2 * np.cos(rand(5)))
+    assert_close(exe(rand(5))[0], 2 * np.sin(rand(5)) * np.cos(rand(5)))
 
 
 def test_lower_for_cuda_needs_no_gpu():
@@ -485,3 +485,21 @@ def test_generated_code_has_no_interpreter():
     f = ft.jit(lambda x: fnp.exp(fnp.sin(x)) + 1.0)
     src = f.lower(rand(3)).source
     assert "eval_jaxpr" not in src and "bind" not in src and "for " not in src
+
+
+@pytest.mark.filterwarnings("ignore::functrans.RetraceWarning")
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_max_min_with_constants_are_bit_exact(dtype):
+    """max/min against a literal take a faster path on the CPU; NaN and signed zeros
+    must come out exactly as NumPy's maximum/minimum give them."""
+    v = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, 2.0, -3.0], dtype)
+    for c in [0.0, -0.0, 1.0, -1.0, 0.5, np.inf, -np.inf]:
+        c = dtype(c)
+        for op, ref in ((fnp.maximum, np.maximum), (fnp.minimum, np.minimum)):
+            for got, want in ((ft.jit(lambda x: op(x, c))(v), ref(v, c)),
+                              (ft.jit(lambda x: op(c, x))(v), ref(c, v))):
+                assert got.dtype == want.dtype
+                assert np.array_equal(np.isnan(got), np.isnan(want))
+                keep = ~np.isnan(want)
+                assert np.array_equal(np.signbit(got[keep]), np.signbit(want[keep])), (op, c)
+                assert np.array_equal(got[keep], want[keep])

@@ -86,6 +86,15 @@ def test_assignment_errors_use_torchs_words():
         Early()
 
 
+def test_buffer_marker_registers_a_buffer():
+    m = nn.Module()
+    m.stats = nn.Buffer(ft.ones(2))
+    m.scratch = nn.Buffer(ft.zeros(1), persistent=False)
+    assert [n for n, _ in m.named_buffers()] == ["stats", "scratch"]
+    assert list(m.state_dict()) == ["stats"]
+    assert not hasattr(m.stats, "_ft_buffer_persistent")
+
+
 def test_shared_parameters_are_listed_once():
     lin = nn.Linear(2, 2)
     seq = nn.Sequential(lin, nn.ReLU(), lin)

@@ -137,6 +137,11 @@ def _out_emitter(eqn):
         uf = "true_divide"
     elif name == "shift_right_logical" and in_dt.kind == "i":
         return None                     # logical shift of signed values: the impl
+    elif name in ("max", "min") and dt in (np.float32, np.float64) and _CLIP is not None:
+        em = _clip_emitter(eqn, dt)
+        if em is not None:
+            return em
+        uf = UFUNCS[name]
     elif name == "round":
         if p.get("rounding_method") != 1:
             return None
@@ -181,6 +186,8 @@ def _out_emitter(eqn):
     if name == "dot_general":
         (lc, rc), (lb, rb) = p["dimension_numbers"]
         x, y = eqn.invars
+        if all(x.aval.shape[d] == 1 for d in lc) and dt.kind in "fiu":
+            return _outer_emitter(x.aval, y.aval, lc, rc, lb, rb)
         form = _MATMUL.get((tuple(lc), tuple(rc)))
         if (form is None or lb or rb or x.aval.ndim != 2 or y.aval.ndim != 2
                 or dt.kind not in "fc"):
@@ -191,6 +198,62 @@ def _out_emitter(eqn):
                     f"out={out})"]
         return emit, lambda i: False
     return None
+
+
+# NumPy's clip ufunc (a private name, looked up defensively) is about twice as fast as
+# maximum/minimum with a constant bound
+_CLIP = getattr(getattr(np, "_core", None), "umath", None)
+_CLIP = getattr(_CLIP, "clip", None)
+
+
+def _clip_emitter(eqn, dt):
+    """max/min of a float array and a literal as clip(x, c, inf) / clip(x, -inf, c).
+
+    Bit for bit NumPy's answer: like maximum(c, x), clip keeps x when x == c, so with the
+    literal second and x == c == +-0, max(x, +0.0) needs the + 0.0 that turns -0.0 into
+    +0.0 (and a -0.0 literal second is left to maximum/minimum); NaN x stays NaN."""
+    x, y = eqn.invars
+    lit_first = type(x) is Literal
+    lit = x if lit_first else y
+    if type(lit) is not Literal or (type(x) is Literal and type(y) is Literal):
+        return None
+    c = np.asarray(lit.val, dt)
+    if np.isnan(c) or (not lit_first and c == 0 and np.signbit(c)):
+        return None
+    is_max = eqn.primitive.name == "max"
+
+    def emit(ctx, ins, out):
+        xs = ins[1] if lit_first else ins[0]
+        cs = ctx.scalar(c, dt)
+        inf = ctx.scalar(np.inf if is_max else -np.inf, dt)
+        lo, hi = (cs, inf) if is_max else (inf, cs)
+        lines = [f"{ctx.g(_CLIP, 'clip')}({xs}, {lo}, {hi}, out={out})"]
+        if not lit_first and c == 0:
+            lines.append(f"{ctx.g(np.add, 'add')}({out}, {ctx.scalar(0.0, dt)}, out={out})")
+        return lines
+    return emit, lambda i: True
+
+
+def _outer_emitter(xa, ya, lc, rc, lb, rb):
+    """A contraction over size-1 axes (an outer product, per batch element) as one einsum
+    into the output buffer: a batched matmul with K = 1 is the slowest way to compute it."""
+    lf = [i for i in range(xa.ndim) if i not in lc and i not in lb]
+    rf = [i for i in range(ya.ndim) if i not in rc and i not in rb]
+    px, py = tuple(lb) + tuple(lf) + tuple(lc), tuple(rb) + tuple(rf) + tuple(rc)
+    bs = [xa.shape[i] for i in lb]
+    sx = tuple(bs + [xa.shape[i] for i in lf])
+    sy = tuple(bs + [ya.shape[i] for i in rf])
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    B = "".join(next(letters) for _ in lb)
+    L = "".join(next(letters) for _ in lf)
+    R = "".join(next(letters) for _ in rf)
+    spec = f"{B}{L},{B}{R}->{B}{L}{R}"
+
+    def emit(ctx, ins, out):
+        es = ctx.g(np.einsum, "einsum")
+        return [f"{es}('{spec}', {ins[0]}.transpose({px}).reshape({sx}), "
+                f"{ins[1]}.transpose({py}).reshape({sy}), out={out})"]
+    return emit, lambda i: False
 
 
 def _zero_bits(atom):
@@ -257,7 +320,7 @@ class _Ctx:
         self.globals = {"_np": np, "_empty": np.empty, "_asarray": np.asarray,
                         "_array": np.array, "_run_blocked": run_blocked, "_bcast": _bcast}
         self._ids: dict = {}
-        self._n = 0
+        self._taken: set = set()
 
     def g(self, obj, hint="g"):
         """A global name bound to obj (reused for the same object)."""
@@ -270,9 +333,14 @@ class _Ctx:
         return name
 
     def _fresh(self, hint):
-        self._n += 1
+        """_hint, or _hint_2, _hint_3, ... when taken."""
         hint = "".join(c if c.isalnum() else "_" for c in hint)
-        return f"_{hint}{self._n}"
+        name, k = f"_{hint}", 1
+        while name in self.globals or name in self._taken:
+            k += 1
+            name = f"_{hint}_{k}"
+        self._taken.add(name)
+        return name
 
     def scalar(self, value, dtype):
         """A NumPy scalar of a dtype, as a global (operand of a ufunc)."""
@@ -280,7 +348,7 @@ class _Ctx:
         key = ("scalar", val.dtype.str, val.tobytes())
         name = self._ids.get(key)
         if name is None:
-            name = self._fresh(f"c_{short_dtype(dtype)}")
+            name = self._fresh(f"{short_dtype(dtype)}_{_num_name(val)}")
             self.globals[name] = val[()]
             self._ids[key] = name
         return name
@@ -292,7 +360,7 @@ class _Ctx:
         key = ("lit", val.dtype.str, val.tobytes())
         name = self._ids.get(key)
         if name is None:
-            name = self._fresh(f"l_{short_dtype(val.dtype)}")
+            name = self._fresh(f"{short_dtype(val.dtype)}_{_num_name(val)}_arr")
             self.globals[name] = val
             self._ids[key] = name
         return name
@@ -306,6 +374,20 @@ class _Ctx:
 
     def dtype(self, dt):
         return self.g(np.dtype(dt), short_dtype(dt))
+
+
+def _num_name(val):
+    """A readable identifier part for a scalar value: 2.0 -> '2', 0.5 -> '0p5', -1 -> 'm1'."""
+    v = np.asarray(val)
+    if v.dtype.kind == "b":
+        return str(bool(v))
+    if v.dtype.kind in "iu":
+        text = str(int(v))
+    elif v.dtype.kind == "f":
+        text = f"{float(v):.4g}"
+    else:
+        text = "c"
+    return "".join({"-": "m", ".": "p", "+": ""}.get(c, c) for c in text)
 
 
 def _kind(eqn, blocked):
@@ -512,6 +594,7 @@ class _Lowering:
         iplan = passes.plan_buffers(inner, ikind, inplace=lambda m, i, o: _out_emitter(m)[1](i),
                                     outputs_external=True)
         fn_name = self.ctx._fresh(e.params["name"])[1:]
+        self.ctx._taken.add(fn_name)
         params, call_args, lines = [], [], []
         local = {}
         nloc = [0]
@@ -544,7 +627,7 @@ class _Lowering:
                     val = local[x] if type(x) is Var else self.ctx.literal(x, False)
                 else:
                     exp = _expanded(x.aval.shape, m.params["broadcast_dimensions"], len(shape))
-                    pre = self.ctx._fresh("e")[1:]
+                    pre = f"e{len(params)}"
                     params.append(pre)
                     call_args.append(f"{self.atom(e.invars[inner.invars.index(x)], False)}"
                                      f".reshape({exp!r})")

@@ -80,13 +80,11 @@ def _has_nan(a):
     return a.dtype.kind in "fc" and bool(np.isnan(np.asarray(a)).any())
 
 
-def run_node_by_node(nodes, pos, targets, root_keys, root_cts, create_graph):
+def run_node_by_node(nodes, pos, targets, root_keys, root_cts, create_graph, structure):
     """The engine's anomaly mode: (outputs like the fused program's, capture keys)."""
-    from .ops import apply_prim, tensor_for_key
-    from .tensor import Tensor, wrap
-    parts, hooked, retained, fns = engine._structure(nodes, pos)
+    from .tensor import wrap
+    parts, hooked, retained, fns = structure
     spec = engine._make_spec(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph)
-    hook_slot = {pj: i for i, pj in enumerate(hooked)}
     add = (lambda a, b: a + b)
     ct = {}
     for k, c in zip(root_keys, root_cts):
@@ -153,7 +151,7 @@ def run_node_by_node(nodes, pos, targets, root_keys, root_cts, create_graph):
         engine.RUN.stack.pop()
     if not create_graph:
         res = [np.array(r, copy=True) if isinstance(r, np.ndarray) else r for r in res]
-    return res, list(spec.captures)
+    return res, list(spec.captures), [rn.pos for rn in spec.nodes]
 
 
 def _tap(c, hook, run, create_graph):
@@ -192,16 +190,16 @@ def _run_node(node, rn, outs, create_graph, nodes):
             c = wrap(c) if create_graph else c
         cts.append(c)
     if create_graph:
-        from .ops import apply_prim
         return _eval_node_facade(node, rn, prog, vals, cts, nodes)
-    return prog.fn(np, *vals, *cts)
+    with np.errstate(all="ignore"):
+        return prog.fn(np, *vals, *cts)
 
 
 def _eval_node_facade(node, rn, prog, vals, cts, nodes):
     """create_graph in anomaly mode: the node's program run as recorded facade ops. Saved
     inputs and outputs become tensors connected to the graph."""
     from ..core import Var
-    from .ops import apply_prim, tensor_for_key
+    from .ops import apply_prim
     from .tensor import wrap
     j = prog.closed.jaxpr
     env = {}

@@ -118,7 +118,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                   "ft.func.functional_call instead")
     outs = _seq(outputs, "outputs")
     ins = _seq(inputs, "inputs")
-    single = isinstance(inputs, Tensor)
     gos = _seq(grad_outputs, "grad_outputs") if not isinstance(grad_outputs, Tensor) \
         else [grad_outputs]
     if allow_unused is None:

@@ -18,16 +18,15 @@ an `autograd.Function` is a primitive whose transpose calls the user's backward.
 from __future__ import annotations
 
 import threading
-import warnings
 
 import numpy as np
 
-from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Primitive, ShapedArray, Trace,
+from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Primitive, ShapedArray, Trace,
                     Tracer, Var, Zero, array_module, new_dynamic_main, new_main)
 from ..tracing import JaxprBuilder, JaxprTrace
 from .. import passes
 from .grad_mode import STATE as GRAD_STATE
-from .node import AccumulateGrad, Node, OpInfo, source_line
+from .node import OpInfo
 
 # ---------------------------------------------------------------------------
 # error texts (PyTorch's words, API.md)
@@ -101,7 +100,7 @@ tap_p = Primitive("facade_tap", impl=lambda xp, x, **p: x, abstract_eval=_same,
 
 
 def _hook_call_impl(xp, ct, *, slot):
-    from .tensor import Tensor, wrap
+    from .tensor import wrap
     run = _current_run()
     g = wrap(ct)
     for hooks in run.hooks[slot]:
@@ -577,13 +576,31 @@ def value_key(t, pos):
     """The key of a tensor's value inside a walked graph (None if not in it)."""
     fn = t._grad_fn
     if fn is not None:
-        p = pos.get(id(fn))
+        p = pos.of(fn)
         return None if p is None else (p, fn.info.out_slots[t._out_nr])
     acc = t._accum
     if acc is None:
         return None
-    p = pos.get(id(acc))
+    p = pos.of(acc)
     return None if p is None else (p, 0)
+
+
+class Positions:
+    """Positions of the nodes of one walked graph (stored on the nodes themselves)."""
+    __slots__ = ("nodes",)
+
+    def __init__(self, nodes):
+        self.nodes = nodes
+
+    def of(self, n):
+        p = n.pos
+        return p if 0 <= p < len(self.nodes) and self.nodes[p] is n else None
+
+    def __getitem__(self, n):
+        p = self.of(n)
+        if p is None:
+            raise KeyError(n)
+        return p
 
 
 def _in_keys(n, p, pos):
@@ -593,7 +610,7 @@ def _in_keys(n, p, pos):
             keys.append((p, i))
         else:
             prod, j = e
-            q = pos[id(prod)]
+            q = pos[prod]
             keys.append((q, 0) if prod.info is None else (q, prod.info.out_slots[j]))
     return keys
 
@@ -602,46 +619,72 @@ def _in_keys(n, p, pos):
 # programs, cached by graph structure
 
 class Program:
-    __slots__ = ("closed", "fn", "fetch", "n_targets", "captures", "spec", "keys", "cg")
+    __slots__ = ("closed", "fn", "fetch", "n_targets", "captures", "spec", "keys", "cg",
+                 "replayed")
 
 
 _CACHE: dict = {}
 CACHE_STATS = {"hits": 0, "misses": 0}
 
 
-def _structure(nodes, pos):
-    """Hashable description of the graph (op signatures and edges as one flat tuple of ints)
-    plus the positions of hooked and retained outputs and of Function nodes."""
-    flat = []
-    app = flat.append
-    hooked = []
-    retained = []
-    fns = []
-    for p, n in enumerate(nodes):
-        info = n.info
-        if info is None:
-            app(-2)
-            continue
-        app(info.id)
-        for e in n.edges:
-            if e is None:
-                app(-1)
-            else:
-                app(pos[id(e[0])])
-                app(e[1])
-        x = n.x
-        if x is not None:
-            if x.hooks:
-                for j, h in x.hooks.items():
-                    if h:
-                        hooked.append((p, j))
-            if x.retains:
-                for j, r in x.retains.items():
-                    if r() is not None:
-                        retained.append((p, j))
-            if info.kind == "function":
-                fns.append(p)
-    return tuple(flat), tuple(hooked), tuple(retained), tuple(fns)
+_WALK_LOCK = threading.Lock()
+
+
+def index_graph(root_fns):
+    """(nodes producers-first, Positions, structure) of the graph above root_fns.
+
+    The structure is hashable: op signatures and edges as one flat tuple of ints, plus the
+    positions of hooked and retained outputs and of Function nodes. Positions and visit
+    marks live on the nodes (faster than dicts keyed by id), hence the lock."""
+    with _WALK_LOCK:
+        token = object()
+        nodes = []
+        stack = []
+        for n in root_fns:
+            if n is not None and n.mark is not token:
+                n.mark = token
+                stack.append(n)
+        nodes.extend(stack)
+        while stack:
+            for e in stack.pop().edges:
+                if e is not None:
+                    p = e[0]
+                    if p.mark is not token:
+                        p.mark = token
+                        stack.append(p)
+                        nodes.append(p)
+        nodes.sort(key=_seq_of)
+        flat = []
+        app = flat.append
+        hooked = []
+        retained = []
+        fns = []
+        for p, n in enumerate(nodes):
+            n.pos = p
+            info = n.info
+            if info is None:
+                app(-2)
+                continue
+            app(info.id)
+            for e in n.edges:
+                if e is None:
+                    app(-1)
+                else:
+                    app(e[0].pos)             # producers come first: already placed
+                    app(e[1])
+            x = n.x
+            if x is not None:
+                if x.hooks:
+                    for j, h in x.hooks.items():
+                        if h:
+                            hooked.append((p, j))
+                if x.retains:
+                    for j, r in x.retains.items():
+                        if r() is not None:
+                            retained.append((p, j))
+                if info.kind == "function":
+                    fns.append(p)
+    return nodes, Positions(nodes), (tuple(flat), tuple(hooked), tuple(retained), tuple(fns))
 
 
 def _make_spec(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph):
@@ -712,9 +755,10 @@ def _key_aval(nodes, k):
     return n.info.slot_avals[s]
 
 
-def get_program(nodes, pos, targets, root_keys, create_graph):
-    hooked_retained = _structure(nodes, pos)
-    parts, hooked, retained, fns = hooked_retained
+def get_program(nodes, pos, targets, root_keys, create_graph, structure=None):
+    if structure is None:
+        structure = index_graph([n for n in nodes if n.info is not None])[2]
+    parts, hooked, retained, fns = structure
     key = (parts, hooked, retained, tuple(targets), tuple(root_keys), bool(create_graph))
     prog = _CACHE.get(key)
     if prog is not None:
@@ -733,6 +777,7 @@ def get_program(nodes, pos, targets, root_keys, create_graph):
     prog.fn = compile_jaxpr(closed) if not create_graph else None
     prog.n_targets = len(spec.targets)
     prog.captures = list(spec.captures)
+    prog.replayed = tuple(rn.pos for rn in spec.nodes)    # the nodes this backward executes
     prog.fetch = [_holders(nodes, spec, k) for k in keys]
     if len(_CACHE) > 512:
         _CACHE.clear()
@@ -821,8 +866,7 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
         for t in targets:
             if t._grad_fn is None and t._requires_grad:
                 edge_of(t)          # a leaf target needs its AccumulateGrad to be found
-    nodes = walk(root_fns)
-    pos = {id(n): i for i, n in enumerate(nodes)}
+    nodes, pos, structure = index_graph(root_fns)
     if targets is None:
         targets = [v for v in (n.variable for n in nodes if n.info is None) if v is not None]
     root_keys = [value_key(t, pos) for t in roots]
@@ -832,15 +876,16 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
         return [None] * len(targets), targets
     if anomaly:
         from .anomaly import run_node_by_node
-        outs, captures = run_node_by_node(nodes, pos, uniq, root_keys, root_cts, create_graph)
+        outs, captures, replayed = run_node_by_node(nodes, pos, uniq, root_keys, root_cts,
+                                                    create_graph, structure)
     else:
-        prog, hooked, fns = get_program(nodes, pos, uniq, root_keys, create_graph)
+        prog, hooked, fns = get_program(nodes, pos, uniq, root_keys, create_graph, structure)
         outs = _execute(prog, nodes, hooked, fns, root_cts, create_graph)
-        captures = prog.captures
+        captures, replayed = prog.captures, prog.replayed
     res = dict(zip(uniq, outs[:len(uniq)]))
     _deliver_captures(captures, nodes, outs[len(uniq):], create_graph)
     if not retain_graph:
-        free_graph(nodes)
+        free_graph([nodes[p] for p in replayed])
     return [res.get(k) if k is not None else None for k in tkeys], targets
 
 
@@ -854,7 +899,8 @@ def _execute(prog, nodes, hooked, fns, root_cts, create_graph):
             from .ops import eval_jaxpr_facade
             return eval_jaxpr_facade(prog, nodes, vals, root_cts)
         xp = array_module(*vals) if vals else np
-        outs = prog.fn(xp, *vals, *root_cts)
+        with np.errstate(all="ignore"):     # torch's backward does not warn about inf/nan
+            outs = prog.fn(xp, *vals, *root_cts)
     finally:
         RUN.stack.pop()
     return _own_outputs(outs, vals, root_cts)
@@ -916,6 +962,7 @@ def accumulate_grad(t, g, create_graph):
 
 
 def free_graph(nodes):
+    """Release the values the nodes saved (and Function contexts' saved tensors)."""
     for n in nodes:
         if n.info is None:
             continue

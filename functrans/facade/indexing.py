@@ -10,7 +10,6 @@ import numpy as np
 
 from .. import numpy as fnp
 from .grad_mode import STATE as GS
-from .record import INFERENCE
 from .tensor import Tensor, apply_fn, static, wrap
 
 
@@ -138,7 +137,7 @@ def _index_update_fn(x, v, *arrays, template):
 
 
 def setitem(t, idx, value):
-    from .methods import _check_inplace, _write, inplace
+    from .inplace import _check_inplace, inplace
     recording = GS.enabled and (t._requires_grad or (isinstance(value, Tensor)
                                                      and value._requires_grad))
     if not recording:

@@ -36,7 +36,8 @@ class OpInfo:
     held: the slots the backward program reads (found by tracing it once, then DCE).
     """
     __slots__ = ("id", "name", "steps", "n_in", "out_slots", "slot_avals", "mask", "held",
-                 "held_set", "out_float", "kind", "fn_cls", "bwd", "extra", "view", "plan")
+                 "held_set", "out_float", "kind", "fn_cls", "bwd", "extra", "view", "plan",
+                 "n_slots")
     _ids = itertools.count()
 
     def __init__(self, name, steps, n_in, out_slots, slot_avals, mask, kind="prim"):
@@ -46,6 +47,7 @@ class OpInfo:
         self.n_in = n_in
         self.out_slots = tuple(out_slots)
         self.slot_avals = tuple(slot_avals)
+        self.n_slots = len(self.slot_avals)
         self.mask = tuple(mask)
         self.out_float = tuple(slot_avals[s].dtype.kind in "fc" for s in out_slots)
         self.held = ()
@@ -84,7 +86,8 @@ def _extra_field(name):
 
 class Node:
     """A recorded op: what `grad_fn` returns (named like PyTorch: MulBackward0, ...)."""
-    __slots__ = ("info", "edges", "vals", "vers", "seq", "src", "x", "__weakref__")
+    __slots__ = ("info", "edges", "vals", "vers", "seq", "src", "x", "pos", "mark",
+                 "__weakref__")
 
     def __init__(self, info, edges, vals, vers, src):
         self.info = info
@@ -94,6 +97,8 @@ class Node:
         self.seq = next(_seq)
         self.src = src           # (code, lineno) of the user line that created the node
         self.x = None
+        self.pos = -1            # position in the last walked graph (engine.index_graph)
+        self.mark = None         # visit mark of the last walk
 
     hooks = _extra_field("hooks")        # {output index: HookDict}
     retains = _extra_field("retains")    # {output index: weakref to the retaining tensor}
@@ -133,7 +138,7 @@ class AccumulateGrad:
 
     The leaf holds its AccumulateGrad; the AccumulateGrad refers to the leaf weakly (no
     reference cycle, so temporary leaves are freed at once)."""
-    __slots__ = ("_var", "seq", "edge", "__weakref__")
+    __slots__ = ("_var", "seq", "edge", "pos", "mark", "__weakref__")
     edges = ()
     info = None
     vals = None
@@ -142,6 +147,8 @@ class AccumulateGrad:
         self._var = weakref.ref(variable)
         self.seq = next(_seq)
         self.edge = (self, 0)
+        self.pos = -1
+        self.mark = None
 
     @property
     def variable(self):
@@ -174,9 +181,10 @@ def edge_of(t):
 _INTERNAL_CODES: dict = {}
 
 
-def user_frame():
-    """(code, lineno) of the innermost frame outside functrans: where the user called the op."""
-    f = sys._getframe(2)
+def user_frame(depth=2):
+    """(code, lineno) of the innermost frame outside functrans: where the user called the op
+    (depth: frames known to be internal, counted from the caller)."""
+    f = sys._getframe(depth)
     internal = _INTERNAL_CODES
     while f is not None:
         code = f.f_code

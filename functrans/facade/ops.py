@@ -3,12 +3,10 @@ of jaxpr equations (`apply_prim`), which create_graph=True uses to run a backwar
 as recorded facade ops, so its result is differentiable again."""
 from __future__ import annotations
 
-import builtins
-
 import numpy as np
 
 from .. import numpy as fnp
-from ..core import Literal, ShapedArray, Var, array_module
+from ..core import ShapedArray, Var, array_module
 from . import dtypes as D
 from .grad_mode import STATE as GS
 from .node import OpInfo, Step

@@ -136,7 +136,7 @@ def make_node(info, inputs, vals, outs):
     if plan is None:
         plan = _hold_plan(info)
     if plan:
-        kept = [None] * len(info.slot_avals)
+        kept = [None] * info.n_slots
         vers = []
         for s, j in plan:
             v = vals[s]
@@ -145,13 +145,13 @@ def make_node(info, inputs, vals, outs):
             kept[s] = v
             t = inputs[s] if j < 0 else outs[j] if j < 1000 else None
             if t is not None and isinstance(t, Tensor):
-                if t._flags & INFERENCE and j < 0:
+                if j < 0 and t._flags & INFERENCE:
                     raise RuntimeError(INFERENCE_SAVE_MSG)
                 vc = t._vc
                 if vc is None:
                     vc = t._vc = VersionCounter()
                 vers.append((s, vc, vc.v))
-        src = user_frame()
+        src = user_frame(3)
     else:
         kept = []
         vers = ()
@@ -177,8 +177,16 @@ def make_node(info, inputs, vals, outs):
     node.seq = next(_seq)
     node.src = src
     node.x = None
+    node.pos = -1
+    node.mark = None
     if ANOMALY.enabled:
         node.stack = _forward_stack()
+    if len(outs) == 1:
+        t = outs[0]
+        if t is not None and info.out_float[0]:
+            t._grad_fn = node
+            t._requires_grad = True
+        return node
     j = 0
     for t, f in zip(outs, info.out_float):
         if f and t is not None:
@@ -190,7 +198,7 @@ def make_node(info, inputs, vals, outs):
 
 
 def check_view(t):
-    from .methods import check_view as check
+    from .inplace import check_view as check
     check(t)
 
 
@@ -242,20 +250,24 @@ def _forward_stack():
 
 class Composite:
     """A traced op: steps over slots plus a compiled eager runner returning every slot."""
-    __slots__ = ("steps", "n_in", "out_slots", "slot_avals", "run", "out_tree", "view")
+    __slots__ = ("steps", "n_in", "out_slots", "slot_avals", "run", "out_tree", "view",
+                 "any_float", "infos")
 
     def __init__(self, steps, n_in, out_slots, slot_avals, out_tree):
         self.steps, self.n_in = steps, n_in
         self.out_slots, self.slot_avals = out_slots, slot_avals
         self.out_tree = out_tree
         self.run = compile_steps(steps, n_in, len(slot_avals))
+        self.any_float = any(slot_avals[s].dtype.kind in "fc" for s in out_slots)
+        self.infos = {}          # (grad_fn name, requires-grad mask) -> OpInfo
 
 
 _COMPOSITES: dict = {}
 
 
 def composite_for(fn, static, in_avals):
-    key = (fn, static, tuple((a.shape, a.dtype, a.weak_type) for a in in_avals))
+    """The Composite of fn on these avals (a separate cache from apply_fn's fast one)."""
+    key = ("avals", fn, static, tuple((a.shape, a.dtype, a.weak_type) for a in in_avals))
     c = _COMPOSITES.get(key)
     if c is None:
         c = _COMPOSITES[key] = _trace_composite(fn, static, in_avals)
@@ -338,6 +350,8 @@ def compile_steps(steps, n_in, n_slots):
 
 
 def scalar_aval(v):
-    """The aval of a Python scalar argument of a composite op (weakly typed)."""
-    from ..core import get_aval
-    return get_aval(v)
+    """The aval of a Python scalar argument of a composite op: weakly typed, at full
+    precision (float64 / int64), so float64 tensors lose nothing and float32 ones round
+    once, as torch does."""
+    dt = {float: np.float64, int: np.int64, bool: np.bool_, complex: np.complex128}[type(v)]
+    return ShapedArray((), dt, weak_type=True)

@@ -20,7 +20,6 @@ class BackwardJaxpr(ClosedJaxpr):
         self.outputs = outputs
 
     def describe(self):
-        from ..core import _Namer, pp_jaxpr
         lines = [str(self), "", "inputs:"]
         lines += [f"  {i}: {d}" for i, d in enumerate(self.inputs)]
         lines += ["outputs:"] + [f"  {i}: {d}" for i, d in enumerate(self.outputs)]
@@ -45,14 +44,13 @@ def backward_jaxpr(tensor, inputs=None, create_graph=False):
         for t in targets:
             if t._grad_fn is None and t._requires_grad:
                 edge_of(t)
-    nodes = engine.walk([root])
-    pos = {id(n): i for i, n in enumerate(nodes)}
+    nodes, pos, structure = engine.index_graph([root])
     if targets is None:
         targets = [v for v in (n.variable for n in nodes if n.info is None) if v is not None]
     tkeys = [engine.value_key(t, pos) for t in targets]
     uniq = list(dict.fromkeys(k for k in tkeys if k is not None))
     root_keys = [engine.value_key(tensor, pos)]
-    prog, _, _ = engine.get_program(nodes, pos, uniq, root_keys, create_graph)
+    prog, _, _ = engine.get_program(nodes, pos, uniq, root_keys, create_graph, structure)
     ins = [_describe_key(nodes, k) for k in prog.keys] + [
         f"cotangent of the output {_aval_str(tensor)}"]
     outs = [f"gradient of {_describe_key(nodes, k)}" for k in uniq] + [
@@ -119,7 +117,6 @@ def _root_buffer(a):
 def saved_tensors_report(tensor):
     """List the values kept alive for backward by the graph of tensor (shape, dtype, bytes,
     the node and forward source line that saved them) and their total."""
-    from .node import edge_of
     if not isinstance(tensor, Tensor) or tensor._grad_fn is None:
         return SavedTensorsReport([], 0)
     nodes = engine.walk([tensor._grad_fn])

@@ -8,19 +8,17 @@ op is a composite of primitive steps, traced once per signature from functrans.n
 from __future__ import annotations
 
 import builtins
-import math
 import warnings
 
 import numpy as np
 
-from .. import numpy as fnp
 from ..core import ShapedArray, array_module
 from primitives import elementwise as ew
 from . import dtypes as D
 from . import grad_mode
-from .node import AccumulateGrad, HookDict, add_hook
-from .record import (INFERENCE, StepBuilder, composite_for, elementwise_info, info_for,
-                     make_node, vc_of, _SIGS)
+from .node import HookDict, add_hook
+from .record import (INFERENCE, _COMPOSITES, _trace_composite, elementwise_info, info_for,
+                     make_node, vc_of)
 
 GS = grad_mode.STATE
 _new = object.__new__
@@ -46,14 +44,10 @@ def wrap(data):
     t = _new(Tensor)
     t._data = data
     t._grad_fn = None
-    t._out_nr = 0
     t._requires_grad = False
-    t._grad = None
-    t._vc = None
-    t._base = None
-    t._accum = None
-    t._hooks = None
-    t._flags = INFERENCE if GS.inference else 0
+    t._vc = None         # version counter (shared by views), created on first need
+    if GS.inference:
+        t._flags = INFERENCE
     return t
 
 
@@ -68,8 +62,14 @@ def _as_array(x):
 
 class Tensor:
     """A multi-dimensional array with PyTorch's autograd semantics."""
-    __slots__ = ("_data", "_grad_fn", "_out_nr", "_requires_grad", "_grad", "_vc", "_base",
-                 "_accum", "_hooks", "_flags", "__weakref__", "__dict__")
+    __slots__ = ("_data", "_grad_fn", "_requires_grad", "_vc", "__weakref__", "__dict__")
+    # rarely set fields: class-level defaults, set per instance (in __dict__) when needed
+    _out_nr = 0          # which output of _grad_fn this tensor is
+    _grad = None         # .grad
+    _base = None         # the tensor whose storage this view shares
+    _accum = None        # AccumulateGrad of a leaf that requires grad
+    _hooks = None        # hooks of a leaf
+    _flags = 0           # INFERENCE
     __array_priority__ = 1000
     __array_ufunc__ = None          # NumPy defers binary operators to the Tensor
 
@@ -82,9 +82,12 @@ class Tensor:
             data = _to_array(args[0], D.to_dtype(dtype) or D.get_default_dtype())
         else:
             data = np.zeros(tuple(args), D.to_dtype(dtype) or D.get_default_dtype())
-        t = wrap(data)
-        for k in Tensor.__slots__[:-2]:
-            setattr(self, k, getattr(t, k))
+        self._data = data
+        self._grad_fn = None
+        self._requires_grad = False
+        self._vc = None
+        if GS.inference:
+            self._flags = INFERENCE
         if requires_grad:
             self.requires_grad_(True)
 
@@ -165,7 +168,7 @@ class Tensor:
 
     def __bool__(self):
         if self._data.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return builtins.bool(self._data.reshape(()))
 
     def __float__(self):
@@ -456,6 +459,39 @@ class Tensor:
         t = wrap(np.full(tuple(size), fill_value, dtype=dtype or self.dtype))
         return t.requires_grad_(requires_grad) if requires_grad else t
 
+    # ------------------------------------------------------------------ copying, pickling
+    def __deepcopy__(self, memo):
+        if self._grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment.  If you were "
+                               "attempting to deepcopy a module, this may be because of a "
+                               "torch.nn.utils.weight_norm usage, see "
+                               "https://github.com/pytorch/pytorch/pull/103001")
+        if id(self) in memo:
+            return memo[id(self)]
+        import copy
+        new = type(self).__new__(type(self))
+        new._data = self._data.copy()
+        new._grad_fn = None
+        new._requires_grad = self._requires_grad
+        new._vc = None
+        memo[id(self)] = new
+        if self._grad is not None:
+            new._grad = copy.deepcopy(self._grad, memo)
+        for k, v in self.__dict__.items():
+            if k not in ("_accum", "_base", "_hooks", "_grad", "_out_nr"):
+                new.__dict__[k] = copy.deepcopy(v, memo)
+        return new
+
+    def __reduce_ex__(self, protocol):
+        if self._grad_fn is not None:
+            raise RuntimeError("Cowardly refusing to serialize non-leaf tensor which requires_"
+                               "grad, since autograd does not support crossing process "
+                               "boundaries.  If you just want to transfer the data, call "
+                               "detach() on the tensor before serializing (e.g., putting it "
+                               "on the queue).")
+        return (_rebuild_tensor, (type(self), _host(self._data), self._requires_grad))
+
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, idx):
         return _getitem(self, idx)
@@ -466,6 +502,15 @@ class Tensor:
 
 from . import record as _record  # noqa: E402
 _record.Tensor = Tensor
+
+
+def _rebuild_tensor(cls, data, requires_grad):
+    t = cls.__new__(cls)
+    t._data = data
+    t._grad_fn = None
+    t._requires_grad = requires_grad
+    t._vc = None
+    return t
 
 
 class Size(tuple):
@@ -553,7 +598,7 @@ def _format(t):
 class EOp:
     """An elementwise facade op: a primitive and torch's grad_fn name."""
     __slots__ = ("name", "prim", "params", "impl", "float_only", "differentiable", "int_ok",
-                 "rname")
+                 "rname", "cache")
 
     def __init__(self, name, prim, params=None, float_only=True, rname=None):
         import functools
@@ -564,6 +609,7 @@ class EOp:
         self.impl = functools.partial(prim.impl, **self.params) if params else prim.impl
         self.float_only = float_only
         self.differentiable = prim.differentiable
+        self.cache = {}          # signature -> OpInfo
 
 
 def unary(a, op):
@@ -575,10 +621,10 @@ def unary(a, op):
         out = _as_array(out)
     t = wrap(out)
     if a._requires_grad and GS.enabled and op.differentiable:
-        key = (op, x.shape, x.dtype)
-        info = _SIGS.get(key)
+        key = (x.shape, x.dtype)
+        info = op.cache.get(key)
         if info is None:
-            info = info_for(key, lambda: elementwise_info(
+            info = op.cache[key] = info_for((op, key), lambda: elementwise_info(
                 op.name, op.prim, op.params, [ShapedArray(x.shape, x.dtype)], (True,), x.dtype))
         make_node(info, (a,), [x, out], (t,))
     return t
@@ -628,20 +674,25 @@ def binary(a, b, op, reverse=False):
     ra = a._requires_grad
     if (ra or rb) and GS.enabled and op.differentiable:
         if reverse:
-            ins, arrays, mask = (b, a), (y0, x0), (rb, ra)
+            p, q = y0, x0
+            key = (q.shape, p.shape, q.dtype, p.dtype, ra, rb, True)
         else:
-            ins, arrays, mask = (a, b), (x0, y0), (ra, rb)
-        p, q = arrays
-        key = (op, reverse, p.shape, p.dtype, q.shape, q.dtype, mask)
-        info = _SIGS.get(key)
+            p, q = x0, y0
+            key = (p.shape, q.shape, p.dtype, q.dtype, ra, rb, False)
+        info = op.cache.get(key)
         if info is None:
+            mask = (rb, ra) if reverse else (ra, rb)
             name = op.rname if reverse else op.name
-            info = info_for(key, lambda: elementwise_info(
+            info = op.cache[key] = info_for((op, key), lambda: elementwise_info(
                 name, op.prim, op.params, [ShapedArray(p.shape, p.dtype),
                                            ShapedArray(q.shape, q.dtype)], mask, dt))
-        vals = [None] * len(info.slot_avals)
-        vals[0], vals[1], vals[-1] = p, q, out
-        make_node(info, ins, vals, (t,))
+        n = info.n_slots
+        if n == 3:
+            vals = [p, q, out]
+        else:
+            vals = [None] * n
+            vals[0], vals[1], vals[-1] = p, q, out
+        make_node(info, (b, a) if reverse else (a, b), vals, (t,))
     return t
 
 
@@ -651,27 +702,44 @@ def binary(a, b, op, reverse=False):
 _static_cache = {}
 
 
+_SCALAR_DTYPES = {builtins.float: np.dtype(np.float64), builtins.int: np.dtype(np.int64),
+                  builtins.bool: np.dtype(np.bool_), builtins.complex: np.dtype(np.complex128)}
+
+
 def apply_fn(name, fn, args, static=(), view=False):
     """Run fn (a functrans.numpy function of arrays) on tensors/scalars as one facade op
-    named `name` (its grad_fn). static: hashable keyword arguments of fn. Returns a Tensor or
-    a tuple of Tensors."""
+    named `name` (its grad_fn). static: hashable keyword arguments of fn. Python scalars are
+    runtime inputs (weakly typed, full precision). Returns a Tensor or a tuple of Tensors."""
     arrays = []
-    avals = []
+    sig = [fn, static]
     rg = False
+    cpu = True
     for a in args:
         if isinstance(a, Tensor):
             d = a._data
             arrays.append(d)
-            avals.append(ShapedArray(d.shape, d.dtype))
-            rg = rg or a._requires_grad
+            sig.append(d.shape)
+            sig.append(d.dtype)
+            if a._requires_grad:
+                rg = True
+            if type(d) is not _ndarray:
+                cpu = False
         else:
-            from .record import scalar_aval
-            av = scalar_aval(a)
-            arrays.append(np.asarray(a, av.dtype))
-            avals.append(av)
-    comp = composite_for(fn, static, avals)
-    xp = array_module(*arrays)
-    vals = comp.run(xp, *arrays)
+            dt = _SCALAR_DTYPES.get(type(a))
+            if dt is not None:
+                arrays.append(dt.type(a))
+                sig.append(dt)
+                sig.append(None)                 # weak
+            else:
+                d = _as_array(a)
+                arrays.append(d)
+                sig.append(d.shape)
+                sig.append(d.dtype)
+    key = tuple(sig)
+    comp = _COMPOSITES.get(key)
+    if comp is None:
+        comp = _COMPOSITES[key] = _trace_composite(fn, static, _avals_of(args, arrays))
+    vals = comp.run(np if cpu else array_module(*arrays), *arrays)
     outs = []
     for s in comp.out_slots:
         v = vals[s]
@@ -683,17 +751,27 @@ def apply_fn(name, fn, args, static=(), view=False):
         outs.append(wrap(v))
     if view:
         _mark_views(args, outs)
-    if rg and GS.enabled:
-        mask = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
-        if any(o._data.dtype.kind in "fc" for o in outs):
-            key = (comp, name, mask)
-            info = _SIGS.get(key)
-            if info is None:
-                info = info_for(key, lambda: _composite_info(name, comp, mask))
-            make_node(info, args, vals, outs)
+    if rg and GS.enabled and comp.any_float:
+        mask = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
+        infos = comp.infos
+        info = infos.get((name, mask))
+        if info is None:
+            info = infos[(name, mask)] = info_for((comp, name, mask),
+                                                  lambda: _composite_info(name, comp, mask))
+        make_node(info, args, vals, outs)
     if comp.out_tree is None:
         return outs[0]
     return tuple(outs)
+
+
+def _avals_of(args, arrays):
+    avals = []
+    for a, d in zip(args, arrays):
+        if not isinstance(a, Tensor) and type(a) in _SCALAR_DTYPES:
+            avals.append(ShapedArray((), d.dtype, weak_type=True))
+        else:
+            avals.append(ShapedArray(d.shape, d.dtype))
+    return avals
 
 
 def _aliases(v, arrays):
@@ -732,19 +810,26 @@ def _fn1(name, fn, x, **static):
     return apply_fn(name, fn, (x,), tuple(sorted(static.items())))
 
 
+_ATOMS = (builtins.int, builtins.float, builtins.bool, str, type(None), np.dtype)
+
+
 def _freeze(v):
     """Make an argument hashable (lists become tuples, slices tuples)."""
-    if isinstance(v, list):
+    t = type(v)
+    if t in _ATOMS:
+        return v
+    if t is list or t is tuple:
+        if t is tuple and all(type(w) in _ATOMS for w in v):
+            return v
         return tuple(_freeze(w) for w in v)
-    if isinstance(v, tuple):
-        return tuple(_freeze(w) for w in v)
-    if isinstance(v, slice):
+    if t is slice:
         return ("__slice__", v.start, v.stop, v.step)
     return v
 
 
 def static(**kw):
-    return tuple(sorted((k, _freeze(v)) for k, v in kw.items()))
+    """The static (hashable) keyword arguments of a composite op, in call order."""
+    return tuple([(k, _freeze(v)) for k, v in kw.items()])
 
 
 def _copy(x):

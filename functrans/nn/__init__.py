@@ -15,3 +15,10 @@ def __getattr__(name):
     if hasattr(modules, name):
         return getattr(modules, name)
     raise AttributeError(f"module 'functrans.nn' has no attribute {name!r}")
+
+
+def __dir__():
+    import importlib
+    modules = importlib.import_module(f"{__name__}.modules")
+    return sorted(set(globals()) | {"functional", "init", "utils", "modules"}
+                  | {n for n in dir(modules) if not n.startswith("_")})

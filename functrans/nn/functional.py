@@ -10,7 +10,6 @@ Every function is written once, with functrans.numpy, and runs two ways:
 """
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -179,7 +178,7 @@ def _relu6_fn(x):
 def relu6(input, inplace=False):
     if inplace and isinstance(input, Tensor):
         return input.clamp_(0.0, 6.0)
-    return _call("Hardtanh" "Backward0", _relu6_fn, (input,))
+    return _call("HardtanhBackward0", _relu6_fn, (input,))
 
 
 def _leaky_relu_fn(x, *, negative_slope):
@@ -212,7 +211,7 @@ def _gelu_fn(x, *, approximate):
 def gelu(input, approximate="none"):
     """GELU; approximate='none' is the exact erf form (PyTorch's default), 'tanh' the tanh form."""
     if approximate not in ("none", "tanh"):
-        raise RuntimeError(f"approximate argument must be either none or tanh.")
+        raise RuntimeError("approximate argument must be either none or tanh.")
     return _call("GeluBackward0", _gelu_fn, (input,), approximate=approximate)
 
 
@@ -320,7 +319,7 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
 # dropout
 
 
-def _dropout_mask(shape, p, dtype, like):
+def _dropout_mask(shape, p, dtype):
     """keep / (1 - p) as an array drawn from the facade's global generator."""
     from ..facade import creation as C
     if p >= 1.0:
@@ -341,7 +340,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if _is_raw((input,)):
         _refuse_random_under_trace(input, "dropout")
-    mask = _dropout_mask(_shape(input), p, np.dtype(input.dtype), input)
+    mask = _dropout_mask(_shape(input), p, np.dtype(input.dtype))
     if inplace and isinstance(input, Tensor):
         return input.mul_(Tensor._make(mask))
     return _call("NativeDropoutBackward0", _mul_fn, (input, mask))
@@ -580,7 +579,6 @@ def _windows(x, kh, kw, stride, dilation, oh, ow):
 
 
 def _conv2d_fn(x, w, *b, stride, pads, dilation, groups):
-    from primitives import linalg as la
     n, c = x.shape[0], x.shape[1]
     o, cg, kh, kw = w.shape
     (pt, pb), (pl, pr) = pads
@@ -593,18 +591,12 @@ def _conv2d_fn(x, w, *b, stride, pads, dilation, groups):
         cols = fnp.reshape(x, (n, c, oh * ow))
     else:
         cols = fnp.reshape(_windows(x, kh, kw, stride, dilation, oh, ow), (n, c * kh * kw, oh * ow))
+    # one batched contraction; its output is already (n, o, L): no transposes to copy
     if groups == 1:
-        w2 = fnp.reshape(w, (o, cg * kh * kw))
-        # (n, k, l) . (o, k) -> (n, l, o)
-        out = la.dot_general(cols, w2, dimension_numbers=(((1,), (1,)), ((), ())))
-        out = fnp.transpose(out, (0, 2, 1))
+        out = fnp.matmul(fnp.reshape(w, (o, cg * kh * kw)), cols)
     else:
-        og = o // groups
         cols = fnp.reshape(cols, (n, groups, cg * kh * kw, oh * ow))
-        w3 = fnp.reshape(w, (groups, og, cg * kh * kw))
-        # batch g: (g, n, l, og)
-        out = la.dot_general(cols, w3, dimension_numbers=(((2,), (2,)), ((1,), (0,))))
-        out = fnp.transpose(out, (1, 0, 3, 2))
+        out = fnp.matmul(fnp.reshape(w, (groups, o // groups, cg * kh * kw)), cols)
     out = fnp.reshape(out, (n, o, oh, ow))
     if b:
         out = out + fnp.reshape(b[0], (1, o, 1, 1))
@@ -685,7 +677,7 @@ def _max_pool2d_fn(x, *, kernel, stride, padding, dilation, geometry, with_indic
     kh, kw = kernel
     (oh, eh), (ow, ew_) = geometry
     ph, pw = padding
-    h, w = x.shape[2], x.shape[3]
+    w = x.shape[3]
     if ph or pw or eh or ew_:
         x = fnp.pad(x, ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew_)),
                     constant_values=-np.inf)
@@ -941,6 +933,15 @@ def _nll_fn(logp, t, *w, ignore_index, reduction, smoothing, from_logits):
     return out
 
 
+def _nll_plain_fn(logp, t, *, reduction, from_logits):
+    """_nll_fn without class weights, smoothing or ignored targets (the common case)."""
+    if from_logits:
+        logp = _jnn.log_softmax(logp, axis=1)
+    hot = _onehot(t, logp.shape[1], fnp.ndim(logp))
+    loss = -fnp.sum(fnp.where(hot, logp, fnp.zeros((), logp.dtype)), axis=1)
+    return _reduce(loss, reduction)
+
+
 def _soft_ce_fn(x, p, *w, reduction, smoothing):
     """Cross-entropy against class probabilities p (same shape as the logits x)."""
     logp = _jnn.log_softmax(x, axis=1)
@@ -960,12 +961,15 @@ def _soft_ce_fn(x, p, *w, reduction, smoothing):
 
 
 def _check_targets(target, n_classes, ignore_index):
+    """Raise on out-of-range targets; return whether some target may be ignore_index."""
     arr = _concrete(target)
-    if arr is None or not arr.size:
-        return
-    bad = (arr != ignore_index) & ((arr < 0) | (arr >= n_classes))
+    if arr is None:
+        return True
+    ignored = arr == ignore_index
+    bad = ~ignored & ((arr < 0) | (arr >= n_classes))
     if bad.any():
         raise IndexError(f"Target {int(arr[bad].flat[0])} is out of bounds.")
+    return bool(ignored.any())
 
 
 def _as_batched(input, target):
@@ -994,7 +998,11 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     _check_reduction(reduction)
     input, target, squeeze = _as_batched(input, target)
     _check_class_target(input, target, "nll_loss")
-    _check_targets(target, _shape(input)[1], ignore_index)
+    ignored = _check_targets(target, _shape(input)[1], ignore_index)
+    if weight is None and not ignored:
+        out = _call("NllLossBackward0", _nll_plain_fn, (input, target), reduction=reduction,
+                    from_logits=False)
+        return _squeeze_loss(out, squeeze, reduction)
     args = (input, target) if weight is None else (input, target, weight)
     out = _call("NllLossBackward0", _nll_fn, args, ignore_index=int(ignore_index),
                 reduction=reduction, smoothing=0.0, from_logits=False)
@@ -1032,7 +1040,11 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                     smoothing=float(label_smoothing))
         return _squeeze_loss(out, squeeze, reduction)
     _check_class_target(input, target, "cross_entropy")
-    _check_targets(target, _shape(input)[1], ignore_index)
+    ignored = _check_targets(target, _shape(input)[1], ignore_index)
+    if weight is None and not label_smoothing and not ignored:
+        out = _call("NllLossBackward0", _nll_plain_fn, (input, target), reduction=reduction,
+                    from_logits=True)
+        return _squeeze_loss(out, squeeze, reduction)
     name = "AddBackward0" if label_smoothing else "NllLossBackward0"
     out = _call(name, _nll_fn, (input, target) + wargs, ignore_index=int(ignore_index),
                 reduction=reduction, smoothing=float(label_smoothing), from_logits=True)

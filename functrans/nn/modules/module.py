@@ -24,8 +24,7 @@ from ...facade.tensor import Tensor
 # ---------------------------------------------------------------------------
 # Parameter
 
-_TENSOR_STATE = ("_data", "_grad_fn", "_out_nr", "_requires_grad", "_grad", "_vc", "_base",
-                 "_accum", "_hooks", "_flags")
+_TENSOR_STATE = tuple(k for k in Tensor.__slots__ if k not in ("__weakref__", "__dict__"))
 
 
 def _make_subclass(cls, data, requires_grad):
@@ -68,9 +67,6 @@ class Parameter(Tensor):
         out = type(self)(self.detach().clone(), self.requires_grad)
         memo[id(self)] = out
         return out
-
-    def __reduce_ex__(self, proto):
-        raise TypeError("functrans tensors are not pickled; use ft.save / ft.load")
 
 
 class Buffer(Tensor):

@@ -124,8 +124,10 @@ class _BatchNorm(Module):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         count = None
-        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            count = int(np.asarray(F._raw(self.num_batches_tracked))) + 1
+        nbt = F._raw(self.num_batches_tracked)
+        if (self.training and self.track_running_stats and nbt is not None
+                and not isinstance(nbt, F.Tracer)):      # traced: batch_norm raises below
+            count = int(np.asarray(nbt)) + 1
             if self.momentum is None:
                 factor = 1.0 / count
         bn_training = self.training or (self.running_mean is None and self.running_var is None)

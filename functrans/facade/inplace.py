@@ -1,0 +1,367 @@
+"""In-place Tensor ops (add_, mul_, x[i] = v, zero_, ...) with torch's autograd semantics.
+
+An in-place op under grad mode computes its result out of place (recorded as usual),
+writes it into the tensor's storage, bumps the shared version counter and rebases the
+tensor's history onto the new node; on a view, the base's history becomes
+CopySlices(base, result). Without recording, the fast paths write with NumPy ufuncs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import numpy as fnp
+from .record import INFERENCE, vc_of
+from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, Tensor, apply_fn, binary,
+                     wrap)
+from .methods import DIV, MUL, add, addcdiv, addcmul, lerp, sub
+
+T = Tensor
+
+
+# ---------------------------------------------------------------------------
+# in-place ops: compute out of place (recorded as usual), write into the storage,
+# bump the version, and rebase the tensor's history onto the new node
+
+
+def _check_inplace(self, recording):
+    if recording and self._requires_grad and self._grad_fn is None and self._base is None:
+        raise RuntimeError(LEAF_INPLACE_MSG)
+    base = self._base
+    if recording and base is not None and base._requires_grad and base._grad_fn is None:
+        raise RuntimeError(VIEW_LEAF_INPLACE_MSG)
+    if self._flags & INFERENCE and not GS.inference:
+        raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not "
+                           "allowed. You can make a clone to get a normal tensor before doing "
+                           "inplace update. See https://github.com/pytorch/rfcs/pull/17 for more "
+                           "details.")
+
+
+def inplace(self, name, compute):
+    """Run compute() (an out-of-place op returning a Tensor) and make self hold the result."""
+    recording = GS.enabled
+    _check_inplace(self, recording)
+    res = compute()
+    node = res._grad_fn
+    data = self._data
+    if node is not None:
+        if self._base is not None:
+            return _inplace_on_view(self, name, res)
+        # values the new node saved from self's storage must survive the write
+        vals = node.vals
+        if vals:
+            for s, v in enumerate(vals):
+                if v is not None and s < node.info.n_in and v is data:
+                    vals[s] = data.copy()
+                    node.vers = tuple(e for e in node.vers if e[0] != s)
+    out = res._data
+    if out.shape != data.shape:
+        try:
+            np.broadcast_to(out, data.shape)
+        except ValueError:
+            raise RuntimeError(f"output with shape {list(data.shape)} doesn't match the "
+                               f"broadcast shape {list(out.shape)}") from None
+        raise RuntimeError(f"output with shape {list(data.shape)} doesn't match the broadcast "
+                           f"shape {list(out.shape)}")
+    _write(data, out)
+    self._bump(name)
+    if node is not None:
+        self._grad_fn = node
+        self._out_nr = res._out_nr
+        self._requires_grad = True
+        vc = vc_of(self)
+        s = node.info.out_slots[res._out_nr]
+        if node.vals and node.vals[s] is not None:
+            node.vals[s] = data
+            node.vers = tuple(e for e in node.vers if e[0] != s) + ((s, vc, vc.v),)
+    return self
+
+
+def _protect_saved(node, data):
+    """Copy values a new node saved from storage that is about to be overwritten."""
+    vals = node.vals
+    if vals:
+        for s, v in enumerate(vals):
+            if v is not None and s < node.info.n_in and isinstance(v, np.ndarray) and \
+                    np.may_share_memory(v, data):
+                vals[s] = v.copy()
+                node.vers = tuple(e for e in node.vers if e[0] != s)
+
+
+def _rebase(t, res):
+    """t (whose storage now holds res's values) takes over res's history."""
+    node = res._grad_fn
+    t._grad_fn = node
+    t._out_nr = res._out_nr
+    t._requires_grad = True
+    vc = vc_of(t)
+    s = node.info.out_slots[res._out_nr]
+    if node.vals and node.vals[s] is not None:
+        node.vals[s] = t._data
+        node.vers = tuple(e for e in node.vers if e[0] != s) + ((s, vc, vc.v),)
+
+
+def _view_positions(view, base):
+    """Flat positions in base's (C-contiguous) storage of each element of view."""
+    bd, vd = base._data, view._data
+    if not bd.flags.c_contiguous:
+        raise NotImplementedError("functrans: in-place operation on a view of a non-contiguous "
+                                  "tensor that requires grad; clone() the base first")
+    item = bd.itemsize
+    off = (vd.__array_interface__["data"][0] - bd.__array_interface__["data"][0]) // item
+    idx = np.arange(bd.size, dtype=np.int64)
+    return np.lib.stride_tricks.as_strided(
+        idx[off:], vd.shape, tuple(st // item * idx.itemsize for st in vd.strides)).copy()
+
+
+def _copy_slices_fn(base, value, pos):
+    flat = fnp.reshape(base, (-1,))
+    return fnp.reshape(fnp.index_update(flat, pos, value), base.shape)
+
+
+def _as_strided_fn(base, pos):
+    return fnp.take(fnp.reshape(base, (-1,)), pos)
+
+
+def _inplace_on_view(self, name, res):
+    """In-place op on a view under grad: the base's history becomes CopySlices(base, result)
+    and the view's becomes a strided read of the new base (torch's semantics)."""
+    base = self._base
+    pos = wrap(_view_positions(self, base))
+    if res._data.shape != self._data.shape:
+        res = res.expand(tuple(self._data.shape))
+    new_base = apply_fn("CopySlices", _copy_slices_fn, (base, res, pos))
+    _protect_saved(res._grad_fn, base._data)
+    _protect_saved(new_base._grad_fn, base._data)
+    _write(self._data, res._data)
+    self._bump(name)
+    _rebase(base, new_base)
+    new_view = apply_fn("AsStridedBackward0", _as_strided_fn, (base, pos))
+    self._grad_fn = new_view._grad_fn
+    self._out_nr = 0
+    self._requires_grad = True
+    self.__dict__["_vfn"] = base._grad_fn
+    return self
+
+
+def check_view(t):
+    """A view whose base was rebased by an in-place op since it was taken has a stale
+    history: refuse to record with it (torch regenerates it; functrans asks to re-take it)."""
+    base = t._base
+    if base._grad_fn is not t.__dict__.get("_vfn", base._grad_fn):
+        op = base._vc.op if base._vc is not None else "an in-place operation"
+        raise RuntimeError(
+            f"functrans: this tensor is a view of a tensor that was modified in place (by {op}) "
+            "after the view was taken, so its recorded history is stale (PyTorch would "
+            "regenerate it). Take the view again after the in-place operation.")
+
+
+def _write(dst, src):
+    if not np.can_cast(src.dtype, dst.dtype, "same_kind"):
+        raise RuntimeError(f"result type {_tname(src.dtype)} can't be cast to the desired output "
+                           f"type {_tname(dst.dtype)}")
+    if not dst.flags.writeable:
+        raise RuntimeError("unsupported operation: more than one element of the written-to "
+                           "tensor refers to a single memory location. Please clone() the tensor "
+                           "before performing the operation.")
+    np.copyto(dst, src, casting="same_kind")
+
+
+def _tname(d):
+    return {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
+            "bool": "Bool", "float16": "Half"}.get(d.name, d.name)
+
+
+def _fast(self, *others):
+    """True when an in-place op need not record: grad mode off or nothing requires grad."""
+    if not GS.enabled:
+        if self._flags & INFERENCE and not GS.inference:
+            _check_inplace(self, False)
+        return True
+    if self._requires_grad:
+        return False
+    for o in others:
+        if isinstance(o, Tensor) and o._requires_grad:
+            return False
+    if self._flags & INFERENCE and not GS.inference:
+        _check_inplace(self, False)
+    return True
+
+
+def _ufunc_inplace(ufunc, name, method):
+    def f(self, other, **kw):
+        if not kw and _fast(self, other) and type(self._data) is np.ndarray:
+            o = other._data if isinstance(other, Tensor) else other
+            if not np.can_cast(np.result_type(self._data, o), self._data.dtype, "same_kind"):
+                _write(self._data, np.asarray(ufunc(self._data, o)))
+            ufunc(self._data, o, out=self._data, casting="same_kind")
+            self._bump(name)
+            return self
+        return inplace(self, name, lambda: method(self, other, **kw))
+    f.__name__ = name
+    return f
+
+
+T.add_ = _ufunc_inplace(np.add, "add_", add)
+T.sub_ = T.subtract_ = _ufunc_inplace(np.subtract, "sub_", sub)
+T.mul_ = T.multiply_ = _ufunc_inplace(np.multiply, "mul_", lambda s, o: binary(s, o, MUL))
+T.div_ = T.divide_ = T.true_divide_ = _ufunc_inplace(np.true_divide, "div_",
+                                                     lambda s, o: binary(s, o, DIV))
+T.__iadd__ = T.add_
+T.__isub__ = T.sub_
+T.__imul__ = T.mul_
+T.__itruediv__ = T.div_
+
+
+def _add_alpha_(self, other, *, alpha=1):
+    if _fast(self, other) and type(self._data) is np.ndarray:
+        o = other._data if isinstance(other, Tensor) else other
+        if alpha != 1:
+            o = np.multiply(o, alpha)
+        res = np.result_type(self._data, o)
+        if not np.can_cast(res, self._data.dtype, "same_kind"):
+            raise RuntimeError(f"result type {_tname(np.dtype(res))} can't be cast to the "
+                               f"desired output type {_tname(self._data.dtype)}")
+        np.add(self._data, o, out=self._data, casting="same_kind")
+        self._bump("add_")
+        return self
+    return inplace(self, "add_", lambda: add(self, other, alpha=alpha))
+
+
+def _sub_alpha_(self, other, *, alpha=1):
+    return _add_alpha_(self, other, alpha=-alpha)
+
+
+T.add_ = _add_alpha_
+T.sub_ = T.subtract_ = _sub_alpha_
+T.__iadd__ = _add_alpha_
+T.__isub__ = _sub_alpha_
+
+
+def _generic_inplace(name, method):
+    def f(self, *args, **kwargs):
+        return inplace(self, name + "_", lambda: method(self, *args, **kwargs))
+    f.__name__ = name + "_"
+    return f
+
+
+for _n in ["pow", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
+           "sigmoid", "relu", "clamp", "clamp_min", "clamp_max", "masked_fill", "addcmul",
+           "addcdiv", "lerp", "floor", "ceil", "round", "trunc", "sign", "reciprocal", "square",
+           "log1p", "expm1", "fmod", "remainder", "maximum", "minimum", "atan2", "erf",
+           "asin", "acos", "atan", "sinh", "cosh", "frac", "log2", "log10", "exp2"]:
+    setattr(T, _n + "_", _generic_inplace(_n, getattr(T, _n)))
+T.clip_ = T.clamp_
+T.__ipow__ = T.pow_
+
+
+def _addcmul_(self, tensor1, tensor2, *, value=1):
+    if _fast(self, tensor1, tensor2) and type(self._data) is np.ndarray:
+        prod = np.multiply(tensor1._data, tensor2._data)
+        if value != 1:
+            prod *= value
+        np.add(self._data, prod, out=self._data, casting="same_kind")
+        self._bump("addcmul_")
+        return self
+    return inplace(self, "addcmul_", lambda: addcmul(self, tensor1, tensor2, value=value))
+
+
+def _addcdiv_(self, tensor1, tensor2, *, value=1):
+    if _fast(self, tensor1, tensor2) and type(self._data) is np.ndarray:
+        q = np.divide(tensor1._data, tensor2._data)
+        if value != 1:
+            q *= value
+        np.add(self._data, q, out=self._data, casting="same_kind")
+        self._bump("addcdiv_")
+        return self
+    return inplace(self, "addcdiv_", lambda: addcdiv(self, tensor1, tensor2, value=value))
+
+
+def _lerp_(self, end, weight):
+    if _fast(self, end, weight) and type(self._data) is np.ndarray:
+        w = weight._data if isinstance(weight, Tensor) else weight
+        self._data += w * (end._data - self._data)
+        self._bump("lerp_")
+        return self
+    return inplace(self, "lerp_", lambda: lerp(self, end, weight))
+
+
+def _sqrt_(self):
+    if _fast(self) and type(self._data) is np.ndarray and self.dtype.kind == "f":
+        np.sqrt(self._data, out=self._data)
+        self._bump("sqrt_")
+        return self
+    return inplace(self, "sqrt_", lambda: self.sqrt())
+
+
+T.addcmul_, T.addcdiv_, T.lerp_, T.sqrt_ = _addcmul_, _addcdiv_, _lerp_, _sqrt_
+
+
+def _fill_fn(x, v):
+    return fnp.broadcast_to(fnp.astype(v, x.dtype), x.shape)
+
+
+def fill_(self, value):
+    if _fast(self, value):
+        self._data[...] = value._data if isinstance(value, Tensor) else value
+        self._bump("fill_")
+        return self
+    v = value if isinstance(value, Tensor) else wrap(np.asarray(value, self.dtype))
+    return inplace(self, "fill_", lambda: apply_fn("FillBackward0", _fill_fn, (self, v)))
+
+
+def _zero_fn(x):
+    return fnp.broadcast_to(np.zeros((), x.dtype), x.shape)
+
+
+def zero_(self):
+    if _fast(self):
+        self._data[...] = 0
+        self._bump("zero_")
+        return self
+    return inplace(self, "zero_", lambda: apply_fn("ZeroBackward0", _zero_fn, (self,)))
+
+
+def _copy_fn(x, src):
+    return fnp.broadcast_to(fnp.astype(src, x.dtype), x.shape)
+
+
+def copy_(self, src, non_blocking=False):
+    if not isinstance(src, Tensor):
+        src = wrap(np.asarray(src))
+    if _fast(self, src):
+        _write(self._data, np.broadcast_to(src._data, self._data.shape).astype(self.dtype,
+                                                                              copy=False))
+        self._bump("copy_")
+        return self
+    return inplace(self, "copy_", lambda: apply_fn("CopyBackwards", _copy_fn, (self, src)))
+
+
+T.fill_, T.zero_, T.copy_ = fill_, zero_, copy_
+
+
+def _random_inplace(name, sample):
+    def f(self, *args, generator=None, **kwargs):
+        if GS.enabled and self._requires_grad and self._grad_fn is None:
+            raise RuntimeError(LEAF_INPLACE_MSG)
+        from .creation import _rng
+        vals = sample(generator or _rng(), self._data.shape, *args, **kwargs)
+        _check_inplace(self, False)
+        if self._grad_fn is not None and GS.enabled:
+            v = wrap(np.asarray(vals, self.dtype))
+            return inplace(self, name, lambda: apply_fn("FillBackward0", _copy_fn, (self, v)))
+        self._data[...] = vals
+        self._bump(name)
+        return self
+    f.__name__ = name
+    return f
+
+
+T.uniform_ = _random_inplace("uniform_", lambda g, shape, a=0.0, b=1.0: g.uniform(a, b, shape))
+T.normal_ = _random_inplace("normal_", lambda g, shape, mean=0.0, std=1.0:
+                            g.normal(mean, std, shape))
+T.bernoulli_ = _random_inplace("bernoulli_", lambda g, shape, p=0.5: g.random(shape) < p)
+T.exponential_ = _random_inplace("exponential_", lambda g, shape, lambd=1.0:
+                                 g.exponential(1.0 / lambd, shape))
+T.random_ = _random_inplace("random_", lambda g, shape, low=0, high=2 ** 24:
+                            g.integers(low, high, shape) if high is not None else
+                            g.integers(0, low, shape))

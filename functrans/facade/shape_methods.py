@@ -1,0 +1,473 @@
+"""Shape and selection methods of Tensor (view, reshape, permute, ..., gather, sort) with
+torch's signatures and grad_fn names. Views share storage and the version counter."""
+from __future__ import annotations
+
+import builtins
+from collections import namedtuple
+
+import numpy as np
+
+from .. import numpy as fnp
+from .tensor import Tensor, apply_fn, static, wrap, _freeze
+
+T = Tensor
+
+
+# ---------------------------------------------------------------------------
+# shape ops (views share storage and the version counter)
+
+
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(builtins.int(s) for s in shape[0])
+    return tuple(builtins.int(s) for s in shape)
+
+
+def _infer(shape, n):
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    if -1 in shape:
+        known = builtins.int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        if known == 0 or n % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {n}")
+        shape = tuple(n // known if s == -1 else s for s in shape)
+    if builtins.int(np.prod(shape, dtype=np.int64)) != n:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {n}")
+    return shape
+
+
+def _reshape_fn(x, shape):
+    return fnp.reshape(x, shape)
+
+
+def view(self, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (np.dtype, type, str)):
+        raise NotImplementedError("view(dtype) is not supported by functrans; use .to(dtype)")
+    shape = _infer(_shape_arg(shape), self.numel())
+    try:
+        v = self._data.view()
+        v.shape = shape
+    except (AttributeError, ValueError):
+        raise RuntimeError(
+            "view size is not compatible with input tensor's size and stride (at least one "
+            "dimension spans across two contiguous subspaces). Use .reshape(...) instead."
+        ) from None
+    return apply_fn("ViewBackward0", _reshape_fn, (self,), static(shape=shape), view=True)
+
+
+def reshape(self, *shape):
+    shape = _infer(_shape_arg(shape), self.numel())
+    try:
+        v = self._data.view()
+        v.shape = shape
+        name = "ViewBackward0"
+    except (AttributeError, ValueError):
+        name = "UnsafeViewBackward0"
+    return apply_fn(name, _reshape_fn, (self,), static(shape=shape), view=True)
+
+
+def view_as(self, other):
+    return view(self, tuple(other.shape))
+
+
+def reshape_as(self, other):
+    return reshape(self, tuple(other.shape))
+
+
+def flatten(self, start_dim=0, end_dim=-1):
+    nd = self.ndim
+    if nd == 0:
+        return reshape(self, (1,))
+    s, e = start_dim % nd, end_dim % nd
+    shape = tuple(self.shape)
+    new = shape[:s] + (builtins.int(np.prod(shape[s:e + 1], dtype=np.int64)),) + shape[e + 1:]
+    return reshape(self, new)
+
+
+def unflatten(self, dim, sizes):
+    shape = tuple(self.shape)
+    dim %= len(shape)
+    sizes = _infer(tuple(sizes), shape[dim])
+    return view(self, shape[:dim] + sizes + shape[dim + 1:])
+
+
+def _transpose_fn(x, perm):
+    return fnp.transpose(x, perm)
+
+
+def permute(self, *dims):
+    dims = _shape_arg(dims)
+    nd = self.ndim
+    if sorted(d % builtins.max(nd, 1) for d in dims) != list(range(nd)):
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {nd} is not equal to len(dims) = {len(dims)}")
+    perm = tuple(d % nd for d in dims)
+    return apply_fn("PermuteBackward0", _transpose_fn, (self,), static(perm=perm), view=True)
+
+
+def transpose(self, dim0, dim1):
+    nd = self.ndim
+    if nd == 0:
+        return apply_fn("TransposeBackward0", _transpose_fn, (self,), static(perm=()), view=True)
+    perm = list(range(nd))
+    a, b = dim0 % nd, dim1 % nd
+    perm[a], perm[b] = perm[b], perm[a]
+    return apply_fn("TransposeBackward0", _transpose_fn, (self,), static(perm=tuple(perm)),
+                    view=True)
+
+
+def t(self):
+    if self.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
+    perm = tuple(reversed(range(self.ndim)))
+    return apply_fn("TBackward0", _transpose_fn, (self,), static(perm=perm), view=True)
+
+
+def _T(self):
+    perm = tuple(reversed(range(self.ndim)))
+    return apply_fn("PermuteBackward0", _transpose_fn, (self,), static(perm=perm), view=True)
+
+
+def _mT(self):
+    return transpose(self, -2, -1)
+
+
+def movedim(self, source, destination):
+    src = (source,) if isinstance(source, builtins.int) else tuple(source)
+    dst = (destination,) if isinstance(destination, builtins.int) else tuple(destination)
+    nd = self.ndim
+    src = [s % nd for s in src]
+    dst = [d % nd for d in dst]
+    perm = [i for i in range(nd) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        perm.insert(d, s)
+    return apply_fn("PermuteBackward0", _transpose_fn, (self,), static(perm=tuple(perm)),
+                    view=True)
+
+
+T.view, T.reshape, T.view_as, T.reshape_as = view, reshape, view_as, reshape_as
+T.flatten, T.unflatten, T.permute, T.transpose = flatten, unflatten, permute, transpose
+T.swapaxes = T.swapdims = transpose
+T.t, T.movedim, T.moveaxis = t, movedim, movedim
+T.T = property(_T)
+T.mT = property(_mT)
+T.H = property(_T)
+
+
+def _expand_dims_fn(x, axis):
+    return fnp.expand_dims(x, axis)
+
+
+def unsqueeze(self, dim):
+    nd = self.ndim + 1
+    if not -nd <= dim < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], "
+                         f"but got {dim})")
+    return apply_fn("UnsqueezeBackward0", _expand_dims_fn, (self,), static(axis=dim % nd),
+                    view=True)
+
+
+def _squeeze_fn(x, axis):
+    return fnp.squeeze(x, axis)
+
+
+def squeeze(self, dim=None):
+    shape = tuple(self.shape)
+    if dim is None:
+        axes = tuple(i for i, s in enumerate(shape) if s == 1)
+        name = "SqueezeBackward0"
+    else:
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        axes = tuple(d % builtins.max(len(shape), 1) for d in dims
+                     if shape and shape[d % len(shape)] == 1)
+        name = "SqueezeBackward1" if not isinstance(dim, (tuple, list)) else "SqueezeBackward2"
+    if not axes:
+        return apply_fn(name, _reshape_fn, (self,), static(shape=shape), view=True)
+    return apply_fn(name, _squeeze_fn, (self,), static(axis=axes), view=True)
+
+
+def _broadcast_fn(x, shape):
+    return fnp.broadcast_to(x, shape)
+
+
+def expand(self, *sizes):
+    sizes = _shape_arg(sizes)
+    shape = tuple(self.shape)
+    if len(sizes) < len(shape):
+        raise RuntimeError(f"expand(torch.FloatTensor{{{list(shape)}}}, size={list(sizes)}): the "
+                           "number of sizes provided must be greater or equal to the number of "
+                           "dimensions in the tensor")
+    lead = len(sizes) - len(shape)
+    new = []
+    for i, s in enumerate(sizes):
+        if i < lead:
+            if s == -1:
+                raise RuntimeError("expand: -1 is not allowed in a leading, non-existing "
+                                   "dimension")
+            new.append(s)
+        else:
+            old = shape[i - lead]
+            if s == -1:
+                s = old
+            if old != s and old != 1:
+                raise RuntimeError(
+                    f"The expanded size of the tensor ({s}) must match the existing size ({old}) "
+                    f"at non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor "
+                    f"sizes: {list(shape)}")
+            new.append(s)
+    return apply_fn("ExpandBackward0", _broadcast_fn, (self,), static(shape=tuple(new)),
+                    view=True)
+
+
+def expand_as(self, other):
+    return expand(self, tuple(other.shape))
+
+
+def _tile_fn(x, reps):
+    return fnp.tile(x, reps)
+
+
+def repeat(self, *sizes):
+    sizes = _shape_arg(sizes)
+    if len(sizes) < self.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    return apply_fn("RepeatBackward0", _tile_fn, (self,), static(reps=sizes))
+
+
+def _repeat_interleave_fn(x, repeats, axis):
+    return fnp.repeat(x, repeats, axis=axis)
+
+
+def repeat_interleave(self, repeats, dim=None):
+    if isinstance(repeats, Tensor):
+        repeats = tuple(repeats.tolist()) if repeats.ndim else repeats.item()
+    return apply_fn("RepeatInterleaveBackward0", _repeat_interleave_fn, (self,),
+                    static(repeats=_freeze(repeats), axis=dim))
+
+
+def _flip_fn(x, axis):
+    return fnp.flip(x, axis)
+
+
+def flip(self, *dims):
+    dims = _shape_arg(dims)
+    return apply_fn("FlipBackward0", _flip_fn, (self,),
+                    static(axis=tuple(d % self.ndim for d in dims)))
+
+
+def _roll_fn(x, shifts, axes):
+    for s, ax in zip(shifts, axes):
+        n = x.shape[ax]
+        s %= n
+        if s:
+            parts = fnp.split(x, [n - s], axis=ax)
+            x = fnp.concatenate([parts[1], parts[0]], axis=ax)
+    return x
+
+
+def roll(self, shifts, dims=None):
+    if dims is None:
+        return roll(self.flatten(), shifts, 0).view(tuple(self.shape))
+    shifts = (shifts,) if isinstance(shifts, builtins.int) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, builtins.int) else tuple(dims)
+    return apply_fn("RollBackward0", _roll_fn, (self,),
+                    static(shifts=shifts, axes=tuple(d % self.ndim for d in dims)))
+
+
+T.unsqueeze, T.squeeze, T.expand, T.expand_as = unsqueeze, squeeze, expand, expand_as
+T.repeat, T.repeat_interleave, T.flip, T.roll = repeat, repeat_interleave, flip, roll
+T.fliplr = lambda self: flip(self, 1)
+T.flipud = lambda self: flip(self, 0)
+
+
+def _slice_fn(x, axis, start, stop):
+    idx = [slice(None)] * x.ndim
+    idx[axis] = slice(start, stop)
+    return x[tuple(idx)]
+
+
+def narrow(self, dim, start, length):
+    dim %= self.ndim
+    if isinstance(start, Tensor):
+        start = start.item()
+    n = self.shape[dim]
+    start = start % n if start < 0 else start
+    if start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return apply_fn("SliceBackward0", _slice_fn, (self,),
+                    static(axis=dim, start=start, stop=start + length), view=True)
+
+
+def _select_fn(x, axis, index):
+    idx = [slice(None)] * x.ndim
+    idx[axis] = index
+    return x[tuple(idx)]
+
+
+def select(self, dim, index):
+    dim %= self.ndim
+    n = self.shape[dim]
+    if not -n <= index < n:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(self.shape)} at dimension {dim}")
+    return apply_fn("SelectBackward0", _select_fn, (self,),
+                    static(axis=dim, index=index % n), view=True)
+
+
+def _unbind_fn(x, axis):
+    return tuple(_select_fn(x, axis, i) for i in range(x.shape[axis]))
+
+
+def unbind(self, dim=0):
+    dim %= self.ndim
+    return apply_fn("UnbindBackward0", _unbind_fn, (self,), static(axis=dim), view=True) \
+        if self.shape[dim] != 1 else (select(self, dim, 0),)
+
+
+def _split_fn(x, bounds, axis):
+    return tuple(_slice_fn(x, axis, lo, hi) for lo, hi in bounds)
+
+
+def split(self, split_size_or_sections, dim=0):
+    dim %= self.ndim
+    n = self.shape[dim]
+    if isinstance(split_size_or_sections, builtins.int):
+        s = split_size_or_sections
+        bounds = tuple((i, builtins.min(i + s, n)) for i in range(0, n, s)) or ((0, 0),)
+        name = "SplitBackward0"
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input "
+                               f"tensor's size at dimension {dim}), but got split_sizes={sizes}")
+        starts = np.cumsum([0] + sizes)
+        bounds = tuple((builtins.int(a), builtins.int(b)) for a, b in zip(starts[:-1], starts[1:]))
+        name = "SplitWithSizesBackward0"
+    out = apply_fn(name, _split_fn, (self,), static(bounds=bounds, axis=dim), view=True)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def chunk(self, chunks, dim=0):
+    n = self.shape[dim % self.ndim]
+    size = -(-n // chunks)
+    return split(self, size, dim)
+
+
+def tensor_split(self, sections, dim=0):
+    n = self.shape[dim % self.ndim]
+    q, r = divmod(n, sections)
+    return split(self, [q + 1] * r + [q] * (sections - r), dim)
+
+
+T.narrow, T.select, T.unbind, T.split, T.chunk = narrow, select, unbind, split, chunk
+T.tensor_split = tensor_split
+
+
+def _tril_fn(x, k):
+    return fnp.tril(x, k)
+
+
+def _triu_fn(x, k):
+    return fnp.triu(x, k)
+
+
+def _diagonal_fn(x, offset, axis1, axis2):
+    return fnp.diagonal(x, offset, axis1, axis2)
+
+
+T.tril = lambda self, diagonal=0: apply_fn("TrilBackward0", _tril_fn, (self,),
+                                           static(k=diagonal))
+T.triu = lambda self, diagonal=0: apply_fn("TriuBackward0", _triu_fn, (self,),
+                                           static(k=diagonal))
+T.diagonal = lambda self, offset=0, dim1=0, dim2=1: apply_fn(
+    "DiagonalBackward0", _diagonal_fn, (self,), static(offset=offset, axis1=dim1, axis2=dim2))
+T.trace = lambda self: self.diagonal().sum()
+
+
+def _gather_fn(x, idx, axis):
+    return fnp.take_along_axis(x, idx, axis)
+
+
+def gather(self, dim, index):
+    if index.ndim != self.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    if index.dtype != np.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
+    return apply_fn("GatherBackward0", _gather_fn, (self, index), static(axis=dim % self.ndim))
+
+
+def _take_fn(x, idx, axis):
+    return fnp.take(x, idx, axis=axis)
+
+
+def index_select(self, dim, index):
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    return apply_fn("IndexSelectBackward0", _take_fn, (self, index),
+                    static(axis=dim % builtins.max(self.ndim, 1)))
+
+
+def _scatter_positions(x_shape, idx, axis):
+    """Flat positions of x's elements addressed by torch's scatter index along axis."""
+    grids = np.indices(idx.shape)
+    grids[axis] = idx
+    return np.ravel_multi_index(tuple(grids), x_shape)
+
+
+def _scatter_fn(x, pos, src, mode):
+    flat = fnp.reshape(x, (-1,))
+    out = fnp.index_update(flat, pos, src, mode=mode)
+    return fnp.reshape(out, x.shape)
+
+
+def _scatter(self, dim, index, src, mode, name):
+    dim %= self.ndim
+    idx = index._data
+    pos = wrap(_scatter_positions(self.shape, idx, dim).astype(np.int64))
+    if not isinstance(src, Tensor):
+        src = wrap(np.full(idx.shape, src, self.dtype))
+    else:
+        src = src[tuple(slice(0, s) for s in idx.shape)]
+    return apply_fn(name, _scatter_fn, (self, pos, src), static(mode=mode))
+
+
+T.gather, T.index_select, T.take_along_dim = gather, index_select, \
+    lambda self, indices, dim: gather(self, dim, indices)
+T.scatter = lambda self, dim, index, src=None, value=None: _scatter(
+    self, dim, index, src if src is not None else value, "set", "ScatterBackward0")
+T.scatter_add = lambda self, dim, index, src: _scatter(self, dim, index, src, "add",
+                                                       "ScatterAddBackward0")
+
+
+def _sort_fn(x, idx, axis):
+    return fnp.take_along_axis(x, idx, axis)
+
+
+Sorted = namedtuple("return_types", ["values", "indices"])
+
+
+def sort(self, dim=-1, descending=False, stable=False):
+    dim %= builtins.max(self.ndim, 1)
+    x = self._data
+    idx = np.argsort(-x if descending else x, axis=dim, kind="stable").astype(np.int64)
+    i = wrap(idx)
+    return Sorted(apply_fn("SortBackward0", _sort_fn, (self, i), static(axis=dim)), i)
+
+
+def topk(self, k, dim=-1, largest=True, sorted=True):
+    dim %= builtins.max(self.ndim, 1)
+    x = self._data
+    idx = np.argsort(-x if largest else x, axis=dim, kind="stable")
+    idx = np.take(idx, np.arange(k), axis=dim).astype(np.int64)
+    i = wrap(idx)
+    return Sorted(apply_fn("TopkBackward0", _sort_fn, (self, i), static(axis=dim)), i)
+
+
+T.sort, T.topk = sort, topk
+T.argsort = lambda self, dim=-1, descending=False: sort(self, dim, descending).indices
+T.nonzero = lambda self, as_tuple=False: (tuple(wrap(i.astype(np.int64)) for i in
+                                                np.nonzero(self._data)) if as_tuple else
+                                          wrap(np.argwhere(self._data).astype(np.int64)))
+

@@ -273,8 +273,8 @@ def _select_transpose(ct, pred, on_true, on_false):
 def _select_impl(xp, p, x, y):
     """where(p, x, y); masking by a multiply when one side is a zero scalar (np.where is
     5x slower), falling back to where whenever that could differ (NaN/inf present)."""
-    if (xp is np and type(p) is np.ndarray and np.ndim(y) == 0 and np.shape(x) == p.shape
-            and x.dtype.kind == "f" and y == 0):
+    if (xp is np and type(p) is np.ndarray and p.size > 4096 and np.ndim(y) == 0
+            and np.shape(x) == p.shape and x.dtype.kind == "f" and y == 0):
         with np.errstate(invalid="ignore"):     # inf * False is NaN: caught just below
             r = np.multiply(x, p)
         if not np.isnan(r).any():

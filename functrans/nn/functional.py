@@ -58,11 +58,12 @@ def _concrete(x):
 
 
 def _shape(x):
-    return tuple(x.shape)
+    """The shape as a plain tuple (without building a Size for a Tensor)."""
+    return (x._data if isinstance(x, Tensor) else x).shape
 
 
 def _ndim(x):
-    return len(x.shape)
+    return len((x._data if isinstance(x, Tensor) else x).shape)
 
 
 def _reduce(loss, reduction, *, mean_div=None):

@@ -128,19 +128,18 @@ def _dot_transpose(ct, x, y, dimension_numbers):
 def _dot_batch(vals, dims, dimension_numbers):
     (x, y), (dx, dy) = vals, dims
     (lc, rc), (lb, rb) = dimension_numbers
+    inc = lambda t: tuple(i + 1 for i in t)  # noqa: E731
     if dx is not None and dy is not None:
         x, y = moveaxis(x, dx, 0), moveaxis(y, dy, 0)
-        inc = lambda t: tuple(i + 1 for i in t)  # noqa: E731
         dn = ((inc(lc), inc(rc)), ((0,) + inc(lb), (0,) + inc(rb)))
         return dot_general(x, y, dimension_numbers=dn), 0
-    if dx is not None:    # batch axis becomes the last free axis of the lhs
-        x = moveaxis(x, dx, aval_of(x).ndim - 1)
-        out = dot_general(x, y, dimension_numbers=dimension_numbers)
-        nb, nlf = len(lb), aval_of(x).ndim - len(lc) - len(lb)
-        return out, nb + nlf - 1
-    y = moveaxis(y, dy, aval_of(y).ndim - 1)       # last free axis of the rhs
-    out = dot_general(x, y, dimension_numbers=dimension_numbers)
-    return out, aval_of(out).ndim - 1
+    if dx is not None:    # batch axis becomes the first free axis of the lhs
+        x = moveaxis(x, dx, 0)
+        out = dot_general(x, y, dimension_numbers=((inc(lc), rc), (inc(lb), rb)))
+        return out, len(lb)
+    y = moveaxis(y, dy, 0)         # the first free axis of the rhs
+    out = dot_general(x, y, dimension_numbers=((lc, inc(rc)), (lb, inc(rb))))
+    return out, len(lb) + aval_of(x).ndim - len(lc) - len(lb)
 
 
 dot_general_p = defprim(

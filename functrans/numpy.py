@@ -1077,7 +1077,7 @@ def tensordot(a, b, axes=2):
 
 
 def einsum(subscripts, *operands, optimize="optimal"):
-    from .einsum import einsum as _einsum
+    from .contraction import einsum as _einsum
     return _einsum(subscripts, *[_as_operand(o) for o in operands], optimize=optimize)
 
 

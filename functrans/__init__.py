@@ -18,6 +18,7 @@ globals().update({_n: getattr(_facade, _n) for _n in _facade.FACADE_NAMES if _n 
 from . import autograd  # noqa: F401,E402
 from . import func, optim  # noqa: F401,E402  (torch.func, torch.optim)
 from .serialization import load, save  # noqa: F401,E402
+from .compile import compile, compile_stats  # noqa: F401,E402,A004  (ft.compile)
 
 
 def stop_gradient(x):

@@ -151,7 +151,10 @@ def _array(t):
 
 def _to_tensors(tree):
     def conv(x):
-        if isinstance(x, Tracer) or isinstance(x, Tensor):
+        if isinstance(x, Tracer):
+            from .compile_capture import capture_hooks     # ft.compile: a Tensor, as eager
+            return capture_hooks.as_tensor(x)
+        if isinstance(x, Tensor):
             return x
         if isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__cuda_array_interface__"):
             return Tensor._make(np.asarray(x) if isinstance(x, np.generic) else x)

@@ -22,7 +22,8 @@ import threading
 import numpy as np
 
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Primitive, ShapedArray, Trace,
-                    Tracer, Var, Zero, array_module, new_dynamic_main, new_main)
+                    Tracer, Var, Zero, _thread_state, array_module, new_dynamic_main,
+                    new_main)
 from ..tracing import JaxprBuilder, JaxprTrace
 from .. import passes
 from .grad_mode import STATE as GRAD_STATE
@@ -774,7 +775,7 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None):
     prog.keys = keys
     prog.spec = spec
     prog.cg = create_graph
-    prog.fn = compile_jaxpr(closed) if not create_graph else None
+    prog.fn = _program_fn(closed, spec) if not create_graph else None
     prog.n_targets = len(spec.targets)
     prog.captures = list(spec.captures)
     prog.replayed = tuple(rn.pos for rn in spec.nodes)    # the nodes this backward executes
@@ -783,6 +784,16 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None):
         _CACHE.clear()
     _CACHE[key] = prog
     return prog, hooked, fns
+
+
+def _program_fn(closed, spec):
+    """The compiled backward program; one that crosses an ft.compile node is lowered by the
+    jit pipeline (optimized and fused) instead of straight-line impl calls."""
+    fn = compile_jaxpr(closed)
+    if any(st.prim.name == "compiled" for rn in spec.nodes for st in rn.info.steps):
+        from ..compile_capture import capture_hooks
+        return capture_hooks.fused_program(closed, fn)
+    return fn
 
 
 def _holders(nodes, spec, k):
@@ -891,6 +902,10 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
 
 def _execute(prog, nodes, hooked, fns, root_cts, create_graph):
     vals = _fetch_inputs(prog, nodes)
+    if _thread_state.depth and _any_traced(vals, root_cts):    # inside ft.compile's capture
+        from ..compile_capture import capture_hooks
+        return capture_hooks.run_program(prog, nodes, hooked, fns, vals, root_cts,
+                                         create_graph)
     hooks = [[nodes[p].hooks[j]] for p, j in hooked]
     run = RunContext(hooks, [nodes[p] for p in fns], create_graph)
     RUN.stack.append(run)
@@ -904,6 +919,16 @@ def _execute(prog, nodes, hooked, fns, root_cts, create_graph):
     finally:
         RUN.stack.pop()
     return _own_outputs(outs, vals, root_cts)
+
+
+def _any_traced(vals, root_cts):
+    for v in vals:
+        if isinstance(v, Tracer):
+            return True
+    for c in root_cts:
+        if isinstance(c, Tracer) or isinstance(getattr(c, "_data", None), Tracer):
+            return True
+    return False
 
 
 def _own_outputs(outs, vals, root_cts):
@@ -944,6 +969,13 @@ def _deliver_captures(captures, nodes, cap_vals, create_graph):
 def accumulate_grad(t, g, create_graph):
     """t.grad = g, or t.grad += g (in place unless create_graph), as torch."""
     from .tensor import Tensor
+    if _thread_state.depth:                # .backward() inside an ft.compile capture?
+        from ..compile_capture import capture_hooks
+        if capture_hooks.active():
+            capture_hooks.refuse(".backward() (gradient accumulation into .grad) inside the "
+                                 "compiled function", "return the loss and call .backward() "
+                                 "on it outside, or use ft.autograd.grad(..., "
+                                 "create_graph=True)")
     old = t._grad
     if old is None:
         if create_graph:

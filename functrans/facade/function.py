@@ -16,7 +16,7 @@ import functools
 
 import numpy as np
 
-from ..core import FunctransError, ShapedArray
+from ..core import FunctransError, ShapedArray, Tracer
 from . import engine
 from .grad_mode import STATE as GS
 from .grad_mode import enable_grad, no_grad
@@ -162,6 +162,11 @@ class Function(metaclass=_FunctionMeta):
     def apply(cls, *args, **kwargs):
         if kwargs:
             raise TypeError("Function.apply does not take keyword arguments")
+        if any(isinstance(a, Tensor) and isinstance(a._data, Tracer) for a in args):
+            from ..compile_capture import capture_hooks
+            capture_hooks.refuse(f"autograd.Function {cls.__name__}.apply inside the compiled "
+                                 "function", "call it outside the compiled function, or write "
+                                 "it with differentiable tensor ops")
         ctx = FunctionCtx()
         object.__setattr__(ctx, "_fn_name", cls.__name__)
         tensor_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import numpy as fnp
+from ..core import Tracer
 from .grad_mode import STATE as GS
 from .tensor import Tensor, apply_fn, static, wrap
 
@@ -35,6 +36,15 @@ def _split_index(idx):
     for it in idx:
         if isinstance(it, Tensor):
             it = it._data
+        if isinstance(it, Tracer):          # a traced index array (ft.compile capture)
+            if it.dtype == np.bool_ or it.dtype.kind not in "iu":
+                from ..compile_capture import capture_hooks
+                capture_hooks.refuse("indexing with a boolean mask computed inside the "
+                                     "compiled function (its result has a data-dependent "
+                                     "shape)", "use ft.where(mask, x, 0) or masked_fill")
+            template.append(_Arr(len(arrays)))
+            arrays.append(it.astype(np.int64) if it.dtype != np.int64 else it)
+            continue
         if isinstance(it, list):
             it = np.asarray(it)
         if isinstance(it, (np.ndarray, np.generic)) and not isinstance(it, np.integer):
@@ -140,7 +150,7 @@ def setitem(t, idx, value):
     from .inplace import _check_inplace, inplace
     recording = GS.enabled and (t._requires_grad or (isinstance(value, Tensor)
                                                      and value._requires_grad))
-    if not recording:
+    if not recording and not isinstance(t._data, Tracer):
         _check_inplace(t, False)
         np_idx = _numpy_index(idx)
         v = value._data if isinstance(value, Tensor) else value

@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import numpy as fnp
+from ..core import Tracer
 from .record import INFERENCE, vc_of
-from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, Tensor, apply_fn, binary,
-                     wrap)
+from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
+                     _capture_concrete_update, apply_fn, binary, wrap)
 from .methods import DIV, MUL, add, addcdiv, addcmul, lerp, sub
 
 T = Tensor
@@ -24,6 +25,8 @@ T = Tensor
 
 
 def _check_inplace(self, recording):
+    if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
+        _capture_concrete_update(self, None)
     if recording and self._requires_grad and self._grad_fn is None and self._base is None:
         raise RuntimeError(LEAF_INPLACE_MSG)
     base = self._base
@@ -41,6 +44,9 @@ def inplace(self, name, compute):
     recording = GS.enabled
     _check_inplace(self, recording)
     res = compute()
+    if isinstance(self._data, Tracer) or isinstance(res._data, Tracer):   # ft.compile capture
+        from ..compile_capture import capture_hooks
+        return capture_hooks.inplace(self, name, res)
     node = res._grad_fn
     data = self._data
     if node is not None:
@@ -173,6 +179,8 @@ def _tname(d):
 
 def _fast(self, *others):
     """True when an in-place op need not record: grad mode off or nothing requires grad."""
+    if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
+        _capture_concrete_update(self, None)
     if not GS.enabled:
         if self._flags & INFERENCE and not GS.inference:
             _check_inplace(self, False)
@@ -301,7 +309,7 @@ def _fill_fn(x, v):
 
 
 def fill_(self, value):
-    if _fast(self, value):
+    if _fast(self, value) and not isinstance(self._data, Tracer):
         self._data[...] = value._data if isinstance(value, Tensor) else value
         self._bump("fill_")
         return self
@@ -314,7 +322,7 @@ def _zero_fn(x):
 
 
 def zero_(self):
-    if _fast(self):
+    if _fast(self) and not isinstance(self._data, Tracer):
         self._data[...] = 0
         self._bump("zero_")
         return self
@@ -328,7 +336,8 @@ def _copy_fn(x, src):
 def copy_(self, src, non_blocking=False):
     if not isinstance(src, Tensor):
         src = wrap(np.asarray(src))
-    if _fast(self, src):
+    if _fast(self, src) and not isinstance(self._data, Tracer) and not isinstance(src._data,
+                                                                                   Tracer):
         _write(self._data, np.broadcast_to(src._data, self._data.shape).astype(self.dtype,
                                                                               copy=False))
         self._bump("copy_")

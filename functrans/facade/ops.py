@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import numpy as fnp
-from ..core import ShapedArray, Var, array_module
+from ..core import ShapedArray, Tracer, Var, array_module
 from . import dtypes as D
 from .grad_mode import STATE as GS
 from .node import OpInfo, Step
@@ -51,9 +51,14 @@ def apply_prim(prim, params, args):
         return list(run_backward(run.fn_nodes[params["fslot"]], list(args), params["present"],
                                  params["in_avals"], params["out_mask"], tensors=True))
     arrays = [a._data if isinstance(a, Tensor) else a for a in args]
-    out = prim.impl(array_module(*arrays), *arrays, **params)
-    outs = out if prim.multiple_results else [out]
-    outs = [wrap(o if type(o) is np.ndarray else np.asarray(o)) for o in outs]
+    traced = any(isinstance(a, Tracer) for a in arrays)
+    if traced:                          # traced data (ft.compile capture): bind, not run
+        out = prim.bind(*arrays, **params)
+        outs = [wrap(o) for o in (out if prim.multiple_results else [out])]
+    else:
+        out = prim.impl(array_module(*arrays), *arrays, **params)
+        outs = out if prim.multiple_results else [out]
+        outs = [wrap(o if type(o) is np.ndarray else np.asarray(o)) for o in outs]
     if GS.enabled and any(isinstance(a, Tensor) and a._requires_grad for a in args) and any(
             o._data.dtype.kind in "fc" for o in outs):
         mask = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
@@ -72,6 +77,9 @@ def apply_prim(prim, params, args):
                               n, outs_idx, list(avals) + list(out_avals), mask)
             info = info_for(key, build) if pkey is not None else _uncached(build)
         make_node(info, args, [*arrays, *[o._data for o in outs]], outs)
+    if traced:
+        from ..compile_capture import capture_hooks
+        capture_hooks.after_op(args, outs)
     return outs if prim.multiple_results else outs[0]
 
 

@@ -16,7 +16,7 @@ import traceback
 
 import numpy as np
 
-from ..core import Literal, ShapedArray
+from ..core import Literal, ShapedArray, Tracer
 from ..tracing import trace_to_jaxpr
 from primitives import elementwise as ew
 from primitives import shape as sh
@@ -222,8 +222,10 @@ def _compute_slot(info, vals, s):
         if all(vals[o] is not None for o in step.outs):
             continue
         ins = [vals[r] if type(r) is int else r.val for r in step.refs]
-        xp = _xp(*ins)
-        out = step.prim.impl(xp, *ins, **step.params)
+        if any(isinstance(v, Tracer) for v in ins):      # traced data (ft.compile capture)
+            out = step.prim.bind(*ins, **step.params)
+        else:
+            out = step.prim.impl(_xp(*ins), *ins, **step.params)
         outs = out if step.prim.multiple_results else [out]
         for o, v in zip(step.outs, outs):
             vals[o] = v

@@ -8,6 +8,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import numpy as fnp
+from ..core import Tracer
 from .tensor import Tensor, apply_fn, static, wrap, _freeze
 
 T = Tensor
@@ -45,8 +46,9 @@ def view(self, *shape):
         raise NotImplementedError("view(dtype) is not supported by functrans; use .to(dtype)")
     shape = _infer(_shape_arg(shape), self.numel())
     try:
-        v = self._data.view()
-        v.shape = shape
+        if not isinstance(self._data, Tracer):      # traced data has no strides
+            v = self._data.view()
+            v.shape = shape
     except (AttributeError, ValueError):
         raise RuntimeError(
             "view size is not compatible with input tensor's size and stride (at least one "
@@ -58,8 +60,9 @@ def view(self, *shape):
 def reshape(self, *shape):
     shape = _infer(_shape_arg(shape), self.numel())
     try:
-        v = self._data.view()
-        v.shape = shape
+        if not isinstance(self._data, Tracer):      # traced data has no strides
+            v = self._data.view()
+            v.shape = shape
         name = "ViewBackward0"
     except (AttributeError, ValueError):
         name = "UnsafeViewBackward0"

@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from ..core import ShapedArray, array_module
+from ..core import ShapedArray, Tracer, _thread_state as _TS, array_module
 from primitives import elementwise as ew
 from . import dtypes as D
 from . import grad_mode
@@ -53,6 +53,8 @@ def wrap(data):
 
 def _as_array(x):
     if type(x) is _ndarray:
+        return x
+    if isinstance(x, Tracer):       # traced data (ft.compile capture) stays traced
         return x
     if type(x) is not _ndarray and not isinstance(x, np.generic) and hasattr(
             x, "__cuda_array_interface__"):
@@ -255,12 +257,16 @@ class Tensor:
 
     @property
     def grad(self):
+        if _TS.depth:                               # inside ft.compile its value would freeze
+            _capture_grad_access(self)
         if self._grad_fn is not None and self._grad is None and not self.retains_grad:
             warnings.warn(NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter
     def grad(self, value):
+        if _TS.depth:
+            _capture_grad_access(self)
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
@@ -287,6 +293,10 @@ class Tensor:
         """Populate .grad of this non-leaf tensor during backward (accumulating)."""
         if not self._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if isinstance(self._data, Tracer):
+            _capture().refuse("retain_grad() on a tensor computed inside the compiled "
+                              "function", "call retain_grad() on a tensor the compiled function "
+                              "returns, outside it")
         fn = self._grad_fn
         if fn is None:
             return
@@ -302,6 +312,8 @@ class Tensor:
 
     def _bump(self, op=None):
         vc = self._vc or vc_of(self)
+        if _TS.depth and type(self._data) is _ndarray:     # ft.compile: a concrete update
+            _capture_concrete_update(self, op)
         vc.v += 1
         vc.op = op
 
@@ -331,6 +343,8 @@ class Tensor:
         tensor replaces it. Returns a handle with .remove()."""
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if isinstance(self._data, Tracer):           # ft.compile capture
+            return _capture().register_hook(self, hook)
         fn = self._grad_fn
         if fn is None:
             if self._hooks is None:
@@ -358,6 +372,8 @@ class Tensor:
     # ------------------------------------------------------------------ aliasing
     def detach(self):
         """A tensor sharing storage and version counter, cut from the graph."""
+        if type(self._data) is not _ndarray and isinstance(self._data, Tracer):
+            return _capture().detached_alias(self)                # ft.compile capture
         t = wrap(self._data)
         t._vc = vc_of(self)
         t._base = self._base if self._base is not None else None
@@ -370,10 +386,14 @@ class Tensor:
         self._grad_fn = None
         self._out_nr = 0
         self._requires_grad = False
+        if type(self._data) is not _ndarray and isinstance(self._data, Tracer):
+            self._data = _capture().stop_gradient(self._data)     # ft.compile capture
         return self
 
     @property
     def data(self):
+        if type(self._data) is not _ndarray and isinstance(self._data, Tracer):
+            return _capture().detached_alias(self)                # ft.compile capture
         t = wrap(self._data)
         return t
 
@@ -387,7 +407,7 @@ class Tensor:
         return _fn1("CloneBackward0", _copy, self)
 
     def contiguous(self, memory_format=None):
-        if self._data.flags.c_contiguous:
+        if isinstance(self._data, Tracer) or self._data.flags.c_contiguous:
             return self
         return self.clone()
 
@@ -616,7 +636,11 @@ def unary(a, op):
     x = a._data
     if op.float_only and x.dtype.kind not in "fc":
         x = x.astype(D.get_default_dtype())
-    out = op.impl(np if type(x) is _ndarray else array_module(x), x)
+    traced = type(x) is not _ndarray and isinstance(x, Tracer)
+    if traced:                      # ft.compile capture: the op is traced, not run
+        out = _capture().bind(op.prim, op.params, (x,))
+    else:
+        out = op.impl(np if type(x) is _ndarray else array_module(x), x)
     if type(out) is not _ndarray:
         out = _as_array(out)
     t = wrap(out)
@@ -627,15 +651,20 @@ def unary(a, op):
             info = op.cache[key] = info_for((op, key), lambda: elementwise_info(
                 op.name, op.prim, op.params, [ShapedArray(x.shape, x.dtype)], (True,), x.dtype))
         make_node(info, (a,), [x, out], (t,))
+    if traced:
+        _capture().after_op((a,), (t,))
     return t
 
 
 def binary(a, b, op, reverse=False):
     """a (a Tensor) op b, or b op a when reverse; torch's promotion and broadcasting."""
     x = a._data
+    traced = type(x) is not _ndarray and isinstance(x, Tracer)
     tb = type(b)
     if tb is Tensor or isinstance(b, Tensor):
         y = b._data
+        if type(y) is not _ndarray and isinstance(y, Tracer):
+            traced = True
         rb = b._requires_grad
         dt = x.dtype
         if dt != y.dtype or (op.float_only and dt.kind not in "fc"):
@@ -666,10 +695,13 @@ def binary(a, b, op, reverse=False):
         y0 = y
         if y.dtype != dt:
             y = y.astype(dt)
-    xp = np if type(x) is _ndarray else array_module(x)
-    out = op.impl(xp, y, x) if reverse else op.impl(xp, x, y)
-    if type(out) is not _ndarray:
-        out = _as_array(out)
+    if traced:                      # ft.compile capture: the op is traced, not run
+        out = _capture().bind(op.prim, op.params, (y, x) if reverse else (x, y))
+    else:
+        xp = np if type(x) is _ndarray else array_module(x)
+        out = op.impl(xp, y, x) if reverse else op.impl(xp, x, y)
+        if type(out) is not _ndarray:
+            out = _as_array(out)
     t = wrap(out)
     ra = a._requires_grad
     if (ra or rb) and GS.enabled and op.differentiable:
@@ -693,6 +725,8 @@ def binary(a, b, op, reverse=False):
             vals = [None] * n
             vals[0], vals[1], vals[-1] = p, q, out
         make_node(info, (b, a) if reverse else (a, b), vals, (t,))
+    if traced:
+        _capture().after_op((a, b), (t,))
     return t
 
 
@@ -735,10 +769,14 @@ def apply_fn(name, fn, args, static=(), view=False):
                 arrays.append(d)
                 sig.append(d.shape)
                 sig.append(d.dtype)
+                if type(d) is not _ndarray:
+                    cpu = False
     key = tuple(sig)
     comp = _COMPOSITES.get(key)
     if comp is None:
         comp = _COMPOSITES[key] = _trace_composite(fn, static, _avals_of(args, arrays))
+    if not cpu and any(isinstance(d, Tracer) for d in arrays):
+        return _capture().apply_composite(name, comp, args, arrays, view)
     vals = comp.run(np if cpu else array_module(*arrays), *arrays)
     outs = []
     for s in comp.out_slots:
@@ -762,6 +800,26 @@ def apply_fn(name, fn, args, static=(), view=False):
     if comp.out_tree is None:
         return outs[0]
     return tuple(outs)
+
+
+def _capture_concrete_update(t, op):
+    from ..compile_capture import capture_hooks
+    if capture_hooks.active():
+        capture_hooks.concrete_update(t, op)
+
+
+def _capture_grad_access(t):
+    from ..compile_capture import capture_hooks
+    if capture_hooks.active():
+        capture_hooks.refuse(".grad inside the compiled function (a compiled program "
+                             "cannot read or set the gradients of earlier backward passes)",
+                             "read or set .grad outside it")
+
+
+def _capture():
+    """ft.compile's capture hooks, reached only when a Tensor holds traced data."""
+    from ..compile_capture import capture_hooks
+    return capture_hooks
 
 
 def _avals_of(args, arrays):

@@ -36,6 +36,16 @@ def _is_raw(args):
     return not any_tensor
 
 
+def _is_facade(x):
+    """A Tensor that runs facade ops: concrete data, or traced data inside ft.compile."""
+    if not isinstance(x, Tensor):
+        return False
+    if not isinstance(x._data, Tracer):
+        return True
+    from ..compile_capture import capture_hooks
+    return capture_hooks.active()
+
+
 def _raw(a):
     """The array behind a Tensor (a constant on the functional path); other values as is."""
     return a._data if isinstance(a, Tensor) else a
@@ -150,7 +160,7 @@ def _bilinear_bias_fn(x1, x2, w, b):
 
 def _method_or(name, grad_name, fn, input, inplace=False, **static):
     """Use the Tensor's own method (torch's op and grad_fn) when it has one."""
-    if isinstance(input, Tensor) and not isinstance(input._data, Tracer):
+    if _is_facade(input):
         if inplace:
             return getattr(input, name + "_")(**static)
         m = getattr(input, name, None)
@@ -344,6 +354,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
     mask = _dropout_mask(_shape(input), p, np.dtype(input.dtype))
     if inplace and isinstance(input, Tensor):
         return input.mul_(Tensor._make(mask))
+    if isinstance(mask, Tracer) and isinstance(input, Tensor):
+        mask = Tensor._make(mask)          # ft.compile capture: the draw is a program input
     return _call("NativeDropoutBackward0", _mul_fn, (input, mask))
 
 
@@ -1170,7 +1182,7 @@ def _flatten_fn(x, *, start, end):
 
 def flatten(input, start_dim=0, end_dim=-1):
     """Merge dims start_dim..end_dim (Tensors: the Tensor's own flatten, a view)."""
-    if isinstance(input, Tensor) and not isinstance(input._data, Tracer):
+    if _is_facade(input):
         return input.flatten(start_dim, end_dim)
     x = _raw(input)
     nd = max(fnp.ndim(x), 1)

@@ -334,7 +334,7 @@ class Unflatten(Module):
         self.dim, self.unflattened_size = dim, tuple(unflattened_size)
 
     def forward(self, input):
-        if isinstance(input, Tensor) and not isinstance(input._data, F.Tracer):
+        if F._is_facade(input):
             return input.unflatten(self.dim, self.unflattened_size)
         from ... import numpy as fnp
         x = F._raw(input)

@@ -672,6 +672,9 @@ class Module:
         return self._call_with_hooks(args, kwargs)
 
     def _call_with_hooks(self, args, kwargs):
+        from ...compile_capture import capture_hooks
+        if capture_hooks.active():      # inside ft.compile: hooks become run-time callbacks
+            return capture_hooks.call_module(self, args, kwargs)
         for hid, hook in itertools.chain(_global_forward_pre_hooks.items(),
                                          self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:

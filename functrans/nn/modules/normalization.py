@@ -126,6 +126,15 @@ class _BatchNorm(Module):
         count = None
         nbt = F._raw(self.num_batches_tracked)
         if (self.training and self.track_running_stats and nbt is not None
+                and isinstance(nbt, F.Tracer) and isinstance(self.num_batches_tracked, Tensor)):
+            # ft.compile capture: the counter is a traced buffer, updated functionally
+            if self.momentum is None:
+                from ...compile_capture import capture_hooks
+                capture_hooks.refuse("BatchNorm with momentum=None (its factor 1/count reads "
+                                     "num_batches_tracked as a Python number)",
+                                     "give BatchNorm a momentum")
+            count = nbt
+        elif (self.training and self.track_running_stats and nbt is not None
                 and not isinstance(nbt, F.Tracer)):      # traced: batch_norm raises below
             count = int(np.asarray(nbt)) + 1
             if self.momentum is None:

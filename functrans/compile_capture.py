@@ -1,0 +1,797 @@
+"""ft.compile's capture: the compiled-call primitive, hooks inside compiled code, and the
+hooks the facade calls when a Tensor holds traced data.
+
+`compiled_p` runs the known half of the linearization of a captured forward (the forward
+plus its residuals, split by partial evaluation of its JVP); its JVP rule hands the saved
+residuals to the unknown half (a `jit` call, linear in the tangents), whose transpose is the
+backward program. Recorded as one autograd node, its primal half is answered by the
+engine's memo trace from the values saved at forward time: nothing is recomputed.
+
+During a capture every input Tensor's data is a tracer of one JaxprTrace; the facade's
+`_capture()` branches call `capture_hooks` to bind primitives instead of running NumPy,
+to update tensors functionally in place, to trace backward passes run inside the function
+and to turn hooks into identities whose transposes call back to Python.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+
+import numpy as np
+
+from . import passes, tree_util
+from .ad import jvp_jaxpr, partial_eval_jaxpr
+from .core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Primitive, ShapedArray,
+                   Tracer, Var, Zero, eval_jaxpr, short_dtype)
+from .facade import engine
+from .facade.grad_mode import STATE as GS
+from .facade.node import HookDict, add_hook, edge_of
+from .facade.record import make_node, vc_of
+from .facade.tensor import Tensor, wrap
+from .jit import compile_jaxpr, jit_p
+from .tracing import JaxprBuilder
+from primitives.base import instantiate, zeros
+from primitives.misc import stop_gradient_p
+
+class CompileError(FunctransError, RuntimeError):
+    """Something in a compiled function cannot be captured (raised under fullgraph=True;
+    otherwise recorded as a graph break and the call runs eagerly)."""
+
+
+class RecompileWarning(UserWarning):
+    """A compiled function keeps being recompiled: its guards keep failing."""
+
+
+class GraphBreakWarning(UserWarning):
+    """A compiled function could not be captured and runs eagerly."""
+
+
+_PLAIN = (bool, int, float, str, type(None), complex)
+
+
+def _plain(v):
+    t = type(v)
+    return t in _PLAIN or (t is tuple and all(type(w) in _PLAIN for w in v))
+
+
+_PLAIN_SET = frozenset(_PLAIN)
+
+
+def _config(m):
+    """The plain attributes of a module (training, p, eps, kernel sizes, ...)."""
+    return tuple([(k, v) for k, v in m.__dict__.items() if type(v) in _PLAIN_SET or (
+        type(v) is tuple and all(type(w) in _PLAIN_SET for w in v))])
+
+
+# ---------------------------------------------------------------------------
+# the compiled-call primitive: the known half of the forward's linearization
+
+
+class _Program:
+    """What one compiled call computes and how it is differentiated (the `prog` param of
+    compiled_p, compared by identity).
+
+    fwd: inputs -> outputs (user outputs, then new values of mutated inputs).
+    known: inputs -> fwd's outputs, known tangent outputs, residuals (the known half of
+    partial evaluation of jvp(fwd) for the inputs in `mask`, residuals that are inputs or
+    outputs not repeated); unknown: (residuals, tangents of the mask inputs) -> tangent
+    outputs, linear in the tangents (a jit call, transposed for the backward)."""
+
+    def __init__(self, name, fwd, mask):
+        self.name, self.fwd, self.mask = name, fwd, tuple(mask)
+        self.in_avals = fwd.in_avals
+        n_in, n_out = len(fwd.in_avals), len(fwd.out_avals)
+        self.n_out = n_out
+        jclosed, self.out_nz = jvp_jaxpr(fwd, list(self.mask), instantiate=False)
+        n_t = sum(self.mask)
+        known, self.unknown, self.out_unknowns, num_res = partial_eval_jaxpr(
+            jclosed, [False] * n_in + [True] * n_t)
+        kj = known.jaxpr
+        n_known = len(kj.outvars) - num_res
+        in_pos = {v: i for i, v in enumerate(kj.invars)}
+        out_pos = {v: j for j, v in enumerate(kj.outvars[:n_known]) if type(v) is Var}
+        extra, extra_pos, self.res_src = [], {}, []
+        for a in kj.outvars[n_known:]:
+            if type(a) is Literal:
+                self.res_src.append(("lit", a.val))
+            elif a in in_pos:                       # an input: read from its input slot
+                self.res_src.append(("in", in_pos[a]))
+            elif a in out_pos:                      # an output: read from its output slot
+                self.res_src.append(("out", out_pos[a]))
+            else:
+                if a not in extra_pos:
+                    extra_pos[a] = n_known + len(extra)
+                    extra.append(a)
+                self.res_src.append(("out", extra_pos[a]))
+        self.known = passes.dce(ClosedJaxpr(
+            Jaxpr(kj.constvars, kj.invars, kj.eqns, list(kj.outvars[:n_known]) + extra),
+            known.consts))
+        self.n_known = n_known
+        self.out_avals = self.known.out_avals
+        self.num_res = len(self.res_src)
+        self._extra = None
+
+    def extra_jaxpr(self):
+        """inputs -> the outputs after fwd's (for exact tangents of residuals), without the
+        module hook callbacks."""
+        if self._extra is None:
+            kj = self.known.jaxpr
+            eqns = [e for e in kj.eqns if e.primitive is not module_hook_p]
+            self._extra = passes.dce(ClosedJaxpr(
+                Jaxpr(kj.constvars, kj.invars, eqns, kj.outvars[self.n_out:]),
+                self.known.consts))
+        return self._extra
+
+    def __repr__(self):
+        return self.name
+
+
+def _compiled_impl(xp, *args, prog):
+    exe = compile_jaxpr(prog.known, _device_of(args), (), prog.name)
+    return exe(*args)
+
+
+def _compiled_abstract(*avals, prog):
+    return list(prog.out_avals)
+
+
+def _compiled_jvp(primals, tangents, *, prog):
+    outs = compiled_p.bind(*primals, prog=prog)
+    nz = [type(t) is not Zero for t in tangents]
+    t_extra_avals = prog.out_avals[prog.n_out:]
+    if not any(nz):
+        return outs, [Zero(a.strip_weak()) for a in prog.out_avals]
+    n_out = prog.n_out
+    if all(m or not z for m, z in zip(prog.mask, nz)):
+        # the saved residuals serve: they were made for a superset of these tangents
+        res = [v if kind == "lit" else primals[v] if kind == "in" else outs[v]
+               for kind, v in prog.res_src]
+        ts = [instantiate(t) if type(t) is not Zero else zeros(a.strip_weak())
+              for t, a, m in zip(tangents, prog.in_avals, prog.mask) if m]
+        unk = iter(jit_p.bind(*res, *ts, jaxpr=prog.unknown, name=f"jvp({prog.name})"))
+        t_outs, p, k = [], n_out, n_out
+        for j, a in enumerate(prog.fwd.out_avals):
+            if not prog.out_nz[j]:
+                t_outs.append(Zero(a.strip_weak()))
+                continue
+            if prog.out_unknowns[p]:
+                t_outs.append(next(unk))
+            else:                                   # a known (constant) tangent output
+                t_outs.append(outs[k])
+                k += 1
+            p += 1
+    else:   # tangents for inputs the residuals were not made for: differentiate fwd anew
+        _, t_outs = jit_p.jvp(list(primals), list(tangents), jaxpr=prog.fwd, name=prog.name)
+    if t_extra_avals:   # exact tangents of the residual outputs (dead code unless twice
+        _, t_extra = jit_p.jvp(list(primals), list(tangents),   # differentiated)
+                               jaxpr=prog.extra_jaxpr(), name=f"residuals({prog.name})")
+    else:
+        t_extra = []
+    return outs, list(t_outs) + list(t_extra)
+
+
+def _compiled_batch(vals, dims, *, prog):
+    return jit_p.batch(vals, dims, jaxpr=prog.known, name=prog.name)
+
+
+compiled_p = Primitive("compiled", impl=_compiled_impl, abstract_eval=_compiled_abstract,
+                       multiple_results=True, jvp=_compiled_jvp, batch=_compiled_batch)
+
+
+def _device_of(vals):
+    for v in vals:
+        if type(v).__module__.startswith("cupy"):
+            return "cuda"
+    return "cpu"
+
+
+# ---------------------------------------------------------------------------
+# hooks inside compiled code: identity primitives whose transposes call back to Python
+
+
+class _Ref:
+    """A host object carried in a primitive's params (hashed and compared by identity)."""
+    __slots__ = ("obj", "label", "__weakref__")
+
+    def __init__(self, obj, label):
+        self.obj, self.label = obj, label
+
+    def __repr__(self):
+        return self.label
+
+
+def _same(x, **params):
+    return x
+
+
+def _tensor_hook_jvp(primals, tangents, *, ref):
+    t = tangents[0]
+    return primals[0], t if type(t) is Zero else tensor_hook_lin_p.bind(t, ref=ref)
+
+
+def _tensor_hook_lin_jvp(primals, tangents, *, ref):
+    t = tangents[0]
+    return (tensor_hook_lin_p.bind(primals[0], ref=ref),
+            t if type(t) is Zero else tensor_hook_lin_p.bind(t, ref=ref))
+
+
+def _tensor_hook_run(xp, ct, *, ref):
+    g = wrap(ct)
+    for fn in list(ref.obj.values()):
+        r = fn(g)
+        if r is not None:
+            g = engine._check_hook_result(r, g)
+    return g._data
+
+
+# x -> x in the forward; its tangent goes through tensor_hook_lin, whose transpose calls
+# the hooks registered on the tensor (a host callback in the backward program)
+tensor_hook_p = Primitive("tensor_hook", impl=lambda xp, x, **p: x, abstract_eval=_same,
+                          jvp=_tensor_hook_jvp)
+tensor_hook_lin_p = Primitive(
+    "tensor_hook_linear", impl=lambda xp, x, **p: x, abstract_eval=_same,
+    jvp=_tensor_hook_lin_jvp,
+    transpose=lambda ct, x, *, ref: [tensor_hook_call_p.bind(instantiate(ct), ref=ref)])
+tensor_hook_call_p = Primitive("tensor_hook_call", impl=_tensor_hook_run, abstract_eval=_same,
+                               effectful=True)
+
+
+def _bhook_abstract(*avals, **params):
+    return list(avals)
+
+
+def _bhook_jvp(primals, tangents, *, ref, side):
+    outs = module_bwd_hook_p.bind(*primals, ref=ref, side=side)
+    if all(type(t) is Zero for t in tangents):
+        return outs, list(tangents)
+    ts = module_bwd_hook_lin_p.bind(*[instantiate(t) for t in tangents], ref=ref, side=side)
+    return outs, list(ts)
+
+
+def _bhook_transpose(cts, *args, ref, side):
+    cts = [instantiate(c) if type(c) is Zero else c for c in cts]
+    return list(module_bwd_hook_call_p.bind(*cts, ref=ref, side=side))
+
+
+def _bhook_run(xp, *cts, ref, side):
+    state = ref.obj
+    grads = [wrap(c) for c in cts]
+    if side == "output":
+        new = state.on_grad_output(grads)
+    else:
+        new = state.on_grad_input(grads)
+        state.grad_outputs = None            # one backward pass consumed it
+    res = []
+    for g, c in zip(new, cts):
+        if g is None:
+            res.append(np.zeros_like(c))
+            continue
+        a = g._data if isinstance(g, Tensor) else np.asarray(g)
+        if a.shape != c.shape:
+            raise RuntimeError(f"backward hook of {type(state.module).__name__} returned a "
+                               f"gradient of shape {tuple(a.shape)} where {tuple(c.shape)} "
+                               "was expected")
+        res.append(a.astype(c.dtype, copy=False))
+    return res
+
+
+# a module with full backward hooks: identities over its inputs and outputs that require
+# grad; their transposes run BackwardHook.on_grad_output / on_grad_input (host callbacks)
+module_bwd_hook_p = Primitive("module_backward_hook", impl=lambda xp, *xs, **p: list(xs),
+                              abstract_eval=_bhook_abstract, multiple_results=True,
+                              jvp=_bhook_jvp)
+module_bwd_hook_lin_p = Primitive("module_backward_hook_linear",
+                                  impl=lambda xp, *xs, **p: list(xs),
+                                  abstract_eval=_bhook_abstract, multiple_results=True,
+                                  transpose=_bhook_transpose)
+module_bwd_hook_call_p = Primitive("module_backward_hook_call", impl=_bhook_run,
+                                   abstract_eval=_bhook_abstract, multiple_results=True,
+                                   effectful=True)
+
+_TOKEN = ShapedArray((), np.bool_)
+
+
+def _fhook_jvp(primals, tangents, *, ref):
+    return module_hook_p.bind(*primals, ref=ref), Zero(_TOKEN)
+
+
+def _fhook_run(xp, *vals, ref):
+    ref.obj.fire(vals)
+    return np.zeros((), np.bool_)
+
+
+# forward pre-hooks and forward hooks of modules: called at run time with the tensors'
+# values (an effectful callback returning a token nobody reads)
+module_hook_p = Primitive("module_hook_call", impl=_fhook_run,
+                          abstract_eval=lambda *a, **p: _TOKEN, effectful=True, jvp=_fhook_jvp)
+
+
+class _ForwardHooks:
+    """The forward (pre-)hooks of one module call site, fired at run time with Tensors
+    rebuilt from a template of the call's arguments (and result)."""
+
+    def __init__(self, module, kind, hooks, template, tree):
+        self.module, self.kind, self.hooks = module, kind, hooks
+        self.template, self.tree = template, tree
+
+    def fire(self, vals):
+        it = iter(vals)
+        leaves = [_wrap_value(next(it)) if x is _SLOT else x for x in self.template]
+        parts = tree_util.tree_unflatten(self.tree, leaves)
+        for name, hook, with_kwargs in self.hooks:
+            if self.kind == "pre":
+                args, kwargs = parts
+                r = hook(self.module, args, kwargs) if with_kwargs else hook(self.module, args)
+            else:
+                args, kwargs, result = parts
+                r = (hook(self.module, args, kwargs, result) if with_kwargs
+                     else hook(self.module, args, result))
+            if r is not None:
+                raise CompileError(
+                    f"the forward {'pre-' if self.kind == 'pre' else ''}hook {name} of "
+                    f"{type(self.module).__name__} returned a value inside ft.compile; compiled "
+                    "code calls forward hooks with the values they observe and cannot take a "
+                    "replacement. Apply the change in forward(), or remove the hook "
+                    "(handle.remove()) before calling the compiled module.")
+
+
+_SLOT = object()
+
+
+def _wrap_value(v):
+    return wrap(np.asarray(v) if isinstance(v, np.generic) else v)
+
+
+# ---------------------------------------------------------------------------
+# the capture: one run of the user's function on traced tensors
+
+_tls = threading.local()
+_capture_lock = threading.RLock()
+
+
+def _current():
+    stack = getattr(_tls, "stack", None)
+    if not stack:
+        raise FunctransError("internal: a capture hook ran outside ft.compile's capture")
+    return stack[-1]
+
+
+def _active():
+    stack = getattr(_tls, "stack", None)
+    return stack[-1] if stack else None
+
+
+class _Capture:
+    """State of one capture: the trace, its inputs and what to restore afterwards."""
+
+    def __init__(self, name):
+        self.name = name
+        self.builder = JaxprBuilder()
+        self.trace = None
+        self.in_tracers = []
+        self.sources = []          # per input: (kind, x) -- see CompiledFunction._gather
+        self.input_of = {}         # id(tensor) -> input index
+        self.inputs = []           # tensor (or array) per input
+        self.saved = {}            # id(tensor) -> (tensor, snapshot)
+        self.current = {}          # id(input tensor) -> its expected traced data
+        self.aliased = set()       # ids of tensors sharing storage with another tensor
+        self.keep = []             # keeps aliased tensors alive while their ids are used
+        self.generators = {}       # id(np Generator) -> (generator, state) to restore
+        self.hooked = False        # a tensor or backward hook was traced
+        self.consts = {}           # id(tensor) -> (weakref, data, version counter, version)
+        self.created = {}          # id(tensor) -> tensor, made by creation functions here
+        self.modules = []          # (module, its plain attributes before the capture)
+
+    # -- inputs ----------------------------------------------------------------
+
+    def _new_input(self, aval, origin):
+        t = self.trace.new_arg(aval, origin)
+        self.in_tracers.append(t)
+        return t
+
+    def add_tensor(self, t, source, origin):
+        """Make tensor t an input: its data becomes a new traced argument."""
+        self.saved[id(t)] = (t, _snapshot(t))
+        d = t._data
+        tr = self._new_input(ShapedArray(d.shape, d.dtype), origin)
+        t._data = tr
+        self.input_of[id(t)] = len(self.inputs)
+        self.inputs.append(t)
+        self.sources.append(source)
+        self.current[id(t)] = tr
+        return tr
+
+    def add_array(self, a, source, origin):
+        a = np.asarray(a)
+        tr = self._new_input(ShapedArray(a.shape, a.dtype), origin)
+        self.inputs.append(a)
+        self.sources.append(source)
+        return tr
+
+    def restore(self):
+        for m, attrs in self.modules:
+            for k in [k for k, v in m.__dict__.items() if _plain(v) and k not in attrs]:
+                del m.__dict__[k]
+            m.__dict__.update(attrs)
+        for t, snap in self.saved.values():
+            _restore(t, snap)
+        for gen, state in self.generators.values():
+            gen.bit_generator.state = state
+
+    def note_const(self, t):
+        """A concrete tensor read by a traced op becomes a constant of the program: guard
+        its storage and version, so that a later in-place change recompiles."""
+        if id(t) not in self.consts:
+            vc = vc_of(t)
+            self.consts[id(t)] = (weakref.ref(t), t._data, vc, vc.v)
+            self.keep.append(t)
+
+    def note_alias(self, *tensors):
+        for t in tensors:
+            self.aliased.add(id(t))
+            self.keep.append(t)
+
+
+def _snapshot(t):
+    vc = t._vc
+    hooks = t.__dict__.get("_hooks")
+    return (t._data, t._grad_fn, t._requires_grad, vc, None if vc is None else (vc.v, vc.op),
+            dict(t.__dict__), None if hooks is None else dict(hooks))
+
+
+def _restore(t, snap):
+    data, fn, rg, vc, vstate, d, hooks = snap
+    t._data, t._grad_fn, t._requires_grad, t._vc = data, fn, rg, vc
+    if vc is not None:
+        vc.v, vc.op = vstate
+    t.__dict__.clear()
+    t.__dict__.update(d)
+    if hooks is not None:
+        h = t.__dict__["_hooks"]
+        h.clear()
+        h.update(hooks)
+
+
+class _RngProxy:
+    """Stands for a NumPy Generator during capture: each draw becomes an input of the
+    program, drawn again from the same facade generator at every call, so compiled code
+    consumes eager's random stream (dropout masks are fresh at every step)."""
+
+    def __init__(self, cap, facade_gen, np_gen):
+        self._cap, self._fgen, self._gen = cap, facade_gen, np_gen
+        cap.generators.setdefault(id(np_gen), (np_gen, np_gen.bit_generator.state))
+
+    def __getattr__(self, name):
+        real = getattr(self._gen, name)
+        if not callable(real):
+            return real
+
+        def draw(*args, **kwargs):
+            for a in itertools.chain(args, kwargs.values()):
+                if isinstance(a, Tracer) or isinstance(getattr(a, "_data", None), Tracer):
+                    _refuse(f"a random draw ({name}) whose parameters are computed inside the "
+                            "compiled function", "draw with constant parameters and scale the "
+                            "result")
+            val = np.asarray(real(*args, **kwargs))      # (state restored after capture)
+            call = (self._fgen, name, args, kwargs, val.dtype)
+            return self._cap.add_array(val, ("rng", call), f"a random draw ({name})")
+        return draw
+
+
+def _draw(call):
+    from .facade import creation
+    fgen, name, args, kwargs, dtype = call
+    return np.asarray(getattr(creation._rng(fgen), name)(*args, **kwargs), dtype)
+
+
+def _refuse(what, fix):
+    raise CompileError(f"ft.compile cannot capture {what}; {fix}.")
+
+
+class _CaptureHooks:
+    """What the facade calls when a Tensor holds traced data (its `_capture()` branches)."""
+
+    @staticmethod
+    def active():
+        return _active() is not None
+
+    @staticmethod
+    def refuse(what, fix):
+        _refuse(what, fix)
+
+    @staticmethod
+    def bind(prim, params, args):
+        """An elementwise facade op on traced data (NumPy broadcasting made explicit)."""
+        shapes = [np.shape(a) for a in args]
+        if len(set(shapes)) > 1:
+            from primitives import shape as sh
+            shape = np.broadcast_shapes(*shapes)
+            nd = len(shape)
+            args = [a if np.shape(a) in ((), shape) else sh.broadcast_in_dim(
+                a, shape=shape, broadcast_dimensions=tuple(range(nd - np.ndim(a), nd)))
+                for a in args]
+        return prim.bind(*args, **params)
+
+    @staticmethod
+    def as_tensor(x):
+        """A value of the capture's own trace coming out of ft.func.grad & co: a Tensor
+        without history, as eager returns (other tracers stay raw, as under ft.jit)."""
+        cap = _active()
+        if cap is None or x._trace.main is not cap.trace.main:
+            return x
+        return wrap(stop_gradient_p.bind(x))
+
+    @staticmethod
+    def concrete_update(t, op):
+        """An in-place update of concrete data during capture would happen once, at compile
+        time: allowed only on tensors the function created (ft.zeros(...) then filled)."""
+        if _current().created.get(id(t)) is not t:
+            _refuse(f"an in-place update{f' ({op})' if op else ''} of a "
+                    f"{short_dtype(t.dtype)}{list(t.shape)} tensor that is not an input of "
+                    "the compiled function (it would happen once, at compile time)",
+                    "make it a buffer of a module or an argument, or update it outside")
+
+    @staticmethod
+    def stop_gradient(x):
+        return stop_gradient_p.bind(x)
+
+    @staticmethod
+    def after_op(args, outs):
+        """After a traced op: concrete tensors it read become guarded constants; a tensor
+        that requires grad cannot be one (it would be frozen); and an output the tape did
+        not record although an input requires grad (no_grad, a non-differentiable op) must
+        not be differentiated by the compiled node either (stop_gradient)."""
+        rg = False
+        for a in args:
+            if isinstance(a, Tensor) and not isinstance(a._data, Tracer):
+                _current().note_const(a)
+            if isinstance(a, Tensor) and a._requires_grad:
+                rg = True
+                if not isinstance(a._data, Tracer):
+                    _refuse("a tensor that requires grad but is not reachable by the guards "
+                            f"(a {short_dtype(a.dtype)}{list(a.shape)} "
+                            f"{'parameter' if a._grad_fn is None else 'tensor'} that would be "
+                            "frozen into the program)", "compile the module itself, pass it "
+                            "(or the tensor) as an argument, or reach it through a global or "
+                            "closure variable of the compiled function")
+        if not rg:
+            return
+        for t in outs:
+            if (t is not None and not t._requires_grad and isinstance(t._data, Tracer)
+                    and t._data.dtype.kind in "fc"):
+                t._data = stop_gradient_p.bind(t._data)
+
+    @staticmethod
+    def apply_composite(name, comp, args, arrays, view):
+        """apply_fn on traced data: bind the composite's steps, record, mark views."""
+        from .facade.record import info_for
+        from .facade.tensor import _composite_info
+        n_in = comp.n_in
+        vals = list(arrays) + [None] * (len(comp.slot_avals) - n_in)
+        for st in comp.steps:
+            ins = [vals[r] if type(r) is int else r.val for r in st.refs]
+            out = st.prim.bind(*ins, **st.params)
+            for o, v in zip(st.outs, out if st.prim.multiple_results else [out]):
+                vals[o] = v
+        outs = [wrap(vals[s]) for s in comp.out_slots]
+        if view and isinstance(args[0], Tensor):
+            base = args[0]
+            b = base._base if base._base is not None else base
+            vc = vc_of(base)
+            for o in outs:
+                o._base = b
+                o._vc = vc
+                if b._requires_grad:
+                    o.__dict__["_vfn"] = b._grad_fn
+            _current().note_alias(base, b, *outs)
+        rg = any(isinstance(a, Tensor) and a._requires_grad for a in args)
+        if rg and GS.enabled and comp.any_float:
+            mask = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
+            info = comp.infos.get((name, mask))
+            if info is None:
+                info = comp.infos[(name, mask)] = info_for(
+                    (comp, name, mask), lambda: _composite_info(name, comp, mask))
+            make_node(info, args, vals, outs)
+        _CaptureHooks.after_op(args, outs)
+        return outs[0] if comp.out_tree is None else tuple(outs)
+
+    @staticmethod
+    def detached_alias(t):
+        """detach() / .data of traced data: no gradient, and storage shared with t (so an
+        in-place op on either is refused)."""
+        a = wrap(stop_gradient_p.bind(t._data))
+        a._vc = vc_of(t)
+        a._flags = t._flags
+        _current().note_alias(t, a)
+        return a
+
+    @staticmethod
+    def register_hook(t, hook):
+        """tensor.register_hook inside compiled code: an identity in the jaxpr whose
+        transpose calls the hooks at backward time (uses of t after this line see it)."""
+        cap = _current()
+        cap.hooked = True
+        taps = cap.__dict__.setdefault("taps", {})
+        hd = taps.get(id(t))
+        if hd is None:
+            hd = taps[id(t)] = HookDict()
+            cap.keep.append(t)
+            ref = _Ref(hd, f"hooks of {t._data.aval.str_short()}")
+            t._data = tensor_hook_p.bind(t._data, ref=ref)
+            if id(t) in cap.current:
+                cap.current[id(t)] = t._data
+        return add_hook(hd, hook)
+
+    @staticmethod
+    def inplace(t, name, res):
+        """An in-place op on traced data: the tensor takes the new value (functionally)."""
+        cap = _current()
+        data, out = t._data, res._data
+        if not isinstance(data, Tracer):
+            _refuse(f"in-place {name} writing a value computed inside the compiled function "
+                    "into a tensor that is not an input of it (a global or a module attribute "
+                    "that is not a parameter or buffer)", "register it as a buffer or pass "
+                    "it as an argument")
+        if id(t) in cap.aliased or t._base is not None:
+            _refuse(f"in-place {name} on a tensor that shares storage with another one (a "
+                    "view, detach() or .data)", "use the out-of-place op")
+        k = cap.input_of.get(id(t))
+        if k is not None and (cap.saved[id(t)][1][2] or res._requires_grad):
+            _refuse(f"in-place {name} on an argument, parameter or buffer that requires grad",
+                    "update it outside the compiled function (optimizers do), or use the "
+                    "out-of-place op")
+        if out.shape != data.shape:
+            raise RuntimeError(f"output with shape {list(data.shape)} doesn't match the "
+                               f"broadcast shape {list(out.shape)}")
+        if out.dtype != data.dtype:
+            if not np.can_cast(out.dtype, data.dtype, "same_kind"):
+                raise RuntimeError(f"result type {out.dtype} can't be cast to the desired "
+                                   f"output type {data.dtype}")
+            from primitives import elementwise as ew
+            out = ew.convert_element_type(out, new_dtype=data.dtype, weak_type=False)
+        t._data = out
+        t._bump(name)
+        if k is not None:
+            cap.current[id(t)] = out
+        node = res._grad_fn
+        if node is not None:
+            t._grad_fn = node
+            t._out_nr = res._out_nr
+            t._requires_grad = True
+            vc = vc_of(t)
+            s = node.info.out_slots[res._out_nr]
+            if node.vals and node.vals[s] is not None:
+                node.vals[s] = out
+                node.vers = tuple(e for e in node.vers if e[0] != s) + ((s, vc, vc.v),)
+        return t
+
+    @staticmethod
+    def run_program(prog, nodes, hooked, fns, vals, root_cts, create_graph):
+        """A backward pass inside the compiled function (ft.autograd.grad in a gradient
+        penalty): the program is traced into the forward jaxpr."""
+        cap = _current()
+        if hooked or fns or cap.hooked:
+            _refuse("a backward pass inside the compiled function through tensor hooks, "
+                    "module backward hooks or custom autograd Functions",
+                    "remove the hooks for the compiled call")
+        run = engine.RunContext([], [], create_graph)
+        engine.RUN.stack.append(run)
+        try:
+            if create_graph:
+                from .facade.ops import eval_jaxpr_facade
+                return eval_jaxpr_facade(prog, nodes, vals, root_cts)
+            outs = eval_jaxpr(prog.closed.jaxpr, prog.closed.consts, *vals, *root_cts)
+        finally:
+            engine.RUN.stack.pop()
+        # without create_graph the gradients have no history: constants for the outer AD
+        return [stop_gradient_p.bind(o) if isinstance(o, Tracer) else o for o in outs]
+
+    @staticmethod
+    def fused_program(closed, fn):
+        """A backward program through a compiled node, run by the jit pipeline on the CPU."""
+        state = {}
+
+        def run(xp, *args):
+            if xp is not np:
+                return fn(xp, *args)
+            exe = state.get("exe")
+            if exe is None:
+                exe = state["exe"] = compile_jaxpr(closed, "cpu", (), "backward")
+            return exe(*args)
+        run.source = getattr(fn, "source", None)
+        run.closed = closed
+        return run
+
+    @staticmethod
+    def call_module(module, args, kwargs):
+        """Module.__call__ with hooks during capture: forward (pre-)hooks become run-time
+        callbacks, full backward hooks identities whose transposes call them."""
+        return _call_module_traced(module, args, kwargs)
+
+
+capture_hooks = _CaptureHooks()
+
+
+def _call_module_traced(module, args, kwargs):
+    from .nn.modules import module as M
+    pre = [(f"{hid}", h, hid in module._forward_pre_hooks_with_kwargs) for hid, h in
+           itertools.chain(M._global_forward_pre_hooks.items(),
+                           module._forward_pre_hooks.items())]
+    if pre:
+        _emit_forward_hooks(module, "pre", pre, (args, kwargs))
+    bw = None
+    if module._backward_hooks or module._backward_pre_hooks or M._global_backward_hooks:
+        from .nn.modules.hooks import BackwardHook
+        bw = BackwardHook(module)
+        args = _wrap_backward_hook(bw, "input", args)
+    result = module.forward(*args, **kwargs)
+    post = [(f"{hid}", h, hid in module._forward_hooks_with_kwargs) for hid, h in
+            itertools.chain(M._global_forward_hooks.items(), module._forward_hooks.items())]
+    if post:
+        _emit_forward_hooks(module, "post", post, (args, kwargs, result))
+    if bw is not None:
+        result = _wrap_backward_hook(bw, "output", result)
+    return result
+
+
+def _emit_forward_hooks(module, kind, hooks, parts):
+    leaves, tree = tree_util.tree_flatten(parts)
+    template, vals = [], []
+    for x in leaves:
+        if isinstance(x, Tensor):
+            template.append(_SLOT)
+            vals.append(x._data)
+        else:
+            template.append(x)
+    names = [getattr(h, "__name__", repr(h)) for _, h, _ in hooks]
+    state = _ForwardHooks(module, kind, [(n, h, kw) for n, (_, h, kw) in zip(names, hooks)],
+                          template, tree)
+    label = f"{type(module).__name__}.{'forward_pre_hooks' if kind == 'pre' else 'forward_hooks'}"
+    module_hook_p.bind(*vals, ref=_Ref(state, label))
+
+
+def _wrap_backward_hook(bw, side, value):
+    """BackwardHook.setup_input_hook / setup_output_hook on traced tensors."""
+    cap = _current()
+    if side == "input":
+        tensors = [(i, a) for i, a in enumerate(value) if isinstance(a, Tensor)]
+        pos = [i for i, _ in tensors]
+        bw.n_inputs = len(tensors)
+    else:
+        from .nn.modules.hooks import _flat_tensors
+        pos, ts = _flat_tensors(value)
+        tensors = list(zip(pos, ts))
+        bw.n_outputs = len(tensors)
+    if not GS.enabled:
+        return value
+    wrapped = [(k, i, a) for k, (i, a) in enumerate(tensors) if a._requires_grad]
+    if not wrapped:
+        return value
+    cap.hooked = True
+    outs = module_bwd_hook_p.bind(*[a._data for _, _, a in wrapped],
+                                  ref=_Ref(bw, f"{type(bw.module).__name__} backward hooks"),
+                                  side=side)
+    new = {}
+    for (k, i, a), d in zip(wrapped, outs):
+        t = wrap(d)
+        t._requires_grad = True
+        if a._grad_fn is not None:
+            t._grad_fn = a._grad_fn
+            t._out_nr = a._out_nr
+        else:
+            t._accum = edge_of(a)[0]
+        new[i] = t
+    if side == "input":
+        bw.input_slots = [k for k, _, _ in wrapped]
+        bw.input_wrapped = True
+        return tuple(new.get(i, a) for i, a in enumerate(value))
+    bw.output_slots = [k for k, _, _ in wrapped]
+    if pos == [None]:
+        return new[None]
+    out = list(value)
+    for i, t in new.items():
+        out[i] = t
+    return type(value)(out) if isinstance(value, tuple) else out
+
+

@@ -679,6 +679,9 @@ def _compile_straight_line(jaxpr: Jaxpr):
             else eqn.primitive.impl
         ins = ", ".join(["xp"] + [name(a) for a in eqn.invars])
         outs = ", ".join(name(v) for v in eqn.outvars)
+        if eqn.primitive.multiple_results and not eqn.outvars:
+            lines.append(f"    {fn}({ins})")
+            continue
         if eqn.primitive.multiple_results:
             outs += ","
         lines.append(f"    {outs} = {fn}({ins})")

@@ -541,7 +541,9 @@ class _Lowering:
                 outs = [self.fresh() for _ in e.outvars]
                 for o, nm in zip(e.outvars, outs):
                     self.names[o] = nm
-                if e.primitive.multiple_results:
+                if e.primitive.multiple_results and not outs:    # called for its effect
+                    body.append(f"{fn}({ins})")
+                elif e.primitive.multiple_results:
                     body.append(f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = {fn}({ins})")
                 else:
                     body.append(f"{outs[0]} = {fn}({ins})")
@@ -689,8 +691,9 @@ class _Lowering:
 
 
 class CpuExecutable:
-    """The compiled program: exe(*flat_args) -> list of outputs. Concurrent calls
-    (threads) get their own scratch buffers."""
+    """The compiled program: exe(*flat_args) -> list of outputs. Its scratch buffers and
+    the per-worker temporaries of blocked groups are shared, so calls from several user
+    threads take turns (NumPy releases the GIL inside each call anyway)."""
 
     def __init__(self, fn, n_in, scratch, source, name):
         self.fn, self.n_in, self.scratch = fn, n_in, scratch
@@ -700,14 +703,8 @@ class CpuExecutable:
     def __call__(self, *args):
         if len(args) != self.n_in:
             raise TypeError(f"{self.name} takes {self.n_in} flat arguments, got {len(args)}")
-        if not self.scratch:
+        with self._lock:
             return self.fn(*args)
-        if self._lock.acquire(False):
-            try:
-                return self.fn(*args)
-            finally:
-                self._lock.release()
-        return self.fn(*args, *[np.empty(s, d) for s, d in self.scratch])
 
     def __repr__(self):
         return f"<CpuExecutable {self.name}>"

@@ -440,11 +440,6 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
 # ---------------------------------------------------------------------------
 # vjp, grad and friends
 
-def _vjp_flat(f_flat, primals):
-    outs, lin = linearize_flat(f_flat, primals)
-    return outs, lin
-
-
 def vjp(fun, *primals, has_aux=False):
     """(fun(*primals), vjp_fn) with vjp_fn(cotangent) -> tuple of input cotangents."""
     leaves, in_tree = tree_util.tree_flatten(primals)
@@ -457,7 +452,8 @@ def vjp(fun, *primals, has_aux=False):
             aux_store["aux"] = aux
             return out
     f_flat, store = _flatten_fun(f, in_tree)
-    outs, lin = _vjp_flat(f_flat, leaves)
+    from .reverse import vjp_flat
+    outs, back = vjp_flat(f_flat, leaves)
     out_tree = store["tree"]
     out_avals = [get_aval(o) for o in outs]
 
@@ -471,9 +467,9 @@ def vjp(fun, *primals, has_aux=False):
             if ca.shape != a.shape:
                 raise ValueError(f"vjp cotangent leaf {i} has shape {ca.str_short()} but the "
                                  f"primal output has shape {a.str_short()}")
-        cts = lin.transpose(ct_leaves)
-        cts = [zeros(ShapedArray(a.shape, a.dtype)) if type(c) is Zero else c
-               for c, a in zip(cts, lin.in_avals)]
+        ct_leaves = [_match_dtype(canonicalize(c), a) for c, a in zip(ct_leaves, out_avals)]
+        cts = back(ct_leaves)
+        cts = [zeros(get_aval(p).strip_weak()) if c is None else c for c, p in zip(cts, leaves)]
         cts = [full_lower(_match_dtype(c, get_aval(p))) for c, p in zip(cts, leaves)]
         return tree_util.tree_unflatten(in_tree, cts)
     out = tree_util.tree_unflatten(out_tree, outs)

@@ -1,0 +1,185 @@
+"""Reverse mode for vjp/grad: record once, derive once per program structure.
+
+`vjp(f)` runs `f` eagerly under a recording interpreter (so Python control flow on values
+and side effects behave exactly as without the transformation). The recorded program is
+then linearized and transposed with the core's own machinery (`jvp_jaxpr`,
+`partial_eval_jaxpr`, `transpose_jaxpr`) -- but only the first time a program of that
+structure is seen. The linearization's known part is rewritten to read the recorded
+forward values instead of recomputing them, which leaves a *residual program* holding only
+the derivative-side work (cos(x) for sin); the transposed linear part is the *backward
+program*. Both are cached by structure, so a training loop pays for recording and for two
+straight-line evaluations, not for tracing through nested interpreters at every step.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from .ad import is_float, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
+from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Trace, Tracer, Var, bind_below,
+                   eval_jaxpr, get_aval, new_main, to_concrete, trusted_eval)
+from .passes import dce_jaxpr
+
+_CACHE: OrderedDict = OrderedDict()
+_CACHE_SIZE = 256
+
+
+class RecordTracer(Tracer):
+    __slots__ = ("val", "idx", "_aval")
+
+    def __init__(self, trace, val, idx):
+        self._trace = trace
+        self._origin = None
+        self.val = val
+        self.idx = idx
+        self._aval = None
+
+    @property
+    def aval(self):
+        a = self._aval
+        if a is None:
+            a = self._aval = get_aval(self.val)
+        return a
+
+    def to_concrete_value(self):
+        return to_concrete(self.val)
+
+
+class _Tape:
+    """Every value the recorded program touched, and its equations over their indices."""
+
+    def __init__(self):
+        self.values: list = []
+        self.consts: list = []           # indices of captured constants
+        self.const_ids: dict = {}
+        self.eqns: list = []             # (primitive, params, in_idx, out_idx)
+
+    def add(self, val):
+        self.values.append(val)
+        return len(self.values) - 1
+
+
+class RecordTrace(Trace):
+    def pure(self, val):
+        tape = self.main.global_data
+        idx = tape.const_ids.get(id(val))
+        if idx is None:
+            idx = tape.const_ids[id(val)] = tape.add(val)
+            tape.consts.append(idx)
+        return RecordTracer(self, val, idx)
+
+    lift = pure
+
+    def process_primitive(self, prim, tracers, params):
+        tape = self.main.global_data
+        out = bind_below(prim, [t.val for t in tracers], params)
+        outs = out if prim.multiple_results else [out]
+        out_idx = tuple(tape.add(o) for o in outs)
+        tape.eqns.append((prim, params, tuple(t.idx for t in tracers), out_idx))
+        tr = [RecordTracer(self, o, i) for o, i in zip(outs, out_idx)]
+        return tr if prim.multiple_results else tr[0]
+
+
+def _params_key(params):
+    return tuple(sorted(params.items()))
+
+
+def _structure_key(tape, n_in, out_idx):
+    try:
+        key = (tuple(get_aval(v) for v in tape.values[:n_in]),
+               tuple((i, get_aval(tape.values[i])) for i in tape.consts),
+               tuple((p, _params_key(pa), ii, oi) for p, pa, ii, oi in tape.eqns),
+               tuple(out_idx))
+        hash(key)
+        return key
+    except TypeError:                   # an unhashable param: derive without caching
+        return None
+
+
+class _Derived:
+    """The residual and backward programs of one recorded program structure."""
+    __slots__ = ("residual", "backward", "value_idx", "nonzero", "n_out")
+
+    def __init__(self, residual, backward, value_idx, nonzero, n_out):
+        self.residual, self.backward = residual, backward
+        self.value_idx, self.nonzero, self.n_out = value_idx, nonzero, n_out
+
+
+def _derive(tape, n_in, out_idx):
+    avals = [get_aval(v) for v in tape.values]
+    var = [Var(a) for a in avals]
+    in_idx = list(range(n_in)) + list(tape.consts)
+    eqns = [JaxprEqn(p, [var[i] for i in ii], pa, [var[i] for i in oi])
+            for p, pa, ii, oi in tape.eqns]
+    forward = Jaxpr([], [var[i] for i in in_idx], eqns, [var[i] for i in out_idx])
+    nonzero = [is_float(avals[i]) for i in range(n_in)]
+    n_out, n_t = len(out_idx), sum(nonzero)
+    jvp_closed, _ = jvp_jaxpr(ClosedJaxpr(forward, []), nonzero + [False] * len(tape.consts),
+                              True)
+    known, unknown, _, num_res = partial_eval_jaxpr(
+        jvp_closed, [False] * len(in_idx) + [True] * n_t, [False] * n_out + [True] * n_out)
+    n_known_out = len(known.jaxpr.outvars) - num_res
+    # the known part recomputes the forward: point it at the recorded values instead
+    eqn_out_idx = [i for _, _, _, oi in tape.eqns for i in oi]
+    table = {}
+    for e in eqns:
+        table[(e.primitive, _params_key(e.params), tuple(e.invars))] = e.outvars
+    env = dict(zip(known.jaxpr.invars, forward.invars))
+    kept = []
+    for e in known.jaxpr.eqns:
+        ins = [env.get(a, a) if type(a) is Var else a for a in e.invars]
+        key = (e.primitive, _params_key(e.params),
+               tuple(a if type(a) is Var else (a.val.item(), a.aval) for a in ins))
+        hit = table.get(key)
+        if hit is not None and [v.aval for v in hit] == [v.aval for v in e.outvars]:
+            env.update(zip(e.outvars, hit))
+            continue
+        table[key] = e.outvars
+        kept.append(JaxprEqn(e.primitive, ins, e.params, e.outvars))
+    res_out = [env.get(a, a) if type(a) is Var else a
+               for a in known.jaxpr.outvars[n_known_out:]]
+    residual = dce_jaxpr(Jaxpr(known.jaxpr.constvars,
+                               forward.invars + [var[i] for i in eqn_out_idx], kept, res_out))
+    backward = transpose_jaxpr(unknown, [False] * num_res + [True] * n_t)
+    return _Derived(ClosedJaxpr(residual, known.consts), backward, in_idx + eqn_out_idx,
+                    nonzero, n_out)
+
+
+def vjp_flat(f_flat, primals):
+    """(outputs, vjp) with vjp(cts) -> one cotangent per primal (zeros for integer ones)."""
+    tape = _Tape()
+    with new_main(RecordTrace, tape) as main:
+        trace = RecordTrace(main)
+        ins = [RecordTracer(trace, p, tape.add(p)) for p in primals]
+        outs = [trace.full_raise(o) for o in f_flat(*ins)]
+        out_idx = [o.idx for o in outs]
+    n_in = len(primals)
+    key = _structure_key(tape, n_in, out_idx)
+    derived = _CACHE.get(key) if key is not None else None
+    if derived is None:
+        derived = _derive(tape, n_in, out_idx)
+        if key is not None:
+            _CACHE[key] = derived
+            if len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    values = tape.values
+    with trusted_eval():
+        residuals = eval_jaxpr(derived.residual.jaxpr, derived.residual.consts,
+                               *[values[i] for i in derived.value_idx])
+    outputs = [values[i] for i in out_idx]
+    del tape, values
+
+    def vjp(cts):
+        with trusted_eval():
+            g = eval_jaxpr(derived.backward.jaxpr, derived.backward.consts, *residuals, *cts)
+        it = iter(g)
+        return [next(it) if nz else None for nz in derived.nonzero]
+    return outputs, vjp
+
+
+def clear_cache():
+    _CACHE.clear()
+
+
+__all__ = ["vjp_flat", "clear_cache"]

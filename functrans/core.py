@@ -636,6 +636,14 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
     return [env[a] if type(a) is Var else a.val for a in jaxpr.outvars]
 
 
+def eval_jaxpr_concrete(jaxpr: Jaxpr, consts, *args):
+    """eval_jaxpr for callers that know every input is a concrete array, even while
+    transformations are active (the implementations run directly)."""
+    env = dict(zip(jaxpr.constvars, consts, strict=True))
+    env.update(zip(jaxpr.invars, args, strict=True))
+    return _eval_jaxpr_concrete(jaxpr, env)
+
+
 def _eval_jaxpr_concrete(jaxpr: Jaxpr, env: dict):
     """eval_jaxpr on concrete arrays: the jaxpr is already well typed, so the
     implementations are called directly. A jaxpr evaluated more than once is compiled

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .ad import is_float, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
-from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Trace, Tracer, Var, bind_below,
-                   eval_jaxpr, get_aval, new_main, to_concrete, trusted_eval)
+import numpy as np
+
+from .ad import JVPTrace, JVPTracer, is_float, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
+from .batching import BatchTrace, BatchTracer, batch_jaxpr
+from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Trace, Tracer, Var, Zero, _thread_state,
+                   bind_below, eval_jaxpr, eval_jaxpr_concrete, get_aval, new_main,
+                   to_concrete, trusted_eval)
 from .passes import dce_jaxpr
 
 _CACHE: OrderedDict = OrderedDict()
@@ -96,12 +100,76 @@ def _structure_key(tape, n_in, out_idx):
 
 
 class _Derived:
-    """The residual and backward programs of one recorded program structure."""
-    __slots__ = ("residual", "backward", "value_idx", "nonzero", "n_out")
+    """The residual and backward programs of one recorded program structure, and their
+    jvp/vmap-transformed versions (they are pure, so those can be cached too)."""
+    __slots__ = ("residual", "backward", "value_idx", "nonzero", "n_out", "transformed")
 
     def __init__(self, residual, backward, value_idx, nonzero, n_out):
         self.residual, self.backward = residual, backward
         self.value_idx, self.nonzero, self.n_out = value_idx, nonzero, n_out
+        self.transformed: dict = {}
+
+    def run(self, which, args):
+        """Evaluate the residual or backward program. Under one jvp or vmap level whose
+        values are concrete underneath, evaluate its cached transformed program on them
+        instead of interpreting every equation through that transformation."""
+        closed = self.residual if which == "residual" else self.backward
+        tracers = [a for a in args if isinstance(a, Tracer)]
+        if tracers and _thread_state.dynamic_trace.level == 0:
+            trace = tracers[0]._trace
+            if all(t._trace.main is trace.main for t in tracers):
+                if type(trace) is JVPTrace:
+                    out = self._run_jvp(which, closed, trace, args)
+                    if out is not None:
+                        return out
+                elif type(trace) is BatchTrace:
+                    out = self._run_batched(which, closed, trace, args)
+                    if out is not None:
+                        return out
+        return eval_jaxpr(closed.jaxpr, closed.consts, *args)
+
+    def _run_jvp(self, which, closed, trace, args):
+        primals = [a.primal if isinstance(a, Tracer) else a for a in args]
+        if any(isinstance(p, Tracer) for p in primals):
+            return None
+        tangents = [a.tangent if isinstance(a, Tracer) else None for a in args]
+        if any(isinstance(t, Tracer) for t in tangents):
+            return None
+        nonzero = tuple(t is not None and type(t) is not Zero for t in tangents)
+        key = (which, "jvp", nonzero)
+        entry = self.transformed.get(key)
+        if entry is None:
+            entry = self.transformed[key] = jvp_jaxpr(closed, list(nonzero), False)
+        prog, out_nz = entry
+        outs = eval_jaxpr_concrete(prog.jaxpr, prog.consts, *primals,
+                                   *[t for t, nz in zip(tangents, nonzero) if nz])
+        n = len(closed.out_avals)
+        t_out = iter(outs[n:])
+        return [JVPTracer(trace, p, next(t_out) if nz else Zero(a.strip_weak()))
+                for p, nz, a in zip(outs[:n], out_nz, closed.out_avals)]
+
+    def _run_batched(self, which, closed, trace, args):
+        vals, batched = [], []
+        for a in args:
+            if isinstance(a, Tracer):
+                v = a.val
+                if isinstance(v, Tracer):
+                    return None
+                if a.batch_dim is not None:
+                    v = np.moveaxis(v, a.batch_dim, 0)
+                vals.append(v)
+                batched.append(a.batch_dim is not None)
+            else:
+                vals.append(a)
+                batched.append(False)
+        size = trace.axis_size
+        key = (which, "vmap", tuple(batched), size)
+        entry = self.transformed.get(key)
+        if entry is None:
+            entry = self.transformed[key] = batch_jaxpr(closed, size, batched, False)
+        prog, out_b = entry
+        outs = eval_jaxpr_concrete(prog.jaxpr, prog.consts, *vals)
+        return [BatchTracer(trace, o, 0 if b else None) for o, b in zip(outs, out_b)]
 
 
 def _derive(tape, n_in, out_idx):
@@ -165,14 +233,13 @@ def vjp_flat(f_flat, primals):
         _CACHE.move_to_end(key)
     values = tape.values
     with trusted_eval():
-        residuals = eval_jaxpr(derived.residual.jaxpr, derived.residual.consts,
-                               *[values[i] for i in derived.value_idx])
+        residuals = derived.run("residual", [values[i] for i in derived.value_idx])
     outputs = [values[i] for i in out_idx]
     del tape, values
 
     def vjp(cts):
         with trusted_eval():
-            g = eval_jaxpr(derived.backward.jaxpr, derived.backward.consts, *residuals, *cts)
+            g = derived.run("backward", list(residuals) + list(cts))
         it = iter(g)
         return [next(it) if nz else None for nz in derived.nonzero]
     return outputs, vjp

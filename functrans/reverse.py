@@ -155,7 +155,7 @@ class _Derived:
                 v = a.val
                 if isinstance(v, Tracer):
                     return None
-                if a.batch_dim is not None:
+                if a.batch_dim:
                     v = np.moveaxis(v, a.batch_dim, 0)
                 vals.append(v)
                 batched.append(a.batch_dim is not None)

@@ -442,6 +442,10 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
 
 def vjp(fun, *primals, has_aux=False):
     """(fun(*primals), vjp_fn) with vjp_fn(cotangent) -> tuple of input cotangents."""
+    return _vjp(fun, primals, has_aux, fun)
+
+
+def _vjp(fun, primals, has_aux, hint_fun):
     leaves, in_tree = tree_util.tree_flatten(primals)
     leaves = [canonicalize(x) for x in leaves]
     f = fun
@@ -453,7 +457,12 @@ def vjp(fun, *primals, has_aux=False):
             return out
     f_flat, store = _flatten_fun(f, in_tree)
     from .reverse import vjp_flat
-    outs, back = vjp_flat(f_flat, leaves)
+    try:
+        hint = (hint_fun, in_tree, tuple(get_aval(x) for x in leaves))
+        hash(hint)
+    except TypeError:
+        hint = None
+    outs, back = vjp_flat(f_flat, leaves, hint)
     out_tree = store["tree"]
     out_avals = [get_aval(o) for o in outs]
 
@@ -515,10 +524,11 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             for a, d in zip(argnums_t, dargs):
                 full[a] = d
             return fun(*full, **kwargs)
+        hint = (fun, argnums_t, len(args))
         if has_aux:
-            ans, vjp_fn, aux = vjp(f_partial, *diff, has_aux=True)
+            ans, vjp_fn, aux = _vjp(f_partial, diff, True, hint)
         else:
-            ans, vjp_fn = vjp(f_partial, *diff)
+            ans, vjp_fn = _vjp(f_partial, diff, False, hint)
         out_aval = get_aval(ans) if not isinstance(ans, (tuple, list, dict)) else None
         if out_aval is None or out_aval.shape != ():
             shape = out_aval.shape if out_aval is not None else type(ans).__name__

@@ -12,6 +12,7 @@ straight-line evaluations, not for tracing through nested interpreters at every 
 """
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -49,17 +50,31 @@ class RecordTracer(Tracer):
 
 
 class _Tape:
-    """Every value the recorded program touched, and its equations over their indices."""
+    """Every value the recorded program touched, and its equations over their indices.
 
-    def __init__(self):
+    Intermediate arrays the expected residual program will not read are held only weakly,
+    so that, as in eager code, they are freed as soon as the user's code drops them."""
+
+    def __init__(self, keep=None):
         self.values: list = []
+        self.avals: list = []
         self.consts: list = []           # indices of captured constants
         self.const_ids: dict = {}
         self.eqns: list = []             # (primitive, params, in_idx, out_idx)
+        self.keep = keep                 # indices to hold strongly (None: all)
 
-    def add(self, val):
+    def add(self, val, strong=False):
+        i = len(self.values)
+        self.avals.append(get_aval(val))
+        if not strong and self.keep is not None and i not in self.keep \
+                and type(val) is np.ndarray:
+            val = weakref.ref(val)
         self.values.append(val)
-        return len(self.values) - 1
+        return i
+
+    def value(self, i):
+        v = self.values[i]
+        return v() if type(v) is weakref.ref else v
 
 
 class RecordTrace(Trace):
@@ -67,7 +82,7 @@ class RecordTrace(Trace):
         tape = self.main.global_data
         idx = tape.const_ids.get(id(val))
         if idx is None:
-            idx = tape.const_ids[id(val)] = tape.add(val)
+            idx = tape.const_ids[id(val)] = tape.add(val, strong=True)
             tape.consts.append(idx)
         return RecordTracer(self, val, idx)
 
@@ -89,8 +104,8 @@ def _params_key(params):
 
 def _structure_key(tape, n_in, out_idx):
     try:
-        key = (tuple(get_aval(v) for v in tape.values[:n_in]),
-               tuple((i, get_aval(tape.values[i])) for i in tape.consts),
+        key = (tuple(tape.avals[:n_in]),
+               tuple((i, tape.avals[i]) for i in tape.consts),
                tuple((p, _params_key(pa), ii, oi) for p, pa, ii, oi in tape.eqns),
                tuple(out_idx))
         hash(key)
@@ -102,11 +117,13 @@ def _structure_key(tape, n_in, out_idx):
 class _Derived:
     """The residual and backward programs of one recorded program structure, and their
     jvp/vmap-transformed versions (they are pure, so those can be cached too)."""
-    __slots__ = ("residual", "backward", "value_idx", "nonzero", "n_out", "transformed")
+    __slots__ = ("residual", "backward", "value_idx", "keep", "nonzero", "n_out",
+                 "transformed")
 
     def __init__(self, residual, backward, value_idx, nonzero, n_out):
         self.residual, self.backward = residual, backward
         self.value_idx, self.nonzero, self.n_out = value_idx, nonzero, n_out
+        self.keep = frozenset(value_idx)
         self.transformed: dict = {}
 
     def run(self, which, args):
@@ -172,8 +189,10 @@ class _Derived:
         return [BatchTracer(trace, o, 0 if b else None) for o, b in zip(outs, out_b)]
 
 
-def _derive(tape, n_in, out_idx):
-    avals = [get_aval(v) for v in tape.values]
+def _derive(tape, n_in, out_idx, available):
+    """Residual and backward programs; the residual program reads the recorded values
+    that are `available` and recomputes the others from the inputs."""
+    avals = tape.avals
     var = [Var(a) for a in avals]
     in_idx = list(range(n_in)) + list(tape.consts)
     eqns = [JaxprEqn(p, [var[i] for i in ii], pa, [var[i] for i in oi])
@@ -189,8 +208,9 @@ def _derive(tape, n_in, out_idx):
     # the known part recomputes the forward: point it at the recorded values instead
     eqn_out_idx = [i for _, _, _, oi in tape.eqns for i in oi]
     table = {}
-    for e in eqns:
-        table[(e.primitive, _params_key(e.params), tuple(e.invars))] = e.outvars
+    for e, (_, _, _, oi) in zip(eqns, tape.eqns):
+        if all(available[i] for i in oi):
+            table[(e.primitive, _params_key(e.params), tuple(e.invars))] = e.outvars
     env = dict(zip(known.jaxpr.invars, forward.invars))
     kept = []
     for e in known.jaxpr.eqns:
@@ -205,36 +225,55 @@ def _derive(tape, n_in, out_idx):
         kept.append(JaxprEqn(e.primitive, ins, e.params, e.outvars))
     res_out = [env.get(a, a) if type(a) is Var else a
                for a in known.jaxpr.outvars[n_known_out:]]
-    residual = dce_jaxpr(Jaxpr(known.jaxpr.constvars,
-                               forward.invars + [var[i] for i in eqn_out_idx], kept, res_out))
+    residual = dce_jaxpr(Jaxpr(known.jaxpr.constvars, [], kept, res_out))
+    read = {a for e in residual.eqns for a in e.invars if type(a) is Var}
+    read.update(a for a in residual.outvars if type(a) is Var)
+    value_idx = [i for i in in_idx + eqn_out_idx if var[i] in read or i < n_in]
+    residual = Jaxpr(residual.constvars, [var[i] for i in value_idx], residual.eqns,
+                     residual.outvars)
     backward = transpose_jaxpr(unknown, [False] * num_res + [True] * n_t)
-    return _Derived(ClosedJaxpr(residual, known.consts), backward, in_idx + eqn_out_idx,
-                    nonzero, n_out)
+    return _Derived(ClosedJaxpr(residual, known.consts), backward, value_idx, nonzero, n_out)
 
 
-def vjp_flat(f_flat, primals):
-    """(outputs, vjp) with vjp(cts) -> one cotangent per primal (zeros for integer ones)."""
-    tape = _Tape()
+_HINTS: OrderedDict = OrderedDict()
+
+
+def vjp_flat(f_flat, primals, hint=None):
+    """(outputs, vjp) with vjp(cts) -> one cotangent per primal (zeros for integer ones).
+
+    `hint` (hashable, e.g. the user function and its input signature) names the derived
+    programs used last time, so that recording holds only the values they read."""
+    expected = _HINTS.get(hint) if hint is not None else None
+    tape = _Tape(None if expected is None else expected.keep)
     with new_main(RecordTrace, tape) as main:
         trace = RecordTrace(main)
-        ins = [RecordTracer(trace, p, tape.add(p)) for p in primals]
+        ins = [RecordTracer(trace, p, tape.add(p, strong=True)) for p in primals]
         outs = [trace.full_raise(o) for o in f_flat(*ins)]
         out_idx = [o.idx for o in outs]
+        outputs = [o.val for o in outs]
+    del ins, outs, trace
     n_in = len(primals)
+    values = [tape.value(i) for i in range(len(tape.values))]
+    available = [v is not None for v in values]
     key = _structure_key(tape, n_in, out_idx)
     derived = _CACHE.get(key) if key is not None else None
+    if derived is not None and not all(available[i] for i in derived.value_idx):
+        derived = None             # the structure changed and a value it reads is gone
+        key = None
     if derived is None:
-        derived = _derive(tape, n_in, out_idx)
-        if key is not None:
+        derived = _derive(tape, n_in, out_idx, available)
+        if key is not None and all(available):
             _CACHE[key] = derived
             if len(_CACHE) > _CACHE_SIZE:
                 _CACHE.popitem(last=False)
-    else:
+    elif key is not None:
         _CACHE.move_to_end(key)
-    values = tape.values
+    if hint is not None:
+        _HINTS[hint] = derived
+        if len(_HINTS) > _CACHE_SIZE:
+            _HINTS.popitem(last=False)
     with trusted_eval():
         residuals = derived.run("residual", [values[i] for i in derived.value_idx])
-    outputs = [values[i] for i in out_idx]
     del tape, values
 
     def vjp(cts):
@@ -247,6 +286,7 @@ def vjp_flat(f_flat, primals):
 
 def clear_cache():
     _CACHE.clear()
+    _HINTS.clear()
 
 
 __all__ = ["vjp_flat", "clear_cache"]

@@ -12,6 +12,7 @@ straight-line evaluations, not for tracing through nested interpreters at every 
 """
 from __future__ import annotations
 
+import threading
 import weakref
 from collections import OrderedDict
 
@@ -24,8 +25,9 @@ from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Trace, Tracer, Var, Zero, _thre
                    to_concrete, trusted_eval)
 from .passes import dce_jaxpr
 
-_CACHE: OrderedDict = OrderedDict()
+_CACHE: OrderedDict = OrderedDict()      # structure key -> _Derived (oldest evicted first)
 _CACHE_SIZE = 256
+_LOCK = threading.Lock()
 
 
 class RecordTracer(Tracer):
@@ -263,15 +265,15 @@ def vjp_flat(f_flat, primals, hint=None):
     if derived is None:
         derived = _derive(tape, n_in, out_idx, available)
         if key is not None and all(available):
-            _CACHE[key] = derived
-            if len(_CACHE) > _CACHE_SIZE:
-                _CACHE.popitem(last=False)
-    elif key is not None:
-        _CACHE.move_to_end(key)
+            with _LOCK:
+                _CACHE[key] = derived
+                if len(_CACHE) > _CACHE_SIZE:
+                    _CACHE.popitem(last=False)
     if hint is not None:
-        _HINTS[hint] = derived
-        if len(_HINTS) > _CACHE_SIZE:
-            _HINTS.popitem(last=False)
+        with _LOCK:
+            _HINTS[hint] = derived
+            if len(_HINTS) > _CACHE_SIZE:
+                _HINTS.popitem(last=False)
     with trusted_eval():
         residuals = derived.run("residual", [values[i] for i in derived.value_idx])
     del tape, values

@@ -299,9 +299,6 @@ class Primitive:
             return self.impl(array_module(*args), *args, **params)
         return _bind_slow(self, args, params)
 
-    def bind1(self, *args, **params):
-        return self.bind(*args, **params)
-
 
 def bind_below(prim, args, params):
     """bind from inside an interpreter: straight to the implementation when the values
@@ -696,10 +693,6 @@ def _compile_straight_line(jaxpr: Jaxpr):
     lines.append(f"    return [{', '.join(name(a) for a in jaxpr.outvars)}]")
     exec(compile("\n".join(lines), f"<jaxpr {id(jaxpr):x}>", "exec"), glob)
     return glob["run"]
-
-
-def jaxpr_as_fun(closed: ClosedJaxpr):
-    return lambda *args: eval_jaxpr(closed.jaxpr, closed.consts, *args)
 
 
 # ---------------------------------------------------------------------------

@@ -228,7 +228,3 @@ class ShapeDtypeStruct:
 
     def __repr__(self):
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"
-
-
-def abstractify(x) -> ShapedArray:
-    return get_aval(x)

@@ -127,13 +127,5 @@ def tree_map(f: Callable, tree, *rest, is_leaf=None):
     return tree_unflatten(treedef, [f(*xs) for xs in zip(leaves, *others)])
 
 
-def treedef_children(treedef):
-    return list(treedef.children)
-
-
-def treedef_is_leaf(treedef):
-    return treedef.node_type is None
-
-
 __all__ = ["register_pytree_node", "tree_flatten", "tree_unflatten", "tree_leaves",
            "tree_structure", "tree_map", "PyTreeDef"]

@@ -109,7 +109,6 @@ def naryop(kinds=NUMERIC, out_dtype=None, nargs=2):
     return rule
 
 
-binop = naryop
 
 
 # ---------------------------------------------------------------------------
@@ -261,11 +260,4 @@ def _elementwise_batch(p):
                     v = sh.broadcast_in_dim(v, shape=(size,) + shape, broadcast_dimensions=(0,))
                 new.append(v)
         return p.bind(*new, **params), 0
-    return rule
-
-
-def batch_unary(p):
-    """Batching rule of a unary primitive whose params do not mention axes."""
-    def rule(vals, dims, **params):
-        return p.bind(*vals, **params), dims[0]
     return rule

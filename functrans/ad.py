@@ -445,7 +445,7 @@ def vjp(fun, *primals, has_aux=False):
     return _vjp(fun, primals, has_aux, fun)
 
 
-def _vjp(fun, primals, has_aux, hint_fun):
+def _vjp(fun, primals, has_aux, hint_fun, hint_extra=()):
     leaves, in_tree = tree_util.tree_flatten(primals)
     leaves = [canonicalize(x) for x in leaves]
     f = fun
@@ -458,8 +458,8 @@ def _vjp(fun, primals, has_aux, hint_fun):
     f_flat, store = _flatten_fun(f, in_tree)
     from .reverse import vjp_flat
     try:
-        hint = (hint_fun, in_tree, tuple(get_aval(x) for x in leaves))
-        hash(hint)
+        hint = (hint_fun, (hint_extra, in_tree, tuple(get_aval(x) for x in leaves)))
+        hash(hint[1])
     except TypeError:
         hint = None
     outs, back = vjp_flat(f_flat, leaves, hint)
@@ -524,11 +524,11 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             for a, d in zip(argnums_t, dargs):
                 full[a] = d
             return fun(*full, **kwargs)
-        hint = (fun, argnums_t, len(args))
+        extra = (argnums_t, len(args))
         if has_aux:
-            ans, vjp_fn, aux = _vjp(f_partial, diff, True, hint)
+            ans, vjp_fn, aux = _vjp(f_partial, diff, True, fun, extra)
         else:
-            ans, vjp_fn = _vjp(f_partial, diff, False, hint)
+            ans, vjp_fn = _vjp(f_partial, diff, False, fun, extra)
         out_aval = get_aval(ans) if not isinstance(ans, (tuple, list, dict)) else None
         if out_aval is None or out_aval.shape != ():
             shape = out_aval.shape if out_aval is not None else type(ans).__name__

@@ -237,15 +237,40 @@ def _derive(tape, n_in, out_idx, available):
     return _Derived(ClosedJaxpr(residual, known.consts), backward, value_idx, nonzero, n_out)
 
 
-_HINTS: OrderedDict = OrderedDict()
+# user function -> {signature: the _Derived it used last}; weak, so closures are not kept
+_HINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _hint_get(hint):
+    if hint is None:
+        return None
+    fun, sig = hint
+    try:
+        return _HINTS.get(fun, {}).get(sig)
+    except TypeError:               # not weak-referenceable
+        return None
+
+
+def _hint_set(hint, derived):
+    if hint is None:
+        return
+    fun, sig = hint
+    try:
+        with _LOCK:
+            per_fun = _HINTS.setdefault(fun, {})
+            if len(per_fun) > 16:
+                per_fun.clear()
+            per_fun[sig] = derived
+    except TypeError:
+        pass
 
 
 def vjp_flat(f_flat, primals, hint=None):
     """(outputs, vjp) with vjp(cts) -> one cotangent per primal (zeros for integer ones).
 
-    `hint` (hashable, e.g. the user function and its input signature) names the derived
-    programs used last time, so that recording holds only the values they read."""
-    expected = _HINTS.get(hint) if hint is not None else None
+    `hint` = (user function, hashable signature) names the derived programs used last
+    time, so that recording holds only the values they read."""
+    expected = _hint_get(hint)
     tape = _Tape(None if expected is None else expected.keep)
     with new_main(RecordTrace, tape) as main:
         trace = RecordTrace(main)
@@ -269,11 +294,7 @@ def vjp_flat(f_flat, primals, hint=None):
                 _CACHE[key] = derived
                 if len(_CACHE) > _CACHE_SIZE:
                     _CACHE.popitem(last=False)
-    if hint is not None:
-        with _LOCK:
-            _HINTS[hint] = derived
-            if len(_HINTS) > _CACHE_SIZE:
-                _HINTS.popitem(last=False)
+    _hint_set(hint, derived)
     with trusted_eval():
         residuals = derived.run("residual", [values[i] for i in derived.value_idx])
     del tape, values

@@ -64,6 +64,8 @@ class _Tape:
         self.const_ids: dict = {}
         self.eqns: list = []             # (primitive, params, in_idx, out_idx)
         self.keep = keep                 # indices to hold strongly (None: all)
+        self.strip = None                # an outer jvp main whose tracers are unwrapped
+        self.const_tangents: list = []
 
     def add(self, val, strong=False):
         i = len(self.values)
@@ -84,9 +86,14 @@ class RecordTrace(Trace):
         tape = self.main.global_data
         idx = tape.const_ids.get(id(val))
         if idx is None:
+            tangent = None
+            if tape.strip is not None and isinstance(val, JVPTracer) \
+                    and val._trace.main is tape.strip:
+                val, tangent = val.primal, val.tangent      # see vjp_flat: jvp of vjp
             idx = tape.const_ids[id(val)] = tape.add(val, strong=True)
             tape.consts.append(idx)
-        return RecordTracer(self, val, idx)
+            tape.const_tangents.append(tangent)
+        return RecordTracer(self, tape.values[idx], idx)
 
     lift = pure
 
@@ -120,13 +127,51 @@ class _Derived:
     """The residual and backward programs of one recorded program structure, and their
     jvp/vmap-transformed versions (they are pure, so those can be cached too)."""
     __slots__ = ("residual", "backward", "value_idx", "keep", "nonzero", "n_out",
-                 "transformed")
+                 "transformed", "forward", "all_idx")
 
     def __init__(self, residual, backward, value_idx, nonzero, n_out):
         self.residual, self.backward = residual, backward
         self.value_idx, self.nonzero, self.n_out = value_idx, nonzero, n_out
         self.keep = frozenset(value_idx)
         self.transformed: dict = {}
+
+    def tangents(self, nonzero, values, residuals, tangents):
+        """Tangents of the outputs and of the residuals along input tangents (a cached
+        jvp of forward + residual programs whose primal side reads the recorded values)."""
+        key = ("tangent", nonzero)
+        entry = self.transformed.get(key)
+        if entry is None:
+            entry = self.transformed[key] = self._tangent_program(nonzero)
+        prog, r_pos = entry
+        args = list(values) + [residuals[k] for k in r_pos] + list(tangents)
+        if any(isinstance(a, Tracer) for a in args) or _thread_state.dynamic_trace.level:
+            return eval_jaxpr(prog.jaxpr, prog.consts, *args)
+        return eval_jaxpr_concrete(prog.jaxpr, prog.consts, *args)
+
+    def _tangent_program(self, nonzero):
+        fwd, res = self.forward, self.residual.jaxpr
+        q = Jaxpr(res.constvars, fwd.invars, fwd.eqns + res.eqns, fwd.outvars + res.outvars)
+        jvp_c, _ = jvp_jaxpr(ClosedJaxpr(q, self.residual.consts), list(nonzero), True)
+        n_q_in, n_q_out = len(fwd.invars), len(q.outvars)
+        produced = {v for e in res.eqns for v in e.outvars}
+        r_pos = [k for k, v in enumerate(res.outvars) if type(v) is Var and v in produced
+                 and v not in res.outvars[:k]]
+        table = {}
+        for e in fwd.eqns:
+            table[_eqn_key(e.primitive, e.params, e.invars)] = e.outvars
+        res_avail = {res.outvars[k] for k in r_pos}
+        for e in res.eqns:
+            if all(v in res_avail for v in e.outvars):
+                table[_eqn_key(e.primitive, e.params, e.invars)] = e.outvars
+        j = jvp_c.jaxpr
+        env = dict(zip(j.invars[:n_q_in], fwd.invars))
+        kept = _reuse(j.eqns, table, env)
+        t_out = [env.get(a, a) if type(a) is Var else a for a in j.outvars[n_q_out:]]
+        eqn_outs = [v for e in fwd.eqns for v in e.outvars]
+        invars = (list(fwd.invars) + eqn_outs + [res.outvars[k] for k in r_pos]
+                  + list(j.invars[n_q_in:]))
+        prog = dce_jaxpr(Jaxpr(j.constvars, invars, kept, t_out))
+        return ClosedJaxpr(prog, jvp_c.consts), r_pos
 
     def run(self, which, args):
         """Evaluate the residual or backward program. Under one jvp or vmap level whose
@@ -145,6 +190,8 @@ class _Derived:
                     out = self._run_batched(which, closed, trace, args)
                     if out is not None:
                         return out
+        if not tracers and _thread_state.dynamic_trace.level == 0:
+            return eval_jaxpr_concrete(closed.jaxpr, closed.consts, *args)
         return eval_jaxpr(closed.jaxpr, closed.consts, *args)
 
     def _run_jvp(self, which, closed, trace, args):
@@ -191,6 +238,27 @@ class _Derived:
         return [BatchTracer(trace, o, 0 if b else None) for o, b in zip(outs, out_b)]
 
 
+def _eqn_key(prim, params, ins):
+    return (prim, _params_key(params),
+            tuple(a if type(a) is Var else (a.val.item(), a.aval) for a in ins))
+
+
+def _reuse(eqns, table, env):
+    """Equations whose primitive, params and (renamed) inputs match a table entry are
+    dropped and their outputs renamed to the entry's; the rest are kept (and entered)."""
+    kept = []
+    for e in eqns:
+        ins = [env.get(a, a) if type(a) is Var else a for a in e.invars]
+        key = _eqn_key(e.primitive, e.params, ins)
+        hit = table.get(key)
+        if hit is not None and [v.aval for v in hit] == [v.aval for v in e.outvars]:
+            env.update(zip(e.outvars, hit))
+            continue
+        table[key] = e.outvars
+        kept.append(JaxprEqn(e.primitive, ins, e.params, e.outvars))
+    return kept
+
+
 def _derive(tape, n_in, out_idx, available):
     """Residual and backward programs; the residual program reads the recorded values
     that are `available` and recomputes the others from the inputs."""
@@ -212,19 +280,9 @@ def _derive(tape, n_in, out_idx, available):
     table = {}
     for e, (_, _, _, oi) in zip(eqns, tape.eqns):
         if all(available[i] for i in oi):
-            table[(e.primitive, _params_key(e.params), tuple(e.invars))] = e.outvars
+            table[_eqn_key(e.primitive, e.params, e.invars)] = e.outvars
     env = dict(zip(known.jaxpr.invars, forward.invars))
-    kept = []
-    for e in known.jaxpr.eqns:
-        ins = [env.get(a, a) if type(a) is Var else a for a in e.invars]
-        key = (e.primitive, _params_key(e.params),
-               tuple(a if type(a) is Var else (a.val.item(), a.aval) for a in ins))
-        hit = table.get(key)
-        if hit is not None and [v.aval for v in hit] == [v.aval for v in e.outvars]:
-            env.update(zip(e.outvars, hit))
-            continue
-        table[key] = e.outvars
-        kept.append(JaxprEqn(e.primitive, ins, e.params, e.outvars))
+    kept = _reuse(known.jaxpr.eqns, table, env)
     res_out = [env.get(a, a) if type(a) is Var else a
                for a in known.jaxpr.outvars[n_known_out:]]
     residual = dce_jaxpr(Jaxpr(known.jaxpr.constvars, [], kept, res_out))
@@ -234,7 +292,9 @@ def _derive(tape, n_in, out_idx, available):
     residual = Jaxpr(residual.constvars, [var[i] for i in value_idx], residual.eqns,
                      residual.outvars)
     backward = transpose_jaxpr(unknown, [False] * num_res + [True] * n_t)
-    return _Derived(ClosedJaxpr(residual, known.consts), backward, value_idx, nonzero, n_out)
+    d = _Derived(ClosedJaxpr(residual, known.consts), backward, value_idx, nonzero, n_out)
+    d.forward, d.all_idx = forward, in_idx + eqn_out_idx
+    return d
 
 
 # user function -> {signature: the _Derived it used last}; weak, so closures are not kept
@@ -270,8 +330,14 @@ def vjp_flat(f_flat, primals, hint=None):
 
     `hint` = (user function, hashable signature) names the derived programs used last
     time, so that recording holds only the values they read."""
+    outer = _strippable_jvp(primals)
     expected = _hint_get(hint)
-    tape = _Tape(None if expected is None else expected.keep)
+    tape = _Tape(None if expected is None or outer is not None else expected.keep)
+    if outer is not None:        # jvp of vjp: record on the primals, add tangents after
+        tape.strip = outer.main
+        in_tangents = [p.tangent if isinstance(p, JVPTracer) else Zero(get_aval(p).strip_weak())
+                       for p in primals]
+        primals = [p.primal if isinstance(p, JVPTracer) else p for p in primals]
     with new_main(RecordTrace, tape) as main:
         trace = RecordTrace(main)
         ins = [RecordTracer(trace, p, tape.add(p, strong=True)) for p in primals]
@@ -297,6 +363,9 @@ def vjp_flat(f_flat, primals, hint=None):
     _hint_set(hint, derived)
     with trusted_eval():
         residuals = derived.run("residual", [values[i] for i in derived.value_idx])
+        if outer is not None:
+            outputs, residuals = _with_tangents(outer, derived, tape, values, in_tangents,
+                                                outputs, residuals)
     del tape, values
 
     def vjp(cts):
@@ -305,6 +374,33 @@ def vjp_flat(f_flat, primals, hint=None):
         it = iter(g)
         return [next(it) if nz else None for nz in derived.nonzero]
     return outputs, vjp
+
+
+def _strippable_jvp(primals):
+    """The jvp trace to lift out of the recording, when every traced primal belongs to
+    one jvp level that is the innermost transformation (so nothing else sees the ops)."""
+    tracers = [p for p in primals if isinstance(p, Tracer)]
+    if not tracers or not all(type(t) is JVPTracer for t in tracers):
+        return None
+    trace = tracers[0]._trace
+    s = _thread_state
+    if any(t._trace.main is not trace.main for t in tracers) or \
+            trace.main is not s.trace_stack[-1] or s.dynamic_trace.level > trace.main.level:
+        return None
+    return trace
+
+
+def _with_tangents(trace, derived, tape, values, in_tangents, outputs, residuals):
+    """Outputs and residuals as jvp tracers of `trace`, their tangents from the cached
+    tangent program of this structure."""
+    tangents = list(in_tangents) + [Zero(tape.avals[i].strip_weak()) if t is None else t
+                                    for i, t in zip(tape.consts, tape.const_tangents)]
+    nonzero = tuple(type(t) is not Zero for t in tangents)
+    t_out = derived.tangents(nonzero, [values[i] for i in derived.all_idx], residuals,
+                             [t for t in tangents if type(t) is not Zero])
+    n = len(outputs)
+    wrap = [JVPTracer(trace, v, t) for v, t in zip(list(outputs) + list(residuals), t_out)]
+    return wrap[:n], wrap[n:]
 
 
 def clear_cache():

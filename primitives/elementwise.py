@@ -174,10 +174,13 @@ def _balanced(x, ans, y):
     return div(one, add(tie, _one(tie)))
 
 
-add_p = defprim("add", lambda xp, x, y: xp.add(x, y), naryop(NUMERIC), linear=True,
+# add/sub are linear; their per-argument JVPs let a symbolic zero tangent drop out
+add_p = defprim("add", lambda xp, x, y: xp.add(x, y), naryop(NUMERIC),
+                jvp=(lambda t, x, y: t, lambda t, x, y: t),
                 transpose=lambda ct, x, y: [ct_for(x, ct), ct_for(y, ct)], elementwise=True,
                 cuda="({0} + {1})")
-sub_p = defprim("sub", lambda xp, x, y: xp.subtract(x, y), naryop(NUMERIC), linear=True,
+sub_p = defprim("sub", lambda xp, x, y: xp.subtract(x, y), naryop(NUMERIC),
+                jvp=(lambda t, x, y: t, lambda t, x, y: neg(t)),
                 transpose=lambda ct, x, y: [ct_for(x, ct), ct_for(y, neg(ct))],
                 elementwise=True, cuda="({0} - {1})")
 mul_p = defprim("mul", lambda xp, x, y: xp.multiply(x, y), naryop(NUMERIC), elementwise=True,

@@ -18,6 +18,7 @@ from . import tree_util
 from .core import (canonicalize, ClosedJaxpr, FunctransError, Jaxpr, JaxprEqn, Literal, RuleNotImplementedError,
                    ShapedArray, Trace, Tracer, UndefinedPrimal, Var, Zero, eval_jaxpr,
                    bind_below, full_lower, get_aval, new_main, to_concrete, trusted_eval)
+from .tracing import flatten_fun
 from primitives.base import instantiate, zeros
 from primitives import elementwise as ew
 
@@ -99,16 +100,6 @@ def jvp_flat(f_flat, primals, tangents, instantiate_zeros=True):
     return primals_out, tangents_out
 
 
-def _flatten_fun(f, in_tree):
-    store = {}
-
-    def f_flat(*leaves):
-        out = f(*tree_util.tree_unflatten(in_tree, leaves))
-        leaves_out, store["tree"] = tree_util.tree_flatten(out)
-        return leaves_out
-    return f_flat, store
-
-
 def jvp(fun, primals, tangents, has_aux=False):
     """(fun(*primals), directional derivative along tangents): forward mode."""
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
@@ -137,10 +128,10 @@ def jvp(fun, primals, tangents, has_aux=False):
             out, aux = fun(*args)
             aux_store["aux"] = aux
             return out
-    f_flat, store = _flatten_fun(f, p_tree)
+    f_flat, store = flatten_fun(f, p_tree)
     outs, touts = jvp_flat(f_flat, p_leaves, t_leaves)
-    out = tree_util.tree_unflatten(store["tree"], outs)
-    tout = tree_util.tree_unflatten(store["tree"], touts)
+    out = tree_util.tree_unflatten(store["out_tree"], outs)
+    tout = tree_util.tree_unflatten(store["out_tree"], touts)
     if has_aux:
         return out, tout, aux_store["aux"]
     return out, tout
@@ -354,9 +345,9 @@ def linearize(fun, *primals):
     """(fun(*primals), f_jvp) where f_jvp evaluates the stored linear jaxpr."""
     leaves, in_tree = tree_util.tree_flatten(primals)
     leaves = [canonicalize(x) for x in leaves]
-    f_flat, store = _flatten_fun(fun, in_tree)
+    f_flat, store = flatten_fun(fun, in_tree)
     outs, lin = linearize_flat(f_flat, leaves)
-    out_tree = store["tree"]
+    out_tree = store["out_tree"]
 
     def f_jvp(*tangents):
         t_leaves, t_tree = tree_util.tree_flatten(tangents)
@@ -455,7 +446,7 @@ def _vjp(fun, primals, has_aux, hint_fun, hint_extra=()):
             out, aux = fun(*args)
             aux_store["aux"] = aux
             return out
-    f_flat, store = _flatten_fun(f, in_tree)
+    f_flat, store = flatten_fun(f, in_tree)
     from .reverse import vjp_flat
     try:
         hint = (hint_fun, (hint_extra, in_tree, tuple(get_aval(x) for x in leaves)))
@@ -463,7 +454,7 @@ def _vjp(fun, primals, has_aux, hint_fun, hint_extra=()):
     except TypeError:
         hint = None
     outs, back = vjp_flat(f_flat, leaves, hint)
-    out_tree = store["tree"]
+    out_tree = store["out_tree"]
     out_avals = [get_aval(o) for o in outs]
 
     def vjp_fn(ct):

@@ -15,7 +15,7 @@ from .batching import batch_jaxpr, vmap_flat
 from .core import (ClosedJaxpr, FunctransError, Jaxpr, Tracer, UndefinedPrimal, Zero,
                    canonicalize, eval_jaxpr, get_aval, _state)
 from .passes import dce_jaxpr
-from .tracing import trace_to_jaxpr
+from .tracing import flatten_fun, trace_to_jaxpr
 from primitives.base import defprim, instantiate, zeros
 
 
@@ -44,6 +44,19 @@ def _split_nondiff(args, nondiff_argnums):
         it = iter(d)
         return tuple(nondiff[i] if i in nondiff else next(it) for i in range(len(args)))
     return [nondiff[i] for i in sorted(nondiff)], diff, merge
+
+
+def _trace_diff_args(call, diff):
+    """Trace call(*diff) on abstract versions of diff's leaves, captured values becoming
+    leading inputs: (leaves, in_tree, jaxpr, consts, out_tree); None when nothing is being
+    traced (the caller then simply runs the function)."""
+    leaves, in_tree = tree_util.tree_flatten(diff)
+    if not _is_tracing(leaves):
+        return None
+    leaves = [canonicalize(x) for x in leaves]
+    f_flat, store = flatten_fun(call, in_tree)
+    jaxpr, consts = _trace_with_consts_as_args(f_flat, [get_aval(x) for x in leaves])
+    return leaves, in_tree, jaxpr, consts, store["out_tree"]
 
 
 def _is_tracing(leaves):
@@ -146,18 +159,11 @@ class custom_jvp:  # noqa: N801  (JAX's name)
                                  "using defjvp.")
         args = _resolve_args(self.fun, args, kwargs)
         nondiff, diff, merge = _split_nondiff(args, self.nondiff_argnums)
-        leaves, in_tree = tree_util.tree_flatten(diff)
-        if not _is_tracing(leaves):
+        traced = _trace_diff_args(lambda *d: self.fun(*merge(d)), diff)
+        if traced is None:
             return self.fun(*args)
-        leaves = [canonicalize(x) for x in leaves]
-        store = {}
-
-        def f_flat(*xs):
-            out = self.fun(*merge(tree_util.tree_unflatten(in_tree, xs)))
-            out_leaves, store["tree"] = tree_util.tree_flatten(out)
-            return out_leaves
-        call_jaxpr, consts = _trace_with_consts_as_args(f_flat, [get_aval(x) for x in leaves])
-        out_tree, out_avals = store["tree"], call_jaxpr.out_avals
+        leaves, in_tree, call_jaxpr, consts, out_tree = traced
+        out_avals = call_jaxpr.out_avals
         rule = self.jvp
 
         def jvp_fn(ps, ts):
@@ -280,19 +286,11 @@ class custom_vjp:  # noqa: N801  (JAX's name)
                                  "using defvjp.")
         args = _resolve_args(self.fun, args, kwargs)
         nondiff, diff, merge = _split_nondiff(args, self.nondiff_argnums)
-        leaves, in_tree = tree_util.tree_flatten(diff)
-        if not _is_tracing(leaves):
+        traced = _trace_diff_args(lambda *d: self.fun(*merge(d)), diff)
+        if traced is None:
             return self.fun(*args)
-        leaves = [canonicalize(x) for x in leaves]
-        store = {}
-
-        def f_flat(*xs):
-            out = self.fun(*merge(tree_util.tree_unflatten(in_tree, xs)))
-            out_leaves, store["tree"] = tree_util.tree_flatten(out)
-            return out_leaves
-        in_avals = [get_aval(x) for x in leaves]
-        call_jaxpr, consts = _trace_with_consts_as_args(f_flat, in_avals)
-        out_tree, out_avals = store["tree"], call_jaxpr.out_avals
+        leaves, in_tree, call_jaxpr, consts, out_tree = traced
+        out_avals = call_jaxpr.out_avals
         user_fwd, user_bwd = self.fwd, self.bwd
         res_store = {}
 
@@ -402,19 +400,12 @@ def checkpoint(fun, prevent_cse=True, static_argnums=(), policy=None):
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         nondiff, diff, merge = _split_nondiff(args, tuple(static_argnums))
-        leaves, in_tree = tree_util.tree_flatten(diff)
-        if not _is_tracing(leaves):
+        traced = _trace_diff_args(lambda *d: fun(*merge(d), **kwargs), diff)
+        if traced is None:
             return fun(*args, **kwargs)
-        leaves = [canonicalize(x) for x in leaves]
-        store = {}
-
-        def f_flat(*xs):
-            out = fun(*merge(tree_util.tree_unflatten(in_tree, xs)), **kwargs)
-            out_leaves, store["tree"] = tree_util.tree_flatten(out)
-            return out_leaves
-        closed, consts = _trace_with_consts_as_args(f_flat, [get_aval(x) for x in leaves])
+        leaves, _, closed, consts, out_tree = traced
         outs = remat_p.bind(*consts, *leaves, jaxpr=closed)
-        return tree_util.tree_unflatten(store["tree"], outs)
+        return tree_util.tree_unflatten(out_tree, outs)
     return wrapped
 
 

@@ -372,18 +372,24 @@ def _refuse_random_under_trace(x, what):
 # normalization
 
 
+def _affine(y, args, has_w, has_b, shape=None):
+    """y * weight + bias for the normalization layers; args holds the weight (if has_w)
+    then the bias (if has_b), reshaped to `shape` to broadcast over the channels."""
+    i = 0
+    if has_w:
+        y = y * (args[i] if shape is None else fnp.reshape(args[i], shape))
+        i += 1
+    if has_b:
+        y = y + (args[i] if shape is None else fnp.reshape(args[i], shape))
+    return y
+
+
 def _layer_norm_fn(x, *args, axes, eps, has_w, has_b):
     mean = fnp.mean(x, axis=axes, keepdims=True)
     xc = x - mean
     var = fnp.mean(xc * xc, axis=axes, keepdims=True)
     y = xc * fnp.rsqrt(var + eps)
-    i = 0
-    if has_w:
-        y = y * args[i]
-        i += 1
-    if has_b:
-        y = y + args[i]
-    return y
+    return _affine(y, args, has_w, has_b)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -410,25 +416,14 @@ def _bn_train_fn(x, *args, eps, has_w, has_b):
     xc = x - mean
     var = fnp.mean(xc * xc, axis=axes, keepdims=True)
     y = xc * fnp.rsqrt(var + eps)
-    i = 0
-    if has_w:
-        y = y * fnp.reshape(args[i], shape)
-        i += 1
-    if has_b:
-        y = y + fnp.reshape(args[i], shape)
+    y = _affine(y, args, has_w, has_b, shape)
     return y, fnp.reshape(mean, (x.shape[1],)), fnp.reshape(var, (x.shape[1],))
 
 
 def _bn_eval_fn(x, rm, rv, *args, eps, has_w, has_b):
     shape = (1, x.shape[1]) + (1,) * (fnp.ndim(x) - 2)
     y = (x - fnp.reshape(rm, shape)) * fnp.reshape(fnp.rsqrt(rv + eps), shape)
-    i = 0
-    if has_w:
-        y = y * fnp.reshape(args[i], shape)
-        i += 1
-    if has_b:
-        y = y + fnp.reshape(args[i], shape)
-    return y
+    return _affine(y, args, has_w, has_b, shape)
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
@@ -497,13 +492,7 @@ def _group_norm_fn(x, *args, groups, eps, has_w, has_b):
     var = fnp.mean(gc * gc, axis=2, keepdims=True)
     y = fnp.reshape(gc * fnp.rsqrt(var + eps), (n, c) + rest)
     shape = (1, c) + (1,) * len(rest)
-    i = 0
-    if has_w:
-        y = y * fnp.reshape(args[i], shape)
-        i += 1
-    if has_b:
-        y = y + fnp.reshape(args[i], shape)
-    return y
+    return _affine(y, args, has_w, has_b, shape)
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):

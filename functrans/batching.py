@@ -3,31 +3,35 @@ from __future__ import annotations
 
 import functools
 
-from . import tree_util
-from .core import (RuleNotImplementedError, bind_below, Trace, Tracer, canonicalize, full_lower, get_aval,
-                   new_main, to_concrete)
+from . import staged_rules, tree_util
+from .core import (RuleNotImplementedError, ShapedArray, bind_below, Trace, Tracer, canonicalize,
+                   full_lower, get_aval, new_main, to_concrete)
 from primitives.base import broadcast_batched, moveaxis
 
 not_mapped = None
 
 
 class BatchTracer(Tracer):
-    __slots__ = ("val", "batch_dim")
+    __slots__ = ("val", "batch_dim", "_aval")
 
     def __init__(self, trace, val, batch_dim):
         self._trace = trace
         self._origin = None
         self.val = val
         self.batch_dim = batch_dim
+        self._aval = None
 
     @property
     def aval(self):
-        aval = get_aval(self.val)
-        if self.batch_dim is None:
-            return aval
-        shape = list(aval.shape)
-        del shape[self.batch_dim]
-        return aval.update(shape=tuple(shape))
+        a = self._aval
+        if a is None:
+            a = get_aval(self.val)
+            if self.batch_dim is not None:
+                shape = a.shape
+                d = self.batch_dim
+                a = ShapedArray(shape[:d] + shape[d + 1:], a.dtype, a.weak_type)
+            self._aval = a
+        return a
 
     def full_lower(self):
         if self.batch_dim is None:
@@ -60,10 +64,26 @@ class BatchTrace(Trace):
             raise RuleNotImplementedError(
                 f"Batching rule for '{prim.name}' not implemented. Add batch=... to the "
                 "primitive's declaration in primitives/.")
-        out, out_dim = prim.batch(vals, dims, **params)
+        key = staged_rules.signature(prim, params, vals, tuple(dims))
+        entry = key is not None and staged_rules.lookup(
+            key, lambda xs: _flat_rule(prim, xs, dims, params), [get_aval(v) for v in vals])
+        if entry:
+            outs = staged_rules.call(entry, vals)
+            out_dim = entry[1]
+            if not prim.multiple_results:
+                out = outs[0]
+            else:
+                out = outs
+        else:
+            out, out_dim = prim.batch(vals, dims, **params)
         if prim.multiple_results:
             return [BatchTracer(self, o, d) for o, d in zip(out, out_dim, strict=True)]
         return BatchTracer(self, out, out_dim)
+
+
+def _flat_rule(prim, vals, dims, params):
+    out, out_dim = prim.batch(vals, dims, **params)
+    return (list(out) if prim.multiple_results else [out]), out_dim
 
 
 def _move_out(x, from_dim, to_dim, size):

@@ -7,6 +7,7 @@ innermost interpreter that owns one of them.
 """
 from __future__ import annotations
 
+import math
 import itertools
 import threading
 from contextlib import contextmanager
@@ -73,12 +74,13 @@ def check_dtype(dtype, what="value"):
 
 class ShapedArray:
     """Abstract value: what a tracer knows about an array (shape, dtype, weak type)."""
-    __slots__ = ("shape", "dtype", "weak_type")
+    __slots__ = ("shape", "dtype", "weak_type", "_hash")
 
     def __init__(self, shape, dtype, weak_type=False):
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
+        self._hash = None
 
     @property
     def ndim(self):
@@ -86,7 +88,7 @@ class ShapedArray:
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def update(self, shape=None, dtype=None, weak_type=None):
         return ShapedArray(self.shape if shape is None else shape,
@@ -104,7 +106,10 @@ class ShapedArray:
                 and self.dtype == other.dtype and self.weak_type == other.weak_type)
 
     def __hash__(self):
-        return hash((self.shape, self.dtype, self.weak_type))
+        h = self._hash
+        if h is None:
+            h = self._hash = hash((self.shape, self.dtype, self.weak_type))
+        return h
 
     def __repr__(self):
         return f"ShapedArray({self.str_short()}{', weak_type=True' if self.weak_type else ''})"
@@ -287,7 +292,7 @@ class Primitive:
 
     def bind(self, *args, **params):
         state = _thread_state
-        if state.depth == 0:            # eager path: nothing is being traced
+        if state.dynamic_trace.level == 0:  # eager unless a tracer or a dynamic trace
             for a in args:
                 if isinstance(a, Tracer):
                     return _bind_slow(self, args, params)
@@ -315,7 +320,19 @@ def bind_below(prim, args, params):
 
 
 def _bind_slow(prim, args, params):
-    top = find_top_trace(args)
+    # the highest-level trace among the arguments' (a tracer's own trace object is
+    # reused: traces are stateless beyond their main), or the dynamic trace if higher
+    top = None
+    level = -1
+    for a in args:
+        if isinstance(a, Tracer):
+            t = a._trace
+            if t.main.level > level:
+                top, level = t, t.main.level
+    s = _thread_state
+    if top is None or s.dynamic_trace.level > level or \
+            level >= len(s.trace_stack) or s.trace_stack[level] is not top.main:
+        top = find_top_trace(args)
     main = top.main
     tracers = [a if isinstance(a, Tracer) and a._trace.main is main else top.full_raise(a)
                for a in args]

@@ -133,8 +133,19 @@ def _shape(x):
 
 
 def broadcast_shapes(*shapes, name=None):
+    first = shapes[0]
+    if builtins.all(s == first for s in shapes):
+        return tuple(first)
+    nd = builtins.max(len(s) for s in shapes)
+    out = [1] * nd
     try:
-        return _np.broadcast_shapes(*shapes)
+        for s in shapes:
+            for i, d in enumerate(s, nd - len(s)):
+                if d != 1:
+                    if out[i] != 1 and out[i] != d:
+                        raise ValueError
+                    out[i] = d
+        return tuple(out)
     except ValueError:
         raise core.ShapeError(
             (f"{name}: " if name else "") +
@@ -155,13 +166,26 @@ def _broadcast_to_shape(x, shape):
 
 def _promote_args(name, *args, dtype_kinds=None):
     """Promote dtypes and broadcast shapes, keeping rank-0 operands unbroadcast."""
-    if len(args) == 2:                     # fast path: same dtype and shape already
+    if len(args) == 2:
         a, b = args
-        if (type(a) is _np.ndarray or isinstance(a, Tracer)) and \
-                (type(b) is _np.ndarray or isinstance(b, Tracer)) and \
-                a.dtype == b.dtype and a.shape == b.shape and \
-                not getattr(a, "weak_type", False) and not getattr(b, "weak_type", False):
-            return [a, b]
+        ta, tb = type(a), type(b)
+        a_arr = ta is _np.ndarray or isinstance(a, Tracer)
+        b_arr = tb is _np.ndarray or isinstance(b, Tracer)
+        if a_arr and b_arr:
+            if a.dtype == b.dtype and not getattr(a, "weak_type", False) \
+                    and not getattr(b, "weak_type", False):
+                sa, sb = a.shape, b.shape
+                if sa == sb or not sa or not sb:   # same dtype, same shape or a rank-0 one
+                    return [a, b]
+                shape = broadcast_shapes(sa, sb, name=name)
+                return [a if sa == shape else _broadcast_to_shape(a, shape),
+                        b if sb == shape else _broadcast_to_shape(b, shape)]
+        elif (tb is float or tb is int) and a_arr:
+            if a.dtype.kind in "fc" and not getattr(a, "weak_type", False):
+                return [a, _np.asarray(b, a.dtype)]   # the Python number takes a's dtype
+        elif (ta is float or ta is int) and b_arr:
+            if b.dtype.kind in "fc" and not getattr(b, "weak_type", False):
+                return [_np.asarray(a, b.dtype), b]
     args = [asarray(a) if isinstance(a, (list, tuple)) else a for a in args]
     dt, _ = result_type(*args)
     shape = broadcast_shapes(*[_shape(a) for a in args], name=name) if len(args) > 1 \
@@ -184,6 +208,8 @@ def _promote_float(*args, name=""):
 
 def _unary_float(prim_bind):
     def f(x):
+        if (type(x) is _np.ndarray or isinstance(x, Tracer)) and x.dtype.kind in "fc":
+            return prim_bind(x)         # already floating: nothing to promote
         (x,) = _promote_float(x)
         return prim_bind(x)
     return f
@@ -516,7 +542,7 @@ def mean(a, axis=None, dtype=None, keepdims=False):
     elif _np.dtype(x.dtype).kind not in "fc":
         x = astype(x, _np.float32)
     axes = _canon_axis(axis, len(_shape(x)))
-    n = int(_np.prod([_shape(x)[i] for i in axes], dtype=_np.int64))
+    n = math.prod([_shape(x)[i] for i in axes])
     s = red.reduce_sum(x, axes=axes)
     out = ew.div(s, _np.asarray(n, _np.dtype(x.dtype)))
     return _keep(out, _shape(x), axes, keepdims)
@@ -527,7 +553,7 @@ def var(a, axis=None, dtype=None, ddof=0, keepdims=False):
     if _np.dtype(x.dtype).kind not in "fc":
         x = astype(x, _np.float32)
     axes = _canon_axis(axis, len(_shape(x)))
-    n = int(_np.prod([_shape(x)[i] for i in axes], dtype=_np.int64))
+    n = math.prod([_shape(x)[i] for i in axes])
     centered = subtract(x, mean(x, axis=axes, keepdims=True))
     ss = red.reduce_sum(ew.mul(centered, centered), axes=axes)
     out = ew.div(ss, _np.asarray(builtins.max(n - ddof, 0), _np.dtype(x.dtype)))
@@ -616,7 +642,7 @@ def ndim(a):
 
 def size(a, axis=None):
     s = _shape(a)
-    return int(_np.prod(s, dtype=_np.int64)) if axis is None else s[axis]
+    return math.prod(s) if axis is None else s[axis]
 
 
 def reshape(a, newshape=None, order="C", shape=None):
@@ -627,11 +653,11 @@ def reshape(a, newshape=None, order="C", shape=None):
     newshape = tuple(int(d) for d in newshape)
     if order != "C":
         raise NotImplementedError("only C order reshapes are supported")
-    size_ = int(_np.prod(_shape(x), dtype=_np.int64))
+    size_ = math.prod(_shape(x))
     if newshape.count(-1) > 1:
         raise ValueError("can only specify one unknown dimension")
     if -1 in newshape:
-        known = int(_np.prod([d for d in newshape if d != -1], dtype=_np.int64))
+        known = math.prod([d for d in newshape if d != -1])
         if known == 0 or size_ % known:
             raise core.ShapeError(f"cannot reshape array of shape {_shape(x)} into {newshape}")
         newshape = tuple(size_ // known if d == -1 else d for d in newshape)
@@ -1015,31 +1041,27 @@ def matmul(a, b):
     xs, ys = _shape(x), _shape(y)
     if not xs or not ys:
         raise ValueError("matmul: inputs must have at least one dimension (use * for scalars)")
-    xv, yv = len(xs) == 1, len(ys) == 1
-    if xv:
-        x = expand_dims(x, 0)
-    if yv:
-        y = expand_dims(y, 1)
-    xs, ys = _shape(x), _shape(y)
+    if len(xs) == 1 or len(ys) == 1:
+        # a vector operand contracts directly (no expand_dims/squeeze): under vmap this
+        # stays one matrix product instead of a stack of (1, K) @ (K, N) products.
+        yc = 0 if len(ys) == 1 else len(ys) - 2
+        if xs[-1] != ys[yc]:
+            raise core.ShapeError(f"matmul: contracting dimensions differ: {xs} @ {ys} "
+                                  f"({xs[-1]} != {ys[yc]})")
+        return la.dot_general(x, y, dimension_numbers=(((len(xs) - 1,), (yc,)), ((), ())))
     if xs[-1] != ys[-2]:
-        raise core.ShapeError(f"matmul: contracting dimensions differ: {_shape(a)} @ {_shape(b)} "
+        raise core.ShapeError(f"matmul: contracting dimensions differ: {xs} @ {ys} "
                               f"({xs[-1]} != {ys[-2]})")
     batch = broadcast_shapes(xs[:-2], ys[:-2])
     nb = len(batch)
     if nb == 0:
-        out = la.dot_general(x, y, dimension_numbers=(((1,), (0,)), ((), ())))
-    else:
-        if xs[:-2] != batch:
-            x = _broadcast_to_shape(x, batch + xs[-2:])
-        if ys[:-2] != batch:
-            y = _broadcast_to_shape(y, batch + ys[-2:])
-        bd = tuple(range(nb))
-        out = la.dot_general(x, y, dimension_numbers=(((nb + 1,), (nb,)), (bd, bd)))
-    if xv:
-        out = squeeze(out, -2)
-    if yv:
-        out = squeeze(out, -1)
-    return out
+        return la.dot_general(x, y, dimension_numbers=(((1,), (0,)), ((), ())))
+    if xs[:-2] != batch:
+        x = _broadcast_to_shape(x, batch + xs[-2:])
+    if ys[:-2] != batch:
+        y = _broadcast_to_shape(y, batch + ys[-2:])
+    bd = tuple(range(nb))
+    return la.dot_general(x, y, dimension_numbers=(((nb + 1,), (nb,)), (bd, bd)))
 
 
 def dot(a, b):

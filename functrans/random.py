@@ -38,7 +38,7 @@ def random_bits(key, shape=()):
     """uint32 bits of the given shape, a pure function of the key."""
     _check_key(key)
     shape = _shape(shape)
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     half = (n + 1) // 2
     if n == 0:
         return np.zeros(shape, np.uint32)

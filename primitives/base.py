@@ -15,6 +15,7 @@ from functrans.core import (DTypeError, FunctransError, Primitive, ShapedArray, 
                             UndefinedPrimal, Zero, get_aval)
 
 REGISTRY: dict[str, Primitive] = {}
+_SHAPE_CACHE_SIZE = 2048      # memoized shape-rule results per primitive
 
 FLOAT = "fc"          # inexact dtypes: float and complex
 REAL = "f"
@@ -36,14 +37,30 @@ def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpos
     linear: the primitive is linear in all its array arguments (its JVP applies itself)
     differentiable=False: zero tangents (comparisons, integer ops, floor, ...)
     """
+    cache: dict = {}
+
     def abstract_eval(*avals, **params):
+        # shape rules are pure functions of avals and params: successful results are
+        # memoized (they run on every eager op; params that are not hashable skip this)
+        key = (avals, tuple(params.items())) if params else avals
         try:
-            return shape(*avals, **params)
+            out = cache.get(key)
+        except TypeError:
+            key = out = None
+        if out is not None:
+            return list(out) if multiple_results else out
+        try:
+            out = shape(*avals, **params)
         except FunctransError as e:
             msg = str(e)
             if not msg.startswith(name):
                 msg = f"{name}: {msg}"
             raise type(e)(msg) from None
+        if key is not None:
+            if len(cache) >= _SHAPE_CACHE_SIZE:
+                cache.clear()
+            cache[key] = tuple(out) if multiple_results else out
+        return list(out) if multiple_results else out
 
     p = Primitive(name, impl=impl, abstract_eval=abstract_eval, multiple_results=multiple_results,
                   transpose=transpose, batch=batch, cuda=cuda, differentiable=differentiable,

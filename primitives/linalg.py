@@ -5,6 +5,7 @@ axes are batch, then lhs free, then rhs free (XLA's convention).
 """
 from __future__ import annotations
 
+import math
 import numpy as np
 
 from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal
@@ -33,9 +34,9 @@ def _dot_impl(xp, x, y, dimension_numbers):
         yl = [rb.index(i) if i in rb else nb + nl + rf.index(i) for i in range(y.ndim)]
         return np.einsum(x, xl, y, yl, list(range(nb + nl + len(rf))))
     bshape = tuple(x.shape[i] for i in lb)
-    m = int(np.prod([x.shape[i] for i in lf], dtype=np.int64))
-    n = int(np.prod([y.shape[i] for i in rf], dtype=np.int64))
-    k = int(np.prod([x.shape[i] for i in lc], dtype=np.int64))
+    m = math.prod([x.shape[i] for i in lf])
+    n = math.prod([y.shape[i] for i in rf])
+    k = math.prod([x.shape[i] for i in lc])
     xm = xp.transpose(x, lb + lf + lc).reshape(bshape + (m, k))
     ym = xp.transpose(y, rb + rc + rf).reshape(bshape + (k, n))
     out = xp.matmul(xm, ym)

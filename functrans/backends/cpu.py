@@ -10,6 +10,7 @@ interpreted per equation at run time.
 """
 from __future__ import annotations
 
+import math
 import functools
 import itertools
 import os
@@ -574,10 +575,10 @@ class _Lowering:
         itemsize = max([v.aval.dtype.itemsize for m in inner.eqns for v in m.outvars] + [1])
         elems = max(1, CONFIG.block_bytes // itemsize)
         if flat:
-            n, block_shape = int(np.prod(shape)), None
+            n, block_shape = math.prod(shape), None
             block = elems
         else:
-            row = int(np.prod(shape[1:]))
+            row = math.prod(shape[1:])
             n = shape[0]
             block = max(1, elems // max(row, 1))
         size = e.outvars[0].aval.size

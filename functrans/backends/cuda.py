@@ -220,7 +220,7 @@ def render_kernel(jaxpr, name) -> Kernel:
     """Render a fusion group's jaxpr (elementwise and broadcast equations of one output
     shape) as one CUDA kernel with a grid-stride loop over the flat output index."""
     shape = tuple(jaxpr.eqns[-1].outvars[0].aval.shape)
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
     params, hoisted, body, stores = [], [], [], []
     local: dict = {}

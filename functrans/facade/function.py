@@ -12,6 +12,7 @@ history is not in the graph and the second derivative would be wrong.
 """
 from __future__ import annotations
 
+import math
 import functools
 
 import numpy as np
@@ -316,7 +317,7 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
         if tuple(g.shape) != tuple(aval.shape):
             try:
                 g = g.expand(aval.shape) if g.numel() == 1 else g.reshape(aval.shape) \
-                    if g.numel() == int(np.prod(aval.shape)) else None
+                    if g.numel() == math.prod(aval.shape) else None
             except RuntimeError:
                 g = None
             if g is None:

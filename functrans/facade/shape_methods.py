@@ -2,6 +2,7 @@
 torch's signatures and grad_fn names. Views share storage and the version counter."""
 from __future__ import annotations
 
+import math
 import builtins
 from collections import namedtuple
 
@@ -28,11 +29,11 @@ def _infer(shape, n):
     if shape.count(-1) > 1:
         raise RuntimeError("only one dimension can be inferred")
     if -1 in shape:
-        known = builtins.int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        known = math.prod([s for s in shape if s != -1])
         if known == 0 or n % known:
             raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {n}")
         shape = tuple(n // known if s == -1 else s for s in shape)
-    if builtins.int(np.prod(shape, dtype=np.int64)) != n:
+    if math.prod(shape) != n:
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {n}")
     return shape
 
@@ -83,7 +84,7 @@ def flatten(self, start_dim=0, end_dim=-1):
         return reshape(self, (1,))
     s, e = start_dim % nd, end_dim % nd
     shape = tuple(self.shape)
-    new = shape[:s] + (builtins.int(np.prod(shape[s:e + 1], dtype=np.int64)),) + shape[e + 1:]
+    new = shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:]
     return reshape(self, new)
 
 

@@ -10,6 +10,7 @@ Every function is written once, with functrans.numpy, and runs two ways:
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -135,7 +136,7 @@ def linear(input, weight, bias=None):
 
 def _mat_desc(x):
     s = _shape(x)
-    rows = int(np.prod(s[:-1], dtype=np.int64)) if len(s) > 1 else 1
+    rows = math.prod(s[:-1]) if len(s) > 1 else 1
     return f"{rows}x{s[-1] if s else 1}"
 
 
@@ -441,7 +442,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
         return _call("NativeBatchNormBackward0", _bn_eval_fn,
                      (input, running_mean, running_var) + affine, **flags)
-    n = int(np.prod(shape, dtype=np.int64)) // shape[1]
+    n = math.prod(shape) // shape[1]
     if n <= 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input "
                          f"size {_size(shape)}")

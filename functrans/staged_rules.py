@@ -1,0 +1,62 @@
+"""Transformation rules staged once per abstract signature.
+
+A batching or JVP rule applied to concrete arrays is a pure function of the operands'
+avals, the primitive's params and the rule's static inputs (batch dims, which tangents
+are zero). The first application traces the rule into a jaxpr (type-checked by the shape
+rules as it is traced) and compiles it to straight-line code; later applications with the
+same signature call that code, skipping the rule's Python and the shape checks."""
+from __future__ import annotations
+
+from .core import Tracer, _compile_straight_line, array_module, get_aval
+
+_cache: dict = {}
+_MAX_ENTRIES = 4096
+
+
+def signature(prim, params, vals, static):
+    """Cache key of applying prim's rule to `vals`, or None when it cannot be staged
+    (tracer operands, effects, or params that are not hashable)."""
+    if prim.effectful:
+        return None
+    for v in vals:
+        if isinstance(v, Tracer):
+            return None
+    key = (prim, tuple(params.items()), tuple([get_aval(v) for v in vals]), static)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def lookup(key, rule, avals):
+    """The staged form of `rule` (a function of a list of operands returning
+    (flat outputs, aux)) for this key: (run, aux), or False if it cannot be staged."""
+    entry = _cache.get(key)
+    if entry is None:
+        if len(_cache) >= _MAX_ENTRIES:
+            _cache.clear()
+        entry = _cache[key] = _stage(rule, avals)
+    return entry
+
+
+def call(entry, vals):
+    run, _ = entry
+    return run(array_module(*vals), *vals)
+
+
+def _stage(rule, avals):
+    from .tracing import trace_to_jaxpr
+    aux = []
+
+    def flat(*xs):
+        outs, a = rule(list(xs))
+        aux.append(a)
+        return outs
+    try:
+        jaxpr, consts = trace_to_jaxpr(flat, avals)
+    except Exception:       # e.g. a rule that needs concrete values: keep running it as is
+        return False
+    if consts:
+        return False
+    return _compile_straight_line(jaxpr), aux[0]

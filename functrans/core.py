@@ -213,11 +213,12 @@ class JaxprEqn(NamedTuple):
 
 class Jaxpr:
     """A closed-over-nothing program: typed inputs, equations, outputs."""
-    __slots__ = ("constvars", "invars", "eqns", "outvars", "_runs", "_compiled")
+    __slots__ = ("constvars", "invars", "eqns", "outvars", "_runs", "_compiled", "_hot")
 
     def __init__(self, constvars, invars, eqns, outvars):
         self._runs = 0
         self._compiled = None
+        self._hot = None
         self.constvars = list(constvars)
         self.invars = list(invars)
         self.eqns = list(eqns)
@@ -665,10 +666,16 @@ def _eval_jaxpr_concrete(jaxpr: Jaxpr, env: dict):
     xp = array_module(*env.values())
     jaxpr._runs += 1
     if jaxpr._runs > 1:
+        args = [env[v] for v in jaxpr.constvars] + [env[v] for v in jaxpr.invars]
+        if xp is np:
+            hot = jaxpr._hot
+            if hot is None and jaxpr._runs >= HOT_RUNS:
+                hot = jaxpr._hot = optimized_program(jaxpr)
+            if hot:
+                return hot(*args)
         if jaxpr._compiled is None:
             jaxpr._compiled = _compile_straight_line(jaxpr)
-        return jaxpr._compiled(xp, *[env[v] for v in jaxpr.constvars],
-                               *[env[v] for v in jaxpr.invars])
+        return jaxpr._compiled(xp, *args)
     for eqn in jaxpr.eqns:
         invals = [env[a] if type(a) is Var else a.val for a in eqn.invars]
         out = eqn.primitive.impl(xp, *invals, **eqn.params)
@@ -678,6 +685,28 @@ def _eval_jaxpr_concrete(jaxpr: Jaxpr, env: dict):
         else:
             env[eqn.outvars[0]] = out
     return [env[a] if type(a) is Var else a.val for a in jaxpr.outvars]
+
+
+# A program that keeps being evaluated on NumPy arrays (the derived backward programs of
+# a training loop) is handed to the jit's CPU lowering (in-place ufuncs, fused elementwise
+# groups) after HOT_RUNS runs; functrans.jit registers the lowering here, so that the core
+# does not import it.
+HOT_RUNS = 8
+_optimizing_compiler = None
+
+
+def set_optimizing_compiler(fn):
+    """fn(jaxpr) -> callable(*consts, *args) -> outputs, or None when it cannot lower it."""
+    global _optimizing_compiler
+    _optimizing_compiler = fn
+
+
+def optimized_program(jaxpr: Jaxpr):
+    """The optimizing compiler's executable for a hot jaxpr, or False (keep the
+    straight-line code) when none is registered or it declines."""
+    if _optimizing_compiler is None or not jaxpr.eqns:
+        return False
+    return _optimizing_compiler(jaxpr) or False
 
 
 def _compile_straight_line(jaxpr: Jaxpr):

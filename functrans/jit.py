@@ -25,7 +25,8 @@ import numpy as np
 
 from . import passes, tree_util
 from .core import (ClosedJaxpr, FunctransError, Jaxpr, Primitive, TypeCheckError, Tracer,
-                   UndefinedPrimal, Zero, _state, _thread_state, get_aval)
+                   UndefinedPrimal, Zero, _state, _thread_state, get_aval,
+                   set_optimizing_compiler)
 
 # ---------------------------------------------------------------------------
 # statistics and retrace reasons
@@ -161,6 +162,22 @@ def compile_jaxpr(closed: ClosedJaxpr, device="cpu", donated=(), name="jitted"):
         while len(_exec_cache) > _EXEC_CACHE_SIZE:
             _exec_cache.popitem(last=False)
     return exe
+
+
+def _lower_hot_program(jaxpr):
+    """core.optimized_program's compiler: a hot jaxpr (consts as leading arguments) lowered
+    by the CPU backend; None if a primitive in it has no CPU lowering."""
+    flat = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
+    try:
+        return lower_jaxpr(ClosedJaxpr(flat, []), "cpu", (), "program").compile()
+    except Exception as e:      # a lowering bug must not break un-jitted code: say so, go on
+        warnings.warn(f"functrans: the CPU lowering of a hot program failed ({type(e).__name__}: "
+                      f"{e}); it keeps running as straight-line code. Please report this.",
+                      RuntimeWarning, stacklevel=2)
+        return None
+
+
+set_optimizing_compiler(_lower_hot_program)
 
 
 def _device_of(vals):

@@ -32,7 +32,13 @@ def _dot_impl(xp, x, y, dimension_numbers):
         nb, nl = len(lb), len(lf)   # einsum's loop is about twice as fast as matmul with k=1
         xl = [lb.index(i) if i in lb else nb + lf.index(i) for i in range(x.ndim)]
         yl = [rb.index(i) if i in rb else nb + nl + rf.index(i) for i in range(y.ndim)]
-        return np.einsum(x, xl, y, yl, list(range(nb + nl + len(rf))))
+        nr = len(rf)
+        if nl and nr and math.prod([y.shape[i] for i in rf]) < math.prod([x.shape[i] for i in lf]):
+            # einsum's inner loop runs along the last output axis: make that the longer
+            # free block and return a transposed view (the same values, 2-3x faster)
+            order = list(range(nb)) + list(range(nb + nl, nb + nl + nr)) + list(range(nb, nb + nl))
+            return np.einsum(x, xl, y, yl, order).transpose(np.argsort(order))
+        return np.einsum(x, xl, y, yl, list(range(nb + nl + nr)))
     bshape = tuple(x.shape[i] for i in lb)
     m = math.prod([x.shape[i] for i in lf])
     n = math.prod([y.shape[i] for i in rf])

@@ -188,6 +188,8 @@ def _out_emitter(eqn):
         (lc, rc), (lb, rb) = p["dimension_numbers"]
         x, y = eqn.invars
         if all(x.aval.shape[d] == 1 for d in lc) and dt.kind in "fiu":
+            if not lc and lb and _outer_prefers_transposed(x.aval, y.aval, lb, rb):
+                return None     # the impl computes it in the faster layout, as a view
             return _outer_emitter(x.aval, y.aval, lc, rc, lb, rb)
         form = _MATMUL.get((tuple(lc), tuple(rc)))
         if (form is None or lb or rb or x.aval.ndim != 2 or y.aval.ndim != 2
@@ -233,6 +235,14 @@ def _clip_emitter(eqn, dt):
             lines.append(f"{ctx.g(np.add, 'add')}({out}, {ctx.scalar(0.0, dt)}, out={out})")
         return lines
     return emit, lambda i: True
+
+
+def _outer_prefers_transposed(xa, ya, lb, rb):
+    """Whether primitives.linalg computes this batched outer product as a transposed view
+    (its right free block is the shorter one)."""
+    lf = [xa.shape[i] for i in range(xa.ndim) if i not in lb]
+    rf = [ya.shape[i] for i in range(ya.ndim) if i not in rb]
+    return bool(lf and rf) and math.prod(rf) < math.prod(lf)
 
 
 def _outer_emitter(xa, ya, lc, rc, lb, rb):

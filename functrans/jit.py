@@ -126,14 +126,15 @@ _exec_cache: OrderedDict = OrderedDict()     # (id(closed), device, donated) -> 
 _exec_lock = threading.Lock()
 
 
-def lower_jaxpr(closed: ClosedJaxpr, backend="cpu", donated=(), name="jitted", optimize=True):
+def lower_jaxpr(closed: ClosedJaxpr, backend="cpu", donated=(), name="jitted", optimize=True,
+                alias_outputs=False):
     """Optimize a ClosedJaxpr and lower it for a backend ("cpu" or "cuda"): a Lowered."""
     t0 = time.perf_counter()
     optimized = passes.optimize(closed) if optimize else closed
     t1 = time.perf_counter()
     if backend == "cpu":
         from .backends import cpu
-        lowered = cpu.lower(optimized, donated=donated, name=name)
+        lowered = cpu.lower(optimized, donated=donated, name=name, alias_outputs=alias_outputs)
     elif backend == "cuda":
         from .backends import cuda
         lowered = cuda.lower(optimized, donated=donated, name=name)
@@ -169,7 +170,8 @@ def _lower_hot_program(jaxpr):
     by the CPU backend; None if a primitive in it has no CPU lowering."""
     flat = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
     try:
-        return lower_jaxpr(ClosedJaxpr(flat, []), "cpu", (), "program").compile()
+        return lower_jaxpr(ClosedJaxpr(flat, []), "cpu", (), "program",
+                           alias_outputs=True).compile()
     except Exception as e:      # a lowering bug must not break un-jitted code: say so, go on
         warnings.warn(f"functrans: the CPU lowering of a hot program failed ({type(e).__name__}: "
                       f"{e}); it keeps running as straight-line code. Please report this.",

@@ -162,6 +162,14 @@ def _atom_key(a):
     return ("lit", val.dtype.str, val.shape, val.tobytes(), a.aval.weak_type)
 
 
+_COMMUTATIVE = {"add", "mul", "max", "min", "and", "or", "xor", "eq", "ne"}
+
+
+def _order(key):
+    """A total order on atom keys (vars by identity, literals by their bytes)."""
+    return (0, id(key), ()) if type(key) is Var else (1, 0, key)
+
+
 def cse(closed: ClosedJaxpr) -> ClosedJaxpr:
     """Common-subexpression elimination: one equation per (primitive, inputs, params)."""
     env: dict = {}
@@ -173,7 +181,10 @@ def cse(closed: ClosedJaxpr) -> ClosedJaxpr:
         if not e.primitive.effectful:
             pk = _param_key(e.params)
             if pk is not None:
-                key = (e.primitive, tuple(_atom_key(a) for a in ins), pk)
+                ks = tuple(_atom_key(a) for a in ins)
+                if e.primitive.name in _COMMUTATIVE and _order(ks[1]) < _order(ks[0]):
+                    ks = (ks[1], ks[0])         # x * y and y * x are one product
+                key = (e.primitive, ks, pk)
         prev = seen.get(key) if key is not None else None
         if prev is not None and all(p.aval == v.aval for p, v in zip(prev, e.outvars)):
             for v, p in zip(e.outvars, prev, strict=True):

@@ -100,11 +100,14 @@ class RecordTrace(Trace):
     def process_primitive(self, prim, tracers, params):
         tape = self.main.global_data
         out = bind_below(prim, [t.val for t in tracers], params)
-        outs = out if prim.multiple_results else [out]
-        out_idx = tuple(tape.add(o) for o in outs)
-        tape.eqns.append((prim, params, tuple(t.idx for t in tracers), out_idx))
-        tr = [RecordTracer(self, o, i) for o, i in zip(outs, out_idx)]
-        return tr if prim.multiple_results else tr[0]
+        in_idx = tuple([t.idx for t in tracers])
+        if not prim.multiple_results:
+            i = tape.add(out)
+            tape.eqns.append((prim, params, in_idx, (i,)))
+            return RecordTracer(self, out, i)
+        out_idx = tuple([tape.add(o) for o in out])
+        tape.eqns.append((prim, params, in_idx, out_idx))
+        return [RecordTracer(self, o, i) for o, i in zip(out, out_idx)]
 
 
 def _params_key(params):
@@ -115,7 +118,9 @@ def _structure_key(tape, n_in, out_idx):
     try:
         key = (tuple(tape.avals[:n_in]),
                tuple((i, tape.avals[i]) for i in tape.consts),
-               tuple((p, _params_key(pa), ii, oi) for p, pa, ii, oi in tape.eqns),
+               # params in call order (the same call site gives the same order; a
+               # different order only costs a second derivation)
+               tuple((p, tuple(pa.items()), ii, oi) for p, pa, ii, oi in tape.eqns),
                tuple(out_idx))
         hash(key)
         return key

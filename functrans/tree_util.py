@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 _registry: dict[type, tuple[Callable, Callable]] = {}
 
 
@@ -17,22 +19,29 @@ def _is_namedtuple(x):
 
 class PyTreeDef:
     """The structure of a pytree, without its leaves. Hashable and comparable."""
-    __slots__ = ("node_type", "aux", "children", "num_leaves")
+    __slots__ = ("node_type", "aux", "children", "num_leaves", "_hash")
 
     def __init__(self, node_type, aux, children):
         self.node_type = node_type
         self.aux = aux
         self.children = tuple(children)
         self.num_leaves = (1 if node_type is None else sum(c.num_leaves for c in self.children))
+        self._hash = None           # computed once: treedefs key the transformation caches
 
     def _key(self):
         return (self.node_type, self.aux, self.children)
 
     def __eq__(self, other):
-        return isinstance(other, PyTreeDef) and self._key() == other._key()
+        if self is other:
+            return True
+        return isinstance(other, PyTreeDef) and hash(self) == hash(other) \
+            and self._key() == other._key()
 
     def __hash__(self):
-        return hash(self._key())
+        h = self._hash
+        if h is None:
+            h = self._hash = hash(self._key())
+        return h
 
     def __repr__(self):
         if self.node_type is None:
@@ -53,26 +62,49 @@ class PyTreeDef:
 
 
 LEAF = PyTreeDef(None, None, ())
+_interned: dict = {}
+
+
+def _node(node_type, aux, children):
+    """The PyTreeDef of these parts, shared between equal structures (so that comparing
+    and hashing the treedefs that key every transformation cache is cheap)."""
+    children = tuple(children)
+    # dict keys 1, 1.0 and True are equal but must unflatten as given: types are keyed too
+    key = (node_type, aux, children,
+           tuple(map(type, aux)) if node_type is dict else type(aux))
+    try:
+        d = _interned.get(key)
+    except TypeError:                   # unhashable aux data: not interned
+        return PyTreeDef(node_type, aux, children)
+    if d is None:
+        if len(_interned) > 10000:
+            _interned.clear()
+        d = _interned[key] = PyTreeDef(node_type, aux, children)
+    return d
+_LEAF_TYPES = {np.ndarray, float, int, bool, complex}      # never containers
 
 
 def _flatten(x, leaves, is_leaf):
+    t = type(x)
+    if t in _LEAF_TYPES and is_leaf is None:
+        leaves.append(x)
+        return LEAF
     if is_leaf is not None and is_leaf(x):
         leaves.append(x)
         return LEAF
-    t = type(x)
     if t is tuple or t is list:
-        return PyTreeDef(t, None, [_flatten(c, leaves, is_leaf) for c in x])
+        return _node(t, None, [_flatten(c, leaves, is_leaf) for c in x])
     if t is dict:
         keys = tuple(sorted(x))
-        return PyTreeDef(dict, keys, [_flatten(x[k], leaves, is_leaf) for k in keys])
+        return _node(dict, keys, [_flatten(x[k], leaves, is_leaf) for k in keys])
     if x is None:
-        return PyTreeDef(type(None), None, ())
+        return _node(type(None), None, ())
     if _is_namedtuple(x):
-        return PyTreeDef(t, None, [_flatten(c, leaves, is_leaf) for c in x])
+        return _node(t, None, [_flatten(c, leaves, is_leaf) for c in x])
     entry = _registry.get(t)
     if entry is not None:
         children, aux = entry[0](x)
-        return PyTreeDef(t, aux, [_flatten(c, leaves, is_leaf) for c in children])
+        return _node(t, aux, [_flatten(c, leaves, is_leaf) for c in children])
     leaves.append(x)
     return LEAF
 

@@ -434,8 +434,9 @@ def _block_inplace(eqn, i, o):
 
 
 class _Lowering:
-    def __init__(self, closed: ClosedJaxpr, donated, name):
+    def __init__(self, closed: ClosedJaxpr, donated, name, alias_outputs=False):
         self.closed = closed
+        self.alias_outputs = alias_outputs
         self.name = name
         self.ctx = _Ctx()
         self.donated = tuple(donated) + (False,) * (len(closed.jaxpr.invars) - len(donated))
@@ -562,7 +563,7 @@ class _Lowering:
         for a, copy in zip(j.outvars, plan.copy_out):
             if type(a) is Literal:
                 rets.append(f"_array({self.ctx.literal(a, False)})")
-            elif copy:
+            elif copy and not self.alias_outputs:
                 rets.append(f"_array({self.names[a]})")
             else:
                 rets.append(self.names[a])
@@ -721,9 +722,11 @@ class CpuExecutable:
         return f"<CpuExecutable {self.name}>"
 
 
-def lower(closed: ClosedJaxpr, donated=(), name="jitted"):
-    """Lower an optimized ClosedJaxpr to generated NumPy code: a jit.Lowered."""
+def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False):
+    """Lower an optimized ClosedJaxpr to generated NumPy code: a jit.Lowered.
+    alias_outputs: outputs may be inputs (or one another) instead of copies, for
+    internal programs whose results nobody writes to."""
     from ..jit import Lowered
-    lw = _Lowering(closed, donated, name).run()
+    lw = _Lowering(closed, donated, name, alias_outputs).run()
     info = dict(lw.info, scratch_buffers=len(lw.scratch), plan=repr(lw.plan))
     return Lowered(lw.fusedj, lw.source, lw.build, "cpu", name, plan=lw.plan, info=info)

@@ -55,30 +55,29 @@ class BatchTrace(Trace):
     def process_primitive(self, prim, tracers, params):
         vals = [t.val for t in tracers]
         dims = [t.batch_dim for t in tracers]
-        if all(d is None for d in dims):
-            out = bind_below(prim, vals, params)
-            if prim.multiple_results:
-                return [BatchTracer(self, o, None) for o in out]
-            return BatchTracer(self, out, None)
-        if prim.batch is None:
-            raise RuleNotImplementedError(
-                f"Batching rule for '{prim.name}' not implemented. Add batch=... to the "
-                "primitive's declaration in primitives/.")
-        key = staged_rules.signature(prim, params, vals, tuple(dims))
-        entry = key is not None and staged_rules.lookup(
-            key, lambda xs: _flat_rule(prim, xs, dims, params), [get_aval(v) for v in vals])
-        if entry:
-            outs = staged_rules.call(entry, vals)
-            out_dim = entry[1]
-            if not prim.multiple_results:
-                out = outs[0]
-            else:
-                out = outs
-        else:
-            out, out_dim = prim.batch(vals, dims, **params)
+        out, out_dim = apply_batch_rule(prim, vals, dims, params)
         if prim.multiple_results:
             return [BatchTracer(self, o, d) for o, d in zip(out, out_dim, strict=True)]
         return BatchTracer(self, out, out_dim)
+
+
+def apply_batch_rule(prim, vals, dims, params):
+    """(out, out_dim) of prim on values batched along dims (None: unbatched). With
+    concrete operands the rule runs as its staged form (see staged_rules)."""
+    if all(d is None for d in dims):
+        out = bind_below(prim, vals, params)
+        return out, ([None] * len(out) if prim.multiple_results else None)
+    if prim.batch is None:
+        raise RuleNotImplementedError(
+            f"Batching rule for '{prim.name}' not implemented. Add batch=... to the "
+            "primitive's declaration in primitives/.")
+    key = staged_rules.signature(prim, params, vals, tuple(dims))
+    entry = key is not None and staged_rules.lookup(
+        key, lambda xs: _flat_rule(prim, xs, dims, params))
+    if entry:
+        outs = staged_rules.call(entry, vals)
+        return (outs if prim.multiple_results else outs[0]), entry[1]
+    return prim.batch(vals, dims, **params)
 
 
 def _flat_rule(prim, vals, dims, params):

@@ -19,7 +19,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .ad import JVPTrace, JVPTracer, is_float, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
-from .batching import BatchTrace, BatchTracer, batch_jaxpr
+from .batching import BatchTrace, BatchTracer, apply_batch_rule, batch_jaxpr
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Trace, Tracer, Var, Zero, _thread_state,
                    bind_below, eval_jaxpr, eval_jaxpr_concrete, get_aval, new_main,
                    to_concrete, trusted_eval)
@@ -31,14 +31,15 @@ _LOCK = threading.Lock()
 
 
 class RecordTracer(Tracer):
-    __slots__ = ("val", "idx", "_aval")
+    __slots__ = ("val", "idx", "_aval", "batched")
 
-    def __init__(self, trace, val, idx):
+    def __init__(self, trace, val, idx, aval=None, batched=False):
         self._trace = trace
         self._origin = None
         self.val = val
         self.idx = idx
-        self._aval = None
+        self._aval = aval
+        self.batched = batched          # val carries a stripped vmap's batch axis
 
     @property
     def aval(self):
@@ -48,7 +49,7 @@ class RecordTracer(Tracer):
         return a
 
     def to_concrete_value(self):
-        return to_concrete(self.val)
+        return None if self.batched else to_concrete(self.val)
 
 
 class _Tape:
@@ -66,10 +67,14 @@ class _Tape:
         self.keep = keep                 # indices to hold strongly (None: all)
         self.strip = None                # an outer jvp main whose tracers are unwrapped
         self.const_tangents: list = []
+        self.batch = None                # an outer vmap trace whose tracers are unwrapped
+        self.dims: list = []             # then: each value's batch axis (or None)
 
-    def add(self, val, strong=False):
+    def add(self, val, strong=False, aval=None, dim=None):
         i = len(self.values)
-        self.avals.append(get_aval(val))
+        self.avals.append(get_aval(val) if aval is None else aval)
+        if self.batch is not None:
+            self.dims.append(dim)
         if not strong and self.keep is not None and i not in self.keep \
                 and type(val) is np.ndarray:
             val = weakref.ref(val)
@@ -90,15 +95,23 @@ class RecordTrace(Trace):
             if tape.strip is not None and isinstance(val, JVPTracer) \
                     and val._trace.main is tape.strip:
                 val, tangent = val.primal, val.tangent      # see vjp_flat: jvp of vjp
-            idx = tape.const_ids[id(val)] = tape.add(val, strong=True)
+            if tape.batch is not None:
+                idx = tape.const_ids[id(val)] = _add_unbatched(tape, val, True)
+            else:
+                idx = tape.const_ids[id(val)] = tape.add(val, strong=True)
             tape.consts.append(idx)
             tape.const_tangents.append(tangent)
+        if tape.batch is not None:
+            return RecordTracer(self, tape.values[idx], idx, tape.avals[idx],
+                                tape.dims[idx] is not None)
         return RecordTracer(self, tape.values[idx], idx)
 
     lift = pure
 
     def process_primitive(self, prim, tracers, params):
         tape = self.main.global_data
+        if tape.batch is not None:
+            return self._process_batched(tape, prim, tracers, params)
         out = bind_below(prim, [t.val for t in tracers], params)
         in_idx = tuple([t.idx for t in tracers])
         if not prim.multiple_results:
@@ -108,6 +121,31 @@ class RecordTrace(Trace):
         out_idx = tuple([tape.add(o) for o in out])
         tape.eqns.append((prim, params, in_idx, out_idx))
         return [RecordTracer(self, o, i) for o, i in zip(out, out_idx)]
+
+
+    def _process_batched(self, tape, prim, tracers, params):
+        """Under a stripped vmap: the shape rule on the unbatched avals (so errors name the
+        shapes the user's function sees), the batching rule on the batched values."""
+        in_idx = tuple([t.idx for t in tracers])
+        out_aval = prim.abstract_eval(*[tape.avals[i] for i in in_idx], **params)
+        dims = [tape.dims[i] for i in in_idx]
+        out, out_dim = apply_batch_rule(prim, [t.val for t in tracers], dims, params)
+        if not prim.multiple_results:
+            i = tape.add(out, aval=out_aval, dim=out_dim)
+            tape.eqns.append((prim, params, in_idx, (i,)))
+            return RecordTracer(self, out, i, out_aval, out_dim is not None)
+        out_idx = tuple([tape.add(o, aval=a, dim=d) for o, a, d in zip(out, out_aval, out_dim)])
+        tape.eqns.append((prim, params, in_idx, out_idx))
+        return [RecordTracer(self, o, i, a, d is not None)
+                for o, i, a, d in zip(out, out_idx, out_aval, out_dim)]
+
+
+def _add_unbatched(tape, val, strong):
+    """Add a value entering the recording under a stripped vmap: that vmap's tracers
+    are unwrapped into their batched value and axis."""
+    if isinstance(val, BatchTracer) and val._trace.main is tape.batch.main:
+        return tape.add(val.val, strong, val.aval, val.batch_dim)
+    return tape.add(val, strong)
 
 
 def _params_key(params):
@@ -336,8 +374,10 @@ def vjp_flat(f_flat, primals, hint=None):
     `hint` = (user function, hashable signature) names the derived programs used last
     time, so that recording holds only the values they read."""
     outer = _strippable_jvp(primals)
+    vouter = _strippable_vmap(primals) if outer is None else None
     expected = _hint_get(hint)
     tape = _Tape(None if expected is None or outer is not None else expected.keep)
+    tape.batch = vouter
     if outer is not None:        # jvp of vjp: record on the primals, add tangents after
         tape.strip = outer.main
         in_tangents = [p.tangent if isinstance(p, JVPTracer) else Zero(get_aval(p).strip_weak())
@@ -345,13 +385,22 @@ def vjp_flat(f_flat, primals, hint=None):
         primals = [p.primal if isinstance(p, JVPTracer) else p for p in primals]
     with new_main(RecordTrace, tape) as main:
         trace = RecordTrace(main)
-        ins = [RecordTracer(trace, p, tape.add(p, strong=True)) for p in primals]
+        if vouter is None:
+            ins = [RecordTracer(trace, p, tape.add(p, strong=True)) for p in primals]
+        else:                    # vmap of vjp: record on the batched values, see above
+            ins = [trace.pure(p) for p in primals]
+            del tape.consts[:], tape.const_tangents[:]
+            tape.const_ids.clear()
         outs = [trace.full_raise(o) for o in f_flat(*ins)]
         out_idx = [o.idx for o in outs]
         outputs = [o.val for o in outs]
+        if vouter is not None:
+            outputs = [_rewrap(vouter, tape, i, v) for i, v in zip(out_idx, outputs)]
     del ins, outs, trace
     n_in = len(primals)
     values = [tape.value(i) for i in range(len(tape.values))]
+    if vouter is not None:
+        values = [_rewrap(vouter, tape, i, v) for i, v in enumerate(values)]
     available = [v is not None for v in values]
     key = _structure_key(tape, n_in, out_idx)
     derived = _CACHE.get(key) if key is not None else None
@@ -379,6 +428,25 @@ def vjp_flat(f_flat, primals, hint=None):
         it = iter(g)
         return [next(it) if nz else None for nz in derived.nonzero]
     return outputs, vjp
+
+
+def _rewrap(trace, tape, i, v):
+    d = tape.dims[i]
+    return v if d is None or v is None else BatchTracer(trace, v, d)
+
+
+def _strippable_vmap(primals):
+    """The vmap trace to lift out of the recording when it is the innermost
+    transformation (the batched values may be primals or captured by the function): the
+    recording then runs the batching rules itself, one interpreter per op instead of two."""
+    s = _thread_state
+    main = s.trace_stack[-1]
+    if main.trace_type is not BatchTrace or s.dynamic_trace.level > main.level:
+        return None
+    for p in primals:
+        if isinstance(p, Tracer) and p._trace.main is not main:
+            return None
+    return BatchTrace(main)
 
 
 def _strippable_jvp(primals):

@@ -29,14 +29,15 @@ def signature(prim, params, vals, static):
     return key
 
 
-def lookup(key, rule, avals):
+def lookup(key, rule):
     """The staged form of `rule` (a function of a list of operands returning
-    (flat outputs, aux)) for this key: (run, aux), or False if it cannot be staged."""
+    (flat outputs, aux)) for a `signature` key: (run, aux), or False if it cannot be
+    staged."""
     entry = _cache.get(key)
     if entry is None:
         if len(_cache) >= _MAX_ENTRIES:
             _cache.clear()
-        entry = _cache[key] = _stage(rule, avals)
+        entry = _cache[key] = _stage(rule, list(key[2]))
     return entry
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from .ad import JVPTrace, JVPTracer, is_float, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from .batching import BatchTrace, BatchTracer, apply_batch_rule, batch_jaxpr
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Trace, Tracer, Var, Zero, _thread_state,
-                   bind_below, eval_jaxpr, eval_jaxpr_concrete, get_aval, new_main,
+                   array_module, bind_below, eval_jaxpr, eval_jaxpr_concrete, get_aval, new_main,
                    to_concrete, trusted_eval)
 from .passes import dce_jaxpr
 
@@ -112,8 +112,17 @@ class RecordTrace(Trace):
         tape = self.main.global_data
         if tape.batch is not None:
             return self._process_batched(tape, prim, tracers, params)
-        out = bind_below(prim, [t.val for t in tracers], params)
+        vals = [t.val for t in tracers]
         in_idx = tuple([t.idx for t in tracers])
+        st = _thread_state
+        if st.dynamic_trace.level == 0 and not _has_tracer(vals):
+            # bind_below's eager path, with the input avals the tape already knows
+            if not st.trusted:
+                avals = tape.avals
+                prim.abstract_eval(*[avals[i] for i in in_idx], **params)
+            out = prim.impl(array_module(*vals), *vals, **params)
+        else:
+            out = bind_below(prim, vals, params)
         if not prim.multiple_results:
             i = tape.add(out)
             tape.eqns.append((prim, params, in_idx, (i,)))
@@ -148,6 +157,13 @@ def _add_unbatched(tape, val, strong):
     return tape.add(val, strong)
 
 
+def _has_tracer(xs):
+    for x in xs:
+        if isinstance(x, Tracer):
+            return True
+    return False
+
+
 def _params_key(params):
     return tuple(sorted(params.items()))
 
@@ -155,10 +171,10 @@ def _params_key(params):
 def _structure_key(tape, n_in, out_idx):
     try:
         key = (tuple(tape.avals[:n_in]),
-               tuple((i, tape.avals[i]) for i in tape.consts),
+               tuple([(i, tape.avals[i]) for i in tape.consts]),
                # params in call order (the same call site gives the same order; a
                # different order only costs a second derivation)
-               tuple((p, tuple(pa.items()), ii, oi) for p, pa, ii, oi in tape.eqns),
+               tuple([(p, tuple(pa.items()), ii, oi) for p, pa, ii, oi in tape.eqns]),
                tuple(out_idx))
         hash(key)
         return key
@@ -187,7 +203,7 @@ class _Derived:
             entry = self.transformed[key] = self._tangent_program(nonzero)
         prog, r_pos = entry
         args = list(values) + [residuals[k] for k in r_pos] + list(tangents)
-        if any(isinstance(a, Tracer) for a in args) or _thread_state.dynamic_trace.level:
+        if _has_tracer(args) or _thread_state.dynamic_trace.level:
             return eval_jaxpr(prog.jaxpr, prog.consts, *args)
         return eval_jaxpr_concrete(prog.jaxpr, prog.consts, *args)
 
@@ -239,10 +255,10 @@ class _Derived:
 
     def _run_jvp(self, which, closed, trace, args):
         primals = [a.primal if isinstance(a, Tracer) else a for a in args]
-        if any(isinstance(p, Tracer) for p in primals):
+        if _has_tracer(primals):
             return None
         tangents = [a.tangent if isinstance(a, Tracer) else None for a in args]
-        if any(isinstance(t, Tracer) for t in tangents):
+        if _has_tracer(tangents):
             return None
         nonzero = tuple(t is not None and type(t) is not Zero for t in tangents)
         key = (which, "jvp", nonzero)
@@ -404,7 +420,7 @@ def vjp_flat(f_flat, primals, hint=None):
     available = [v is not None for v in values]
     key = _structure_key(tape, n_in, out_idx)
     derived = _CACHE.get(key) if key is not None else None
-    if derived is not None and not all(available[i] for i in derived.value_idx):
+    if derived is not None and not all([available[i] for i in derived.value_idx]):
         derived = None             # the structure changed and a value it reads is gone
         key = None
     if derived is None:

@@ -93,6 +93,15 @@ def _flatten(x, leaves, is_leaf):
         leaves.append(x)
         return LEAF
     if t is tuple or t is list:
+        if is_leaf is None:
+            kids = []
+            for c in x:
+                if type(c) in _LEAF_TYPES:
+                    leaves.append(c)
+                    kids.append(LEAF)
+                else:
+                    kids.append(_flatten(c, leaves, None))
+            return _node(t, None, kids)
         return _node(t, None, [_flatten(c, leaves, is_leaf) for c in x])
     if t is dict:
         keys = tuple(sorted(x))
@@ -122,7 +131,7 @@ def _unflatten(treedef, it):
         return next(it)
     if t is type(None):
         return None
-    children = [_unflatten(c, it) for c in treedef.children]
+    children = [next(it) if c is LEAF else _unflatten(c, it) for c in treedef.children]
     if t is tuple or t is list:
         return t(children)
     if t is dict:

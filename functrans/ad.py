@@ -447,13 +447,13 @@ def _vjp(fun, primals, has_aux, hint_fun, hint_extra=()):
             aux_store["aux"] = aux
             return out
     f_flat, store = flatten_fun(f, in_tree)
-    from .reverse import vjp_flat
+    from .reverse import recorded_value, vjp_flat
     try:
         hint = (hint_fun, (hint_extra, in_tree, tuple(get_aval(x) for x in leaves)))
         hash(hint[1])
     except TypeError:
         hint = None
-    outs, back = vjp_flat(f_flat, leaves, hint)
+    outs, back = vjp_flat(f_flat, leaves, hint, has_aux)
     out_tree = store["out_tree"]
     out_avals = [get_aval(o) for o in outs]
 
@@ -474,7 +474,7 @@ def _vjp(fun, primals, has_aux, hint_fun, hint_extra=()):
         return tree_util.tree_unflatten(in_tree, cts)
     out = tree_util.tree_unflatten(out_tree, outs)
     if has_aux:
-        return out, vjp_fn, aux_store["aux"]
+        return out, vjp_fn, tree_util.tree_map(recorded_value, aux_store["aux"])
     return out, vjp_fn
 
 

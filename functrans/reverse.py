@@ -69,6 +69,7 @@ class _Tape:
         self.const_tangents: list = []
         self.batch = None                # an outer vmap trace whose tracers are unwrapped
         self.dims: list = []             # then: each value's batch axis (or None)
+        self.keepalive: list = []        # and the unwrapped tracers, whose ids are keys
 
     def add(self, val, strong=False, aval=None, dim=None):
         i = len(self.values)
@@ -96,6 +97,7 @@ class RecordTrace(Trace):
                     and val._trace.main is tape.strip:
                 val, tangent = val.primal, val.tangent      # see vjp_flat: jvp of vjp
             if tape.batch is not None:
+                tape.keepalive.append(val)      # its id keys const_ids: keep it unique
                 idx = tape.const_ids[id(val)] = _add_unbatched(tape, val, True)
             else:
                 idx = tape.const_ids[id(val)] = tape.add(val, strong=True)
@@ -384,12 +386,14 @@ def _hint_set(hint, derived):
         pass
 
 
-def vjp_flat(f_flat, primals, hint=None):
+def vjp_flat(f_flat, primals, hint=None, has_aux=False):
     """(outputs, vjp) with vjp(cts) -> one cotangent per primal (zeros for integer ones).
 
     `hint` = (user function, hashable signature) names the derived programs used last
-    time, so that recording holds only the values they read."""
-    outer = _strippable_jvp(primals)
+    time, so that recording holds only the values they read. has_aux: f_flat returns
+    values on the side (read them with `recorded_value`), so an outer jvp is not lifted
+    out (their tangents would be lost)."""
+    outer = None if has_aux else _strippable_jvp(primals)
     vouter = _strippable_vmap(primals) if outer is None else None
     expected = _hint_get(hint)
     tape = _Tape(None if expected is None or outer is not None else expected.keep)
@@ -446,6 +450,15 @@ def vjp_flat(f_flat, primals, hint=None):
     return outputs, vjp
 
 
+def recorded_value(x):
+    """What a tracer of a finished recording stands for (an aux output of the function
+    vjp recorded): its array, batched again if the recording lifted out a vmap."""
+    if type(x) is not RecordTracer:
+        return x
+    tape = x._trace.main.global_data
+    return x.val if tape.batch is None else _rewrap(tape.batch, tape, x.idx, x.val)
+
+
 def _rewrap(trace, tape, i, v):
     d = tape.dims[i]
     return v if d is None or v is None else BatchTracer(trace, v, d)
@@ -497,4 +510,4 @@ def clear_cache():
     _HINTS.clear()
 
 
-__all__ = ["vjp_flat", "clear_cache"]
+__all__ = ["vjp_flat", "recorded_value", "clear_cache"]

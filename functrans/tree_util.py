@@ -34,8 +34,14 @@ class PyTreeDef:
     def __eq__(self, other):
         if self is other:
             return True
-        return isinstance(other, PyTreeDef) and hash(self) == hash(other) \
-            and self._key() == other._key()
+        if not isinstance(other, PyTreeDef):
+            return False
+        try:
+            if hash(self) != hash(other):
+                return False
+        except TypeError:               # unhashable aux data: compare structurally
+            pass
+        return self._key() == other._key()
 
     def __hash__(self):
         h = self._hash
@@ -69,9 +75,12 @@ def _node(node_type, aux, children):
     """The PyTreeDef of these parts, shared between equal structures (so that comparing
     and hashing the treedefs that key every transformation cache is cheap)."""
     children = tuple(children)
-    # dict keys 1, 1.0 and True are equal but must unflatten as given: types are keyed too
-    key = (node_type, aux, children,
-           tuple(map(type, aux)) if node_type is dict else type(aux))
+    if node_type in _registry:          # arbitrary aux data: equal is not the same
+        return PyTreeDef(node_type, aux, children)
+    # dict keys 1, 1.0 and True are equal but must unflatten as given, so their types
+    # are part of the key, and children (interned themselves) are keyed by identity
+    key = (node_type, aux, tuple(map(id, children)),
+           tuple(map(type, aux)) if node_type is dict else None)
     try:
         d = _interned.get(key)
     except TypeError:                   # unhashable aux data: not interned

@@ -436,8 +436,16 @@ def vjp(fun, *primals, has_aux=False):
     return _vjp(fun, primals, has_aux, fun)
 
 
-def _vjp(fun, primals, has_aux, hint_fun, hint_extra=()):
+def _vjp(fun, primals, has_aux, hint_fun, hint_extra=(), grad_argnums=None):
+    """vjp's work; grad_argnums: primals are grad's arguments at these positions, whose
+    leaves must be inexact (checked here, on the one flattening)."""
     leaves, in_tree = tree_util.tree_flatten(primals)
+    if grad_argnums is not None:
+        k = 0
+        for a, sub in zip(grad_argnums, in_tree.children):
+            for leaf in leaves[k:k + sub.num_leaves]:
+                _check_grad_input(leaf, a)
+            k += sub.num_leaves
     leaves = [canonicalize(x) for x in leaves]
     f = fun
     aux_store = {}
@@ -505,10 +513,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             if not -nargs <= a < nargs:
                 raise ValueError(f"argnums {argnums} out of range for {nargs} positional "
                                  "arguments")
-        diff = tuple(args[a] for a in argnums_t)
-        for a, d in zip(argnums_t, diff):
-            for leaf in tree_util.tree_leaves(d):
-                _check_grad_input(leaf, a)
+        diff = tuple([args[a] for a in argnums_t])
 
         def f_partial(*dargs):
             full = list(args)
@@ -517,9 +522,9 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             return fun(*full, **kwargs)
         extra = (argnums_t, len(args))
         if has_aux:
-            ans, vjp_fn, aux = _vjp(f_partial, diff, True, fun, extra)
+            ans, vjp_fn, aux = _vjp(f_partial, diff, True, fun, extra, argnums_t)
         else:
-            ans, vjp_fn = _vjp(f_partial, diff, False, fun, extra)
+            ans, vjp_fn = _vjp(f_partial, diff, False, fun, extra, argnums_t)
         out_aval = get_aval(ans) if not isinstance(ans, (tuple, list, dict)) else None
         if out_aval is None or out_aval.shape != ():
             shape = out_aval.shape if out_aval is not None else type(ans).__name__

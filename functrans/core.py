@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import itertools
 import threading
-from contextlib import contextmanager
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -412,16 +411,18 @@ class _State(threading.local):
         self.trusted = False
 
 
-@contextmanager
-def trusted_eval():
+class trusted_eval:
     """Within a transformation's evaluation of rules on well-typed programs, eager binds
-    skip their shape rule."""
-    s = _state()
-    prev, s.trusted = s.trusted, True
-    try:
-        yield
-    finally:
-        s.trusted = prev
+    skip their shape rule. (Context managers here are classes: a generator-based one
+    costs a few microseconds per use, paid on every transformed call.)"""
+    __slots__ = ("prev",)
+
+    def __enter__(self):
+        s = _thread_state
+        self.prev, s.trusted = s.trusted, True
+
+    def __exit__(self, *exc):
+        _thread_state.trusted = self.prev
 
 
 _thread_state = _State()
@@ -437,32 +438,33 @@ def trace_stack_snapshot():
     return (tuple(s.trace_stack), s.dynamic_trace, s.depth, s.trusted)
 
 
-@contextmanager
-def new_main(trace_type, global_data=None):
-    s = _state()
-    main = MainTrace(len(s.trace_stack), trace_type, global_data)
-    s.trace_stack.append(main)
-    s.depth += 1
-    try:
-        yield main
-    finally:
+class new_main:
+    """Push a MainTrace for `trace_type` for the duration of a with-block."""
+    __slots__ = ("trace_type", "global_data", "dynamic", "prev")
+
+    def __init__(self, trace_type, global_data=None, dynamic=False):
+        self.trace_type, self.global_data, self.dynamic = trace_type, global_data, dynamic
+
+    def __enter__(self):
+        s = _thread_state
+        main = MainTrace(len(s.trace_stack), self.trace_type, self.global_data)
+        s.trace_stack.append(main)
+        if self.dynamic:
+            self.prev, s.dynamic_trace = s.dynamic_trace, main
+        s.depth += 1
+        return main
+
+    def __exit__(self, *exc):
+        s = _thread_state
+        if self.dynamic:
+            s.dynamic_trace = self.prev
         s.trace_stack.pop()
         s.depth -= 1
 
 
-@contextmanager
 def new_dynamic_main(trace_type, global_data=None):
-    s = _state()
-    main = MainTrace(len(s.trace_stack), trace_type, global_data)
-    s.trace_stack.append(main)
-    prev, s.dynamic_trace = s.dynamic_trace, main
-    s.depth += 1
-    try:
-        yield main
-    finally:
-        s.dynamic_trace = prev
-        s.trace_stack.pop()
-        s.depth -= 1
+    """new_main whose trace also becomes the dynamic trace (every bind goes to it)."""
+    return new_main(trace_type, global_data, dynamic=True)
 
 
 def find_top_trace(xs) -> Trace:
@@ -704,9 +706,21 @@ def set_optimizing_compiler(fn):
 def optimized_program(jaxpr: Jaxpr):
     """The optimizing compiler's executable for a hot jaxpr, or False (keep the
     straight-line code) when none is registered or it declines."""
-    if _optimizing_compiler is None or not jaxpr.eqns:
+    if _optimizing_compiler is None or not jaxpr.eqns or \
+            any(e.primitive.effectful for e in jaxpr.eqns):   # callbacks run as written
         return False
     return _optimizing_compiler(jaxpr) or False
+
+
+def concrete_program(closed: ClosedJaxpr):
+    """closed as a function (xp, *args) -> outputs on concrete arrays, evaluated like
+    eval_jaxpr_concrete (straight-line code, the optimizing compiler's once hot)."""
+    jaxpr, consts = closed.jaxpr, list(closed.consts)
+
+    def run(xp, *args):
+        return eval_jaxpr_concrete(jaxpr, consts, *args)
+    run.closed = closed
+    return run
 
 
 def _compile_straight_line(jaxpr: Jaxpr):

@@ -22,8 +22,8 @@ import threading
 import numpy as np
 
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Primitive, ShapedArray, Trace,
-                    Tracer, Var, Zero, _thread_state, array_module, new_dynamic_main,
-                    new_main)
+                    Tracer, Var, Zero, _thread_state, array_module, concrete_program,
+                    new_dynamic_main, new_main)
 from ..tracing import JaxprBuilder, JaxprTrace
 from .. import passes
 from .grad_mode import STATE as GRAD_STATE
@@ -440,59 +440,6 @@ def prune_inputs(closed: ClosedJaxpr, keys, n_cts):
 
 
 # ---------------------------------------------------------------------------
-# compiling a jaxpr to straight-line Python over the primitives' implementations
-
-def compile_jaxpr(closed: ClosedJaxpr):
-    """A function (xp, *args) -> list of outputs running closed's equations by impl."""
-    j = closed.jaxpr
-    names = {}
-    glb = {}
-    lines = []
-    counter = [0]
-
-    def name(v):
-        n = names.get(v)
-        if n is None:
-            n = names[v] = f"v{counter[0]}"
-            counter[0] += 1
-        return n
-
-    def atom(a):
-        if type(a) is Var:
-            return names[a]
-        k = f"k{len(glb)}"
-        glb[k] = a.val
-        return k
-
-    for v, c in zip(j.constvars, closed.consts):
-        k = f"c{len(glb)}"
-        glb[k] = c
-        names[v] = k
-    args = [name(v) for v in j.invars]
-    for i, e in enumerate(j.eqns):
-        f = f"f{i}"
-        impl = e.primitive.impl
-        if e.params:
-            import functools
-            impl = functools.partial(impl, **e.params)
-        glb[f] = impl
-        ins = ", ".join(["xp"] + [atom(a) for a in e.invars])
-        if e.primitive.multiple_results:
-            outs = ", ".join(name(v) for v in e.outvars) + ("," if len(e.outvars) == 1 else "")
-            lines.append(f"    {outs} = {f}({ins})")
-        else:
-            lines.append(f"    {name(e.outvars[0])} = {f}({ins})")
-    outs = ", ".join(atom(a) for a in j.outvars)
-    src = (f"def _program(xp, {', '.join(args)}):\n" + "\n".join(lines)
-           + f"\n    return [{outs}]\n")
-    code = compile(src, "<functrans backward program>", "exec")
-    exec(code, glb)
-    fn = glb["_program"]
-    fn.source = src
-    return fn
-
-
-# ---------------------------------------------------------------------------
 # per-signature analysis: which slots does an op's backward read?
 
 def analyze(info: OpInfo):
@@ -539,7 +486,7 @@ class NodeProgram:
     def __init__(self, closed, slots, spec):
         self.closed = closed
         self.slots = slots
-        self.fn = compile_jaxpr(closed)
+        self.fn = concrete_program(closed)
         self.n_roots = len(spec.roots)
 
 
@@ -789,7 +736,7 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None):
 def _program_fn(closed, spec):
     """The compiled backward program; one that crosses an ft.compile node is lowered by the
     jit pipeline (optimized and fused) instead of straight-line impl calls."""
-    fn = compile_jaxpr(closed)
+    fn = concrete_program(closed)
     if any(st.prim.name == "compiled" for rn in spec.nodes for st in rn.info.steps):
         from ..compile_capture import capture_hooks
         return capture_hooks.fused_program(closed, fn)

@@ -171,17 +171,11 @@ def _params_key(params):
 
 
 def _structure_key(tape, n_in, out_idx):
-    try:
-        key = (tuple(tape.avals[:n_in]),
-               tuple([(i, tape.avals[i]) for i in tape.consts]),
-               # params in call order (the same call site gives the same order; a
-               # different order only costs a second derivation)
-               tuple([(p, tuple(pa.items()), ii, oi) for p, pa, ii, oi in tape.eqns]),
-               tuple(out_idx))
-        hash(key)
-        return key
-    except TypeError:                   # an unhashable param: derive without caching
-        return None
+    """The recorded program's structure (hashed once, by the cache lookup; params in call
+    order: the same call site gives the same order, another order only derives again)."""
+    return (tuple(tape.avals[:n_in]), tuple([(i, tape.avals[i]) for i in tape.consts]),
+            tuple([(p, tuple(pa.items()), ii, oi) for p, pa, ii, oi in tape.eqns]),
+            tuple(out_idx))
 
 
 class _Derived:
@@ -423,7 +417,10 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
         values = [_rewrap(vouter, tape, i, v) for i, v in enumerate(values)]
     available = [v is not None for v in values]
     key = _structure_key(tape, n_in, out_idx)
-    derived = _CACHE.get(key) if key is not None else None
+    try:
+        derived = _CACHE.get(key)
+    except TypeError:                   # an unhashable param: derive without caching
+        derived = key = None
     if derived is not None and not all([available[i] for i in derived.value_idx]):
         derived = None             # the structure changed and a value it reads is gone
         key = None

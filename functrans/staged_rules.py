@@ -15,25 +15,23 @@ _MAX_ENTRIES = 4096
 
 def signature(prim, params, vals, static):
     """Cache key of applying prim's rule to `vals`, or None when it cannot be staged
-    (tracer operands, effects, or params that are not hashable)."""
+    (tracer operands, effects); `lookup` declines keys that are not hashable."""
     if prim.effectful:
         return None
     for v in vals:
         if isinstance(v, Tracer):
             return None
-    key = (prim, tuple(params.items()), tuple([get_aval(v) for v in vals]), static)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return (prim, tuple(params.items()), tuple([get_aval(v) for v in vals]), static)
 
 
 def lookup(key, rule):
     """The staged form of `rule` (a function of a list of operands returning
     (flat outputs, aux)) for a `signature` key: (run, aux), or False if it cannot be
     staged."""
-    entry = _cache.get(key)
+    try:
+        entry = _cache.get(key)
+    except TypeError:                   # params that are not hashable
+        return False
     if entry is None:
         if len(_cache) >= _MAX_ENTRIES:
             _cache.clear()

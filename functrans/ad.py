@@ -456,11 +456,7 @@ def _vjp(fun, primals, has_aux, hint_fun, hint_extra=(), grad_argnums=None):
             return out
     f_flat, store = flatten_fun(f, in_tree)
     from .reverse import recorded_value, vjp_flat
-    try:
-        hint = (hint_fun, (hint_extra, in_tree, tuple(get_aval(x) for x in leaves)))
-        hash(hint[1])
-    except TypeError:
-        hint = None
+    hint = (hint_fun, (hint_extra, in_tree, tuple([get_aval(x) for x in leaves])))
     outs, back = vjp_flat(f_flat, leaves, hint, has_aux)
     out_tree = store["out_tree"]
     out_avals = [get_aval(o) for o in outs]

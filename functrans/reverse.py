@@ -431,7 +431,8 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
                 _CACHE[key] = derived
                 if len(_CACHE) > _CACHE_SIZE:
                     _CACHE.popitem(last=False)
-    _hint_set(hint, derived)
+    if derived is not expected:
+        _hint_set(hint, derived)
     with trusted_eval():
         residuals = derived.run("residual", [values[i] for i in derived.value_idx])
         if outer is not None:

@@ -31,22 +31,20 @@ _LOCK = threading.Lock()
 
 
 class RecordTracer(Tracer):
-    __slots__ = ("val", "idx", "_aval", "batched")
+    # aval, shape, dtype and weak_type are plain slots (they shadow Tracer's properties):
+    # functrans.numpy reads them several times per recorded op
+    __slots__ = ("val", "idx", "aval", "shape", "dtype", "weak_type", "batched")
 
-    def __init__(self, trace, val, idx, aval=None, batched=False):
+    def __init__(self, trace, val, idx, aval, batched=False):
         self._trace = trace
         self._origin = None
         self.val = val
         self.idx = idx
-        self._aval = aval
+        self.aval = aval
+        self.shape = aval.shape
+        self.dtype = aval.dtype
+        self.weak_type = aval.weak_type
         self.batched = batched          # val carries a stripped vmap's batch axis
-
-    @property
-    def aval(self):
-        a = self._aval
-        if a is None:
-            a = self._aval = get_aval(self.val)
-        return a
 
     def to_concrete_value(self):
         return None if self.batched else to_concrete(self.val)
@@ -106,7 +104,7 @@ class RecordTrace(Trace):
         if tape.batch is not None:
             return RecordTracer(self, tape.values[idx], idx, tape.avals[idx],
                                 tape.dims[idx] is not None)
-        return RecordTracer(self, tape.values[idx], idx)
+        return RecordTracer(self, tape.values[idx], idx, tape.avals[idx])
 
     lift = pure
 
@@ -128,10 +126,10 @@ class RecordTrace(Trace):
         if not prim.multiple_results:
             i = tape.add(out)
             tape.eqns.append((prim, params, in_idx, (i,)))
-            return RecordTracer(self, out, i)
+            return RecordTracer(self, out, i, tape.avals[i])
         out_idx = tuple([tape.add(o) for o in out])
         tape.eqns.append((prim, params, in_idx, out_idx))
-        return [RecordTracer(self, o, i) for o, i in zip(out, out_idx)]
+        return [RecordTracer(self, o, i, tape.avals[i]) for o, i in zip(out, out_idx)]
 
 
     def _process_batched(self, tape, prim, tracers, params):
@@ -149,6 +147,16 @@ class RecordTrace(Trace):
         tape.eqns.append((prim, params, in_idx, out_idx))
         return [RecordTracer(self, o, i, a, d is not None)
                 for o, i, a, d in zip(out, out_idx, out_aval, out_dim)]
+
+
+def _input(trace, tape, p):
+    """The recording's tracer of a primal (each primal its own index, even if repeated);
+    under a stripped vmap, its batched value (see vjp_flat)."""
+    if tape.batch is None:
+        i = tape.add(p, strong=True)
+        return RecordTracer(trace, p, i, tape.avals[i])
+    i = _add_unbatched(tape, p, True)
+    return RecordTracer(trace, tape.values[i], i, tape.avals[i], tape.dims[i] is not None)
 
 
 def _add_unbatched(tape, val, strong):
@@ -399,12 +407,7 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
         primals = [p.primal if isinstance(p, JVPTracer) else p for p in primals]
     with new_main(RecordTrace, tape) as main:
         trace = RecordTrace(main)
-        if vouter is None:
-            ins = [RecordTracer(trace, p, tape.add(p, strong=True)) for p in primals]
-        else:                    # vmap of vjp: record on the batched values, see above
-            ins = [trace.pure(p) for p in primals]
-            del tape.consts[:], tape.const_tangents[:]
-            tape.const_ids.clear()
+        ins = [_input(trace, tape, p) for p in primals]
         outs = [trace.full_raise(o) for o in f_flat(*ins)]
         out_idx = [o.idx for o in outs]
         outputs = [o.val for o in outs]

@@ -190,13 +190,14 @@ class _Derived:
     """The residual and backward programs of one recorded program structure, and their
     jvp/vmap-transformed versions (they are pure, so those can be cached too)."""
     __slots__ = ("residual", "backward", "value_idx", "keep", "nonzero", "n_out",
-                 "transformed", "forward", "all_idx")
+                 "transformed", "forward", "all_idx", "key")
 
     def __init__(self, residual, backward, value_idx, nonzero, n_out):
         self.residual, self.backward = residual, backward
         self.value_idx, self.nonzero, self.n_out = value_idx, nonzero, n_out
         self.keep = frozenset(value_idx)
         self.transformed: dict = {}
+        self.key = None                  # the structure key it is cached under
 
     def tangents(self, nonzero, values, residuals, tangents):
         """Tangents of the outputs and of the residuals along input tangents (a cached
@@ -420,16 +421,20 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
         values = [_rewrap(vouter, tape, i, v) for i, v in enumerate(values)]
     available = [v is not None for v in values]
     key = _structure_key(tape, n_in, out_idx)
-    try:
-        derived = _CACHE.get(key)
-    except TypeError:                   # an unhashable param: derive without caching
-        derived = key = None
+    if expected is not None and expected.key == key:
+        derived = expected              # the usual case: comparing is cheaper than hashing
+    else:
+        try:
+            derived = _CACHE.get(key)
+        except TypeError:               # an unhashable param: derive without caching
+            derived = key = None
     if derived is not None and not all([available[i] for i in derived.value_idx]):
         derived = None             # the structure changed and a value it reads is gone
         key = None
     if derived is None:
         derived = _derive(tape, n_in, out_idx, available)
         if key is not None and all(available):
+            derived.key = key
             with _LOCK:
                 _CACHE[key] = derived
                 if len(_CACHE) > _CACHE_SIZE:

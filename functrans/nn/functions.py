@@ -10,6 +10,8 @@ import numpy as np
 
 from .. import numpy as fnp
 from primitives import elementwise as ew
+from primitives import reductions as red
+from primitives import shape as sh
 from primitives.misc import stop_gradient
 
 
@@ -71,19 +73,33 @@ def logsumexp(x, axis=None, keepdims=False):
     return fnp.logsumexp(x, axis=axis, keepdims=keepdims)
 
 
+def _back(r, shape, axes):
+    """A reduction over `axes` broadcast back to `shape` in one broadcast_in_dim (not a
+    keepdims reshape followed by a broadcast)."""
+    kept = tuple(i for i in range(len(shape)) if i not in axes)
+    if not kept:
+        return r                # rank 0: elementwise primitives take it as it is
+    return sh.broadcast_in_dim(r, shape=shape, broadcast_dimensions=kept)
+
+
 def _shifted(x, axis):
+    """(x - stop_gradient(max x along axis), axes), the max broadcast back."""
     (x,) = fnp._promote_float(x)
-    return fnp.subtract(x, stop_gradient(fnp.max(x, axis=axis, keepdims=True)))
+    shape = fnp.shape(x)
+    axes = fnp._canon_axis(axis, len(shape))
+    return ew.sub(x, _back(stop_gradient(red.reduce_max(x, axes=axes)), shape, axes)), axes
 
 
 def log_softmax(x, axis=-1):
-    s = _shifted(x, axis)
-    return fnp.subtract(s, fnp.log(fnp.sum(fnp.exp(s), axis=axis, keepdims=True)))
+    s, axes = _shifted(x, axis)
+    shape = fnp.shape(s)
+    return ew.sub(s, _back(ew.log(red.reduce_sum(ew.exp(s), axes=axes)), shape, axes))
 
 
 def softmax(x, axis=-1):
-    e = fnp.exp(_shifted(x, axis))
-    return fnp.divide(e, fnp.sum(e, axis=axis, keepdims=True))
+    s, axes = _shifted(x, axis)
+    e = ew.exp(s)
+    return ew.div(e, _back(red.reduce_sum(e, axes=axes), fnp.shape(e), axes))
 
 
 def one_hot(x, num_classes, dtype=np.float32, axis=-1):

@@ -206,16 +206,19 @@ class _Derived:
         entry = self.transformed.get(key)
         if entry is None:
             entry = self.transformed[key] = self._tangent_program(nonzero)
-        prog, r_pos = entry
+        prog, r_pos, zeros_out = entry
         args = list(values) + [residuals[k] for k in r_pos] + list(tangents)
         if _has_tracer(args) or _thread_state.dynamic_trace.level:
-            return eval_jaxpr(prog.jaxpr, prog.consts, *args)
-        return eval_jaxpr_concrete(prog.jaxpr, prog.consts, *args)
+            outs = iter(eval_jaxpr(prog.jaxpr, prog.consts, *args))
+        else:
+            outs = iter(eval_jaxpr_concrete(prog.jaxpr, prog.consts, *args))
+        # symbolic zeros stay symbolic, so the jvp'd backward program skips their work
+        return [z if z is not None else next(outs) for z in zeros_out]
 
     def _tangent_program(self, nonzero):
         fwd, res = self.forward, self.residual.jaxpr
         q = Jaxpr(res.constvars, fwd.invars, fwd.eqns + res.eqns, fwd.outvars + res.outvars)
-        jvp_c, _ = jvp_jaxpr(ClosedJaxpr(q, self.residual.consts), list(nonzero), True)
+        jvp_c, out_nz = jvp_jaxpr(ClosedJaxpr(q, self.residual.consts), list(nonzero), False)
         n_q_in, n_q_out = len(fwd.invars), len(q.outvars)
         produced = {v for e in res.eqns for v in e.outvars}
         r_pos = [k for k, v in enumerate(res.outvars) if type(v) is Var and v in produced
@@ -235,7 +238,9 @@ class _Derived:
         invars = (list(fwd.invars) + eqn_outs + [res.outvars[k] for k in r_pos]
                   + list(j.invars[n_q_in:]))
         prog = dce_jaxpr(Jaxpr(j.constvars, invars, kept, t_out))
-        return ClosedJaxpr(prog, jvp_c.consts), r_pos
+        zeros_out = [None if nz else Zero(v.aval.strip_weak())
+                     for v, nz in zip(q.outvars, out_nz, strict=True)]
+        return ClosedJaxpr(prog, jvp_c.consts), r_pos, zeros_out
 
     def run(self, which, args):
         """Evaluate the residual or backward program. Under one jvp or vmap level whose

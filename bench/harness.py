@@ -168,13 +168,16 @@ def check(wl: Workload, case: Case | None = None):
 class Settings:
     rounds: int = 30          # timing rounds (each round times every variant once)
     min_rounds: int = 7       # rounds kept even past the time budget
-    warmup: int = 3           # untimed calls per variant before calibration
+    warmup: int = 10          # untimed calls per variant before calibration (enough for
+                              # caches and for hot programs to be lowered, core.HOT_RUNS)
+    warmup_s: float = 0.05    # ... and at least this long, so calibration sees steady state
     sample_s: float = 0.02    # a sample repeats a call until it lasts about this long
     budget_s: float = 12.0    # stop adding rounds to a workload after this much time
 
     @classmethod
     def quick(cls):
-        return cls(rounds=5, min_rounds=3, warmup=1, sample_s=0.002, budget_s=1.5)
+        return cls(rounds=5, min_rounds=3, warmup=1, warmup_s=0.0, sample_s=0.002,
+                   budget_s=1.5)
 
 
 def _calibrate(fn, sample_s):
@@ -196,8 +199,11 @@ def time_variants(variants: dict, settings: Settings):
     """Time each zero-arg callable in interleaved rounds; return {name: per-call seconds list}."""
     names = list(variants)
     for name in names:
-        for _ in range(settings.warmup):
+        t0 = time.perf_counter()
+        k = 0
+        while k < settings.warmup or time.perf_counter() - t0 < settings.warmup_s:
             variants[name]()
+            k += 1
     reps = {name: _calibrate(variants[name], settings.sample_s) for name in names}
     samples = {name: [] for name in names}
     gc.collect()

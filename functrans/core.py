@@ -7,8 +7,8 @@ innermost interpreter that owns one of them.
 """
 from __future__ import annotations
 
-import math
 import itertools
+import math
 import threading
 from typing import Any, Callable, NamedTuple
 

@@ -167,7 +167,7 @@ def compile_jaxpr(closed: ClosedJaxpr, device="cpu", donated=(), name="jitted"):
 
 def _lower_hot_program(jaxpr):
     """core.optimized_program's compiler: a hot jaxpr (consts as leading arguments) lowered
-    by the CPU backend; None if a primitive in it has no CPU lowering."""
+    by the CPU backend, its outputs allowed to alias its inputs; None if lowering fails."""
     flat = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
     try:
         return lower_jaxpr(ClosedJaxpr(flat, []), "cpu", (), "program",

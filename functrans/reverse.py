@@ -131,7 +131,6 @@ class RecordTrace(Trace):
         tape.eqns.append((prim, params, in_idx, out_idx))
         return [RecordTracer(self, o, i, tape.avals[i]) for o, i in zip(out, out_idx)]
 
-
     def _process_batched(self, tape, prim, tracers, params):
         """Under a stripped vmap: the shape rule on the unbatched avals (so errors name the
         shapes the user's function sees), the batching rule on the batched values."""
@@ -176,6 +175,13 @@ def _has_tracer(xs):
 
 def _params_key(params):
     return tuple(sorted(params.items()))
+
+
+def _same_key(a, b):
+    try:
+        return a == b
+    except (TypeError, ValueError):     # params holding arrays compare elementwise
+        return False
 
 
 def _structure_key(tape, n_in, out_idx):
@@ -426,7 +432,7 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
         values = [_rewrap(vouter, tape, i, v) for i, v in enumerate(values)]
     available = [v is not None for v in values]
     key = _structure_key(tape, n_in, out_idx)
-    if expected is not None and expected.key == key:
+    if expected is not None and _same_key(expected.key, key):
         derived = expected              # the usual case: comparing is cheaper than hashing
     else:
         try:

@@ -6,6 +6,7 @@ axes are batch, then lhs free, then rhs free (XLA's convention).
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal

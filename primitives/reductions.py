@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from functrans.core import DTypeError, ShapedArray, ShapeError

@@ -10,9 +10,9 @@ interpreted per equation at run time.
 """
 from __future__ import annotations
 
-import math
 import functools
 import itertools
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor

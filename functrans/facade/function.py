@@ -12,8 +12,8 @@ history is not in the graph and the second derivative would be wrong.
 """
 from __future__ import annotations
 
-import math
 import functools
+import math
 
 import numpy as np
 

@@ -2,8 +2,8 @@
 torch's signatures and grad_fn names. Views share storage and the version counter."""
 from __future__ import annotations
 
-import math
 import builtins
+import math
 from collections import namedtuple
 
 import numpy as np

@@ -7,7 +7,7 @@ import inspect
 import numpy as np
 
 from . import tree_util
-from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Trace, Tracer, Var,
+from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, Var,
                    get_aval, is_python_scalar, new_dynamic_main)
 
 

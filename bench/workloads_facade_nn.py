@@ -1,5 +1,6 @@
-"""Facade nn/optim workloads (issue 4): a full training step and a WGAN-GP critic step,
-each against hand-written NumPy doing the same arithmetic.
+"""Facade workloads (issue 4): the per-op overhead of recorded ops on tiny tensors, a full
+training step and a WGAN-GP critic step, each against hand-written NumPy doing the same
+arithmetic.
 
 Every variant owns its parameters and advances them by one step per call; the harness's
 first (checking) call of each variant starts from the same initial state, so the returned
@@ -14,6 +15,49 @@ import functrans.nn as nn
 import functrans.nn.functional as F
 
 from .harness import workload
+from .workloads_core import CHAIN_REPEATS, chain, chain_inputs
+
+# ---------------------------------------------------------------------------
+# recorded 200-op elementwise chain on f32[8]: forward, sum, backward
+
+
+def chain_fwd_bwd_floor(x, a, b):
+    """sum(chain(x)) and its gradient w.r.t. x by hand: each block's forward keeps what
+    its derivative reads, the backward multiplies the local derivatives in reverse."""
+    saved = []
+    y = x
+    for _ in range(CHAIN_REPEATS):
+        s1 = y
+        y = np.sin(y) * a
+        s3 = y
+        t = np.tanh(np.cos(y) + b)
+        e = np.exp(t)
+        s9 = (e - a) * 0.5
+        y = np.sin(s9)
+        y = y + y
+        saved.append((s1, s3, t, e, s9))
+    g = np.ones_like(y)
+    for s1, s3, t, e, s9 in reversed(saved):
+        g = 2 * g * np.cos(s9) * 0.5 * e * (1 - t * t)
+        g = -g * np.sin(s3) * a * np.cos(s1)
+    return [y.sum(), g]
+
+
+@workload("facade_chain200_tiny", issue=4, targets={"facade": 6.0},
+          description="recorded 200-op elementwise chain on f32[8] (facade Tensors), sum, "
+                      "backward vs the same forward and hand-written backward in NumPy")
+def facade_chain200_tiny():
+    x, a, b = chain_inputs()
+    tx = ft.tensor(x, requires_grad=True)
+    ta, tb = ft.tensor(a), ft.tensor(b)
+
+    def facade():
+        tx.grad = None
+        loss = chain(ft, tx, ta, tb).sum()
+        loss.backward()
+        return [loss.detach().numpy(), tx.grad.numpy()]
+    return {"numpy": lambda: chain_fwd_bwd_floor(x, a, b), "facade": facade}
+
 
 # ---------------------------------------------------------------------------
 # MLP 784-512-512-10, batch 128: forward, cross-entropy, backward, SGD(momentum) step

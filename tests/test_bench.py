@@ -71,6 +71,17 @@ def test_mlp_floor_matches_finite_differences():
     _assert_tree_close(grads, _fd_grad(loss, params), rtol=1e-6, atol=1e-8)
 
 
+def test_facade_chain_floor_matches_finite_differences():
+    from bench import workloads_facade_nn as wfn
+    x, a, b = wcore.chain_inputs(dtype=np.float64)
+    total, g = wfn.chain_fwd_bwd_floor(x, a, b)
+    np.testing.assert_allclose(total, wcore.chain(np, x, a, b).sum(), rtol=1e-12)
+    h = 1e-6
+    fd = np.array([(wcore.chain(np, x + h * e, a, b).sum() - wcore.chain(np, x - h * e, a, b).sum())
+                   / (2 * h) for e in np.eye(x.size)])
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-7)
+
+
 def test_hvp_floor_matches_finite_differences():
     params, v, x, y = wad.hvp_inputs(sizes=(3, 5, 4, 1), batch=6, dtype=np.float64)
     loss = lambda p: wad.tanh_mlp_loss_np(p, x, y)  # noqa: E731

@@ -269,7 +269,13 @@ def clone(input, memory_format=None):  # noqa: A002
 
 
 def _method_fn(name):
+    meth = []                   # Tensor's own method, looked up on first use
+
     def f(input, *args, **kwargs):  # noqa: A002
+        if type(input) is Tensor:   # the common case: no bound-method object per call
+            if not meth:
+                meth.append(getattr(Tensor, name))
+            return meth[0](input, *args, **kwargs)
         if not isinstance(input, Tensor):
             from .creation import tensor
             input = tensor(input)

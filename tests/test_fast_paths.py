@@ -907,3 +907,41 @@ def test_broadcast_in_dim_impl(make, shape, dims):
     cp = np.array(out)
     cp += 1
     np.testing.assert_array_equal(cp, want + 1)
+
+
+# ---------------------------------------------------------------------------
+# 8. hot facade composites (facade/record.Composite.evaluate)
+
+def test_hot_facade_composites_match_numpy_and_keep_views():
+    """F.linear / relu / cross_entropy keep their values and gradients once their composite
+    runs as a lowered program (after core.HOT_RUNS calls); view ops still share storage."""
+    import sys
+    import functrans.nn.functional as F
+    record = sys.modules["functrans.facade.record"]
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((5, 4))
+    b = rng.standard_normal(5)
+    for it in range(core.HOT_RUNS + 4):
+        x = rng.standard_normal((6, 4))
+        y = rng.integers(0, 5, 6)
+        tw = ft.tensor(w, requires_grad=True)
+        tb = ft.tensor(b, requires_grad=True)
+        loss = F.cross_entropy(F.relu(F.linear(ft.tensor(x), tw, tb)), ft.tensor(y))
+        loss.backward()
+        h = x @ w.T + b
+        r = np.maximum(h, 0)
+        z = r - r.max(axis=1, keepdims=True)
+        p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(loss.item(), -np.log(p[np.arange(6), y]).mean(), rtol=1e-12)
+        g = p.copy()
+        g[np.arange(6), y] -= 1
+        g = g / 6 * (h > 0)
+        np.testing.assert_allclose(tw.grad.numpy(), g.T @ x, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(tb.grad.numpy(), g.sum(0), rtol=1e-10, atol=1e-12)
+    assert any(c.hot for c in record._COMPOSITES.values()), "no composite was lowered"
+    t = ft.tensor(np.arange(6.0))
+    for _ in range(core.HOT_RUNS + 4):
+        v = t.view(2, 3)
+        v[0, 0] = 7.0
+        assert t[0].item() == 7.0
+        t[0] = 0.0

@@ -16,7 +16,8 @@ import traceback
 
 import numpy as np
 
-from ..core import Literal, ShapedArray, Tracer
+from ..core import (HOT_RUNS, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer, Var,
+                    optimized_program)
 from ..tracing import trace_to_jaxpr
 from primitives import elementwise as ew
 from primitives import shape as sh
@@ -252,8 +253,8 @@ def _forward_stack():
 
 class Composite:
     """A traced op: steps over slots plus a compiled eager runner returning every slot."""
-    __slots__ = ("steps", "n_in", "out_slots", "slot_avals", "run", "out_tree", "view",
-                 "any_float", "infos")
+    __slots__ = ("steps", "n_in", "out_slots", "slot_avals", "run", "out_tree",
+                 "any_float", "infos", "runs", "hot", "needed")
 
     def __init__(self, steps, n_in, out_slots, slot_avals, out_tree):
         self.steps, self.n_in = steps, n_in
@@ -262,6 +263,51 @@ class Composite:
         self.run = compile_steps(steps, n_in, len(slot_avals))
         self.any_float = any(slot_avals[s].dtype.kind in "fc" for s in out_slots)
         self.infos = {}          # (grad_fn name, requires-grad mask) -> OpInfo
+        self.runs, self.hot, self.needed = 0, None, ()
+
+    def evaluate(self, xp, arrays, view):
+        """Every slot's value. A composite run HOT_RUNS times on NumPy arrays becomes a
+        jit-lowered program computing only its outputs and the slots backward programs
+        hold (in place where it can); the other intermediates are None, computed on demand
+        by _compute_slot. View ops keep the step-by-step runner (they must share storage)."""
+        if xp is np and not view:
+            hot = self.hot
+            if hot is None:
+                self.runs += 1
+                if self.runs >= HOT_RUNS:
+                    hot = self.hot = self._lower()
+            if hot:
+                vals = list(arrays) + [None] * (len(self.slot_avals) - self.n_in)
+                for s, v in zip(self.needed, hot(*arrays)):
+                    vals[s] = v
+                return vals
+        return self.run(xp, *arrays)
+
+    def _lower(self):
+        if len(self.steps) < 2:
+            return False
+        needed = set(self.out_slots)
+        for info in self.infos.values():
+            needed.update(s for s, _ in (info.plan or _hold_plan(info)) if s >= self.n_in)
+        self.needed = tuple(sorted(needed))
+        var = [Var(a) for a in self.slot_avals]
+        constvars, consts = [], []
+
+        def atom(r):
+            if type(r) is int:
+                return var[r]
+            if np.ndim(r.val):              # an array constant: a constvar of the program
+                constvars.append(Var(r.aval))
+                consts.append(r.val)
+                return constvars[-1]
+            return r
+        eqns = [JaxprEqn(st.prim, [atom(r) for r in st.refs], st.params,
+                         [var[o] for o in st.outs]) for st in self.steps]
+        exe = optimized_program(Jaxpr(constvars, var[:self.n_in], eqns,
+                                      [var[s] for s in self.needed]))
+        if not exe or not consts:
+            return exe
+        return lambda *args: exe(*consts, *args)
 
 
 _COMPOSITES: dict = {}

@@ -777,7 +777,7 @@ def apply_fn(name, fn, args, static=(), view=False):
         comp = _COMPOSITES[key] = _trace_composite(fn, static, _avals_of(args, arrays))
     if not cpu and any(isinstance(d, Tracer) for d in arrays):
         return _capture().apply_composite(name, comp, args, arrays, view)
-    vals = comp.run(np if cpu else array_module(*arrays), *arrays)
+    vals = comp.evaluate(np if cpu else array_module(*arrays), arrays, view)
     outs = []
     for s in comp.out_slots:
         v = vals[s]

@@ -1,10 +1,10 @@
-"""Batching rules staged once per abstract signature.
+"""Transformation rules staged once per abstract signature.
 
-A batching rule applied to concrete arrays is a pure function of the operands' avals, the
-primitive's params and the batch axes. The first application traces the rule into a jaxpr
-(type-checked by the shape rules as it is traced) and compiles it to straight-line code;
-later applications with the same signature call that code, skipping the rule's Python and
-the shape checks. (JVP rules could be staged the same way; they are not yet.)"""
+A batching or JVP rule applied to concrete arrays is a pure function of the operands'
+avals, the primitive's params and the rule's static inputs (batch axes; which tangents are
+symbolically zero). The first application traces the rule into a jaxpr (type-checked by
+the shape rules as it is traced) and compiles it to straight-line code; later applications
+with the same signature call that code, skipping the rule's Python and the shape checks."""
 from __future__ import annotations
 
 from .core import Tracer, _compile_straight_line, array_module, get_aval

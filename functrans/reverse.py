@@ -460,11 +460,26 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
     del tape, values
 
     def vjp(cts):
+        args = list(residuals) + list(cts)
         with trusted_eval():
-            g = derived.run("backward", list(residuals) + list(cts))
+            g = _unaliased(derived.run("backward", args), args)
         it = iter(g)
         return [next(it) if nz else None for nz in derived.nonzero]
     return outputs, vjp
+
+
+def _unaliased(outs, args):
+    """outs with copies of the NumPy arrays that are (views of) a program input or an
+    earlier output, or read-only (broadcast views): a gradient the caller writes into must
+    not change the caller's data or another gradient, and must be writable."""
+    seen = {id(a) for a in args if type(a) is np.ndarray}
+    for i, o in enumerate(outs):
+        if type(o) is np.ndarray:
+            if id(o) in seen or (o.base is not None and id(o.base) in seen) \
+                    or not o.flags.writeable:
+                o = outs[i] = o.copy()
+            seen.add(id(o))
+    return outs
 
 
 def recorded_value(x):

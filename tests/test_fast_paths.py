@@ -976,3 +976,20 @@ def test_staged_jvp_rules_match_finite_differences(name):
         np.testing.assert_allclose(ty, fd, rtol=1e-6, atol=1e-8)
     if name == "zero_tangent_out":
         assert np.all(np.asarray(ty) == 0)
+
+
+def test_gradients_are_fresh_writable_arrays():
+    """Gradients never alias each other, an input or a cotangent, and are writable, on the
+    first call and once the backward program is hot."""
+    x, y = np.ones(3), np.arange(3.0)
+    for _ in range(core.HOT_RUNS + 2):
+        gx, gy = ft.grad(lambda a, b: fnp.sum((a + b) * 3.0), argnums=(0, 1))(x, y)
+        assert not np.shares_memory(gx, gy) and gx.flags.writeable and gy.flags.writeable
+        g = ft.grad(lambda a: fnp.sum(a))(x)
+        assert g.flags.writeable and not np.shares_memory(g, x)
+        ct = np.ones(3)
+        (gv,) = ft.vjp(lambda a: a * 1.0, x)[1](ct)
+        assert not np.shares_memory(gv, ct) and not np.shares_memory(gv, x)
+        gx *= 2.0                          # writing into one gradient changes nothing else
+        np.testing.assert_array_equal(gy, 3.0)
+        np.testing.assert_array_equal(x, 1.0)

@@ -212,12 +212,11 @@ class JaxprEqn(NamedTuple):
 
 class Jaxpr:
     """A closed-over-nothing program: typed inputs, equations, outputs."""
-    __slots__ = ("constvars", "invars", "eqns", "outvars", "_runs", "_compiled", "_hot")
+    __slots__ = ("constvars", "invars", "eqns", "outvars", "_runs", "_compiled")
 
     def __init__(self, constvars, invars, eqns, outvars):
         self._runs = 0
-        self._compiled = None
-        self._hot = None
+        self._compiled = None        # its _Program once it runs a second time
         self.constvars = list(constvars)
         self.invars = list(invars)
         self.eqns = list(eqns)
@@ -668,16 +667,18 @@ def _eval_jaxpr_concrete(jaxpr: Jaxpr, env: dict):
     xp = array_module(*env.values())
     jaxpr._runs += 1
     if jaxpr._runs > 1:
+        prog = jaxpr._compiled
+        if prog is None:
+            prog = jaxpr._compiled = _program_of(jaxpr)
         args = [env[v] for v in jaxpr.constvars] + [env[v] for v in jaxpr.invars]
         if xp is np:
-            hot = jaxpr._hot
-            if hot is None and jaxpr._runs >= HOT_RUNS:
-                hot = jaxpr._hot = optimized_program(jaxpr)
+            prog.runs += 1
+            hot = prog.hot
+            if hot is None and prog.runs >= HOT_RUNS:
+                hot = prog.hot = optimized_program(jaxpr)
             if hot:
                 return hot(*args)
-        if jaxpr._compiled is None:
-            jaxpr._compiled = _compile_straight_line(jaxpr)
-        return jaxpr._compiled(xp, *args)
+        return prog.straight(xp, *args)
     for eqn in jaxpr.eqns:
         invals = [env[a] if type(a) is Var else a.val for a in eqn.invars]
         out = eqn.primitive.impl(xp, *invals, **eqn.params)
@@ -695,6 +696,55 @@ def _eval_jaxpr_concrete(jaxpr: Jaxpr, env: dict):
 # does not import it.
 HOT_RUNS = 8
 _optimizing_compiler = None
+
+
+class _Program:
+    """The compiled forms of one jaxpr structure, shared by equal jaxprs (a loop body traced
+    again at every call of an un-jitted scan compiles once, not at every call)."""
+    __slots__ = ("straight", "hot", "runs")
+
+    def __init__(self, straight):
+        self.straight, self.hot, self.runs = straight, None, 0
+
+
+_PROGRAMS: dict = {}
+_PROGRAMS_SIZE = 1024
+
+
+def _program_of(jaxpr: Jaxpr) -> _Program:
+    key = _structure_key(jaxpr)
+    try:
+        prog = _PROGRAMS.get(key)
+    except TypeError:                   # an unhashable param: not shared
+        return _Program(_compile_straight_line(jaxpr))
+    if prog is None:
+        if len(_PROGRAMS) >= _PROGRAMS_SIZE:
+            _PROGRAMS.clear()
+        prog = _PROGRAMS[key] = _Program(_compile_straight_line(jaxpr))
+    return prog
+
+
+def _structure_key(jaxpr: Jaxpr):
+    """Everything a compiled jaxpr depends on: avals, primitives, params, literal values
+    and the dataflow (variables numbered in order of definition)."""
+    num: dict = {}
+
+    def atom(a):
+        if type(a) is Var:
+            return num[a]
+        v = np.asarray(a.val)
+        return ("lit", v.dtype.str, v.shape, v.tobytes(), a.aval.weak_type)
+    for v in jaxpr.constvars + jaxpr.invars:
+        num[v] = len(num)
+    eqns = []
+    for e in jaxpr.eqns:
+        ins = tuple([atom(a) for a in e.invars])
+        for v in e.outvars:
+            num[v] = len(num)
+        eqns.append((e.primitive, tuple(e.params.items()), ins,
+                     tuple([v.aval for v in e.outvars])))
+    return (tuple([v.aval for v in jaxpr.constvars]), tuple([v.aval for v in jaxpr.invars]),
+            tuple(eqns), tuple([atom(a) for a in jaxpr.outvars]))
 
 
 def set_optimizing_compiler(fn):

@@ -212,11 +212,12 @@ class JaxprEqn(NamedTuple):
 
 class Jaxpr:
     """A closed-over-nothing program: typed inputs, equations, outputs."""
-    __slots__ = ("constvars", "invars", "eqns", "outvars", "_runs", "_compiled")
+    __slots__ = ("constvars", "invars", "eqns", "outvars", "_runs", "_compiled", "_skey")
 
     def __init__(self, constvars, invars, eqns, outvars):
         self._runs = 0
         self._compiled = None        # its _Program once it runs a second time
+        self._skey = None            # its structure_key, once computed
         self.constvars = list(constvars)
         self.invars = list(invars)
         self.eqns = list(eqns)
@@ -237,12 +238,42 @@ class Jaxpr:
 
 
 class ClosedJaxpr:
-    """A jaxpr together with the values of its constvars."""
-    __slots__ = ("jaxpr", "consts")
+    """A jaxpr together with the values of its constvars.
+
+    Equal (and equally hashed) when the jaxprs have the same structure and the consts are
+    the same objects: a control-flow body traced again at every call is then the same
+    parameter for every cache keyed by params (derived gradients, staged rules, programs)."""
+    __slots__ = ("jaxpr", "consts", "_hash")
 
     def __init__(self, jaxpr: Jaxpr, consts):
         self.jaxpr = jaxpr
         self.consts = list(consts)
+        self._hash = None
+
+    def _key(self):
+        """(structure, const ids), or None when a param is not hashable (identity then)."""
+        h = self._hash
+        if h is None:
+            try:
+                h = hash((structure_key(self.jaxpr), tuple(map(id, self.consts))))
+            except TypeError:
+                h = False
+            self._hash = h
+        return h
+
+    def __hash__(self):
+        h = self._key()
+        return h if h is not False else id(self)
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if type(other) is not ClosedJaxpr:
+            return NotImplemented
+        h = self._key()
+        return (h is not False and h == other._key() and len(self.consts) == len(other.consts)
+                and all(a is b for a, b in zip(self.consts, other.consts))
+                and structure_key(self.jaxpr) == structure_key(other.jaxpr))
 
     in_avals = property(lambda self: self.jaxpr.in_avals)
     out_avals = property(lambda self: self.jaxpr.out_avals)
@@ -712,7 +743,7 @@ _PROGRAMS_SIZE = 1024
 
 
 def _program_of(jaxpr: Jaxpr) -> _Program:
-    key = _structure_key(jaxpr)
+    key = structure_key(jaxpr)
     try:
         prog = _PROGRAMS.get(key)
     except TypeError:                   # an unhashable param: not shared
@@ -724,9 +755,17 @@ def _program_of(jaxpr: Jaxpr) -> _Program:
     return prog
 
 
-def _structure_key(jaxpr: Jaxpr):
+def structure_key(jaxpr: Jaxpr):
     """Everything a compiled jaxpr depends on: avals, primitives, params, literal values
-    and the dataflow (variables numbered in order of definition)."""
+    and the dataflow (variables numbered in order of definition). Computed once per jaxpr
+    (jaxprs are not modified after construction)."""
+    k = jaxpr._skey
+    if k is None:
+        k = jaxpr._skey = _compute_structure_key(jaxpr)
+    return k
+
+
+def _compute_structure_key(jaxpr: Jaxpr):
     num: dict = {}
 
     def atom(a):

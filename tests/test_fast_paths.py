@@ -995,3 +995,49 @@ def test_gradients_are_fresh_writable_arrays():
         gx *= 2.0                          # writing into one gradient changes nothing else
         np.testing.assert_array_equal(gy, 3.0)
         np.testing.assert_array_equal(x, 1.0)
+
+
+# ---------------------------------------------------------------------------
+# 10. programs shared by structure (core.structure_key, ClosedJaxpr equality)
+
+def test_closed_jaxprs_equal_by_structure_and_const_identity():
+    f = lambda x: fnp.tanh(x) * 2.0 + 1.0
+    a = ft.make_jaxpr(f)(np.ones(3))
+    b = ft.make_jaxpr(f)(np.ones(3))
+    assert a is not b and a == b and hash(a) == hash(b)
+    assert a != ft.make_jaxpr(lambda x: fnp.tanh(x) * 3.0 + 1.0)(np.ones(3))   # literal differs
+    assert a != ft.make_jaxpr(f)(np.ones(4))                                   # shape differs
+    c1, c2 = np.ones(3), np.ones(3)
+    g1 = ft.make_jaxpr(lambda x: x * c1)(np.ones(3))
+    g2 = ft.make_jaxpr(lambda x: x * c2)(np.ones(3))
+    assert g1.consts and g1 != g2                 # equal values, other objects: not shared
+
+
+def test_grad_through_scan_derives_once_and_stays_correct():
+    """The scan body is traced again at every call; its gradient programs are derived once
+    (the structure key sees equal bodies) and stay right when the data changes."""
+    def loss(w, xs):
+        def cell(h, x):
+            h = fnp.tanh(h * w + x)
+            return h, h
+        _, hs = ft.lax.scan(cell, fnp.zeros(3, dtype=xs.dtype), xs)
+        return fnp.sum(hs * hs)
+
+    def loss_np(w, xs):
+        h, tot = np.zeros(3), 0.0
+        for x in xs:
+            h = np.tanh(h * w + x)
+            tot += np.sum(h * h)
+        return tot
+    rng = np.random.default_rng(5)
+    g = ft.grad(loss)
+    sizes = []
+    for it in range(core.HOT_RUNS + 3):
+        w, xs = rng.standard_normal(3), rng.standard_normal((6, 3))
+        got = g(w, xs)
+        h = 1e-6
+        fd = np.array([(loss_np(w + h * e, xs) - loss_np(w - h * e, xs)) / (2 * h)
+                       for e in np.eye(3)])
+        np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-8)
+        sizes.append(len(reverse._CACHE))
+    assert sizes[-1] == sizes[1], "the gradient of the scan was derived again on later calls"

@@ -251,7 +251,8 @@ class ClosedJaxpr:
         self._hash = None
 
     def _key(self):
-        """(structure, const ids), or None when a param is not hashable (identity then)."""
+        """The hash of (structure, const ids), or False when a param is not hashable (the
+        jaxpr then compares by identity)."""
         h = self._hash
         if h is None:
             try:

@@ -1036,6 +1036,11 @@ def copy(a):
 # linear algebra
 
 def matmul(a, b):
+    if (type(a) is _np.ndarray or isinstance(a, Tracer)) and \
+            (type(b) is _np.ndarray or isinstance(b, Tracer)) and a.dtype == b.dtype and \
+            len(a.shape) == 2 and len(b.shape) == 2 and a.shape[1] == b.shape[0]:
+        # the common case, matrix @ matrix of one dtype: nothing to promote or broadcast
+        return la.dot_general(a, b, dimension_numbers=(((1,), (0,)), ((), ())))
     x, y = _promote_same_dtype([a, b])
     x, y = _as_operand(x), _as_operand(y)
     xs, ys = _shape(x), _shape(y)

@@ -664,15 +664,10 @@ Tracer.__hash__ = None  # tracers define __eq__ elementwise, so they are unhasha
 
 def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
     """Run a jaxpr by binding its equations (so it works under any transformation)."""
-    env: dict = {}
-    for v, x in zip(jaxpr.constvars, consts, strict=True):
-        env[v] = x
-    if len(args) != len(jaxpr.invars):
-        raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(args)}")
-    for v, x in zip(jaxpr.invars, args):
-        env[v] = x
-    if _state().depth == 0 and not any(isinstance(x, Tracer) for x in env.values()):
-        return _eval_jaxpr_concrete(jaxpr, env)
+    vals = _inputs(jaxpr, consts, args)
+    if _thread_state.depth == 0 and not any(isinstance(x, Tracer) for x in vals):
+        return _eval_jaxpr_concrete(jaxpr, vals)
+    env = dict(zip(jaxpr.constvars + jaxpr.invars, vals))
     for eqn in jaxpr.eqns:
         invals = [env[a] if type(a) is Var else a.val for a in eqn.invars]
         out = eqn.primitive.bind(*invals, **eqn.params)
@@ -684,33 +679,40 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
     return [env[a] if type(a) is Var else a.val for a in jaxpr.outvars]
 
 
+def _inputs(jaxpr, consts, args):
+    if len(args) != len(jaxpr.invars):
+        raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(args)}")
+    if len(consts) != len(jaxpr.constvars):
+        raise ValueError(f"jaxpr has {len(jaxpr.constvars)} constvars, got {len(consts)} "
+                         "consts")
+    return [*consts, *args]
+
+
 def eval_jaxpr_concrete(jaxpr: Jaxpr, consts, *args):
     """eval_jaxpr for callers that know every input is a concrete array, even while
     transformations are active (the implementations run directly)."""
-    env = dict(zip(jaxpr.constvars, consts, strict=True))
-    env.update(zip(jaxpr.invars, args, strict=True))
-    return _eval_jaxpr_concrete(jaxpr, env)
+    return _eval_jaxpr_concrete(jaxpr, _inputs(jaxpr, consts, args))
 
 
-def _eval_jaxpr_concrete(jaxpr: Jaxpr, env: dict):
-    """eval_jaxpr on concrete arrays: the jaxpr is already well typed, so the
-    implementations are called directly. A jaxpr evaluated more than once is compiled
-    to straight-line Python (one call per equation, no interpreter loop)."""
-    xp = array_module(*env.values())
+def _eval_jaxpr_concrete(jaxpr: Jaxpr, vals: list):
+    """eval_jaxpr on concrete arrays (vals: consts then args): the jaxpr is already well
+    typed, so the implementations are called directly. A jaxpr evaluated more than once
+    runs as compiled code (see _Program)."""
+    xp = array_module(*vals)
     jaxpr._runs += 1
     if jaxpr._runs > 1:
         prog = jaxpr._compiled
         if prog is None:
             prog = jaxpr._compiled = _program_of(jaxpr)
-        args = [env[v] for v in jaxpr.constvars] + [env[v] for v in jaxpr.invars]
         if xp is np:
             prog.runs += 1
             hot = prog.hot
             if hot is None and prog.runs >= HOT_RUNS:
                 hot = prog.hot = optimized_program(jaxpr)
             if hot:
-                return hot(*args)
-        return prog.straight(xp, *args)
+                return hot(*vals)
+        return prog.straight(xp, *vals)
+    env = dict(zip(jaxpr.constvars + jaxpr.invars, vals))
     for eqn in jaxpr.eqns:
         invals = [env[a] if type(a) is Var else a.val for a in eqn.invars]
         out = eqn.primitive.impl(xp, *invals, **eqn.params)

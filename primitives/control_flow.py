@@ -18,7 +18,7 @@ import numpy as np
 
 from functrans.core import (ClosedJaxpr, FunctransError, Jaxpr, ShapedArray, Var, Zero,
                             eval_jaxpr, get_aval, is_undefined)
-from functrans.core import _eval_jaxpr_concrete  # impls see concrete values only
+from functrans.core import eval_jaxpr_concrete  # impls see concrete values only
 from functrans.passes import dce_jaxpr
 from .base import aval_of, bdim_size, broadcast_batched, defprim, instantiate, moveaxis, zeros
 
@@ -37,10 +37,7 @@ def _eval(closed, *args):
 def _run(closed, *args):
     """Evaluate a sub-jaxpr inside an impl: every value there is concrete, so the
     implementations are called directly (a body run many times becomes straight-line code)."""
-    j = closed.jaxpr
-    env = dict(zip(j.constvars, closed.consts))
-    env.update(zip(j.invars, args, strict=True))
-    return _eval_jaxpr_concrete(j, env)
+    return eval_jaxpr_concrete(closed.jaxpr, closed.consts, *args)
 
 
 def _trace(fun, avals):

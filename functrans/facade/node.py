@@ -185,13 +185,13 @@ def user_frame(depth=2):
     """(code, lineno) of the innermost frame outside functrans: where the user called the op
     (depth: frames known to be internal, counted from the caller)."""
     f = sys._getframe(depth)
-    internal = _INTERNAL_CODES
-    while f is not None:
+    internal = _INTERNAL_CODES          # id(code) -> (code, inside): ids hash cheaply,
+    while f is not None:                # code objects hash their whole contents
         code = f.f_code
-        inside = internal.get(code)
-        if inside is None:
-            inside = internal[code] = code.co_filename.startswith(_FACADE_DIR)
-        if not inside:
+        hit = internal.get(id(code))
+        if hit is None or hit[0] is not code:
+            hit = internal[id(code)] = (code, code.co_filename.startswith(_FACADE_DIR))
+        if not hit[1]:
             return (code, f.f_lineno)
         f = f.f_back
     return None

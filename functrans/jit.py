@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import threading
 import time
 import warnings
@@ -165,18 +166,38 @@ def compile_jaxpr(closed: ClosedJaxpr, device="cpu", donated=(), name="jitted"):
     return exe
 
 
+# Hot programs keep their scratch buffers for as long as they live: at most this many
+# bytes of them in all, so that a sweep over many shapes does not grow memory without bound
+# (past the budget, new hot programs stay straight-line code).
+HOT_SCRATCH_BUDGET = 256 << 20
+_hot_scratch = [0]
+
+
 def _lower_hot_program(jaxpr):
     """core.optimized_program's compiler: a hot jaxpr (consts as leading arguments) lowered
-    by the CPU backend, its outputs allowed to alias its inputs; None if lowering fails."""
+    by the CPU backend, its outputs allowed to alias its inputs; None if lowering fails or
+    the scratch budget is spent."""
     flat = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
     try:
-        return lower_jaxpr(ClosedJaxpr(flat, []), "cpu", (), "program",
-                           alias_outputs=True).compile()
+        exe = lower_jaxpr(ClosedJaxpr(flat, []), "cpu", (), "program",
+                          alias_outputs=True).compile()
     except Exception as e:      # a lowering bug must not break un-jitted code: say so, go on
         warnings.warn(f"functrans: the CPU lowering of a hot program failed ({type(e).__name__}: "
                       f"{e}); it keeps running as straight-line code. Please report this.",
                       RuntimeWarning, stacklevel=2)
         return None
+    nbytes = sum(math.prod(shape) * np.dtype(dt).itemsize for shape, dt in exe.scratch)
+    with _stats_lock:
+        if _hot_scratch[0] + nbytes > HOT_SCRATCH_BUDGET:
+            return None
+        _hot_scratch[0] += nbytes
+    weakref.finalize(exe, _release_scratch, nbytes)
+    return exe
+
+
+def _release_scratch(nbytes):
+    with _stats_lock:
+        _hot_scratch[0] -= nbytes
 
 
 set_optimizing_compiler(_lower_hot_program)

@@ -1041,3 +1041,20 @@ def test_grad_through_scan_derives_once_and_stays_correct():
         np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-8)
         sizes.append(len(reverse._CACHE))
     assert sizes[-1] == sizes[1], "the gradient of the scan was derived again on later calls"
+
+
+def test_hot_programs_respect_the_scratch_budget(monkeypatch):
+    """Past the scratch budget a hot program stays straight-line code, with the same values."""
+    import sys
+    jit_module = sys.modules["functrans.jit"]
+    monkeypatch.setattr(jit_module, "HOT_SCRATCH_BUDGET", 0)
+    w = _rand(7, 3)
+
+    def f(x):                                   # a structure no other test uses
+        return fnp.sum(fnp.tanh(x @ w) * fnp.cos(x @ w) + 3.25)
+    x = _rand(5, 7)
+    first = ft.grad(f)(x)
+    for _ in range(core.HOT_RUNS + 3):
+        np.testing.assert_allclose(ft.grad(f)(x), first, rtol=1e-12)
+    prog = reverse._CACHE[next(reversed(reverse._CACHE))].backward.jaxpr._compiled  # f's
+    assert prog.runs >= core.HOT_RUNS and not prog.hot

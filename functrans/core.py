@@ -336,18 +336,24 @@ class Primitive:
         return _bind_slow(self, args, params)
 
 
-def bind_below(prim, args, params):
+def bind_below(prim, args, params, avals=None):
     """bind from inside an interpreter: straight to the implementation when the values
-    are concrete and no dynamic trace is recording (saves a trip through the stack)."""
+    are concrete and no dynamic trace is recording (saves a trip through the stack).
+    avals: the arguments' avals when the caller already knows them."""
     s = _thread_state
-    if s.dynamic_trace.level == 0:
-        for a in args:
-            if isinstance(a, Tracer):
-                return _bind_slow(prim, args, params)
+    if s.dynamic_trace.level == 0 and not has_tracer(args):
         if not s.trusted:
-            prim.abstract_eval(*[get_aval(a) for a in args], **params)
+            prim.abstract_eval(*(avals or [get_aval(a) for a in args]), **params)
         return prim.impl(array_module(*args), *args, **params)
     return _bind_slow(prim, args, params)
+
+
+def has_tracer(xs):
+    """Whether any of xs is a tracer (a loop: cheaper than any() over a generator)."""
+    for x in xs:
+        if isinstance(x, Tracer):
+            return True
+    return False
 
 
 def _bind_slow(prim, args, params):
@@ -665,7 +671,7 @@ Tracer.__hash__ = None  # tracers define __eq__ elementwise, so they are unhasha
 def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
     """Run a jaxpr by binding its equations (so it works under any transformation)."""
     vals = _inputs(jaxpr, consts, args)
-    if _thread_state.depth == 0 and not any(isinstance(x, Tracer) for x in vals):
+    if _thread_state.depth == 0 and not has_tracer(vals):
         return _eval_jaxpr_concrete(jaxpr, vals)
     env = dict(zip(jaxpr.constvars + jaxpr.invars, vals))
     for eqn in jaxpr.eqns:

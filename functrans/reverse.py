@@ -21,7 +21,7 @@ import numpy as np
 from .ad import JVPTrace, JVPTracer, is_float, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from .batching import BatchTrace, BatchTracer, apply_batch_rule, batch_jaxpr
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Trace, Tracer, Var, Zero, _thread_state,
-                   array_module, bind_below, eval_jaxpr, eval_jaxpr_concrete, get_aval, new_main,
+                   bind_below, eval_jaxpr, eval_jaxpr_concrete, get_aval, has_tracer, new_main,
                    to_concrete, trusted_eval)
 from .passes import dce_jaxpr
 
@@ -112,17 +112,9 @@ class RecordTrace(Trace):
         tape = self.main.global_data
         if tape.batch is not None:
             return self._process_batched(tape, prim, tracers, params)
-        vals = [t.val for t in tracers]
         in_idx = tuple([t.idx for t in tracers])
-        st = _thread_state
-        if st.dynamic_trace.level == 0 and not _has_tracer(vals):
-            # bind_below's eager path, with the input avals the tape already knows
-            if not st.trusted:
-                avals = tape.avals
-                prim.abstract_eval(*[avals[i] for i in in_idx], **params)
-            out = prim.impl(array_module(*vals), *vals, **params)
-        else:
-            out = bind_below(prim, vals, params)
+        avals = tape.avals                      # the input avals are known already
+        out = bind_below(prim, [t.val for t in tracers], params, [avals[i] for i in in_idx])
         if not prim.multiple_results:
             i = tape.add(out)
             tape.eqns.append((prim, params, in_idx, (i,)))
@@ -166,13 +158,6 @@ def _add_unbatched(tape, val, strong):
     return tape.add(val, strong)
 
 
-def _has_tracer(xs):
-    for x in xs:
-        if isinstance(x, Tracer):
-            return True
-    return False
-
-
 def _params_key(params):
     return tuple(sorted(params.items()))
 
@@ -214,7 +199,7 @@ class _Derived:
             entry = self.transformed[key] = self._tangent_program(nonzero)
         prog, r_pos, zeros_out = entry
         args = list(values) + [residuals[k] for k in r_pos] + list(tangents)
-        if _has_tracer(args) or _thread_state.dynamic_trace.level:
+        if has_tracer(args) or _thread_state.dynamic_trace.level:
             outs = iter(eval_jaxpr(prog.jaxpr, prog.consts, *args))
         else:
             outs = iter(eval_jaxpr_concrete(prog.jaxpr, prog.consts, *args))
@@ -271,10 +256,10 @@ class _Derived:
 
     def _run_jvp(self, which, closed, trace, args):
         primals = [a.primal if isinstance(a, Tracer) else a for a in args]
-        if _has_tracer(primals):
+        if has_tracer(primals):
             return None
         tangents = [a.tangent if isinstance(a, Tracer) else None for a in args]
-        if _has_tracer(tangents):
+        if has_tracer(tangents):
             return None
         nonzero = tuple(t is not None and type(t) is not Zero for t in tangents)
         key = (which, "jvp", nonzero)

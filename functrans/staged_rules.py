@@ -7,7 +7,7 @@ the shape rules as it is traced) and compiles it to straight-line code; later ap
 with the same signature call that code, skipping the rule's Python and the shape checks."""
 from __future__ import annotations
 
-from .core import Tracer, _compile_straight_line, array_module, get_aval
+from .core import _compile_straight_line, array_module, get_aval, has_tracer
 
 _cache: dict = {}
 _MAX_ENTRIES = 4096
@@ -16,11 +16,8 @@ _MAX_ENTRIES = 4096
 def signature(prim, params, vals, static):
     """Cache key of applying prim's rule to `vals`, or None when it cannot be staged
     (tracer operands, effects); `lookup` declines keys that are not hashable."""
-    if prim.effectful:
+    if prim.effectful or has_tracer(vals):
         return None
-    for v in vals:
-        if isinstance(v, Tracer):
-            return None
     return (prim, tuple(params.items()), tuple([get_aval(v) for v in vals]), static)
 
 

@@ -102,15 +102,6 @@ def _flatten(x, leaves, is_leaf):
         leaves.append(x)
         return LEAF
     if t is tuple or t is list:
-        if is_leaf is None:
-            kids = []
-            for c in x:
-                if type(c) in _LEAF_TYPES:
-                    leaves.append(c)
-                    kids.append(LEAF)
-                else:
-                    kids.append(_flatten(c, leaves, None))
-            return _node(t, None, kids)
         return _node(t, None, [_flatten(c, leaves, is_leaf) for c in x])
     if t is dict:
         keys = tuple(sorted(x))

@@ -11,13 +11,12 @@ intermediate values they compute are the ones backward reads.
 """
 from __future__ import annotations
 
-import functools
 import traceback
 
 import numpy as np
 
 from ..core import (HOT_RUNS, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer, Var,
-                    optimized_program)
+                    _compile_straight_line, optimized_program)
 from ..tracing import trace_to_jaxpr
 from primitives import elementwise as ew
 from primitives import shape as sh
@@ -260,7 +259,7 @@ class Composite:
         self.steps, self.n_in = steps, n_in
         self.out_slots, self.slot_avals = out_slots, slot_avals
         self.out_tree = out_tree
-        self.run = compile_steps(steps, n_in, len(slot_avals))
+        self.run = _compile_straight_line(self._jaxpr(range(len(slot_avals)))[0])
         self.any_float = any(slot_avals[s].dtype.kind in "fc" for s in out_slots)
         self.infos = {}          # (grad_fn name, requires-grad mask) -> OpInfo
         self.runs, self.hot, self.needed = 0, None, ()
@@ -290,24 +289,29 @@ class Composite:
         for info in self.infos.values():
             needed.update(s for s, _ in (info.plan or _hold_plan(info)) if s >= self.n_in)
         self.needed = tuple(sorted(needed))
+        jaxpr, consts = self._jaxpr(self.needed, lift_arrays=True)
+        exe = optimized_program(jaxpr)
+        if not exe or not consts:
+            return exe
+        return lambda *args: exe(*consts, *args)
+
+    def _jaxpr(self, outs, lift_arrays=False):
+        """(the steps as a jaxpr from the input slots to the slots `outs`, consts);
+        lift_arrays: array constants become constvars (the jit's lowering wants them so)."""
         var = [Var(a) for a in self.slot_avals]
         constvars, consts = [], []
 
         def atom(r):
             if type(r) is int:
                 return var[r]
-            if np.ndim(r.val):              # an array constant: a constvar of the program
+            if lift_arrays and np.ndim(r.val):
                 constvars.append(Var(r.aval))
                 consts.append(r.val)
                 return constvars[-1]
             return r
         eqns = [JaxprEqn(st.prim, [atom(r) for r in st.refs], st.params,
                          [var[o] for o in st.outs]) for st in self.steps]
-        exe = optimized_program(Jaxpr(constvars, var[:self.n_in], eqns,
-                                      [var[s] for s in self.needed]))
-        if not exe or not consts:
-            return exe
-        return lambda *args: exe(*consts, *args)
+        return Jaxpr(constvars, var[:self.n_in], eqns, [var[s] for s in outs]), consts
 
 
 _COMPOSITES: dict = {}
@@ -369,32 +373,6 @@ def _trace_composite(fn, static, in_avals):
                           [r], [slot]))
         out_slots.append(slot)
     return Composite(tuple(steps), n_in, tuple(out_slots), tuple(avals), store["tree"])
-
-
-def compile_steps(steps, n_in, n_slots):
-    """A function (xp, *inputs) -> list of every slot value, calling impls directly."""
-    glb = {}
-    lines = []
-    for i, st in enumerate(steps):
-        f = f"f{i}"
-        glb[f] = functools.partial(st.prim.impl, **st.params) if st.params else st.prim.impl
-        ins = []
-        for r in st.refs:
-            if type(r) is int:
-                ins.append(f"s{r}")
-            else:
-                k = f"k{len(glb)}"
-                glb[k] = r.val
-                ins.append(k)
-        outs = ", ".join(f"s{o}" for o in st.outs)
-        if st.prim.multiple_results:
-            outs += "," if len(st.outs) == 1 else ""
-        lines.append(f"    {outs} = {f}(xp, {', '.join(ins)})")
-    args = ", ".join(f"s{i}" for i in range(n_in))
-    src = (f"def _run(xp, {args}):\n" + "\n".join(lines or ["    pass"]) +
-           f"\n    return [{', '.join(f's{i}' for i in range(n_slots))}]\n")
-    exec(compile(src, "<functrans facade op>", "exec"), glb)
-    return glb["_run"]
 
 
 def scalar_aval(v):

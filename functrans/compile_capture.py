@@ -26,6 +26,7 @@ from .core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Primitive, Shape
                    Tracer, Var, Zero, eval_jaxpr, short_dtype)
 from .facade import engine
 from .facade.grad_mode import STATE as GS
+from .facade.inplace import _rebase
 from .facade.node import HookDict, add_hook, edge_of
 from .facade.record import make_node, vc_of
 from .facade.tensor import Tensor, wrap
@@ -654,16 +655,8 @@ class _CaptureHooks:
         t._bump(name)
         if k is not None:
             cap.current[id(t)] = out
-        node = res._grad_fn
-        if node is not None:
-            t._grad_fn = node
-            t._out_nr = res._out_nr
-            t._requires_grad = True
-            vc = vc_of(t)
-            s = node.info.out_slots[res._out_nr]
-            if node.vals and node.vals[s] is not None:
-                node.vals[s] = out
-                node.vers = tuple(e for e in node.vers if e[0] != s) + ((s, vc, vc.v),)
+        if res._grad_fn is not None:
+            _rebase(t, res)
         return t
 
     @staticmethod

@@ -71,14 +71,7 @@ def inplace(self, name, compute):
     _write(data, out)
     self._bump(name)
     if node is not None:
-        self._grad_fn = node
-        self._out_nr = res._out_nr
-        self._requires_grad = True
-        vc = vc_of(self)
-        s = node.info.out_slots[res._out_nr]
-        if node.vals and node.vals[s] is not None:
-            node.vals[s] = data
-            node.vers = tuple(e for e in node.vers if e[0] != s) + ((s, vc, vc.v),)
+        _rebase(self, res)
     return self
 
 

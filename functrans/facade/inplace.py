@@ -255,26 +255,23 @@ T.clip_ = T.clamp_
 T.__ipow__ = T.pow_
 
 
-def _addcmul_(self, tensor1, tensor2, *, value=1):
-    if _fast(self, tensor1, tensor2) and type(self._data) is np.ndarray:
-        prod = np.multiply(tensor1._data, tensor2._data)
-        if value != 1:
-            prod *= value
-        np.add(self._data, prod, out=self._data, casting="same_kind")
-        self._bump("addcmul_")
-        return self
-    return inplace(self, "addcmul_", lambda: addcmul(self, tensor1, tensor2, value=value))
+def _addc_(name, ufunc, out_of_place):
+    """self += value * ufunc(tensor1, tensor2) in place (addcmul_, addcdiv_)."""
+    def f(self, tensor1, tensor2, *, value=1):
+        if _fast(self, tensor1, tensor2) and type(self._data) is np.ndarray:
+            term = ufunc(tensor1._data, tensor2._data)
+            if value != 1:
+                term *= value
+            np.add(self._data, term, out=self._data, casting="same_kind")
+            self._bump(name)
+            return self
+        return inplace(self, name, lambda: out_of_place(self, tensor1, tensor2, value=value))
+    f.__name__ = name
+    return f
 
 
-def _addcdiv_(self, tensor1, tensor2, *, value=1):
-    if _fast(self, tensor1, tensor2) and type(self._data) is np.ndarray:
-        q = np.divide(tensor1._data, tensor2._data)
-        if value != 1:
-            q *= value
-        np.add(self._data, q, out=self._data, casting="same_kind")
-        self._bump("addcdiv_")
-        return self
-    return inplace(self, "addcdiv_", lambda: addcdiv(self, tensor1, tensor2, value=value))
+_addcmul_ = _addc_("addcmul_", np.multiply, addcmul)
+_addcdiv_ = _addc_("addcdiv_", np.divide, addcdiv)
 
 
 def _lerp_(self, end, weight):

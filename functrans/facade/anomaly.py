@@ -199,7 +199,7 @@ def _eval_node_facade(node, rn, prog, vals, cts, nodes):
     """create_graph in anomaly mode: the node's program run as recorded facade ops. Saved
     inputs and outputs become tensors connected to the graph."""
     from ..core import Var
-    from .ops import apply_prim
+    from .ops import run_eqns
     from .tensor import wrap
     j = prog.closed.jaxpr
     env = {}
@@ -230,12 +230,5 @@ def _eval_node_facade(node, rn, prog, vals, cts, nodes):
                 "off for the double backward")
     for v, c in zip(j.invars[len(vals):], cts):
         env[v] = c
-    for e in j.eqns:
-        ins = [env[a] if type(a) is Var else a.val for a in e.invars]
-        out = apply_prim(e.primitive, e.params, ins)
-        if e.primitive.multiple_results:
-            for v, o in zip(e.outvars, out):
-                env[v] = o
-        else:
-            env[e.outvars[0]] = out
+    run_eqns(j.eqns, env)
     return [env[a] if type(a) is Var else wrap(np.asarray(a.val)) for a in j.outvars]

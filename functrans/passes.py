@@ -318,6 +318,7 @@ def _simplify_eqn(e, ins, consts, defs, uses, scalar_source):
 
     def ok(a):                      # may the atom replace the output?
         return out is not None and _same_aval(a.aval, out)
+    operands = ins
 
     if name == "stop_gradient" and ok(ins[0]):
         return ins[0]
@@ -401,30 +402,20 @@ def _simplify_eqn(e, ins, consts, defs, uses, scalar_source):
                 got = None
             if got is not None and _same_aval(got, out):
                 ins = new_ins
-            else:
-                new_ins = ins
-        # algebraic identities
-        if name in ("mul", "add", "sub", "div") and len(ins) == 2:
-            sx, sy = _scalar_of(ins[0], consts), _scalar_of(ins[1], consts)
-            unit = 1 if name in ("mul", "div") else 0
-            if _is(sy, unit) and ok(ins[0]):
-                return ins[0]
-            if name in ("mul", "add") and _is(sx, unit) and ok(ins[1]):
-                return ins[1]
-            if name == "mul" and out.dtype.kind in "fi":      # x * -1 is -x, exactly
-                for s, other in ((sy, ins[0]), (sx, ins[1])):
-                    if _is(s, -1) and ok(other):
-                        return JaxprEqn(_prim("neg"), [other], {}, e.outvars)
-        if any(a is not b for a, b in zip(ins, e.invars)):
-            return JaxprEqn(e.primitive, ins, p, e.outvars)
-        return None
-    if name in ("mul", "add", "sub", "div") and out is not None:
+    # algebraic identities (on the operands as rewritten above)
+    if name in ("mul", "add", "sub", "div") and len(ins) == 2 and out is not None:
         sx, sy = _scalar_of(ins[0], consts), _scalar_of(ins[1], consts)
         unit = 1 if name in ("mul", "div") else 0
         if _is(sy, unit) and ok(ins[0]):
             return ins[0]
         if name in ("mul", "add") and _is(sx, unit) and ok(ins[1]):
             return ins[1]
+        if name == "mul" and out.shape != () and out.dtype.kind in "fi":   # x * -1 is -x
+            for s, other in ((sy, ins[0]), (sx, ins[1])):
+                if _is(s, -1) and ok(other):
+                    return JaxprEqn(_prim("neg"), [other], {}, e.outvars)
+    if ins is not operands:
+        return JaxprEqn(e.primitive, ins, p, e.outvars)
     return None
 
 

@@ -674,15 +674,21 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
     if _thread_state.depth == 0 and not has_tracer(vals):
         return _eval_jaxpr_concrete(jaxpr, vals)
     env = dict(zip(jaxpr.constvars + jaxpr.invars, vals))
-    for eqn in jaxpr.eqns:
-        invals = [env[a] if type(a) is Var else a.val for a in eqn.invars]
-        out = eqn.primitive.bind(*invals, **eqn.params)
+    run_eqns(jaxpr.eqns, env, lambda prim, params, ins: prim.bind(*ins, **params))
+    return [env[a] if type(a) is Var else a.val for a in jaxpr.outvars]
+
+
+def run_eqns(eqns, env, apply):
+    """Interpret equations: env maps Vars to values and is extended with their outputs;
+    apply(primitive, params, inputs) computes one equation."""
+    for eqn in eqns:
+        out = apply(eqn.primitive, eqn.params,
+                    [env[a] if type(a) is Var else a.val for a in eqn.invars])
         if eqn.primitive.multiple_results:
             for v, x in zip(eqn.outvars, out, strict=True):
                 env[v] = x
         else:
             env[eqn.outvars[0]] = out
-    return [env[a] if type(a) is Var else a.val for a in jaxpr.outvars]
 
 
 def _inputs(jaxpr, consts, args):
@@ -719,14 +725,7 @@ def _eval_jaxpr_concrete(jaxpr: Jaxpr, vals: list):
                 return hot(*vals)
         return prog.straight(xp, *vals)
     env = dict(zip(jaxpr.constvars + jaxpr.invars, vals))
-    for eqn in jaxpr.eqns:
-        invals = [env[a] if type(a) is Var else a.val for a in eqn.invars]
-        out = eqn.primitive.impl(xp, *invals, **eqn.params)
-        if eqn.primitive.multiple_results:
-            for v, x in zip(eqn.outvars, out, strict=True):
-                env[v] = x
-        else:
-            env[eqn.outvars[0]] = out
+    run_eqns(jaxpr.eqns, env, lambda prim, params, ins: prim.impl(xp, *ins, **params))
     return [env[a] if type(a) is Var else a.val for a in jaxpr.outvars]
 
 

@@ -199,7 +199,8 @@ def _eval_node_facade(node, rn, prog, vals, cts, nodes):
     """create_graph in anomaly mode: the node's program run as recorded facade ops. Saved
     inputs and outputs become tensors connected to the graph."""
     from ..core import Var
-    from .ops import run_eqns
+    from ..core import run_eqns
+    from .ops import apply_prim
     from .tensor import wrap
     j = prog.closed.jaxpr
     env = {}
@@ -230,5 +231,5 @@ def _eval_node_facade(node, rn, prog, vals, cts, nodes):
                 "off for the double backward")
     for v, c in zip(j.invars[len(vals):], cts):
         env[v] = c
-    run_eqns(j.eqns, env)
+    run_eqns(j.eqns, env, apply_prim)
     return [env[a] if type(a) is Var else wrap(np.asarray(a.val)) for a in j.outvars]

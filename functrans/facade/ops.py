@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import numpy as fnp
-from ..core import ShapedArray, Tracer, Var, array_module
+from ..core import ShapedArray, Tracer, Var, array_module, run_eqns
 from . import dtypes as D
 from .grad_mode import STATE as GS
 from .node import OpInfo, Step
@@ -110,19 +110,6 @@ def _hooks_on_tensor(g, slot):
     return g
 
 
-def run_eqns(eqns, env):
-    """Run equations as recorded facade ops (so their results can be differentiated
-    again), reading and extending env: Var -> Tensor."""
-    for e in eqns:
-        ins = [env[a] if type(a) is Var else a.val for a in e.invars]
-        out = apply_prim(e.primitive, e.params, ins)
-        if e.primitive.multiple_results:
-            for v, o in zip(e.outvars, out):
-                env[v] = o
-        else:
-            env[e.outvars[0]] = out
-
-
 def eval_jaxpr_facade(prog, nodes, vals, root_cts):
     """Run a backward program with every equation recorded as a facade op (create_graph)."""
     j = prog.closed.jaxpr
@@ -134,7 +121,7 @@ def eval_jaxpr_facade(prog, nodes, vals, root_cts):
         env[v] = tensor_for_key(nodes, key, val)
     for v, ct in zip(j.invars[nv:], root_cts):
         env[v] = ct
-    run_eqns(j.eqns, env)
+    run_eqns(j.eqns, env, apply_prim)    # as recorded ops: differentiable again
     res = []
     for a in j.outvars:
         r = env[a] if type(a) is Var else wrap(np.asarray(a.val))

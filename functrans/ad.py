@@ -19,8 +19,8 @@ from .core import (canonicalize, ClosedJaxpr, FunctransError, Jaxpr, JaxprEqn, L
                    ShapedArray, Trace, Tracer, UndefinedPrimal, Var, Zero, eval_jaxpr,
                    bind_below, full_lower, get_aval, new_main, to_concrete, trusted_eval)
 from .tracing import flatten_fun
-from primitives.base import instantiate, zeros
-from primitives import elementwise as ew
+from functrans.primitives.base import instantiate, zeros
+from functrans.primitives import elementwise as ew
 
 # ---------------------------------------------------------------------------
 # forward mode

@@ -6,7 +6,7 @@ import functools
 from . import staged_rules, tree_util
 from .core import (RuleNotImplementedError, ShapedArray, bind_below, Trace, Tracer, canonicalize,
                    full_lower, get_aval, new_main, to_concrete)
-from primitives.base import broadcast_batched, moveaxis
+from functrans.primitives.base import broadcast_batched, moveaxis
 
 not_mapped = None
 

@@ -40,7 +40,7 @@ import warnings
 
 import numpy as np
 
-import primitives
+from . import primitives
 from . import passes, tree_util
 from .compile_capture import (CompileError, GraphBreakWarning, RecompileWarning, _PLAIN,
                               _Capture, _Program, _RngProxy, _active, _capture_lock, _config,

@@ -32,8 +32,8 @@ from .facade.record import make_node, vc_of
 from .facade.tensor import Tensor, wrap
 from .jit import compile_jaxpr, jit_p
 from .tracing import JaxprBuilder
-from primitives.base import instantiate, zeros
-from primitives.misc import stop_gradient_p
+from functrans.primitives.base import instantiate, zeros
+from functrans.primitives.misc import stop_gradient_p
 
 class CompileError(FunctransError, RuntimeError):
     """Something in a compiled function cannot be captured (raised under fullgraph=True;
@@ -506,7 +506,7 @@ class _CaptureHooks:
         """An elementwise facade op on traced data (NumPy broadcasting made explicit)."""
         shapes = [np.shape(a) for a in args]
         if len(set(shapes)) > 1:
-            from primitives import shape as sh
+            from functrans.primitives import shape as sh
             shape = np.broadcast_shapes(*shapes)
             nd = len(shape)
             args = [a if np.shape(a) in ((), shape) else sh.broadcast_in_dim(
@@ -649,7 +649,7 @@ class _CaptureHooks:
             if not np.can_cast(out.dtype, data.dtype, "same_kind"):
                 raise RuntimeError(f"result type {out.dtype} can't be cast to the desired "
                                    f"output type {data.dtype}")
-            from primitives import elementwise as ew
+            from functrans.primitives import elementwise as ew
             out = ew.convert_element_type(out, new_dtype=data.dtype, weak_type=False)
         t._data = out
         t._bump(name)

@@ -8,9 +8,9 @@ import string
 import numpy as np
 import opt_einsum
 
-from primitives import linalg as la
-from primitives import reductions as red
-from primitives import shape as sh
+from functrans.primitives import linalg as la
+from functrans.primitives import reductions as red
+from functrans.primitives import shape as sh
 
 
 def _parse(subscripts, shapes):

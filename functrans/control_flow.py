@@ -12,8 +12,8 @@ import numpy as np
 
 from . import tree_util
 from .core import ClosedJaxpr, Jaxpr, ShapedArray, Var, canonicalize, get_aval, to_concrete
-from primitives import elementwise as ew
-from primitives.control_flow import ControlFlowTypeError, cond_p, scan_p, while_p
+from functrans.primitives import elementwise as ew
+from functrans.primitives.control_flow import ControlFlowTypeError, cond_p, scan_p, while_p
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan"]
 

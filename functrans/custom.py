@@ -16,7 +16,7 @@ from .core import (ClosedJaxpr, FunctransError, Jaxpr, Tracer, UndefinedPrimal, 
                    canonicalize, eval_jaxpr, get_aval, _state)
 from .passes import dce_jaxpr
 from .tracing import flatten_fun, trace_to_jaxpr
-from primitives.base import defprim, instantiate, zeros
+from functrans.primitives.base import defprim, instantiate, zeros
 
 
 class CustomRuleError(FunctransError, TypeError):
@@ -100,7 +100,7 @@ def _cjvp_jvp(primals, tangents, call_jaxpr, jvp_fn, num_consts):
 
 
 def _cjvp_batch(vals, dims, call_jaxpr, jvp_fn, num_consts):
-    from primitives.base import moveaxis, bdim_size
+    from functrans.primitives.base import moveaxis, bdim_size
     size = bdim_size(vals, dims)
     vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     batched = [d is not None for d in dims]
@@ -183,7 +183,7 @@ class custom_jvp:  # noqa: N801  (JAX's name)
 
 def _like(t, aval):
     """Tangent t with the dtype of the primal output aval (Python scalars converted)."""
-    from primitives import elementwise as ew
+    from functrans.primitives import elementwise as ew
     t = canonicalize(t)
     if get_aval(t).dtype != aval.dtype and aval.dtype.kind in "fc":
         return ew.convert_element_type(t, new_dtype=aval.dtype, weak_type=False)
@@ -210,7 +210,7 @@ def _cvjp_jvp(primals, tangents, call_jaxpr, fwd, bwd, num_consts, out_tree):
 
 
 def _cvjp_batch(vals, dims, call_jaxpr, fwd, bwd, num_consts, out_tree):
-    from primitives.base import moveaxis, bdim_size
+    from functrans.primitives.base import moveaxis, bdim_size
     size = bdim_size(vals, dims)
     vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     batched = [d is not None for d in dims]
@@ -379,7 +379,7 @@ def _remat_transpose(cts, *args, jaxpr):
 
 
 def _remat_batch(vals, dims, jaxpr):
-    from primitives.base import moveaxis, bdim_size
+    from functrans.primitives.base import moveaxis, bdim_size
     size = bdim_size(vals, dims)
     vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     new, out_b = batch_jaxpr(jaxpr, size, [d is not None for d in dims], False)

@@ -314,7 +314,7 @@ def _jit_partial_eval(trace, tracers, *, jaxpr, name):
 
 
 def _jit_transpose(cts, *args, jaxpr, name):
-    from primitives.base import instantiate
+    from functrans.primitives.base import instantiate
     linear = tuple(type(a) is UndefinedPrimal for a in args)
     tclosed = _memo_transpose(jaxpr, linear)
     res = [a for a in args if type(a) is not UndefinedPrimal]
@@ -325,7 +325,7 @@ def _jit_transpose(cts, *args, jaxpr, name):
 
 
 def _jit_batch(vals, dims, *, jaxpr, name):
-    from primitives.base import bdim_size, moveaxis
+    from functrans.primitives.base import bdim_size, moveaxis
     size = bdim_size(vals, dims)
     vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     batched = tuple(d is not None for d in dims)

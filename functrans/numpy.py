@@ -12,12 +12,12 @@ import numpy as _np
 
 from . import core
 from .core import Tracer, get_aval, is_python_scalar, to_concrete
-from primitives import elementwise as ew
-from primitives import indexing as ix
-from primitives import linalg as la
-from primitives import reductions as red
-from primitives import shape as sh
-from primitives.misc import stop_gradient as _stop_gradient
+from functrans.primitives import elementwise as ew
+from functrans.primitives import indexing as ix
+from functrans.primitives import linalg as la
+from functrans.primitives import reductions as red
+from functrans.primitives import shape as sh
+from functrans.primitives.misc import stop_gradient as _stop_gradient
 
 # dtypes, re-exported as jax.numpy does
 float16, float32, float64 = _np.float16, _np.float32, _np.float64

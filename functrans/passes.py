@@ -256,7 +256,7 @@ def fold_constants(closed: ClosedJaxpr) -> ClosedJaxpr:
 
 
 def _prim(name):
-    from primitives import REGISTRY
+    from functrans.primitives import REGISTRY
     return REGISTRY[name]
 
 

@@ -10,9 +10,9 @@ import numpy as np
 
 from . import numpy as fnp
 from .core import to_concrete
-from primitives import elementwise as ew
-from primitives import random as prand
-from primitives import shape as sh
+from functrans.primitives import elementwise as ew
+from functrans.primitives import random as prand
+from functrans.primitives import shape as sh
 
 
 def PRNGKey(seed) -> np.ndarray:  # noqa: N802  (JAX's name)

@@ -106,7 +106,7 @@ class JaxprTrace(Trace):
                 and all(t._fill is not None or (t._const is not None and
                                                 _is_literal_value(t._const)) for t in tracers)):
             # elementwise op on broadcast constants: fold into one broadcast constant
-            from primitives.shape import broadcast_in_dim_p
+            from functrans.primitives.shape import broadcast_in_dim_p
             val = prim.impl(np, *[np.asarray(t._fill if t._fill is not None else t._const)
                                   for t in tracers], **params)
             shape = next(t.aval.shape for t in tracers if t._fill is not None)

@@ -2,7 +2,7 @@
 
 `REGISTRY` maps names to primitives; the registry-driven tests walk it.
 """
-import functrans  # noqa: F401  (load the core first: `import primitives` alone was circular)
+
 from .base import REGISTRY, defprim  # noqa: F401
 from . import elementwise, shape, reductions, indexing, linalg, random  # noqa: F401
 from .misc import stop_gradient_p  # noqa: F401

@@ -18,8 +18,8 @@ from functrans import core, passes
 from functrans.backends import cuda
 from functrans.core import JaxprEqn, ShapedArray, Var
 from functrans.devices import DeviceError, cuda_available
-from primitives import REGISTRY
-from primitives import elementwise as ew
+from functrans.primitives import REGISTRY
+from functrans.primitives import elementwise as ew
 
 from conftest import assert_close
 

@@ -10,7 +10,7 @@ import pytest
 import functrans as ft
 import functrans.numpy as fnp
 from functrans import core
-from primitives import elementwise as ew
+from functrans.primitives import elementwise as ew
 
 F32 = np.float32
 

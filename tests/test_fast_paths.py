@@ -21,7 +21,7 @@ import functrans.numpy as fnp
 from functrans import core, reverse, staged_rules, tree_util
 from functrans.batching import apply_batch_rule
 from functrans.core import ShapedArray
-from primitives import REGISTRY
+from functrans.primitives import REGISTRY
 
 RNG = np.random.default_rng(1234)
 F64 = np.float64

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 import functrans as ft
 import functrans.numpy as fnp
 from functrans.devices import cuda_available
-from primitives import REGISTRY
+from functrans.primitives import REGISTRY
 from registry_cases import CASES
 
 from conftest import assert_close

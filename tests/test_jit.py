@@ -18,7 +18,7 @@ import importlib
 from functrans import core
 from functrans.backends import cpu
 from functrans.jit import RetraceWarning
-from primitives import REGISTRY
+from functrans.primitives import REGISTRY
 from registry_cases import CASES
 
 from conftest import assert_close

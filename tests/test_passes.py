@@ -9,7 +9,7 @@ import functrans as ft
 import functrans.numpy as fnp
 from functrans import core, passes
 from functrans.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Var
-from primitives import REGISTRY
+from functrans.primitives import REGISTRY
 
 from conftest import assert_close
 

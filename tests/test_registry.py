@@ -11,7 +11,7 @@ from hypothesis import given, strategies as st
 import functrans as ft
 from functrans import core
 from functrans.ad import backward_pass
-from primitives import REGISTRY
+from functrans.primitives import REGISTRY
 from registry_cases import CASES, EXTERNAL, F64
 from conftest import assert_close, check_traced
 

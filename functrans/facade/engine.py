@@ -141,7 +141,7 @@ def _fn_call_jvp(primals, tangents, *, fslot, out_avals, in_mask, out_mask, mate
     zero_outs = [Zero(a.strip_weak()) for a in out_avals]
     if all(type(t) is Zero for t in ts):
         return outs, zero_outs
-    from primitives.base import instantiate
+    from functrans.primitives.base import instantiate
     ts = [instantiate(t) for t in ts]
     diff_avals = tuple(a for a, m in zip(out_avals, out_mask) if m)
     in_avals = tuple(a for a, m in zip([_aval(p) for p in primals], in_mask) if m)
@@ -151,7 +151,7 @@ def _fn_call_jvp(primals, tangents, *, fslot, out_avals, in_mask, out_mask, mate
 
 
 def _aval(x):
-    from primitives.base import aval_of
+    from functrans.primitives.base import aval_of
     return aval_of(x)
 
 
@@ -166,7 +166,7 @@ def _fn_lin_abstract(*avals, out_avals, **p):
 def _fn_lin_transpose(cts, *args, fslot, out_avals, in_avals, materialize, out_mask):
     present = tuple(type(c) is not Zero for c in cts)
     if materialize:
-        from primitives.base import instantiate
+        from functrans.primitives.base import instantiate
         cts = [instantiate(c) for c in cts]
         present = (True,) * len(cts)
     outs = fn_bwd_p.bind(*[c for c, p in zip(cts, present) if p], fslot=fslot, present=present,
@@ -209,7 +209,7 @@ class MemoTracer(Tracer):
 
     @property
     def aval(self):
-        from primitives.base import aval_of
+        from functrans.primitives.base import aval_of
         return aval_of(self.val)
 
     def full_lower(self):
@@ -304,7 +304,7 @@ def trace_program(spec: Spec):
     """Derive the backward jaxpr of spec: (available values..., root cotangents) -> target
     cotangents + captured cotangents. Returns (ClosedJaxpr, input keys)."""
     from ..ad import linearize_flat
-    from primitives.base import zeros
+    from functrans.primitives.base import zeros
     keys = list(spec.avals)
     table, canon = _memo_table(spec)
     builder = JaxprBuilder()

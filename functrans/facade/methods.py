@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import numpy as fnp
 from ..nn import functions as nnf
-from primitives import elementwise as ew
+from functrans.primitives import elementwise as ew
 from . import dtypes as D
 from .tensor import EOp, Tensor, apply_fn, binary, static, unary, wrap
 

@@ -18,8 +18,8 @@ import numpy as np
 from ..core import (HOT_RUNS, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer, Var,
                     _compile_straight_line, optimized_program)
 from ..tracing import trace_to_jaxpr
-from primitives import elementwise as ew
-from primitives import shape as sh
+from functrans.primitives import elementwise as ew
+from functrans.primitives import shape as sh
 from . import grad_mode
 from .node import Node, OpInfo, Step, _seq, edge_of, user_frame
 

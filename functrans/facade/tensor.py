@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from ..core import ShapedArray, Tracer, _thread_state as _TS, array_module
-from primitives import elementwise as ew
+from functrans.primitives import elementwise as ew
 from . import dtypes as D
 from . import grad_mode
 from .node import HookDict, add_hook

@@ -19,7 +19,7 @@ from .. import numpy as fnp
 from ..core import Tracer
 from ..facade.tensor import Tensor, apply_fn
 from . import functions as _jnn
-from primitives.misc import stop_gradient as _stop_gradient
+from functrans.primitives.misc import stop_gradient as _stop_gradient
 
 # ---------------------------------------------------------------------------
 # dispatch between the facade (Tensors) and the functional world (arrays, tracers)
@@ -112,7 +112,7 @@ def _check_reduction(reduction):
 
 def _linear_fn(x, w):
     nd = fnp.ndim(x)
-    from primitives import linalg as la
+    from functrans.primitives import linalg as la
     return la.dot_general(x, w, dimension_numbers=(((nd - 1,), (1,)), ((), ())))
 
 

@@ -9,10 +9,10 @@ import math
 import numpy as np
 
 from .. import numpy as fnp
-from primitives import elementwise as ew
-from primitives import reductions as red
-from primitives import shape as sh
-from primitives.misc import stop_gradient
+from functrans.primitives import elementwise as ew
+from functrans.primitives import reductions as red
+from functrans.primitives import shape as sh
+from functrans.primitives.misc import stop_gradient
 
 
 def relu(x):

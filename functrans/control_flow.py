@@ -1,5 +1,5 @@
 """ft.lax.cond / switch / while_loop / fori_loop / scan: trace the user's functions into
-sub-jaxprs and bind the control flow primitives of primitives/control_flow.py.
+sub-jaxprs and bind the control flow primitives of functrans/higher_order/control_flow.py.
 
 Values the functions close over (arrays, or tracers of enclosing transformations) become
 explicit operands, so that every transformation sees them. Pytrees are flattened here;
@@ -13,7 +13,7 @@ import numpy as np
 from . import tree_util
 from .core import ClosedJaxpr, Jaxpr, ShapedArray, Var, canonicalize, get_aval, to_concrete
 from functrans.primitives import elementwise as ew
-from functrans.primitives.control_flow import ControlFlowTypeError, cond_p, scan_p, while_p
+from .higher_order.control_flow import ControlFlowTypeError, cond_p, scan_p, while_p
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan"]
 

@@ -6,4 +6,3 @@
 from .base import REGISTRY, defprim  # noqa: F401
 from . import elementwise, shape, reductions, indexing, linalg, random  # noqa: F401
 from .misc import stop_gradient_p  # noqa: F401
-from . import control_flow  # noqa: F401

@@ -16,11 +16,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from functrans.core import (ClosedJaxpr, FunctransError, Jaxpr, ShapedArray, Var, Zero,
-                            eval_jaxpr, get_aval, is_undefined)
-from functrans.core import eval_jaxpr_concrete  # impls see concrete values only
-from functrans.passes import dce_jaxpr
-from .base import aval_of, bdim_size, broadcast_batched, defprim, instantiate, moveaxis, zeros
+from .. import ad, batching
+from ..core import (ClosedJaxpr, FunctransError, Jaxpr, ShapedArray, Var, Zero, eval_jaxpr,
+                   get_aval, is_undefined)
+from ..core import eval_jaxpr_concrete  # impls see concrete values only
+from ..passes import dce_jaxpr
+from ..primitives.base import (aval_of, bdim_size, broadcast_batched, defprim, instantiate,
+                               moveaxis, zeros)
+from ..primitives.elementwise import (add, convert_element_type, eq, max as max_,
+                                      min as min_, select)
+from ..primitives.reductions import reduce_max
+from ..primitives.shape import broadcast_in_dim
+from ..tracing import trace_to_jaxpr
 
 
 class ControlFlowTypeError(FunctransError, TypeError):
@@ -42,7 +49,6 @@ def _run(closed, *args):
 
 def _trace(fun, avals):
     """Trace fun (flat list in, flat list out) on avals into a ClosedJaxpr with concrete consts."""
-    from functrans.tracing import trace_to_jaxpr
     jaxpr, consts = trace_to_jaxpr(fun, list(avals))
     return ClosedJaxpr(jaxpr, consts)
 
@@ -112,18 +118,12 @@ def _tangent_zero(aval):
     return Zero(aval.strip_weak())
 
 
-def _lazy():
-    from functrans import ad, batching
-    return ad, batching
-
-
 def _int_like(x, value):
     return np.asarray(value, aval_of(x).dtype)
 
 
 def _bcast_pred(pred, aval):
     """A batched scalar predicate (size,) broadcast to a batched value's shape."""
-    from .shape import broadcast_in_dim
     if aval.shape == aval_of(pred).shape:
         return pred
     return broadcast_in_dim(pred, shape=aval.shape, broadcast_dimensions=(0,))
@@ -171,7 +171,6 @@ def _cond_shape(index, *ops, branches):
 
 
 def _cond_jvp(primals, tangents, branches):
-    ad, _ = _lazy()
     index, *ops = primals
     nz = [_nonzero(t) for t in tangents[1:]]
     out_nz = [any(f) for f in zip(*[ad.jvp_jaxpr(br, nz, False)[1] for br in branches])]
@@ -186,7 +185,6 @@ def _cond_jvp(primals, tangents, branches):
 def _cond_partial_eval(trace, tracers, branches):
     """Known index: each branch splits into a known part (which also returns the residuals
     of every branch, zeros for the branches not taken) and an unknown part."""
-    ad, _ = _lazy()
     index_t, *op_ts = tracers
     if not index_t.pval.is_known:
         return _emit_unknown(trace, cond_p, tracers, dict(branches=branches))
@@ -227,7 +225,6 @@ def _cond_partial_eval(trace, tracers, branches):
 
 
 def _cond_transpose(cts, index, *ops, branches):
-    ad, _ = _lazy()
     if is_undefined(index):
         raise FunctransError("cond: cannot transpose with respect to the branch index")
     linear = [is_undefined(x) for x in ops]
@@ -240,8 +237,6 @@ def _cond_transpose(cts, index, *ops, branches):
 def _cond_batch(vals, dims, branches):
     """Unbatched index: batch each branch. Batched index: run every branch on the whole
     batch and pick each example's result with select."""
-    from .elementwise import eq, max as max_, min as min_, select
-    _, batching = _lazy()
     size = bdim_size(vals, dims)
     (index, *ops), (d_index, *d_ops) = vals, dims
     ops_b = [d is not None for d in d_ops]
@@ -316,7 +311,6 @@ def _while_shape(*avals, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, max
 def _while_jvp(primals, tangents, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts,
                max_iters):
     """The loop carries (primal, tangent) pairs; which tangents are nonzero is a fixpoint."""
-    ad, _ = _lazy()
     cc, bc, carry = _split(primals, cond_nconsts, body_nconsts)
     _, bc_t, carry_t = _split(tangents, cond_nconsts, body_nconsts)
     bc_nz = [_nonzero(t) for t in bc_t]
@@ -343,7 +337,6 @@ def _while_partial_eval(trace, tracers, cond_jaxpr, body_jaxpr, cond_nconsts, bo
     """Bounded (max_iters): rewritten as a scan, which splits into known and unknown parts.
     Unbounded: the known carries are computed by a known loop; the unknown outputs come from
     the whole loop run again (so linearize works; transposing it raises)."""
-    ad, _ = _lazy()
     params = dict(cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr, cond_nconsts=cond_nconsts,
                   body_nconsts=body_nconsts, max_iters=max_iters)
     if max_iters is not None:
@@ -377,7 +370,6 @@ def _bounded_while_as_scan(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nco
                           max_iters):
     """A while loop of at most max_iters iterations as a scan of max_iters steps whose body
     applies body_fun under a cond on the predicate (a no-op once the predicate is false)."""
-    from .elementwise import convert_element_type
     cc, bc, carry = _split(args, cond_nconsts, body_nconsts)
     keep = _trace(lambda *a: list(a[len(bc):]), body_jaxpr.in_avals)
     branches = (keep, body_jaxpr)
@@ -395,9 +387,6 @@ def _bounded_while_as_scan(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nco
 def _while_batch(vals, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, max_iters):
     """Batched predicate: loop while any example runs; finished examples keep their carry
     (select). Unbatched predicate: the body is batched and the loop runs as one."""
-    from .elementwise import select
-    from .reductions import reduce_max
-    _, batching = _lazy()
     size = bdim_size(vals, dims)
     vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     cc, bc, carry = _split(vals, cond_nconsts, body_nconsts)
@@ -482,7 +471,6 @@ def _scan_shape(*avals, jaxpr, length, reverse, num_consts, num_carry):
 
 def _scan_jvp(primals, tangents, jaxpr, length, reverse, num_consts, num_carry):
     """A scan over (primal, tangent) pairs; nonzero carry tangents found by fixpoint."""
-    ad, _ = _lazy()
     consts, carry, xs = _split(primals, num_consts, num_carry)
     c_t, carry_t, xs_t = _split(tangents, num_consts, num_carry)
     c_nz, x_nz = [_nonzero(t) for t in c_t], [_nonzero(t) for t in xs_t]
@@ -515,7 +503,6 @@ def _scan_jvp(primals, tangents, jaxpr, length, reverse, num_consts, num_carry):
 def _scan_partial_eval(trace, tracers, jaxpr, length, reverse, num_consts, num_carry):
     """Split the body: the known scan also returns the residuals of each step, stacked (or
     once, when a residual is loop-invariant); the unknown scan consumes them."""
-    ad, _ = _lazy()
     consts, carry, xs = _split(tracers, num_consts, num_carry)
     c_uk = [not t.pval.is_known for t in consts]
     x_uk = [not t.pval.is_known for t in xs]
@@ -578,8 +565,6 @@ def _scan_partial_eval(trace, tracers, jaxpr, length, reverse, num_consts, num_c
 def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry):
     """A scan in the opposite direction over the transposed body: carries the cotangents of
     the carry and accumulates those of the linear consts; emits those of the linear xs."""
-    ad, _ = _lazy()
-    from .elementwise import add
     consts, carry, xs = _split(args, num_consts, num_carry)
     c_lin, x_lin = [is_undefined(c) for c in consts], [is_undefined(x) for x in xs]
     # carries are linear in a linear scan even when given as (zero) constants
@@ -611,7 +596,6 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry):
 
 def _scan_batch(vals, dims, jaxpr, length, reverse, num_consts, num_carry):
     """Batch the body; batched xs/ys carry the batch axis second (after the scan axis)."""
-    _, batching = _lazy()
     size = bdim_size(vals, dims)
     consts, carry, xs = _split(vals, num_consts, num_carry)
     dc, dcar, dx = _split(dims, num_consts, num_carry)

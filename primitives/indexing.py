@@ -173,3 +173,113 @@ def scatter_from_starts(vals, dims):
                      for v, d in zip(vals, dims)]
     idx = _window_indices(starts, aval_of(x).shape[1:], aval_of(u).shape[1:], size)
     return scatter(x, idx, u), 0
+
+
+# ---------------------------------------------------------------------------
+# dynamic_slice and dynamic_update_slice (clamped start indices, as XLA)
+
+
+def _clamped_starts(xp, idx, shape, sizes):
+    return tuple(int(np.clip(int(i), 0, n - s)) for i, n, s in zip(idx, shape, sizes))
+
+
+def _ds_impl(xp, x, *idx, slice_sizes):
+    x = xp.asarray(x)
+    st = _clamped_starts(xp, idx, x.shape, slice_sizes)
+    return x[tuple(np.s_[a:a + s] for a, s in zip(st, slice_sizes))]
+
+
+def _check_indices(x, idx):
+    if len(idx) != x.ndim:
+        raise ShapeError(f"needs {x.ndim} scalar start indices for {x.str_short()}, "
+                         f"got {len(idx)}")
+    for i in idx:
+        if i.ndim or i.dtype.kind not in "iu":
+            raise DTypeError(f"start indices must be integer scalars, got {i.str_short()}")
+
+
+def _ds_shape(x, *idx, slice_sizes):
+    _check_indices(x, idx)
+    if len(slice_sizes) != x.ndim or any(not 0 <= s <= n for s, n in zip(slice_sizes, x.shape)):
+        raise ShapeError(f"slice_sizes {slice_sizes} do not fit {x.str_short()}")
+    return ShapedArray(slice_sizes, x.dtype, x.weak_type)
+
+
+def _ds_jvp(primals, tangents, slice_sizes):
+    x, *idx = primals
+    ans = dynamic_slice(x, *idx, slice_sizes=slice_sizes)
+    t = tangents[0]
+    if type(t) is Zero:
+        return ans, Zero(aval_of(ans).strip_weak())
+    return ans, dynamic_slice(t, *idx, slice_sizes=slice_sizes)
+
+
+def _ds_transpose(ct, x, *idx, slice_sizes):
+    return [dynamic_update_slice(zeros(x.aval), ct, *idx)] + [None] * len(idx)
+
+
+def _ds_batch(vals, dims, slice_sizes):
+    x, *idx = vals
+    dx, *didx = dims
+    if any(d is not None for d in didx):
+        return gather_from_starts(vals, dims, slice_sizes)
+    x = moveaxis(x, dx, 0)
+    b = aval_of(x).shape[0]
+    return dynamic_slice(x, np.zeros((), aval_of(idx[0]).dtype) if idx else np.int32(0), *idx,
+                         slice_sizes=(b,) + tuple(slice_sizes)), 0
+
+
+dynamic_slice_p = defprim("dynamic_slice", _ds_impl, _ds_shape, jvp=_ds_jvp,
+                          transpose=_ds_transpose, batch=_ds_batch)
+
+
+def _dus_impl(xp, x, update, *idx):
+    update = xp.asarray(update)
+    out = xp.array(x, copy=True)
+    st = _clamped_starts(xp, idx, out.shape, update.shape)
+    out[tuple(np.s_[a:a + s] for a, s in zip(st, update.shape))] = update
+    return out
+
+
+def _dus_shape(x, update, *idx):
+    _check_indices(x, idx)
+    if update.dtype != x.dtype or update.ndim != x.ndim or any(
+            u > n for u, n in zip(update.shape, x.shape)):
+        raise ShapeError(f"update {update.str_short()} does not fit operand {x.str_short()}")
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+def _dus_jvp(primals, tangents):
+    x, u, *idx = primals
+    tx, tu = tangents[:2]
+    ans = dynamic_update_slice(x, u, *idx)
+    if type(tx) is Zero and type(tu) is Zero:
+        return ans, Zero(aval_of(ans).strip_weak())
+    return ans, dynamic_update_slice(instantiate(tx), instantiate(tu), *idx)
+
+
+def _dus_transpose(ct, x, update, *idx):
+    u_aval = aval_of(update)
+    ct_x = dynamic_update_slice(ct, zeros(u_aval), *idx) if _lin(x) else None
+    ct_u = dynamic_slice(ct, *idx, slice_sizes=u_aval.shape) if _lin(update) else None
+    return [ct_x, ct_u] + [None] * len(idx)
+
+
+def _dus_batch(vals, dims):
+    x, u, *idx = vals
+    dx, du, *didx = dims
+    if any(d is not None for d in didx):
+        return scatter_from_starts(vals, dims)
+    size = bdim_size(vals, dims)
+    x = broadcast_batched(x, size) if dx is None else moveaxis(x, dx, 0)
+    u = broadcast_batched(u, size) if du is None else moveaxis(u, du, 0)
+    zero = np.zeros((), aval_of(idx[0]).dtype) if idx else np.int32(0)
+    return dynamic_update_slice(x, u, zero, *idx), 0
+
+
+dynamic_update_slice_p = defprim("dynamic_update_slice", _dus_impl, _dus_shape, jvp=_dus_jvp,
+                                 transpose=_dus_transpose, batch=_dus_batch)
+
+
+dynamic_slice = dynamic_slice_p.bind
+dynamic_update_slice = dynamic_update_slice_p.bind

@@ -131,9 +131,15 @@ def naryop(kinds=NUMERIC, out_dtype=None, nargs=2):
 # ---------------------------------------------------------------------------
 # JVP helpers
 
+def bind(name, *args, **params):
+    """Bind a primitive declared in a module built on this one (elementwise, shape,
+    reductions): the helpers below run after every declaration registered, so they look
+    the primitive up instead of importing its module (which imports this one)."""
+    return REGISTRY[name].bind(*args, **params)
+
+
 def _add_tangents(a, b):
-    from . import elementwise as ew
-    return ew.add(a, b)
+    return bind("add", a, b)
 
 
 def aval_of(x):
@@ -180,8 +186,7 @@ def _per_arg_jvp(p, fns, with_out):
             return ans, _zero_of(p, ans)
         shape = aval_of(ans).shape
         if aval_of(out_t).shape != shape:   # a rank-0 operand's tangent, as in select(p, t, y)
-            from . import shape as sh
-            out_t = sh.broadcast_in_dim(out_t, shape=shape, broadcast_dimensions=())
+            out_t = bind("broadcast_in_dim", out_t, shape=shape, broadcast_dimensions=())
         return ans, out_t
     return rule
 
@@ -194,17 +199,17 @@ def instantiate(t):
 
 
 def zeros(aval):
-    from . import shape as sh
     zero = np.zeros((), aval.dtype)
     if not aval.shape:
         return zero
-    return sh.broadcast_in_dim(zero, shape=aval.shape, broadcast_dimensions=())
+    return bind("broadcast_in_dim", zero, shape=aval.shape, broadcast_dimensions=())
 
 
 def full_like_aval(value, aval):
-    from . import shape as sh
     val = np.asarray(value, aval.dtype)
-    return sh.broadcast_in_dim(val, shape=aval.shape, broadcast_dimensions=()) if aval.shape else val
+    if not aval.shape:
+        return val
+    return bind("broadcast_in_dim", val, shape=aval.shape, broadcast_dimensions=())
 
 
 # ---------------------------------------------------------------------------
@@ -217,8 +222,7 @@ def ct_for(x, ct):
     if type(ct) is Zero:
         return Zero(x.aval)
     if x.aval.ndim == 0 and aval_of(ct).ndim:
-        from . import reductions as red
-        ct = red.reduce_sum(ct, axes=tuple(range(aval_of(ct).ndim)))
+        ct = bind("reduce_sum", ct, axes=tuple(range(aval_of(ct).ndim)))
     return ct
 
 
@@ -226,14 +230,13 @@ def ct_for(x, ct):
 # batching helpers
 
 def moveaxis(x, src, dst):
-    from . import shape as sh
     nd = aval_of(x).ndim
     src, dst = src % nd, dst % nd
     if src == dst:
         return x
     perm = [i for i in range(nd) if i != src]
     perm.insert(dst, src)
-    return sh.transpose(x, permutation=tuple(perm))
+    return bind("transpose", x, permutation=tuple(perm))
 
 
 def bdim_size(vals, dims):
@@ -245,12 +248,11 @@ def bdim_size(vals, dims):
 
 def broadcast_batched(x, size, axis=0):
     """Add a batch axis of `size` at `axis` to an unbatched value."""
-    from . import shape as sh
     aval = aval_of(x)
     shape = list(aval.shape)
     shape.insert(axis, size)
     dims = tuple(i for i in range(len(shape)) if i != axis)
-    return sh.broadcast_in_dim(x, shape=tuple(shape), broadcast_dimensions=dims)
+    return bind("broadcast_in_dim", x, shape=tuple(shape), broadcast_dimensions=dims)
 
 
 def _elementwise_batch(p):
@@ -266,7 +268,6 @@ def _elementwise_batch(p):
         shape = next(aval_of(v).shape if d is None else
                      tuple(s for i, s in enumerate(aval_of(v).shape) if i != d)
                      for v, d, r in zip(vals, dims, ranks) if r == out_rank)
-        from . import shape as sh
         new = []
         for v, d, r in zip(vals, dims, ranks):
             if d is None:
@@ -274,7 +275,8 @@ def _elementwise_batch(p):
             else:
                 v = moveaxis(v, d, 0)
                 if r < out_rank:
-                    v = sh.broadcast_in_dim(v, shape=(size,) + shape, broadcast_dimensions=(0,))
+                    v = bind("broadcast_in_dim", v, shape=(size,) + shape,
+                             broadcast_dimensions=(0,))
                 new.append(v)
         return p.bind(*new, **params), 0
     return rule

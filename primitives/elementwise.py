@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 
-from functrans.core import ShapedArray
-from .base import (ANY, BOOL_INT, FLOAT, INTEGER, NUMERIC, REAL, ct_for, defprim, naryop,
-                   unary)
+from functrans.core import DTypeError, ShapedArray, ShapeError
+from .base import (ANY, BOOL_INT, FLOAT, INTEGER, NUMERIC, REAL, _zero_of, aval_of, ct_for,
+                   defprim, naryop, unary, zeros)
 
 # ---------------------------------------------------------------------------
 # implementations that NumPy lacks
@@ -150,7 +150,6 @@ def _convert_shape(x, new_dtype, weak_type):
 def _convert_jvp(primals, tangents, new_dtype, weak_type):
     (x,), (t,) = primals, tangents
     ans = convert_element_type(x, new_dtype=new_dtype, weak_type=weak_type)
-    from .base import _zero_of
     if type(t).__name__ == "Zero" or np.dtype(new_dtype).kind not in "fc" or \
             np.dtype(x.dtype).kind not in "fc":
         return ans, _zero_of(convert_element_type_p, ans)
@@ -254,11 +253,9 @@ shift_left_p = defprim(
 
 def _select_shape(pred, on_true, on_false):
     if pred.dtype != np.bool_:
-        from functrans.core import DTypeError
         raise DTypeError(f"predicate must be bool, got {pred.str_short()}")
     out = naryop(ANY)(on_true, on_false)
     if pred.ndim and out.ndim and pred.shape != out.shape:
-        from functrans.core import ShapeError
         raise ShapeError(f"predicate shape {pred.str_short()} must be rank 0 or match the "
                          f"operands {out.str_short()}")
     if pred.ndim:
@@ -329,5 +326,4 @@ def _zero(like):
 
 
 def _zeros_like(t):
-    from .base import aval_of, zeros
     return zeros(aval_of(t).strip_weak())

@@ -10,6 +10,8 @@ import numpy as np
 
 from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal, Zero
 from .base import aval_of, bdim_size, broadcast_batched, defprim, instantiate, moveaxis, zeros
+from .elementwise import add, convert_element_type, max as max_, min as min_
+from .shape import broadcast_in_dim, concatenate, iota
 
 
 def _lin(x):
@@ -45,14 +47,12 @@ def _gather_shape(x, idx):
 
 def _iota_index(size, idx_aval):
     """Index component selecting the batch element: shape idx.shape[:-1] + (1,)."""
-    from .shape import broadcast_in_dim, iota
     shape = idx_aval.shape[:-1] + (1,)
     return broadcast_in_dim(iota(dtype=idx_aval.dtype, shape=(size,), dimension=0),
                             shape=shape, broadcast_dimensions=(0,))
 
 
 def _with_batch_index(idx, size):
-    from .shape import concatenate
     a = aval_of(idx)
     return concatenate(_iota_index(size, a), idx, dimension=a.ndim - 1)
 
@@ -145,14 +145,12 @@ scatter = scatter_p.bind
 
 def _window_indices(starts, shape, sizes, size):
     """Index array (B,) + sizes + (1 + ndim,) of the windows at the (batched) starts."""
-    from .elementwise import add, convert_element_type, max, min
-    from .shape import broadcast_in_dim, concatenate, iota
     out_shape = (size,) + tuple(sizes)
     comps = [broadcast_in_dim(iota(dtype=np.dtype(np.int32), shape=(size,), dimension=0),
                               shape=out_shape + (1,), broadcast_dimensions=(0,))]
     for j, (s, n, w) in enumerate(zip(starts, shape, sizes)):
         s = convert_element_type(s, new_dtype=np.dtype(np.int32), weak_type=False)
-        s = min(max(s, np.int32(0)), np.int32(n - w))
+        s = min_(max_(s, np.int32(0)), np.int32(n - w))
         sb = broadcast_in_dim(s, shape=out_shape + (1,), broadcast_dimensions=(0,))
         off = iota(dtype=np.dtype(np.int32), shape=out_shape + (1,), dimension=j + 1)
         comps.append(add(sb, off))

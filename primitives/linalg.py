@@ -11,6 +11,7 @@ import numpy as np
 
 from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal
 from .base import NUMERIC, aval_of, defprim, moveaxis
+from .shape import transpose
 
 
 def _free(ndim, contract, batch):
@@ -71,7 +72,6 @@ def _dot_shape(x, y, dimension_numbers):
 
 def _transpose_lhs(ct, y, x_aval, dimension_numbers, swap):
     """Cotangent of the lhs: contract ct's rhs-free axes with y's free axes."""
-    from .shape import transpose
     (lc, rc), (lb, rb) = dimension_numbers
     x_nd, y_nd = x_aval.ndim, aval_of(y).ndim
     lf, rf = _free(x_nd, lc, lb), _free(y_nd, rc, rb)
@@ -104,7 +104,6 @@ def _transpose_lhs(ct, y, x_aval, dimension_numbers, swap):
 def _transpose_rhs(ct, x, y_aval, dimension_numbers):
     """Cotangent of the rhs as dot_general(x, ct), so that the common layouts (x @ W)
     come out in y's own axis order without a transpose."""
-    from .shape import transpose
     (lc, rc), (lb, rb) = dimension_numbers
     x_nd, y_nd = aval_of(x).ndim, y_aval.ndim
     lf, rf = _free(x_nd, lc, lb), _free(y_nd, rc, rb)

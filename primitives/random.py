@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from functrans.core import DTypeError, ShapedArray
-from .base import defprim, naryop
+from .base import aval_of, bdim_size, broadcast_batched, defprim, moveaxis, naryop
+from .shape import broadcast_in_dim
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -43,11 +44,9 @@ def _threefry_shape(k0, k1, x0, x1):
 
 
 def _threefry_batch(vals, dims):
-    from .base import aval_of, bdim_size, broadcast_batched, moveaxis
     size = bdim_size(vals, dims)
     shape = max((aval_of(v).shape[:d] + aval_of(v).shape[d + 1:] if d is not None
                  else aval_of(v).shape for v, d in zip(vals, dims)), key=len)
-    from .shape import broadcast_in_dim
     args = []
     for v, d in zip(vals, dims):
         v = broadcast_batched(v, size) if d is None else moveaxis(v, d, 0)

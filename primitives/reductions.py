@@ -6,7 +6,9 @@ import math
 import numpy as np
 
 from functrans.core import DTypeError, ShapedArray, ShapeError
-from .base import ANY, NUMERIC, aval_of, defprim, moveaxis
+from .base import ANY, NUMERIC, _zero_of, aval_of, defprim, full_like_aval, moveaxis
+from .elementwise import convert_element_type, div, eq, mul
+from .shape import broadcast_in_dim, pad, reshape, slice as slice_, transpose
 
 
 def _reduce_shape(kinds, out_dtype=None):
@@ -45,7 +47,6 @@ def _ufunc_reduce(name, ufunc, keep_dtype=False):
 
 
 def _sum_transpose(ct, x, axes):
-    from .shape import broadcast_in_dim
     shape = x.aval.shape
     return [broadcast_in_dim(ct, shape=shape, broadcast_dimensions=_kept_dims(len(shape), axes))]
 
@@ -58,9 +59,6 @@ reduce_sum_p.batch = _reduce_batch(reduce_sum_p)
 def _extremum_jvp(prim):
     """Tangent of max/min: the mean of the tangents at the positions that attain it."""
     def rule(primals, tangents, axes):
-        from .base import _zero_of
-        from .elementwise import convert_element_type, div, eq, mul
-        from .shape import broadcast_in_dim
         (x,), (t,) = primals, tangents
         ans = prim.bind(x, axes=axes)
         if type(t).__name__ == "Zero" or aval_of(x).dtype.kind not in "fc":
@@ -88,20 +86,17 @@ reduce_min_p.batch = _reduce_batch(reduce_min_p)
 def _exclusive_products(x):
     """For x of shape (m, n): out[:, i] = prod_{j != i} x[:, j], written with mul/pad/slice
     (a log-depth prefix scan each way), so it has derivatives of every order and no division."""
-    from .elementwise import mul
-    from .shape import pad, slice
 
     m, n = aval_of(x).shape
     one = np.ones((), aval_of(x).dtype)
 
     def shift(v, s, right):          # v shifted along axis 1 by s, filled with ones
         if s >= n:
-            from .base import full_like_aval
             return full_like_aval(1, aval_of(v))
         if right:
-            part = slice(v, start_indices=(0, 0), limit_indices=(m, n - s), strides=None)
+            part = slice_(v, start_indices=(0, 0), limit_indices=(m, n - s), strides=None)
             return pad(part, one, padding_config=((0, 0, 0), (s, 0, 0)))
-        part = slice(v, start_indices=(0, s), limit_indices=(m, n), strides=None)
+        part = slice_(v, start_indices=(0, s), limit_indices=(m, n), strides=None)
         return pad(part, one, padding_config=((0, 0, 0), (0, s, 0)))
 
     def scan(v, right):              # inclusive prefix (right=True) or suffix products
@@ -116,9 +111,6 @@ def _exclusive_products(x):
 
 
 def _prod_jvp(primals, tangents, axes):
-    from .base import _zero_of
-    from .elementwise import mul
-    from .shape import reshape, transpose
     (x,), (t,) = primals, tangents
     ans = reduce_prod(x, axes=axes)
     if type(t).__name__ == "Zero":

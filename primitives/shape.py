@@ -6,8 +6,9 @@ import math
 import numpy as np
 
 from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal, Zero
-from .base import (aval_of, bdim_size, broadcast_batched, defprim, instantiate, moveaxis,
+from .base import (aval_of, bdim_size, bind, broadcast_batched, defprim, instantiate, moveaxis,
                    zeros)
+from .elementwise import select, sub
 
 
 def _lin(x):
@@ -55,11 +56,10 @@ def _bid_shape(x, shape, broadcast_dimensions):
 
 
 def _bid_transpose(ct, x, shape, broadcast_dimensions):
-    from .reductions import reduce_sum
     bd = broadcast_dimensions
     sum_axes = tuple(i for i in range(len(shape)) if i not in bd)
     sum_axes += tuple(d for i, d in enumerate(bd) if x.aval.shape[i] == 1 and shape[d] != 1)
-    out = reduce_sum(ct, axes=tuple(sorted(sum_axes))) if sum_axes else ct
+    out = bind("reduce_sum", ct, axes=tuple(sorted(sum_axes))) if sum_axes else ct
     if aval_of(out).shape != x.aval.shape:
         out = reshape(out, new_sizes=x.aval.shape)
     return [out]
@@ -243,7 +243,6 @@ def _pad_shape(x, padding_value, padding_config):
 
 
 def _pad_transpose(ct, x, padding_value, padding_config):
-    from .reductions import reduce_sum
     shape = aval_of(ct).shape
     lo = tuple(c[0] for c in padding_config)
     hi = tuple(s - c[1] for s, c in zip(shape, padding_config))
@@ -251,9 +250,8 @@ def _pad_transpose(ct, x, padding_value, padding_config):
     t_x = slice(ct, start_indices=lo, limit_indices=hi, strides=strides)
     t_pv = None
     if _lin(padding_value):
-        from .elementwise import sub
         axes = tuple(range(len(shape)))
-        t_pv = sub(reduce_sum(ct, axes=axes), reduce_sum(t_x, axes=axes))
+        t_pv = sub(bind("reduce_sum", ct, axes=axes), bind("reduce_sum", t_x, axes=axes))
     return [t_x if _lin(x) else None, t_pv]
 
 
@@ -264,7 +262,6 @@ def _pad_batch(vals, dims, padding_config):
     config = ((0, 0, 0),) + tuple(padding_config)
     if dpv is None:
         return pad(x, pv, padding_config=config), 0
-    from .elementwise import select
     xdt = aval_of(x).dtype
     padded = pad(x, np.zeros((), xdt), padding_config=config)
     mask = pad(broadcast_in_dim(np.ones((), np.bool_), shape=aval_of(x).shape, broadcast_dimensions=()),

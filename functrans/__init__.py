@@ -11,7 +11,7 @@ from .ad import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, v
 from .batching import vmap  # noqa: F401
 from .jit import RetraceWarning, jit, jit_stats  # noqa: F401
 from .devices import device_put, devices  # noqa: F401
-from .custom import checkpoint, custom_jvp, custom_vjp, remat  # noqa: F401
+from .higher_order.custom import checkpoint, custom_jvp, custom_vjp, remat  # noqa: F401
 from .tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten  # noqa: F401
 from . import facade as _facade  # noqa: E402  (the PyTorch-like facade; JAX-side names win)
 globals().update({_n: getattr(_facade, _n) for _n in _facade.FACADE_NAMES if _n not in globals()})

@@ -4,7 +4,7 @@ import pytest
 
 import functrans as ft
 import functrans.numpy as fnp
-from functrans.custom import CustomRuleError
+from functrans.higher_order.custom import CustomRuleError
 
 
 def fd(f, x, eps=1e-6):

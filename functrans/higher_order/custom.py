@@ -9,14 +9,15 @@ from __future__ import annotations
 import functools
 import inspect
 
-from . import tree_util
-from .ad import jvp_jaxpr, partial_eval_jaxpr, backward_pass
-from .batching import batch_jaxpr, vmap_flat
-from .core import (ClosedJaxpr, FunctransError, Jaxpr, Tracer, UndefinedPrimal, Zero,
-                   canonicalize, eval_jaxpr, get_aval, _state)
-from .passes import dce_jaxpr
-from .tracing import flatten_fun, trace_to_jaxpr
-from functrans.primitives.base import defprim, instantiate, zeros
+from .. import tree_util
+from ..ad import jvp_jaxpr, partial_eval_jaxpr, backward_pass
+from ..batching import batch_jaxpr, vmap_flat
+from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Tracer, UndefinedPrimal, Zero,
+                    canonicalize, eval_jaxpr, get_aval, _state)
+from ..passes import dce_jaxpr
+from ..tracing import flatten_fun, trace_to_jaxpr
+from ..primitives import elementwise as ew
+from ..primitives.base import bdim_size, defprim, instantiate, moveaxis, zeros
 
 
 class CustomRuleError(FunctransError, TypeError):
@@ -100,7 +101,6 @@ def _cjvp_jvp(primals, tangents, call_jaxpr, jvp_fn, num_consts):
 
 
 def _cjvp_batch(vals, dims, call_jaxpr, jvp_fn, num_consts):
-    from functrans.primitives.base import moveaxis, bdim_size
     size = bdim_size(vals, dims)
     vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     batched = [d is not None for d in dims]
@@ -183,7 +183,6 @@ class custom_jvp:  # noqa: N801  (JAX's name)
 
 def _like(t, aval):
     """Tangent t with the dtype of the primal output aval (Python scalars converted)."""
-    from functrans.primitives import elementwise as ew
     t = canonicalize(t)
     if get_aval(t).dtype != aval.dtype and aval.dtype.kind in "fc":
         return ew.convert_element_type(t, new_dtype=aval.dtype, weak_type=False)
@@ -210,7 +209,6 @@ def _cvjp_jvp(primals, tangents, call_jaxpr, fwd, bwd, num_consts, out_tree):
 
 
 def _cvjp_batch(vals, dims, call_jaxpr, fwd, bwd, num_consts, out_tree):
-    from functrans.primitives.base import moveaxis, bdim_size
     size = bdim_size(vals, dims)
     vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     batched = [d is not None for d in dims]
@@ -379,7 +377,6 @@ def _remat_transpose(cts, *args, jaxpr):
 
 
 def _remat_batch(vals, dims, jaxpr):
-    from functrans.primitives.base import moveaxis, bdim_size
     size = bdim_size(vals, dims)
     vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     new, out_b = batch_jaxpr(jaxpr, size, [d is not None for d in dims], False)

@@ -4,9 +4,10 @@ from __future__ import annotations
 import functools
 
 from . import staged_rules, tree_util
-from .core import (RuleNotImplementedError, ShapedArray, bind_below, Trace, Tracer, canonicalize,
-                   full_lower, get_aval, new_main, to_concrete)
-from functrans.primitives.base import broadcast_batched, moveaxis
+from .core import (ClosedJaxpr, RuleNotImplementedError, ShapedArray, bind_below, Trace, Tracer,
+                   canonicalize, eval_jaxpr, full_lower, get_aval, new_main, to_concrete)
+from .primitives.base import broadcast_batched, moveaxis
+from .tracing import trace_to_jaxpr
 
 not_mapped = None
 
@@ -189,8 +190,6 @@ def batch_jaxpr(closed, axis_size, in_batched, instantiate):
 
     Returns (closed_batched, out_batched); `instantiate` (bool or list) forces outputs to
     be batched."""
-    from .core import ClosedJaxpr, eval_jaxpr
-    from .tracing import trace_to_jaxpr
     n_out = len(closed.out_avals)
     inst = instantiate if isinstance(instantiate, (list, tuple)) else [instantiate] * n_out
     avals = [a.update(shape=(axis_size,) + a.shape) if b else a

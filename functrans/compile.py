@@ -47,6 +47,7 @@ from .compile_capture import (CompileError, GraphBreakWarning, RecompileWarning,
                               _device_of, _draw, _plain, _refuse, _tls, compiled_p)
 from .core import (ClosedJaxpr, ConcretizationTypeError, Tracer, _state, new_dynamic_main,
                    short_dtype)
+from .facade import creation
 from .facade import dtypes as D
 from .facade import engine
 from .facade.grad_mode import STATE as GS
@@ -54,6 +55,7 @@ from .facade.node import OpInfo, Step
 from .facade.record import make_node, vc_of
 from .facade.tensor import Tensor, wrap
 from .jit import compile_jaxpr, lower_jaxpr
+from .nn.modules import module as M
 from .tracing import JaxprTrace
 
 __all__ = ["compile", "compile_stats", "CompileError", "RecompileWarning", "CompiledFunction",
@@ -110,7 +112,6 @@ _NN = []
 def _nn():
     """(Module class, the nn.modules.module module), imported on first use."""
     if not _NN:
-        from .nn.modules import module as M
         _NN.extend([M.Module, M])
     return _NN
 
@@ -660,7 +661,6 @@ class CompiledFunction:
     # -- capture ------------------------------------------------------------------
 
     def _capture(self, ctx):
-        from .facade import creation
         cap = _Capture(self.__name__)
         leaves, state = list(ctx["leaves"]), ctx["state"]
         orig_rng = creation._rng

@@ -14,6 +14,7 @@ from . import tree_util
 from .core import ClosedJaxpr, Jaxpr, ShapedArray, Var, canonicalize, get_aval, to_concrete
 from functrans.primitives import elementwise as ew
 from .higher_order.control_flow import ControlFlowTypeError, cond_p, scan_p, while_p
+from .tracing import trace_to_jaxpr
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan"]
 
@@ -22,7 +23,6 @@ def _trace_flat(fun, avals):
     """Trace fun (flat in, flat out) and hoist its constants into leading inputs.
 
     Returns (closed jaxpr taking consts + avals, consts)."""
-    from .tracing import trace_to_jaxpr
     jaxpr, consts = trace_to_jaxpr(fun, list(avals))
     hoisted = Jaxpr([], jaxpr.constvars + jaxpr.invars, jaxpr.eqns, jaxpr.outvars)
     return ClosedJaxpr(hoisted, []), consts

@@ -17,7 +17,9 @@ import numpy as np
 
 from . import ad as _ad
 from . import batching as _batching
+from .compile_capture import capture_hooks
 from .core import Tracer
+from .facade import ops
 from .facade.tensor import Tensor
 from .tree_util import tree_map
 
@@ -122,7 +124,6 @@ def stack_module_state(models):
     if not (all(m.training for m in models) or not any(m.training for m in models)):
         raise RuntimeError("stack_module_state: Expected all models to have the same training/"
                            "eval mode.")
-    from .facade import ops
 
     def stack(named):
         names = [n for n, _ in named(models[0])]
@@ -152,7 +153,6 @@ def _array(t):
 def _to_tensors(tree):
     def conv(x):
         if isinstance(x, Tracer):
-            from .compile_capture import capture_hooks     # ft.compile: a Tensor, as eager
             return capture_hooks.as_tensor(x)
         if isinstance(x, Tensor):
             return x

@@ -12,19 +12,16 @@ import json
 import os
 
 import numpy as np
+from .facade import creation as C
+from .facade.tensor import Tensor
+from .nn.modules.module import Parameter
 
 _SPEC_KEY = "__functrans_spec__"
 _FORMAT = "functrans.save/1"
 
 
-def _tensor_cls():
-    from .facade.tensor import Tensor
-    return Tensor
-
-
 def _encode(obj, arrays, where):
     """The JSON description of `obj`; its arrays are appended to `arrays`."""
-    Tensor = _tensor_cls()
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, int):
@@ -82,8 +79,6 @@ def save(obj, f):
 
 
 def _decode(node, arrays, map_location):
-    from .facade import creation as C
-    from .nn.modules.module import Parameter
     if node is None or isinstance(node, (bool, str)):
         return node
     if not isinstance(node, (dict, list)):
@@ -125,7 +120,6 @@ def load(f, map_location=None, weights_only=True):
     Never unpickles: object arrays in the file raise instead of running code.
     `weights_only` is accepted for torch compatibility; loading is always weights-only.
     """
-    from .facade import creation as C
     with np.load(f, allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
     if _SPEC_KEY not in arrays:

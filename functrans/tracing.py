@@ -7,8 +7,10 @@ import inspect
 import numpy as np
 
 from . import tree_util
-from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, Var,
-                   get_aval, is_python_scalar, new_dynamic_main)
+from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, UnexpectedTracerError,
+                   Var, get_aval, is_python_scalar, new_dynamic_main)
+from .passes import dce_jaxpr
+from .primitives.shape import broadcast_in_dim_p
 
 
 class JaxprTracer(Tracer):
@@ -59,7 +61,6 @@ class JaxprBuilder:
             v = self.add_var(tracer)
             self.constvar_vals[v] = val
             return v
-        from .core import UnexpectedTracerError
         raise UnexpectedTracerError(f"tracer {tracer} is not known to this trace")
 
     def build(self, in_tracers, out_tracers):
@@ -106,7 +107,6 @@ class JaxprTrace(Trace):
                 and all(t._fill is not None or (t._const is not None and
                                                 _is_literal_value(t._const)) for t in tracers)):
             # elementwise op on broadcast constants: fold into one broadcast constant
-            from functrans.primitives.shape import broadcast_in_dim_p
             val = prim.impl(np, *[np.asarray(t._fill if t._fill is not None else t._const)
                                   for t in tracers], **params)
             shape = next(t.aval.shape for t in tracers if t._fill is not None)
@@ -153,7 +153,6 @@ def trace_to_jaxpr(f_flat, in_avals, arg_names=None, dce=True):
         out_tracers = [trace.full_raise(o) for o in outs]
         jaxpr, consts = builder.build(in_tracers, out_tracers)
     if dce:
-        from .passes import dce_jaxpr
         jaxpr = dce_jaxpr(jaxpr)
         used = {v for e in jaxpr.eqns for v in e.invars if type(v) is Var}
         used.update(v for v in jaxpr.outvars if type(v) is Var)

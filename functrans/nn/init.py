@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 
+from ..facade import creation as C
 from ..facade.grad_mode import no_grad
 
 
@@ -209,7 +210,6 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
 
 
 def _as_tensor(arr, like):
-    from ..facade import creation as C
     return C.tensor(np.asarray(arr), dtype=like.dtype, device=like.device)
 
 

@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 
+from ..facade import creation as C
+from ..facade import ops
 from ..facade.grad_mode import no_grad
 from ..facade.tensor import Tensor
 
@@ -29,7 +31,6 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     grads = _grads(parameters)
     max_norm, norm_type = float(max_norm), float(norm_type)
     if not grads:
-        from ..facade import creation as C
         return C.tensor(0.0)
     dtype = grads[0].dtype
     arrays = [_host(g) for g in grads]
@@ -77,7 +78,6 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
         tensors = [tensors]
     arrays = [_host(t.detach()) for t in tensors]
     if not arrays:
-        from ..facade import creation as C
         return C.tensor(0.0)
     dtype = arrays[0].dtype
     p = float(norm_type)
@@ -93,7 +93,6 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
 
 def parameters_to_vector(parameters):
     """All parameters flattened and concatenated into one 1-D tensor."""
-    from ..facade import ops
     return ops.cat([p.reshape(-1) for p in parameters])
 
 

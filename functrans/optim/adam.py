@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from ..facade import creation as C
 from ..facade import grad_mode
 from .optimizer import Optimizer, _check_lr
 
@@ -40,7 +41,6 @@ class Adam(Optimizer):
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns closure() if given."""
-        from ..facade import creation as C
         loss = self._eval_closure(closure)
         with grad_mode.no_grad():
             for group in self.param_groups:

@@ -9,6 +9,7 @@ import copy
 import math
 
 from ..facade import grad_mode
+from ..facade.tensor import Tensor
 
 
 class _RequiredParameter:
@@ -24,7 +25,6 @@ class Optimizer:
     (a dict keyed by parameter). Subclasses implement `step`."""
 
     def __init__(self, params, defaults):
-        from ..facade.tensor import Tensor
         self.defaults = dict(defaults)
         self.state = {}
         self.param_groups = []
@@ -51,7 +51,6 @@ class Optimizer:
 
     def add_param_group(self, param_group):
         """Add a group of parameters (a dict with 'params' and optional hyperparameters)."""
-        from ..facade.tensor import Tensor
         if not isinstance(param_group, dict):
             raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
         group = dict(param_group)
@@ -119,7 +118,6 @@ class Optimizer:
     def load_state_dict(self, state_dict):
         """Restore hyperparameters and state; tensors are copied and cast to each parameter's
         dtype (except 'step') and device."""
-        from ..facade.tensor import Tensor
         saved_groups = state_dict["param_groups"]
         if len(saved_groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")

@@ -6,8 +6,9 @@ import operator
 from collections import OrderedDict
 from itertools import islice
 
-from .. import functional as F
+from ... import numpy as fnp
 from ...facade.tensor import Tensor
+from .. import functional as F
 from .module import Module, Parameter
 
 
@@ -336,7 +337,6 @@ class Unflatten(Module):
     def forward(self, input):
         if F._is_facade(input):
             return input.unflatten(self.dim, self.unflattened_size)
-        from ... import numpy as fnp
         x = F._raw(input)
         s = tuple(x.shape)
         d = self.dim % len(s)

@@ -20,6 +20,7 @@ from ...facade import dtypes as D
 from ...facade.grad_mode import no_grad
 from ...facade.node import HookDict, RemovableHandle
 from ...facade.tensor import Tensor
+from ...optim.optimizer import _zero_grad
 
 # ---------------------------------------------------------------------------
 # Parameter
@@ -426,7 +427,6 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True):
         """Reset the gradients of every parameter: to None (default) or to zeros in place."""
-        from ...optim.optimizer import _zero_grad
         for p in self.parameters():
             _zero_grad(p, set_to_none)
 

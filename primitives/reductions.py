@@ -185,7 +185,8 @@ def _cumsum_batch(vals, dims, axis, reverse):
 
 
 cumsum_p = defprim("cumsum", _cumsum_impl, _cumsum_shape, linear=True,
-                   transpose=lambda ct, x, axis, reverse: [cumsum(ct, axis=axis, reverse=not reverse)],
+                   transpose=lambda ct, x, axis, reverse: [
+                       cumsum(ct, axis=axis, reverse=not reverse)],
                    batch=_cumsum_batch, fresh=True)
 
 reduce_sum = reduce_sum_p.bind

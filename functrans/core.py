@@ -300,6 +300,7 @@ class Primitive:
     read by the transformations; cuda is the expression template of an
     elementwise primitive.
     """
+    cpu = fresh = simplify = simplify_late = commutative = None  # set by primitives.defprim
 
     def __init__(self, name, *, impl=None, abstract_eval=None, multiple_results=False,
                  jvp=None, transpose=None, batch=None, cuda=None, differentiable=True,

@@ -162,9 +162,6 @@ def _atom_key(a):
     return ("lit", val.dtype.str, val.shape, val.tobytes(), a.aval.weak_type)
 
 
-_COMMUTATIVE = {"add", "mul", "max", "min", "and", "or", "xor", "eq", "ne"}
-
-
 def _order(key):
     """A total order on atom keys (vars by identity, literals by their bytes)."""
     return (0, id(key), ()) if type(key) is Var else (1, 0, key)
@@ -182,7 +179,7 @@ def cse(closed: ClosedJaxpr) -> ClosedJaxpr:
             pk = _param_key(e.params)
             if pk is not None:
                 ks = tuple(_atom_key(a) for a in ins)
-                if e.primitive.name in _COMMUTATIVE and _order(ks[1]) < _order(ks[0]):
+                if e.primitive.commutative and _order(ks[1]) < _order(ks[0]):
                     ks = (ks[1], ks[0])         # x * y and y * x are one product
                 key = (e.primitive, ks, pk)
         prev = seen.get(key) if key is not None else None
@@ -255,44 +252,55 @@ def fold_constants(closed: ClosedJaxpr) -> ClosedJaxpr:
 # simplification of what AD leaves behind
 
 
-def _prim(name):
-    from functrans.primitives import REGISTRY
-    return REGISTRY[name]
-
-
-def _is(val, x):
-    return val is not None and val.shape == () and bool(val == x)
-
-
 def _same_aval(a, b):
     return a.shape == b.shape and a.dtype == b.dtype
 
 
-def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
-    """Algebraic clean-up: x*1, x+0, x-0, x/1, neg(neg x), identity reshapes, transposes,
-    broadcasts and conversions, transpose of transpose, stop_gradient, broadcasts of
-    scalars feeding elementwise ops (the scalar is used directly), and the transpose of
-    a matrix product (the product with its operands swapped).
+class _Simplifying:
+    """What a primitive's simplify rules see (primitives/base.py): the known constants,
+    the (new) equation defining each var, read counts, and the current output aval."""
 
-    x + 0 -> x turns -0.0 + 0.0 (= +0.0) into -0.0; nothing else changes a value."""
-    j = closed.jaxpr
-    consts = dict(zip(j.constvars, closed.consts))
-    uses = _uses(j)
-    env: dict = {}
-    defs: dict = {}                 # var -> the (new) equation defining it
-    eqns: list = []
+    __slots__ = ("consts", "defs", "uses", "out")
 
-    def scalar_source(a):
+    def __init__(self, consts, defs, uses):
+        self.consts, self.defs, self.uses, self.out = consts, defs, uses, None
+
+    def ok(self, a):
+        """May the atom replace the (single) output?"""
+        return self.out is not None and _same_aval(a.aval, self.out)
+
+    def src(self, a):
+        """The equation defining a var, or None."""
+        return self.defs.get(a) if type(a) is Var else None
+
+    def scalar(self, a):
+        """The value of a rank-0 known atom, else None."""
+        return _scalar_of(a, self.consts)
+
+    def scalar_source(self, a):
         """The rank-0 atom that `a` is a broadcast of, if any."""
-        e = defs.get(a) if type(a) is Var else None
+        e = self.defs.get(a) if type(a) is Var else None
         if e is not None and e.primitive.name == "broadcast_in_dim" and \
                 e.invars[0].aval.shape == ():
             return e.invars[0]
         return None
 
+
+def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Algebraic clean-up: each primitive's declared identities (x*1, x+0, x-0, x/1,
+    neg(neg x), identity reshapes, transposes, broadcasts and conversions, transpose of
+    transpose, stop_gradient, the transpose of a matrix product, ...), and broadcasts of
+    scalars feeding elementwise ops (the scalar is used directly).
+
+    x + 0 -> x turns -0.0 + 0.0 (= +0.0) into -0.0; nothing else changes a value."""
+    j = closed.jaxpr
+    env: dict = {}
+    defs: dict = {}                 # var -> the (new) equation defining it
+    s = _Simplifying(dict(zip(j.constvars, closed.consts)), defs, _uses(j))
+    eqns: list = []
     for e in j.eqns:
         ins = [_read(env, a) for a in e.invars]
-        res = _simplify_eqn(e, ins, consts, defs, uses, scalar_source)
+        res = _simplify_eqn(e, ins, s)
         if res is None:
             new = [JaxprEqn(e.primitive, ins, e.params, e.outvars)]
         elif isinstance(res, JaxprEqn):
@@ -310,112 +318,54 @@ def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
     return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, outvars), closed.consts)
 
 
-def _simplify_eqn(e, ins, consts, defs, uses, scalar_source):
-    """None (keep), an atom (replaces the output) or a new equation."""
-    name = e.primitive.name
-    out = e.outvars[0].aval if len(e.outvars) == 1 else None
+def _simplify_eqn(e, ins, s):
+    """None (keep), an atom (replaces the output) or new equation(s): the primitive's
+    simplify rule, then broadcasts of scalars folded into elementwise operands, then its
+    simplify_late rule on those operands."""
+    prim = e.primitive
+    out = s.out = e.outvars[0].aval if len(e.outvars) == 1 else None
     p = e.params
-
-    def ok(a):                      # may the atom replace the output?
-        return out is not None and _same_aval(a.aval, out)
+    if prim.simplify is not None:
+        res = prim.simplify(e, ins, s)
+        if res is not None:
+            return res
     operands = ins
-
-    if name == "stop_gradient" and ok(ins[0]):
-        return ins[0]
-    if name == "convert_element_type" and ok(ins[0]):
-        return ins[0]
-    if name in ("reshape", "squeeze", "expand_dims", "broadcast_in_dim", "rev") and ok(ins[0]):
-        if name != "broadcast_in_dim" or tuple(p["broadcast_dimensions"]) == tuple(range(out.ndim)):
-            if name != "rev" or not p["dimensions"]:
-                return ins[0]
-    if name == "broadcast_in_dim":             # a broadcast of a broadcast: one broadcast
-        src = defs.get(ins[0]) if type(ins[0]) is Var else None
-        if src is not None and src.primitive.name == "broadcast_in_dim":
-            outer = p["broadcast_dimensions"]
-            dims = tuple(outer[d] for d in src.params["broadcast_dimensions"])
-            return JaxprEqn(e.primitive, [src.invars[0]],
-                            {**p, "broadcast_dimensions": dims}, e.outvars)
-    if name == "reshape":
-        src = defs.get(ins[0]) if type(ins[0]) is Var else None
-        if src is not None and src.primitive.name == "reshape":
-            return JaxprEqn(e.primitive, [src.invars[0]], p, e.outvars)
-    if name == "reduce_sum" and not p["axes"] and ok(ins[0]):
-        return ins[0]
-    if name == "integer_pow" and p["y"] == 1 and ok(ins[0]):
-        return ins[0]
-    if name == "integer_pow" and p["y"] == 2:    # as its impl computes it; CSE sees x * x
-        return JaxprEqn(_prim("mul"), [ins[0], ins[0]], {}, e.outvars)
-    if name == "transpose":
-        perm = tuple(p["permutation"])
-        if perm == tuple(range(len(perm))) and ok(ins[0]):
-            return ins[0]
-        src = defs.get(ins[0]) if type(ins[0]) is Var else None
-        if src is not None and src.primitive.name == "transpose":
-            inner = tuple(src.params["permutation"])
-            composed = tuple(inner[i] for i in perm)
-            if composed == tuple(range(len(composed))) and ok(src.invars[0]):
-                return src.invars[0]
-            return JaxprEqn(e.primitive, [src.invars[0]], {"permutation": composed}, e.outvars)
-        if (src is not None and src.primitive.name == "dot_general" and perm == (1, 0)
-                and uses.get(ins[0], 0) == 1):
-            (lc, rc), (lb, rb) = src.params["dimension_numbers"]
-            x, y = src.invars
-            if not lb and x.aval.ndim - len(lc) == 1 and y.aval.ndim - len(rc) == 1:
-                return JaxprEqn(src.primitive, [y, x],
-                                {**src.params, "dimension_numbers": ((rc, lc), (lb, rb))},
-                                e.outvars)
-    if name == "neg":
-        src = defs.get(ins[0]) if type(ins[0]) is Var else None
-        if src is not None and src.primitive.name == "neg" and ok(src.invars[0]):
-            return src.invars[0]
-    if name == "select" and len(ins) == 3 and ins[1] is ins[2] and ok(ins[1]):
-        return ins[1]
-
-    if e.primitive.elementwise and out is not None and out.shape != () and \
-            name != "broadcast_in_dim":
+    if prim.elementwise and out is not None and out.shape != ():
         # every operand a scalar or a broadcast of one: compute on scalars, then broadcast
-        srcs = [a if a.aval.shape == () else scalar_source(a) for a in ins]
+        srcs = [a if a.aval.shape == () else s.scalar_source(a) for a in ins]
         if all(a is not None for a in srcs) and any(a.aval.shape != () for a in ins):
             try:
-                sc = e.primitive.abstract_eval(*[a.aval for a in srcs], **p)
+                sc = prim.abstract_eval(*[a.aval for a in srcs], **p)
             except Exception:
                 sc = None
             if sc is not None and sc.shape == () and sc.dtype == out.dtype:
                 tmp = Var(sc)
-                bcast = _prim("broadcast_in_dim")
-                return [JaxprEqn(e.primitive, srcs, p, [tmp]),
+                bcast = next(s.defs[a].primitive for a in ins if a.aval.shape != ())
+                return [JaxprEqn(prim, srcs, p, [tmp]),
                         JaxprEqn(bcast, [tmp], {"shape": out.shape, "broadcast_dimensions": ()},
                                  e.outvars)]
         # a broadcast of a scalar feeding an elementwise op: use the scalar itself
         new_ins = list(ins)
         for i, a in enumerate(ins):
-            s = scalar_source(a)
-            if s is None:
+            src = s.scalar_source(a)
+            if src is None:
                 continue
-            trial = new_ins[:i] + [s] + new_ins[i + 1:]
+            trial = new_ins[:i] + [src] + new_ins[i + 1:]
             if any(b.aval.shape == out.shape for b in trial):
                 new_ins = trial
         if any(a is not b for a, b in zip(new_ins, ins)):
             try:
-                got = e.primitive.abstract_eval(*[a.aval for a in new_ins], **p)
+                got = prim.abstract_eval(*[a.aval for a in new_ins], **p)
             except Exception:
                 got = None
             if got is not None and _same_aval(got, out):
                 ins = new_ins
-    # algebraic identities (on the operands as rewritten above)
-    if name in ("mul", "add", "sub", "div") and len(ins) == 2 and out is not None:
-        sx, sy = _scalar_of(ins[0], consts), _scalar_of(ins[1], consts)
-        unit = 1 if name in ("mul", "div") else 0
-        if _is(sy, unit) and ok(ins[0]):
-            return ins[0]
-        if name in ("mul", "add") and _is(sx, unit) and ok(ins[1]):
-            return ins[1]
-        if name == "mul" and out.shape != () and out.dtype.kind in "fi":   # x * -1 is -x
-            for s, other in ((sy, ins[0]), (sx, ins[1])):
-                if _is(s, -1) and ok(other):
-                    return JaxprEqn(_prim("neg"), [other], {}, e.outvars)
+    if prim.simplify_late is not None:
+        res = prim.simplify_late(e, ins, s)
+        if res is not None:
+            return res
     if ins is not operands:
-        return JaxprEqn(e.primitive, ins, p, e.outvars)
+        return JaxprEqn(prim, ins, p, e.outvars)
     return None
 
 

@@ -6,6 +6,17 @@ Rule conventions (read by the transformations in functrans/):
       linear args arrive as UndefinedPrimal(aval).
   batch(args, dims, **params) -> (out, out_dim); dims[i] is an int or None (unbatched).
   cuda: an expression template for elementwise primitives, "{0}" being the first operand.
+  cpu: how the CPU backend writes the result into a given buffer: a NumPy ufunc name
+      (called with out=), or emitter(eqn) -> None (the backend calls impl) | a ufunc
+      name | (emit(ctx, ins, out) -> source lines, inplace(in_index) -> bool); ctx.g(obj,
+      hint) names a global, ctx.scalar(value, dtype) a NumPy scalar, ctx.dtype(dt) a dtype.
+  fresh: impl always returns a new array (never a view of an operand).
+  simplify(eqn, ins, s) -> None | an atom replacing the output | equation(s): algebraic
+      identities, tried by passes.simplify before broadcasts of scalars are folded into
+      elementwise operands; simplify_late, after (on those operands); s.out is the output
+      aval, s.ok(a) whether a may replace it, s.src(a) the equation defining a, s.scalar(a)
+      the value of a rank-0 known atom, s.uses the read counts.
+  commutative: f(x, y) == f(y, x) (common-subexpression elimination orders operands).
 """
 from __future__ import annotations
 
@@ -15,6 +26,7 @@ from functrans.core import (DTypeError, FunctransError, Primitive, ShapedArray, 
                             UndefinedPrimal, Zero, get_aval)
 
 REGISTRY: dict[str, Primitive] = {}
+DECLARED: dict[str, dict] = {}   # name -> the primitive's attributes as defprim left them
 _SHAPE_CACHE_SIZE = 2048      # memoized shape-rule results per primitive
 
 FLOAT = "fc"          # inexact dtypes: float and complex
@@ -27,15 +39,32 @@ _KIND_NAMES = {"f": "floating", "c": "complex", "i": "signed integer", "u": "uns
                "b": "boolean"}
 
 
+class self_rule:
+    """A rule that binds the primitive it is declared for: defprim passes factory(p)."""
+
+    __slots__ = ("factory",)
+
+    def __init__(self, factory):
+        self.factory = factory
+
+
+def _resolve(rule, p):
+    return rule.factory(p) if type(rule) is self_rule else rule
+
+
 def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpose=None,
-            batch=None, cuda=None, differentiable=True, multiple_results=False,
+            batch=None, cuda=None, cpu=None, fresh=False, simplify=None, simplify_late=None,
+            commutative=False, differentiable=True, multiple_results=False,
             elementwise=False, **extra):
-    """Declare a primitive with all its rules in one call and register it.
+    """Declare a primitive with all its rules in one call and register it; nothing is
+    added to it afterwards (a registry test checks against DECLARED).
 
     jvp: a full rule, or a tuple of per-argument functions f(t, *primals, **params)
     jvp_out: per-argument functions f(t, ans, *primals, **params) that reuse the output
     linear: the primitive is linear in all its array arguments (its JVP applies itself)
     differentiable=False: zero tangents (comparisons, integer ops, floor, ...)
+    jvp, batch: self_rule(factory) for a rule that binds this primitive itself
+    cpu, fresh, simplify, simplify_late, commutative: see the module docstring
     """
     cache: dict = {}
 
@@ -65,6 +94,8 @@ def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpos
     p = Primitive(name, impl=impl, abstract_eval=abstract_eval, multiple_results=multiple_results,
                   transpose=transpose, batch=batch, cuda=cuda, differentiable=differentiable,
                   elementwise=elementwise, **extra)
+    p.cpu, p.fresh, p.commutative = cpu, fresh, commutative
+    p.simplify, p.simplify_late = simplify, simplify_late
     if not differentiable:
         p.jvp = _zero_jvp(p)
     elif linear:
@@ -74,11 +105,18 @@ def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpos
     elif isinstance(jvp, tuple):
         p.jvp = _per_arg_jvp(p, jvp, with_out=False)
     else:
-        p.jvp = jvp
+        p.jvp = _resolve(jvp, p)
+    p.batch = _resolve(batch, p)
     if batch is None and elementwise:
         p.batch = _elementwise_batch(p)
     REGISTRY[name] = p
+    DECLARED[name] = dict(vars(p))
     return p
+
+
+def keep_operand(eqn, ins, s):
+    """A simplify rule: the operand itself when the output has its shape and dtype."""
+    return ins[0] if s.ok(ins[0]) else None
 
 
 # ---------------------------------------------------------------------------

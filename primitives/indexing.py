@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal, Zero
-from .base import aval_of, bdim_size, broadcast_batched, defprim, instantiate, moveaxis, zeros
+from .base import (aval_of, bdim_size, broadcast_batched, defprim, instantiate, moveaxis,
+                   self_rule, zeros)
 from .elementwise import add, convert_element_type, max as max_, min as min_
 from .shape import broadcast_in_dim, concatenate, iota
 
@@ -72,7 +73,7 @@ def _gather_batch(vals, dims):
 gather_p = defprim("gather", _gather_impl, _gather_shape,
                    jvp=(lambda t, x, idx: gather(t, idx), None),
                    transpose=lambda ct, x, idx: [scatter_add(zeros(x.aval), idx, ct), None],
-                   batch=_gather_batch)
+                   batch=_gather_batch, fresh=True)
 
 
 def _scatter_shape(x, idx, upd):
@@ -123,17 +124,15 @@ def _scatter_batch(prim):
 scatter_add_p = defprim(
     "scatter_add", _scatter_add_impl, _scatter_shape,
     transpose=lambda ct, x, idx, u: [ct if _lin(x) else None, None,
-                                     gather(ct, idx) if _lin(u) else None])
-scatter_add_p.jvp = _scatter_jvp(scatter_add_p)
-scatter_add_p.batch = _scatter_batch(scatter_add_p)
+                                     gather(ct, idx) if _lin(u) else None],
+    jvp=self_rule(_scatter_jvp), batch=self_rule(_scatter_batch), fresh=True)
 
 scatter_p = defprim(
     "scatter", _scatter_impl, _scatter_shape,
     transpose=lambda ct, x, idx, u: [
         scatter(ct, idx, zeros(aval_of(u))) if _lin(x) else None, None,
-        gather(ct, idx) if _lin(u) else None])
-scatter_p.jvp = _scatter_jvp(scatter_p)
-scatter_p.batch = _scatter_batch(scatter_p)
+        gather(ct, idx) if _lin(u) else None],
+    jvp=self_rule(_scatter_jvp), batch=self_rule(_scatter_batch), fresh=True)
 
 gather = gather_p.bind
 scatter_add = scatter_add_p.bind
@@ -276,7 +275,7 @@ def _dus_batch(vals, dims):
 
 
 dynamic_update_slice_p = defprim("dynamic_update_slice", _dus_impl, _dus_shape, jvp=_dus_jvp,
-                                 transpose=_dus_transpose, batch=_dus_batch)
+                                 transpose=_dus_transpose, batch=_dus_batch, fresh=True)
 
 
 dynamic_slice = dynamic_slice_p.bind

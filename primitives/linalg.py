@@ -150,10 +150,72 @@ def _dot_batch(vals, dims, dimension_numbers):
     return out, len(lb) + aval_of(x).ndim - len(lc) - len(lb)
 
 
+# ---------------------------------------------------------------------------
+# CPU emitter (the protocol is in base.py)
+
+_MATMUL = {((1,), (0,)): ("", ""), ((0,), (0,)): (".T", ""), ((1,), (1,)): ("", ".T"),
+           ((0,), (1,)): (".T", ".T")}
+
+
+def _no_input(i):
+    return False
+
+
+def _dot_cpu(eqn):
+    """Matrix products as matmul into the output buffer (transposed operands as views),
+    contractions over size-1 axes as one einsum; other contractions call the impl."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    x, y = eqn.invars
+    dt = eqn.outvars[0].aval.dtype
+    if all(x.aval.shape[d] == 1 for d in lc) and dt.kind in "fiu":
+        if not lc and lb and _outer_prefers_transposed(x.aval, y.aval, lb, rb):
+            return None     # the impl computes it in the faster layout, as a view
+        return _outer_emitter(x.aval, y.aval, lc, rc, lb, rb)
+    form = _MATMUL.get((tuple(lc), tuple(rc)))
+    if (form is None or lb or rb or x.aval.ndim != 2 or y.aval.ndim != 2
+            or dt.kind not in "fc"):
+        return None
+
+    def emit(ctx, ins, out):
+        return [f"{ctx.g(np.matmul, 'matmul')}({ins[0]}{form[0]}, {ins[1]}{form[1]}, "
+                f"out={out})"]
+    return emit, _no_input
+
+
+def _outer_prefers_transposed(xa, ya, lb, rb):
+    """Whether _dot_impl computes this batched outer product as a transposed view (its
+    right free block is the shorter one)."""
+    lf = [xa.shape[i] for i in range(xa.ndim) if i not in lb]
+    rf = [ya.shape[i] for i in range(ya.ndim) if i not in rb]
+    return bool(lf and rf) and math.prod(rf) < math.prod(lf)
+
+
+def _outer_emitter(xa, ya, lc, rc, lb, rb):
+    """A contraction over size-1 axes (an outer product, per batch element) as one einsum
+    into the output buffer: a batched matmul with K = 1 is the slowest way to compute it."""
+    lf = [i for i in range(xa.ndim) if i not in lc and i not in lb]
+    rf = [i for i in range(ya.ndim) if i not in rc and i not in rb]
+    px, py = tuple(lb) + tuple(lf) + tuple(lc), tuple(rb) + tuple(rf) + tuple(rc)
+    bs = [xa.shape[i] for i in lb]
+    sx = tuple(bs + [xa.shape[i] for i in lf])
+    sy = tuple(bs + [ya.shape[i] for i in rf])
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    B = "".join(next(letters) for _ in lb)
+    L = "".join(next(letters) for _ in lf)
+    R = "".join(next(letters) for _ in rf)
+    spec = f"{B}{L},{B}{R}->{B}{L}{R}"
+
+    def emit(ctx, ins, out):
+        es = ctx.g(np.einsum, "einsum")
+        return [f"{es}('{spec}', {ins[0]}.transpose({px}).reshape({sx}), "
+                f"{ins[1]}.transpose({py}).reshape({sy}), out={out})"]
+    return emit, _no_input
+
+
 dot_general_p = defprim(
     "dot_general", _dot_impl, _dot_shape,
     jvp=(lambda t, x, y, dimension_numbers: dot_general(t, y, dimension_numbers=dimension_numbers),
          lambda t, x, y, dimension_numbers: dot_general(x, t, dimension_numbers=dimension_numbers)),
-    transpose=_dot_transpose, batch=_dot_batch)
+    transpose=_dot_transpose, batch=_dot_batch, cpu=_dot_cpu, fresh=True)
 
 dot_general = dot_general_p.bind

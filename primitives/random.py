@@ -58,5 +58,5 @@ def _threefry_batch(vals, dims):
 
 
 threefry2x32_p = defprim("threefry2x32", _threefry_impl, _threefry_shape, multiple_results=True,
-                         differentiable=False, batch=_threefry_batch)
+                         differentiable=False, batch=_threefry_batch, fresh=True)
 threefry2x32 = threefry2x32_p.bind

@@ -5,8 +5,9 @@ import math
 
 import numpy as np
 
-from functrans.core import DTypeError, ShapedArray, ShapeError
-from .base import ANY, NUMERIC, _zero_of, aval_of, defprim, full_like_aval, moveaxis
+from functrans.core import DTypeError, ShapedArray, ShapeError, Zero
+from .base import (ANY, NUMERIC, _zero_of, aval_of, defprim, full_like_aval, moveaxis,
+                   self_rule)
 from .elementwise import convert_element_type, div, eq, mul
 from .shape import broadcast_in_dim, pad, reshape, slice as slice_, transpose
 
@@ -51,9 +52,14 @@ def _sum_transpose(ct, x, axes):
     return [broadcast_in_dim(ct, shape=shape, broadcast_dimensions=_kept_dims(len(shape), axes))]
 
 
+def _sum_simplify(eqn, ins, s):
+    """A sum over no axes is its operand."""
+    return ins[0] if not eqn.params["axes"] and s.ok(ins[0]) else None
+
+
 reduce_sum_p = defprim("reduce_sum", _ufunc_reduce("sum", np.add, keep_dtype=True),
-                       _reduce_shape(NUMERIC), linear=True, transpose=_sum_transpose)
-reduce_sum_p.batch = _reduce_batch(reduce_sum_p)
+                       _reduce_shape(NUMERIC), linear=True, transpose=_sum_transpose,
+                       batch=self_rule(_reduce_batch), fresh=True, simplify=_sum_simplify)
 
 
 def _extremum_jvp(prim):
@@ -61,7 +67,7 @@ def _extremum_jvp(prim):
     def rule(primals, tangents, axes):
         (x,), (t,) = primals, tangents
         ans = prim.bind(x, axes=axes)
-        if type(t).__name__ == "Zero" or aval_of(x).dtype.kind not in "fc":
+        if type(t) is Zero or aval_of(x).dtype.kind not in "fc":
             return ans, _zero_of(prim, ans)
         shape = aval_of(x).shape
         kept = _kept_dims(len(shape), axes)
@@ -73,14 +79,12 @@ def _extremum_jvp(prim):
     return rule
 
 
-reduce_max_p = defprim("reduce_max", _ufunc_reduce("max", np.maximum),
-                       _reduce_shape(ANY), jvp=None)
-reduce_max_p.jvp = _extremum_jvp(reduce_max_p)
-reduce_max_p.batch = _reduce_batch(reduce_max_p)
-reduce_min_p = defprim("reduce_min", _ufunc_reduce("min", np.minimum),
-                       _reduce_shape(ANY), jvp=None)
-reduce_min_p.jvp = _extremum_jvp(reduce_min_p)
-reduce_min_p.batch = _reduce_batch(reduce_min_p)
+reduce_max_p = defprim("reduce_max", _ufunc_reduce("max", np.maximum), _reduce_shape(ANY),
+                       jvp=self_rule(_extremum_jvp), batch=self_rule(_reduce_batch),
+                       fresh=True)
+reduce_min_p = defprim("reduce_min", _ufunc_reduce("min", np.minimum), _reduce_shape(ANY),
+                       jvp=self_rule(_extremum_jvp), batch=self_rule(_reduce_batch),
+                       fresh=True)
 
 
 def _exclusive_products(x):
@@ -113,7 +117,7 @@ def _exclusive_products(x):
 def _prod_jvp(primals, tangents, axes):
     (x,), (t,) = primals, tangents
     ans = reduce_prod(x, axes=axes)
-    if type(t).__name__ == "Zero":
+    if type(t) is Zero:
         return ans, _zero_of(reduce_prod_p, ans)
     shape = aval_of(x).shape
     kept = _kept_dims(len(shape), axes)
@@ -133,8 +137,8 @@ def _prod_jvp(primals, tangents, axes):
 reduce_prod_p = defprim("reduce_prod", lambda xp, x, axes: xp.prod(x, axis=axes,
                                                                   dtype=np.asarray(x).dtype
                                                                   if xp is np else x.dtype),
-                        _reduce_shape(NUMERIC), jvp=_prod_jvp)
-reduce_prod_p.batch = _reduce_batch(reduce_prod_p)
+                        _reduce_shape(NUMERIC), jvp=_prod_jvp, batch=self_rule(_reduce_batch),
+                        fresh=True)
 
 
 def _arg_shape(x, axes, index_dtype):
@@ -147,12 +151,10 @@ def _arg_shape(x, axes, index_dtype):
 
 argmax_p = defprim("argmax", lambda xp, x, axes, index_dtype:
                    xp.argmax(x, axis=axes[0]).astype(index_dtype), _arg_shape,
-                   differentiable=False)
-argmax_p.batch = _reduce_batch(argmax_p)
+                   differentiable=False, batch=self_rule(_reduce_batch), fresh=True)
 argmin_p = defprim("argmin", lambda xp, x, axes, index_dtype:
                    xp.argmin(x, axis=axes[0]).astype(index_dtype), _arg_shape,
-                   differentiable=False)
-argmin_p.batch = _reduce_batch(argmin_p)
+                   differentiable=False, batch=self_rule(_reduce_batch), fresh=True)
 
 
 def _cumsum_impl(xp, x, axis, reverse):
@@ -170,16 +172,15 @@ def _cumsum_shape(x, axis, reverse):
     return x
 
 
-cumsum_p = defprim("cumsum", _cumsum_impl, _cumsum_shape, linear=True,
-                   transpose=lambda ct, x, axis, reverse: [cumsum(ct, axis=axis, reverse=not reverse)])
-
-
 def _cumsum_batch(vals, dims, axis, reverse):
     x = moveaxis(vals[0], dims[0], 0)
     return cumsum(x, axis=axis + 1, reverse=reverse), 0
 
 
-cumsum_p.batch = _cumsum_batch
+cumsum_p = defprim("cumsum", _cumsum_impl, _cumsum_shape, linear=True,
+                   transpose=lambda ct, x, axis, reverse: [
+                       cumsum(ct, axis=axis, reverse=not reverse)],
+                   batch=_cumsum_batch, fresh=True)
 
 reduce_sum = reduce_sum_p.bind
 reduce_max = reduce_max_p.bind

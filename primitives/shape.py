@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 
-from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal, Zero
-from .base import (aval_of, bdim_size, bind, broadcast_batched, defprim, instantiate, moveaxis,
-                   zeros)
+from functrans.core import DTypeError, JaxprEqn, ShapedArray, ShapeError, UndefinedPrimal, Zero
+from .base import (aval_of, bdim_size, bind, broadcast_batched, defprim, instantiate,
+                   keep_operand, moveaxis, zeros)
 from .elementwise import select, sub
 
 
@@ -73,8 +73,22 @@ def _bid_batch(vals, dims, shape, broadcast_dimensions):
                             broadcast_dimensions=(0,) + tuple(b + 1 for b in broadcast_dimensions)), 0
 
 
+def _bid_simplify(eqn, ins, s):
+    """An identity broadcast is its operand; a broadcast of a broadcast is one broadcast."""
+    p = eqn.params
+    if s.ok(ins[0]) and tuple(p["broadcast_dimensions"]) == tuple(range(s.out.ndim)):
+        return ins[0]
+    src = s.src(ins[0])
+    if src is not None and src.primitive is broadcast_in_dim_p:
+        outer = p["broadcast_dimensions"]
+        dims = tuple(outer[d] for d in src.params["broadcast_dimensions"])
+        return JaxprEqn(eqn.primitive, [src.invars[0]], {**p, "broadcast_dimensions": dims},
+                        eqn.outvars)
+    return None
+
+
 broadcast_in_dim_p = defprim("broadcast_in_dim", _bid_impl, _bid_shape, linear=True,
-                             transpose=_bid_transpose, batch=_bid_batch)
+                             transpose=_bid_transpose, batch=_bid_batch, simplify=_bid_simplify)
 
 # ---------------------------------------------------------------------------
 # reshape, transpose, squeeze, expand_dims, rev
@@ -96,13 +110,24 @@ def _move0_then(f):
     return rule
 
 
+def _reshape_simplify(eqn, ins, s):
+    """An identity reshape is its operand; a reshape of a reshape is one reshape."""
+    if s.ok(ins[0]):
+        return ins[0]
+    src = s.src(ins[0])
+    if src is not None and src.primitive is reshape_p:
+        return JaxprEqn(eqn.primitive, [src.invars[0]], eqn.params, eqn.outvars)
+    return None
+
+
 reshape_p = defprim(
     "reshape", lambda xp, x, new_sizes, dimensions=None:
     x.reshape(new_sizes) if type(x) is np.ndarray else xp.reshape(x, new_sizes),
     _reshape_shape, linear=True,
     transpose=lambda ct, x, new_sizes, dimensions=None: [reshape(ct, new_sizes=x.aval.shape)],
     batch=_move0_then(lambda x, b, new_sizes, dimensions=None:
-                      reshape(x, new_sizes=(b,) + tuple(new_sizes))))
+                      reshape(x, new_sizes=(b,) + tuple(new_sizes))),
+    simplify=_reshape_simplify)
 
 
 def _transpose_shape(x, permutation):
@@ -112,13 +137,38 @@ def _transpose_shape(x, permutation):
     return ShapedArray(tuple(x.shape[p] for p in permutation), x.dtype, x.weak_type)
 
 
+def _transpose_simplify(eqn, ins, s):
+    """Identity permutations vanish, transposes of transposes compose, and the transpose
+    of a matrix product read once is the product with its operands swapped."""
+    perm = tuple(eqn.params["permutation"])
+    if perm == tuple(range(len(perm))) and s.ok(ins[0]):
+        return ins[0]
+    src = s.src(ins[0])
+    if src is not None and src.primitive is transpose_p:
+        inner = tuple(src.params["permutation"])
+        composed = tuple(inner[i] for i in perm)
+        if composed == tuple(range(len(composed))) and s.ok(src.invars[0]):
+            return src.invars[0]
+        return JaxprEqn(eqn.primitive, [src.invars[0]], {"permutation": composed}, eqn.outvars)
+    if (src is not None and src.primitive.name == "dot_general" and perm == (1, 0)
+            and s.uses.get(ins[0], 0) == 1):
+        (lc, rc), (lb, rb) = src.params["dimension_numbers"]
+        x, y = src.invars
+        if not lb and x.aval.ndim - len(lc) == 1 and y.aval.ndim - len(rc) == 1:
+            return JaxprEqn(src.primitive, [y, x],
+                            {**src.params, "dimension_numbers": ((rc, lc), (lb, rb))},
+                            eqn.outvars)
+    return None
+
+
 transpose_p = defprim(
     "transpose", lambda xp, x, permutation: xp.transpose(x, permutation), _transpose_shape,
     linear=True,
     transpose=lambda ct, x, permutation: [
         transpose(ct, permutation=tuple(np.argsort(permutation).tolist()))],
     batch=_move0_then(lambda x, b, permutation:
-                      transpose(x, permutation=(0,) + tuple(p + 1 for p in permutation))))
+                      transpose(x, permutation=(0,) + tuple(p + 1 for p in permutation))),
+    simplify=_transpose_simplify)
 
 
 def _squeeze_shape(x, dimensions):
@@ -134,7 +184,8 @@ squeeze_p = defprim(
     _squeeze_shape, linear=True,
     transpose=lambda ct, x, dimensions: [reshape(ct, new_sizes=x.aval.shape)],
     batch=_move0_then(lambda x, b, dimensions:
-                      squeeze(x, dimensions=tuple(d + 1 for d in dimensions))))
+                      squeeze(x, dimensions=tuple(d + 1 for d in dimensions))),
+    simplify=keep_operand)
 
 
 def _expand_dims_shape(x, dimensions):
@@ -152,7 +203,13 @@ expand_dims_p = defprim(
     _expand_dims_shape, linear=True,
     transpose=lambda ct, x, dimensions: [reshape(ct, new_sizes=x.aval.shape)],
     batch=_move0_then(lambda x, b, dimensions:
-                      expand_dims(x, dimensions=tuple(d + 1 for d in dimensions))))
+                      expand_dims(x, dimensions=tuple(d + 1 for d in dimensions))),
+    simplify=keep_operand)
+
+
+def _rev_simplify(eqn, ins, s):
+    """A rev over no dimensions is its operand."""
+    return ins[0] if not eqn.params["dimensions"] and s.ok(ins[0]) else None
 
 
 def _rev_shape(x, dimensions):
@@ -164,7 +221,8 @@ def _rev_shape(x, dimensions):
 rev_p = defprim(
     "rev", lambda xp, x, dimensions: xp.flip(x, dimensions) if dimensions else x, _rev_shape,
     linear=True, transpose=lambda ct, x, dimensions: [rev(ct, dimensions=dimensions)],
-    batch=_move0_then(lambda x, b, dimensions: rev(x, dimensions=tuple(d + 1 for d in dimensions))))
+    batch=_move0_then(lambda x, b, dimensions: rev(x, dimensions=tuple(d + 1 for d in dimensions))),
+    simplify=_rev_simplify)
 
 # ---------------------------------------------------------------------------
 # concatenate
@@ -213,7 +271,7 @@ def _concat_batch(vals, dims, dimension):
 
 concatenate_p = defprim(
     "concatenate", lambda xp, *xs, dimension: xp.concatenate(xs, axis=dimension),
-    _concat_shape, linear=True, transpose=_concat_transpose, batch=_concat_batch)
+    _concat_shape, linear=True, transpose=_concat_transpose, batch=_concat_batch, fresh=True)
 
 # ---------------------------------------------------------------------------
 # pad and slice
@@ -271,7 +329,7 @@ def _pad_batch(vals, dims, padding_config):
 
 
 pad_p = defprim("pad", _pad_impl, _pad_shape, linear=True, transpose=_pad_transpose,
-                batch=_pad_batch)
+                batch=_pad_batch, fresh=True)
 
 
 def _slice_impl(xp, x, start_indices, limit_indices, strides):
@@ -327,7 +385,7 @@ def _iota_shape(dtype, shape, dimension):
 
 iota_p = defprim("iota", lambda xp, *, dtype, shape, dimension: _iota_impl(xp, dtype, shape, dimension),
                  lambda *, dtype, shape, dimension: _iota_shape(dtype, shape, dimension),
-                 differentiable=False)
+                 differentiable=False, fresh=True)
 
 # ---------------------------------------------------------------------------
 # bind wrappers

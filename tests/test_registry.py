@@ -12,6 +12,7 @@ import functrans as ft
 from functrans import core
 from functrans.ad import backward_pass
 from functrans.primitives import REGISTRY
+from functrans.primitives.base import DECLARED
 from registry_cases import CASES, EXTERNAL, F64
 from conftest import assert_close, check_traced
 
@@ -88,6 +89,33 @@ def test_rules_are_declared(name):
         assert case.linear, f"{name} has a transpose rule but no linear group in the table"
     if case.linear:
         assert p.transpose is not None, f"{name} is listed as linear but has no transpose rule"
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_nothing_is_added_after_the_declaration(name):
+    """Every rule is passed to defprim: the primitive's attributes are still the ones its
+    declaration left (none added, none replaced)."""
+    now, declared = vars(REGISTRY[name]), DECLARED[name]
+    added = sorted(set(now) - set(declared))
+    replaced = sorted(k for k in declared if k in now and now[k] is not declared[k])
+    assert not added and not replaced, (
+        f"{name}: attributes set after defprim returned: added {added}, replaced {replaced}; "
+        "pass them in its declaration")
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in REGISTRY.items() if type(p.cpu) is str))
+def test_declared_cpu_ufuncs_exist(name):
+    uf = getattr(np, REGISTRY[name].cpu, None)
+    assert isinstance(uf, np.ufunc), f"{name}: cpu={REGISTRY[name].cpu!r} is not a NumPy ufunc"
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if REGISTRY[n].commutative])
+@given(data=st.data())
+def test_declared_commutative(name, data):
+    """commutative=True (CSE merges x op y with y op x) holds on the case's operands."""
+    p, case, params, args, rng, gen = _draw(data, name, deriv=False)
+    assert len(args) == 2
+    np.testing.assert_array_equal(p.bind(*args, **params), p.bind(args[1], args[0], **params))
 
 
 # ---------------------------------------------------------------------------

@@ -102,206 +102,28 @@ def run_blocked(fn, n, block, args, temps):
 # ---------------------------------------------------------------------------
 # how each primitive is emitted
 
-UFUNCS = {
-    "neg": "negative", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "arcsin",
-    "acos": "arccos", "atan": "arctan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
-    "exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1", "sqrt": "sqrt",
-    "abs": "absolute", "sign": "sign", "floor": "floor", "ceil": "ceil", "not": "invert",
-    "is_finite": "isfinite", "add": "add", "sub": "subtract", "mul": "multiply",
-    "max": "maximum", "min": "minimum", "atan2": "arctan2", "rem": "fmod", "pow": "power",
-    "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
-    "ge": "greater_equal", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
-    "shift_right_logical": "right_shift", "shift_left": "left_shift",
-}
-
-# primitives whose impl always returns a new array (never a view of an input)
-FRESH = {"dot_general", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax",
-         "argmin", "cumsum", "concatenate", "pad", "gather", "scatter_add", "scatter",
-         "dynamic_update_slice", "threefry2x32", "erf", "iota", "select", "fused"}
-
-_MATMUL = {((1,), (0,)): ("", ""), ((0,), (0,)): (".T", ""), ((1,), (1,)): ("", ".T"),
-           ((0,), (1,)): (".T", ".T")}
-
-
 def _out_emitter(eqn):
     """(emit(ctx, ins, out) -> lines, inplace(in_index) -> bool) when the equation can
-    write into a given buffer with out=, else None."""
-    name = eqn.primitive.name
-    p = eqn.params
-    dt = eqn.outvars[0].aval.dtype if eqn.outvars else None
-    if len(eqn.outvars) != 1:
+    write into a given buffer with out=, else None: read off the primitive's declared
+    `cpu` (a ufunc name, or an emitter of the equation; see primitives/base.py)."""
+    rule = eqn.primitive.cpu
+    if rule is None or len(eqn.outvars) != 1:
         return None
-    in_dt = eqn.invars[0].aval.dtype if eqn.invars else None
-    if name == "div":
-        if in_dt.kind in "iu":
-            return None
-        uf = "true_divide"
-    elif name == "shift_right_logical" and in_dt.kind == "i":
-        return None                     # logical shift of signed values: the impl
-    elif name in ("max", "min") and dt in (np.float32, np.float64) and _CLIP is not None:
-        em = _clip_emitter(eqn, dt)
-        if em is not None:
-            return em
-        uf = UFUNCS[name]
-    elif name == "round":
-        if p.get("rounding_method") != 1:
-            return None
-        uf = "rint"
-    else:
-        uf = UFUNCS.get(name)
-    if uf is not None:
-        def emit(ctx, ins, out):
-            return [f"{ctx.g(getattr(np, uf), uf)}({', '.join(ins)}, out={out})"]
-        return emit, lambda i: True
-    if name == "rsqrt":
-        def emit(ctx, ins, out):
-            one = ctx.scalar(1, dt)
-            return [f"{ctx.g(np.sqrt, 'sqrt')}({ins[0]}, out={out})",
-                    f"{ctx.g(np.divide, 'divide')}({one}, {out}, out={out})"]
-        return emit, lambda i: True
-    if name == "logistic":
-        def emit(ctx, ins, out):
-            half = ctx.scalar(0.5, dt)
-            mul, th, add = (ctx.g(np.multiply, "multiply"), ctx.g(np.tanh, "tanh"),
-                            ctx.g(np.add, "add"))
-            return [f"{mul}({ins[0]}, {half}, out={out})", f"{th}({out}, out={out})",
-                    f"{mul}({out}, {half}, out={out})", f"{add}({out}, {half}, out={out})"]
-        return emit, lambda i: True
-    if name == "integer_pow":
-        y = p["y"]
-        if y == 2:
-            def emit(ctx, ins, out):
-                return [f"{ctx.g(np.multiply, 'multiply')}({ins[0]}, {ins[0]}, out={out})"]
-            return emit, lambda i: True
-        if y >= 0 or dt.kind in "fc":
-            def emit(ctx, ins, out):
-                return [f"{ctx.g(np.power, 'power')}({ins[0]}, {int(y)}, out={out})"]
-            return emit, lambda i: True
-        return None
-    if name == "convert_element_type":
-        def emit(ctx, ins, out):
-            return [f"{ctx.g(np.copyto, 'copyto')}({out}, {ins[0]}, casting='unsafe')"]
-        return emit, lambda i: False
-    if name == "select":
-        return _select_emitter(eqn, dt)
-    if name == "dot_general":
-        (lc, rc), (lb, rb) = p["dimension_numbers"]
-        x, y = eqn.invars
-        if all(x.aval.shape[d] == 1 for d in lc) and dt.kind in "fiu":
-            if not lc and lb and _outer_prefers_transposed(x.aval, y.aval, lb, rb):
-                return None     # the impl computes it in the faster layout, as a view
-            return _outer_emitter(x.aval, y.aval, lc, rc, lb, rb)
-        form = _MATMUL.get((tuple(lc), tuple(rc)))
-        if (form is None or lb or rb or x.aval.ndim != 2 or y.aval.ndim != 2
-                or dt.kind not in "fc"):
-            return None
-
-        def emit(ctx, ins, out):
-            return [f"{ctx.g(np.matmul, 'matmul')}({ins[0]}{form[0]}, {ins[1]}{form[1]}, "
-                    f"out={out})"]
-        return emit, lambda i: False
-    return None
+    if type(rule) is not str:
+        rule = rule(eqn)
+        if type(rule) is not str:
+            return rule
+    return _ufunc_emitter(rule)
 
 
-# NumPy's clip ufunc (a private name, looked up defensively) is about twice as fast as
-# maximum/minimum with a constant bound
-_CLIP = getattr(getattr(np, "_core", None), "umath", None)
-_CLIP = getattr(_CLIP, "clip", None)
-
-
-def _clip_emitter(eqn, dt):
-    """max/min of a float array and a literal as clip(x, c, inf) / clip(x, -inf, c).
-
-    Bit for bit NumPy's answer: like maximum(c, x), clip keeps x when x == c, so with the
-    literal second and x == c == +-0, max(x, +0.0) needs the + 0.0 that turns -0.0 into
-    +0.0 (and a -0.0 literal second is left to maximum/minimum); NaN x stays NaN."""
-    x, y = eqn.invars
-    lit_first = type(x) is Literal
-    lit = x if lit_first else y
-    if type(lit) is not Literal or (type(x) is Literal and type(y) is Literal):
-        return None
-    c = np.asarray(lit.val, dt)
-    if np.isnan(c) or (not lit_first and c == 0 and np.signbit(c)):
-        return None
-    is_max = eqn.primitive.name == "max"
-
+def _ufunc_emitter(uf):
     def emit(ctx, ins, out):
-        xs = ins[1] if lit_first else ins[0]
-        cs = ctx.scalar(c, dt)
-        inf = ctx.scalar(np.inf if is_max else -np.inf, dt)
-        lo, hi = (cs, inf) if is_max else (inf, cs)
-        lines = [f"{ctx.g(_CLIP, 'clip')}({xs}, {lo}, {hi}, out={out})"]
-        if not lit_first and c == 0:
-            lines.append(f"{ctx.g(np.add, 'add')}({out}, {ctx.scalar(0.0, dt)}, out={out})")
-        return lines
-    return emit, lambda i: True
+        return [f"{ctx.g(getattr(np, uf), uf)}({', '.join(ins)}, out={out})"]
+    return emit, _any_input
 
 
-def _outer_prefers_transposed(xa, ya, lb, rb):
-    """Whether primitives.linalg computes this batched outer product as a transposed view
-    (its right free block is the shorter one)."""
-    lf = [xa.shape[i] for i in range(xa.ndim) if i not in lb]
-    rf = [ya.shape[i] for i in range(ya.ndim) if i not in rb]
-    return bool(lf and rf) and math.prod(rf) < math.prod(lf)
-
-
-def _outer_emitter(xa, ya, lc, rc, lb, rb):
-    """A contraction over size-1 axes (an outer product, per batch element) as one einsum
-    into the output buffer: a batched matmul with K = 1 is the slowest way to compute it."""
-    lf = [i for i in range(xa.ndim) if i not in lc and i not in lb]
-    rf = [i for i in range(ya.ndim) if i not in rc and i not in rb]
-    px, py = tuple(lb) + tuple(lf) + tuple(lc), tuple(rb) + tuple(rf) + tuple(rc)
-    bs = [xa.shape[i] for i in lb]
-    sx = tuple(bs + [xa.shape[i] for i in lf])
-    sy = tuple(bs + [ya.shape[i] for i in rf])
-    letters = iter("abcdefghijklmnopqrstuvwxyz")
-    B = "".join(next(letters) for _ in lb)
-    L = "".join(next(letters) for _ in lf)
-    R = "".join(next(letters) for _ in rf)
-    spec = f"{B}{L},{B}{R}->{B}{L}{R}"
-
-    def emit(ctx, ins, out):
-        es = ctx.g(np.einsum, "einsum")
-        return [f"{es}('{spec}', {ins[0]}.transpose({px}).reshape({sx}), "
-                f"{ins[1]}.transpose({py}).reshape({sy}), out={out})"]
-    return emit, lambda i: False
-
-
-def _zero_bits(atom):
-    return type(atom) is Literal and not np.asarray(atom.val).tobytes().strip(b"\x00")
-
-
-def _select_emitter(eqn, dt):
-    """select(p, x, y) as branch-free integer arithmetic on the unsigned view of the values:
-    out = y ^ ((x ^ y) * p). Exact for every value (NaN, -0.0), and an order of magnitude
-    faster than copyto(..., where=p) on random masks; with y a zero literal (a relu, a
-    masked cotangent) it is one pass: out = x * p."""
-    if dt.itemsize not in (1, 2, 4, 8):
-        def emit_where(ctx, ins, out):
-            return [f"{ctx.g(np.copyto, 'copyto')}({out}, "
-                    f"{ctx.g(np.where, 'where')}({ins[0]}, {ins[1]}, {ins[2]}))"]
-        return emit_where, lambda i: False
-    u = np.dtype(f"u{dt.itemsize}")
-    _, x, y = eqn.invars
-
-    def emit(ctx, ins, out):
-        p, xs, ys = ins
-        U = ctx.dtype(u)
-        mul, bxor = ctx.g(np.multiply, "multiply"), ctx.g(np.bitwise_xor, "bitwise_xor")
-        ou = f"{out}.view({U})"
-        if _zero_bits(y):
-            return [f"{mul}({xs}.view({U}), {p}, out={ou}, dtype={U}, casting='unsafe')"]
-        if _zero_bits(x):
-            return [f"{mul}({ys}.view({U}), {ctx.g(np.logical_not, 'logical_not')}({p}), "
-                    f"out={ou}, dtype={U}, casting='unsafe')"]
-        return [f"{bxor}({xs}.view({U}), {ys}.view({U}), out={ou})",
-                f"{mul}({ou}, {p}, out={ou}, dtype={U}, casting='unsafe')",
-                f"{bxor}({ou}, {ys}.view({U}), out={ou})"]
-    if _zero_bits(y):
-        return emit, lambda i: i == 1
-    if _zero_bits(x):
-        return emit, lambda i: i == 2
-    return emit, lambda i: i == 1        # out may be x's buffer (y is read to the end)
+def _any_input(i):
+    return True
 
 
 def _expanded(in_shape, bd, out_rank):
@@ -408,7 +230,7 @@ def _kind(eqn, blocked):
         return "view"
     if _out_emitter(eqn) is not None:
         return "out"
-    return "fresh" if eqn.primitive.name in FRESH else "view"
+    return "fresh" if eqn.primitive.fresh else "view"
 
 
 def _block_inplace(eqn, i, o):
@@ -604,7 +426,7 @@ class _Lowering:
                 return "view"
             if _out_emitter(m) is not None:
                 return "out"
-            return "fresh" if m.primitive.name in FRESH else "view"
+            return "fresh" if m.primitive.fresh else "view"
         iplan = passes.plan_buffers(inner, ikind, inplace=lambda m, i, o: _out_emitter(m)[1](i),
                                     outputs_external=True)
         fn_name = self.ctx._fresh(e.params["name"])[1:]

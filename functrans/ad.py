@@ -2,13 +2,18 @@
 
 jvp: an interpreter reading the primitives' JVP rules, with symbolic zero tangents.
 linearize: jvp under online partial evaluation (known primals, unknown tangents), which
-    yields a linear jaxpr and its residuals.
-transpose: a backward pass over a linear jaxpr reading the transpose rules.
-vjp / grad = linearize + transpose. Higher order falls out of composition.
+    yields a linear jaxpr and its residuals (the public `linearize`).
+transpose: a backward pass over a linear jaxpr reading the transpose rules; tapped values
+    (`capture_cotangent`) add their cotangents to `transpose_jaxpr`'s outputs.
+jvp_jaxpr / partial_eval_jaxpr / transpose_jaxpr: the same three as jaxpr -> jaxpr
+    functions. Public `vjp` / `grad` record a tape and hand it to reverse.derive, which
+    composes them into a residual and a backward program (the facade's `.backward()`
+    uses the same deriver). Higher order falls out of composition.
 """
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from typing import NamedTuple
 
@@ -757,8 +762,23 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, in_unknowns, instantiate=False):
             store["out_unknowns"], store["num_res"])
 
 
-def transpose_jaxpr(closed: ClosedJaxpr, linear):
-    """Jaxpr of (non-linear inputs, output cotangents) -> cotangents of the linear inputs."""
+class _Captures(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+_CAPTURES = _Captures()
+
+
+def capture_cotangent(key, ct):
+    """Called by a tap's transpose rule: ct is the cotangent of the tapped value `key`,
+    an extra output of the transpose_jaxpr now running."""
+    _CAPTURES.stack[-1][key] = ct
+
+
+def transpose_jaxpr(closed: ClosedJaxpr, linear, captures=()):
+    """Jaxpr of (non-linear inputs, output cotangents) -> cotangents of the linear inputs,
+    then the cotangents captured for `captures` ((key, aval) pairs; zeros if none flowed)."""
     from .tracing import trace_to_jaxpr
     in_avals = closed.in_avals
     res_avals = [a for a, lin in zip(in_avals, linear, strict=True) if not lin]
@@ -768,7 +788,13 @@ def transpose_jaxpr(closed: ClosedJaxpr, linear):
         res, cts = args[:len(res_avals)], args[len(res_avals):]
         it = iter(res)
         prim_args = [UndefinedPrimal(a) if lin else next(it) for a, lin in zip(in_avals, linear)]
-        cts_in = backward_pass(closed.jaxpr, closed.consts, prim_args, list(cts))
-        return [instantiate(c) for c, lin in zip(cts_in, linear) if lin]
+        sink = {}
+        _CAPTURES.stack.append(sink)
+        try:
+            cts_in = backward_pass(closed.jaxpr, closed.consts, prim_args, list(cts))
+        finally:
+            _CAPTURES.stack.pop()
+        return ([instantiate(c) for c, lin in zip(cts_in, linear) if lin]
+                + [instantiate(sink.get(k, Zero(a))) for k, a in captures])
     jaxpr, consts = trace_to_jaxpr(f, res_avals + ct_avals)
     return ClosedJaxpr(jaxpr, consts)

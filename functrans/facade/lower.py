@@ -15,8 +15,9 @@ from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
 from ..reverse import derive, joined_program
 from .plumbing import fn_call_p, tap_p
 
+
 class RNode:
-    """A node as the builder sees it: its info, the keys of its inputs and of its slots."""
+    """A node as the lowering sees it: its info, the keys of its inputs and of its slots."""
     __slots__ = ("info", "in_keys", "slot_keys", "fslot", "pos")
 
     def __init__(self, info, in_keys, slot_keys, fslot=-1, pos=-1):
@@ -27,11 +28,12 @@ class RNode:
 class Spec:
     """What one backward program computes, independent of the values.
 
-    avals: key -> aval of every value the replay may read (all slots of replayed nodes and
-    the values entering them); available: keys the memo trace may return (saved);
-    args: target keys that enter the replay as primal inputs; targets: keys whose
+    avals: key -> aval of every value the program may read (all slots of replayed nodes
+    and the values entering them); available: keys whose saved value it may read;
+    args: target keys that enter it as differentiated inputs; targets: keys whose
     cotangents are outputs; taps: key -> hook slot (-1 for none), for replayed values
-    whose cotangent is captured or hooked; roots: keys of the differentiated outputs."""
+    whose cotangent is captured or hooked; roots: keys of the differentiated outputs;
+    captures: retained keys whose cotangents follow the targets'."""
 
     def __init__(self):
         self.avals = {}

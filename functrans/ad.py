@@ -2,7 +2,8 @@
 
 jvp: an interpreter reading the primitives' JVP rules, with symbolic zero tangents.
 linearize: jvp under online partial evaluation (known primals, unknown tangents), which
-    yields a linear jaxpr and its residuals (the public `linearize`).
+    yields a linear jaxpr and its residuals (the public `linearize`; `jacrev` transposes
+    it under vmap).
 transpose: a backward pass over a linear jaxpr reading the transpose rules; tapped values
     (`capture_cotangent`) add their cotangents to `transpose_jaxpr`'s outputs.
 jvp_jaxpr / partial_eval_jaxpr / transpose_jaxpr: the same three as jaxpr -> jaxpr

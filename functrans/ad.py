@@ -2,13 +2,18 @@
 
 jvp: an interpreter reading the primitives' JVP rules, with symbolic zero tangents.
 linearize: jvp under online partial evaluation (known primals, unknown tangents), which
-    yields a linear jaxpr and its residuals.
-transpose: a backward pass over a linear jaxpr reading the transpose rules.
-vjp / grad = linearize + transpose. Higher order falls out of composition.
+    yields a linear jaxpr and its residuals (the public `linearize`).
+transpose: a backward pass over a linear jaxpr reading the transpose rules; tapped values
+    (`capture_cotangent`) add their cotangents to `transpose_jaxpr`'s outputs.
+jvp_jaxpr / partial_eval_jaxpr / transpose_jaxpr: the same three as jaxpr -> jaxpr
+    functions. `vjp` / `grad` / `jacrev` record a tape and hand it to reverse.derive,
+    which composes them into a residual and a backward program (the facade's
+    `.backward()` uses the same deriver). Higher order falls out of composition.
 """
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from typing import NamedTuple
 
@@ -17,7 +22,7 @@ import numpy as np
 from . import staged_rules, tree_util
 from .core import (canonicalize, ClosedJaxpr, FunctransError, Jaxpr, JaxprEqn, Literal, RuleNotImplementedError,
                    ShapedArray, Trace, Tracer, UndefinedPrimal, Var, Zero, eval_jaxpr,
-                   bind_below, full_lower, get_aval, new_main, to_concrete, trusted_eval)
+                   bind_below, full_lower, get_aval, new_main, to_concrete)
 from .tracing import flatten_fun
 from functrans.primitives.base import instantiate, zeros
 from functrans.primitives import elementwise as ew
@@ -333,21 +338,13 @@ def partial_eval_flat(f_flat, pvals_in):
 class LinearFunction:
     """The linear map of a linearization: a jaxpr over tangents plus its residuals."""
 
-    def __init__(self, jaxpr, consts, out_pvals, in_avals):
+    def __init__(self, jaxpr, consts, out_pvals):
         self.jaxpr, self.consts = jaxpr, consts
         self.out_pvals = out_pvals     # known (zero) tangent outputs or unknowns
-        self.in_avals = in_avals
 
     def __call__(self, *tangents):
         outs = iter(eval_jaxpr(self.jaxpr, self.consts, *tangents))
         return [next(outs) if not pv.is_known else pv.const for pv in self.out_pvals]
-
-    def transpose(self, cts):
-        """Cotangents of the inputs for output cotangents cts (Zero allowed)."""
-        unk_cts = [ct for ct, pv in zip(cts, self.out_pvals, strict=True) if not pv.is_known]
-        with trusted_eval():
-            return backward_pass(self.jaxpr, self.consts,
-                                 [UndefinedPrimal(a) for a in self.in_avals], unk_cts)
 
 
 def linearize_flat(f_flat, primals):
@@ -363,7 +360,7 @@ def linearize_flat(f_flat, primals):
     primals_out = [pv.const for pv in pvals_out[:m]]
     if any(not pv.is_known for pv in pvals_out[:m]):
         raise FunctransError("linearize: a primal output depends on the tangents")
-    return primals_out, LinearFunction(jaxpr, consts, pvals_out[m:], t_avals)
+    return primals_out, LinearFunction(jaxpr, consts, pvals_out[m:])
 
 
 def linearize(fun, *primals):
@@ -667,16 +664,13 @@ def jacrev(fun, argnums=0, has_aux=False):
     def jacfun(*args):
         d_leaves, d_tree, f_flat, store = _jac_setup(fun, argnums, args, has_aux)
         in_avals = [get_aval(x) for x in d_leaves]
-        outs, lin = linearize_flat(f_flat, d_leaves)
+        f = (lambda *leaves: (f_flat(*leaves), store["aux"])) if has_aux else f_flat
+        outs, pull, *aux = _vjp(f, tuple(d_leaves), has_aux, fun, ("jacrev", argnums))
         out_avals = [get_aval(o) for o in outs]
-
-        def pull(*cts):
-            res = lin.transpose(list(cts))
-            return [zeros(a) if type(c) is Zero else c for c, a in zip(res, in_avals)]
-        jac_rows = vmap(pull)(*_std_basis(out_avals))
-        blocks = _split_jac(jac_rows, out_avals, in_avals, batch_is_input=False)
+        jac_rows = vmap(lambda *cts: pull(list(cts)))(*_std_basis(out_avals))
+        blocks = _split_jac(list(jac_rows), out_avals, in_avals, batch_is_input=False)
         jac = _assemble(blocks, store["tree"], d_tree)
-        return (jac, store["aux"]) if has_aux else jac
+        return (jac, aux[0]) if has_aux else jac
     return jacfun
 
 
@@ -757,8 +751,23 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, in_unknowns, instantiate=False):
             store["out_unknowns"], store["num_res"])
 
 
-def transpose_jaxpr(closed: ClosedJaxpr, linear):
-    """Jaxpr of (non-linear inputs, output cotangents) -> cotangents of the linear inputs."""
+class _Captures(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+_CAPTURES = _Captures()
+
+
+def capture_cotangent(key, ct):
+    """Called by a tap's transpose rule: ct is the cotangent of the tapped value `key`,
+    an extra output of the transpose_jaxpr now running."""
+    _CAPTURES.stack[-1][key] = ct
+
+
+def transpose_jaxpr(closed: ClosedJaxpr, linear, captures=()):
+    """Jaxpr of (non-linear inputs, output cotangents) -> cotangents of the linear inputs,
+    then the cotangents captured for `captures` ((key, aval) pairs; zeros if none flowed)."""
     from .tracing import trace_to_jaxpr
     in_avals = closed.in_avals
     res_avals = [a for a, lin in zip(in_avals, linear, strict=True) if not lin]
@@ -768,7 +777,13 @@ def transpose_jaxpr(closed: ClosedJaxpr, linear):
         res, cts = args[:len(res_avals)], args[len(res_avals):]
         it = iter(res)
         prim_args = [UndefinedPrimal(a) if lin else next(it) for a, lin in zip(in_avals, linear)]
-        cts_in = backward_pass(closed.jaxpr, closed.consts, prim_args, list(cts))
-        return [instantiate(c) for c, lin in zip(cts_in, linear) if lin]
+        sink = {}
+        _CAPTURES.stack.append(sink)
+        try:
+            cts_in = backward_pass(closed.jaxpr, closed.consts, prim_args, list(cts))
+        finally:
+            _CAPTURES.stack.pop()
+        return ([instantiate(c) for c, lin in zip(cts_in, linear) if lin]
+                + [instantiate(sink.get(k, Zero(a))) for k, a in captures])
     jaxpr, consts = trace_to_jaxpr(f, res_avals + ct_avals)
     return ClosedJaxpr(jaxpr, consts)

@@ -24,7 +24,7 @@ from . import passes, tree_util
 from .ad import jvp_jaxpr, partial_eval_jaxpr
 from .core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Primitive, ShapedArray,
                    Tracer, Var, Zero, eval_jaxpr, short_dtype)
-from .facade import engine
+from .facade import engine, plumbing
 from .facade.grad_mode import STATE as GS
 from .facade.inplace import _rebase
 from .facade.node import HookDict, add_hook, edge_of
@@ -222,7 +222,7 @@ def _tensor_hook_run(xp, ct, *, ref):
     for fn in list(ref.obj.values()):
         r = fn(g)
         if r is not None:
-            g = engine._check_hook_result(r, g)
+            g = plumbing._check_hook_result(r, g)
     return g._data
 
 

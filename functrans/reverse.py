@@ -1,14 +1,19 @@
-"""Reverse mode for vjp/grad: record once, derive once per program structure.
+"""The reverse-mode deriver: record once, derive once per program structure.
 
-`vjp(f)` runs `f` eagerly under a recording interpreter (so Python control flow on values
-and side effects behave exactly as without the transformation). The recorded program is
-then linearized and transposed with the core's own machinery (`jvp_jaxpr`,
-`partial_eval_jaxpr`, `transpose_jaxpr`) -- but only the first time a program of that
-structure is seen. The linearization's known part is rewritten to read the recorded
-forward values instead of recomputing them, which leaves a *residual program* holding only
-the derivative-side work (cos(x) for sin); the transposed linear part is the *backward
-program*. Both are cached by structure, so a training loop pays for recording and for two
-straight-line evaluations, not for tracing through nested interpreters at every step.
+A recorded program is a tape: equations over value slots, the slots that are inputs, the
+values still available. `derive` linearizes and transposes it with the core's own
+machinery (`jvp_jaxpr`, `partial_eval_jaxpr`, `transpose_jaxpr`). The linearization's
+known part is rewritten to read the available recorded values instead of recomputing
+them, which leaves a *residual program* holding only the derivative-side work (cos(x) for
+sin); the transposed linear part is the *backward program*. Taps (an identity primitive
+whose transpose calls `capture_cotangent`: the facade's hooks and retain_grad) add the
+cotangents they see to the backward program's outputs.
+
+Both faces use it: `vjp(f)` runs `f` eagerly under a recording interpreter (so Python
+control flow on values and side effects behave exactly as without the transformation)
+and caches the derived programs by structure here; the facade lowers its node graph into
+a tape (facade/lower.py) and caches by graph structure. A training loop pays for
+recording and for two straight-line evaluations, not for tracing at every step.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import numpy as np
 
 from .ad import JVPTrace, JVPTracer, is_float, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from .batching import BatchTrace, BatchTracer, apply_batch_rule, batch_jaxpr
-from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Trace, Tracer, Var, Zero, _thread_state,
+from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, Var, Zero, _thread_state,
                    bind_below, eval_jaxpr, eval_jaxpr_concrete, get_aval, has_tracer, new_main,
                    to_concrete, trusted_eval)
 from .passes import dce_jaxpr
@@ -216,11 +221,11 @@ class _Derived:
                  and v not in res.outvars[:k]]
         table = {}
         for e in fwd.eqns:
-            table[_eqn_key(e.primitive, e.params, e.invars)] = e.outvars
+            table[_eqn_key(e.primitive, e.params, e.invars)] = (e.outvars, None)
         res_avail = {res.outvars[k] for k in r_pos}
         for e in res.eqns:
             if all(v in res_avail for v in e.outvars):
-                table[_eqn_key(e.primitive, e.params, e.invars)] = e.outvars
+                table[_eqn_key(e.primitive, e.params, e.invars)] = (e.outvars, None)
         j = jvp_c.jaxpr
         env = dict(zip(j.invars[:n_q_in], fwd.invars))
         kept = _reuse(j.eqns, table, env)
@@ -299,62 +304,109 @@ class _Derived:
 
 
 def _eqn_key(prim, params, ins):
-    return (prim, _params_key(params),
-            tuple(a if type(a) is Var else (a.val.item(), a.aval) for a in ins))
+    return (prim, _params_key(params), tuple([a if type(a) is Var else _literal_key(a)
+                                              for a in ins]))
 
 
-def _reuse(eqns, table, env):
-    """Equations whose primitive, params and (renamed) inputs match a table entry are
-    dropped and their outputs renamed to the entry's; the rest are kept (and entered)."""
+def _literal_key(a):
+    v = a.val
+    return (v.item() if np.size(v) == 1 else ("array", id(v)), a.aval)
+
+
+def _reuse(eqns, table, env, alias=None):
+    """Equations whose primitive, params and (renamed) inputs match a table entry
+    (outputs, their availability or None for all) are dropped and their outputs renamed
+    to the entry's; the rest are kept (and entered). An output that is not available is
+    still computed, but named by the entry's output in later keys, so the equations that
+    read it find their entries (`alias`: such names given from the start)."""
     kept = []
+    alias = {} if alias is None else alias
     for e in eqns:
         ins = [env.get(a, a) if type(a) is Var else a for a in e.invars]
-        key = _eqn_key(e.primitive, e.params, ins)
+        key = _eqn_key(e.primitive, e.params,
+                       [alias.get(a, a) if type(a) is Var else a for a in ins] if alias else ins)
         hit = table.get(key)
-        if hit is not None and [v.aval for v in hit] == [v.aval for v in e.outvars]:
-            env.update(zip(e.outvars, hit))
-            continue
-        table[key] = e.outvars
+        if hit is not None and [v.aval for v in hit[0]] == [v.aval for v in e.outvars]:
+            outs, avail = hit
+            if avail is None:
+                env.update(zip(e.outvars, outs))
+                continue
+            for v, h, a in zip(e.outvars, outs, avail):
+                if a:
+                    env[v] = h
+                else:
+                    alias[v] = h
+        else:
+            table[key] = (e.outvars, None)
         kept.append(JaxprEqn(e.primitive, ins, e.params, e.outvars))
     return kept
 
 
-def _derive(tape, n_in, out_idx, available):
-    """Residual and backward programs; the residual program reads the recorded values
-    that are `available` and recomputes the others from the inputs."""
-    avals = tape.avals
+DERIVE_STATS = {"derived": 0}     # how many programs were derived (vjp and backward())
+
+
+def derive(avals, eqns, n_in, consts, out_idx, available, captures=()):
+    """Residual and backward programs of a tape: equations (primitive, params, input slots
+    or Literals, output slots) over value slots of these avals; slots 0..n_in-1 are the
+    differentiated inputs, `consts` the other inputs. The residual program reads the
+    values that are `available` and recomputes the others; the backward program returns
+    the float inputs' cotangents, then the cotangents captured by taps for `captures`
+    ((key, aval) pairs)."""
+    DERIVE_STATS["derived"] += 1
     var = [Var(a) for a in avals]
-    in_idx = list(range(n_in)) + list(tape.consts)
-    eqns = [JaxprEqn(p, [var[i] for i in ii], pa, [var[i] for i in oi])
-            for p, pa, ii, oi in tape.eqns]
-    forward = Jaxpr([], [var[i] for i in in_idx], eqns, [var[i] for i in out_idx])
+    in_idx = list(range(n_in)) + list(consts)
+    jeqns = [JaxprEqn(p, [var[i] if type(i) is int else i for i in ii], pa,
+                      [var[i] for i in oi]) for p, pa, ii, oi in eqns]
+    forward = Jaxpr([], [var[i] for i in in_idx], jeqns, [var[i] for i in out_idx])
     nonzero = [is_float(avals[i]) for i in range(n_in)]
     n_out, n_t = len(out_idx), sum(nonzero)
-    jvp_closed, _ = jvp_jaxpr(ClosedJaxpr(forward, []), nonzero + [False] * len(tape.consts),
+    jvp_closed, _ = jvp_jaxpr(ClosedJaxpr(forward, []), nonzero + [False] * len(consts),
                               True)
     known, unknown, _, num_res = partial_eval_jaxpr(
         jvp_closed, [False] * len(in_idx) + [True] * n_t, [False] * n_out + [True] * n_out)
     n_known_out = len(known.jaxpr.outvars) - num_res
     # the known part recomputes the forward: point it at the recorded values instead
-    eqn_out_idx = [i for _, _, _, oi in tape.eqns for i in oi]
+    eqn_out_idx = [i for _, _, _, oi in eqns for i in oi]
     table = {}
-    for e, (_, _, _, oi) in zip(eqns, tape.eqns):
-        if all(available[i] for i in oi):
-            table[_eqn_key(e.primitive, e.params, e.invars)] = e.outvars
+    for e, (_, _, _, oi) in zip(jeqns, eqns):
+        avail = [available[i] for i in oi]
+        table[_eqn_key(e.primitive, e.params, e.invars)] = (
+            e.outvars, None if all(avail) else avail)
     env = dict(zip(known.jaxpr.invars, forward.invars))
-    kept = _reuse(known.jaxpr.eqns, table, env)
+    # array literals of the tape became constants of the known part: key them alike
+    lits = {id(a.val): a for e in jeqns for a in e.invars if type(a) is Literal}
+    alias = {v: lits[id(c)] for v, c in zip(known.jaxpr.constvars, known.consts)
+             if id(c) in lits}
+    kept = _reuse(known.jaxpr.eqns, table, env, alias)
     res_out = [env.get(a, a) if type(a) is Var else a
                for a in known.jaxpr.outvars[n_known_out:]]
     residual = dce_jaxpr(Jaxpr(known.jaxpr.constvars, [], kept, res_out))
     read = {a for e in residual.eqns for a in e.invars if type(a) is Var}
     read.update(a for a in residual.outvars if type(a) is Var)
-    value_idx = [i for i in in_idx + eqn_out_idx if var[i] in read or i < n_in]
+    value_idx = [i for i in in_idx + eqn_out_idx if var[i] in read]
     residual = Jaxpr(residual.constvars, [var[i] for i in value_idx], residual.eqns,
                      residual.outvars)
-    backward = transpose_jaxpr(unknown, [False] * num_res + [True] * n_t)
+    backward = transpose_jaxpr(unknown, [False] * num_res + [True] * n_t, captures)
     d = _Derived(ClosedJaxpr(residual, known.consts), backward, value_idx, nonzero, n_out)
     d.forward, d.all_idx = forward, in_idx + eqn_out_idx
     return d
+
+
+def joined_program(derived):
+    """The residual program followed by the backward program, as one ClosedJaxpr of
+    (values at derived.value_idx, output cotangents) -> what the backward returns."""
+    res, bwd = derived.residual, derived.backward
+    r, b = res.jaxpr, bwd.jaxpr
+    n_res = len(r.outvars)
+    env = dict(zip(b.invars[:n_res], r.outvars))
+
+    def sub(a):
+        return env.get(a, a) if type(a) is Var else a
+    eqns = list(r.eqns) + [JaxprEqn(e.primitive, [sub(a) for a in e.invars], e.params,
+                                    e.outvars) for e in b.eqns]
+    return ClosedJaxpr(Jaxpr(list(r.constvars) + list(b.constvars), list(r.invars) +
+                             list(b.invars[n_res:]), eqns, [sub(a) for a in b.outvars]),
+                       list(res.consts) + list(bwd.consts))
 
 
 # user function -> {signature: the _Derived it used last}; weak, so closures are not kept
@@ -428,7 +480,7 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
         derived = None             # the structure changed and a value it reads is gone
         key = None
     if derived is None:
-        derived = _derive(tape, n_in, out_idx, available)
+        derived = derive(tape.avals, tape.eqns, n_in, tape.consts, out_idx, available)
         if key is not None and all(available):
             derived.key = key
             with _LOCK:
@@ -527,4 +579,4 @@ def clear_cache():
     _HINTS.clear()
 
 
-__all__ = ["vjp_flat", "recorded_value", "clear_cache"]
+__all__ = ["vjp_flat", "recorded_value", "clear_cache", "derive", "joined_program"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import engine
+from .lower import make_spec
+from .plumbing import FREED_MSG, RUN, RunContext
 from .grad_mode import _DecoratorContextManager
 from .record import ANOMALY
 
@@ -84,16 +86,16 @@ def run_node_by_node(nodes, pos, targets, root_keys, root_cts, create_graph, str
     """The engine's anomaly mode: (outputs like the fused program's, capture keys)."""
     from .tensor import wrap
     parts, hooked, retained, fns = structure
-    spec = engine._make_spec(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph)
+    spec = make_spec(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph)
     add = (lambda a, b: a + b)
     ct = {}
     for k, c in zip(root_keys, root_cts):
         if k is not None:
             ct[k] = add(ct[k], c) if k in ct else c
     captured = {}
-    run = engine.RunContext([[nodes[p].hooks[j]] for p, j in hooked], [nodes[p] for p in fns],
-                            create_graph)
-    engine.RUN.stack.append(run)
+    run = RunContext([[nodes[p].hooks[j]] for p, j in hooked], [nodes[p] for p in fns],
+                     create_graph)
+    RUN.stack.append(run)
     try:
         for rn in reversed(spec.nodes):
             node = nodes[rn.pos]
@@ -148,7 +150,7 @@ def run_node_by_node(nodes, pos, targets, root_keys, root_cts, create_graph, str
                                                                                      a.dtype)
             res.append(c)
     finally:
-        engine.RUN.stack.pop()
+        RUN.stack.pop()
     if not create_graph:
         res = [np.array(r, copy=True) if isinstance(r, np.ndarray) else r for r in res]
     return res, list(spec.captures), [rn.pos for rn in spec.nodes]
@@ -174,7 +176,7 @@ def _run_node(node, rn, outs, create_graph, nodes):
     vals = []
     for s in prog.slots:
         if node.vals is None:
-            raise RuntimeError(engine.FREED_MSG + f" (the values saved by {info.name} were "
+            raise RuntimeError(FREED_MSG + f" (the values saved by {info.name} were "
                                "freed by an earlier backward)")
         v = node.vals[s]
         if node.vers:

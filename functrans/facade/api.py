@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import engine
+from .plumbing import _check_hook_result
 from .grad_mode import STATE as GS
 from .record import ANOMALY
 from .tensor import Tensor, wrap
@@ -71,7 +72,7 @@ def _leaf_hooks(t, g, create_graph):
         for fn in list(hooks.values()):
             r = fn(g)
             if r is not None:
-                g = engine._check_hook_result(r, g)
+                g = _check_hook_result(r, g)
     return g
 
 

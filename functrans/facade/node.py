@@ -2,8 +2,8 @@
 
 A node is data, not code: the op's primitive steps (an `OpInfo`, shared by every node of
 the same signature), the edges to the nodes that produced its inputs, and the values it
-keeps for backward. Derivatives are never written here: the engine turns nodes into a
-jaxpr and runs the core's linearize + transpose on it.
+keeps for backward. Derivatives are never written here: the engine lowers the nodes into
+a tape for the core's reverse-mode deriver (reverse.derive), the one `ft.vjp` uses.
 """
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ class Node:
         self.seq = next(_seq)
         self.src = src           # (code, lineno) of the user line that created the node
         self.x = None
-        self.pos = -1            # position in the last walked graph (engine.index_graph)
+        self.pos = -1            # position in the last walked graph (lower.index_graph)
         self.mark = None         # visit mark of the last walk
 
     hooks = _extra_field("hooks")        # {output index: HookDict}

@@ -9,6 +9,7 @@ from .. import numpy as fnp
 from ..core import ShapedArray, Tracer, Var, array_module, run_eqns
 from . import dtypes as D
 from .grad_mode import STATE as GS
+from . import plumbing
 from .node import OpInfo, Step
 from .record import info_for, make_node, _SIGS
 from .tensor import Tensor, apply_fn, static, wrap
@@ -40,14 +41,13 @@ def prim_grad_fn_name(prim):
 
 def apply_prim(prim, params, args):
     """Run one primitive on tensors/constants, recording a node when grad mode needs it."""
-    from . import engine
-    if prim is engine.tap_p:
+    if prim is plumbing.tap_p:
         return args[0]
-    if prim is engine.hook_call_p:
+    if prim is plumbing.hook_call_p:
         return _hooks_on_tensor(args[0], params["slot"])
-    if prim is engine.fn_bwd_p:
+    if prim is plumbing.fn_bwd_p:
         from .function import run_backward
-        run = engine._current_run()
+        run = plumbing._current_run()
         return list(run_backward(run.fn_nodes[params["fslot"]], list(args), params["present"],
                                  params["in_avals"], params["out_mask"], tensors=True))
     arrays = [a._data if isinstance(a, Tensor) else a for a in args]
@@ -100,13 +100,12 @@ def _params_key(params):
 
 
 def _hooks_on_tensor(g, slot):
-    from . import engine
-    run = engine._current_run()
+    run = plumbing._current_run()
     for hooks in run.hooks[slot]:
         for fn in list(hooks.values()):
             r = fn(g)
             if r is not None:
-                g = engine._check_hook_result(r, g)
+                g = plumbing._check_hook_result(r, g)
     return g
 
 

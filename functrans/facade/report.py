@@ -6,6 +6,7 @@ import numpy as np
 
 from ..core import ClosedJaxpr
 from . import engine
+from .lower import walk
 from .node import source_line
 from .tensor import Tensor
 
@@ -119,7 +120,7 @@ def saved_tensors_report(tensor):
     the node and forward source line that saved them) and their total."""
     if not isinstance(tensor, Tensor) or tensor._grad_fn is None:
         return SavedTensorsReport([], 0)
-    nodes = engine.walk([tensor._grad_fn])
+    nodes = walk([tensor._grad_fn])
     entries = []
     seen = {}
     total = 0

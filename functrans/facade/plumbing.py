@@ -1,0 +1,170 @@
+"""The facade's plumbing for backward programs: error texts, the run context that host
+callbacks read while a program runs, and the primitives a lowered graph uses.
+
+`facade_tap` is an identity whose transpose calls the tensor hooks (`hook_call`, a host
+callback) and hands the cotangent to the deriver (`capture_cotangent`: retain_grad,
+`inputs=` that are not leaves). An `autograd.Function` is `autograd_function`, whose
+linearization is a linear primitive whose transpose calls the user's backward.
+"""
+from __future__ import annotations
+
+import threading
+
+from ..ad import capture_cotangent
+from ..core import FunctransError, Primitive, Zero
+from functrans.primitives.base import aval_of, instantiate
+
+# ---------------------------------------------------------------------------
+# error texts (PyTorch's words, API.md)
+
+FREED_MSG = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward.")
+
+
+class InternalEngineError(FunctransError):
+    """A bug in the facade's engine (never the user's fault)."""
+
+
+def describe_value(aval):
+    return f"[ft.{aval.dtype.name} [{', '.join(map(str, aval.shape))}]]"
+
+
+# ---------------------------------------------------------------------------
+# runtime context read by the callback primitives while a program runs
+
+class _Run(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+RUN = _Run()
+
+
+class RunContext:
+    __slots__ = ("hooks", "fn_nodes", "create_graph", "anomaly")
+
+    def __init__(self, hooks, fn_nodes, create_graph):
+        self.hooks = hooks            # hook slot -> list of hook dicts (called in order)
+        self.fn_nodes = fn_nodes      # function slot -> Node of an autograd.Function
+        self.create_graph = create_graph
+        self.anomaly = False
+
+
+def _current_run():
+    if not RUN.stack:
+        raise InternalEngineError("a facade callback ran outside a backward pass")
+    return RUN.stack[-1]
+
+
+# ---------------------------------------------------------------------------
+# the facade's plumbing primitives (identity taps and callbacks; no derivative formulas)
+
+def _same(x, **params):
+    return x
+
+
+def _tap_jvp(primals, tangents, **params):
+    out = tap_p.bind(primals[0], **params)
+    t = tangents[0]
+    return out, t if type(t) is Zero else tap_p.bind(t, **params)
+
+
+def _tap_transpose(ct, x, *, key, hook):
+    if hook >= 0:
+        ct = hook_call_p.bind(ct, slot=hook)
+    capture_cotangent(key, ct)
+    return [ct]
+
+
+tap_p = Primitive("facade_tap", impl=lambda xp, x, **p: x, abstract_eval=_same,
+                  jvp=_tap_jvp, transpose=_tap_transpose)
+
+
+def _hook_call_impl(xp, ct, *, slot):
+    from .tensor import wrap
+    run = _current_run()
+    g = wrap(ct)
+    for hooks in run.hooks[slot]:
+        for fn in list(hooks.values()):
+            r = fn(g)
+            if r is not None:
+                g = _check_hook_result(r, g)
+    return g._data
+
+
+def _check_hook_result(r, g):
+    from .tensor import Tensor
+    if not isinstance(r, Tensor):
+        raise TypeError(f"a tensor hook must return None or a Tensor, got {type(r).__name__}")
+    if tuple(r.shape) != tuple(g.shape):
+        raise RuntimeError(f"hook 'hook' has changed the size of value: expected shape "
+                           f"{tuple(g.shape)}, got {tuple(r.shape)}")
+    return r
+
+
+hook_call_p = Primitive("hook_call", impl=_hook_call_impl, abstract_eval=_same, effectful=True)
+
+
+def _fn_call_abstract(*avals, fslot, out_avals, **p):
+    return list(out_avals)
+
+
+def _fn_call_impl(xp, *args, **params):
+    raise InternalEngineError("the forward of an autograd.Function was about to be recomputed "
+                              "by a backward program")
+
+
+def _fn_call_jvp(primals, tangents, *, fslot, out_avals, in_mask, out_mask, materialize):
+    outs = fn_call_p.bind(*primals, fslot=fslot, out_avals=out_avals, in_mask=in_mask,
+                          out_mask=out_mask, materialize=materialize)
+    ts = [t for t, m in zip(tangents, in_mask) if m]
+    zero_outs = [Zero(a.strip_weak()) for a in out_avals]
+    if all(type(t) is Zero for t in ts):
+        return outs, zero_outs
+    ts = [instantiate(t) for t in ts]
+    diff_avals = tuple(a for a, m in zip(out_avals, out_mask) if m)
+    in_avals = tuple(a for a, m in zip([aval_of(p) for p in primals], in_mask) if m)
+    t_outs = iter(fn_lin_p.bind(*ts, fslot=fslot, out_avals=diff_avals, in_avals=in_avals,
+                                materialize=materialize, out_mask=out_mask))
+    return outs, [next(t_outs) if m else z for m, z in zip(out_mask, zero_outs)]
+
+
+fn_call_p = Primitive("autograd_function", impl=_fn_call_impl, abstract_eval=_fn_call_abstract,
+                      multiple_results=True, jvp=_fn_call_jvp)
+
+
+def _fn_lin_abstract(*avals, out_avals, **p):
+    return list(out_avals)
+
+
+def _fn_lin_transpose(cts, *args, fslot, out_avals, in_avals, materialize, out_mask):
+    present = tuple(type(c) is not Zero for c in cts)
+    if materialize:
+        cts = [instantiate(c) for c in cts]
+        present = (True,) * len(cts)
+    outs = fn_bwd_p.bind(*[c for c, p in zip(cts, present) if p], fslot=fslot, present=present,
+                         in_avals=in_avals, out_mask=out_mask)
+    return list(outs)
+
+
+fn_lin_p = Primitive("autograd_function_linear", impl=_fn_call_impl,
+                     abstract_eval=_fn_lin_abstract, multiple_results=True,
+                     transpose=_fn_lin_transpose)
+
+
+def _fn_bwd_abstract(*avals, in_avals, **p):
+    return list(in_avals)
+
+
+def _fn_bwd_impl(xp, *cts, fslot, present, in_avals, out_mask):
+    from .function import run_backward
+    run = _current_run()
+    return run_backward(run.fn_nodes[fslot], cts, present, in_avals, out_mask, tensors=False)
+
+
+fn_bwd_p = Primitive("autograd_function_backward", impl=_fn_bwd_impl,
+                     abstract_eval=_fn_bwd_abstract, multiple_results=True, effectful=True)

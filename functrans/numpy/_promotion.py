@@ -10,8 +10,8 @@ import math
 
 import numpy as _np
 
-from . import core
-from .core import Tracer, get_aval, is_python_scalar, to_concrete
+from .. import core
+from ..core import Tracer, get_aval, is_python_scalar, to_concrete
 from functrans.primitives import elementwise as ew
 from functrans.primitives import indexing as ix
 from functrans.primitives import linalg as la
@@ -1104,7 +1104,7 @@ def tensordot(a, b, axes=2):
 
 
 def einsum(subscripts, *operands, optimize="optimal"):
-    from .contraction import einsum as _einsum
+    from ..contraction import einsum as _einsum
     return _einsum(subscripts, *[_as_operand(o) for o in operands], optimize=optimize)
 
 

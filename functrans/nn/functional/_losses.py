@@ -15,10 +15,10 @@ import warnings
 
 import numpy as np
 
-from .. import numpy as fnp
-from ..core import Tracer
-from ..facade.tensor import Tensor, apply_fn
-from . import functions as _jnn
+from ... import numpy as fnp
+from ...core import Tracer
+from ...facade.tensor import Tensor, apply_fn
+from .. import functions as _jnn
 from functrans.primitives.misc import stop_gradient as _stop_gradient
 
 # ---------------------------------------------------------------------------
@@ -43,7 +43,7 @@ def _is_facade(x):
         return False
     if not isinstance(x._data, Tracer):
         return True
-    from ..compile_capture import capture_hooks
+    from ...compile_capture import capture_hooks
     return capture_hooks.active()
 
 
@@ -333,7 +333,7 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
 
 def _dropout_mask(shape, p, dtype):
     """keep / (1 - p) as an array drawn from the facade's global generator."""
-    from ..facade import creation as C
+    from ...facade import creation as C
     if p >= 1.0:
         return np.zeros(shape, dtype)
     u = C.rand(*shape, dtype=np.float32)._data
@@ -461,7 +461,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 
 def _update_running(running_mean, running_var, mean, var, n, momentum):
-    from ..facade.grad_mode import no_grad
+    from ...facade.grad_mode import no_grad
     mean = mean.detach() if isinstance(mean, Tensor) else mean
     var = var.detach() if isinstance(var, Tensor) else var
     unbiased = var * (n / (n - 1))

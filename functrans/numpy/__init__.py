@@ -5,20 +5,20 @@ NumPy broadcasting and dtype promotion, with JAX's weak typing for Python scalar
 """
 from .. import core
 from functrans.primitives.misc import stop_gradient as _stop_gradient
-from ._promotion import (
+from ._promotion import (  # noqa: F401
     _promote_float, array, asarray, astype, bool_, broadcast_shapes, complex128, complex64,
     complexfloating, concat, concatenate, dtype, e, expand_dims, finfo, float16, float32,
     float64, floating, iinfo, inexact, inf, int16, int32, int64, int8, integer, issubdtype,
     nan, ndarray, newaxis, number, pi, ravel, reshape, result_type, stack, uint16, uint32,
     uint64, uint8)
-from ._shapes import (
+from ._shapes import (  # noqa: F401
     _canon_axis, argwhere, array_split, atleast_1d, atleast_2d, broadcast_arrays, broadcast_to,
     flip, fliplr, flipud, hstack, moveaxis, ndim, nonzero, pad, shape, size, split, squeeze,
     swapaxes, tile, transpose, vstack)
-from ._creation import (
+from ._creation import (  # noqa: F401
     arange, copy, empty, empty_like, eye, full, full_like, identity, linspace, ones, ones_like,
     tri, zeros, zeros_like)
-from ._elementwise import (
+from ._elementwise import (  # noqa: F401
     abs, absolute, add, arccos, arcsin, arctan, arctan2, around, bitwise_and, bitwise_not,
     bitwise_or, bitwise_xor, cbrt, ceil, clip, conj, conjugate, cos, cosh, divide, equal, exp,
     exp2, expm1, floor, floor_divide, fmax, fmin, fmod, greater, greater_equal, invert,
@@ -26,13 +26,13 @@ from ._elementwise import (
     logical_not, logical_or, logical_xor, maximum, minimum, mod, multiply, negative, not_equal,
     positive, power, real, reciprocal, remainder, rint, round, rsqrt, sign, sin, sinh, sqrt,
     square, subtract, tan, tanh, true_divide, trunc, where)
-from ._reductions import (
+from ._reductions import (  # noqa: F401
     all, amax, amin, any, argmax, argmin, cumprod, cumsum, logsumexp, max, mean, min, prod,
     std, sum, var)
-from ._indexing import (
+from ._indexing import (  # noqa: F401
     at, diag, diagonal, getitem, index_add, index_update, repeat, take, take_along_axis, trace,
     tril, triu)
-from ._linalg import dot, einsum, inner, linalg, matmul, outer, tensordot, vdot
+from ._linalg import dot, einsum, inner, linalg, matmul, outer, tensordot, vdot  # noqa: F401
 
 
 # ---------------------------------------------------------------------------

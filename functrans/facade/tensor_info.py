@@ -1,0 +1,212 @@
+"""The read-only side of `ft.Tensor`: shape/dtype/device properties, Python and NumPy
+conversions and a repr like torch's (TensorInfo, the base class of Tensor), and torch.Size."""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from . import dtypes as D
+from .grad_mode import STATE as GS
+
+_ndarray = np.ndarray
+NUMPY_GRAD_MSG = ("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                  "instead.")
+
+
+class TensorInfo:
+    """Tensor's properties and conversions: everything here only reads `_data` (and, for
+    the repr and numpy(), the autograd flags)."""
+    __slots__ = ()
+
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[dim]
+
+    @property
+    def dtype(self):
+        return self._data.dtype
+
+    @property
+    def device(self):
+        from .creation import device_of
+        return device_of(self._data)
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def dim(self):
+        return self._data.ndim
+
+    ndimension = dim
+
+    def numel(self):
+        return int(self._data.size)
+
+    nelement = numel
+
+    def element_size(self):
+        return self._data.dtype.itemsize
+
+    def is_floating_point(self):
+        return self._data.dtype.kind == "f"
+
+    def is_complex(self):
+        return self._data.dtype.kind == "c"
+
+    def is_contiguous(self, memory_format=None):
+        return bool(self._data.flags.c_contiguous)
+
+    def stride(self, dim=None):
+        st = tuple(s // self._data.itemsize for s in self._data.strides)
+        return st if dim is None else st[dim]
+
+    def data_ptr(self):
+        return self._data.__array_interface__["data"][0] if type(self._data) is _ndarray \
+            else self._data.data.ptr
+
+    def untyped_storage(self):
+        return _Storage(self)
+
+    def __len__(self):
+        if not self._data.ndim:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if not self._data.ndim:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __hash__(self):
+        return id(self)
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return builtins.bool(self._data.reshape(()))
+
+    def __float__(self):
+        return builtins.float(self.item())
+
+    def __int__(self):
+        return builtins.int(self.item())
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iub" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return builtins.int(self.item())
+
+    def __complex__(self):
+        return builtins.complex(self.item())
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
+                               "to Scalar")
+        return _host(self._data).reshape(()).item()
+
+    def tolist(self):
+        return _host(self._data).tolist()
+
+    def numpy(self, force=False):
+        if self._requires_grad and not force and GS is not None:
+            raise RuntimeError(NUMPY_GRAD_MSG)
+        if type(self._data) is not _ndarray:
+            raise TypeError("can't convert cuda tensor to numpy. Use Tensor.cpu() to copy the "
+                            "tensor to host memory first.")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        if self._requires_grad:
+            raise RuntimeError(NUMPY_GRAD_MSG)
+        a = _host(self._data)
+        return a if dtype is None else a.astype(dtype)
+
+    def __repr__(self):
+        return _format(self)
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        if self._data.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+
+class Size(tuple):
+    """torch.Size: a tuple of ints."""
+
+    def __repr__(self):
+        return f"ft.Size([{', '.join(map(str, self))}])"
+
+    def numel(self):
+        return builtins.int(np.prod(self, dtype=np.int64))
+
+
+class _Storage:
+    def __init__(self, t):
+        self.t = t
+
+    def data_ptr(self):
+        d = self.t._data
+        while isinstance(d, np.ndarray) and d.base is not None and isinstance(d.base, np.ndarray):
+            d = d.base
+        return d.__array_interface__["data"][0]
+
+
+def _host(a):
+    return a if type(a) is _ndarray else (a.get() if hasattr(a, "get") else np.asarray(a))
+
+
+# ---------------------------------------------------------------------------
+# repr like torch's
+
+def _format(t):
+    a = _host(t._data)
+    prefix = "tensor("
+    if a.dtype.kind in "fc" and a.size:
+        finite = a[np.isfinite(a)] if a.dtype.kind == "f" else a
+        integral = finite.size == 0 or builtins.bool(np.all(finite == np.round(finite)))
+        big = finite.size and builtins.float(np.max(np.abs(finite))) >= 1e8 if \
+            a.dtype.kind == "f" else False
+        small = finite.size and a.dtype.kind == "f" and builtins.float(
+            np.min(np.abs(finite[finite != 0]))) < 1e-4 if (finite != 0).any() else False
+        if integral and not big:
+            body = np.array2string(a, separator=", ", prefix=prefix, threshold=1000)
+        elif big or small:
+            body = np.array2string(a, separator=", ", prefix=prefix, precision=4,
+                                   floatmode="fixed", threshold=1000,
+                                   formatter={"float_kind": lambda v: f"{v:.4e}"})
+        else:
+            body = np.array2string(a, separator=", ", prefix=prefix, precision=4,
+                                   floatmode="fixed", threshold=1000)
+    else:
+        body = np.array2string(a, separator=", ", prefix=prefix, threshold=1000)
+    extras = []
+    dt = a.dtype
+    if a.size == 0:
+        body = "[]"
+        if a.ndim > 1:
+            extras.append(f"size={tuple(a.shape)}")
+    if dt != D.get_default_dtype() and dt != D.int64 and dt != D.bool:
+        extras.append(f"dtype=ft.{dt.name}")
+    dev = t.device
+    if dev.type != "cpu":
+        extras.insert(0, f"device='{dev}'")
+    if t._grad_fn is not None:
+        extras.append(f"grad_fn=<{t._grad_fn.name()}>")
+    elif t._requires_grad:
+        extras.append("requires_grad=True")
+    return prefix + body + "".join(", " + e for e in extras) + ")"

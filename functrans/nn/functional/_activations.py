@@ -1,0 +1,226 @@
+"""ft.nn.functional's activations (relu, gelu, softmax, ...) and dropout."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ... import numpy as fnp
+from ...core import Tracer
+from ...facade import creation as C
+from ...facade.tensor import Tensor
+from .. import functions as _jnn
+from ._dispatch import _call, _is_facade, _is_raw, _ndim, _shape
+
+
+# ---------------------------------------------------------------------------
+# activations
+
+
+def _method_or(name, grad_name, fn, input, inplace=False, **static):
+    """Use the Tensor's own method (torch's op and grad_fn) when it has one."""
+    if _is_facade(input):
+        if inplace:
+            return getattr(input, name + "_")(**static)
+        m = getattr(input, name, None)
+        if m is not None:
+            return m(**static)
+    return _call(grad_name, fn, (input,), **static)
+
+
+def _relu_fn(x):
+    return _jnn.relu(x)
+
+
+def relu(input, inplace=False):
+    """max(input, 0); inplace=True modifies a Tensor input in place."""
+    return _method_or("relu", "ReluBackward0", _relu_fn, input, inplace)
+
+
+def relu_(input):
+    return relu(input, inplace=True)
+
+
+def _relu6_fn(x):
+    return fnp.clip(x, 0.0, 6.0)
+
+
+def relu6(input, inplace=False):
+    if inplace and isinstance(input, Tensor):
+        return input.clamp_(0.0, 6.0)
+    return _call("HardtanhBackward0", _relu6_fn, (input,))
+
+
+def _leaky_relu_fn(x, *, negative_slope):
+    return fnp.where(x > 0, x, x * negative_slope)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    out = _call("LeakyReluBackward0", _leaky_relu_fn, (input,),
+                negative_slope=float(negative_slope))
+    if inplace and isinstance(input, Tensor):
+        return input.copy_(out)
+    return out
+
+
+def _elu_fn(x, *, alpha):
+    return _jnn.elu(x, alpha)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    out = _call("EluBackward0", _elu_fn, (input,), alpha=float(alpha))
+    if inplace and isinstance(input, Tensor):
+        return input.copy_(out)
+    return out
+
+
+def _gelu_fn(x, *, approximate):
+    return _jnn.gelu(x, approximate=(approximate == "tanh"))
+
+
+def gelu(input, approximate="none"):
+    """GELU; approximate='none' is the exact erf form (PyTorch's default), 'tanh' the tanh form."""
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    return _call("GeluBackward0", _gelu_fn, (input,), approximate=approximate)
+
+
+def _silu_fn(x):
+    return _jnn.silu(x)
+
+
+def silu(input, inplace=False):
+    out = _call("SiluBackward0", _silu_fn, (input,))
+    if inplace and isinstance(input, Tensor):
+        return input.copy_(out)
+    return out
+
+
+def _sigmoid_fn(x):
+    return _jnn.sigmoid(x)
+
+
+def sigmoid(input):
+    return _method_or("sigmoid", "SigmoidBackward0", _sigmoid_fn, input)
+
+
+def _tanh_fn(x):
+    return fnp.tanh(x)
+
+
+def tanh(input):
+    return _method_or("tanh", "TanhBackward0", _tanh_fn, input)
+
+
+def _softplus_fn(x, *, beta, threshold):
+    bx = x * beta
+    soft = _jnn.softplus(bx) / beta
+    return fnp.where(bx > threshold, x, soft)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta x)) / beta, linear above `threshold` (as torch)."""
+    return _call("SoftplusBackward0", _softplus_fn, (input,), beta=float(beta),
+                 threshold=float(threshold))
+
+
+def _logsigmoid_fn(x):
+    return _jnn.log_sigmoid(x)
+
+
+def logsigmoid(input):
+    return _call("LogSigmoidBackward0", _logsigmoid_fn, (input,))
+
+
+def _hardtanh_fn(x, *, lo, hi):
+    return fnp.clip(x, lo, hi)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    out = _call("HardtanhBackward0", _hardtanh_fn, (input,), lo=float(min_val), hi=float(max_val))
+    if inplace and isinstance(input, Tensor):
+        return input.copy_(out)
+    return out
+
+
+def _softmax_dim(ndim, dim, what):
+    if dim is None:
+        warnings.warn(f"Implicit dimension choice for {what} has been deprecated. Change the call "
+                      "to include dim=X as an argument.", stacklevel=3)
+        dim = 0 if ndim in (0, 1, 3) else 1
+    return dim % max(ndim, 1) if ndim else 0
+
+
+def _softmax_fn(x, *, dim):
+    return _jnn.softmax(x, axis=dim) if fnp.ndim(x) else fnp.ones_like(x)
+
+
+def _log_softmax_fn(x, *, dim):
+    return _jnn.log_softmax(x, axis=dim) if fnp.ndim(x) else fnp.zeros_like(x)
+
+
+def _cast_input(input, dtype):
+    if dtype is None:
+        return input
+    if isinstance(input, Tensor):
+        return input.to(dtype)
+    return fnp.astype(input, dtype)
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """exp(x) / sum(exp(x)) along dim (shifted by the max, so it never overflows)."""
+    input = _cast_input(input, dtype)
+    dim = _softmax_dim(_ndim(input), dim, "softmax")
+    return _call("SoftmaxBackward0", _softmax_fn, (input,), dim=dim)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """x - logsumexp(x) along dim."""
+    input = _cast_input(input, dtype)
+    dim = _softmax_dim(_ndim(input), dim, "log_softmax")
+    return _call("LogSoftmaxBackward0", _log_softmax_fn, (input,), dim=dim)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    return softmax(-input, dim, _stacklevel, dtype)
+
+
+# ---------------------------------------------------------------------------
+# dropout
+
+
+def _dropout_mask(shape, p, dtype):
+    """keep / (1 - p) as an array drawn from the facade's global generator."""
+    if p >= 1.0:
+        return np.zeros(shape, dtype)
+    u = C.rand(*shape, dtype=np.float32)._data
+    return ((u >= p) * (1.0 / (1.0 - p))).astype(dtype)
+
+
+def _mul_fn(x, m):
+    return x * m
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability p and scale the rest by 1/(1-p) (training only)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if _is_raw((input,)):
+        _refuse_random_under_trace(input, "dropout")
+    mask = _dropout_mask(_shape(input), p, np.dtype(input.dtype))
+    if inplace and isinstance(input, Tensor):
+        return input.mul_(Tensor._make(mask))
+    if isinstance(mask, Tracer) and isinstance(input, Tensor):
+        mask = Tensor._make(mask)          # ft.compile capture: the draw is a program input
+    return _call("NativeDropoutBackward0", _mul_fn, (input, mask))
+
+
+def _refuse_random_under_trace(x, what):
+    if isinstance(x, Tracer):
+        raise RuntimeError(
+            f"{what} in training mode draws a random mask from the global generator, which a "
+            "functional transformation would freeze into a constant (and share across a "
+            "vmapped batch). Call module.eval() (or pass training=False), or apply dropout "
+            "yourself with explicit keys: ft.random.bernoulli(key, 1 - p, shape).")

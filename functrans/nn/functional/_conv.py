@@ -1,0 +1,268 @@
+"""ft.nn.functional's convolution and pooling (im2col by strided slices, then one contraction),
+and pad."""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import numpy as fnp
+from ._dispatch import _call, _ndim, _shape, _squeeze0, _unsqueeze0
+
+
+# ---------------------------------------------------------------------------
+# convolution and pooling (im2col by strided slices, then one contraction)
+
+
+def _pair(v, name="kernel_size"):
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(int(a) for a in v)
+    if len(v) == 1:
+        return (v[0], v[0])
+    if len(v) != 2:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {v}")
+    return v
+
+
+def _windows(x, kh, kw, stride, dilation, oh, ow):
+    """(N, C, kh*kw, oh, ow): every kernel offset's strided view of a padded (N, C, H, W)."""
+    sh, sw = stride
+    dh, dw = dilation
+    cols = []
+    for i in range(kh):
+        for j in range(kw):
+            cols.append(x[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh,
+                          j * dw: j * dw + sw * (ow - 1) + 1: sw])
+    return fnp.stack(cols, axis=2)
+
+
+def _conv2d_fn(x, w, *b, stride, pads, dilation, groups):
+    n, c = x.shape[0], x.shape[1]
+    o, cg, kh, kw = w.shape
+    (pt, pb), (pl, pr) = pads
+    if pt or pb or pl or pr:
+        x = fnp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    hp, wp = x.shape[2], x.shape[3]
+    oh = (hp - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wp - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    if kh == 1 and kw == 1 and stride == (1, 1):
+        cols = fnp.reshape(x, (n, c, oh * ow))
+    else:
+        cols = fnp.reshape(_windows(x, kh, kw, stride, dilation, oh, ow), (n, c * kh * kw, oh * ow))
+    # one batched contraction; its output is already (n, o, L): no transposes to copy
+    if groups == 1:
+        out = fnp.matmul(fnp.reshape(w, (o, cg * kh * kw)), cols)
+    else:
+        cols = fnp.reshape(cols, (n, groups, cg * kh * kw, oh * ow))
+        out = fnp.matmul(fnp.reshape(w, (groups, o // groups, cg * kh * kw)), cols)
+    out = fnp.reshape(out, (n, o, oh, ow))
+    if b:
+        out = out + fnp.reshape(b[0], (1, o, 1, 1))
+    return out
+
+
+def _conv_pads(padding, kernel, dilation, stride, what="conv2d"):
+    """((top, bottom), (left, right)) from an int, a pair, 'valid' or 'same'."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0), (0, 0))
+        if padding == "same":
+            if stride != (1, 1):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            pads = []
+            for k, d in zip(kernel, dilation):
+                total = d * (k - 1)
+                pads.append((total // 2, total - total // 2))
+            return tuple(pads)
+        raise ValueError(f"Invalid padding string '{padding}', should be one of "
+                         "{'valid', 'same'}")
+    ph, pw = _pair(padding, "padding")
+    return ((ph, ph), (pw, pw))
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation of (N, C, H, W) (or (C, H, W)) with weight (O, C/groups, kh, kw)."""
+    unbatched = _ndim(input) == 3
+    if unbatched:
+        input = _unsqueeze0(input)
+    if _ndim(input) != 4:
+        raise RuntimeError(f"Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
+                           f"input of size: {list(_shape(input))}")
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    o, cg, kh, kw = _shape(weight)
+    c = _shape(input)[1]
+    if c != cg * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(_shape(weight))}, "
+                           f"expected input{list(_shape(input))} to have {cg * groups} channels, "
+                           f"but got {c} channels instead")
+    if o % groups:
+        raise RuntimeError("out_channels must be divisible by groups")
+    pads = _conv_pads(padding, (kh, kw), dilation, stride)
+    hp = _shape(input)[2] + pads[0][0] + pads[0][1]
+    wp = _shape(input)[3] + pads[1][0] + pads[1][1]
+    if hp < dilation[0] * (kh - 1) + 1 or wp < dilation[1] * (kw - 1) + 1:
+        raise RuntimeError(f"Calculated padded input size per channel: ({hp} x {wp}). Kernel "
+                           f"size: ({dilation[0] * (kh - 1) + 1} x {dilation[1] * (kw - 1) + 1}). "
+                           "Kernel size can't be greater than actual input size")
+    args = (input, weight) if bias is None else (input, weight, bias)
+    out = _call("ConvolutionBackward0", _conv2d_fn, args, stride=stride, pads=pads,
+                dilation=dilation, groups=int(groups))
+    return _squeeze0(out) if unbatched else out
+
+
+def _pool_geometry(h, k, s, p, d, ceil_mode):
+    """Output size and extra right padding of one pooled dimension (torch's rule)."""
+    span = h + 2 * p - d * (k - 1) - 1
+    if ceil_mode:
+        out = -(-span // s) + 1
+        if (out - 1) * s >= h + p:
+            out -= 1
+    else:
+        out = span // s + 1
+    extra = max(0, (out - 1) * s + d * (k - 1) + 1 - (h + 2 * p))
+    return out, extra
+
+
+def _max_pool2d_fn(x, *, kernel, stride, padding, dilation, geometry, with_indices):
+    kh, kw = kernel
+    (oh, eh), (ow, ew_) = geometry
+    ph, pw = padding
+    w = x.shape[3]
+    if ph or pw or eh or ew_:
+        x = fnp.pad(x, ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew_)),
+                    constant_values=-np.inf)
+    win = _windows(x, kh, kw, stride, dilation, oh, ow)         # (n, c, k, oh, ow)
+    idx = fnp.argmax(win, axis=2)                               # first maximum, as torch
+    pick = fnp.expand_dims(idx, 2) == fnp.reshape(fnp.arange(kh * kw), (1, 1, -1, 1, 1))
+    out = fnp.sum(fnp.where(pick, win, fnp.zeros((), x.dtype)), axis=2)
+    if not with_indices:
+        return out
+    ki, kj = idx // kw, idx % kw
+    rows = fnp.reshape(fnp.arange(oh) * stride[0], (1, 1, oh, 1)) - ph + ki * dilation[0]
+    cols = fnp.reshape(fnp.arange(ow) * stride[1], (1, 1, 1, ow)) - pw + kj * dilation[1]
+    return out, fnp.astype(rows * w + cols, np.int64)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """Max over kh x kw windows of (N, C, H, W) (or (C, H, W)); ties go to the first element."""
+    unbatched = _ndim(input) == 3
+    if unbatched:
+        input = _unsqueeze0(input)
+    kernel = _pair(kernel_size)
+    stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) \
+        else _pair(stride, "stride")
+    padding, dilation = _pair(padding, "padding"), _pair(dilation, "dilation")
+    if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
+        raise RuntimeError("pad should be at most half of effective kernel size, but got "
+                           f"pad={padding[0]}, kernel_size={kernel[0]} and dilation={dilation[0]}")
+    h, w = _shape(input)[2:]
+    geometry = (_pool_geometry(h, kernel[0], stride[0], padding[0], dilation[0], ceil_mode),
+                _pool_geometry(w, kernel[1], stride[1], padding[1], dilation[1], ceil_mode))
+    if geometry[0][0] <= 0 or geometry[1][0] <= 0:
+        raise RuntimeError(f"Given input size: ({_shape(input)[1]}x{h}x{w}). Calculated output "
+                           f"size: ({_shape(input)[1]}x{geometry[0][0]}x{geometry[1][0]}). "
+                           "Output size is too small")
+    out = _call("MaxPool2DWithIndicesBackward0", _max_pool2d_fn, (input,), kernel=kernel,
+                stride=stride, padding=padding, dilation=dilation, geometry=geometry,
+                with_indices=bool(return_indices))
+    if return_indices:
+        o, i = out
+        return (_squeeze0(o), _squeeze0(i)) if unbatched else (o, i)
+    return _squeeze0(out) if unbatched else out
+
+
+def _avg_pool2d_fn(x, *, kernel, stride, padding, geometry, count_include_pad, divisor):
+    kh, kw = kernel
+    (oh, eh), (ow, ew_) = geometry
+    ph, pw = padding
+    h, w = x.shape[2], x.shape[3]
+    if ph or pw or eh or ew_:
+        x = fnp.pad(x, ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew_)))
+    total = fnp.sum(_windows(x, kh, kw, stride, (1, 1), oh, ow), axis=2)
+    if divisor:
+        return total / divisor
+    # the divisor counts the window's elements inside the input (and, with count_include_pad,
+    # inside the zero padding), never the extra right padding of ceil_mode
+    if count_include_pad:
+        inside = np.pad(np.ones((1, 1, h + 2 * ph, w + 2 * pw), x.dtype),
+                        ((0, 0), (0, 0), (0, eh), (0, ew_)))
+    else:
+        inside = np.pad(np.ones((1, 1, h, w), x.dtype),
+                        ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew_)))
+    count = np.add.reduce(np.stack(
+        [inside[:, :, i: i + stride[0] * (oh - 1) + 1: stride[0],
+                j: j + stride[1] * (ow - 1) + 1: stride[1]]
+         for i in range(kh) for j in range(kw)], axis=2), axis=2)
+    return total / count
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """Mean over kh x kw windows (padding counted unless count_include_pad=False)."""
+    unbatched = _ndim(input) == 3
+    if unbatched:
+        input = _unsqueeze0(input)
+    kernel = _pair(kernel_size)
+    stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) \
+        else _pair(stride, "stride")
+    padding = _pair(padding, "padding")
+    if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
+        raise RuntimeError("pad should be smaller than or equal to half of kernel size")
+    h, w = _shape(input)[2:]
+    geometry = (_pool_geometry(h, kernel[0], stride[0], padding[0], 1, ceil_mode),
+                _pool_geometry(w, kernel[1], stride[1], padding[1], 1, ceil_mode))
+    out = _call("AvgPool2DBackward0", _avg_pool2d_fn, (input,), kernel=kernel, stride=stride,
+                padding=padding, geometry=geometry, count_include_pad=bool(count_include_pad),
+                divisor=divisor_override)
+    return _squeeze0(out) if unbatched else out
+
+
+def _adaptive_avg_fn(x, *, out_size):
+    h, w = x.shape[2], x.shape[3]
+    oh, ow = out_size
+    rows = []
+    for i in range(oh):
+        h0, h1 = (i * h) // oh, -((-(i + 1) * h) // oh)
+        cols = []
+        for j in range(ow):
+            w0, w1 = (j * w) // ow, -((-(j + 1) * w) // ow)
+            cols.append(fnp.mean(x[:, :, h0:h1, w0:w1], axis=(2, 3)))
+        rows.append(fnp.stack(cols, axis=-1))
+    return fnp.stack(rows, axis=-2)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Mean over the adaptive windows [floor(i H / oh), ceil((i+1) H / oh)) of each output cell."""
+    unbatched = _ndim(input) == 3
+    if unbatched:
+        input = _unsqueeze0(input)
+    h, w = _shape(input)[2:]
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    oh, ow = (h if oh is None else oh), (w if ow is None else ow)
+    out = _call("AdaptiveAvgPool2DBackward0", _adaptive_avg_fn, (input,), out_size=(oh, ow))
+    return _squeeze0(out) if unbatched else out
+
+
+def _pad_fn(x, *, widths, value):
+    return fnp.pad(x, widths, constant_values=value)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pad the last len(pad)//2 dims: pad = (last_lo, last_hi, prev_lo, prev_hi, ...)."""
+    if mode != "constant":
+        raise NotImplementedError(f"pad: mode {mode!r} is not supported by functrans (only "
+                                  "'constant')")
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    nd = _ndim(input)
+    if len(pad) // 2 > nd:
+        raise RuntimeError("Padding length should be less than or equal to two times the input "
+                           "dimension")
+    widths = [(0, 0)] * nd
+    for i in range(len(pad) // 2):
+        lo, hi = int(pad[2 * i]), int(pad[2 * i + 1])
+        if lo < 0 or hi < 0:
+            raise NotImplementedError("pad: negative padding (cropping) is not supported")
+        widths[nd - 1 - i] = (lo, hi)
+    return _call("ConstantPadNdBackward0", _pad_fn, (input,), widths=tuple(widths),
+                 value=0.0 if value is None else float(value))

@@ -1,0 +1,106 @@
+"""ft.nn.functional's linear layers (linear, bilinear) and lookups (embedding, one_hot)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import numpy as fnp
+from ...facade.tensor import Tensor
+from functrans.primitives import linalg as la
+from functrans.primitives.misc import stop_gradient as _stop_gradient
+from ._dispatch import _call, _concrete, _is_raw, _ndim, _raw, _shape
+
+
+# ---------------------------------------------------------------------------
+# linear layers
+
+
+def _linear_fn(x, w):
+    nd = fnp.ndim(x)
+    return la.dot_general(x, w, dimension_numbers=(((nd - 1,), (1,)), ((), ())))
+
+
+def _linear_bias_fn(x, w, b):
+    return _linear_fn(x, w) + b
+
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias, weight of shape (out_features, in_features)."""
+    if _shape(input)[-1:] != _shape(weight)[-1:] or _ndim(weight) != 2:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
+                           f"({_mat_desc(input)} and {_shape(weight)[-1] if _ndim(weight) else 1}"
+                           f"x{_shape(weight)[0] if _ndim(weight) else 1})")
+    two_d = _ndim(input) == 2
+    if bias is None:
+        return _call("MmBackward0" if two_d else "UnsafeViewBackward0", _linear_fn,
+                     (input, weight))
+    return _call("AddmmBackward0" if two_d else "ViewBackward0", _linear_bias_fn,
+                 (input, weight, bias))
+
+
+def _mat_desc(x):
+    s = _shape(x)
+    rows = math.prod(s[:-1]) if len(s) > 1 else 1
+    return f"{rows}x{s[-1] if s else 1}"
+
+
+def _bilinear_fn(x1, x2, w):
+    return fnp.einsum("...i,oij,...j->...o", x1, w, x2)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """y = x1^T A x2 + b with weight of shape (out, in1, in2)."""
+    if bias is None:
+        return _call("BilinearBackward0", _bilinear_fn, (input1, input2, weight))
+    return _call("BilinearBackward0", _bilinear_bias_fn, (input1, input2, weight, bias))
+
+
+def _bilinear_bias_fn(x1, x2, w, b):
+    return fnp.einsum("...i,oij,...j->...o", x1, w, x2) + b
+
+
+# ---------------------------------------------------------------------------
+# embedding
+
+
+def _embedding_fn(idx, w, *, padding_idx):
+    out = fnp.take(w, idx, axis=0)
+    if padding_idx is not None:
+        pad = fnp.expand_dims(idx == padding_idx, -1)
+        out = fnp.where(pad, _stop_gradient(out), out)
+    return out
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of `weight` picked by the integer `input`; the row at padding_idx gets no gradient."""
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
+                                  "supported by functrans")
+    if np.dtype(input.dtype).kind not in "iu":
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following "
+                           f"scalar types: Long, Int; but got {input.dtype} instead (while "
+                           "checking arguments for embedding)")
+    num = _shape(weight)[0]
+    if padding_idx is not None:
+        if padding_idx < 0:
+            padding_idx += num
+    idx = _concrete(input)
+    if idx is not None and idx.size and (idx.min() < 0 or idx.max() >= num):
+        raise IndexError("index out of range in self")
+    return _call("EmbeddingBackward0", _embedding_fn, (input, weight), padding_idx=padding_idx)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 one-hot encoding along a new last dim."""
+    arr = _concrete(tensor)
+    if num_classes == -1:
+        if arr is None:
+            raise RuntimeError("one_hot of a traced value needs num_classes")
+        num_classes = int(arr.max()) + 1 if arr.size else 0
+    if arr is not None and arr.size and (arr.min() < 0 or arr.max() >= num_classes):
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    if _is_raw((tensor,)):
+        return fnp.astype(fnp.expand_dims(_raw(tensor), -1) == fnp.arange(num_classes), np.int64)
+    return Tensor._make((arr[..., None] == np.arange(num_classes)).astype(np.int64))

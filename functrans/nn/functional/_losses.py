@@ -1,0 +1,323 @@
+"""ft.nn.functional's losses: mse, l1, smooth l1 / huber, nll, cross entropy, binary cross
+entropy, kl_div."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ... import numpy as fnp
+from ...facade.tensor import Tensor
+from .. import functions as _jnn
+from ._dispatch import (
+    _call, _check_reduction, _concrete, _legacy_reduction, _ndim, _reduce, _shape, _size,
+    _squeeze0, _unsqueeze0)
+
+
+# ---------------------------------------------------------------------------
+# losses
+
+
+def _mse_fn(x, t, *, reduction):
+    d = x - t
+    return _reduce(d * d, reduction)
+
+
+def _broadcast_warning(input, target, what):
+    if _shape(input) != _shape(target):
+        warnings.warn(f"Using a target size ({_size(_shape(target))}) that is different to the "
+                      f"input size ({_size(_shape(input))}). This will likely lead to incorrect "
+                      "results due to broadcasting. Please ensure they have the same size.",
+                      stacklevel=3)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """(input - target)^2, reduced ('mean' | 'sum' | 'none')."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    _broadcast_warning(input, target, "mse_loss")
+    if weight is not None:
+        return _call("MseLossBackward0", _weighted_fn, (input, target, weight),
+                     kind="mse", reduction=reduction)
+    return _call("MseLossBackward0", _mse_fn, (input, target), reduction=reduction)
+
+
+def _weighted_fn(x, t, w, *, kind, reduction):
+    d = x - t
+    loss = d * d if kind == "mse" else fnp.abs(d)
+    return _reduce(loss * w, reduction)
+
+
+def _l1_fn(x, t, *, reduction):
+    return _reduce(fnp.abs(x - t), reduction)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """|input - target|, reduced."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    _broadcast_warning(input, target, "l1_loss")
+    return _call("L1LossBackward0", _l1_fn, (input, target), reduction=reduction)
+
+
+def _smooth_l1_fn(x, t, *, beta, reduction, huber):
+    d = fnp.abs(x - t)
+    if beta == 0:
+        loss = d
+    else:
+        quad = 0.5 * d * d / beta if not huber else 0.5 * d * d
+        lin = d - 0.5 * beta if not huber else beta * (d - 0.5 * beta)
+        loss = fnp.where(d < beta, quad, lin)
+    return _reduce(loss, reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """0.5 d^2 / beta where |d| < beta, else |d| - beta / 2."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    return _call("SmoothL1LossBackward0", _smooth_l1_fn, (input, target), beta=float(beta),
+                 reduction=reduction, huber=False)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """0.5 d^2 where |d| < delta, else delta (|d| - delta / 2)."""
+    _check_reduction(reduction)
+    return _call("HuberLossBackward0", _smooth_l1_fn, (input, target), beta=float(delta),
+                 reduction=reduction, huber=True)
+
+
+def _class_shape(ndim):
+    """Shape of a per-class vector broadcast against (N, C, d1, ...)."""
+    return (1, -1) + (1,) * (ndim - 2)
+
+
+def _onehot(t, c, ndim):
+    classes = fnp.reshape(fnp.arange(c, dtype=np.int64), _class_shape(ndim))
+    return fnp.expand_dims(t, 1) == classes
+
+
+def _nll_fn(logp, t, *w, ignore_index, reduction, smoothing, from_logits):
+    """Negative log-likelihood of class indices t under log-probabilities (or logits)."""
+    if from_logits:
+        logp = _jnn.log_softmax(logp, axis=1)
+    nd = fnp.ndim(logp)
+    c = logp.shape[1]
+    valid = t != ignore_index
+    tc = fnp.where(valid, t, fnp.zeros((), t.dtype))
+    hot = _onehot(tc, c, nd)
+    zero = fnp.zeros((), logp.dtype)
+    picked = fnp.sum(fnp.where(hot, logp, zero), axis=1)
+    if w:
+        wc = fnp.reshape(w[0], _class_shape(nd))
+        wi = fnp.sum(fnp.where(hot, wc, zero), axis=1)
+    else:
+        wi = fnp.ones(t.shape, logp.dtype)
+    wi = fnp.where(valid, wi, zero)
+    loss = -(picked * wi)
+    denom = fnp.sum(wi)
+    out = _reduce(loss, reduction, mean_div=denom)
+    if smoothing:
+        smooth = -fnp.sum(logp * wc if w else logp, axis=1)
+        smooth = fnp.where(valid, smooth, zero)
+        if reduction == "mean":
+            sm = fnp.sum(smooth) / denom if w else fnp.sum(smooth) / fnp.sum(
+                fnp.astype(valid, logp.dtype))
+        else:
+            sm = _reduce(smooth, reduction)
+        out = (1 - smoothing) * out + sm * (smoothing / c)
+    return out
+
+
+def _nll_plain_fn(logp, t, *, reduction, from_logits):
+    """_nll_fn without class weights, smoothing or ignored targets (the common case)."""
+    if from_logits:
+        logp = _jnn.log_softmax(logp, axis=1)
+    hot = _onehot(t, logp.shape[1], fnp.ndim(logp))
+    loss = -fnp.sum(fnp.where(hot, logp, fnp.zeros((), logp.dtype)), axis=1)
+    return _reduce(loss, reduction)
+
+
+def _soft_ce_fn(x, p, *w, reduction, smoothing):
+    """Cross-entropy against class probabilities p (same shape as the logits x)."""
+    logp = _jnn.log_softmax(x, axis=1)
+    c = x.shape[1]
+    if smoothing:
+        p = p * (1 - smoothing) + smoothing / c
+    term = logp * p
+    if w:
+        term = term * fnp.reshape(w[0], _class_shape(fnp.ndim(x)))
+    loss = -fnp.sum(term, axis=1)
+    if reduction == "mean":
+        n = 1
+        for s in loss.shape:
+            n *= s
+        return fnp.sum(loss) / n
+    return _reduce(loss, reduction)
+
+
+def _check_targets(target, n_classes, ignore_index):
+    """Raise on out-of-range targets; return whether some target may be ignore_index."""
+    arr = _concrete(target)
+    if arr is None:
+        return True
+    ignored = arr == ignore_index
+    bad = ~ignored & ((arr < 0) | (arr >= n_classes))
+    if bad.any():
+        raise IndexError(f"Target {int(arr[bad].flat[0])} is out of bounds.")
+    return bool(ignored.any())
+
+
+def _as_batched(input, target):
+    """(input, target, squeeze) with an unbatched (C,) input made (1, C)."""
+    if _ndim(input) == 1:
+        t = target
+        if _ndim(target) == 0:
+            t = target.unsqueeze(0) if isinstance(target, Tensor) else fnp.expand_dims(target, 0)
+        else:
+            t = _unsqueeze0(target)
+        return _unsqueeze0(input), t, True
+    return input, target, False
+
+
+def _squeeze_loss(out, squeeze, reduction):
+    if squeeze and reduction == "none":
+        return _squeeze0(out)
+    return out
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """-input[i, target[i]] * weight[target[i]], reduced; 'mean' divides by the total weight
+    of the non-ignored targets."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    input, target, squeeze = _as_batched(input, target)
+    _check_class_target(input, target, "nll_loss")
+    ignored = _check_targets(target, _shape(input)[1], ignore_index)
+    if weight is None and not ignored:
+        out = _call("NllLossBackward0", _nll_plain_fn, (input, target), reduction=reduction,
+                    from_logits=False)
+        return _squeeze_loss(out, squeeze, reduction)
+    args = (input, target) if weight is None else (input, target, weight)
+    out = _call("NllLossBackward0", _nll_fn, args, ignore_index=int(ignore_index),
+                reduction=reduction, smoothing=0.0, from_logits=False)
+    return _squeeze_loss(out, squeeze, reduction)
+
+
+def _check_class_target(input, target, what):
+    if np.dtype(target.dtype).kind not in "iu":
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype}")
+    si, st = _shape(input), _shape(target)
+    if st != si[:1] + si[2:]:
+        if len(si) == 2 and len(st) == 1:
+            raise ValueError(f"Expected input batch_size ({si[0]}) to match target batch_size "
+                             f"({st[0]}).")
+        raise RuntimeError(f"{what}: expected target of shape {_size(si[:1] + si[2:])}, got "
+                           f"{_size(st)}")
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """log_softmax over dim 1, then the negative log-likelihood of class indices (integer
+    target of shape (N, d1, ...)) or of class probabilities (float target shaped like input)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    input, target, squeeze = _as_batched(input, target)
+    wargs = () if weight is None else (weight,)
+    if np.dtype(target.dtype).kind == "f":
+        if _shape(target) != _shape(input):
+            raise RuntimeError(f"Expected floating point target to have the same shape as input "
+                               f"{_size(_shape(input))}, got {_size(_shape(target))}")
+        out = _call("DivBackward1" if reduction == "mean" else "NegBackward0", _soft_ce_fn,
+                    (input, target) + wargs, reduction=reduction,
+                    smoothing=float(label_smoothing))
+        return _squeeze_loss(out, squeeze, reduction)
+    _check_class_target(input, target, "cross_entropy")
+    ignored = _check_targets(target, _shape(input)[1], ignore_index)
+    if weight is None and not label_smoothing and not ignored:
+        out = _call("NllLossBackward0", _nll_plain_fn, (input, target), reduction=reduction,
+                    from_logits=True)
+        return _squeeze_loss(out, squeeze, reduction)
+    name = "AddBackward0" if label_smoothing else "NllLossBackward0"
+    out = _call(name, _nll_fn, (input, target) + wargs, ignore_index=int(ignore_index),
+                reduction=reduction, smoothing=float(label_smoothing), from_logits=True)
+    return _squeeze_loss(out, squeeze, reduction)
+
+
+def _bce_fn(x, t, *w, reduction):
+    logx = fnp.maximum(fnp.log(x), -100.0)
+    log1mx = fnp.maximum(fnp.log1p(-x), -100.0)
+    loss = -(t * logx + (1 - t) * log1mx)
+    if w:
+        loss = loss * w[0]
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """-(t log x + (1 - t) log(1 - x)) on probabilities x, each log clamped at -100 (as torch)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if _shape(input) != _shape(target):
+        raise ValueError(f"Using a target size ({_size(_shape(target))}) that is different to the "
+                         f"input size ({_size(_shape(input))}) is deprecated. Please ensure they "
+                         "have the same size.")
+    arr = _concrete(input)
+    if arr is not None and arr.size and ((arr < 0).any() or (arr > 1).any()):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    args = (input, target) if weight is None else (input, target, weight)
+    return _call("BinaryCrossEntropyBackward0", _bce_fn, args, reduction=reduction)
+
+
+def _bce_logits_fn(x, t, *extra, reduction, has_w, has_pw):
+    i = 0
+    w = pw = None
+    if has_w:
+        w = extra[i]
+        i += 1
+    if has_pw:
+        pw = extra[i]
+    sp = _jnn.softplus(-x)                       # log(1 + exp(-x)), stable
+    if pw is None:
+        loss = (1 - t) * x + sp
+    else:
+        loss = (1 - t) * x + (1 + (pw - 1) * t) * sp
+    if w is not None:
+        loss = loss * w
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    """BCE on logits, computed stably: (1 - t) x + (1 + (pos_weight - 1) t) log(1 + exp(-x))."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if _shape(input) != _shape(target):
+        raise ValueError(f"Target size ({_size(_shape(target))}) must be the same as input size "
+                         f"({_size(_shape(input))})")
+    extra = tuple(a for a in (weight, pos_weight) if a is not None)
+    return _call("BinaryCrossEntropyWithLogitsBackward0", _bce_logits_fn,
+                 (input, target) + extra, reduction=reduction, has_w=weight is not None,
+                 has_pw=pos_weight is not None)
+
+
+def _kl_fn(x, t, *, reduction, log_target):
+    if log_target:
+        loss = fnp.exp(t) * (t - x)
+    else:
+        safe = fnp.where(t > 0, t, fnp.ones((), t.dtype))
+        loss = fnp.where(t > 0, t * (fnp.log(safe) - x), fnp.zeros((), x.dtype))
+    if reduction == "batchmean":
+        return fnp.sum(loss) / x.shape[0]
+    return _reduce(loss, reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """KL(target || exp(input)) pointwise: target (log target - input), reduced."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if reduction not in ("mean", "sum", "none", "batchmean"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return _call("KlDivBackward0", _kl_fn, (input, target), reduction=reduction,
+                 log_target=bool(log_target))

@@ -1,0 +1,53 @@
+"""ft.nn.functional's normalize, cosine_similarity and flatten."""
+from __future__ import annotations
+
+from ... import numpy as fnp
+from ._dispatch import _call, _is_facade, _raw
+
+
+# ---------------------------------------------------------------------------
+# misc
+
+
+def _normalize_fn(x, *, p, dim, eps):
+    if p == 2:
+        n = fnp.sqrt(fnp.sum(x * x, axis=dim, keepdims=True))
+    else:
+        n = fnp.power(fnp.sum(fnp.power(fnp.abs(x), p), axis=dim, keepdims=True), 1.0 / p)
+    return x / fnp.maximum(n, eps)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """x / max(||x||_p, eps) along dim."""
+    return _call("DivBackward0", _normalize_fn, (input,), p=float(p), dim=int(dim),
+                 eps=float(eps))
+
+
+def _cosine_fn(a, b, *, dim, eps):
+    num = fnp.sum(a * b, axis=dim)
+    na = fnp.sqrt(fnp.sum(a * a, axis=dim))
+    nb = fnp.sqrt(fnp.sum(b * b, axis=dim))
+    return num / (fnp.maximum(na, eps) * fnp.maximum(nb, eps))
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    return _call("DivBackward0", _cosine_fn, (x1, x2), dim=int(dim), eps=float(eps))
+
+
+def _flatten_fn(x, *, start, end):
+    s = tuple(x.shape)
+    if not s:
+        return fnp.reshape(x, (1,))
+    mid = 1
+    for v in s[start:end + 1]:
+        mid *= v
+    return fnp.reshape(x, s[:start] + (mid,) + s[end + 1:])
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    """Merge dims start_dim..end_dim (Tensors: the Tensor's own flatten, a view)."""
+    if _is_facade(input):
+        return input.flatten(start_dim, end_dim)
+    x = _raw(input)
+    nd = max(fnp.ndim(x), 1)
+    return _flatten_fn(x, start=start_dim % nd, end=end_dim % nd)

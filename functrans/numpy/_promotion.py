@@ -1,0 +1,307 @@
+"""functrans.numpy's dtypes, conversion (asarray, astype), JAX-style promotion and broadcasting.
+
+reshape, expand_dims, concatenate and stack live here too: asarray stacks a list of traced
+values with them.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as _np
+
+from .. import core
+from ..core import Tracer, get_aval, is_python_scalar
+from functrans.primitives import elementwise as ew
+from functrans.primitives import shape as sh
+
+
+# dtypes, re-exported as jax.numpy does
+float16, float32, float64 = _np.float16, _np.float32, _np.float64
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
+bool_, complex64, complex128 = _np.bool_, _np.complex64, _np.complex128
+dtype = _np.dtype
+ndarray = _np.ndarray
+pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
+finfo, iinfo, issubdtype = _np.finfo, _np.iinfo, _np.issubdtype
+floating, integer, inexact, number, complexfloating = (
+    _np.floating, _np.integer, _np.inexact, _np.number, _np.complexfloating)
+
+_DEFAULT = {"b": _np.dtype(_np.bool_), "i": _np.dtype(_np.int32), "u": _np.dtype(_np.uint32),
+            "f": _np.dtype(_np.float32), "c": _np.dtype(_np.complex64)}
+_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def _is_array(x):
+    return isinstance(x, (Tracer, _np.ndarray, _np.generic)) or hasattr(x, "__cuda_array_interface__")
+
+
+# ---------------------------------------------------------------------------
+# conversion and promotion
+
+def _canonical_dtype(dt):
+    return core.check_dtype(dt)
+
+
+def asarray(x, dtype=None):
+    """An array (or the tracer itself) with float32/int32 defaults for Python data."""
+    if isinstance(x, Tracer):
+        return x if dtype is None else astype(x, dtype)
+    if hasattr(x, "__cuda_array_interface__"):
+        return x if dtype is None else x.astype(dtype)
+    if isinstance(x, (_np.ndarray, _np.generic)):
+        out = _np.asarray(x)
+        core.check_dtype(out.dtype)
+        return out if dtype is None else out.astype(dtype)
+    if isinstance(x, (list, tuple)) and builtins.any(isinstance(v, Tracer) for v in _flat(x)):
+        return stack([asarray(v) for v in x]).astype(dtype) if dtype else stack([asarray(v) for v in x])
+    if dtype is not None:
+        return _np.asarray(x, dtype=dtype)
+    arr = _np.asarray(x)
+    if arr.dtype.kind in "fc" and not isinstance(x, _np.ndarray):
+        arr = arr.astype(_DEFAULT[arr.dtype.kind] if arr.dtype.itemsize > _DEFAULT[arr.dtype.kind].itemsize
+                         else arr.dtype)
+    elif arr.dtype.kind == "i" and arr.dtype.itemsize > 4:
+        arr = arr.astype(_np.int32)
+    elif arr.dtype.kind not in "biufc":
+        raise TypeError(f"cannot convert {type(x).__name__} to a functrans array "
+                        f"(dtype {arr.dtype})")
+    return arr
+
+
+def _flat(xs):
+    for v in xs:
+        if isinstance(v, (list, tuple)):
+            yield from _flat(v)
+        else:
+            yield v
+
+
+array = asarray
+
+
+def _dtype_weak(x):
+    if is_python_scalar(x):
+        a = get_aval(x)
+        return a.dtype, True
+    if isinstance(x, Tracer):
+        return x.aval.dtype, x.aval.weak_type
+    if isinstance(x, (list, tuple)):
+        return asarray(x).dtype, False
+    return _np.dtype(x.dtype), False
+
+
+def result_type(*args):
+    """(dtype, weak) of combining args: NumPy promotion among arrays; Python scalars are
+    weak and only lift the result to their kind's default when the kind is higher."""
+    dws = [_dtype_weak(a) for a in args]
+    strong = [d for d, w in dws if not w]
+    if strong:
+        out = strong[0]
+        for d in strong[1:]:
+            out = _np.promote_types(out, d)
+        for d, w in dws:
+            if w and _KIND_RANK[d.kind] > _KIND_RANK[out.kind]:
+                # the weak kind's default, as JAX: int32 + 1.5 -> float32, f64 + 1j -> c128
+                wide = d.kind == "c" and out == _np.float64
+                out = _np.dtype(_np.complex128) if wide else _DEFAULT[d.kind]
+        return _np.dtype(out), False
+    kind = builtins.max((d.kind for d, _ in dws), key=lambda k: _KIND_RANK[k])
+    return _DEFAULT[kind], True
+
+
+def _to_dtype(x, dt):
+    """x as an operand of dtype dt (Python scalars become rank-0 literals)."""
+    if is_python_scalar(x):
+        return _np.asarray(x, dt)
+    if isinstance(x, (list, tuple)):
+        x = asarray(x)
+    if _np.dtype(x.dtype) != dt:
+        return ew.convert_element_type(x, new_dtype=dt, weak_type=False)
+    return x
+
+
+def _shape(x):
+    s = getattr(x, "shape", None)
+    if s is None:
+        return () if is_python_scalar(x) else _np.shape(x)
+    return s if type(s) is tuple else tuple(s)
+
+
+def broadcast_shapes(*shapes, name=None):
+    first = shapes[0]
+    if builtins.all(s == first for s in shapes):
+        return tuple(first)
+    nd = builtins.max(len(s) for s in shapes)
+    out = [1] * nd
+    try:
+        for s in shapes:
+            for i, d in enumerate(s, nd - len(s)):
+                if d != 1:
+                    if out[i] != 1 and out[i] != d:
+                        raise ValueError
+                    out[i] = d
+        return tuple(out)
+    except ValueError:
+        raise core.ShapeError(
+            (f"{name}: " if name else "") +
+            f"shapes {', '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together "
+            "(NumPy broadcasting: trailing axes must be equal or 1)") from None
+
+
+def _broadcast_to_shape(x, shape):
+    xs = _shape(x)
+    if xs == tuple(shape) or (xs == () and not is_python_scalar(x) and False):
+        return x
+    if xs == ():
+        return sh.broadcast_in_dim(x, shape=tuple(shape), broadcast_dimensions=())
+    nd = len(shape)
+    dims = tuple(range(nd - len(xs), nd))
+    return sh.broadcast_in_dim(x, shape=tuple(shape), broadcast_dimensions=dims)
+
+
+def _promote_args(name, *args, dtype_kinds=None):
+    """Promote dtypes and broadcast shapes, keeping rank-0 operands unbroadcast."""
+    if len(args) == 2:
+        a, b = args
+        ta, tb = type(a), type(b)
+        a_arr = ta is _np.ndarray or isinstance(a, Tracer)
+        b_arr = tb is _np.ndarray or isinstance(b, Tracer)
+        if a_arr and b_arr:
+            if a.dtype == b.dtype and not getattr(a, "weak_type", False) \
+                    and not getattr(b, "weak_type", False):
+                sa, sb = a.shape, b.shape
+                if sa == sb or not sa or not sb:   # same dtype, same shape or a rank-0 one
+                    return [a, b]
+                shape = broadcast_shapes(sa, sb, name=name)
+                return [a if sa == shape else _broadcast_to_shape(a, shape),
+                        b if sb == shape else _broadcast_to_shape(b, shape)]
+        elif (tb is float or tb is int) and a_arr:
+            if a.dtype.kind in "fc" and not getattr(a, "weak_type", False):
+                return [a, _np.asarray(b, a.dtype)]   # the Python number takes a's dtype
+        elif (ta is float or ta is int) and b_arr:
+            if b.dtype.kind in "fc" and not getattr(b, "weak_type", False):
+                return [_np.asarray(a, b.dtype), b]
+    args = [asarray(a) if isinstance(a, (list, tuple)) else a for a in args]
+    dt, _ = result_type(*args)
+    shape = broadcast_shapes(*[_shape(a) for a in args], name=name) if len(args) > 1 \
+        else _shape(args[0])
+    out = []
+    for a in args:
+        a = _to_dtype(a, dt)
+        if _shape(a) != shape and _shape(a) != ():
+            a = _broadcast_to_shape(a, shape)
+        out.append(a)
+    return out
+
+
+def _promote_float(*args, name=""):
+    dt, _ = result_type(*args)
+    if dt.kind not in "fc":
+        args = [_to_dtype(a, _DEFAULT["f"]) for a in args]
+    return _promote_args(name, *args)
+
+
+def _unary_float(prim_bind):
+    def f(x):
+        if (type(x) is _np.ndarray or isinstance(x, Tracer)) and x.dtype.kind in "fc":
+            return prim_bind(x)         # already floating: nothing to promote
+        (x,) = _promote_float(x)
+        return prim_bind(x)
+    return f
+
+
+def _binary(prim_bind, floats=False):
+    name = getattr(getattr(prim_bind, "__self__", None), "name", "")   # for error messages
+
+    def f(x, y):
+        x, y = _promote_float(x, y, name=name) if floats else _promote_args(name, x, y)
+        return prim_bind(x, y)
+    return f
+
+
+# ---------------------------------------------------------------------------
+# operands, astype, and the shape ops asarray needs (a list of traced values is stacked)
+
+def _as_operand(x):
+    return asarray(x) if not isinstance(x, Tracer) and not is_python_scalar(x) else (
+        _np.asarray(x, get_aval(x).dtype) if is_python_scalar(x) else x)
+
+
+def astype(x, dtype):
+    dt = _canonical_dtype(dtype)
+    x = _as_operand(x)
+    if _np.dtype(x.dtype) == dt:
+        return x
+    return ew.convert_element_type(x, new_dtype=dt, weak_type=False)
+
+
+def reshape(a, newshape=None, order="C", shape=None):
+    x = _as_operand(a)
+    newshape = shape if newshape is None else newshape
+    if isinstance(newshape, int):
+        newshape = (newshape,)
+    newshape = tuple(int(d) for d in newshape)
+    if order != "C":
+        raise NotImplementedError("only C order reshapes are supported")
+    size_ = math.prod(_shape(x))
+    if newshape.count(-1) > 1:
+        raise ValueError("can only specify one unknown dimension")
+    if -1 in newshape:
+        known = math.prod([d for d in newshape if d != -1])
+        if known == 0 or size_ % known:
+            raise core.ShapeError(f"cannot reshape array of shape {_shape(x)} into {newshape}")
+        newshape = tuple(size_ // known if d == -1 else d for d in newshape)
+    if newshape == _shape(x):
+        return x
+    return sh.reshape(x, new_sizes=newshape)
+
+
+def ravel(a):
+    return reshape(a, (-1,))
+
+
+def expand_dims(a, axis):
+    x = _as_operand(a)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    nd = len(_shape(x)) + len(axes)
+    return sh.expand_dims(x, dimensions=tuple(sorted(ax % nd for ax in axes)))
+
+
+def concatenate(arrays, axis=0, dtype=None):
+    arrays = list(arrays)
+    if not arrays:
+        raise ValueError("need at least one array to concatenate")
+    ops = _promote_same_dtype(arrays)
+    if dtype is not None:
+        ops = [astype(o, dtype) for o in ops]
+    nd = len(_shape(ops[0]))
+    if nd == 0:
+        raise ValueError("zero-dimensional arrays cannot be concatenated")
+    if axis is None:
+        return concatenate([ravel(o) for o in ops])
+    ax = axis % nd
+    if len(ops) == 1:
+        return ops[0]
+    return sh.concatenate(*ops, dimension=ax)
+
+
+def _promote_same_dtype(arrays):
+    dt, _ = result_type(*arrays)
+    return [_to_dtype(_as_operand(a) if not is_python_scalar(a) else a, dt) for a in arrays]
+
+
+concat = concatenate
+
+
+def stack(arrays, axis=0):
+    arrays = list(arrays)
+    if not arrays:
+        raise ValueError("need at least one array to stack")
+    shapes = {_shape(a) for a in arrays}
+    if len(shapes) > 1:
+        raise core.ShapeError(f"all input arrays must have the same shape, got {sorted(shapes)}")
+    nd = len(_shape(arrays[0])) + 1
+    ops = [expand_dims(a, axis % nd) for a in _promote_same_dtype(arrays)]
+    return concatenate(ops, axis=axis % nd)

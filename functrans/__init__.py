@@ -7,7 +7,7 @@ from . import primitives as _primitives  # noqa: F401,E402  (registers every pri
 from .tracing import ShapeDtypeStruct, make_jaxpr  # noqa: F401
 from . import numpy  # noqa: F401
 from . import lax, random, nn  # noqa: F401
-from .ad import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp  # noqa: F401
+from .transforms import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp  # noqa: F401
 from .batching import vmap  # noqa: F401
 from .jit import RetraceWarning, jit, jit_stats  # noqa: F401
 from .devices import device_put, devices  # noqa: F401

@@ -53,7 +53,8 @@ from .facade.grad_mode import STATE as GS
 from .facade.node import OpInfo, Step
 from .facade.record import make_node, vc_of
 from .facade.tensor import Tensor, wrap
-from .jit import compile_jaxpr, lower_jaxpr
+from .jit import compile_jaxpr
+from .runtime import lower_jaxpr
 from .tracing import JaxprTrace
 
 __all__ = ["compile", "compile_stats", "CompileError", "RecompileWarning", "CompiledFunction",

@@ -7,7 +7,8 @@ the shape rules as it is traced) and compiles it to straight-line code; later ap
 with the same signature call that code, skipping the rule's Python and the shape checks."""
 from __future__ import annotations
 
-from .core import _compile_straight_line, array_module, get_aval, has_tracer
+from .core import array_module, get_aval, has_tracer
+from .runtime import straight_line
 
 _cache: dict = {}
 _MAX_ENTRIES = 4096
@@ -55,4 +56,4 @@ def _stage(rule, avals):
         return False
     if consts:
         return False
-    return _compile_straight_line(jaxpr), aux[0]
+    return straight_line(jaxpr), aux[0]

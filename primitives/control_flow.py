@@ -18,8 +18,8 @@ import numpy as np
 
 from functrans.core import (ClosedJaxpr, FunctransError, Jaxpr, ShapedArray, Var, Zero,
                             eval_jaxpr, get_aval, is_undefined)
-from functrans.core import eval_jaxpr_concrete  # impls see concrete values only
 from functrans.passes import dce_jaxpr
+from functrans import runtime
 from .base import aval_of, bdim_size, broadcast_batched, defprim, instantiate, moveaxis, zeros
 
 
@@ -32,12 +32,6 @@ class ControlFlowTypeError(FunctransError, TypeError):
 
 def _eval(closed, *args):
     return eval_jaxpr(closed.jaxpr, closed.consts, *args)
-
-
-def _run(closed, *args):
-    """Evaluate a sub-jaxpr inside an impl: every value there is concrete, so the
-    implementations are called directly (a body run many times becomes straight-line code)."""
-    return eval_jaxpr_concrete(closed.jaxpr, closed.consts, *args)
 
 
 def _trace(fun, avals):
@@ -148,7 +142,7 @@ def _clamp_index(index, n):
 
 
 def _cond_impl(xp, index, *ops, branches):
-    return _run(branches[_clamp_index(index, len(branches))], *ops)
+    return runtime.run(branches[_clamp_index(index, len(branches))], *ops)
 
 
 def _cond_shape(index, *ops, branches):
@@ -281,8 +275,8 @@ _WHILE_REVERSE_ERROR = (
 def _while_impl(xp, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, max_iters):
     cc, bc, carry = _split(args, cond_nconsts, body_nconsts)
     n = 0
-    while (max_iters is None or n < max_iters) and bool(_run(cond_jaxpr, *cc, *carry)[0]):
-        carry = _run(body_jaxpr, *bc, *carry)
+    while (max_iters is None or n < max_iters) and bool(runtime.run(cond_jaxpr, *cc, *carry)[0]):
+        carry = runtime.run(body_jaxpr, *bc, *carry)
         n += 1
     return list(carry)
 
@@ -444,7 +438,7 @@ def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
     consts, carry, xs = _split(args, num_consts, num_carry)
     ys = [xp.empty((length,) + a.shape, a.dtype) for a in jaxpr.out_avals[num_carry:]]
     for i in (range(length - 1, -1, -1) if reverse else range(length)):
-        out = _run(jaxpr, *consts, *carry, *[x[i] for x in xs])
+        out = runtime.run(jaxpr, *consts, *carry, *[x[i] for x in xs])
         carry = out[:num_carry]
         for y, v in zip(ys, out[num_carry:]):
             y[i] = v

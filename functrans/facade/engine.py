@@ -22,10 +22,11 @@ import threading
 import numpy as np
 
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Primitive, ShapedArray, Trace,
-                    Tracer, Var, Zero, _thread_state, array_module, concrete_program,
+                    Tracer, Var, Zero, _thread_state, array_module,
                     new_dynamic_main, new_main)
 from ..tracing import JaxprBuilder, JaxprTrace
 from .. import passes
+from ..runtime import program as concrete_program
 from .grad_mode import STATE as GRAD_STATE
 from .node import OpInfo
 

@@ -15,8 +15,8 @@ import traceback
 
 import numpy as np
 
-from ..core import (HOT_RUNS, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer, Var,
-                    _compile_straight_line, optimized_program)
+from ..core import Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer, Var
+from ..runtime import HOT_RUNS, hot_program, straight_line
 from ..tracing import trace_to_jaxpr
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
@@ -259,7 +259,7 @@ class Composite:
         self.steps, self.n_in = steps, n_in
         self.out_slots, self.slot_avals = out_slots, slot_avals
         self.out_tree = out_tree
-        self.run = _compile_straight_line(self._jaxpr(range(len(slot_avals)))[0])
+        self.run = straight_line(self._jaxpr(range(len(slot_avals)))[0])
         self.any_float = any(slot_avals[s].dtype.kind in "fc" for s in out_slots)
         self.infos = {}          # (grad_fn name, requires-grad mask) -> OpInfo
         self.runs, self.hot, self.needed = 0, None, ()
@@ -290,7 +290,7 @@ class Composite:
             needed.update(s for s, _ in (info.plan or _hold_plan(info)) if s >= self.n_in)
         self.needed = tuple(sorted(needed))
         jaxpr, consts = self._jaxpr(self.needed, lift_arrays=True)
-        exe = optimized_program(jaxpr)
+        exe = hot_program(jaxpr)
         if not exe or not consts:
             return exe
         return lambda *args: exe(*consts, *args)

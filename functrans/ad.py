@@ -18,6 +18,7 @@ from . import staged_rules, tree_util
 from .core import (canonicalize, ClosedJaxpr, FunctransError, Jaxpr, JaxprEqn, Literal, RuleNotImplementedError,
                    ShapedArray, Trace, Tracer, UndefinedPrimal, Var, Zero, eval_jaxpr,
                    bind_below, full_lower, get_aval, new_main, to_concrete, trusted_eval)
+from .runtime import eval_jaxpr as run_jaxpr
 from .tracing import flatten_fun
 from functrans.primitives.base import instantiate, zeros
 from functrans.primitives import elementwise as ew
@@ -339,7 +340,7 @@ class LinearFunction:
         self.in_avals = in_avals
 
     def __call__(self, *tangents):
-        outs = iter(eval_jaxpr(self.jaxpr, self.consts, *tangents))
+        outs = iter(run_jaxpr(self.jaxpr, self.consts, *tangents))
         return [next(outs) if not pv.is_known else pv.const for pv in self.out_pvals]
 
     def transpose(self, cts):

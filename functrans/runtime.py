@@ -22,7 +22,9 @@ import numpy as np
 
 from . import passes
 from .backends import cpu, cuda
-from .core import ClosedJaxpr, Jaxpr, Literal, Var, array_module, run_eqns, structure_key
+from .core import (ClosedJaxpr, Jaxpr, Literal, Var, _thread_state, array_module, has_tracer,
+                   run_eqns, structure_key)
+from .core import eval_jaxpr as bind_jaxpr
 
 HOT_RUNS = 8                    # runs on NumPy arrays before a program is lowered
 SCRATCH_BUDGET = 256 << 20      # bytes all live hot programs may hold
@@ -38,6 +40,17 @@ def run(closed: ClosedJaxpr, *args):
     if len(args) != len(jaxpr.invars):
         raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(args)}")
     return _run(jaxpr, [*closed.consts, *args])
+
+
+def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
+    """`ft.eval_jaxpr`: on concrete arrays outside any transformation the runtime runs it
+    (through the tiers); otherwise core.eval_jaxpr binds its equations."""
+    if _thread_state.depth == 0 and len(args) == len(jaxpr.invars) and \
+            len(consts) == len(jaxpr.constvars):
+        vals = [*consts, *args]
+        if not has_tracer(vals):
+            return _run(jaxpr, vals)
+    return bind_jaxpr(jaxpr, consts, *args)
 
 
 def program(closed: ClosedJaxpr):

@@ -7,6 +7,7 @@ from .avals import FunctransError, ShapedArray, TypeCheckError
 from .ir import Literal
 from .jaxpr import ClosedJaxpr, Jaxpr
 
+
 def _aval_matches(declared: ShapedArray, computed: ShapedArray):
     return declared.shape == computed.shape and declared.dtype == computed.dtype
 

@@ -1,11 +1,14 @@
-"""Evaluating a jaxpr by binding its equations (so it works under any transformation)."""
+"""eval_jaxpr: the interpreter that binds a jaxpr's equations (so it works under any
+transformation). Compiled evaluation on concrete arrays is functrans.runtime's."""
 from __future__ import annotations
 
 from .ir import Var
 from .trace import _thread_state, array_module, has_tracer
 
+
 def eval_jaxpr(jaxpr, consts, *args):
-    """Run a jaxpr by binding its equations (so it works under any transformation)."""
+    """Run a jaxpr by binding its equations (so it works under any transformation); on
+    concrete values outside transformations the implementations are called directly."""
     vals = _inputs(jaxpr, consts, args)
     env = dict(zip(jaxpr.constvars + jaxpr.invars, vals))
     if _thread_state.depth == 0 and not has_tracer(vals):   # concrete: the impls directly

@@ -10,6 +10,7 @@ import numpy as np
 from .avals import ShapedArray, is_python_scalar
 from .trace import get_aval
 
+
 class Var:
     """A jaxpr variable; identity matters, the name is given by the printer."""
     __slots__ = ("aval", "count")

@@ -6,13 +6,14 @@ from .evaluate import eval_jaxpr
 from .ir import structure_key
 from .printer import pp_jaxpr
 
+
 class Jaxpr:
     """A closed-over-nothing program: typed inputs, equations, outputs."""
     __slots__ = ("constvars", "invars", "eqns", "outvars", "_runs", "_compiled", "_skey")
 
     def __init__(self, constvars, invars, eqns, outvars):
-        self._runs = 0
-        self._compiled = None        # its _Program once it runs a second time
+        self._runs = 0               # the runtime's: how often it ran on concrete arrays,
+        self._compiled = None        # and its compiled program once it runs a second time
         self._skey = None            # its structure_key, once computed
         self.constvars = list(constvars)
         self.invars = list(invars)

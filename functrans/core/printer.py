@@ -7,6 +7,7 @@ import numpy as np
 
 from .ir import Literal, Var
 
+
 def _var_names():
     letters = "abcdefghijklmnopqrstuvwxyz"
     for n in itertools.count(1):

@@ -15,6 +15,9 @@ from .arrays import array_module
 from .avals import (ConcretizationTypeError, ShapedArray, UnexpectedTracerError, check_dtype,
                     is_python_scalar)
 
+# ---------------------------------------------------------------------------
+# the abstract value of a concrete value or tracer
+
 _SCALAR_AVALS = {bool: ShapedArray((), np.bool_, False), int: ShapedArray((), np.int32, True),
                  float: ShapedArray((), np.float32, True),
                  complex: ShapedArray((), np.complex64, True)}

@@ -22,8 +22,8 @@ import numpy as np
 
 from . import passes
 from .backends import cpu, cuda
-from .core import (ClosedJaxpr, Jaxpr, Literal, Var, _thread_state, array_module, has_tracer,
-                   run_eqns, structure_key)
+from .core import (ClosedJaxpr, Jaxpr, Literal, _thread_state, array_module, eval_impls,
+                   has_tracer, structure_key)
 from .core import eval_jaxpr as bind_jaxpr
 
 HOT_RUNS = 8                    # runs on NumPy arrays before a program is lowered
@@ -66,23 +66,21 @@ def program(closed: ClosedJaxpr):
 
 def _run(jaxpr: Jaxpr, vals: list):
     """Run a jaxpr on vals (its consts, then its arguments) in the tier it has reached."""
-    xp = array_module(*vals)
     jaxpr._runs += 1
-    if jaxpr._runs > 1:
-        prog = jaxpr._compiled
-        if prog is None:
-            prog = jaxpr._compiled = _program_of(jaxpr)
-        if xp is np:
-            prog.runs += 1
-            hot = prog.hot
-            if hot is None and prog.runs >= HOT_RUNS:
-                hot = prog.hot = hot_program(jaxpr)
-            if hot:
-                return hot(*vals)
-        return prog.straight(xp, *vals)
-    env = dict(zip(jaxpr.constvars + jaxpr.invars, vals))
-    run_eqns(jaxpr.eqns, env, lambda prim, params, ins: prim.impl(xp, *ins, **params))
-    return [env[a] if type(a) is Var else a.val for a in jaxpr.outvars]
+    if jaxpr._runs == 1:
+        return eval_impls(jaxpr, vals)
+    xp = array_module(*vals)
+    prog = jaxpr._compiled
+    if prog is None:
+        prog = jaxpr._compiled = _program_of(jaxpr)
+    if xp is np:
+        prog.runs += 1
+        hot = prog.hot
+        if hot is None and prog.runs >= HOT_RUNS:
+            hot = prog.hot = hot_program(jaxpr)
+        if hot:
+            return hot(*vals)
+    return prog.straight(xp, *vals)
 
 
 class _Program:

@@ -11,7 +11,7 @@ from .avals import (SUPPORTED_DTYPES, ConcretizationTypeError, DTypeError, Funct
                     RuleNotImplementedError, ShapedArray, ShapeError, TypeCheckError,
                     UnexpectedTracerError, check_dtype, is_python_scalar, short_dtype)
 from .check import _subjaxprs, check_jaxpr
-from .evaluate import eval_jaxpr, run_eqns
+from .evaluate import eval_impls, eval_jaxpr, run_eqns
 from .ir import (Atom, JaxprEqn, Literal, UndefinedPrimal, Var, Zero, is_undefined,
                  structure_key)
 from .jaxpr import ClosedJaxpr, Jaxpr
@@ -25,10 +25,10 @@ __all__ = ['array_module', 'cupy_array_module', 'SUPPORTED_DTYPES',
            'ConcretizationTypeError', 'DTypeError', 'FunctransError',
            'RuleNotImplementedError', 'ShapedArray', 'ShapeError', 'TypeCheckError',
            'UnexpectedTracerError', 'check_dtype', 'is_python_scalar', 'short_dtype',
-           '_subjaxprs', 'check_jaxpr', 'eval_jaxpr', 'run_eqns', 'Atom', 'JaxprEqn',
-           'Literal', 'UndefinedPrimal', 'Var', 'Zero', 'is_undefined', 'structure_key',
-           'ClosedJaxpr', 'Jaxpr', 'pp_jaxpr', 'EvalTrace', 'MainTrace', 'Primitive',
-           'Trace', 'Tracer', '_state', '_thread_state', 'bind_below', 'canonicalize',
-           'find_top_trace', 'full_lower', 'get_aval', 'has_tracer', 'new_dynamic_main',
-           'new_main', 'to_concrete', 'trace_stack_snapshot', 'tracer_ops',
-           'trusted_eval']
+           '_subjaxprs', 'check_jaxpr', 'eval_impls', 'eval_jaxpr', 'run_eqns', 'Atom',
+           'JaxprEqn', 'Literal', 'UndefinedPrimal', 'Var', 'Zero', 'is_undefined',
+           'structure_key', 'ClosedJaxpr', 'Jaxpr', 'pp_jaxpr', 'EvalTrace', 'MainTrace',
+           'Primitive', 'Trace', 'Tracer', '_state', '_thread_state', 'bind_below',
+           'canonicalize', 'find_top_trace', 'full_lower', 'get_aval', 'has_tracer',
+           'new_dynamic_main', 'new_main', 'to_concrete', 'trace_stack_snapshot',
+           'tracer_ops', 'trusted_eval']

@@ -10,12 +10,19 @@ def eval_jaxpr(jaxpr, consts, *args):
     """Run a jaxpr by binding its equations (so it works under any transformation); on
     concrete values outside transformations the implementations are called directly."""
     vals = _inputs(jaxpr, consts, args)
+    if _thread_state.depth == 0 and not has_tracer(vals):
+        return eval_impls(jaxpr, vals)
     env = dict(zip(jaxpr.constvars + jaxpr.invars, vals))
-    if _thread_state.depth == 0 and not has_tracer(vals):   # concrete: the impls directly
-        xp = array_module(*vals)
-        run_eqns(jaxpr.eqns, env, lambda prim, params, ins: prim.impl(xp, *ins, **params))
-    else:
-        run_eqns(jaxpr.eqns, env, lambda prim, params, ins: prim.bind(*ins, **params))
+    run_eqns(jaxpr.eqns, env, lambda prim, params, ins: prim.bind(*ins, **params))
+    return [env[a] if type(a) is Var else a.val for a in jaxpr.outvars]
+
+
+def eval_impls(jaxpr, vals):
+    """Interpret a well-typed jaxpr on concrete values (its consts, then its arguments):
+    the implementations are called directly, without shape checks."""
+    xp = array_module(*vals)
+    env = dict(zip(jaxpr.constvars + jaxpr.invars, vals))
+    run_eqns(jaxpr.eqns, env, lambda prim, params, ins: prim.impl(xp, *ins, **params))
     return [env[a] if type(a) is Var else a.val for a in jaxpr.outvars]
 
 

@@ -4,7 +4,8 @@ Operands are flat; every sub-jaxpr is a ClosedJaxpr whose constants are concrete
 user-facing functions in functrans/control_flow.py hoist closed-over values, tracers
 included, into explicit operands). Rules transform the sub-jaxprs with the jaxpr-level
 transformations of functrans/ad.py and functrans/batching.py, and evaluate them with
-eval_jaxpr, so the result works under any enclosing transformation.
+eval_jaxpr, so the result works under any enclosing transformation; impls run their
+bodies on concrete arrays through functrans.runtime.
 
   cond(index, *ops, branches)                      index clamped into range
   while(*cond_consts, *body_consts, *carry, cond_jaxpr, body_jaxpr, cond_nconsts,

@@ -2,8 +2,9 @@
 from . import tree_util  # noqa: F401
 from .core import (ClosedJaxpr, ConcretizationTypeError, DTypeError, FunctransError,  # noqa: F401
                    Jaxpr, ShapedArray, ShapeError, TypeCheckError, UnexpectedTracerError,
-                   check_jaxpr, eval_jaxpr)
+                   check_jaxpr)
 from . import primitives as _primitives  # noqa: F401,E402  (registers every primitive)
+from .runtime import eval_jaxpr  # noqa: F401
 from .tracing import ShapeDtypeStruct, make_jaxpr  # noqa: F401
 from . import numpy  # noqa: F401
 from . import lax, random, nn  # noqa: F401

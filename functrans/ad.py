@@ -81,35 +81,11 @@ class JVPTrace(Trace):
             return JVPTracer(self, out, Zero(_tangent_aval(out)))
         if prim.jvp is None:
             raise _rule_missing(prim, "jvp", "jvp=...")
-        nonzero = tuple([type(t) is not Zero for t in tangents])
-        vals = primals + [t for t, nz in zip(tangents, nonzero) if nz]
-        key = staged_rules.signature(prim, params, vals, nonzero)
-        entry = key is not None and staged_rules.lookup(
-            key, lambda xs: _flat_jvp(prim, xs, len(primals), nonzero, params))
-        if entry:                   # the rule staged once per signature (staged_rules)
-            outs = staged_rules.call(entry, vals)
-            n, zeros_out = entry[1]
-            it = iter(outs[n:])
-            tracers = [JVPTracer(self, p, z if z is not None else next(it))
-                       for p, z in zip(outs[:n], zeros_out)]
-            return tracers if prim.multiple_results else tracers[0]
-        p_out, t_out = prim.jvp(primals, tangents, **params)
+        # the rule staged once per signature on concrete values (staged_rules)
+        p_out, t_out = staged_rules.jvp_rule(prim)(primals, tangents, **params)
         if prim.multiple_results:
             return [JVPTracer(self, p, t) for p, t in zip(p_out, t_out, strict=True)]
         return JVPTracer(self, p_out, t_out)
-
-
-def _flat_jvp(prim, xs, n, nonzero, params):
-    """prim's JVP rule as a function of (primals, nonzero tangents) -> (primal outputs +
-    nonzero tangent outputs, (number of primal outputs, the symbolic-zero tangents))."""
-    primals = list(xs[:n])
-    it = iter(xs[n:])
-    tangents = [next(it) if nz else Zero(_tangent_aval(p)) for p, nz in zip(primals, nonzero)]
-    p_out, t_out = prim.jvp(primals, tangents, **params)
-    p_out = list(p_out) if prim.multiple_results else [p_out]
-    t_out = list(t_out) if prim.multiple_results else [t_out]
-    zeros_out = tuple([t if type(t) is Zero else None for t in t_out])
-    return p_out + [t for t in t_out if type(t) is not Zero], (len(p_out), zeros_out)
 
 
 def jvp_flat(f_flat, primals, tangents, instantiate_zeros=True):

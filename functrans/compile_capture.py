@@ -31,6 +31,7 @@ from .facade.node import HookDict, add_hook, edge_of
 from .facade.record import make_node, vc_of
 from .facade.tensor import Tensor, wrap
 from .jit import compile_jaxpr, jit_p
+from .runtime import device_of
 from .tracing import JaxprBuilder
 from functrans.primitives.base import instantiate, zeros
 from functrans.primitives.misc import stop_gradient_p
@@ -129,7 +130,7 @@ class _Program:
 
 
 def _compiled_impl(xp, *args, prog):
-    exe = compile_jaxpr(prog.known, _device_of(args), (), prog.name)
+    exe = compile_jaxpr(prog.known, device_of(args), (), prog.name)
     return exe(*args)
 
 
@@ -178,13 +179,6 @@ def _compiled_batch(vals, dims, *, prog):
 
 compiled_p = Primitive("compiled", impl=_compiled_impl, abstract_eval=_compiled_abstract,
                        multiple_results=True, jvp=_compiled_jvp, batch=_compiled_batch)
-
-
-def _device_of(vals):
-    for v in vals:
-        if type(v).__module__.startswith("cupy"):
-            return "cuda"
-    return "cpu"
 
 
 # ---------------------------------------------------------------------------

@@ -8,14 +8,13 @@ transformation the call binds the `jit` primitive, which carries the traced
 ClosedJaxpr; its rules are the jaxpr-level transformations of functrans/ad.py and
 functrans/batching.py, so grad, vmap, make_jaxpr and jit compose with it.
 
-The pipeline, shared with `ft.compile`: ClosedJaxpr -> passes.optimize -> backend
-`lower` -> `Lowered.compile()` -> executable, cached by `compile_jaxpr`.
+The pipeline, shared with `ft.compile`: ClosedJaxpr -> runtime.lower_jaxpr (passes.optimize,
+then the backend's `lower`) -> `Lowered.compile()` -> executable, cached by `compile_jaxpr`.
 """
 from __future__ import annotations
 
 import functools
 import inspect
-import math
 import threading
 import time
 import warnings
@@ -26,8 +25,8 @@ import numpy as np
 
 from . import passes, tree_util
 from .core import (ClosedJaxpr, FunctransError, Jaxpr, Primitive, TypeCheckError, Tracer,
-                   UndefinedPrimal, Zero, _state, _thread_state, get_aval,
-                   set_optimizing_compiler)
+                   UndefinedPrimal, Zero, _state, _thread_state, get_aval)
+from .runtime import device_of, lower_jaxpr
 
 # ---------------------------------------------------------------------------
 # statistics and retrace reasons
@@ -127,25 +126,6 @@ _exec_cache: OrderedDict = OrderedDict()     # (id(closed), device, donated) -> 
 _exec_lock = threading.Lock()
 
 
-def lower_jaxpr(closed: ClosedJaxpr, backend="cpu", donated=(), name="jitted", optimize=True,
-                alias_outputs=False):
-    """Optimize a ClosedJaxpr and lower it for a backend ("cpu" or "cuda"): a Lowered."""
-    t0 = time.perf_counter()
-    optimized = passes.optimize(closed) if optimize else closed
-    t1 = time.perf_counter()
-    if backend == "cpu":
-        from .backends import cpu
-        lowered = cpu.lower(optimized, donated=donated, name=name, alias_outputs=alias_outputs)
-    elif backend == "cuda":
-        from .backends import cuda
-        lowered = cuda.lower(optimized, donated=donated, name=name)
-    else:
-        raise ValueError(f"unknown backend {backend!r}; use 'cpu' or 'cuda'")
-    lowered.jaxpr = closed
-    lowered.timings = {"optimize_s": t1 - t0, "lower_s": time.perf_counter() - t1}
-    return lowered
-
-
 def compile_jaxpr(closed: ClosedJaxpr, device="cpu", donated=(), name="jitted"):
     """The cached executable of a ClosedJaxpr: exe(*flat_args) -> list of outputs."""
     key = (id(closed), device, tuple(donated))
@@ -166,56 +146,12 @@ def compile_jaxpr(closed: ClosedJaxpr, device="cpu", donated=(), name="jitted"):
     return exe
 
 
-# Hot programs keep their scratch buffers for as long as they live: at most this many
-# bytes of them in all, so that a sweep over many shapes does not grow memory without bound
-# (past the budget, new hot programs stay straight-line code).
-HOT_SCRATCH_BUDGET = 256 << 20
-_hot_scratch = [0]
-
-
-def _lower_hot_program(jaxpr):
-    """core.optimized_program's compiler: a hot jaxpr (consts as leading arguments) lowered
-    by the CPU backend, its outputs allowed to alias its inputs; None if lowering fails or
-    the scratch budget is spent."""
-    flat = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
-    try:
-        exe = lower_jaxpr(ClosedJaxpr(flat, []), "cpu", (), "program",
-                          alias_outputs=True).compile()
-    except Exception as e:      # a lowering bug must not break un-jitted code: say so, go on
-        warnings.warn(f"functrans: the CPU lowering of a hot program failed ({type(e).__name__}: "
-                      f"{e}); it keeps running as straight-line code. Please report this.",
-                      RuntimeWarning, stacklevel=2)
-        return None
-    nbytes = sum(math.prod(shape) * np.dtype(dt).itemsize for shape, dt in exe.scratch)
-    with _stats_lock:
-        if _hot_scratch[0] + nbytes > HOT_SCRATCH_BUDGET:
-            return None
-        _hot_scratch[0] += nbytes
-    weakref.finalize(exe, _release_scratch, nbytes)
-    return exe
-
-
-def _release_scratch(nbytes):
-    with _stats_lock:
-        _hot_scratch[0] -= nbytes
-
-
-set_optimizing_compiler(_lower_hot_program)
-
-
-def _device_of(vals):
-    for v in vals:
-        if type(v).__module__.startswith("cupy"):
-            return "cuda"
-    return "cpu"
-
-
 # ---------------------------------------------------------------------------
 # the jit primitive and its rules
 
 
 def _jit_impl(xp, *args, jaxpr, name):
-    exe = compile_jaxpr(jaxpr, _device_of(args), (), name)
+    exe = compile_jaxpr(jaxpr, device_of(args), (), name)
     return exe(*args)
 
 
@@ -372,41 +308,6 @@ def _norm_argnums(nums, what):
     return nums
 
 
-class Lowered:
-    """What `f.lower(*args)` returns: the traced jaxpr, the optimized jaxpr and the
-    generated code; `str()` shows all three and `compile()` builds the executable."""
-
-    def __init__(self, optimized, source, build, backend, name, plan=None, kernels=None,
-                 info=None):
-        self.jaxpr = None                   # the traced ClosedJaxpr (set by lower_jaxpr)
-        self.optimized = optimized          # after passes and fusion
-        self.source = source                # the generated Python (CPU) or driver (CUDA)
-        self.kernels = kernels or {}        # CUDA kernel name -> source
-        self.backend = backend
-        self.name = name
-        self.plan = plan
-        self.info = info or {}
-        self.timings = {}
-        self._build = build
-
-    def compile(self):
-        return self._build()
-
-    def as_text(self):
-        parts = [f"# {self.name} lowered for {self.backend}"]
-        if self.jaxpr is not None:
-            parts += ["## traced jaxpr", str(self.jaxpr)]
-        parts += ["## optimized jaxpr", str(self.optimized), "## generated code", self.source]
-        for k, src in self.kernels.items():
-            parts += [f"## CUDA kernel {k}", src]
-        return "\n".join(parts)
-
-    __str__ = as_text
-
-    def __repr__(self):
-        return f"<Lowered {self.name} for {self.backend}>"
-
-
 _fun_caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _ndarray = np.ndarray
 
@@ -544,7 +445,7 @@ class JitFunction:
             entry = self._trace(args, kwargs, leaves, tree, static, key, sig)
         else:
             st.hits += 1
-        device = _device_of(leaves)
+        device = device_of(leaves)
         exe = entry.exes.get(device)
         if exe is None:
             donated = self._donated_leaves(args, kwargs)
@@ -683,7 +584,7 @@ class JitFunction:
         entry = self._state.entries.get(key)
         if entry is None:
             entry = self._trace(args, kwargs, leaves, tree, static, key, sig)
-        return lower_jaxpr(entry.closed, backend or _device_of(leaves),
+        return lower_jaxpr(entry.closed, backend or device_of(leaves),
                            self._donated_leaves(args, kwargs), self._name)
 
 

@@ -15,10 +15,11 @@ from . import numpy as fnp
 from . import tree_util
 from .ad import PartialVal, _tangent_aval, is_float, jvp_flat, partial_eval_flat
 from .batching import vmap
-from .core import FunctransError, canonicalize, eval_jaxpr, full_lower, get_aval
+from .core import FunctransError, canonicalize, full_lower, get_aval
 from .primitives import elementwise as ew
 from .primitives.base import instantiate, zeros
 from .reverse import recorded_value, vjp_flat
+from .runtime import eval_jaxpr as run_jaxpr
 from .tracing import flatten_fun
 
 
@@ -67,7 +68,7 @@ class LinearFunction:
         self.out_pvals = out_pvals     # known (zero) tangent outputs or unknowns
 
     def __call__(self, *tangents):
-        outs = iter(eval_jaxpr(self.jaxpr, self.consts, *tangents))
+        outs = iter(run_jaxpr(self.jaxpr, self.consts, *tangents))
         return [next(outs) if not pv.is_known else pv.const for pv in self.out_pvals]
 
 

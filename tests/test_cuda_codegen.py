@@ -275,7 +275,7 @@ def test_cuda_request_names_what_is_missing():
 def test_cupy_array_module_converts_numpy_operands():
     """What implementations receive as xp on "cuda": NumPy literals become scalars and
     NumPy arrays are copied to the device (checked with a stand-in for CuPy)."""
-    from functrans.devices import _CupyModule
+    from functrans.core.arrays import _CupyModule
 
     class FakeDeviceArray:
         def __init__(self, a):
@@ -342,7 +342,7 @@ def test_cuda_driver_runs_on_an_emulated_device(monkeypatch):
 
     kernels = {}
     monkeypatch.setattr(devices_mod, "_cupy", fake)
-    monkeypatch.setattr(devices_mod, "_cupy_xp", None)
+    monkeypatch.setattr(core.arrays, "_cupy_xp", None)
     monkeypatch.setattr(cuda, "get_kernel", lambda src, name: kernels[name])
     monkeypatch.setattr(cuda._CUPY, "mod", None)
     for name, (f, args) in sorted(SAMPLES.items()):

@@ -54,7 +54,7 @@ from .facade.grad_mode import STATE as GS
 from .facade.node import OpInfo, Step
 from .facade.record import make_node, vc_of
 from .facade.tensor import Tensor, wrap
-from .jit import compile_jaxpr
+from .higher_order.jit import compile_jaxpr
 from .nn.modules import module as M
 from .runtime import device_of, lower_jaxpr
 from .tracing import JaxprTrace

@@ -30,7 +30,7 @@ from .facade.inplace import _rebase
 from .facade.node import HookDict, add_hook, edge_of
 from .facade.record import make_node, vc_of
 from .facade.tensor import Tensor, wrap
-from .jit import compile_jaxpr, jit_p
+from .higher_order.jit import compile_jaxpr, jit_p
 from .runtime import device_of
 from .tracing import JaxprBuilder
 from functrans.primitives.base import instantiate, zeros

@@ -17,7 +17,7 @@ import functrans.numpy as fnp
 from functrans import core, passes
 from functrans.backends import cuda
 from functrans.core import JaxprEqn, ShapedArray, Var
-from functrans.devices import DeviceError, cuda_available
+from functrans.core.devices import DeviceError, cuda_available
 from functrans.primitives import REGISTRY
 from functrans.primitives import elementwise as ew
 
@@ -318,7 +318,7 @@ def test_cuda_driver_runs_on_an_emulated_device(monkeypatch):
     with the same source share one kernel: the size is an argument.)"""
     import importlib
     import types
-    devices_mod = importlib.import_module("functrans.devices")
+    devices_mod = importlib.import_module("functrans.core.devices")
     fake = types.ModuleType("cupy_emulated")
     for name in dir(np):
         if not name.startswith("_"):

@@ -21,7 +21,7 @@ from .. import passes
 from . import Lowered
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Var, cupy_array_module,
                     short_dtype)
-from ..devices import cupy_module
+from ..core.devices import cupy_module
 
 CTYPES = {
     "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",

@@ -4,7 +4,8 @@ Everything else (primitives, transformations, the facade) is built on the few cl
 here, split by concern: avals (errors, dtypes, abstract values), arrays (NumPy/CuPy
 array modules), trace (Primitive, bind, traces, tracers, the interpreter stack), ir
 (atoms, equations, symbolic zeros), evaluate (eval_jaxpr), jaxpr (Jaxpr, ClosedJaxpr),
-check (the type checker) and printer (JAX's text layout).
+check (the type checker) and printer (JAX's text layout); devices (device_put, the
+"cpu"/"cuda" devices) is imported by name, not from here.
 """
 from .arrays import array_module, cupy_array_module
 from .avals import (SUPPORTED_DTYPES, ConcretizationTypeError, DTypeError, FunctransError,

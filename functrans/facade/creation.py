@@ -56,7 +56,7 @@ def device_of(a):
 
 
 def _cupy():
-    from ..devices import cupy_module
+    from ..core.devices import cupy_module
     return cupy_module()
 
 

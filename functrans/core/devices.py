@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import tree_util
-from .core import FunctransError, canonicalize
+from .. import tree_util
+from .avals import FunctransError
+from .trace import canonicalize
 
 
 class DeviceError(FunctransError, RuntimeError):

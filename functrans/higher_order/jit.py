@@ -23,10 +23,15 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import passes, tree_util
-from .core import (ClosedJaxpr, FunctransError, Jaxpr, Primitive, TypeCheckError, Tracer,
-                   UndefinedPrimal, Zero, _state, _thread_state, get_aval)
-from .runtime import device_of, lower_jaxpr
+from .. import passes, tree_util
+from ..ad import (PartialEvalTracer, PartialVal, _EqnRecipe, jvp_jaxpr, partial_eval_jaxpr,
+                  transpose_jaxpr)
+from ..batching import batch_jaxpr
+from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Primitive, TypeCheckError, Tracer,
+                    UndefinedPrimal, Zero, _state, _thread_state, get_aval, short_dtype)
+from ..primitives.base import bdim_size, instantiate, moveaxis
+from ..runtime import device_of, lower_jaxpr
+from ..tracing import trace_to_jaxpr
 
 # ---------------------------------------------------------------------------
 # statistics and retrace reasons
@@ -87,7 +92,6 @@ def _describe_sig(sig, names):
     parts = []
     for i, s in enumerate(sig):
         shape, dtype, weak = s
-        from .core import short_dtype
         desc = f"{short_dtype(dtype)}[{','.join(map(str, shape))}]" + ("(weak)" if weak else "")
         parts.append(f"{names[i] if i < len(names) else f'leaf {i}'}: {desc}")
     return ", ".join(parts)
@@ -100,7 +104,6 @@ def _diff_keys(old, new, leaf_names, static_names):
     if otree != ntree:
         out.append(f"argument structure changed: {otree} -> {ntree}")
     else:
-        from .core import short_dtype
         for i, (a, b) in enumerate(zip(osig, nsig)):
             name = leaf_names[i] if i < len(leaf_names) else f"leaf {i}"
             if a[0] != b[0]:
@@ -190,22 +193,18 @@ class _Memo:
 
 
 def _jvp_jaxpr(closed, nonzeros):
-    from .ad import jvp_jaxpr
     return jvp_jaxpr(closed, list(nonzeros), instantiate=False)
 
 
 def _pe_jaxpr(closed, unknowns):
-    from .ad import partial_eval_jaxpr
     return partial_eval_jaxpr(closed, list(unknowns), instantiate=False)
 
 
 def _transpose_jaxpr(closed, linear):
-    from .ad import transpose_jaxpr
     return transpose_jaxpr(closed, list(linear))
 
 
 def _batch_jaxpr(closed, size, batched):
-    from .batching import batch_jaxpr
     return batch_jaxpr(closed, size, list(batched), instantiate=False)
 
 
@@ -229,7 +228,6 @@ def _jit_jvp(primals, tangents, *, jaxpr, name):
 
 def _jit_partial_eval(trace, tracers, *, jaxpr, name):
     """Split the call into a known jit (run now) and an unknown jit (recorded)."""
-    from .ad import PartialEvalTracer, PartialVal, _EqnRecipe
     unknowns = tuple(not t.pval.is_known for t in tracers)
     known, unknown, out_unknowns, num_res = _memo_pe(jaxpr, unknowns)
     known_vals = [t.pval.const for t in tracers if t.pval.is_known]
@@ -250,7 +248,6 @@ def _jit_partial_eval(trace, tracers, *, jaxpr, name):
 
 
 def _jit_transpose(cts, *args, jaxpr, name):
-    from functrans.primitives.base import instantiate
     linear = tuple(type(a) is UndefinedPrimal for a in args)
     tclosed = _memo_transpose(jaxpr, linear)
     res = [a for a in args if type(a) is not UndefinedPrimal]
@@ -261,7 +258,6 @@ def _jit_transpose(cts, *args, jaxpr, name):
 
 
 def _jit_batch(vals, dims, *, jaxpr, name):
-    from functrans.primitives.base import bdim_size, moveaxis
     size = bdim_size(vals, dims)
     vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     batched = tuple(d is not None for d in dims)
@@ -486,7 +482,6 @@ class JitFunction:
         return f_flat, store
 
     def _trace_jaxpr(self, args, kwargs, leaves, tree, static):
-        from .tracing import trace_to_jaxpr
         in_avals = [get_aval(x) for x in leaves]
         f_flat, store = self._make_flat(args, kwargs, tree, static)
         jaxpr, consts = trace_to_jaxpr(f_flat, in_avals)

@@ -17,19 +17,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Lowest first; a module may import its own layer and the layers before it.
 LAYERS = [
-    ("core", ["functrans.core", "functrans.tree_util", "functrans.devices"]),
+    ("core", ["functrans.core", "functrans.tree_util"]),
     ("first-order primitives", ["functrans.primitives"]),
-    ("transformations", ["functrans.tracing", "functrans.ad", "functrans.batching",
-                         "functrans.passes", "functrans.staged_rules", "functrans.reverse",
-                         "functrans.deriver"]),
+    ("tracing and jaxpr passes", ["functrans.tracing", "functrans.passes"]),
     ("runtime and backends", ["functrans.runtime", "functrans.backends"]),
-    ("higher-order primitives", ["functrans.higher_order", "functrans.jit", "functrans.custom"]),
+    ("transformations", ["functrans.ad", "functrans.batching", "functrans.staged_rules",
+                         "functrans.reverse"]),
+    ("higher-order primitives", ["functrans.higher_order"]),
     ("array API", ["functrans.transforms", "functrans.numpy", "functrans.contraction",
                    "functrans.lax", "functrans.control_flow", "functrans.random",
                    "functrans.nn.functions"]),
     ("facade", ["functrans.facade", "functrans.autograd", "functrans.nn", "functrans.optim",
-                "functrans.func", "functrans.serialization", "functrans.compile_capture"]),
-    ("compile", ["functrans.compile"]),
+                "functrans.func", "functrans.serialization"]),
+    ("compile", ["functrans.compile_capture", "functrans.compile"]),
     ("public namespace", ["functrans.api", "functrans"]),
 ]
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Primitive, ShapedArray, Var,
+from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Var,
                    array_module, eval_jaxpr)
+from .primitives.base import defprim
 
 # ---------------------------------------------------------------------------
 # small helpers
@@ -384,8 +385,8 @@ def _fused_impl(xp, *args, jaxpr, name):
 # A fusion group: the equations of its `jaxpr` param run as one kernel (one blocked
 # NumPy pass on the CPU, one generated CUDA kernel on the GPU). It only appears in
 # optimized jaxprs, after differentiation, so it has no derivative rules.
-fused_p = Primitive("fused", impl=_fused_impl, abstract_eval=_fused_abstract_eval,
-                    multiple_results=True, differentiable=False)
+fused_p = defprim("fused", _fused_impl, _fused_abstract_eval, multiple_results=True,
+                  differentiable=False, memo=False)
 
 
 def fusible(eqn) -> bool:

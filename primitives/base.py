@@ -55,7 +55,7 @@ def _resolve(rule, p):
 def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpose=None,
             batch=None, cuda=None, cpu=None, fresh=False, simplify=None, simplify_late=None,
             commutative=False, differentiable=True, multiple_results=False,
-            elementwise=False, **extra):
+            elementwise=False, memo=True, **extra):
     """Declare a primitive with all its rules in one call and register it; nothing is
     added to it afterwards (a registry test checks against DECLARED).
 
@@ -65,17 +65,21 @@ def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpos
     differentiable=False: zero tangents (comparisons, integer ops, floor, ...)
     jvp, batch: self_rule(factory) for a rule that binds this primitive itself
     cpu, fresh, simplify, simplify_late, commutative: see the module docstring
+    memo=False: the shape rule is not memoized (for primitives whose params hold programs
+        and whose rule just reads them: a cache would only keep the programs alive)
     """
     cache: dict = {}
 
     def abstract_eval(*avals, **params):
         # shape rules are pure functions of avals and params: successful results are
         # memoized (they run on every eager op; params that are not hashable skip this)
-        key = (avals, tuple(params.items())) if params else avals
-        try:
-            out = cache.get(key)
-        except TypeError:
-            key = out = None
+        key = out = None
+        if memo:
+            key = (avals, tuple(params.items())) if params else avals
+            try:
+                out = cache.get(key)
+            except TypeError:
+                key = None
         if out is not None:
             return list(out) if multiple_results else out
         try:

@@ -659,4 +659,6 @@ EXTERNAL: dict[str, str] = {
     "cond": "test_control_flow.py",
     "while": "test_control_flow.py",
     "scan": "test_control_flow.py",
+    "jit": "test_jit.py",
+    "fused": "test_passes.py",
 }

@@ -27,9 +27,9 @@ from .. import passes, tree_util
 from ..ad import (PartialEvalTracer, PartialVal, _EqnRecipe, jvp_jaxpr, partial_eval_jaxpr,
                   transpose_jaxpr)
 from ..batching import batch_jaxpr
-from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Primitive, TypeCheckError, Tracer,
+from ..core import (ClosedJaxpr, FunctransError, Jaxpr, TypeCheckError, Tracer,
                     UndefinedPrimal, Zero, _state, _thread_state, get_aval, short_dtype)
-from ..primitives.base import bdim_size, instantiate, moveaxis
+from ..primitives.base import bdim_size, defprim, instantiate, moveaxis
 from ..runtime import device_of, lower_jaxpr
 from ..tracing import trace_to_jaxpr
 
@@ -266,9 +266,9 @@ def _jit_batch(vals, dims, *, jaxpr, name):
     return outs, [0 if b else None for b in out_batched]
 
 
-jit_p = Primitive("jit", impl=_jit_impl, abstract_eval=_jit_abstract_eval,
-                  multiple_results=True, jvp=_jit_jvp, transpose=_jit_transpose,
-                  batch=_jit_batch, partial_eval=_jit_partial_eval)
+jit_p = defprim("jit", _jit_impl, _jit_abstract_eval, multiple_results=True, memo=False,
+                jvp=_jit_jvp, transpose=_jit_transpose, batch=_jit_batch,
+                partial_eval=_jit_partial_eval)
 passes.INLINABLE.add(jit_p)
 
 

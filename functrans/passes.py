@@ -12,6 +12,7 @@ import numpy as np
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Var,
                    array_module, eval_jaxpr)
 from .primitives.base import defprim
+from .primitives.shape import broadcast_in_dim_p
 
 # ---------------------------------------------------------------------------
 # small helpers
@@ -281,7 +282,7 @@ class _Simplifying:
     def scalar_source(self, a):
         """The rank-0 atom that `a` is a broadcast of, if any."""
         e = self.defs.get(a) if type(a) is Var else None
-        if e is not None and e.primitive.name == "broadcast_in_dim" and \
+        if e is not None and e.primitive is broadcast_in_dim_p and \
                 e.invars[0].aval.shape == ():
             return e.invars[0]
         return None
@@ -397,7 +398,7 @@ def fusible(eqn) -> bool:
     out = eqn.outvars[0].aval
     if out.shape == () or 0 in out.shape:
         return False
-    if prim.name == "broadcast_in_dim":
+    if prim is broadcast_in_dim_p:
         return True
     if not prim.elementwise:
         return False
@@ -529,7 +530,7 @@ def fuse(closed: ClosedJaxpr, can_fuse=fusible, min_eqns=2) -> ClosedJaxpr:
             new_eqns.append(e)
             continue
         members = groups[g]
-        n_real = sum(eqns[k].primitive.name != "broadcast_in_dim" for k in members)
+        n_real = sum(eqns[k].primitive is not broadcast_in_dim_p for k in members)
         if len(members) < min_eqns or n_real == 0:
             new_eqns.append(e)
             continue

@@ -10,6 +10,7 @@ from . import tree_util
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, UnexpectedTracerError,
                    Var, get_aval, is_python_scalar, new_dynamic_main)
 from .passes import dce_jaxpr
+from .primitives.elementwise import mul_p
 from .primitives.shape import broadcast_in_dim_p
 
 
@@ -117,7 +118,7 @@ class JaxprTrace(Trace):
             # a broadcast constant next to a full-shape operand: use the scalar literal
             tracers = [self.pure(np.asarray(t._fill)) if t._fill is not None else t
                        for t in tracers]
-        if prim.name == "mul" and len(tracers) == 2:         # x * 1 is x: no identity ops
+        if prim is mul_p and len(tracers) == 2:         # x * 1 is x: no identity ops
             for one, other in (tracers, tracers[::-1]):
                 fill = one._fill if one._const is None else (
                     one._const if _is_literal_value(one._const) else None)
@@ -136,7 +137,7 @@ class JaxprTrace(Trace):
             return outs
         t = b.new_tracer(self, out, origin)
         b.eqns.append(JaxprEqn(prim, invars, params, [b.add_var(t)]))
-        if prim.name == "broadcast_in_dim" and type(invars[0]) is Literal:
+        if prim is broadcast_in_dim_p and type(invars[0]) is Literal:
             t._fill = invars[0].val
         return t
 

@@ -22,6 +22,8 @@ import numpy as np
 from .. import passes
 from . import Lowered
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
+from ..primitives.linalg import dot_general_p
+from ..primitives.shape import broadcast_in_dim_p
 
 
 class CpuConfig:
@@ -227,7 +229,7 @@ def _num_name(val):
 def _kind(eqn, blocked):
     if eqn.primitive is passes.fused_p:
         return "out" if id(eqn) in blocked else "fresh"
-    if eqn.primitive.name == "broadcast_in_dim":
+    if eqn.primitive is broadcast_in_dim_p:
         return "view"
     if _out_emitter(eqn) is not None:
         return "out"
@@ -251,7 +253,7 @@ def _block_inplace(eqn, i, o):
                 em = _out_emitter(e)
                 if em is None or not em[1](ii):
                     return False
-            if e.primitive.name == "broadcast_in_dim":
+            if e.primitive is broadcast_in_dim_p:
                 return False
     return True
 
@@ -290,7 +292,7 @@ class _Lowering:
         for e in fusedj.jaxpr.eqns:
             if e.primitive is passes.fused_p:
                 size = e.outvars[0].aval.size
-                ops = sum(m.primitive.name != "broadcast_in_dim"
+                ops = sum(m.primitive is not broadcast_in_dim_p
                           for m in e.params["jaxpr"].eqns)
                 if size >= CONFIG.block_min_size and size * ops >= CONFIG.block_min_work:
                     blocked.add(id(e))
@@ -338,7 +340,7 @@ class _Lowering:
         outs_set = {a for a in j.outvars if type(a) is Var}
         ufunc_only = {v for v, es in readers.items() if v not in outs_set and all(
             id(r) not in blocked and _kind(r, blocked) == "out"
-            and r.primitive.name != "dot_general" for r in es)}
+            and r.primitive is not dot_general_p for r in es)}
         allocated = set()
         for idx, e in enumerate(prog.eqns):
             k = _kind(e, blocked)
@@ -361,7 +363,7 @@ class _Lowering:
                 else:
                     emit, _ = _out_emitter(e)
                     body += emit(self.ctx, [self.atom(a) for a in e.invars], outs[0])
-            elif e.primitive.name == "broadcast_in_dim" and id(e) not in blocked:
+            elif e.primitive is broadcast_in_dim_p and id(e) not in blocked:
                 o = e.outvars[0]
                 nm = self.names[o] = self.fresh()
                 x = self.atom(e.invars[0], as_scalar=False)
@@ -405,7 +407,7 @@ class _Lowering:
     def emit_blocked(self, e, outs):
         inner = e.params["jaxpr"]
         shape = e.outvars[0].aval.shape
-        bcasts = [m for m in inner.eqns if m.primitive.name == "broadcast_in_dim"]
+        bcasts = [m for m in inner.eqns if m.primitive is broadcast_in_dim_p]
         flat = all(m.invars[0].aval.shape == () for m in bcasts)
         itemsize = max([v.aval.dtype.itemsize for m in inner.eqns for v in m.outvars] + [1])
         elems = max(1, CONFIG.block_bytes // itemsize)
@@ -424,7 +426,7 @@ class _Lowering:
 
         # inner buffer plan: temporaries per block; group outputs are external
         def ikind(m):
-            if m.primitive.name == "broadcast_in_dim":
+            if m.primitive is broadcast_in_dim_p:
                 return "view"
             if _out_emitter(m) is not None:
                 return "out"
@@ -459,7 +461,7 @@ class _Lowering:
         for m in inner.eqns:
             ov = m.outvars[0]
             ext = out_index.get(ov)
-            if m.primitive.name == "broadcast_in_dim":
+            if m.primitive is broadcast_in_dim_p:
                 x = m.invars[0]
                 if x.aval.shape == ():
                     val = local[x] if type(x) is Var else self.ctx.literal(x, False)

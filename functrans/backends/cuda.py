@@ -22,6 +22,7 @@ from . import Lowered
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Var, cupy_array_module,
                     short_dtype)
 from ..core.devices import cupy_module
+from ..primitives.shape import broadcast_in_dim_p
 
 CTYPES = {
     "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
@@ -134,7 +135,7 @@ def can_fuse(eqn) -> bool:
     avals = [a.aval for a in eqn.invars] + [v.aval for v in eqn.outvars]
     if any(a.dtype.kind == "c" or a.dtype.name not in CTYPES for a in avals):
         return False
-    if eqn.primitive.name == "broadcast_in_dim":
+    if eqn.primitive is broadcast_in_dim_p:
         return True
     try:
         template_for(eqn)
@@ -267,7 +268,7 @@ def render_kernel(jaxpr, name) -> Kernel:
         uses_half |= odt == np.float16
         nm = fresh()
         ct = compute_type(odt)
-        if e.primitive.name == "broadcast_in_dim":
+        if e.primitive is broadcast_in_dim_p:
             x = e.invars[0]
             if x.aval.shape == ():
                 body.append(f"const {ct} {nm} = {operand(x)};")

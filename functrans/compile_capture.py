@@ -25,6 +25,7 @@ from .ad import jvp_jaxpr, partial_eval_jaxpr
 from .core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Primitive, ShapedArray,
                    Tracer, Var, Zero, eval_jaxpr, short_dtype)
 from .facade import engine, plumbing
+from .facade.capture_state import _tls, active as _active, current as _current
 from .facade.grad_mode import STATE as GS
 from .facade.inplace import _rebase
 from .facade.node import HookDict, add_hook, edge_of
@@ -126,6 +127,11 @@ class _Program:
 
     def __repr__(self):
         return self.name
+
+    @staticmethod
+    def fused_program(closed, fn):
+        """The backward program through a compiled node (the engine finds it here)."""
+        return _CaptureHooks.fused_program(closed, fn)
 
 
 def _compiled_impl(xp, *args, prog):
@@ -347,20 +353,7 @@ def _wrap_value(v):
 # ---------------------------------------------------------------------------
 # the capture: one run of the user's function on traced tensors
 
-_tls = threading.local()
 _capture_lock = threading.RLock()
-
-
-def _current():
-    stack = getattr(_tls, "stack", None)
-    if not stack:
-        raise FunctransError("internal: a capture hook ran outside ft.compile's capture")
-    return stack[-1]
-
-
-def _active():
-    stack = getattr(_tls, "stack", None)
-    return stack[-1] if stack else None
 
 
 class _Capture:
@@ -383,6 +376,7 @@ class _Capture:
         self.consts = {}           # id(tensor) -> (weakref, data, version counter, version)
         self.created = {}          # id(tensor) -> tensor, made by creation functions here
         self.modules = []          # (module, its plain attributes before the capture)
+        self.hooks = capture_hooks  # what the facade calls on traced data (capture_state)
 
     # -- inputs ----------------------------------------------------------------
 

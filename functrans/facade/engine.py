@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core import Tracer, _thread_state, array_module, concrete_program
 from .. import passes
+from . import capture_state
 from .grad_mode import STATE as GRAD_STATE
 from .lower import (RNode, Spec, derive_program, index_graph, make_spec, prune_inputs,
                     value_key)
@@ -115,9 +116,10 @@ def _program_fn(closed, spec):
     """The compiled backward program; one that crosses an ft.compile node is lowered by the
     jit pipeline (optimized and fused) instead of straight-line impl calls."""
     fn = concrete_program(closed)
-    if any(st.prim.name == "compiled" for rn in spec.nodes for st in rn.info.steps):
-        from ..compile_capture import capture_hooks
-        return capture_hooks.fused_program(closed, fn)
+    for rn in spec.nodes:
+        for st in rn.info.steps:
+            if st.prim.name == "compiled":      # its `prog` param is compile_capture's
+                return st.params["prog"].fused_program(closed, fn)
     return fn
 
 
@@ -220,9 +222,8 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
 def _execute(prog, nodes, hooked, fns, root_cts, create_graph):
     vals = _fetch_inputs(prog, nodes)
     if _thread_state.depth and _any_traced(vals, root_cts):    # inside ft.compile's capture
-        from ..compile_capture import capture_hooks
-        return capture_hooks.run_program(prog, nodes, hooked, fns, vals, root_cts,
-                                         create_graph)
+        return capture_state.current().hooks.run_program(prog, nodes, hooked, fns, vals,
+                                                         root_cts, create_graph)
     hooks = [[nodes[p].hooks[j]] for p, j in hooked]
     run = RunContext(hooks, [nodes[p] for p in fns], create_graph)
     RUN.stack.append(run)
@@ -287,12 +288,11 @@ def accumulate_grad(t, g, create_graph):
     """t.grad = g, or t.grad += g (in place unless create_graph), as torch."""
     from .tensor import Tensor
     if _thread_state.depth:                # .backward() inside an ft.compile capture?
-        from ..compile_capture import capture_hooks
-        if capture_hooks.active():
-            capture_hooks.refuse(".backward() (gradient accumulation into .grad) inside the "
-                                 "compiled function", "return the loss and call .backward() "
-                                 "on it outside, or use ft.autograd.grad(..., "
-                                 "create_graph=True)")
+        cap = capture_state.active()
+        if cap is not None:
+            cap.hooks.refuse(".backward() (gradient accumulation into .grad) inside the "
+                             "compiled function", "return the loss and call .backward() "
+                             "on it outside, or use ft.autograd.grad(..., create_graph=True)")
     old = t._grad
     if old is None:
         if create_graph:

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from ..core import FunctransError, ShapedArray, Tracer
-from . import engine
+from . import capture_state, engine
 from .grad_mode import STATE as GS
 from .grad_mode import enable_grad, no_grad
 from .node import Node, OpInfo, edge_of, user_frame
@@ -164,10 +164,10 @@ class Function(metaclass=_FunctionMeta):
         if kwargs:
             raise TypeError("Function.apply does not take keyword arguments")
         if any(isinstance(a, Tensor) and isinstance(a._data, Tracer) for a in args):
-            from ..compile_capture import capture_hooks
-            capture_hooks.refuse(f"autograd.Function {cls.__name__}.apply inside the compiled "
-                                 "function", "call it outside the compiled function, or write "
-                                 "it with differentiable tensor ops")
+            capture_state.current().hooks.refuse(
+                f"autograd.Function {cls.__name__}.apply inside the compiled function",
+                "call it outside the compiled function, or write it with differentiable "
+                "tensor ops")
         ctx = FunctionCtx()
         object.__setattr__(ctx, "_fn_name", cls.__name__)
         tensor_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import numpy as fnp
 from ..core import Tracer
+from . import capture_state
 from .record import INFERENCE, vc_of
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
                      _capture_concrete_update, apply_fn, binary, wrap)
@@ -45,8 +46,7 @@ def inplace(self, name, compute):
     _check_inplace(self, recording)
     res = compute()
     if isinstance(self._data, Tracer) or isinstance(res._data, Tracer):   # ft.compile capture
-        from ..compile_capture import capture_hooks
-        return capture_hooks.inplace(self, name, res)
+        return capture_state.current().hooks.inplace(self, name, res)
     node = res._grad_fn
     data = self._data
     if node is not None:

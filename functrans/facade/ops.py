@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import numpy as fnp
 from ..core import ShapedArray, Tracer, Var, array_module, run_eqns
+from . import capture_state
 from . import dtypes as D
 from .grad_mode import STATE as GS
 from . import plumbing
@@ -78,8 +79,7 @@ def apply_prim(prim, params, args):
             info = info_for(key, build) if pkey is not None else _uncached(build)
         make_node(info, args, [*arrays, *[o._data for o in outs]], outs)
     if traced:
-        from ..compile_capture import capture_hooks
-        capture_hooks.after_op(args, outs)
+        capture_state.current().hooks.after_op(args, outs)
     return outs if prim.multiple_results else outs[0]
 
 

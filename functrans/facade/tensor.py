@@ -18,6 +18,7 @@ import numpy as np
 
 from ..core import ShapedArray, Tracer, _thread_state as _TS, array_module
 from functrans.primitives import elementwise as ew
+from . import capture_state
 from . import dtypes as D
 from . import grad_mode
 from .node import HookDict, OpInfo, add_hook
@@ -610,23 +611,22 @@ def apply_fn(name, fn, args, static=(), view=False):
 
 
 def _capture_concrete_update(t, op):
-    from ..compile_capture import capture_hooks
-    if capture_hooks.active():
-        capture_hooks.concrete_update(t, op)
+    cap = capture_state.active()
+    if cap is not None:
+        cap.hooks.concrete_update(t, op)
 
 
 def _capture_grad_access(t):
-    from ..compile_capture import capture_hooks
-    if capture_hooks.active():
-        capture_hooks.refuse(".grad inside the compiled function (a compiled program "
-                             "cannot read or set the gradients of earlier backward passes)",
-                             "read or set .grad outside it")
+    cap = capture_state.active()
+    if cap is not None:
+        cap.hooks.refuse(".grad inside the compiled function (a compiled program "
+                         "cannot read or set the gradients of earlier backward passes)",
+                         "read or set .grad outside it")
 
 
 def _capture():
     """ft.compile's capture hooks, reached only when a Tensor holds traced data."""
-    from ..compile_capture import capture_hooks
-    return capture_hooks
+    return capture_state.current().hooks
 
 
 def _avals_of(args, arrays):

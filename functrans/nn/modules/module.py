@@ -16,6 +16,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from ...facade import capture_state
 from ...facade import dtypes as D
 from ...facade.grad_mode import no_grad
 from ...facade.node import HookDict, RemovableHandle
@@ -672,9 +673,9 @@ class Module:
         return self._call_with_hooks(args, kwargs)
 
     def _call_with_hooks(self, args, kwargs):
-        from ...compile_capture import capture_hooks
-        if capture_hooks.active():      # inside ft.compile: hooks become run-time callbacks
-            return capture_hooks.call_module(self, args, kwargs)
+        cap = capture_state.active()
+        if cap is not None:             # inside ft.compile: hooks become run-time callbacks
+            return cap.hooks.call_module(self, args, kwargs)
         for hid, hook in itertools.chain(_global_forward_pre_hooks.items(),
                                          self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:

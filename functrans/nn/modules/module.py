@@ -22,6 +22,8 @@ from ...facade.grad_mode import no_grad
 from ...facade.node import HookDict, RemovableHandle
 from ...facade.tensor import Tensor
 from ...optim.optimizer import _zero_grad
+from .hooks import (BackwardHook, _global_backward_hooks, _global_forward_hooks,
+                    _global_forward_pre_hooks)
 
 # ---------------------------------------------------------------------------
 # Parameter
@@ -104,12 +106,6 @@ def _addindent(s, n):
     if len(lines) == 1:
         return s
     return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
-
-
-# global hooks (torch.nn.modules.module.register_module_forward_hook and friends)
-_global_forward_pre_hooks: HookDict = HookDict()
-_global_forward_hooks: HookDict = HookDict()
-_global_backward_hooks: HookDict = HookDict()
 
 
 def register_module_forward_pre_hook(hook):
@@ -691,7 +687,6 @@ class Module:
                     args = r if isinstance(r, tuple) else (r,)
         bw = None
         if self._backward_hooks or self._backward_pre_hooks or _global_backward_hooks:
-            from .hooks import BackwardHook
             bw = BackwardHook(self)
             args = bw.setup_input_hook(args)
         try:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import Var, run_eqns
 from . import engine
 from .lower import make_spec
 from .plumbing import FREED_MSG, RUN, RunContext
 from .grad_mode import _DecoratorContextManager
 from .record import ANOMALY
+from .tensor import wrap
 
 
 class detect_anomaly(_DecoratorContextManager):  # noqa: N801
@@ -84,7 +86,6 @@ def _has_nan(a):
 
 def run_node_by_node(nodes, pos, targets, root_keys, root_cts, create_graph, structure):
     """The engine's anomaly mode: (outputs like the fused program's, capture keys)."""
-    from .tensor import wrap
     parts, hooked, retained, fns = structure
     spec = make_spec(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph)
     add = (lambda a, b: a + b)
@@ -160,7 +161,6 @@ def _tap(c, hook, run, create_graph):
     if hook < 0:
         return c
     from .ops import _hooks_on_tensor
-    from .tensor import wrap
     if create_graph:
         return _hooks_on_tensor(c, hook)
     return _hooks_on_tensor(wrap(np.asarray(c)), hook)._data
@@ -168,7 +168,6 @@ def _tap(c, hook, run, create_graph):
 
 def _run_node(node, rn, outs, create_graph, nodes):
     """One node's backward program on its saved values and output cotangents."""
-    from .tensor import wrap
     info = node.info
     prog = info.bwd
     if prog is None:
@@ -200,10 +199,7 @@ def _run_node(node, rn, outs, create_graph, nodes):
 def _eval_node_facade(node, rn, prog, vals, cts, nodes):
     """create_graph in anomaly mode: the node's program run as recorded facade ops. Saved
     inputs and outputs become tensors connected to the graph."""
-    from ..core import Var
-    from ..core import run_eqns
     from .ops import apply_prim
-    from .tensor import wrap
     j = prog.closed.jaxpr
     env = {}
     for v, c in zip(j.constvars, prog.closed.consts):

@@ -164,3 +164,12 @@ class _grad_mode:
     def __exit__(self, *exc):
         GS.enabled = self.prev
         return False
+
+
+def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate d(self)/d(leaves) into the leaves' .grad (torch.Tensor.backward)."""
+    backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
+             inputs=inputs)
+
+
+Tensor.backward = _tensor_backward

@@ -22,7 +22,7 @@ from . import capture_state, engine
 from .grad_mode import STATE as GS
 from .grad_mode import enable_grad, no_grad
 from .node import Node, OpInfo, edge_of, user_frame
-from .record import ANOMALY, INFERENCE, _forward_stack, vc_of
+from .record import ANOMALY, INFERENCE, INFERENCE_SAVE_MSG, _forward_stack, vc_of
 from .tensor import Tensor, wrap
 
 SAVED_FREED_MSG = engine.FREED_MSG
@@ -81,7 +81,6 @@ class FunctionCtx:
                 raise TypeError("save_for_backward can only save variables, but argument "
                                 f"{len(self.to_save or ())} is of type {type(t).__name__}")
             if isinstance(t, Tensor) and t._flags & INFERENCE:
-                from .record import INFERENCE_SAVE_MSG
                 raise RuntimeError(INFERENCE_SAVE_MSG)
         self.to_save = tensors
 

@@ -12,6 +12,7 @@ from .. import numpy as fnp
 from ..core import Tracer
 from . import capture_state
 from .grad_mode import STATE as GS
+from .inplace import _check_inplace, inplace
 from .tensor import Tensor, apply_fn, static, wrap
 
 
@@ -148,7 +149,6 @@ def _index_update_fn(x, v, *arrays, template):
 
 
 def setitem(t, idx, value):
-    from .inplace import _check_inplace, inplace
     recording = GS.enabled and (t._requires_grad or (isinstance(value, Tensor)
                                                      and value._requires_grad))
     if not recording and not isinstance(t._data, Tracer):
@@ -185,3 +185,6 @@ def _numpy_index(idx):
             it = np.asarray(it)
         out.append(it)
     return tuple(out)
+
+
+Tensor.__getitem__, Tensor.__setitem__ = getitem, setitem

@@ -9,11 +9,13 @@ from .. import numpy as fnp
 from ..core import ShapedArray, Tracer, Var, array_module, run_eqns
 from . import capture_state
 from . import dtypes as D
+from .tensor_info import result_type
 from .grad_mode import STATE as GS
 from . import plumbing
 from .node import OpInfo, Step
 from .record import info_for, make_node, _SIGS
-from .tensor import Tensor, apply_fn, static, wrap
+from .function import run_backward
+from .tensor import Tensor, apply_fn, static, tensor, wrap
 from . import methods as M
 
 # ---------------------------------------------------------------------------
@@ -47,7 +49,6 @@ def apply_prim(prim, params, args):
     if prim is plumbing.hook_call_p:
         return _hooks_on_tensor(args[0], params["slot"])
     if prim is plumbing.fn_bwd_p:
-        from .function import run_backward
         run = plumbing._current_run()
         return list(run_backward(run.fn_nodes[params["fslot"]], list(args), params["present"],
                                  params["in_avals"], params["out_mask"], tensors=True))
@@ -161,7 +162,7 @@ def cat(tensors, dim=0, *, out=None):
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
     tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
-    dt = D.result_type(*tensors)
+    dt = result_type(*tensors)
     tensors = [t if t.dtype == dt else t.to(dt) for t in tensors]
     nd = tensors[0].ndim
     if nd == 0:
@@ -184,7 +185,7 @@ def stack(tensors, dim=0, *, out=None):
     if len(shapes) > 1:
         raise RuntimeError(f"stack expects each tensor to be equal size, but got "
                            f"{[list(t.shape) for t in tensors]}")
-    dt = D.result_type(*tensors)
+    dt = result_type(*tensors)
     tensors = [t if t.dtype == dt else t.to(dt) for t in tensors]
     nd = tensors[0].ndim + 1
     return apply_fn("StackBackward0", _stack_fn, tuple(tensors), static(axis=dim % nd))
@@ -206,7 +207,7 @@ def _einsum_fn(*ops, eq):
 def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    dt = D.result_type(*operands)
+    dt = result_type(*operands)
     operands = tuple(t if t.dtype == dt else t.to(dt) for t in operands)
     return apply_fn("EinsumBackward0", _einsum_fn, operands, static(eq=equation.replace(" ", "")))
 
@@ -269,7 +270,6 @@ def _method_fn(name):
                 meth.append(getattr(Tensor, name))
             return meth[0](input, *args, **kwargs)
         if not isinstance(input, Tensor):
-            from .creation import tensor
             input = tensor(input)
         return getattr(input, name)(*args, **kwargs)
     f.__name__ = name

@@ -198,8 +198,15 @@ def make_node(info, inputs, vals, outs):
 
 
 def check_view(t):
-    from .inplace import check_view as check
-    check(t)
+    """A view whose base was rebased by an in-place op since it was taken has a stale
+    history: refuse to record with it (torch regenerates it; functrans asks to re-take it)."""
+    base = t._base
+    if base._grad_fn is not t.__dict__.get("_vfn", base._grad_fn):
+        op = base._vc.op if base._vc is not None else "an in-place operation"
+        raise RuntimeError(
+            f"functrans: this tensor is a view of a tensor that was modified in place (by {op}) "
+            "after the view was taken, so its recorded history is stale (PyTorch would "
+            "regenerate it). Take the view again after the in-place operation.")
 
 
 def _hold_plan(info):

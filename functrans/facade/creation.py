@@ -9,8 +9,8 @@ import numpy as np
 from ..core import check_dtype
 from . import dtypes as D
 from .tensor_info import result_type
-from .placement import _CPU, _check_device, _cupy, _on, device, device_of, put  # noqa: F401
-from .tensor import Tensor, _unwrap, tensor, to_array, wrap  # noqa: F401
+from .placement import _check_device, _on, device  # noqa: F401  (ft.device)
+from .tensor import Tensor, tensor, wrap  # noqa: F401  (ft.tensor)
 
 
 # ---------------------------------------------------------------------------

@@ -213,7 +213,8 @@ def _record(cls, ctx, args, tensor_pos, outs):
         return dict(fslot=fslot, out_avals=out_avals, in_mask=in_mask, out_mask=out_mask,
                     materialize=materialize)
     info.extra = {"params": params, "arg_pos": tuple(tensor_pos), "n_args": len(args),
-                  "out_idx": tuple(out_idx), "n_outs": len(outs)}
+                  "out_idx": tuple(out_idx), "n_outs": len(outs),
+                  "run_backward": run_backward}   # what plumbing and ops call in backward
     info.id = _sig_id(cls, in_avals, out_avals, in_mask, out_mask, materialize,
                       tuple(tensor_pos), len(args), tuple(out_idx), len(outs))
     edges = tuple(edge_of(a) for a in inputs)

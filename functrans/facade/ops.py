@@ -8,13 +8,12 @@ import numpy as np
 from .. import numpy as fnp
 from ..core import ShapedArray, Tracer, Var, array_module, run_eqns
 from . import capture_state
-from . import dtypes as D
 from .tensor_info import result_type
 from .grad_mode import STATE as GS
 from . import plumbing
 from .node import OpInfo, Step
 from .record import info_for, make_node, _SIGS
-from .function import run_backward
+from .lower import analyze
 from .tensor import Tensor, apply_fn, static, tensor, wrap
 from . import methods as M
 
@@ -49,9 +48,10 @@ def apply_prim(prim, params, args):
     if prim is plumbing.hook_call_p:
         return _hooks_on_tensor(args[0], params["slot"])
     if prim is plumbing.fn_bwd_p:
-        run = plumbing._current_run()
-        return list(run_backward(run.fn_nodes[params["fslot"]], list(args), params["present"],
-                                 params["in_avals"], params["out_mask"], tensors=True))
+        node = plumbing._current_run().fn_nodes[params["fslot"]]
+        return list(node.info.extra["run_backward"](node, list(args), params["present"],
+                                                    params["in_avals"], params["out_mask"],
+                                                    tensors=True))
     arrays = [a._data if isinstance(a, Tensor) else a for a in args]
     traced = any(isinstance(a, Tracer) for a in arrays)
     if traced:                          # traced data (ft.compile capture): bind, not run
@@ -85,7 +85,6 @@ def apply_prim(prim, params, args):
 
 
 def _uncached(build):
-    from .engine import analyze
     info = build()
     analyze(info)
     return info

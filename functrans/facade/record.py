@@ -2,7 +2,7 @@
 
 An op's *signature* (what it computes, its input shapes/dtypes, which inputs require
 grad) maps to one cached `OpInfo`: its primitive steps and the slots its backward reads,
-found once by tracing that backward (engine.analyze). Recording a node is then a dict
+found once by tracing that backward (lower.analyze). Recording a node is then a dict
 lookup, a few attribute writes and references to the held arrays.
 
 Composite ops (`apply_fn`) are functions written with functrans.numpy; they are traced
@@ -21,6 +21,7 @@ from ..tracing import trace_to_jaxpr
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
 from . import grad_mode
+from .lower import analyze
 from .node import Node, OpInfo, Step, _seq, edge_of, user_frame
 
 GS = grad_mode.STATE
@@ -107,7 +108,6 @@ def info_for(key, build):
     """The OpInfo of a signature, building and analyzing it the first time."""
     info = _SIGS.get(key)
     if info is None:
-        from .engine import analyze
         info = build()
         analyze(info)
         _SIGS[key] = info

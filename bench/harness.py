@@ -169,7 +169,7 @@ class Settings:
     rounds: int = 30          # timing rounds (each round times every variant once)
     min_rounds: int = 7       # rounds kept even past the time budget
     warmup: int = 10          # untimed calls per variant before calibration (enough for
-                              # caches and for hot programs to be lowered, core.HOT_RUNS)
+                              # caches and for hot programs to be lowered, runtime.HOT_RUNS)
     warmup_s: float = 0.05    # ... and at least this long, so calibration sees steady state
     sample_s: float = 0.02    # a sample repeats a call until it lasts about this long
     budget_s: float = 12.0    # stop adding rounds to a workload after this much time

@@ -5,7 +5,7 @@ import numpy as np
 
 import functrans as ft
 import functrans.numpy as fnp
-from functrans.core import eval_jaxpr
+from functrans.runtime import eval_jaxpr
 
 from .harness import workload
 

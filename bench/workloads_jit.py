@@ -240,7 +240,7 @@ def jit_wgan_gp_step():
 
 def _gpu_ready():
     try:
-        from functrans.devices import cuda_available
+        from functrans.core.devices import cuda_available
         return cuda_available()
     except Exception:
         return False

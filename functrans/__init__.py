@@ -2,15 +2,16 @@
 from . import tree_util  # noqa: F401
 from .core import (ClosedJaxpr, ConcretizationTypeError, DTypeError, FunctransError,  # noqa: F401
                    Jaxpr, ShapedArray, ShapeError, TypeCheckError, UnexpectedTracerError,
-                   check_jaxpr, eval_jaxpr)
+                   check_jaxpr)
 from . import primitives as _primitives  # noqa: F401,E402  (registers every primitive)
+from .runtime import eval_jaxpr  # noqa: F401
 from .tracing import ShapeDtypeStruct, make_jaxpr  # noqa: F401
 from . import numpy  # noqa: F401
 from . import lax, random, nn  # noqa: F401
-from .ad import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp  # noqa: F401
+from .transforms import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp  # noqa: F401
 from .batching import vmap  # noqa: F401
-from .jit import RetraceWarning, jit, jit_stats  # noqa: F401
-from .devices import device_put, devices  # noqa: F401
+from .higher_order.jit import RetraceWarning, jit, jit_stats  # noqa: F401
+from .core.devices import device_put, devices  # noqa: F401
 from .higher_order.custom import checkpoint, custom_jvp, custom_vjp, remat  # noqa: F401
 from .tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten  # noqa: F401
 from . import facade as _facade  # noqa: E402  (the PyTorch-like facade; JAX-side names win)

@@ -72,18 +72,7 @@ def apply_batch_rule(prim, vals, dims, params):
         raise RuleNotImplementedError(
             f"Batching rule for '{prim.name}' not implemented. Add batch=... to the "
             "primitive's declaration in primitives/.")
-    key = staged_rules.signature(prim, params, vals, tuple(dims))
-    entry = key is not None and staged_rules.lookup(
-        key, lambda xs: _flat_rule(prim, xs, dims, params))
-    if entry:
-        outs = staged_rules.call(entry, vals)
-        return (outs if prim.multiple_results else outs[0]), entry[1]
-    return prim.batch(vals, dims, **params)
-
-
-def _flat_rule(prim, vals, dims, params):
-    out, out_dim = prim.batch(vals, dims, **params)
-    return (list(out) if prim.multiple_results else [out]), out_dim
+    return staged_rules.batch_rule(prim)(vals, dims, **params)
 
 
 def _move_out(x, from_dim, to_dim, size):

@@ -44,7 +44,7 @@ from . import primitives
 from . import passes, tree_util
 from .compile_capture import (CompileError, GraphBreakWarning, RecompileWarning, _PLAIN,
                               _Capture, _Program, _RngProxy, _active, _capture_lock, _config,
-                              _device_of, _draw, _plain, _refuse, _tls, compiled_p)
+                              _draw, _plain, _refuse, _tls, compiled_p)
 from .core import (ClosedJaxpr, ConcretizationTypeError, Tracer, _state, new_dynamic_main,
                    short_dtype)
 from .facade import creation
@@ -54,8 +54,9 @@ from .facade.grad_mode import STATE as GS
 from .facade.node import OpInfo, Step
 from .facade.record import make_node, vc_of
 from .facade.tensor import Tensor, wrap
-from .jit import compile_jaxpr, lower_jaxpr
+from .higher_order.jit import compile_jaxpr
 from .nn.modules import module as M
+from .runtime import device_of, lower_jaxpr
 from .tracing import JaxprTrace
 
 __all__ = ["compile", "compile_stats", "CompileError", "RecompileWarning", "CompiledFunction",
@@ -801,7 +802,7 @@ class CompiledFunction:
 
     def _run(self, entry, ctx):
         objs, arrays = self._gather(entry, ctx)
-        device = _device_of(arrays)
+        device = device_of(arrays)
         ids = {id(a) for a in arrays}
         n_user = entry.n_user
         if entry.record:

@@ -31,9 +31,10 @@ from .facade.inplace import _rebase
 from .facade.node import HookDict, add_hook, edge_of
 from .facade.record import info_for, make_node, vc_of
 from .facade.tensor import Tensor, _composite_info, wrap
-from .jit import compile_jaxpr, jit_p
+from .higher_order.jit import compile_jaxpr, jit_p
 from .nn.modules import module as M
 from .nn.modules.hooks import BackwardHook, _flat_tensors
+from .runtime import device_of
 from .tracing import JaxprBuilder
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
@@ -139,7 +140,7 @@ class _Program:
 
 
 def _compiled_impl(xp, *args, prog):
-    exe = compile_jaxpr(prog.known, _device_of(args), (), prog.name)
+    exe = compile_jaxpr(prog.known, device_of(args), (), prog.name)
     return exe(*args)
 
 
@@ -188,13 +189,6 @@ def _compiled_batch(vals, dims, *, prog):
 
 compiled_p = Primitive("compiled", impl=_compiled_impl, abstract_eval=_compiled_abstract,
                        multiple_results=True, jvp=_compiled_jvp, batch=_compiled_batch)
-
-
-def _device_of(vals):
-    for v in vals:
-        if type(v).__module__.startswith("cupy"):
-            return "cuda"
-    return "cpu"
 
 
 # ---------------------------------------------------------------------------

@@ -15,11 +15,10 @@ import contextlib
 
 import numpy as np
 
-from . import ad as _ad
+from . import transforms as _tr
 from . import batching as _batching
-from .compile_capture import capture_hooks
 from .core import Tracer
-from .facade import ops
+from .facade import capture_state, ops
 from .facade.tensor import Tensor
 from .tree_util import tree_map
 
@@ -153,7 +152,8 @@ def _array(t):
 def _to_tensors(tree):
     def conv(x):
         if isinstance(x, Tracer):
-            return capture_hooks.as_tensor(x)
+            cap = capture_state.active()           # ft.compile's capture, if any
+            return x if cap is None else cap.hooks.as_tensor(x)
         if isinstance(x, Tensor):
             return x
         if isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__cuda_array_interface__"):
@@ -171,13 +171,13 @@ def _raw_outputs(f):
 
 def grad(func, argnums=0, has_aux=False):
     """torch.func.grad: the gradient of a scalar func w.r.t. argument(s) argnums, as Tensors."""
-    g = _ad.grad(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
+    g = _tr.grad(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
     return lambda *args, **kwargs: _to_tensors(g(*_to_arrays(args), **kwargs))
 
 
 def grad_and_value(func, argnums=0, has_aux=False):
     """torch.func.grad_and_value: (gradient, value) -- note torch's order."""
-    vg = _ad.value_and_grad(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
+    vg = _tr.value_and_grad(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
 
     def wrapped(*args, **kwargs):
         value, g = vg(*_to_arrays(args), **kwargs)
@@ -187,7 +187,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
 def vjp(func, *primals, has_aux=False):
     """torch.func.vjp: (output, vjp_fn), vjp_fn(cotangents) -> tuple of Tensors."""
-    res = _ad.vjp(_raw_outputs(func), *_to_arrays(primals), has_aux=has_aux)
+    res = _tr.vjp(_raw_outputs(func), *_to_arrays(primals), has_aux=has_aux)
     out, fn = res[0], res[1]
 
     def vjp_fn(*cts):
@@ -202,26 +202,26 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """torch.func.jvp: (output, jvp_out)."""
     if has_aux:
         raise NotImplementedError("ft.func.jvp(has_aux=True) is not supported")
-    out, t = _ad.jvp(_raw_outputs(func), tuple(_to_arrays(tuple(primals))),
+    out, t = _tr.jvp(_raw_outputs(func), tuple(_to_arrays(tuple(primals))),
                      tuple(_to_arrays(tuple(tangents))))
     return _to_tensors(out), _to_tensors(t)
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
     """torch.func.jacrev: the Jacobian by reverse mode, as Tensors."""
-    j = _ad.jacrev(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
+    j = _tr.jacrev(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
     return lambda *args: _to_tensors(j(*_to_arrays(args)))
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """torch.func.jacfwd: the Jacobian by forward mode, as Tensors."""
-    j = _ad.jacfwd(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
+    j = _tr.jacfwd(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
     return lambda *args: _to_tensors(j(*_to_arrays(args)))
 
 
 def hessian(func, argnums=0):
     """torch.func.hessian: jacfwd(jacrev(func)), as Tensors."""
-    h = _ad.hessian(_raw_outputs(func), argnums=argnums)
+    h = _tr.hessian(_raw_outputs(func), argnums=argnums)
     return lambda *args: _to_tensors(h(*_to_arrays(args)))
 
 

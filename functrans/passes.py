@@ -1,6 +1,6 @@
 """Jaxpr-to-jaxpr optimization passes, each a small function with its own tests.
 
-The jit pipeline (functrans/jit.py) runs them in this order: `inline_calls` (jit of
+The jit pipeline (runtime.lower_jaxpr) runs them in this order: `inline_calls` (jit of
 jit), `simplify` (what AD leaves behind), `fold_constants`, `cse`, `dce`; a backend
 then calls `fuse` (elementwise fusion groups) and `plan_buffers` (buffer reuse).
 Every pass returns a new jaxpr and leaves its input untouched.
@@ -89,7 +89,7 @@ def dce(closed: ClosedJaxpr) -> ClosedJaxpr:
 # inlining of call primitives (jit of jit)
 
 # primitives whose `jaxpr` param (a ClosedJaxpr) may be inlined into the caller;
-# functrans/jit.py registers `jit` here.
+# functrans/higher_order/jit.py registers `jit` here.
 INLINABLE: set = set()
 
 

@@ -26,9 +26,10 @@ import numpy as np
 from .ad import JVPTrace, JVPTracer, is_float, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from .batching import BatchTrace, BatchTracer, apply_batch_rule, batch_jaxpr
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, Var, Zero, _thread_state,
-                   bind_below, eval_jaxpr, eval_jaxpr_concrete, get_aval, has_tracer, new_main,
+                   bind_below, eval_jaxpr, get_aval, has_tracer, new_main,
                    to_concrete, trusted_eval)
 from .passes import dce_jaxpr
+from .runtime import run as run_program
 
 _CACHE: OrderedDict = OrderedDict()      # structure key -> _Derived (oldest evicted first)
 _CACHE_SIZE = 256
@@ -207,7 +208,7 @@ class _Derived:
         if has_tracer(args) or _thread_state.dynamic_trace.level:
             outs = iter(eval_jaxpr(prog.jaxpr, prog.consts, *args))
         else:
-            outs = iter(eval_jaxpr_concrete(prog.jaxpr, prog.consts, *args))
+            outs = iter(run_program(prog, *args))
         # symbolic zeros stay symbolic, so the jvp'd backward program skips their work
         return [z if z is not None else next(outs) for z in zeros_out]
 
@@ -256,7 +257,7 @@ class _Derived:
                     if out is not None:
                         return out
         if not tracers and _thread_state.dynamic_trace.level == 0:
-            return eval_jaxpr_concrete(closed.jaxpr, closed.consts, *args)
+            return run_program(closed, *args)
         return eval_jaxpr(closed.jaxpr, closed.consts, *args)
 
     def _run_jvp(self, which, closed, trace, args):
@@ -272,8 +273,7 @@ class _Derived:
         if entry is None:
             entry = self.transformed[key] = jvp_jaxpr(closed, list(nonzero), False)
         prog, out_nz = entry
-        outs = eval_jaxpr_concrete(prog.jaxpr, prog.consts, *primals,
-                                   *[t for t, nz in zip(tangents, nonzero) if nz])
+        outs = run_program(prog, *primals, *[t for t, nz in zip(tangents, nonzero) if nz])
         n = len(closed.out_avals)
         t_out = iter(outs[n:])
         return [JVPTracer(trace, p, next(t_out) if nz else Zero(a.strip_weak()))
@@ -299,7 +299,7 @@ class _Derived:
         if entry is None:
             entry = self.transformed[key] = batch_jaxpr(closed, size, batched, False)
         prog, out_b = entry
-        outs = eval_jaxpr_concrete(prog.jaxpr, prog.consts, *vals)
+        outs = run_program(prog, *vals)
         return [BatchTracer(trace, o, 0 if b else None) for o, b in zip(outs, out_b)]
 
 

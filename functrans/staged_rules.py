@@ -1,16 +1,21 @@
-"""Transformation rules staged once per abstract signature.
+"""Transformation rules staged once per abstract signature: wrappers around a rule.
 
 A batching or JVP rule applied to concrete arrays is a pure function of the operands'
 avals, the primitive's params and the rule's static inputs (batch axes; which tangents are
-symbolically zero). The first application traces the rule into a jaxpr (type-checked by
-the shape rules as it is traced) and compiles it to straight-line code; later applications
-with the same signature call that code, skipping the rule's Python and the shape checks."""
+symbolically zero). `jvp_rule(prim)` and `batch_rule(prim)` return the primitive's rule
+wrapped so that its first application to a signature traces it into a jaxpr (type-checked
+by the shape rules as it is traced) compiled to straight-line code; later applications
+with the same signature call that code, skipping the rule's Python and the shape checks.
+With tracer operands (or for effects) the wrapped rule is the rule itself."""
 from __future__ import annotations
 
-from .core import _compile_straight_line, array_module, get_aval, has_tracer
+from .core import Zero, array_module, get_aval, has_tracer
+from .runtime import straight_line
+from .tracing import trace_to_jaxpr
 
 _cache: dict = {}
 _MAX_ENTRIES = 4096
+_wrapped: dict = {}     # (kind, primitive) -> (its rule, the wrapped rule)
 
 
 def signature(prim, params, vals, static):
@@ -42,7 +47,6 @@ def call(entry, vals):
 
 
 def _stage(rule, avals):
-    from .tracing import trace_to_jaxpr
     aux = []
 
     def flat(*xs):
@@ -55,4 +59,68 @@ def _stage(rule, avals):
         return False
     if consts:
         return False
-    return _compile_straight_line(jaxpr), aux[0]
+    return straight_line(jaxpr), aux[0]
+
+
+def jvp_rule(prim):
+    """prim.jvp, staged: (primals, tangents, **params) -> (primal out, tangent out), the
+    tangents that are symbolic zeros staying Zero."""
+    hit = _wrapped.get(("jvp", prim))
+    if hit is None or hit[0] is not prim.jvp:
+        hit = _wrapped[("jvp", prim)] = (prim.jvp, _staged_jvp(prim, prim.jvp))
+    return hit[1]
+
+
+def batch_rule(prim):
+    """prim.batch, staged: (vals, dims, **params) -> (out, out_dim)."""
+    hit = _wrapped.get(("batch", prim))
+    if hit is None or hit[0] is not prim.batch:
+        hit = _wrapped[("batch", prim)] = (prim.batch, _staged_batch(prim, prim.batch))
+    return hit[1]
+
+
+def _staged_jvp(prim, rule):
+    multiple = prim.multiple_results
+
+    def flat(xs, tangents, params):
+        """The rule as a function of (primals, nonzero tangents) -> (primal outputs +
+        nonzero tangent outputs, (number of primal outputs, the symbolic-zero tangents));
+        the zero tangents are those of the call being staged (they hold only avals)."""
+        it = iter(xs[len(tangents):])
+        ts = [t if type(t) is Zero else next(it) for t in tangents]
+        p_out, t_out = rule(list(xs[:len(tangents)]), ts, **params)
+        p_out = list(p_out) if multiple else [p_out]
+        t_out = list(t_out) if multiple else [t_out]
+        zeros_out = tuple([t if type(t) is Zero else None for t in t_out])
+        return p_out + [t for t in t_out if type(t) is not Zero], (len(p_out), zeros_out)
+
+    def jvp(primals, tangents, **params):
+        nonzero = tuple([type(t) is not Zero for t in tangents])
+        vals = primals + [t for t, nz in zip(tangents, nonzero) if nz]
+        key = signature(prim, params, vals, nonzero)
+        entry = key is not None and lookup(key, lambda xs: flat(xs, tangents, params))
+        if not entry:
+            return rule(primals, tangents, **params)
+        outs = call(entry, vals)
+        n, zeros_out = entry[1]
+        it = iter(outs[n:])
+        t_out = [z if z is not None else next(it) for z in zeros_out]
+        return (outs[:n], t_out) if multiple else (outs[0], t_out[0])
+    return jvp
+
+
+def _staged_batch(prim, rule):
+    multiple = prim.multiple_results
+
+    def flat(vals, dims, params):
+        out, out_dim = rule(vals, dims, **params)
+        return (list(out) if multiple else [out]), out_dim
+
+    def batch(vals, dims, **params):
+        key = signature(prim, params, vals, tuple(dims))
+        entry = key is not None and lookup(key, lambda xs: flat(xs, dims, params))
+        if not entry:
+            return rule(vals, dims, **params)
+        outs = call(entry, vals)
+        return (outs if multiple else outs[0]), entry[1]
+    return batch

@@ -17,7 +17,7 @@ import functrans.numpy as fnp
 from functrans import core, passes
 from functrans.backends import cuda
 from functrans.core import JaxprEqn, ShapedArray, Var
-from functrans.devices import DeviceError, cuda_available
+from functrans.core.devices import DeviceError, cuda_available
 from functrans.primitives import REGISTRY
 from functrans.primitives import elementwise as ew
 
@@ -275,7 +275,7 @@ def test_cuda_request_names_what_is_missing():
 def test_cupy_array_module_converts_numpy_operands():
     """What implementations receive as xp on "cuda": NumPy literals become scalars and
     NumPy arrays are copied to the device (checked with a stand-in for CuPy)."""
-    from functrans.devices import _CupyModule
+    from functrans.core.arrays import _CupyModule
 
     class FakeDeviceArray:
         def __init__(self, a):
@@ -318,7 +318,7 @@ def test_cuda_driver_runs_on_an_emulated_device(monkeypatch):
     with the same source share one kernel: the size is an argument.)"""
     import importlib
     import types
-    devices_mod = importlib.import_module("functrans.devices")
+    devices_mod = importlib.import_module("functrans.core.devices")
     fake = types.ModuleType("cupy_emulated")
     for name in dir(np):
         if not name.startswith("_"):
@@ -342,7 +342,7 @@ def test_cuda_driver_runs_on_an_emulated_device(monkeypatch):
 
     kernels = {}
     monkeypatch.setattr(devices_mod, "_cupy", fake)
-    monkeypatch.setattr(devices_mod, "_cupy_xp", None)
+    monkeypatch.setattr(core.arrays, "_cupy_xp", None)
     monkeypatch.setattr(cuda, "get_kernel", lambda src, name: kernels[name])
     monkeypatch.setattr(cuda._CUPY, "mod", None)
     for name, (f, args) in sorted(SAMPLES.items()):

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import functrans as ft
 import functrans.numpy as fnp
-from functrans.devices import cuda_available
+from functrans.core.devices import cuda_available
 from functrans.primitives import REGISTRY
 from registry_cases import CASES
 

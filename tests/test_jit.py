@@ -17,13 +17,13 @@ import importlib
 
 from functrans import core
 from functrans.backends import cpu
-from functrans.jit import RetraceWarning
+from functrans.higher_order.jit import RetraceWarning
 from functrans.primitives import REGISTRY
 from registry_cases import CASES
 
 from conftest import assert_close
 
-jit_mod = importlib.import_module("functrans.jit")   # ft.jit is the function
+jit_mod = importlib.import_module("functrans.higher_order.jit")   # ft.jit is the function
 F32 = np.float32
 NAMES = sorted(n for n in REGISTRY if n in CASES)
 

@@ -17,21 +17,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Lowest first; a module may import its own layer and the layers before it.
 LAYERS = [
-    ("core", ["functrans.core", "functrans.tree_util", "functrans.devices"]),
+    ("core", ["functrans.core", "functrans.tree_util"]),
     ("first-order primitives", ["functrans.primitives"]),
-    ("transformations", ["functrans.tracing", "functrans.ad", "functrans.batching",
-                         "functrans.passes", "functrans.staged_rules", "functrans.reverse",
-                         "functrans.deriver"]),
+    ("tracing and jaxpr passes", ["functrans.tracing", "functrans.passes"]),
     ("runtime and backends", ["functrans.runtime", "functrans.backends"]),
-    ("higher-order primitives", ["functrans.higher_order", "functrans.jit", "functrans.custom"]),
+    ("transformations", ["functrans.ad", "functrans.batching", "functrans.staged_rules",
+                         "functrans.reverse"]),
+    ("higher-order primitives", ["functrans.higher_order"]),
     ("array API", ["functrans.transforms", "functrans.numpy", "functrans.contraction",
                    "functrans.lax", "functrans.control_flow", "functrans.random",
                    "functrans.nn.functions"]),
     ("facade", ["functrans.facade", "functrans.autograd", "functrans.nn", "functrans.optim",
-                "functrans.func", "functrans.serialization", "functrans.compile_capture"]),
-    ("compile", ["functrans.compile"]),
+                "functrans.func", "functrans.serialization"]),
+    ("compile", ["functrans.compile_capture", "functrans.compile"]),
     ("public namespace", ["functrans.api", "functrans"]),
 ]
+
+# Modules of a known cycle being taken apart (none now: the facade's knot is untied).
+# This list and the two below only shrink.
+KNOWN_CYCLE: set = set()
 
 # Imports that run up the layers, each with its reason.
 UPWARD = {
@@ -40,6 +44,8 @@ UPWARD = {
 # Function-local imports of project modules, each with its reason (optional dependencies
 # such as CuPy or mpi4py are not project modules and may always be imported lazily).
 LOCAL = {
+    ("functrans.compile_capture", "functrans.facade.ops"):
+        "run_program's create_graph path, whose body is being rerouted through the runtime",
 }
 
 
@@ -156,7 +162,7 @@ def test_no_import_cycle():
     # the package's own __init__ gathers the public names of every layer: it is the top,
     # and a submodule importing its parent package is how Python imports work, not a cycle
     edges = [e for e in EDGES if e[1] != "functrans"]
-    cycles = _cycles(edges)
+    cycles = [c for c in _cycles(edges) if not c <= KNOWN_CYCLE]
     report = []
     for comp in cycles:
         report.append(f"cycle of {len(comp)}: " + ", ".join(sorted(comp)))
@@ -176,6 +182,8 @@ def test_allowlists_are_current():
     """Every documented exception still exists (so the lists only shrink)."""
     upward = {(a, b) for a, b, _, _ in EDGES if layer_of(b) > layer_of(a)}
     local = {(a, b) for a, b, _, loc in EDGES if loc}
+    in_cycles = set().union(*_cycles([e for e in EDGES if e[1] != "functrans"]))
+    assert KNOWN_CYCLE <= in_cycles, KNOWN_CYCLE - in_cycles
     assert set(UPWARD) <= upward, set(UPWARD) - upward
     assert set(LOCAL) <= local, set(LOCAL) - local
 

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import passes
+from . import Lowered
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
 
 
@@ -267,6 +268,7 @@ class _Lowering:
         self.names: dict = {}
         self.counter = 0
         self.scratch: list = []       # (slot, shape, dtype) of persistent buffers
+        self.temp_bytes = 0           # bytes of the per-thread temporaries of blocked groups
         self.info = {"blocked_groups": 0, "unblocked_groups": 0}
 
     # -- naming -----------------------------------------------------------
@@ -503,6 +505,7 @@ class _Lowering:
                         + ["    " + ln for ln in lines])
         self.block_sources.append(src)
         temps = [[np.empty(block_shape, dt) for (_, dt) in iplan.slots] for _ in range(threads)]
+        self.temp_bytes += sum(t.nbytes for tk in temps for t in tk)
         tname = self.ctx.g(temps, f"T_{fn_name}")
         desc = (f"# {e.params['name']}: {len(inner.eqns)} ops on {size} elements, "
                 f"{'flat' if flat else 'rows'} blocks of {block} "
@@ -520,17 +523,20 @@ class _Lowering:
         exec(code, g)
         fn = g[self.fname]
         scratch = [(shape, dt) for _, shape, dt in self.scratch]
+        nbytes = self.temp_bytes + sum(math.prod(shape) * np.dtype(dt).itemsize
+                                       for shape, dt in scratch)
         return CpuExecutable(fn, len(self.closed.jaxpr.invars), scratch, self.source,
-                             self.name)
+                             self.name, nbytes)
 
 
 class CpuExecutable:
     """The compiled program: exe(*flat_args) -> list of outputs. Its scratch buffers and
     the per-worker temporaries of blocked groups are shared, so calls from several user
-    threads take turns (NumPy releases the GIL inside each call anyway)."""
+    threads take turns (NumPy releases the GIL inside each call anyway). nbytes: the
+    memory it holds while it lives (scratch buffers and block temporaries)."""
 
-    def __init__(self, fn, n_in, scratch, source, name):
-        self.fn, self.n_in, self.scratch = fn, n_in, scratch
+    def __init__(self, fn, n_in, scratch, source, name, nbytes):
+        self.fn, self.n_in, self.scratch, self.nbytes = fn, n_in, scratch, nbytes
         self.source, self.name = source, name
         self._lock = threading.Lock()
 
@@ -545,10 +551,9 @@ class CpuExecutable:
 
 
 def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False):
-    """Lower an optimized ClosedJaxpr to generated NumPy code: a jit.Lowered.
+    """Lower an optimized ClosedJaxpr to generated NumPy code: a Lowered.
     alias_outputs: outputs may be inputs (or one another) instead of copies, for
     internal programs whose results nobody writes to."""
-    from ..jit import Lowered
     lw = _Lowering(closed, donated, name, alias_outputs).run()
     info = dict(lw.info, scratch_buffers=len(lw.scratch), plan=repr(lw.plan))
     return Lowered(lw.fusedj, lw.source, lw.build, "cpu", name, plan=lw.plan, info=info)

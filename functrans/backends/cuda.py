@@ -18,7 +18,10 @@ import threading
 import numpy as np
 
 from .. import passes
-from ..core import ClosedJaxpr, FunctransError, Literal, Var, short_dtype
+from . import Lowered
+from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Var, cupy_array_module,
+                    short_dtype)
+from ..core.devices import cupy_module
 
 CTYPES = {
     "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
@@ -301,7 +304,6 @@ def render_kernel(jaxpr, name) -> Kernel:
 
 def single_eqn_jaxpr(eqn):
     """A one-equation fusion group (for an elementwise equation outside any group)."""
-    from ..core import Jaxpr
     ins, seen = [], set()
     for a in eqn.invars:
         if type(a) is Var and a not in seen:
@@ -319,7 +321,6 @@ _kernel_lock = threading.Lock()
 
 def get_kernel(source, name):
     """The compiled cupy.RawKernel for this source (cached by source)."""
-    from ..devices import cupy_module
     cp = cupy_module()
     with _kernel_lock:
         k = _kernel_cache.get(source)
@@ -417,9 +418,8 @@ class _Program:
         return self
 
     def build(self):
-        from ..devices import cupy_array_module, cupy_module
         cp = cupy_module()
-        _CUPY.set(cupy_array_module())
+        _CUPY.set(cupy_array_module(cp))
         g = dict(self.globals)
         g.update(_to_device=functools.partial(_to_device, cp), _cp_empty=cp.empty,
                  _cp_array=cp.array, _cp_copy=cp.copy, _launch=_launch)
@@ -444,8 +444,7 @@ class _LazyCupy:
 
     def __getattr__(self, name):
         if self.mod is None:
-            from ..devices import cupy_array_module
-            self.mod = cupy_array_module()
+            self.mod = cupy_array_module(cupy_module())
         return getattr(self.mod, name)
 
 
@@ -486,9 +485,8 @@ class CudaExecutable:
 
 
 def lower(closed: ClosedJaxpr, donated=(), name="jitted"):
-    """Lower an optimized ClosedJaxpr to CUDA kernels plus a CuPy driver: a jit.Lowered.
+    """Lower an optimized ClosedJaxpr to CUDA kernels plus a CuPy driver: a Lowered.
     Needs no GPU; `compile()` does."""
-    from ..jit import Lowered
     prog = _Program(closed, name).run()
     return Lowered(prog.fusedj, prog.source, prog.build, "cuda", name,
                    kernels={k: v.source for k, v in prog.kernels.items()},

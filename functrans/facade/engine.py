@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import Tracer, _thread_state, array_module, concrete_program
+from ..core import Tracer, _thread_state, array_module
 from .. import passes
+from ..runtime import program as concrete_program
 from . import capture_state
 from .grad_mode import STATE as GRAD_STATE
 from .anomaly import run_node_by_node

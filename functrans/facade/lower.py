@@ -12,8 +12,9 @@ from __future__ import annotations
 import threading
 
 from .. import passes
-from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var, concrete_program
+from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
 from ..reverse import derive, joined_program
+from ..runtime import program as concrete_program
 from .node import OpInfo
 from .plumbing import fn_call_p, tap_p
 

@@ -6,7 +6,7 @@ import builtins
 
 import numpy as np
 
-from ..devices import cupy_module
+from ..core.devices import cupy_module
 
 
 class device:  # noqa: N801  (torch.device)

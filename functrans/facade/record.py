@@ -6,8 +6,8 @@ found once by tracing that backward (lower.analyze). Recording a node is then a 
 lookup, a few attribute writes and references to the held arrays.
 
 Composite ops (`apply_fn`) are functions written with functrans.numpy; they are traced
-into steps once per signature and run eagerly by compiled straight-line code, so the
-intermediate values they compute are the ones backward reads.
+into steps once per signature and run eagerly by the runtime, so the intermediate values
+they compute are the ones backward reads.
 """
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import traceback
 
 import numpy as np
 
-from ..core import (HOT_RUNS, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer, Var,
-                    _compile_straight_line, optimized_program)
+from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer, Var
+from ..runtime import run as run_program
+from ..runtime import straight_line
 from ..tracing import trace_to_jaxpr
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
@@ -258,49 +259,42 @@ def _forward_stack():
 # composite ops: a functrans.numpy function traced once per signature
 
 class Composite:
-    """A traced op: steps over slots plus a compiled eager runner returning every slot."""
+    """A traced op: steps over slots, run eagerly as a runtime program."""
     __slots__ = ("steps", "n_in", "out_slots", "slot_avals", "run", "out_tree",
-                 "any_float", "infos", "runs", "hot", "needed")
+                 "any_float", "infos", "prog", "needed", "n_infos")
 
     def __init__(self, steps, n_in, out_slots, slot_avals, out_tree):
         self.steps, self.n_in = steps, n_in
         self.out_slots, self.slot_avals = out_slots, slot_avals
         self.out_tree = out_tree
-        self.run = _compile_straight_line(self._jaxpr(range(len(slot_avals)))[0])
+        self.run = straight_line(self._jaxpr(range(len(slot_avals)))[0])   # every slot
         self.any_float = any(slot_avals[s].dtype.kind in "fc" for s in out_slots)
         self.infos = {}          # (grad_fn name, requires-grad mask) -> OpInfo
-        self.runs, self.hot, self.needed = 0, None, ()
+        self.prog, self.needed, self.n_infos = None, (), -1
 
     def evaluate(self, xp, arrays, view):
-        """Every slot's value. A composite run HOT_RUNS times on NumPy arrays becomes a
-        jit-lowered program computing only its outputs and the slots backward programs
-        hold (in place where it can); the other intermediates are None, computed on demand
-        by _compute_slot. View ops keep the step-by-step runner (they must share storage)."""
-        if xp is np and not view:
-            hot = self.hot
-            if hot is None:
-                self.runs += 1
-                if self.runs >= HOT_RUNS:
-                    hot = self.hot = self._lower()
-            if hot:
-                vals = list(arrays) + [None] * (len(self.slot_avals) - self.n_in)
-                for s, v in zip(self.needed, hot(*arrays)):
-                    vals[s] = v
-                return vals
+        """Every slot's value. On NumPy arrays the runtime runs the program of the outputs
+        and of the slots backward programs hold (so, once hot, it is lowered and computes
+        them in place where it can); the other intermediates are None, computed on demand
+        by _compute_slot. View ops, one-step ops and CuPy keep the step-by-step runner of
+        every slot (views must share storage)."""
+        if xp is np and not view and len(self.steps) > 1:
+            if len(self.infos) != self.n_infos:
+                self._narrow()
+            vals = list(arrays) + [None] * (len(self.slot_avals) - self.n_in)
+            for s, v in zip(self.needed, run_program(self.prog, *arrays)):
+                vals[s] = v
+            return vals
         return self.run(xp, *arrays)
 
-    def _lower(self):
-        if len(self.steps) < 2:
-            return False
+    def _narrow(self):
+        """The program of the slots evaluate returns, for the backward programs known now."""
         needed = set(self.out_slots)
         for info in self.infos.values():
             needed.update(s for s, _ in (info.plan or _hold_plan(info)) if s >= self.n_in)
         self.needed = tuple(sorted(needed))
-        jaxpr, consts = self._jaxpr(self.needed, lift_arrays=True)
-        exe = optimized_program(jaxpr)
-        if not exe or not consts:
-            return exe
-        return lambda *args: exe(*consts, *args)
+        self.prog = ClosedJaxpr(*self._jaxpr(self.needed, lift_arrays=True))
+        self.n_infos = len(self.infos)
 
     def _jaxpr(self, outs, lift_arrays=False):
         """(the steps as a jaxpr from the input slots to the slots `outs`, consts);

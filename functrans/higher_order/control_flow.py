@@ -4,7 +4,8 @@ Operands are flat; every sub-jaxpr is a ClosedJaxpr whose constants are concrete
 user-facing functions in functrans/control_flow.py hoist closed-over values, tracers
 included, into explicit operands). Rules transform the sub-jaxprs with the jaxpr-level
 transformations of functrans/ad.py and functrans/batching.py, and evaluate them with
-eval_jaxpr, so the result works under any enclosing transformation.
+eval_jaxpr, so the result works under any enclosing transformation; impls run their
+bodies on concrete arrays through functrans.runtime.
 
   cond(index, *ops, branches)                      index clamped into range
   while(*cond_consts, *body_consts, *carry, cond_jaxpr, body_jaxpr, cond_nconsts,
@@ -16,10 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ad, batching
+from .. import ad, batching, runtime
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, ShapedArray, Var, Zero, eval_jaxpr,
                    get_aval, is_undefined)
-from ..core import eval_jaxpr_concrete  # impls see concrete values only
 from ..passes import dce_jaxpr
 from ..primitives.base import (aval_of, bdim_size, broadcast_batched, defprim, instantiate,
                                moveaxis, zeros)
@@ -39,12 +39,6 @@ class ControlFlowTypeError(FunctransError, TypeError):
 
 def _eval(closed, *args):
     return eval_jaxpr(closed.jaxpr, closed.consts, *args)
-
-
-def _run(closed, *args):
-    """Evaluate a sub-jaxpr inside an impl: every value there is concrete, so the
-    implementations are called directly (a body run many times becomes straight-line code)."""
-    return eval_jaxpr_concrete(closed.jaxpr, closed.consts, *args)
 
 
 def _trace(fun, avals):
@@ -148,7 +142,7 @@ def _clamp_index(index, n):
 
 
 def _cond_impl(xp, index, *ops, branches):
-    return _run(branches[_clamp_index(index, len(branches))], *ops)
+    return runtime.run(branches[_clamp_index(index, len(branches))], *ops)
 
 
 def _cond_shape(index, *ops, branches):
@@ -276,8 +270,8 @@ _WHILE_REVERSE_ERROR = (
 def _while_impl(xp, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, max_iters):
     cc, bc, carry = _split(args, cond_nconsts, body_nconsts)
     n = 0
-    while (max_iters is None or n < max_iters) and bool(_run(cond_jaxpr, *cc, *carry)[0]):
-        carry = _run(body_jaxpr, *bc, *carry)
+    while (max_iters is None or n < max_iters) and bool(runtime.run(cond_jaxpr, *cc, *carry)[0]):
+        carry = runtime.run(body_jaxpr, *bc, *carry)
         n += 1
     return list(carry)
 
@@ -433,7 +427,7 @@ def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
     consts, carry, xs = _split(args, num_consts, num_carry)
     ys = [xp.empty((length,) + a.shape, a.dtype) for a in jaxpr.out_avals[num_carry:]]
     for i in (range(length - 1, -1, -1) if reverse else range(length)):
-        out = _run(jaxpr, *consts, *carry, *[x[i] for x in xs])
+        out = runtime.run(jaxpr, *consts, *carry, *[x[i] for x in xs])
         carry = out[:num_carry]
         for y, v in zip(ys, out[num_carry:]):
             y[i] = v

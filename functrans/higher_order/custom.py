@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 
-from .. import tree_util
+from .. import runtime, tree_util
 from ..ad import jvp_jaxpr, partial_eval_jaxpr, backward_pass
 from ..batching import batch_jaxpr, vmap_flat
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Tracer, UndefinedPrimal, Zero,
@@ -88,7 +88,7 @@ def _check_out(name, got, want_tree, want_avals):
 # custom_jvp
 
 def _cjvp_impl(xp, *args, call_jaxpr, jvp_fn, num_consts):
-    return eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *args)
+    return runtime.run(call_jaxpr, *args)
 
 
 def _cjvp_jvp(primals, tangents, call_jaxpr, jvp_fn, num_consts):
@@ -193,7 +193,7 @@ def _like(t, aval):
 # custom_vjp
 
 def _cvjp_impl(xp, *args, call_jaxpr, fwd, bwd, num_consts, out_tree):
-    return eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *args)
+    return runtime.run(call_jaxpr, *args)
 
 
 def _cvjp_jvp(primals, tangents, call_jaxpr, fwd, bwd, num_consts, out_tree):
@@ -331,7 +331,7 @@ class custom_vjp:  # noqa: N801  (JAX's name)
 # checkpoint / remat
 
 def _remat_impl(xp, *args, jaxpr):
-    return eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
+    return runtime.run(jaxpr, *args)
 
 
 def _remat_jvp(primals, tangents, jaxpr):

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import tree_util
-from .core import FunctransError, canonicalize
+from .. import tree_util
+from .avals import FunctransError
+from .trace import canonicalize
 
 
 class DeviceError(FunctransError, RuntimeError):
@@ -129,53 +130,3 @@ def device_put(x, device=None):
         with cp.cuda.Device(dev.id):
             return cp.asarray(canonicalize(v))
     return tree_util.tree_map(put_cuda, x)
-
-
-# ---------------------------------------------------------------------------
-# the array module that primitive implementations receive on "cuda"
-
-
-def _on_device(cp, x):
-    """A NumPy operand made acceptable to CuPy: rank-0 arrays become NumPy scalars (CuPy
-    takes those as it takes Python scalars), other arrays are copied to the device."""
-    t = type(x)
-    if t is np.ndarray:
-        return x[()] if x.ndim == 0 else cp.asarray(x)
-    if t is list or t is tuple:
-        return t(_on_device(cp, v) for v in x)
-    return x
-
-
-class _CupyModule:
-    """cupy as an `xp` for primitive implementations. Jaxpr literals and captured
-    constants are NumPy arrays, which CuPy's functions refuse (it never copies to the
-    device implicitly); this wrapper converts them on the way in."""
-
-    def __init__(self, cp):
-        self._cp = cp
-
-    def __getattr__(self, name):
-        attr = getattr(self._cp, name)
-        if not callable(attr) or isinstance(attr, type):
-            return attr
-        cp = self._cp
-
-        def call(*args, **kwargs):
-            return attr(*[_on_device(cp, a) for a in args],
-                        **{k: _on_device(cp, v) for k, v in kwargs.items()})
-        call.__name__ = name
-        self.__dict__[name] = call            # cached: later lookups skip __getattr__
-        return call
-
-    def __repr__(self):
-        return "<cupy for functrans implementations>"
-
-
-_cupy_xp = None
-
-
-def cupy_array_module():
-    global _cupy_xp
-    if _cupy_xp is None:
-        _cupy_xp = _CupyModule(cupy_module())
-    return _cupy_xp

@@ -8,14 +8,13 @@ transformation the call binds the `jit` primitive, which carries the traced
 ClosedJaxpr; its rules are the jaxpr-level transformations of functrans/ad.py and
 functrans/batching.py, so grad, vmap, make_jaxpr and jit compose with it.
 
-The pipeline, shared with `ft.compile`: ClosedJaxpr -> passes.optimize -> backend
-`lower` -> `Lowered.compile()` -> executable, cached by `compile_jaxpr`.
+The pipeline, shared with `ft.compile`: ClosedJaxpr -> runtime.lower_jaxpr (passes.optimize,
+then the backend's `lower`) -> `Lowered.compile()` -> executable, cached by `compile_jaxpr`.
 """
 from __future__ import annotations
 
 import functools
 import inspect
-import math
 import threading
 import time
 import warnings
@@ -24,10 +23,15 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import passes, tree_util
-from .core import (ClosedJaxpr, FunctransError, Jaxpr, Primitive, TypeCheckError, Tracer,
-                   UndefinedPrimal, Zero, _state, _thread_state, get_aval,
-                   set_optimizing_compiler)
+from .. import passes, tree_util
+from ..ad import (PartialEvalTracer, PartialVal, _EqnRecipe, jvp_jaxpr, partial_eval_jaxpr,
+                  transpose_jaxpr)
+from ..batching import batch_jaxpr
+from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Primitive, TypeCheckError, Tracer,
+                    UndefinedPrimal, Zero, _state, _thread_state, get_aval, short_dtype)
+from ..primitives.base import bdim_size, instantiate, moveaxis
+from ..runtime import device_of, lower_jaxpr
+from ..tracing import trace_to_jaxpr
 
 # ---------------------------------------------------------------------------
 # statistics and retrace reasons
@@ -88,7 +92,6 @@ def _describe_sig(sig, names):
     parts = []
     for i, s in enumerate(sig):
         shape, dtype, weak = s
-        from .core import short_dtype
         desc = f"{short_dtype(dtype)}[{','.join(map(str, shape))}]" + ("(weak)" if weak else "")
         parts.append(f"{names[i] if i < len(names) else f'leaf {i}'}: {desc}")
     return ", ".join(parts)
@@ -101,7 +104,6 @@ def _diff_keys(old, new, leaf_names, static_names):
     if otree != ntree:
         out.append(f"argument structure changed: {otree} -> {ntree}")
     else:
-        from .core import short_dtype
         for i, (a, b) in enumerate(zip(osig, nsig)):
             name = leaf_names[i] if i < len(leaf_names) else f"leaf {i}"
             if a[0] != b[0]:
@@ -127,25 +129,6 @@ _exec_cache: OrderedDict = OrderedDict()     # (id(closed), device, donated) -> 
 _exec_lock = threading.Lock()
 
 
-def lower_jaxpr(closed: ClosedJaxpr, backend="cpu", donated=(), name="jitted", optimize=True,
-                alias_outputs=False):
-    """Optimize a ClosedJaxpr and lower it for a backend ("cpu" or "cuda"): a Lowered."""
-    t0 = time.perf_counter()
-    optimized = passes.optimize(closed) if optimize else closed
-    t1 = time.perf_counter()
-    if backend == "cpu":
-        from .backends import cpu
-        lowered = cpu.lower(optimized, donated=donated, name=name, alias_outputs=alias_outputs)
-    elif backend == "cuda":
-        from .backends import cuda
-        lowered = cuda.lower(optimized, donated=donated, name=name)
-    else:
-        raise ValueError(f"unknown backend {backend!r}; use 'cpu' or 'cuda'")
-    lowered.jaxpr = closed
-    lowered.timings = {"optimize_s": t1 - t0, "lower_s": time.perf_counter() - t1}
-    return lowered
-
-
 def compile_jaxpr(closed: ClosedJaxpr, device="cpu", donated=(), name="jitted"):
     """The cached executable of a ClosedJaxpr: exe(*flat_args) -> list of outputs."""
     key = (id(closed), device, tuple(donated))
@@ -166,56 +149,12 @@ def compile_jaxpr(closed: ClosedJaxpr, device="cpu", donated=(), name="jitted"):
     return exe
 
 
-# Hot programs keep their scratch buffers for as long as they live: at most this many
-# bytes of them in all, so that a sweep over many shapes does not grow memory without bound
-# (past the budget, new hot programs stay straight-line code).
-HOT_SCRATCH_BUDGET = 256 << 20
-_hot_scratch = [0]
-
-
-def _lower_hot_program(jaxpr):
-    """core.optimized_program's compiler: a hot jaxpr (consts as leading arguments) lowered
-    by the CPU backend, its outputs allowed to alias its inputs; None if lowering fails or
-    the scratch budget is spent."""
-    flat = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
-    try:
-        exe = lower_jaxpr(ClosedJaxpr(flat, []), "cpu", (), "program",
-                          alias_outputs=True).compile()
-    except Exception as e:      # a lowering bug must not break un-jitted code: say so, go on
-        warnings.warn(f"functrans: the CPU lowering of a hot program failed ({type(e).__name__}: "
-                      f"{e}); it keeps running as straight-line code. Please report this.",
-                      RuntimeWarning, stacklevel=2)
-        return None
-    nbytes = sum(math.prod(shape) * np.dtype(dt).itemsize for shape, dt in exe.scratch)
-    with _stats_lock:
-        if _hot_scratch[0] + nbytes > HOT_SCRATCH_BUDGET:
-            return None
-        _hot_scratch[0] += nbytes
-    weakref.finalize(exe, _release_scratch, nbytes)
-    return exe
-
-
-def _release_scratch(nbytes):
-    with _stats_lock:
-        _hot_scratch[0] -= nbytes
-
-
-set_optimizing_compiler(_lower_hot_program)
-
-
-def _device_of(vals):
-    for v in vals:
-        if type(v).__module__.startswith("cupy"):
-            return "cuda"
-    return "cpu"
-
-
 # ---------------------------------------------------------------------------
 # the jit primitive and its rules
 
 
 def _jit_impl(xp, *args, jaxpr, name):
-    exe = compile_jaxpr(jaxpr, _device_of(args), (), name)
+    exe = compile_jaxpr(jaxpr, device_of(args), (), name)
     return exe(*args)
 
 
@@ -254,22 +193,18 @@ class _Memo:
 
 
 def _jvp_jaxpr(closed, nonzeros):
-    from .ad import jvp_jaxpr
     return jvp_jaxpr(closed, list(nonzeros), instantiate=False)
 
 
 def _pe_jaxpr(closed, unknowns):
-    from .ad import partial_eval_jaxpr
     return partial_eval_jaxpr(closed, list(unknowns), instantiate=False)
 
 
 def _transpose_jaxpr(closed, linear):
-    from .ad import transpose_jaxpr
     return transpose_jaxpr(closed, list(linear))
 
 
 def _batch_jaxpr(closed, size, batched):
-    from .batching import batch_jaxpr
     return batch_jaxpr(closed, size, list(batched), instantiate=False)
 
 
@@ -293,7 +228,6 @@ def _jit_jvp(primals, tangents, *, jaxpr, name):
 
 def _jit_partial_eval(trace, tracers, *, jaxpr, name):
     """Split the call into a known jit (run now) and an unknown jit (recorded)."""
-    from .ad import PartialEvalTracer, PartialVal, _EqnRecipe
     unknowns = tuple(not t.pval.is_known for t in tracers)
     known, unknown, out_unknowns, num_res = _memo_pe(jaxpr, unknowns)
     known_vals = [t.pval.const for t in tracers if t.pval.is_known]
@@ -314,7 +248,6 @@ def _jit_partial_eval(trace, tracers, *, jaxpr, name):
 
 
 def _jit_transpose(cts, *args, jaxpr, name):
-    from functrans.primitives.base import instantiate
     linear = tuple(type(a) is UndefinedPrimal for a in args)
     tclosed = _memo_transpose(jaxpr, linear)
     res = [a for a in args if type(a) is not UndefinedPrimal]
@@ -325,7 +258,6 @@ def _jit_transpose(cts, *args, jaxpr, name):
 
 
 def _jit_batch(vals, dims, *, jaxpr, name):
-    from functrans.primitives.base import bdim_size, moveaxis
     size = bdim_size(vals, dims)
     vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     batched = tuple(d is not None for d in dims)
@@ -370,41 +302,6 @@ def _norm_argnums(nums, what):
     if any(not isinstance(n, int) for n in nums):
         raise TypeError(f"jit {what} must be an int or a tuple of ints, got {nums!r}")
     return nums
-
-
-class Lowered:
-    """What `f.lower(*args)` returns: the traced jaxpr, the optimized jaxpr and the
-    generated code; `str()` shows all three and `compile()` builds the executable."""
-
-    def __init__(self, optimized, source, build, backend, name, plan=None, kernels=None,
-                 info=None):
-        self.jaxpr = None                   # the traced ClosedJaxpr (set by lower_jaxpr)
-        self.optimized = optimized          # after passes and fusion
-        self.source = source                # the generated Python (CPU) or driver (CUDA)
-        self.kernels = kernels or {}        # CUDA kernel name -> source
-        self.backend = backend
-        self.name = name
-        self.plan = plan
-        self.info = info or {}
-        self.timings = {}
-        self._build = build
-
-    def compile(self):
-        return self._build()
-
-    def as_text(self):
-        parts = [f"# {self.name} lowered for {self.backend}"]
-        if self.jaxpr is not None:
-            parts += ["## traced jaxpr", str(self.jaxpr)]
-        parts += ["## optimized jaxpr", str(self.optimized), "## generated code", self.source]
-        for k, src in self.kernels.items():
-            parts += [f"## CUDA kernel {k}", src]
-        return "\n".join(parts)
-
-    __str__ = as_text
-
-    def __repr__(self):
-        return f"<Lowered {self.name} for {self.backend}>"
 
 
 _fun_caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -544,7 +441,7 @@ class JitFunction:
             entry = self._trace(args, kwargs, leaves, tree, static, key, sig)
         else:
             st.hits += 1
-        device = _device_of(leaves)
+        device = device_of(leaves)
         exe = entry.exes.get(device)
         if exe is None:
             donated = self._donated_leaves(args, kwargs)
@@ -585,7 +482,6 @@ class JitFunction:
         return f_flat, store
 
     def _trace_jaxpr(self, args, kwargs, leaves, tree, static):
-        from .tracing import trace_to_jaxpr
         in_avals = [get_aval(x) for x in leaves]
         f_flat, store = self._make_flat(args, kwargs, tree, static)
         jaxpr, consts = trace_to_jaxpr(f_flat, in_avals)
@@ -683,7 +579,7 @@ class JitFunction:
         entry = self._state.entries.get(key)
         if entry is None:
             entry = self._trace(args, kwargs, leaves, tree, static, key, sig)
-        return lower_jaxpr(entry.closed, backend or _device_of(leaves),
+        return lower_jaxpr(entry.closed, backend or device_of(leaves),
                            self._donated_leaves(args, kwargs), self._name)
 
 

@@ -1,0 +1,433 @@
+"""Primitives, bind, traces and tracers, and the thread-local interpreter stack.
+
+The design follows JAX's Autodidax: a thread-local stack of interpreters ("main
+traces"); `Primitive.bind` hands its arguments to the innermost interpreter that owns
+one of them.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import numpy as np
+
+from .arrays import array_module
+from .avals import (ConcretizationTypeError, ShapedArray, UnexpectedTracerError, check_dtype,
+                    is_python_scalar)
+
+# ---------------------------------------------------------------------------
+# the abstract value of a concrete value or tracer
+
+_SCALAR_AVALS = {bool: ShapedArray((), np.bool_, False), int: ShapedArray((), np.int32, True),
+                 float: ShapedArray((), np.float32, True),
+                 complex: ShapedArray((), np.complex64, True)}
+_aval_cache: dict = {}
+
+
+def get_aval(x) -> ShapedArray:
+    """Abstract value of a concrete value or tracer. Python scalars are weakly typed.
+    Avals are immutable, so those of arrays are shared through a cache."""
+    t = type(x)
+    if t is np.ndarray or isinstance(x, np.generic):
+        key = (x.shape, x.dtype)
+        a = _aval_cache.get(key)
+        if a is None:
+            if len(_aval_cache) > 4096:
+                _aval_cache.clear()
+            a = _aval_cache[key] = ShapedArray(x.shape, check_dtype(x.dtype, "an array"))
+        return a
+    if isinstance(x, Tracer):
+        return x.aval
+    a = _SCALAR_AVALS.get(t)
+    if a is not None:
+        return a
+    dtype = getattr(x, "dtype", None)
+    shape = getattr(x, "shape", None)
+    if dtype is None or shape is None:
+        raise TypeError(f"Value {x!r} of type {t.__name__} is not a valid functrans type; "
+                        "pass arrays, Python scalars or pytrees of them.")
+    return ShapedArray(shape, check_dtype(dtype, f"a value of type {t.__name__}"))
+
+
+def canonicalize(x):
+    """Python scalars become rank-0 arrays of their default dtype (float32, int32, ...)."""
+    if is_python_scalar(x):
+        return np.asarray(x, get_aval(x).dtype)
+    return x
+
+# ---------------------------------------------------------------------------
+# primitives
+
+class Primitive:
+    """An operation of the IR. Its rules live in fields, filled by one declaration.
+
+    impl(xp, *vals, **params) runs it on an array module; abstract_eval(*avals,
+    **params) is the shape/dtype rule; jvp, transpose and batch are the rules
+    read by the transformations; cuda is the expression template of an
+    elementwise primitive.
+    """
+    cpu = fresh = simplify = simplify_late = commutative = None  # set by primitives.defprim
+
+    def __init__(self, name, *, impl=None, abstract_eval=None, multiple_results=False,
+                 jvp=None, transpose=None, batch=None, cuda=None, differentiable=True,
+                 partial_eval=None, effectful=False, elementwise=False, **extra):
+        self.name = name
+        self.impl = impl
+        self.abstract_eval = abstract_eval
+        self.multiple_results = multiple_results
+        self.jvp = jvp
+        self.transpose = transpose
+        self.batch = batch
+        self.cuda = cuda
+        self.differentiable = differentiable
+        self.partial_eval = partial_eval
+        self.effectful = effectful
+        self.elementwise = elementwise
+        self.extra = extra
+
+    def __repr__(self):
+        return self.name
+
+    def bind(self, *args, **params):
+        state = _thread_state
+        if state.dynamic_trace.level == 0:  # eager unless a tracer or a dynamic trace
+            for a in args:
+                if isinstance(a, Tracer):
+                    return _bind_slow(self, args, params)
+            # the shape rule runs first, so that bad input gets the primitive's own error
+            # instead of NumPy silently broadcasting or promoting (skipped inside
+            # transformations' own evaluation of programs that are already well typed)
+            if not state.trusted:
+                self.abstract_eval(*[get_aval(a) for a in args], **params)
+            return self.impl(array_module(*args), *args, **params)
+        return _bind_slow(self, args, params)
+
+
+def bind_below(prim, args, params, avals=None):
+    """bind from inside an interpreter: straight to the implementation when the values
+    are concrete and no dynamic trace is recording (saves a trip through the stack).
+    avals: the arguments' avals when the caller already knows them."""
+    s = _thread_state
+    if s.dynamic_trace.level == 0 and not has_tracer(args):
+        if not s.trusted:
+            prim.abstract_eval(*(avals or [get_aval(a) for a in args]), **params)
+        return prim.impl(array_module(*args), *args, **params)
+    return _bind_slow(prim, args, params)
+
+
+def has_tracer(xs):
+    """Whether any of xs is a tracer (a loop: cheaper than any() over a generator)."""
+    for x in xs:
+        if isinstance(x, Tracer):
+            return True
+    return False
+
+
+def _bind_slow(prim, args, params):
+    # the highest-level trace among the arguments' (a tracer's own trace object is
+    # reused: traces are stateless beyond their main), or the dynamic trace if higher
+    top = None
+    level = -1
+    for a in args:
+        if isinstance(a, Tracer):
+            t = a._trace
+            if t.main.level > level:
+                top, level = t, t.main.level
+    s = _thread_state
+    if top is None or s.dynamic_trace.level > level or \
+            level >= len(s.trace_stack) or s.trace_stack[level] is not top.main:
+        top = find_top_trace(args)
+    main = top.main
+    tracers = [a if isinstance(a, Tracer) and a._trace.main is main else top.full_raise(a)
+               for a in args]
+    outs = top.process_primitive(prim, tracers, params)
+    if prim.multiple_results:
+        return [o.full_lower() if isinstance(o, Tracer) else o for o in outs]
+    return outs.full_lower() if isinstance(outs, Tracer) else outs
+
+
+# ---------------------------------------------------------------------------
+# traces and tracers
+
+class MainTrace:
+    __slots__ = ("level", "trace_type", "global_data")
+
+    def __init__(self, level, trace_type, global_data=None):
+        self.level = level
+        self.trace_type = trace_type
+        self.global_data = global_data
+
+    def __repr__(self):
+        return f"MainTrace({self.level}, {self.trace_type.__name__})"
+
+
+class Trace:
+    """An interpreter: turns primitive applications on its tracers into something."""
+
+    def __init__(self, main: MainTrace):
+        self.main = main
+
+    def pure(self, val):
+        raise NotImplementedError
+
+    lift = pure
+
+    def full_raise(self, val):
+        if not isinstance(val, Tracer):
+            return self.pure(val)
+        level = self.main.level
+        if val._trace.main is self.main:
+            return val
+        vlevel = val._trace.main.level
+        if vlevel < level:
+            return self.lift(val)
+        if vlevel > level:
+            raise UnexpectedTracerError(
+                f"Encountered an unexpected tracer {val} from a transformation that has "
+                "already finished (it escaped through a side effect, e.g. a global or a "
+                "closure list). Return values out of transformed functions instead.")
+        raise UnexpectedTracerError(
+            f"Different traces at the same level: {val._trace.main} vs {self.main}")
+
+    def process_primitive(self, primitive, tracers, params):
+        raise NotImplementedError
+
+
+class EvalTrace(Trace):
+    """The bottom interpreter: runs the implementation on concrete arrays."""
+
+    def pure(self, val):
+        return val
+
+    lift = pure
+
+    def process_primitive(self, primitive, vals, params):
+        if not _thread_state.trusted:    # as the eager path: the primitive's own error first
+            primitive.abstract_eval(*[get_aval(v) for v in vals], **params)
+        return primitive.impl(array_module(*vals), *vals, **params)
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.trace_stack = [MainTrace(0, EvalTrace, None)]
+        self.dynamic_trace = self.trace_stack[0]
+        self.depth = 0
+        self.trusted = False
+
+
+class trusted_eval:
+    """Within a transformation's evaluation of rules on well-typed programs, eager binds
+    skip their shape rule. (Context managers here are classes: a generator-based one
+    costs a few microseconds per use, paid on every transformed call.)"""
+    __slots__ = ("prev",)
+
+    def __enter__(self):
+        s = _thread_state
+        self.prev, s.trusted = s.trusted, True
+
+    def __exit__(self, *exc):
+        _thread_state.trusted = self.prev
+
+
+_thread_state = _State()
+
+
+def _state():
+    return _thread_state
+
+
+def trace_stack_snapshot():
+    """What tests compare before and after a call to check nothing leaked."""
+    s = _state()
+    return (tuple(s.trace_stack), s.dynamic_trace, s.depth, s.trusted)
+
+
+class new_main:
+    """Push a MainTrace for `trace_type` for the duration of a with-block."""
+    __slots__ = ("trace_type", "global_data", "dynamic", "prev")
+
+    def __init__(self, trace_type, global_data=None, dynamic=False):
+        self.trace_type, self.global_data, self.dynamic = trace_type, global_data, dynamic
+
+    def __enter__(self):
+        s = _thread_state
+        main = MainTrace(len(s.trace_stack), self.trace_type, self.global_data)
+        s.trace_stack.append(main)
+        if self.dynamic:
+            self.prev, s.dynamic_trace = s.dynamic_trace, main
+        s.depth += 1
+        return main
+
+    def __exit__(self, *exc):
+        s = _thread_state
+        if self.dynamic:
+            s.dynamic_trace = self.prev
+        s.trace_stack.pop()
+        s.depth -= 1
+
+
+def new_dynamic_main(trace_type, global_data=None):
+    """new_main whose trace also becomes the dynamic trace (every bind goes to it)."""
+    return new_main(trace_type, global_data, dynamic=True)
+
+
+def find_top_trace(xs) -> Trace:
+    s = _thread_state
+    top_main = s.trace_stack[0]
+    for x in xs:
+        if isinstance(x, Tracer):
+            m = x._trace.main
+            if m.level > top_main.level:
+                top_main = m
+    if s.dynamic_trace.level > top_main.level:
+        top_main = s.dynamic_trace
+    if top_main.level >= len(s.trace_stack) or s.trace_stack[top_main.level] is not top_main:
+        raise UnexpectedTracerError(
+            f"A tracer from a finished transformation ({top_main.trace_type.__name__}) was "
+            "passed to a primitive: it escaped its transformation (through a global, an "
+            "attribute or a closure list). Return values out of transformed functions instead.")
+    return top_main.trace_type(top_main)
+
+
+def full_lower(val):
+    return val.full_lower() if isinstance(val, Tracer) else val
+
+
+def to_concrete(val):
+    """A concrete value for val (an array, or a tracer that knows its value), else None."""
+    if isinstance(val, Tracer):
+        return val.to_concrete_value()
+    return val
+
+
+# Operator overloads of tracers are supplied by functrans.numpy (layer 4) through
+# this table, so that the core does not import the numpy layer.
+tracer_ops: dict[str, Callable] = {}
+
+
+def _concretization_error(tracer, what):
+    origin = getattr(tracer, "_origin", None) or "a traced computation"
+    return ConcretizationTypeError(
+        f"Abstract tracer value encountered where a concrete value is expected: {what} was "
+        f"called on the traced value {tracer.aval.str_short()} ({origin}), whose value is "
+        "not known while the function is being transformed. Python control flow on traced "
+        "values cannot be traced: use ft.lax.cond / ft.lax.switch for `if`, "
+        "ft.lax.while_loop / ft.lax.fori_loop for loops, or fnp.where for elementwise "
+        "choices; or mark the argument static (static_argnums) if it is not an array.")
+
+
+class Tracer:
+    """A value being traced by some interpreter; quacks like an array."""
+    __array_priority__ = 1000
+    __slots__ = ("_trace", "_origin")
+
+    aval: ShapedArray
+
+    @property
+    def shape(self):
+        return self.aval.shape
+
+    @property
+    def dtype(self):
+        return self.aval.dtype
+
+    @property
+    def ndim(self):
+        return self.aval.ndim
+
+    @property
+    def size(self):
+        return self.aval.size
+
+    @property
+    def weak_type(self):
+        return self.aval.weak_type
+
+    def __len__(self):
+        if not self.aval.shape:
+            raise TypeError("len() of unsized object (a rank-0 traced value)")
+        return self.aval.shape[0]
+
+    def full_lower(self):
+        return self
+
+    def __repr__(self):
+        return f"Traced<{self.aval.str_short()}>with<{type(self._trace).__name__}>"
+
+    def to_concrete_value(self):
+        """The concrete value behind this tracer when one is known (e.g. a primal under
+        grad), so that Python control flow on it works as in JAX; None otherwise."""
+        return None
+
+    def _concrete(self, what):
+        val = self.to_concrete_value()
+        if val is None:
+            raise _concretization_error(self, what)
+        return val
+
+    # concretization
+    def __bool__(self):
+        return bool(self._concrete("bool()"))
+
+    def __float__(self):
+        return float(self._concrete("float()"))
+
+    def __int__(self):
+        return int(self._concrete("int()"))
+
+    def __complex__(self):
+        return complex(self._concrete("complex()"))
+
+    def __index__(self):
+        return int(self._concrete("__index__ (use as a Python index)"))
+
+    def item(self):
+        return np.asarray(self._concrete(".item()")).item()
+
+    def tolist(self):
+        return np.asarray(self._concrete(".tolist()")).tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._concrete("numpy.asarray()"), dtype=dtype)
+
+    def __iter__(self):
+        if not self.aval.shape:
+            raise TypeError("iteration over a rank-0 traced value")
+        return (self[i] for i in range(self.aval.shape[0]))
+
+    def __getattr__(self, name):
+        op = tracer_ops.get("method:" + name)
+        if op is not None:
+            return lambda *a, **k: op(self, *a, **k)
+        prop = tracer_ops.get("prop:" + name)
+        if prop is not None:
+            return prop(self)
+        if name == "T":
+            return tracer_ops["method:transpose"](self)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+
+def _def_op(name, key, reflected=False):
+    if reflected:
+        def op(self, other):
+            return tracer_ops[key](other, self)
+    else:
+        def op(self, *args):
+            return tracer_ops[key](self, *args)
+    op.__name__ = name
+    setattr(Tracer, name, op)
+
+
+for _name, _key in [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
+                    ("truediv", "true_divide"), ("floordiv", "floor_divide"),
+                    ("mod", "remainder"), ("pow", "power"), ("matmul", "matmul"),
+                    ("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor")]:
+    _def_op(f"__{_name}__", _key)
+    _def_op(f"__r{_name}__", _key, reflected=True)
+for _name, _key in [("neg", "negative"), ("pos", "positive"), ("abs", "abs"),
+                    ("invert", "invert"), ("lt", "less"), ("le", "less_equal"),
+                    ("gt", "greater"), ("ge", "greater_equal"), ("eq", "equal"),
+                    ("ne", "not_equal"), ("getitem", "getitem")]:
+    _def_op(f"__{_name}__", _key)
+Tracer.__hash__ = None  # tracers define __eq__ elementwise, so they are unhashable
+

@@ -1,0 +1,207 @@
+"""The runtime: runs a closed jaxpr on concrete arrays, and lowers jaxprs for a backend.
+
+One program goes through tiers as it keeps being run: the first run interprets its
+equations (the implementations called directly: the jaxpr is already well typed); from
+the second run on it is straight-line Python code, shared by every jaxpr of the same
+structure (a loop body traced again at every call compiles once); after HOT_RUNS runs on
+NumPy arrays it is lowered by the CPU backend (in-place ufuncs, fused and blocked
+elementwise groups), as long as the memory lowered programs hold (scratch buffers and
+per-thread block temporaries) fits SCRATCH_BUDGET bytes. `lower_jaxpr` is the jit
+pipeline (optimize, then the backend of the arguments' device) that jit executables and
+hot programs share.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import time
+import warnings
+import weakref
+
+import numpy as np
+
+from . import passes
+from .backends import cpu, cuda
+from .core import (ClosedJaxpr, Jaxpr, Literal, _thread_state, array_module, eval_impls,
+                   has_tracer, structure_key)
+from .core import eval_jaxpr as bind_jaxpr
+
+HOT_RUNS = 8                    # runs on NumPy arrays before a program is lowered
+SCRATCH_BUDGET = 256 << 20      # bytes all live hot programs may hold
+_PROGRAMS_SIZE = 1024           # program structures kept (the cache is cleared past it)
+
+# ---------------------------------------------------------------------------
+# running programs
+
+
+def run(closed: ClosedJaxpr, *args):
+    """closed's outputs (a list) on concrete arrays args."""
+    jaxpr = closed.jaxpr
+    if len(args) != len(jaxpr.invars):
+        raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(args)}")
+    return _run(jaxpr, [*closed.consts, *args])
+
+
+def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
+    """`ft.eval_jaxpr`: on concrete arrays outside any transformation the runtime runs it
+    (through the tiers); otherwise core.eval_jaxpr binds its equations."""
+    if _thread_state.depth == 0 and len(args) == len(jaxpr.invars) and \
+            len(consts) == len(jaxpr.constvars):
+        vals = [*consts, *args]
+        if not has_tracer(vals):
+            return _run(jaxpr, vals)
+    return bind_jaxpr(jaxpr, consts, *args)
+
+
+def program(closed: ClosedJaxpr):
+    """closed as a function (xp, *args) -> outputs on concrete arrays (run through the
+    tiers; xp is implied by the arguments)."""
+    jaxpr, consts = closed.jaxpr, list(closed.consts)
+
+    def call(xp, *args):
+        return _run(jaxpr, [*consts, *args])
+    call.closed = closed
+    return call
+
+
+def _run(jaxpr: Jaxpr, vals: list):
+    """Run a jaxpr on vals (its consts, then its arguments) in the tier it has reached."""
+    jaxpr._runs += 1
+    if jaxpr._runs == 1:
+        return eval_impls(jaxpr, vals)
+    xp = array_module(*vals)
+    prog = jaxpr._compiled
+    if prog is None:
+        prog = jaxpr._compiled = _program_of(jaxpr)
+    if xp is np:
+        prog.runs += 1
+        hot = prog.hot
+        if hot is None and prog.runs >= HOT_RUNS:
+            hot = prog.hot = hot_program(jaxpr)
+        if hot:
+            return hot(*vals)
+    return prog.straight(xp, *vals)
+
+
+class _Program:
+    """The compiled forms of one jaxpr structure, shared by equal jaxprs."""
+    __slots__ = ("straight", "hot", "runs")
+
+    def __init__(self, straight):
+        self.straight, self.hot, self.runs = straight, None, 0
+
+
+_PROGRAMS: dict = {}
+
+
+def _program_of(jaxpr: Jaxpr) -> _Program:
+    key = structure_key(jaxpr)
+    try:
+        prog = _PROGRAMS.get(key)
+    except TypeError:                   # an unhashable param: not shared
+        return _Program(straight_line(jaxpr))
+    if prog is None:
+        if len(_PROGRAMS) >= _PROGRAMS_SIZE:
+            _PROGRAMS.clear()
+        prog = _PROGRAMS[key] = _Program(straight_line(jaxpr))
+    return prog
+
+
+# ---------------------------------------------------------------------------
+# the straight-line tier
+
+
+def straight_line(jaxpr: Jaxpr):
+    """jaxpr (consts as leading arguments) as Python source with one line per equation,
+    each calling impl(xp, ...) bound to its params: a function (xp, *vals) -> outputs.
+    Literals and the bound implementations live in the function's globals."""
+    names: dict = {}
+    glob: dict = {}
+
+    def name(a):
+        if type(a) is Literal:
+            key = f"k{len(glob)}"
+            glob[key] = a.val
+            return key
+        return names.setdefault(a, f"v{len(names)}")
+    args = [name(v) for v in jaxpr.constvars + jaxpr.invars]
+    lines = [f"def run(xp, {', '.join(args)}):" if args else "def run(xp):"]
+    for i, eqn in enumerate(jaxpr.eqns):
+        fn = f"f{i}"
+        glob[fn] = functools.partial(eqn.primitive.impl, **eqn.params) if eqn.params \
+            else eqn.primitive.impl
+        ins = ", ".join(["xp"] + [name(a) for a in eqn.invars])
+        outs = ", ".join(name(v) for v in eqn.outvars)
+        if eqn.primitive.multiple_results and not eqn.outvars:
+            lines.append(f"    {fn}({ins})")
+            continue
+        if eqn.primitive.multiple_results:
+            outs += ","
+        lines.append(f"    {outs} = {fn}({ins})")
+    lines.append(f"    return [{', '.join(name(a) for a in jaxpr.outvars)}]")
+    exec(compile("\n".join(lines), f"<jaxpr {id(jaxpr):x}>", "exec"), glob)
+    return glob["run"]
+
+
+# ---------------------------------------------------------------------------
+# the hot (lowered) tier and its byte budget
+
+_budget_lock = threading.Lock()
+_hot_bytes = [0]
+
+
+def hot_program(jaxpr: Jaxpr):
+    """jaxpr (consts as leading arguments) lowered by the CPU backend, its outputs allowed
+    to alias its inputs: exe(*vals) -> outputs; False (stay straight-line code) for
+    effects, a failed lowering or a spent budget."""
+    if not jaxpr.eqns or any(e.primitive.effectful for e in jaxpr.eqns):
+        return False                    # callbacks run as written
+    flat = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
+    try:
+        exe = lower_jaxpr(ClosedJaxpr(flat, []), "cpu", (), "program",
+                          alias_outputs=True).compile()
+    except Exception as e:      # a lowering bug must not break un-jitted code: say so, go on
+        warnings.warn(f"functrans: the CPU lowering of a hot program failed ({type(e).__name__}: "
+                      f"{e}); it keeps running as straight-line code. Please report this.",
+                      RuntimeWarning, stacklevel=2)
+        return False
+    with _budget_lock:
+        if _hot_bytes[0] + exe.nbytes > SCRATCH_BUDGET:
+            return False
+        _hot_bytes[0] += exe.nbytes
+    weakref.finalize(exe, _release, exe.nbytes)
+    return exe
+
+
+def _release(nbytes):
+    with _budget_lock:
+        _hot_bytes[0] -= nbytes
+
+
+# ---------------------------------------------------------------------------
+# lowering for a backend
+
+
+def lower_jaxpr(closed: ClosedJaxpr, backend="cpu", donated=(), name="jitted", optimize=True,
+                alias_outputs=False):
+    """Optimize a ClosedJaxpr and lower it for a backend ("cpu" or "cuda"): a Lowered."""
+    t0 = time.perf_counter()
+    optimized = passes.optimize(closed) if optimize else closed
+    t1 = time.perf_counter()
+    if backend == "cpu":
+        lowered = cpu.lower(optimized, donated=donated, name=name, alias_outputs=alias_outputs)
+    elif backend == "cuda":
+        lowered = cuda.lower(optimized, donated=donated, name=name)
+    else:
+        raise ValueError(f"unknown backend {backend!r}; use 'cpu' or 'cuda'")
+    lowered.jaxpr = closed
+    lowered.timings = {"optimize_s": t1 - t0, "lower_s": time.perf_counter() - t1}
+    return lowered
+
+
+def device_of(vals):
+    """The backend for these arrays: "cuda" if one is a CuPy array, else "cpu"."""
+    for v in vals:
+        if type(v).__module__.startswith("cupy"):
+            return "cuda"
+    return "cpu"

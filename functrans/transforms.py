@@ -1,0 +1,325 @@
+"""The user-facing differentiation transformations: jvp, linearize, vjp, grad,
+value_and_grad, jacfwd, jacrev, hessian.
+
+They flatten pytrees, check arguments, and call the machinery below them: forward mode
+and linearization in ad.py, reverse mode's recorded tape and deriver in reverse.py,
+vmap in batching.py (for Jacobians).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import numpy as fnp
+from . import tree_util
+from .ad import PartialVal, _tangent_aval, is_float, jvp_flat, partial_eval_flat
+from .batching import vmap
+from .core import FunctransError, canonicalize, full_lower, get_aval
+from .primitives import elementwise as ew
+from .primitives.base import instantiate, zeros
+from .reverse import recorded_value, vjp_flat
+from .runtime import eval_jaxpr as run_jaxpr
+from .tracing import flatten_fun
+
+
+def jvp(fun, primals, tangents, has_aux=False):
+    """(fun(*primals), directional derivative along tangents): forward mode."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("jvp expects primals and tangents as tuples or lists of arguments, "
+                        f"got {type(primals).__name__} and {type(tangents).__name__}")
+    p_leaves, p_tree = tree_util.tree_flatten(tuple(primals))
+    t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
+    p_leaves = [canonicalize(x) for x in p_leaves]
+    t_leaves = [canonicalize(x) for x in t_leaves]
+    if p_tree != t_tree:
+        raise TypeError(f"primal and tangent arguments to jvp must have the same tree "
+                        f"structure; got {p_tree} and {t_tree}")
+    for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
+        pa, ta = get_aval(p), get_aval(t)
+        if pa.shape != ta.shape:
+            raise ValueError(f"jvp called with different primal and tangent shapes at leaf "
+                             f"{i}: primal {pa.str_short()}, tangent {ta.str_short()}")
+        if is_float(pa) and pa.dtype != ta.dtype:
+            raise TypeError(f"primal and tangent arguments to jvp do not match; dtypes must "
+                            f"be equal at leaf {i}: primal {pa.str_short()}, tangent "
+                            f"{ta.str_short()}")
+    f = fun
+    aux_store = {}
+    if has_aux:
+        def f(*args):
+            out, aux = fun(*args)
+            aux_store["aux"] = aux
+            return out
+    f_flat, store = flatten_fun(f, p_tree)
+    outs, touts = jvp_flat(f_flat, p_leaves, t_leaves)
+    out = tree_util.tree_unflatten(store["out_tree"], outs)
+    tout = tree_util.tree_unflatten(store["out_tree"], touts)
+    if has_aux:
+        return out, tout, aux_store["aux"]
+    return out, tout
+
+
+class LinearFunction:
+    """The linear map of a linearization: a jaxpr over tangents plus its residuals."""
+
+    def __init__(self, jaxpr, consts, out_pvals):
+        self.jaxpr, self.consts = jaxpr, consts
+        self.out_pvals = out_pvals     # known (zero) tangent outputs or unknowns
+
+    def __call__(self, *tangents):
+        outs = iter(run_jaxpr(self.jaxpr, self.consts, *tangents))
+        return [next(outs) if not pv.is_known else pv.const for pv in self.out_pvals]
+
+
+def linearize_flat(f_flat, primals):
+    n = len(primals)
+    t_avals = [_tangent_aval(p) for p in primals]
+
+    def jvp_fun(*args):
+        outs, touts = jvp_flat(f_flat, args[:n], args[n:], instantiate_zeros=False)
+        return outs + [instantiate(t) for t in touts]
+    pvals_in = [PartialVal.known(p) for p in primals] + [PartialVal.unknown(a) for a in t_avals]
+    pvals_out, jaxpr, consts = partial_eval_flat(jvp_fun, pvals_in)
+    m = len(pvals_out) // 2
+    primals_out = [pv.const for pv in pvals_out[:m]]
+    if any(not pv.is_known for pv in pvals_out[:m]):
+        raise FunctransError("linearize: a primal output depends on the tangents")
+    return primals_out, LinearFunction(jaxpr, consts, pvals_out[m:])
+
+
+def linearize(fun, *primals):
+    """(fun(*primals), f_jvp) where f_jvp evaluates the stored linear jaxpr."""
+    leaves, in_tree = tree_util.tree_flatten(primals)
+    leaves = [canonicalize(x) for x in leaves]
+    f_flat, store = flatten_fun(fun, in_tree)
+    outs, lin = linearize_flat(f_flat, leaves)
+    out_tree = store["out_tree"]
+
+    def f_jvp(*tangents):
+        t_leaves, t_tree = tree_util.tree_flatten(tangents)
+        if t_tree != in_tree:
+            raise TypeError(f"linearized function expects tangents with structure {in_tree}, "
+                            f"got {t_tree}")
+        return tree_util.tree_unflatten(out_tree, lin(*t_leaves))
+    f_jvp.jaxpr = lin.jaxpr
+    return tree_util.tree_unflatten(out_tree, outs), f_jvp
+
+
+def vjp(fun, *primals, has_aux=False):
+    """(fun(*primals), vjp_fn) with vjp_fn(cotangent) -> tuple of input cotangents."""
+    return _vjp(fun, primals, has_aux, fun)
+
+
+def _vjp(fun, primals, has_aux, hint_fun, hint_extra=(), grad_argnums=None):
+    """vjp's work; grad_argnums: primals are grad's arguments at these positions, whose
+    leaves must be inexact (checked here, on the one flattening)."""
+    leaves, in_tree = tree_util.tree_flatten(primals)
+    if grad_argnums is not None:
+        k = 0
+        for a, sub in zip(grad_argnums, in_tree.children):
+            for leaf in leaves[k:k + sub.num_leaves]:
+                _check_grad_input(leaf, a)
+            k += sub.num_leaves
+    leaves = [canonicalize(x) for x in leaves]
+    f = fun
+    aux_store = {}
+    if has_aux:
+        def f(*args):
+            out, aux = fun(*args)
+            aux_store["aux"] = aux
+            return out
+    f_flat, store = flatten_fun(f, in_tree)
+    hint = (hint_fun, (hint_extra, in_tree, tuple([get_aval(x) for x in leaves])))
+    outs, back = vjp_flat(f_flat, leaves, hint, has_aux)
+    out_tree = store["out_tree"]
+    out_avals = [get_aval(o) for o in outs]
+
+    def vjp_fn(ct):
+        ct_leaves, ct_tree = tree_util.tree_flatten(ct)
+        if ct_tree != out_tree:
+            raise TypeError(f"vjp function expects a cotangent with the structure of the "
+                            f"output {out_tree}, got {ct_tree}")
+        for i, (c, a) in enumerate(zip(ct_leaves, out_avals)):
+            ca = get_aval(c)
+            if ca.shape != a.shape:
+                raise ValueError(f"vjp cotangent leaf {i} has shape {ca.str_short()} but the "
+                                 f"primal output has shape {a.str_short()}")
+        ct_leaves = [_match_dtype(canonicalize(c), a) for c, a in zip(ct_leaves, out_avals)]
+        cts = back(ct_leaves)
+        cts = [zeros(get_aval(p).strip_weak()) if c is None else c for c, p in zip(cts, leaves)]
+        cts = [full_lower(_match_dtype(c, get_aval(p))) for c, p in zip(cts, leaves)]
+        return tree_util.tree_unflatten(in_tree, cts)
+    out = tree_util.tree_unflatten(out_tree, outs)
+    if has_aux:
+        return out, vjp_fn, tree_util.tree_map(recorded_value, aux_store["aux"])
+    return out, vjp_fn
+
+
+def _match_dtype(ct, aval):
+    if get_aval(ct).dtype != aval.dtype and aval.dtype.kind in "fc":
+        return ew.convert_element_type(ct, new_dtype=aval.dtype, weak_type=False)
+    return ct
+
+
+def _check_grad_input(x, argnum):
+    aval = get_aval(x)
+    if not is_float(aval):
+        raise TypeError(
+            f"grad requires real- or complex-valued inputs (input dtype that is a sub-dtype "
+            f"of np.inexact), but got {aval.dtype.name} for argument {argnum}. If you want "
+            "to use Boolean- or integer-valued inputs, use vjp, or convert the input to float.")
+
+
+def value_and_grad(fun, argnums=0, has_aux=False):
+    """A function returning (fun(*args), gradient of fun w.r.t. args[argnums])."""
+    int_argnums = isinstance(argnums, int)
+    argnums_t = (argnums,) if int_argnums else tuple(argnums)
+
+    @functools.wraps(fun)
+    def vg(*args, **kwargs):
+        nargs = len(args)
+        for a in argnums_t:
+            if not -nargs <= a < nargs:
+                raise ValueError(f"argnums {argnums} out of range for {nargs} positional "
+                                 "arguments")
+        diff = tuple([args[a] for a in argnums_t])
+
+        def f_partial(*dargs):
+            full = list(args)
+            for a, d in zip(argnums_t, dargs):
+                full[a] = d
+            return fun(*full, **kwargs)
+        extra = (argnums_t, len(args))
+        if has_aux:
+            ans, vjp_fn, aux = _vjp(f_partial, diff, True, fun, extra, argnums_t)
+        else:
+            ans, vjp_fn = _vjp(f_partial, diff, False, fun, extra, argnums_t)
+        out_aval = get_aval(ans) if not isinstance(ans, (tuple, list, dict)) else None
+        if out_aval is None or out_aval.shape != ():
+            shape = out_aval.shape if out_aval is not None else type(ans).__name__
+            raise TypeError(f"Gradient only defined for scalar-output functions. Output had "
+                            f"shape: {shape}.")
+        if not is_float(out_aval):
+            raise TypeError(f"grad requires real-valued outputs (output dtype that is a "
+                            f"sub-dtype of np.floating), but got {out_aval.dtype.name}")
+        g = vjp_fn(np.ones((), out_aval.dtype))
+        g = g[0] if int_argnums else g
+        return ((ans, aux), g) if has_aux else (ans, g)
+    return vg
+
+
+def grad(fun, argnums=0, has_aux=False):
+    """The gradient of a scalar-valued fun with respect to args[argnums]."""
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    @functools.wraps(fun)
+    def g(*args, **kwargs):
+        if has_aux:
+            (_, aux), gr = vg(*args, **kwargs)
+            return gr, aux
+        return vg(*args, **kwargs)[1]
+    return g
+
+
+def _std_basis(avals):
+    """Rows of the identity over the concatenated flattened leaves, one array per leaf."""
+    sizes = [a.size for a in avals]
+    n = sum(sizes)
+    dtype = np.result_type(*[a.dtype for a in avals]) if avals else np.float32
+    eye = np.eye(n, dtype=dtype)
+    out, off = [], 0
+    for a, s in zip(avals, sizes):
+        out.append(eye[:, off:off + s].reshape((n,) + a.shape).astype(a.dtype))
+        off += s
+    return out
+
+
+def _split_jac(batched, batch_avals, other_avals, batch_is_input):
+    """Per (output, input) pair, reshape a batched block to out_shape + in_shape."""
+    blocks, off = [], 0
+    for a in batch_avals:
+        rows = []
+        for x, oa in zip(batched, other_avals):
+            part = x[off:off + a.size]                       # (size_a,) + oa.shape
+            if batch_is_input:   # jacfwd: part is (in_size,) + out_shape
+                part = fnp.moveaxis(fnp.reshape(part, (a.size,) + oa.shape), 0, -1)
+                rows.append(fnp.reshape(part, oa.shape + a.shape))
+            else:                # jacrev: part is (out_size,) + in_shape
+                rows.append(fnp.reshape(part, a.shape + oa.shape))
+        blocks.append(rows)
+        off += a.size
+    return blocks
+
+
+def _jac_setup(fun, argnums, args, has_aux):
+    int_argnums = isinstance(argnums, int)
+    argnums_t = (argnums,) if int_argnums else tuple(argnums)
+    diff = tuple(args[a] for a in argnums_t)
+    for a, d in zip(argnums_t, diff):
+        for leaf in tree_util.tree_leaves(d):
+            _check_grad_input(leaf, a)
+    dtree_src = diff[0] if int_argnums else diff
+    d_leaves, d_tree = tree_util.tree_flatten(dtree_src)
+    d_leaves = [canonicalize(x) for x in d_leaves]
+    aux_store = {}
+
+    def f_flat(*leaves):
+        dargs = tree_util.tree_unflatten(d_tree, leaves)
+        dargs = (dargs,) if int_argnums else dargs
+        full = list(args)
+        for a, d in zip(argnums_t, dargs):
+            full[a] = d
+        out = fun(*full)
+        if has_aux:
+            out, aux_store["aux"] = out
+        leaves_out, aux_store["tree"] = tree_util.tree_flatten(out)
+        return leaves_out
+    return d_leaves, d_tree, f_flat, aux_store
+
+
+def _assemble(blocks_by_out, out_tree, in_tree):
+    return tree_util.tree_unflatten(
+        out_tree, [tree_util.tree_unflatten(in_tree, row) for row in blocks_by_out])
+
+
+def jacfwd(fun, argnums=0, has_aux=False):
+    """Jacobian by forward mode: one jvp per input direction, batched with vmap."""
+
+    @functools.wraps(fun)
+    def jacfun(*args):
+        d_leaves, d_tree, f_flat, store = _jac_setup(fun, argnums, args, has_aux)
+        in_avals = [get_aval(x) for x in d_leaves]
+        outs = f_flat(*d_leaves)
+        out_avals = [get_aval(o) for o in outs]
+
+        def push(*tangents):
+            return jvp_flat(f_flat, d_leaves, list(tangents))[1]
+        jac_cols = vmap(push)(*_std_basis(in_avals))
+        blocks = _split_jac(jac_cols, in_avals, out_avals, batch_is_input=True)
+        by_out = [[blocks[i][o] for i in range(len(in_avals))] for o in range(len(out_avals))]
+        jac = _assemble(by_out, store["tree"], d_tree)
+        return (jac, store["aux"]) if has_aux else jac
+    return jacfun
+
+
+def jacrev(fun, argnums=0, has_aux=False):
+    """Jacobian by reverse mode: one vjp per output direction, batched with vmap."""
+
+    @functools.wraps(fun)
+    def jacfun(*args):
+        d_leaves, d_tree, f_flat, store = _jac_setup(fun, argnums, args, has_aux)
+        in_avals = [get_aval(x) for x in d_leaves]
+        f = (lambda *leaves: (f_flat(*leaves), store["aux"])) if has_aux else f_flat
+        outs, pull, *aux = _vjp(f, tuple(d_leaves), has_aux, fun, ("jacrev", argnums))
+        out_avals = [get_aval(o) for o in outs]
+        jac_rows = vmap(lambda *cts: pull(list(cts)))(*_std_basis(out_avals))
+        blocks = _split_jac(list(jac_rows), out_avals, in_avals, batch_is_input=False)
+        jac = _assemble(blocks, store["tree"], d_tree)
+        return (jac, aux[0]) if has_aux else jac
+    return jacfun
+
+
+def hessian(fun, argnums=0, has_aux=False):
+    """Hessian = jacfwd(jacrev(fun))."""
+    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)

@@ -1,0 +1,164 @@
+"""The runtime (functrans/runtime.py): its tiers agree with core.eval_jaxpr, its program
+cache is keyed by structure, and the byte budget keeps programs beyond it straight-line."""
+import numpy as np
+import pytest
+
+import functrans as ft
+import functrans.numpy as fnp
+from functrans import core, runtime
+
+RNG = np.random.default_rng(0)
+
+
+def _rand(*shape):
+    return RNG.standard_normal(shape)
+
+
+def _mlp(w, b, x):
+    return fnp.sum(fnp.tanh(x @ w + b) * fnp.exp(-(x @ w) ** 2))
+
+
+def _loop(w, x):
+    def body(i, h):
+        return fnp.tanh(h @ w) + 0.5 * h
+    h = ft.lax.fori_loop(0, 4, body, x)
+    return ft.lax.cond(fnp.sum(h) > 0, lambda h: h * 2.0, lambda h: h - 1.0, h)
+
+
+def _scan(w, xs):
+    def cell(h, x):
+        h = fnp.tanh(h @ w + x)
+        return h, fnp.sum(h * h)
+    return ft.lax.scan(cell, fnp.zeros(w.shape[0], dtype=w.dtype), xs)
+
+
+PROGRAMS = {
+    "mlp": (_mlp, lambda: (_rand(4, 3), _rand(3), _rand(5, 4))),
+    "control_flow": (_loop, lambda: (_rand(3, 3) * 0.5, _rand(2, 3))),
+    "scan": (_scan, lambda: (_rand(3, 3) * 0.5, _rand(6, 3))),
+    "mlp_grad": (ft.grad(_mlp, argnums=(0, 1)), lambda: (_rand(4, 3), _rand(3), _rand(5, 4))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_every_tier_equals_eval_jaxpr(name):
+    """First run (interpreted), straight-line runs and hot (lowered) runs all give what
+    core.eval_jaxpr gives; the program does reach the hot tier."""
+    f, make_args = PROGRAMS[name]
+    args = make_args()
+    closed = ft.make_jaxpr(f)(*args)
+    flat = ft.tree_leaves(args)
+    want = core.eval_jaxpr(closed.jaxpr, closed.consts, *flat)
+    for _ in range(runtime.HOT_RUNS + 2):
+        got = runtime.run(closed, *flat)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    assert closed.jaxpr._compiled is not None and closed.jaxpr._compiled.hot
+    run = runtime.program(closed)
+    for g, w in zip(run(np, *flat), want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_program_cache_is_keyed_by_structure():
+    """The same function traced twice gives two jaxprs of one structure: one compiled
+    program serves both (the second is neither compiled nor lowered again)."""
+    c = np.full(3, 0.25)
+
+    def f(x):                                   # a structure no other test uses
+        return fnp.sin(x * 1.75) * c + fnp.cos(x) - 0.125
+    x = _rand(7, 3)
+    a, b = ft.make_jaxpr(f)(x), ft.make_jaxpr(f)(x)
+    assert a.jaxpr is not b.jaxpr
+    for _ in range(runtime.HOT_RUNS + 1):
+        runtime.run(a, x)
+    prog = a.jaxpr._compiled
+    assert prog is not None and prog.hot
+    n = len(runtime._PROGRAMS)
+    runtime.run(b, x)
+    runtime.run(b, x)
+    assert b.jaxpr._compiled is prog and len(runtime._PROGRAMS) == n
+    np.testing.assert_allclose(runtime.run(b, x)[0], runtime.run(a, x)[0])
+    other = ft.make_jaxpr(f)(_rand(8, 3))       # another shape: another program
+    runtime.run(other, _rand(8, 3))
+    runtime.run(other, _rand(8, 3))
+    assert other.jaxpr._compiled is not prog
+
+
+def test_programs_beyond_the_byte_budget_stay_straight_line(monkeypatch):
+    """With the budget spent, a hot program stays straight-line code (same values); with
+    room, the same structure is lowered and its bytes are counted while it lives."""
+    def f(x):                                   # a structure no other test uses
+        return fnp.tanh(fnp.exp(x * 0.5) - x * x + 2.5) * 1.25
+    x = _rand(64, 33)
+    want = core.eval_jaxpr(ft.make_jaxpr(f)(x).jaxpr, [], x)[0]
+    monkeypatch.setattr(runtime, "SCRATCH_BUDGET", 0)
+    closed = ft.make_jaxpr(f)(x)
+    for _ in range(runtime.HOT_RUNS + 3):
+        np.testing.assert_allclose(runtime.run(closed, x)[0], want, rtol=1e-12)
+    prog = closed.jaxpr._compiled
+    assert prog.runs >= runtime.HOT_RUNS and prog.hot is False
+    exe = runtime.hot_program(closed.jaxpr)
+    monkeypatch.setattr(runtime, "SCRATCH_BUDGET", 1 << 40)
+    assert exe is False or exe.nbytes == 0
+    before = runtime._hot_bytes[0]
+    exe = runtime.hot_program(closed.jaxpr)
+    assert exe and runtime._hot_bytes[0] == before + exe.nbytes
+    np.testing.assert_allclose(exe(x)[0], want, rtol=1e-12)
+
+
+def test_block_temporaries_count_against_the_budget(monkeypatch):
+    """A large fusion group runs in blocks with per-thread temporaries: the executable
+    reports their bytes, and a budget below them keeps the program straight-line."""
+    from functrans.backends import cpu
+    monkeypatch.setattr(cpu.CONFIG, "block_min_size", 1)
+    monkeypatch.setattr(cpu.CONFIG, "block_min_work", 1)
+
+    def f(x):
+        return fnp.tanh(fnp.sin(x) * fnp.cos(x) + x * 0.5) * 3.0 - fnp.exp(-x)
+    x = _rand(256, 64)
+    closed = ft.make_jaxpr(f)(x)
+    exe = runtime.hot_program(closed.jaxpr)
+    assert exe and exe.nbytes > 0
+    scratch = sum(int(np.prod(s)) * np.dtype(d).itemsize for s, d in exe.scratch)
+    assert exe.nbytes > scratch                 # the block temporaries are counted
+    monkeypatch.setattr(runtime, "SCRATCH_BUDGET", runtime._hot_bytes[0] + scratch)
+    assert runtime.hot_program(closed.jaxpr) is False
+    np.testing.assert_allclose(exe(x)[0], core.eval_jaxpr(closed.jaxpr, [], x)[0],
+                               rtol=1e-12)
+
+
+def _imported_modules(path):
+    """Every module a file imports (top-level or not), as absolute functrans names."""
+    import ast
+    import pathlib
+    p = pathlib.Path(ft.__file__).parent / path
+    pkg = "functrans." + ".".join(pathlib.Path(path).parent.parts)
+    pkg = pkg.rstrip(".")
+    out = set()
+    for n in ast.walk(ast.parse(p.read_text())):
+        if isinstance(n, ast.ImportFrom):
+            base = pkg.split(".")[:len(pkg.split(".")) - n.level + 1] if n.level else []
+            mod = ".".join(base + ([n.module] if n.module else []))
+            out.add(mod)
+            out.update(f"{mod}.{a.name}" for a in n.names)
+        elif isinstance(n, ast.Import):
+            out.update(a.name for a in n.names)
+    return out
+
+
+def test_layers_of_the_runtime_and_the_core():
+    """The runtime sits below higher-order primitives and the transformations that call it;
+    the core imports nothing of functrans outside itself (CuPy only lazily)."""
+    import pathlib
+    above = {"ad", "batching", "reverse", "jit", "control_flow", "custom", "compile",
+             "compile_capture", "facade", "staged_rules", "primitives.control_flow"}
+    mods = _imported_modules("runtime.py")
+    assert not {m for m in mods for a in above if m == f"functrans.{a}"
+                or m.startswith(f"functrans.{a}.")}, mods
+    core_dir = pathlib.Path(core.__file__).parent
+    for f in sorted(core_dir.glob("*.py")):
+        mods = _imported_modules(f"core/{f.name}")
+        outside = {m for m in mods if m.startswith("functrans.")
+                   and not m.startswith(("functrans.core", "functrans.tree_util"))}
+        assert not outside, (f.name, outside)

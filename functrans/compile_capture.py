@@ -8,7 +8,8 @@ backward program. Recorded as one autograd node, its primal half is answered by 
 engine's memo trace from the values saved at forward time: nothing is recomputed.
 
 During a capture every input Tensor's data is a tracer of one JaxprTrace; the facade's
-`_capture()` branches call `capture_hooks` to bind primitives instead of running NumPy,
+`_capture()` branches call the hooks of the active capture (`facade/capture_state.py`:
+`current().hooks`, which is `capture_hooks`) to bind primitives instead of running NumPy,
 to update tensors functionally in place, to trace backward passes run inside the function
 and to turn hooks into identities whose transposes call back to Python.
 """
@@ -483,10 +484,6 @@ def _refuse(what, fix):
 
 class _CaptureHooks:
     """What the facade calls when a Tensor holds traced data (its `_capture()` branches)."""
-
-    @staticmethod
-    def active():
-        return _active() is not None
 
     @staticmethod
     def refuse(what, fix):

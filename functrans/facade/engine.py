@@ -6,7 +6,7 @@ joined residual + backward program is optimized, compiled and cached. Each call 
 checks the version counters of the saved values it reads, runs the program on them (as
 recorded facade ops under create_graph, so the result is differentiable again), delivers
 retained gradients, accumulates `.grad` and frees the saved values unless retain_graph.
-An op signature's own backward program (`analyze`) tells which slots its nodes save.
+An op signature's own backward program (`lower.analyze`) tells which slots its nodes save.
 """
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """The facade's graph as the deriver sees it: indexing the recorded graph, the Spec of
-one backward call, and lowering a Spec into a tape for the core's reverse-mode deriver.
+one backward call, lowering a Spec into a tape for the core's reverse-mode deriver, and
+the per-signature analysis (`analyze`: which slots a node's backward reads) that recording
+needs, so it sits below record.py.
 
 A node's primitive steps become equations over value slots (equal steps share one slot,
 so a value saved under either name is found); the targets not produced by replayed

@@ -5,6 +5,8 @@ callbacks read while a program runs, and the primitives a lowered graph uses.
 callback) and hands the cotangent to the deriver (`capture_cotangent`: retain_grad,
 `inputs=` that are not leaves). An `autograd.Function` is `autograd_function`, whose
 linearization is a linear primitive whose transpose calls the user's backward.
+This module sits below the Tensor class: the callbacks get `wrap` from the run context and a
+Function's backward from its node (`info.extra["run_backward"]`).
 """
 from __future__ import annotations
 

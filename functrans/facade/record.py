@@ -24,11 +24,11 @@ from functrans.primitives import shape as sh
 from . import grad_mode
 from .lower import analyze
 from .node import Node, OpInfo, Step, _seq, edge_of, user_frame
+from .tensor_info import TensorInfo   # (the base of Tensor, which sits above this module)
 
 GS = grad_mode.STATE
 INFERENCE = 1
 _new = object.__new__
-Tensor = None          # set by tensor.py once the class exists
 
 
 class VersionCounter:
@@ -145,7 +145,7 @@ def make_node(info, inputs, vals, outs):
                 v = _compute_slot(info, vals, s)
             kept[s] = v
             t = inputs[s] if j < 0 else outs[j] if j < 1000 else None
-            if t is not None and isinstance(t, Tensor):
+            if t is not None and isinstance(t, TensorInfo):
                 if j < 0 and t._flags & INFERENCE:
                     raise RuntimeError(INFERENCE_SAVE_MSG)
                 vc = t._vc
@@ -159,7 +159,7 @@ def make_node(info, inputs, vals, outs):
         src = None
     edges = []
     for t in inputs:
-        if isinstance(t, Tensor) and t._requires_grad:
+        if isinstance(t, TensorInfo) and t._requires_grad:
             if t._base is not None:
                 check_view(t)
             fn = t._grad_fn

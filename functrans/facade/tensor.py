@@ -381,9 +381,6 @@ class Tensor(TensorInfo):
                                "on the queue).")
         return (_rebuild_tensor, (type(self), _host(self._data), self._requires_grad))
 
-from . import record as _record  # noqa: E402
-_record.Tensor = Tensor
-
 
 def _rebuild_tensor(cls, data, requires_grad):
     t = cls.__new__(cls)

@@ -172,4 +172,5 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
              inputs=inputs)
 
 
+_tensor_backward.__name__, _tensor_backward.__qualname__ = "backward", "Tensor.backward"
 Tensor.backward = _tensor_backward

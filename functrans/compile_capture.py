@@ -8,7 +8,8 @@ backward program. Recorded as one autograd node, its primal half is answered by 
 engine's memo trace from the values saved at forward time: nothing is recomputed.
 
 During a capture every input Tensor's data is a tracer of one JaxprTrace; the facade's
-`_capture()` branches call `capture_hooks` to bind primitives instead of running NumPy,
+`_capture()` branches call the hooks of the active capture (`facade/capture_state.py`:
+`current().hooks`, which is `capture_hooks`) to bind primitives instead of running NumPy,
 to update tensors functionally in place, to trace backward passes run inside the function
 and to turn hooks into identities whose transposes call back to Python.
 """
@@ -24,15 +25,20 @@ from . import passes, tree_util
 from .ad import jvp_jaxpr, partial_eval_jaxpr
 from .core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Primitive, ShapedArray,
                    Tracer, Var, Zero, eval_jaxpr, short_dtype)
-from .facade import engine, plumbing
+from .facade import creation, engine, plumbing
+from .facade.capture_state import _tls, active as _active, current as _current
 from .facade.grad_mode import STATE as GS
 from .facade.inplace import _rebase
 from .facade.node import HookDict, add_hook, edge_of
-from .facade.record import make_node, vc_of
-from .facade.tensor import Tensor, wrap
+from .facade.record import info_for, make_node, vc_of
+from .facade.tensor import Tensor, _composite_info, wrap
 from .higher_order.jit import compile_jaxpr, jit_p
+from .nn.modules import module as M
+from .nn.modules.hooks import BackwardHook, _flat_tensors
 from .runtime import device_of
 from .tracing import JaxprBuilder
+from functrans.primitives import elementwise as ew
+from functrans.primitives import shape as sh
 from functrans.primitives.base import instantiate, zeros
 from functrans.primitives.misc import stop_gradient_p
 
@@ -127,6 +133,11 @@ class _Program:
 
     def __repr__(self):
         return self.name
+
+    @staticmethod
+    def fused_program(closed, fn):
+        """The backward program through a compiled node (the engine finds it here)."""
+        return _CaptureHooks.fused_program(closed, fn)
 
 
 def _compiled_impl(xp, *args, prog):
@@ -341,20 +352,7 @@ def _wrap_value(v):
 # ---------------------------------------------------------------------------
 # the capture: one run of the user's function on traced tensors
 
-_tls = threading.local()
 _capture_lock = threading.RLock()
-
-
-def _current():
-    stack = getattr(_tls, "stack", None)
-    if not stack:
-        raise FunctransError("internal: a capture hook ran outside ft.compile's capture")
-    return stack[-1]
-
-
-def _active():
-    stack = getattr(_tls, "stack", None)
-    return stack[-1] if stack else None
 
 
 class _Capture:
@@ -377,6 +375,7 @@ class _Capture:
         self.consts = {}           # id(tensor) -> (weakref, data, version counter, version)
         self.created = {}          # id(tensor) -> tensor, made by creation functions here
         self.modules = []          # (module, its plain attributes before the capture)
+        self.hooks = capture_hooks  # what the facade calls on traced data (capture_state)
 
     # -- inputs ----------------------------------------------------------------
 
@@ -475,7 +474,6 @@ class _RngProxy:
 
 
 def _draw(call):
-    from .facade import creation
     fgen, name, args, kwargs, dtype = call
     return np.asarray(getattr(creation._rng(fgen), name)(*args, **kwargs), dtype)
 
@@ -488,10 +486,6 @@ class _CaptureHooks:
     """What the facade calls when a Tensor holds traced data (its `_capture()` branches)."""
 
     @staticmethod
-    def active():
-        return _active() is not None
-
-    @staticmethod
     def refuse(what, fix):
         _refuse(what, fix)
 
@@ -500,7 +494,6 @@ class _CaptureHooks:
         """An elementwise facade op on traced data (NumPy broadcasting made explicit)."""
         shapes = [np.shape(a) for a in args]
         if len(set(shapes)) > 1:
-            from functrans.primitives import shape as sh
             shape = np.broadcast_shapes(*shapes)
             nd = len(shape)
             args = [a if np.shape(a) in ((), shape) else sh.broadcast_in_dim(
@@ -560,8 +553,6 @@ class _CaptureHooks:
     @staticmethod
     def apply_composite(name, comp, args, arrays, view):
         """apply_fn on traced data: bind the composite's steps, record, mark views."""
-        from .facade.record import info_for
-        from .facade.tensor import _composite_info
         n_in = comp.n_in
         vals = list(arrays) + [None] * (len(comp.slot_avals) - n_in)
         for st in comp.steps:
@@ -643,7 +634,6 @@ class _CaptureHooks:
             if not np.can_cast(out.dtype, data.dtype, "same_kind"):
                 raise RuntimeError(f"result type {out.dtype} can't be cast to the desired "
                                    f"output type {data.dtype}")
-            from functrans.primitives import elementwise as ew
             out = ew.convert_element_type(out, new_dtype=data.dtype, weak_type=False)
         t._data = out
         t._bump(name)
@@ -701,7 +691,6 @@ capture_hooks = _CaptureHooks()
 
 
 def _call_module_traced(module, args, kwargs):
-    from .nn.modules import module as M
     pre = [(f"{hid}", h, hid in module._forward_pre_hooks_with_kwargs) for hid, h in
            itertools.chain(M._global_forward_pre_hooks.items(),
                            module._forward_pre_hooks.items())]
@@ -709,7 +698,6 @@ def _call_module_traced(module, args, kwargs):
         _emit_forward_hooks(module, "pre", pre, (args, kwargs))
     bw = None
     if module._backward_hooks or module._backward_pre_hooks or M._global_backward_hooks:
-        from .nn.modules.hooks import BackwardHook
         bw = BackwardHook(module)
         args = _wrap_backward_hook(bw, "input", args)
     result = module.forward(*args, **kwargs)
@@ -746,7 +734,6 @@ def _wrap_backward_hook(bw, side, value):
         pos = [i for i, _ in tensors]
         bw.n_inputs = len(tensors)
     else:
-        from .nn.modules.hooks import _flat_tensors
         pos, ts = _flat_tensors(value)
         tensors = list(zip(pos, ts))
         bw.n_outputs = len(tensors)

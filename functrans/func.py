@@ -17,9 +17,8 @@ import numpy as np
 
 from . import transforms as _tr
 from . import batching as _batching
-from .compile_capture import capture_hooks
 from .core import Tracer
-from .facade import ops
+from .facade import capture_state, ops
 from .facade.tensor import Tensor
 from .tree_util import tree_map
 
@@ -153,7 +152,8 @@ def _array(t):
 def _to_tensors(tree):
     def conv(x):
         if isinstance(x, Tracer):
-            return capture_hooks.as_tensor(x)
+            cap = capture_state.active()           # ft.compile's capture, if any
+            return x if cap is None else cap.hooks.as_tensor(x)
         if isinstance(x, Tensor):
             return x
         if isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__cuda_array_interface__"):

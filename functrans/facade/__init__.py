@@ -4,10 +4,14 @@ Every backward pass is the core's reverse-mode transformation of the recorded gr
 (engine.py); nothing here defines a derivative.
 """
 from . import dtypes
-from .dtypes import get_default_dtype, set_default_dtype, promote_types, result_type  # noqa: F401
+from .dtypes import get_default_dtype, set_default_dtype, promote_types  # noqa: F401
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                         is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .tensor import Size, Tensor  # noqa: F401
+from .tensor_info import result_type  # noqa: F401
+# the modules above tensor.py that define Tensor methods install them on the class when
+# imported (`Tensor.name = fn` at their module level): importing them here installs them all
+from . import methods, shape_methods, inplace, indexing, api  # noqa: F401,E402
 from . import ops as _ops
 from .creation import (Generator, arange, as_tensor, bernoulli, default_generator, device,  # noqa: F401
                        empty, empty_like, eye, from_numpy, full, full_like, initial_seed,

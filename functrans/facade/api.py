@@ -164,3 +164,13 @@ class _grad_mode:
     def __exit__(self, *exc):
         GS.enabled = self.prev
         return False
+
+
+def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate d(self)/d(leaves) into the leaves' .grad (torch.Tensor.backward)."""
+    backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
+             inputs=inputs)
+
+
+_tensor_backward.__name__, _tensor_backward.__qualname__ = "backward", "Tensor.backward"
+Tensor.backward = _tensor_backward

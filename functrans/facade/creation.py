@@ -8,144 +8,13 @@ import numpy as np
 
 from ..core import check_dtype
 from . import dtypes as D
-from .tensor import Tensor, wrap
-
-
-# ---------------------------------------------------------------------------
-# devices
-
-class device:  # noqa: N801  (torch.device)
-    """A device: "cpu" (NumPy) or "cuda" (CuPy)."""
-
-    def __init__(self, type, index=None):  # noqa: A002
-        if isinstance(type, device):
-            type, index = type.type, type.index
-        if ":" in str(type):
-            type, idx = str(type).split(":")
-            index = builtins.int(idx)
-        if type not in ("cpu", "cuda"):
-            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device "
-                               f"string: {type}")
-        self.type = type
-        self.index = index
-
-    def __eq__(self, other):
-        if isinstance(other, str):
-            other = device(other)
-        return isinstance(other, device) and self.type == other.type and (
-            self.index == other.index or None in (self.index, other.index))
-
-    def __hash__(self):
-        return hash(self.type)
-
-    def __str__(self):
-        return self.type if self.index is None else f"{self.type}:{self.index}"
-
-    def __repr__(self):
-        return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None
-                                               else ")")
-
-
-_CPU = device("cpu")
-
-
-def device_of(a):
-    if type(a) is np.ndarray:
-        return _CPU
-    return device("cuda", 0)
-
-
-def _cupy():
-    from ..core.devices import cupy_module
-    return cupy_module()
-
-
-def put(a, dev):
-    """The array a on device dev (a copy when it moves)."""
-    dev = device(dev)
-    if dev.type == "cpu":
-        return a if type(a) is np.ndarray else a.get()
-    cp = _cupy()
-    return a if isinstance(a, cp.ndarray) else cp.asarray(a)
-
-
-def parse_to(t, args, kwargs):
-    """(device, dtype, copy) from Tensor.to's flexible signature."""
-    dev = kwargs.pop("device", None)
-    dtype = kwargs.pop("dtype", None)
-    copy = kwargs.pop("copy", False)
-    kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
-    if kwargs:
-        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-    for a in args:
-        if isinstance(a, Tensor):
-            dtype, dev = a.dtype, a.device
-        elif isinstance(a, (device,)) or (isinstance(a, str) and a.split(":")[0] in ("cpu",
-                                                                                       "cuda")):
-            dev = a
-        elif isinstance(a, builtins.bool):
-            copy = a
-        else:
-            dtype = a
-    return (None if dev is None else device(dev)), D.to_dtype(dtype), copy
-
-
-def _check_device(dev):
-    if dev is not None and device(dev).type == "cuda":
-        _cupy()
-
-
-def _on(t, dev):
-    """t moved to dev when a creation function was given device="cuda"."""
-    if dev is not None and device(dev).type == "cuda":
-        t._data = put(t._data, "cuda")
-    return t
+from .tensor_info import result_type
+from .placement import _check_device, _on, device  # noqa: F401  (ft.device)
+from .tensor import Tensor, tensor, wrap  # noqa: F401  (ft.tensor)
 
 
 # ---------------------------------------------------------------------------
 # from data
-
-def _unwrap(data):
-    if isinstance(data, Tensor):
-        return data._data if data._data.ndim else data._data.item()
-    if isinstance(data, (list, tuple)):
-        return [_unwrap(d) for d in data]
-    return data
-
-
-def to_array(data, dtype=None):
-    """A fresh array for torch.tensor(data): float data -> default float dtype, ints -> int64."""
-    if isinstance(data, Tensor):
-        arr = np.array(data._data, copy=True)
-    elif isinstance(data, np.ndarray):
-        arr = np.array(data, copy=True)
-    elif hasattr(data, "__cuda_array_interface__"):
-        arr = data.copy()
-    else:
-        arr = np.array(_unwrap(data))
-        if dtype is None:
-            if arr.dtype.kind == "f":
-                arr = arr.astype(D.get_default_dtype())
-            elif arr.dtype.kind in "iu":
-                arr = arr.astype(np.int64)
-            elif arr.dtype.kind == "c":
-                arr = arr.astype(D.default_for(3))
-            elif arr.dtype.kind not in "b":
-                raise TypeError(f"can't convert {type(data).__name__} of {arr.dtype} to a "
-                                "tensor: only numbers, lists of numbers and arrays are supported")
-    if dtype is not None:
-        arr = arr.astype(dtype, copy=False)
-    check_dtype(arr.dtype, "a tensor")
-    return arr
-
-
-def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
-    """A new leaf tensor copying data (torch.tensor)."""
-    _check_device(device)
-    t = _on(wrap(to_array(data, D.to_dtype(dtype))), device)
-    return t.requires_grad_(True) if requires_grad else t
-
 
 def as_tensor(data, dtype=None, device=None):
     """Shares memory with a NumPy array or tensor when no conversion is needed."""
@@ -203,7 +72,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     if dtype is None:
         if isinstance(fill_value, Tensor):
             fill_value = fill_value.item()
-        dtype = D.result_type(fill_value)
+        dtype = result_type(fill_value)
     return _make(np.full(tuple(size), fill_value, dtype), requires_grad)
 
 
@@ -236,7 +105,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
-    dtype = D.to_dtype(dtype) or D.result_type(*vals)
+    dtype = D.to_dtype(dtype) or result_type(*vals)
     if dtype.kind in "iu" and any(isinstance(v, builtins.float) for v in vals):
         dtype = D.get_default_dtype()
     return _make(np.arange(vals[0], vals[1], vals[2]).astype(dtype), requires_grad)

@@ -100,33 +100,6 @@ def _scalar_cat(x):
     return 3
 
 
-def result_type(*operands):
-    """torch.result_type over tensors and Python scalars: dimensioned tensors first, then
-    zero-dim tensors, then scalars, each only lifting the category."""
-    from .tensor import Tensor
-    res = None
-    zres = None
-    scat = -1
-    for o in operands:
-        if isinstance(o, Tensor):
-            d = o._data.dtype
-            if o._data.ndim:
-                res = d if res is None else promote_types(res, d)
-            else:
-                zres = d if zres is None else promote_types(zres, d)
-        else:
-            scat = max(scat, _scalar_cat(o))
-    if zres is not None:
-        if res is None or _CAT[zres.kind] > _CAT[res.kind]:
-            res = zres
-    if scat >= 0:
-        if res is None:
-            res = default_for(scat)
-        elif scat > _CAT[res.kind]:
-            res = default_for(scat, res)
-    return res
-
-
 def type_name(d):
     """torch's legacy type name for error messages, e.g. torch.FloatTensor."""
     return {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",

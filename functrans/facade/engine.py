@@ -6,7 +6,7 @@ joined residual + backward program is optimized, compiled and cached. Each call 
 checks the version counters of the saved values it reads, runs the program on them (as
 recorded facade ops under create_graph, so the result is differentiable again), delivers
 retained gradients, accumulates `.grad` and frees the saved values unless retain_graph.
-An op signature's own backward program (`analyze`) tells which slots its nodes save.
+An op signature's own backward program (`lower.analyze`) tells which slots its nodes save.
 """
 from __future__ import annotations
 
@@ -15,62 +15,15 @@ import numpy as np
 from ..core import Tracer, _thread_state, array_module
 from .. import passes
 from ..runtime import program as concrete_program
+from . import capture_state
 from .grad_mode import STATE as GRAD_STATE
-from .lower import (RNode, Spec, derive_program, index_graph, make_spec, prune_inputs,
-                    value_key)
-from .node import OpInfo, edge_of
-from .plumbing import FREED_MSG, RUN, InternalEngineError, RunContext, describe_value
-
-# ---------------------------------------------------------------------------
-# per-signature analysis: which slots does an op's backward read?
-
-def analyze(info: OpInfo):
-    """Trace the backward of one node of this signature; set info.held (slots it reads,
-    also those the create_graph variant needs) and info.bwd (its own program)."""
-    if info.kind != "prim":
-        info.held, info.held_set = (), frozenset()
-        return
-    if not any(info.mask) or not any(info.out_float):
-        info.held, info.held_set = (), frozenset()
-        info.bwd = None
-        return
-    spec, cg_spec = _node_spec(info, False), _node_spec(info, True)
-    closed, keys = derive_program(spec)
-    closed = passes.optimize(closed)
-    closed, keys = prune_inputs(closed, keys, len(spec.roots))
-    cg_closed, cg_keys = derive_program(cg_spec)
-    cg_closed = passes.dce(cg_closed)
-    _, cg_keys = prune_inputs(cg_closed, cg_keys, len(cg_spec.roots))
-    held = sorted({ks[0][1] for ks in keys} | {ks[0][1] for ks in cg_keys})
-    info.held = tuple(held)
-    info.held_set = frozenset(held)
-    info.bwd = NodeProgram(closed, [ks[0][1] for ks in keys], spec)
-
-
-def _node_spec(info, create_graph):
-    spec = Spec()
-    n = len(info.slot_avals)
-    for s in range(n):
-        spec.avals[("s", s)] = info.slot_avals[s]
-    io = set(range(info.n_in)) | set(info.out_slots)
-    spec.available = {("s", s) for s in range(n) if not create_graph or s in io}
-    spec.nodes = [RNode(info, [("s", i) for i in range(info.n_in)],
-                        [("s", s) for s in range(n)])]
-    spec.args = [("s", i) for i in range(info.n_in) if info.mask[i]]
-    spec.targets = list(spec.args)
-    spec.roots = [("s", s) for s, f in zip(info.out_slots, info.out_float) if f]
-    return spec
-
-
-class NodeProgram:
-    """The backward of one node: (held slot values, output cotangents) -> input cotangents."""
-
-    def __init__(self, closed, slots, spec):
-        self.closed = closed
-        self.slots = slots
-        self.fn = concrete_program(closed)
-        self.n_roots = len(spec.roots)
-
+from .anomaly import run_node_by_node
+from .lower import (analyze, derive_program, index_graph, make_spec,  # noqa: F401 (analyze:
+                    prune_inputs, value_key)                           # engine.analyze)
+from .node import edge_of
+from .ops import eval_jaxpr_facade
+from .plumbing import FREED_MSG, RUN, InternalEngineError, RunContext, _check_version
+from .tensor import Tensor, wrap
 
 # ---------------------------------------------------------------------------
 # programs, cached by graph structure
@@ -116,9 +69,10 @@ def _program_fn(closed, spec):
     """The compiled backward program; one that crosses an ft.compile node is lowered by the
     jit pipeline (optimized and fused) instead of straight-line impl calls."""
     fn = concrete_program(closed)
-    if any(st.prim.name == "compiled" for rn in spec.nodes for st in rn.info.steps):
-        from ..compile_capture import capture_hooks
-        return capture_hooks.fused_program(closed, fn)
+    for rn in spec.nodes:
+        for st in rn.info.steps:
+            if st.prim.name == "compiled":      # its `prog` param is compile_capture's
+                return st.params["prog"].fused_program(closed, fn)
     return fn
 
 
@@ -160,28 +114,6 @@ def _fetch_inputs(prog, nodes):
     return vals
 
 
-def _check_version(n, s):
-    for slot, vc, ver in n.vers:
-        if slot == s and vc.v != ver:
-            aval = n.info.slot_avals[s]
-            if s < n.info.n_in:
-                e = n.edges[s]
-                if e is None or e[0].info is None:
-                    what = describe_value(aval)
-                else:
-                    what = f"{describe_value(aval)}, which is output {e[1]} of {e[0].info.name},"
-            else:
-                what = (f"{describe_value(aval)}, which is output "
-                        f"{n.info.out_slots.index(s)} of {n.info.name},")
-            by = f" (last modified in place by {vc.op})" if getattr(vc, "op", None) else ""
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by "
-                f"an inplace operation: {what} is at version {vc.v}; expected version {ver} "
-                f"instead.{by} The value was saved for backward by {n.info.name}. Hint: "
-                "enable anomaly detection to find the operation that failed to compute its "
-                "gradient, with ft.autograd.set_detect_anomaly(True).")
-
-
 def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=False):
     """Differentiate roots (tensors) w.r.t. targets (tensors; None: every leaf of the graph).
 
@@ -204,7 +136,6 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     if not uniq:
         return [None] * len(targets), targets
     if anomaly:
-        from .anomaly import run_node_by_node
         outs, captures, replayed = run_node_by_node(nodes, pos, uniq, root_keys, root_cts,
                                                     create_graph, structure)
     else:
@@ -221,15 +152,13 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
 def _execute(prog, nodes, hooked, fns, root_cts, create_graph):
     vals = _fetch_inputs(prog, nodes)
     if _thread_state.depth and _any_traced(vals, root_cts):    # inside ft.compile's capture
-        from ..compile_capture import capture_hooks
-        return capture_hooks.run_program(prog, nodes, hooked, fns, vals, root_cts,
-                                         create_graph)
+        return capture_state.current().hooks.run_program(prog, nodes, hooked, fns, vals,
+                                                         root_cts, create_graph)
     hooks = [[nodes[p].hooks[j]] for p, j in hooked]
-    run = RunContext(hooks, [nodes[p] for p in fns], create_graph)
+    run = RunContext(hooks, [nodes[p] for p in fns], create_graph, wrap)
     RUN.stack.append(run)
     try:
         if create_graph:
-            from .ops import eval_jaxpr_facade
             return eval_jaxpr_facade(prog, nodes, vals, root_cts)
         xp = array_module(*vals) if vals else np
         with np.errstate(all="ignore"):     # torch's backward does not warn about inf/nan
@@ -270,7 +199,6 @@ def _own_outputs(outs, vals, root_cts):
 
 
 def _deliver_captures(captures, nodes, cap_vals, create_graph):
-    from .tensor import wrap
     for k, g in zip(captures, cap_vals):
         p, s = k
         n = nodes[p]
@@ -286,14 +214,12 @@ def _deliver_captures(captures, nodes, cap_vals, create_graph):
 
 def accumulate_grad(t, g, create_graph):
     """t.grad = g, or t.grad += g (in place unless create_graph), as torch."""
-    from .tensor import Tensor
     if _thread_state.depth:                # .backward() inside an ft.compile capture?
-        from ..compile_capture import capture_hooks
-        if capture_hooks.active():
-            capture_hooks.refuse(".backward() (gradient accumulation into .grad) inside the "
-                                 "compiled function", "return the loss and call .backward() "
-                                 "on it outside, or use ft.autograd.grad(..., "
-                                 "create_graph=True)")
+        cap = capture_state.active()
+        if cap is not None:
+            cap.hooks.refuse(".backward() (gradient accumulation into .grad) inside the "
+                             "compiled function", "return the loss and call .backward() "
+                             "on it outside, or use ft.autograd.grad(..., create_graph=True)")
     old = t._grad
     if old is None:
         if create_graph:
@@ -322,8 +248,3 @@ def free_graph(nodes):
         x = n.x
         if x is not None and x.ctx is not None:
             x.ctx._free()
-
-
-def call_node(node, grads):
-    raise NotImplementedError("calling a grad_fn directly is not supported by functrans; use "
-                              "ft.autograd.grad(outputs, inputs, grad_outputs) instead.")

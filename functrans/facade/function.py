@@ -18,11 +18,11 @@ import math
 import numpy as np
 
 from ..core import FunctransError, ShapedArray, Tracer
-from . import engine
+from . import capture_state, engine
 from .grad_mode import STATE as GS
 from .grad_mode import enable_grad, no_grad
 from .node import Node, OpInfo, edge_of, user_frame
-from .record import ANOMALY, INFERENCE, _forward_stack, vc_of
+from .record import ANOMALY, INFERENCE, INFERENCE_SAVE_MSG, _forward_stack, vc_of
 from .tensor import Tensor, wrap
 
 SAVED_FREED_MSG = engine.FREED_MSG
@@ -81,7 +81,6 @@ class FunctionCtx:
                 raise TypeError("save_for_backward can only save variables, but argument "
                                 f"{len(self.to_save or ())} is of type {type(t).__name__}")
             if isinstance(t, Tensor) and t._flags & INFERENCE:
-                from .record import INFERENCE_SAVE_MSG
                 raise RuntimeError(INFERENCE_SAVE_MSG)
         self.to_save = tensors
 
@@ -164,10 +163,10 @@ class Function(metaclass=_FunctionMeta):
         if kwargs:
             raise TypeError("Function.apply does not take keyword arguments")
         if any(isinstance(a, Tensor) and isinstance(a._data, Tracer) for a in args):
-            from ..compile_capture import capture_hooks
-            capture_hooks.refuse(f"autograd.Function {cls.__name__}.apply inside the compiled "
-                                 "function", "call it outside the compiled function, or write "
-                                 "it with differentiable tensor ops")
+            capture_state.current().hooks.refuse(
+                f"autograd.Function {cls.__name__}.apply inside the compiled function",
+                "call it outside the compiled function, or write it with differentiable "
+                "tensor ops")
         ctx = FunctionCtx()
         object.__setattr__(ctx, "_fn_name", cls.__name__)
         tensor_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
@@ -214,7 +213,8 @@ def _record(cls, ctx, args, tensor_pos, outs):
         return dict(fslot=fslot, out_avals=out_avals, in_mask=in_mask, out_mask=out_mask,
                     materialize=materialize)
     info.extra = {"params": params, "arg_pos": tuple(tensor_pos), "n_args": len(args),
-                  "out_idx": tuple(out_idx), "n_outs": len(outs)}
+                  "out_idx": tuple(out_idx), "n_outs": len(outs),
+                  "run_backward": run_backward}   # what plumbing and ops call in backward
     info.id = _sig_id(cls, in_avals, out_avals, in_mask, out_mask, materialize,
                       tuple(tensor_pos), len(args), tuple(out_idx), len(outs))
     edges = tuple(edge_of(a) for a in inputs)

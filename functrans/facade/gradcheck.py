@@ -7,7 +7,8 @@ import warnings
 import numpy as np
 
 from ..core import FunctransError
-from .grad_mode import no_grad
+from .api import grad
+from .grad_mode import enable_grad, no_grad
 from .tensor import Tensor, wrap
 
 
@@ -50,7 +51,6 @@ def _numerical(func, inputs, diff_idx, outputs, eps):
 
 
 def _analytical(outputs, inputs, diff_idx):
-    from .api import grad
     diff = [inputs[i] for i in diff_idx]
     jac = [[np.zeros((inputs[i].numel(), o.numel()), np.float64) for o in outputs]
            for i in diff_idx]
@@ -121,7 +121,6 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
                   masked=False):
     """gradcheck of the map (inputs, grad_outputs) -> gradients computed with
     create_graph=True: checks second derivatives."""
-    from .api import grad
     inputs = _as_tuple(inputs)
     diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     outputs = _outputs(func, inputs)
@@ -132,7 +131,6 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     grad_outputs = _as_tuple(grad_outputs)
     n = len(inputs)
 
-    from .grad_mode import enable_grad
 
     def new_func(*args):
         ins, gos = args[:n], args[n:]

@@ -10,7 +10,9 @@ import numpy as np
 
 from .. import numpy as fnp
 from ..core import Tracer
+from . import capture_state
 from .grad_mode import STATE as GS
+from .inplace import _check_inplace, inplace
 from .tensor import Tensor, apply_fn, static, wrap
 
 
@@ -38,10 +40,10 @@ def _split_index(idx):
             it = it._data
         if isinstance(it, Tracer):          # a traced index array (ft.compile capture)
             if it.dtype == np.bool_ or it.dtype.kind not in "iu":
-                from ..compile_capture import capture_hooks
-                capture_hooks.refuse("indexing with a boolean mask computed inside the "
-                                     "compiled function (its result has a data-dependent "
-                                     "shape)", "use ft.where(mask, x, 0) or masked_fill")
+                capture_state.current().hooks.refuse(
+                    "indexing with a boolean mask computed inside the compiled function (its "
+                    "result has a data-dependent shape)", "use ft.where(mask, x, 0) or "
+                    "masked_fill")
             template.append(_Arr(len(arrays)))
             arrays.append(it.astype(np.int64) if it.dtype != np.int64 else it)
             continue
@@ -147,7 +149,6 @@ def _index_update_fn(x, v, *arrays, template):
 
 
 def setitem(t, idx, value):
-    from .inplace import _check_inplace, inplace
     recording = GS.enabled and (t._requires_grad or (isinstance(value, Tensor)
                                                      and value._requires_grad))
     if not recording and not isinstance(t._data, Tracer):
@@ -184,3 +185,6 @@ def _numpy_index(idx):
             it = np.asarray(it)
         out.append(it)
     return tuple(out)
+
+
+Tensor.__getitem__, Tensor.__setitem__ = getitem, setitem

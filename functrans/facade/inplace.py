@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import numpy as fnp
 from ..core import Tracer
+from . import capture_state, creation
 from .record import INFERENCE, vc_of
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
                      _capture_concrete_update, apply_fn, binary, wrap)
@@ -45,8 +46,7 @@ def inplace(self, name, compute):
     _check_inplace(self, recording)
     res = compute()
     if isinstance(self._data, Tracer) or isinstance(res._data, Tracer):   # ft.compile capture
-        from ..compile_capture import capture_hooks
-        return capture_hooks.inplace(self, name, res)
+        return capture_state.current().hooks.inplace(self, name, res)
     node = res._grad_fn
     data = self._data
     if node is not None:
@@ -140,18 +140,6 @@ def _inplace_on_view(self, name, res):
     self._requires_grad = True
     self.__dict__["_vfn"] = base._grad_fn
     return self
-
-
-def check_view(t):
-    """A view whose base was rebased by an in-place op since it was taken has a stale
-    history: refuse to record with it (torch regenerates it; functrans asks to re-take it)."""
-    base = t._base
-    if base._grad_fn is not t.__dict__.get("_vfn", base._grad_fn):
-        op = base._vc.op if base._vc is not None else "an in-place operation"
-        raise RuntimeError(
-            f"functrans: this tensor is a view of a tensor that was modified in place (by {op}) "
-            "after the view was taken, so its recorded history is stale (PyTorch would "
-            "regenerate it). Take the view again after the in-place operation.")
 
 
 def _write(dst, src):
@@ -342,8 +330,7 @@ def _random_inplace(name, sample):
     def f(self, *args, generator=None, **kwargs):
         if GS.enabled and self._requires_grad and self._grad_fn is None:
             raise RuntimeError(LEAF_INPLACE_MSG)
-        from .creation import _rng
-        vals = sample(generator or _rng(), self._data.shape, *args, **kwargs)
+        vals = sample(generator or creation._rng(), self._data.shape, *args, **kwargs)
         _check_inplace(self, False)
         if self._grad_fn is not None and GS.enabled:
             v = wrap(np.asarray(vals, self.dtype))

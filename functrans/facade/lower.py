@@ -1,5 +1,7 @@
 """The facade's graph as the deriver sees it: indexing the recorded graph, the Spec of
-one backward call, and lowering a Spec into a tape for the core's reverse-mode deriver.
+one backward call, lowering a Spec into a tape for the core's reverse-mode deriver, and
+the per-signature analysis (`analyze`: which slots a node's backward reads) that recording
+needs, so it sits below record.py.
 
 A node's primitive steps become equations over value slots (equal steps share one slot,
 so a value saved under either name is found); the targets not produced by replayed
@@ -11,8 +13,11 @@ from __future__ import annotations
 
 import threading
 
+from .. import passes
 from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
 from ..reverse import derive, joined_program
+from ..runtime import program as concrete_program
+from .node import OpInfo
 from .plumbing import fn_call_p, tap_p
 
 
@@ -356,3 +361,54 @@ def _key_aval(nodes, k):
         v = n.variable
         return ShapedArray(v._data.shape, v._data.dtype)
     return n.info.slot_avals[s]
+
+
+# ---------------------------------------------------------------------------
+# per-signature analysis: which slots does an op's backward read?
+
+def analyze(info: OpInfo):
+    """Trace the backward of one node of this signature; set info.held (slots it reads,
+    also those the create_graph variant needs) and info.bwd (its own program)."""
+    if info.kind != "prim":
+        info.held, info.held_set = (), frozenset()
+        return
+    if not any(info.mask) or not any(info.out_float):
+        info.held, info.held_set = (), frozenset()
+        info.bwd = None
+        return
+    spec, cg_spec = _node_spec(info, False), _node_spec(info, True)
+    closed, keys = derive_program(spec)
+    closed = passes.optimize(closed)
+    closed, keys = prune_inputs(closed, keys, len(spec.roots))
+    cg_closed, cg_keys = derive_program(cg_spec)
+    cg_closed = passes.dce(cg_closed)
+    _, cg_keys = prune_inputs(cg_closed, cg_keys, len(cg_spec.roots))
+    held = sorted({ks[0][1] for ks in keys} | {ks[0][1] for ks in cg_keys})
+    info.held = tuple(held)
+    info.held_set = frozenset(held)
+    info.bwd = NodeProgram(closed, [ks[0][1] for ks in keys], spec)
+
+
+def _node_spec(info, create_graph):
+    spec = Spec()
+    n = len(info.slot_avals)
+    for s in range(n):
+        spec.avals[("s", s)] = info.slot_avals[s]
+    io = set(range(info.n_in)) | set(info.out_slots)
+    spec.available = {("s", s) for s in range(n) if not create_graph or s in io}
+    spec.nodes = [RNode(info, [("s", i) for i in range(info.n_in)],
+                        [("s", s) for s in range(n)])]
+    spec.args = [("s", i) for i in range(info.n_in) if info.mask[i]]
+    spec.targets = list(spec.args)
+    spec.roots = [("s", s) for s, f in zip(info.out_slots, info.out_float) if f]
+    return spec
+
+
+class NodeProgram:
+    """The backward of one node: (held slot values, output cotangents) -> input cotangents."""
+
+    def __init__(self, closed, slots, spec):
+        self.closed = closed
+        self.slots = slots
+        self.fn = concrete_program(closed)
+        self.n_roots = len(spec.roots)

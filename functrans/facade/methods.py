@@ -14,6 +14,7 @@ from .. import numpy as fnp
 from ..nn import functions as nnf
 from functrans.primitives import elementwise as ew
 from . import dtypes as D
+from .tensor_info import result_type
 from .tensor import EOp, Tensor, apply_fn, binary, static, unary, wrap
 
 T = Tensor
@@ -192,8 +193,8 @@ def _rremainder(self, other):
 
 def _elementwise_fn(name, fn, a, b):
     if not isinstance(a, Tensor):
-        a = wrap(np.asarray(a, D.result_type(a, b)))
-    dt = D.result_type(a, b)
+        a = wrap(np.asarray(a, result_type(a, b)))
+    dt = result_type(a, b)
     if isinstance(b, Tensor):
         args = (a if a.dtype == dt else a.to(dt), b if b.dtype == dt else b.to(dt))
     else:
@@ -225,7 +226,7 @@ def _matmul_name(a, b):
 def matmul(self, other):
     if not isinstance(other, Tensor):
         other = wrap(np.asarray(other))
-    dt = D.result_type(self, other)
+    dt = result_type(self, other)
     a = self if self.dtype == dt else self.to(dt)
     b = other if other.dtype == dt else other.to(dt)
     if a.ndim == 0 or b.ndim == 0:
@@ -412,8 +413,8 @@ def where_(condition, x, y):
     if not isinstance(condition, Tensor):
         condition = wrap(np.asarray(condition, bool))
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
-        x = wrap(np.asarray(x, D.result_type(x, y)))
-    dt = D.result_type(*(v for v in (x, y)))
+        x = wrap(np.asarray(x, result_type(x, y)))
+    dt = result_type(*(v for v in (x, y)))
     x = x.to(dt) if isinstance(x, Tensor) else wrap(np.asarray(x, dt))
     y = y.to(dt) if isinstance(y, Tensor) else wrap(np.asarray(y, dt))
     return apply_fn("WhereBackward0", _where_fn, (condition.bool(), x, y))
@@ -650,8 +651,3 @@ def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 T.equal, T.allclose, T.isclose = equal, allclose, isclose
 
-
-from . import shape_methods as _shape_methods  # noqa: E402,F401
-
-
-from . import inplace as _inplace  # noqa: E402,F401  (installs the in-place methods)

@@ -129,8 +129,8 @@ class Node:
         return f"<{self.info.name} object at {hex(id(self))}>"
 
     def __call__(self, *grads):
-        from .engine import call_node
-        return call_node(self, grads)
+        raise NotImplementedError("calling a grad_fn directly is not supported by functrans; "
+                                  "use ft.autograd.grad(outputs, inputs, grad_outputs) instead.")
 
 
 class AccumulateGrad:

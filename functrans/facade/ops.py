@@ -7,12 +7,14 @@ import numpy as np
 
 from .. import numpy as fnp
 from ..core import ShapedArray, Tracer, Var, array_module, run_eqns
-from . import dtypes as D
+from . import capture_state
+from .tensor_info import result_type
 from .grad_mode import STATE as GS
 from . import plumbing
 from .node import OpInfo, Step
 from .record import info_for, make_node, _SIGS
-from .tensor import Tensor, apply_fn, static, wrap
+from .lower import analyze
+from .tensor import Tensor, apply_fn, static, tensor, wrap
 from . import methods as M
 
 # ---------------------------------------------------------------------------
@@ -46,10 +48,10 @@ def apply_prim(prim, params, args):
     if prim is plumbing.hook_call_p:
         return _hooks_on_tensor(args[0], params["slot"])
     if prim is plumbing.fn_bwd_p:
-        from .function import run_backward
-        run = plumbing._current_run()
-        return list(run_backward(run.fn_nodes[params["fslot"]], list(args), params["present"],
-                                 params["in_avals"], params["out_mask"], tensors=True))
+        node = plumbing._current_run().fn_nodes[params["fslot"]]
+        return list(node.info.extra["run_backward"](node, list(args), params["present"],
+                                                    params["in_avals"], params["out_mask"],
+                                                    tensors=True))
     arrays = [a._data if isinstance(a, Tensor) else a for a in args]
     traced = any(isinstance(a, Tracer) for a in arrays)
     if traced:                          # traced data (ft.compile capture): bind, not run
@@ -78,13 +80,11 @@ def apply_prim(prim, params, args):
             info = info_for(key, build) if pkey is not None else _uncached(build)
         make_node(info, args, [*arrays, *[o._data for o in outs]], outs)
     if traced:
-        from ..compile_capture import capture_hooks
-        capture_hooks.after_op(args, outs)
+        capture_state.current().hooks.after_op(args, outs)
     return outs if prim.multiple_results else outs[0]
 
 
 def _uncached(build):
-    from .engine import analyze
     info = build()
     analyze(info)
     return info
@@ -161,7 +161,7 @@ def cat(tensors, dim=0, *, out=None):
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
     tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
-    dt = D.result_type(*tensors)
+    dt = result_type(*tensors)
     tensors = [t if t.dtype == dt else t.to(dt) for t in tensors]
     nd = tensors[0].ndim
     if nd == 0:
@@ -184,7 +184,7 @@ def stack(tensors, dim=0, *, out=None):
     if len(shapes) > 1:
         raise RuntimeError(f"stack expects each tensor to be equal size, but got "
                            f"{[list(t.shape) for t in tensors]}")
-    dt = D.result_type(*tensors)
+    dt = result_type(*tensors)
     tensors = [t if t.dtype == dt else t.to(dt) for t in tensors]
     nd = tensors[0].ndim + 1
     return apply_fn("StackBackward0", _stack_fn, tuple(tensors), static(axis=dim % nd))
@@ -206,7 +206,7 @@ def _einsum_fn(*ops, eq):
 def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    dt = D.result_type(*operands)
+    dt = result_type(*operands)
     operands = tuple(t if t.dtype == dt else t.to(dt) for t in operands)
     return apply_fn("EinsumBackward0", _einsum_fn, operands, static(eq=equation.replace(" ", "")))
 
@@ -269,7 +269,6 @@ def _method_fn(name):
                 meth.append(getattr(Tensor, name))
             return meth[0](input, *args, **kwargs)
         if not isinstance(input, Tensor):
-            from .creation import tensor
             input = tensor(input)
         return getattr(input, name)(*args, **kwargs)
     f.__name__ = name

@@ -5,6 +5,8 @@ callbacks read while a program runs, and the primitives a lowered graph uses.
 callback) and hands the cotangent to the deriver (`capture_cotangent`: retain_grad,
 `inputs=` that are not leaves). An `autograd.Function` is `autograd_function`, whose
 linearization is a linear primitive whose transpose calls the user's backward.
+This module sits below the Tensor class: the callbacks get `wrap` from the run context and a
+Function's backward from its node (`info.extra["run_backward"]`).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import threading
 from ..ad import capture_cotangent
 from ..core import FunctransError, Primitive, Zero
 from functrans.primitives.base import aval_of, instantiate
+from .tensor_info import TensorInfo
 
 # ---------------------------------------------------------------------------
 # error texts (PyTorch's words, API.md)
@@ -33,6 +36,28 @@ def describe_value(aval):
     return f"[ft.{aval.dtype.name} [{', '.join(map(str, aval.shape))}]]"
 
 
+def _check_version(n, s):
+    for slot, vc, ver in n.vers:
+        if slot == s and vc.v != ver:
+            aval = n.info.slot_avals[s]
+            if s < n.info.n_in:
+                e = n.edges[s]
+                if e is None or e[0].info is None:
+                    what = describe_value(aval)
+                else:
+                    what = f"{describe_value(aval)}, which is output {e[1]} of {e[0].info.name},"
+            else:
+                what = (f"{describe_value(aval)}, which is output "
+                        f"{n.info.out_slots.index(s)} of {n.info.name},")
+            by = f" (last modified in place by {vc.op})" if getattr(vc, "op", None) else ""
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by "
+                f"an inplace operation: {what} is at version {vc.v}; expected version {ver} "
+                f"instead.{by} The value was saved for backward by {n.info.name}. Hint: "
+                "enable anomaly detection to find the operation that failed to compute its "
+                "gradient, with ft.autograd.set_detect_anomaly(True).")
+
+
 # ---------------------------------------------------------------------------
 # runtime context read by the callback primitives while a program runs
 
@@ -45,13 +70,15 @@ RUN = _Run()
 
 
 class RunContext:
-    __slots__ = ("hooks", "fn_nodes", "create_graph", "anomaly")
+    __slots__ = ("hooks", "fn_nodes", "create_graph", "anomaly", "wrap")
 
-    def __init__(self, hooks, fn_nodes, create_graph):
+    def __init__(self, hooks, fn_nodes, create_graph, wrap=None):
         self.hooks = hooks            # hook slot -> list of hook dicts (called in order)
         self.fn_nodes = fn_nodes      # function slot -> Node of an autograd.Function
         self.create_graph = create_graph
         self.anomaly = False
+        self.wrap = wrap              # array -> Tensor for the hooks (tensor.wrap, given by
+        #                               the engine: this module sits below the Tensor class)
 
 
 def _current_run():
@@ -85,9 +112,8 @@ tap_p = Primitive("facade_tap", impl=lambda xp, x, **p: x, abstract_eval=_same,
 
 
 def _hook_call_impl(xp, ct, *, slot):
-    from .tensor import wrap
     run = _current_run()
-    g = wrap(ct)
+    g = run.wrap(ct)
     for hooks in run.hooks[slot]:
         for fn in list(hooks.values()):
             r = fn(g)
@@ -97,8 +123,7 @@ def _hook_call_impl(xp, ct, *, slot):
 
 
 def _check_hook_result(r, g):
-    from .tensor import Tensor
-    if not isinstance(r, Tensor):
+    if not isinstance(r, TensorInfo):       # (Tensor is TensorInfo's only subclass)
         raise TypeError(f"a tensor hook must return None or a Tensor, got {type(r).__name__}")
     if tuple(r.shape) != tuple(g.shape):
         raise RuntimeError(f"hook 'hook' has changed the size of value: expected shape "
@@ -161,9 +186,9 @@ def _fn_bwd_abstract(*avals, in_avals, **p):
 
 
 def _fn_bwd_impl(xp, *cts, fslot, present, in_avals, out_mask):
-    from .function import run_backward
-    run = _current_run()
-    return run_backward(run.fn_nodes[fslot], cts, present, in_avals, out_mask, tensors=False)
+    node = _current_run().fn_nodes[fslot]
+    return node.info.extra["run_backward"](node, cts, present, in_avals, out_mask,
+                                           tensors=False)
 
 
 fn_bwd_p = Primitive("autograd_function_backward", impl=_fn_bwd_impl,

@@ -2,7 +2,7 @@
 
 An op's *signature* (what it computes, its input shapes/dtypes, which inputs require
 grad) maps to one cached `OpInfo`: its primitive steps and the slots its backward reads,
-found once by tracing that backward (engine.analyze). Recording a node is then a dict
+found once by tracing that backward (lower.analyze). Recording a node is then a dict
 lookup, a few attribute writes and references to the held arrays.
 
 Composite ops (`apply_fn`) are functions written with functrans.numpy; they are traced
@@ -22,12 +22,13 @@ from ..tracing import trace_to_jaxpr
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
 from . import grad_mode
+from .lower import analyze
 from .node import Node, OpInfo, Step, _seq, edge_of, user_frame
+from .tensor_info import TensorInfo   # (the base of Tensor, which sits above this module)
 
 GS = grad_mode.STATE
 INFERENCE = 1
 _new = object.__new__
-Tensor = None          # set by tensor.py once the class exists
 
 
 class VersionCounter:
@@ -108,7 +109,6 @@ def info_for(key, build):
     """The OpInfo of a signature, building and analyzing it the first time."""
     info = _SIGS.get(key)
     if info is None:
-        from .engine import analyze
         info = build()
         analyze(info)
         _SIGS[key] = info
@@ -145,7 +145,7 @@ def make_node(info, inputs, vals, outs):
                 v = _compute_slot(info, vals, s)
             kept[s] = v
             t = inputs[s] if j < 0 else outs[j] if j < 1000 else None
-            if t is not None and isinstance(t, Tensor):
+            if t is not None and isinstance(t, TensorInfo):
                 if j < 0 and t._flags & INFERENCE:
                     raise RuntimeError(INFERENCE_SAVE_MSG)
                 vc = t._vc
@@ -159,7 +159,7 @@ def make_node(info, inputs, vals, outs):
         src = None
     edges = []
     for t in inputs:
-        if isinstance(t, Tensor) and t._requires_grad:
+        if isinstance(t, TensorInfo) and t._requires_grad:
             if t._base is not None:
                 check_view(t)
             fn = t._grad_fn
@@ -199,8 +199,15 @@ def make_node(info, inputs, vals, outs):
 
 
 def check_view(t):
-    from .inplace import check_view as check
-    check(t)
+    """A view whose base was rebased by an in-place op since it was taken has a stale
+    history: refuse to record with it (torch regenerates it; functrans asks to re-take it)."""
+    base = t._base
+    if base._grad_fn is not t.__dict__.get("_vfn", base._grad_fn):
+        op = base._vc.op if base._vc is not None else "an in-place operation"
+        raise RuntimeError(
+            f"functrans: this tensor is a view of a tensor that was modified in place (by {op}) "
+            "after the view was taken, so its recorded history is stale (PyTorch would "
+            "regenerate it). Take the view again after the in-place operation.")
 
 
 def _hold_plan(info):

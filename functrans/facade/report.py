@@ -7,7 +7,7 @@ import numpy as np
 from ..core import ClosedJaxpr
 from . import engine
 from .lower import walk
-from .node import source_line
+from .node import edge_of, source_line
 from .tensor import Tensor
 
 
@@ -35,7 +35,6 @@ def _targets(tensor, inputs):
 
 def backward_jaxpr(tensor, inputs=None, create_graph=False):
     """The backward program (a jaxpr) that `tensor.backward(inputs=inputs)` would run."""
-    from .node import edge_of
     if not isinstance(tensor, Tensor) or not tensor.requires_grad:
         raise RuntimeError("element 0 of tensors does not require grad and does not have a "
                            "grad_fn")

@@ -16,14 +16,16 @@ import weakref
 
 import numpy as np
 
-from ..core import ShapedArray, Tracer, _thread_state as _TS, array_module
+from ..core import ShapedArray, Tracer, _thread_state as _TS, array_module, check_dtype
 from functrans.primitives import elementwise as ew
+from . import capture_state
 from . import dtypes as D
 from . import grad_mode
 from .node import HookDict, OpInfo, add_hook
 from .record import (INFERENCE, _COMPOSITES, _trace_composite, elementwise_info, info_for,
                      make_node, vc_of)
-from .tensor_info import Size, TensorInfo, _host, _ndarray
+from .placement import _check_device, _on, device as _device, put
+from .tensor_info import Size, TensorInfo, _host, _ndarray, result_type
 from .tensor_info import NUMPY_GRAD_MSG, _Storage, _format  # noqa: F401  (names this module had)
 
 GS = grad_mode.STATE
@@ -84,7 +86,7 @@ class Tensor(TensorInfo):
     def __init__(self, *args, dtype=None, device=None, requires_grad=False):
         """torch.Tensor(data) (float tensor) or torch.Tensor(*sizes) (uninitialized)."""
         if len(args) == 1 and not isinstance(args[0], builtins.int):
-            data = _to_array(args[0], D.to_dtype(dtype) or D.get_default_dtype())
+            data = to_array(args[0], D.to_dtype(dtype) or D.get_default_dtype())
         else:
             data = np.zeros(tuple(args), D.to_dtype(dtype) or D.get_default_dtype())
         self._data = data
@@ -208,12 +210,6 @@ class Tensor(TensorInfo):
     def is_view(self):
         return self._base is not None
 
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        """Accumulate d(self)/d(leaves) into the leaves' .grad (torch.Tensor.backward)."""
-        from .api import backward
-        backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
-                 inputs=inputs)
-
     def register_hook(self, hook):
         """hook(grad) -> Tensor or None, called with this tensor's gradient; a returned
         tensor replaces it. Returns a handle with .remove()."""
@@ -289,7 +285,6 @@ class Tensor(TensorInfo):
 
     # ------------------------------------------------------------------ devices and dtypes
     def to(self, *args, **kwargs):
-        from .creation import parse_to
         device, dtype, copy = parse_to(self, args, kwargs)
         out = self
         if dtype is not None and dtype != self.dtype:
@@ -339,7 +334,6 @@ class Tensor(TensorInfo):
         return self.to(D.uint8)
 
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
-        from .creation import tensor
         return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
 
     def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
@@ -387,17 +381,6 @@ class Tensor(TensorInfo):
                                "on the queue).")
         return (_rebuild_tensor, (type(self), _host(self._data), self._requires_grad))
 
-    # ------------------------------------------------------------------ indexing
-    def __getitem__(self, idx):
-        return _getitem(self, idx)
-
-    def __setitem__(self, idx, value):
-        _setitem(self, idx, value)
-
-
-from . import record as _record  # noqa: E402
-_record.Tensor = Tensor
-
 
 def _rebuild_tensor(cls, data, requires_grad):
     t = cls.__new__(cls)
@@ -408,9 +391,67 @@ def _rebuild_tensor(cls, data, requires_grad):
     return t
 
 
-def _to_array(data, dtype=None):
-    from .creation import to_array
-    return to_array(data, dtype)
+def parse_to(t, args, kwargs):
+    """(device, dtype, copy) from Tensor.to's flexible signature."""
+    dev = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, dev = a.dtype, a.device
+        elif isinstance(a, (_device,)) or (isinstance(a, str) and a.split(":")[0] in ("cpu",
+                                                                                       "cuda")):
+            dev = a
+        elif isinstance(a, builtins.bool):
+            copy = a
+        else:
+            dtype = a
+    return (None if dev is None else _device(dev)), D.to_dtype(dtype), copy
+
+
+def _unwrap(data):
+    if isinstance(data, Tensor):
+        return data._data if data._data.ndim else data._data.item()
+    if isinstance(data, (list, tuple)):
+        return [_unwrap(d) for d in data]
+    return data
+
+
+def to_array(data, dtype=None):
+    """A fresh array for torch.tensor(data): float data -> default float dtype, ints -> int64."""
+    if isinstance(data, Tensor):
+        arr = np.array(data._data, copy=True)
+    elif isinstance(data, np.ndarray):
+        arr = np.array(data, copy=True)
+    elif hasattr(data, "__cuda_array_interface__"):
+        arr = data.copy()
+    else:
+        arr = np.array(_unwrap(data))
+        if dtype is None:
+            if arr.dtype.kind == "f":
+                arr = arr.astype(D.get_default_dtype())
+            elif arr.dtype.kind in "iu":
+                arr = arr.astype(np.int64)
+            elif arr.dtype.kind == "c":
+                arr = arr.astype(D.default_for(3))
+            elif arr.dtype.kind not in "b":
+                raise TypeError(f"can't convert {type(data).__name__} of {arr.dtype} to a "
+                                "tensor: only numbers, lists of numbers and arrays are supported")
+    if dtype is not None:
+        arr = arr.astype(dtype, copy=False)
+    check_dtype(arr.dtype, "a tensor")
+    return arr
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new leaf tensor copying data (torch.tensor)."""
+    _check_device(device)
+    t = _on(wrap(to_array(data, D.to_dtype(dtype))), device)
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def _factory(f, size, dtype, requires_grad):
@@ -475,20 +516,19 @@ def binary(a, b, op, reverse=False):
         rb = b._requires_grad
         dt = x.dtype
         if dt != y.dtype or (op.float_only and dt.kind not in "fc"):
-            dt = D.result_type(a, b)
+            dt = result_type(a, b)
     elif tb in _PYSCALARS:
         rb = False
         dt = x.dtype
         kind = dt.kind
         if (kind == "b" and tb is not builtins.bool) or (kind in "iu" and tb is builtins.float):
-            dt = D.result_type(a, b)
+            dt = result_type(a, b)
         y = b
     elif isinstance(b, (np.ndarray, np.generic, list, tuple)) or hasattr(
             b, "__cuda_array_interface__"):
-        from .creation import tensor
         return binary(a, tensor(b) if not isinstance(b, np.ndarray) else wrap(b), op, reverse)
     elif isinstance(b, complex):
-        y, rb, dt = b, False, D.result_type(a, b)
+        y, rb, dt = b, False, result_type(a, b)
     else:
         return NotImplemented
     if op.float_only and dt.kind not in "fc":
@@ -610,23 +650,22 @@ def apply_fn(name, fn, args, static=(), view=False):
 
 
 def _capture_concrete_update(t, op):
-    from ..compile_capture import capture_hooks
-    if capture_hooks.active():
-        capture_hooks.concrete_update(t, op)
+    cap = capture_state.active()
+    if cap is not None:
+        cap.hooks.concrete_update(t, op)
 
 
 def _capture_grad_access(t):
-    from ..compile_capture import capture_hooks
-    if capture_hooks.active():
-        capture_hooks.refuse(".grad inside the compiled function (a compiled program "
-                             "cannot read or set the gradients of earlier backward passes)",
-                             "read or set .grad outside it")
+    cap = capture_state.active()
+    if cap is not None:
+        cap.hooks.refuse(".grad inside the compiled function (a compiled program "
+                         "cannot read or set the gradients of earlier backward passes)",
+                         "read or set .grad outside it")
 
 
 def _capture():
     """ft.compile's capture hooks, reached only when a Tensor holds traced data."""
-    from ..compile_capture import capture_hooks
-    return capture_hooks
+    return capture_state.current().hooks
 
 
 def _avals_of(args, arrays):
@@ -702,7 +741,6 @@ def _copy(x):
 
 def _to_device(t, device):
     """A copy of t on device (not differentiable yet: refuse while recording)."""
-    from .creation import put
     if t._requires_grad and GS.enabled:
         raise NotImplementedError(
             "functrans: moving a tensor that requires grad to another device is not "
@@ -722,15 +760,3 @@ def _convert(t, dtype):
 def _astype(x, dtype):
     return ew.convert_element_type(x, new_dtype=dtype, weak_type=False)
 
-
-def _getitem(t, idx):
-    from .indexing import getitem
-    return getitem(t, idx)
-
-
-def _setitem(t, idx, value):
-    from .indexing import setitem
-    setitem(t, idx, value)
-
-
-from . import methods as _methods  # noqa: E402,F401  (installs the operator and op methods)

@@ -8,6 +8,7 @@ import numpy as np
 
 from . import dtypes as D
 from .grad_mode import STATE as GS
+from .placement import device_of
 
 _ndarray = np.ndarray
 NUMPY_GRAD_MSG = ("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
@@ -34,7 +35,6 @@ class TensorInfo:
 
     @property
     def device(self):
-        from .creation import device_of
         return device_of(self._data)
 
     @property
@@ -210,3 +210,29 @@ def _format(t):
     elif t._requires_grad:
         extras.append("requires_grad=True")
     return prefix + body + "".join(", " + e for e in extras) + ")"
+
+
+def result_type(*operands):
+    """torch.result_type over tensors and Python scalars: dimensioned tensors first, then
+    zero-dim tensors, then scalars, each only lifting the category."""
+    res = None
+    zres = None
+    scat = -1
+    for o in operands:
+        if isinstance(o, TensorInfo):
+            d = o._data.dtype
+            if o._data.ndim:
+                res = d if res is None else D.promote_types(res, d)
+            else:
+                zres = d if zres is None else D.promote_types(zres, d)
+        else:
+            scat = max(scat, D._scalar_cat(o))
+    if zres is not None:
+        if res is None or D._CAT[zres.kind] > D._CAT[res.kind]:
+            res = zres
+    if scat >= 0:
+        if res is None:
+            res = D.default_for(scat)
+        elif scat > D._CAT[res.kind]:
+            res = D.default_for(scat, res)
+    return res

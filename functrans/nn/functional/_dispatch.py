@@ -8,6 +8,7 @@ import numpy as np
 
 from ... import numpy as fnp
 from ...core import Tracer
+from ...facade import capture_state
 from ...facade.tensor import Tensor, apply_fn
 
 
@@ -33,8 +34,7 @@ def _is_facade(x):
         return False
     if not isinstance(x._data, Tracer):
         return True
-    from ...compile_capture import capture_hooks
-    return capture_hooks.active()
+    return capture_state.active() is not None
 
 
 def _raw(a):

@@ -20,7 +20,14 @@ import itertools
 from ...core import Tracer
 from ...facade.function import Function
 from ...facade.grad_mode import is_grad_enabled
+from ...facade.node import HookDict
 from ...facade.tensor import Tensor
+
+# global hooks of every module (torch.nn.modules.module.register_module_forward_hook and
+# friends; registered through module.py, read here by BackwardHook)
+_global_forward_pre_hooks: HookDict = HookDict()
+_global_forward_hooks: HookDict = HookDict()
+_global_backward_hooks: HookDict = HookDict()
 
 
 class _HookIdentity(Function):
@@ -66,7 +73,6 @@ class BackwardHook:
     the grad_output captured in backward."""
 
     def __init__(self, module):
-        from .module import _global_backward_hooks
         self.module = module
         self.hooks = list(itertools.chain(_global_backward_hooks.values(),
                                           module._backward_hooks.values()))

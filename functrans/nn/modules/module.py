@@ -16,11 +16,14 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from ...facade import capture_state
 from ...facade import dtypes as D
 from ...facade.grad_mode import no_grad
 from ...facade.node import HookDict, RemovableHandle
 from ...facade.tensor import Tensor
 from ...optim.optimizer import _zero_grad
+from .hooks import (BackwardHook, _global_backward_hooks, _global_forward_hooks,
+                    _global_forward_pre_hooks)
 
 # ---------------------------------------------------------------------------
 # Parameter
@@ -103,12 +106,6 @@ def _addindent(s, n):
     if len(lines) == 1:
         return s
     return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
-
-
-# global hooks (torch.nn.modules.module.register_module_forward_hook and friends)
-_global_forward_pre_hooks: HookDict = HookDict()
-_global_forward_hooks: HookDict = HookDict()
-_global_backward_hooks: HookDict = HookDict()
 
 
 def register_module_forward_pre_hook(hook):
@@ -672,9 +669,9 @@ class Module:
         return self._call_with_hooks(args, kwargs)
 
     def _call_with_hooks(self, args, kwargs):
-        from ...compile_capture import capture_hooks
-        if capture_hooks.active():      # inside ft.compile: hooks become run-time callbacks
-            return capture_hooks.call_module(self, args, kwargs)
+        cap = capture_state.active()
+        if cap is not None:             # inside ft.compile: hooks become run-time callbacks
+            return cap.hooks.call_module(self, args, kwargs)
         for hid, hook in itertools.chain(_global_forward_pre_hooks.items(),
                                          self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:
@@ -690,7 +687,6 @@ class Module:
                     args = r if isinstance(r, tuple) else (r,)
         bw = None
         if self._backward_hooks or self._backward_pre_hooks or _global_backward_hooks:
-            from .hooks import BackwardHook
             bw = BackwardHook(self)
             args = bw.setup_input_hook(args)
         try:

@@ -13,7 +13,7 @@ import functrans.numpy as fnp
 import functrans.nn as nn
 import functrans.nn.functional as F
 from functrans import core
-from functrans.compile import CompileError, GraphBreakWarning, RecompileWarning
+from functrans.compiler.compiled import CompileError, GraphBreakWarning, RecompileWarning
 from functrans.facade.grad_mode import STATE as GS
 
 

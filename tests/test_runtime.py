@@ -126,39 +126,3 @@ def test_block_temporaries_count_against_the_budget(monkeypatch):
     assert runtime.hot_program(closed.jaxpr) is False
     np.testing.assert_allclose(exe(x)[0], core.eval_jaxpr(closed.jaxpr, [], x)[0],
                                rtol=1e-12)
-
-
-def _imported_modules(path):
-    """Every module a file imports (top-level or not), as absolute functrans names."""
-    import ast
-    import pathlib
-    p = pathlib.Path(ft.__file__).parent / path
-    pkg = "functrans." + ".".join(pathlib.Path(path).parent.parts)
-    pkg = pkg.rstrip(".")
-    out = set()
-    for n in ast.walk(ast.parse(p.read_text())):
-        if isinstance(n, ast.ImportFrom):
-            base = pkg.split(".")[:len(pkg.split(".")) - n.level + 1] if n.level else []
-            mod = ".".join(base + ([n.module] if n.module else []))
-            out.add(mod)
-            out.update(f"{mod}.{a.name}" for a in n.names)
-        elif isinstance(n, ast.Import):
-            out.update(a.name for a in n.names)
-    return out
-
-
-def test_layers_of_the_runtime_and_the_core():
-    """The runtime sits below higher-order primitives and the transformations that call it;
-    the core imports nothing of functrans outside itself (CuPy only lazily)."""
-    import pathlib
-    above = {"ad", "batching", "reverse", "jit", "control_flow", "custom", "compile",
-             "compile_capture", "facade", "staged_rules", "primitives.control_flow"}
-    mods = _imported_modules("runtime.py")
-    assert not {m for m in mods for a in above if m == f"functrans.{a}"
-                or m.startswith(f"functrans.{a}.")}, mods
-    core_dir = pathlib.Path(core.__file__).parent
-    for f in sorted(core_dir.glob("*.py")):
-        mods = _imported_modules(f"core/{f.name}")
-        outside = {m for m in mods if m.startswith("functrans.")
-                   and not m.startswith(("functrans.core", "functrans.tree_util"))}
-        assert not outside, (f.name, outside)

@@ -1,6 +1,6 @@
-"""Which ft.compile capture runs on this thread. compile_capture pushes its capture here;
-facade code calls the hooks of the active capture (`current().hooks`) on traced data, so it
-never imports compile_capture (which sits above the facade)."""
+"""Which ft.compile capture runs on this thread. The capture (compiler/capture.py) pushes
+itself here; facade code calls the hooks of the active capture (`current().hooks`) on
+traced data, so it never imports the compiler (which sits above the facade)."""
 from __future__ import annotations
 
 import threading

@@ -71,7 +71,7 @@ def _program_fn(closed, spec):
     fn = concrete_program(closed)
     for rn in spec.nodes:
         for st in rn.info.steps:
-            if st.prim.name == "compiled":      # its `prog` param is compile_capture's
+            if st.prim.name == "compiled":      # its `prog` param is compiler.capture's
                 return st.params["prog"].fused_program(closed, fn)
     return fn
 

@@ -2,7 +2,7 @@
 captured into a jaxpr, guarded, lowered by the jit pipeline, and each call is recorded in
 the autograd graph as ONE node whose backward is a transformation of that jaxpr.
 
-Capture (compile_capture.py): the function runs once with every input Tensor's data
+Capture (capture.py): the function runs once with every input Tensor's data
 replaced by a tracer of a JaxprTrace (arguments, the parameters and buffers of every module
 it can reach, tensors in its closure and globals, random draws); facade ops on traced data
 bind primitives instead of running NumPy (the facade's `_capture()` branches), while the
@@ -40,30 +40,29 @@ import warnings
 
 import numpy as np
 
-from . import primitives
-from . import passes, tree_util
-from .compile_capture import (CompileError, GraphBreakWarning, RecompileWarning, _PLAIN,
-                              _Capture, _Program, _RngProxy, _active, _capture_lock, _config,
-                              _draw, _plain, _refuse, _tls, compiled_p)
-from .core import (ClosedJaxpr, ConcretizationTypeError, Tracer, _state, new_dynamic_main,
+from .. import passes, primitives, tree_util
+from ..core import (ClosedJaxpr, ConcretizationTypeError, Tracer, _state, new_dynamic_main,
                    short_dtype)
-from .facade import creation
-from .facade import dtypes as D
-from .facade import engine
-from .facade.grad_mode import STATE as GS
-from .facade.node import OpInfo, Step
-from .facade.record import make_node, vc_of
-from .facade.tensor import Tensor, wrap
-from .higher_order.jit import compile_jaxpr
-from .nn.modules import module as M
-from .runtime import device_of, lower_jaxpr
-from .tracing import JaxprTrace
+from ..facade import creation, engine
+from ..facade import dtypes as D
+from ..facade.capture_state import _tls, active as _active
+from ..facade.grad_mode import STATE as GS
+from ..facade.node import OpInfo, Step
+from ..facade.record import make_node, vc_of
+from ..facade.tensor import Tensor, wrap
+from ..higher_order.jit import compile_jaxpr
+from ..nn.modules import module as M
+from ..runtime import device_of, lower_jaxpr
+from ..tracing import JaxprTrace
+from .capture import (CompileError, GraphBreakWarning, RecompileWarning, _PLAIN, _Capture,
+                      _Program, _RngProxy, _capture_lock, _config, _draw, _plain, _refuse,
+                      compiled_p)
 
 __all__ = ["compile", "compile_stats", "CompileError", "RecompileWarning", "CompiledFunction",
            "CompiledModule", "RECOMPILE_LIMIT"]
 
 RECOMPILE_LIMIT = 8         # torch's cache_size_limit: recompiles before falling back to eager
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # functrans/
 _INTERNAL = (_PKG_DIR, os.path.dirname(os.path.abspath(primitives.__file__)),
              os.path.dirname(os.path.abspath(np.__file__)))
 

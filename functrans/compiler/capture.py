@@ -21,26 +21,27 @@ import weakref
 
 import numpy as np
 
-from . import passes, tree_util
-from .ad import jvp_jaxpr, partial_eval_jaxpr
-from .core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Primitive, ShapedArray,
+from .. import passes, tree_util
+from ..ad import jvp_jaxpr, partial_eval_jaxpr
+from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Primitive, ShapedArray,
                    Tracer, Var, Zero, eval_jaxpr, short_dtype)
-from .facade import creation, engine, plumbing
-from .facade.capture_state import _tls, active as _active, current as _current
-from .facade.grad_mode import STATE as GS
-from .facade.inplace import _rebase
-from .facade.node import HookDict, add_hook, edge_of
-from .facade.record import info_for, make_node, vc_of
-from .facade.tensor import Tensor, _composite_info, wrap
-from .higher_order.jit import compile_jaxpr, jit_p
-from .nn.modules import module as M
-from .nn.modules.hooks import BackwardHook, _flat_tensors
-from .runtime import device_of
-from .tracing import JaxprBuilder
-from functrans.primitives import elementwise as ew
-from functrans.primitives import shape as sh
-from functrans.primitives.base import instantiate, zeros
-from functrans.primitives.misc import stop_gradient_p
+from ..facade import creation, engine, plumbing
+from ..facade.capture_state import active as _active, current as _current
+from ..facade.grad_mode import STATE as GS
+from ..facade.inplace import _rebase
+from ..facade.node import HookDict, add_hook, edge_of
+from ..facade.ops import eval_jaxpr_facade
+from ..facade.record import info_for, make_node, vc_of
+from ..facade.tensor import Tensor, _composite_info, wrap
+from ..higher_order.jit import compile_jaxpr, jit_p
+from ..nn.modules import module as M
+from ..nn.modules.hooks import BackwardHook, _flat_tensors
+from ..runtime import device_of
+from ..tracing import JaxprBuilder
+from ..primitives import elementwise as ew
+from ..primitives import shape as sh
+from ..primitives.base import instantiate, zeros
+from ..primitives.misc import stop_gradient_p
 
 class CompileError(FunctransError, RuntimeError):
     """Something in a compiled function cannot be captured (raised under fullgraph=True;
@@ -656,7 +657,6 @@ class _CaptureHooks:
         engine.RUN.stack.append(run)
         try:
             if create_graph:
-                from .facade.ops import eval_jaxpr_facade
                 return eval_jaxpr_facade(prog, nodes, vals, root_cts)
             outs = eval_jaxpr(prog.closed.jaxpr, prog.closed.consts, *vals, *root_cts)
         finally:

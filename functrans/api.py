@@ -1,0 +1,38 @@
+"""The public namespace of `functrans`: every layer's user-facing names, gathered.
+
+`functrans/__init__.py` loads this module on the first attribute access (PEP 562), so
+importing a lower layer (`functrans.primitives`, `functrans.core`) does not load the rest.
+JAX-side names win over the facade's where both exist (`ft.random` is jax.random's).
+Every import here is a re-export (flake8: F401 is expected).
+"""
+from __future__ import annotations
+
+from . import autograd, func, lax, nn, numpy, optim, random, tree_util
+from . import facade as _facade
+from .compiler.compiled import compile, compile_stats
+from .core import (ClosedJaxpr, ConcretizationTypeError, DTypeError, FunctransError, Jaxpr,
+                   ShapedArray, ShapeError, TypeCheckError, UnexpectedTracerError, check_jaxpr)
+from .core.devices import device_put, devices
+from .higher_order.custom import checkpoint, custom_jvp, custom_vjp, remat
+from .higher_order.jit import RetraceWarning, jit, jit_stats
+from .batching import vmap
+from .primitives.misc import stop_gradient as _stop_gradient
+from .runtime import eval_jaxpr
+from .serialization import load, save
+from .tracing import ShapeDtypeStruct, make_jaxpr
+from .transforms import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp
+from .tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
+
+
+def stop_gradient(x):
+    """Identity on values, zero derivative; applies to every leaf of a pytree."""
+    return tree_map(lambda v: _stop_gradient(numpy.asarray(v)), x)
+
+
+def namespace() -> dict:
+    """Name -> object for every public name of `functrans`."""
+    names = {k: v for k, v in globals().items()
+             if not k.startswith("_") and k not in ("annotations", "namespace")}
+    for n in _facade.FACADE_NAMES:
+        names.setdefault(n, getattr(_facade, n))
+    return names

@@ -4,8 +4,8 @@ hooks the facade calls when a Tensor holds traced data.
 `compiled_p` runs the known half of the linearization of a captured forward (the forward
 plus its residuals, split by partial evaluation of its JVP); its JVP rule hands the saved
 residuals to the unknown half (a `jit` call, linear in the tangents), whose transpose is the
-backward program. Recorded as one autograd node, its primal half is answered by the
-engine's memo trace from the values saved at forward time: nothing is recomputed.
+backward program. Recorded as one autograd node, its primal half reads the values saved at
+forward time (the deriver's available values): nothing is recomputed.
 
 During a capture every input Tensor's data is a tracer of one JaxprTrace; the facade's
 `_capture()` branches call the hooks of the active capture (`facade/capture_state.py`:

@@ -14,9 +14,9 @@ written back after each call.
 The node: `compiled_p` runs the known half of the forward's linearization (the forward
 plus its residuals, split by partial evaluation of its JVP); its JVP rule hands the saved
 residuals to the unknown half (a `jit` call that is linear in the tangents), whose
-transpose is the backward program. The engine's memo trace answers the primal half from
-the values saved at forward time, so nothing is recomputed; the backward program is then
-optimized and fused by the jit pipeline.
+transpose is the backward program. The node's saved residuals are what the reverse-mode
+deriver reads, so nothing is recomputed; the backward program is then optimized and fused
+by the jit pipeline.
 
 Guards: shapes, dtypes and requires_grad of the tensor arguments, Python values among the
 arguments, the module tree (types, plain attributes such as `training` or `p`, which

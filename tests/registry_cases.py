@@ -661,4 +661,19 @@ EXTERNAL: dict[str, str] = {
     "scan": "test_control_flow.py",
     "jit": "test_jit.py",
     "fused": "test_passes.py",
+    # the facade's plumbing: hooks, retain_grad and autograd.Function as primitives
+    "facade_tap": "test_facade_autograd.py",
+    "hook_call": "test_facade_autograd.py",
+    "autograd_function": "test_facade_function.py",
+    "autograd_function_linear": "test_facade_function.py",
+    "autograd_function_backward": "test_facade_function.py",
+    # ft.compile's captured calls and hooks
+    "compiled": "test_compile.py",
+    "tensor_hook": "test_compile.py",
+    "tensor_hook_linear": "test_compile.py",
+    "tensor_hook_call": "test_compile.py",
+    "module_backward_hook": "test_compile.py",
+    "module_backward_hook_linear": "test_compile.py",
+    "module_backward_hook_call": "test_compile.py",
+    "module_hook_call": "test_compile.py",
 }

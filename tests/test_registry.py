@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import functrans as ft
+import functrans.api  # noqa: F401  (declares every primitive: the facade's and ft.compile's too)
 from functrans import core
 from functrans.ad import backward_pass
 from functrans.primitives import REGISTRY

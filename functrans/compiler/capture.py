@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import passes, tree_util
 from ..ad import jvp_jaxpr, partial_eval_jaxpr
-from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Primitive, ShapedArray,
+from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, ShapedArray,
                    Tracer, Var, Zero, eval_jaxpr, short_dtype)
 from ..facade import creation, engine, plumbing
 from ..facade.capture_state import active as _active, current as _current
@@ -40,7 +40,7 @@ from ..runtime import device_of
 from ..tracing import JaxprBuilder
 from ..primitives import elementwise as ew
 from ..primitives import shape as sh
-from ..primitives.base import instantiate, zeros
+from ..primitives.base import defprim, instantiate, zeros
 from ..primitives.misc import stop_gradient_p
 
 class CompileError(FunctransError, RuntimeError):
@@ -189,8 +189,8 @@ def _compiled_batch(vals, dims, *, prog):
     return jit_p.batch(vals, dims, jaxpr=prog.known, name=prog.name)
 
 
-compiled_p = Primitive("compiled", impl=_compiled_impl, abstract_eval=_compiled_abstract,
-                       multiple_results=True, jvp=_compiled_jvp, batch=_compiled_batch)
+compiled_p = defprim("compiled", _compiled_impl, _compiled_abstract, multiple_results=True,
+                     jvp=_compiled_jvp, batch=_compiled_batch, memo=False)
 
 
 # ---------------------------------------------------------------------------
@@ -234,14 +234,14 @@ def _tensor_hook_run(xp, ct, *, ref):
 
 # x -> x in the forward; its tangent goes through tensor_hook_lin, whose transpose calls
 # the hooks registered on the tensor (a host callback in the backward program)
-tensor_hook_p = Primitive("tensor_hook", impl=lambda xp, x, **p: x, abstract_eval=_same,
-                          jvp=_tensor_hook_jvp)
-tensor_hook_lin_p = Primitive(
-    "tensor_hook_linear", impl=lambda xp, x, **p: x, abstract_eval=_same,
-    jvp=_tensor_hook_lin_jvp,
-    transpose=lambda ct, x, *, ref: [tensor_hook_call_p.bind(instantiate(ct), ref=ref)])
-tensor_hook_call_p = Primitive("tensor_hook_call", impl=_tensor_hook_run, abstract_eval=_same,
-                               effectful=True)
+tensor_hook_p = defprim("tensor_hook", lambda xp, x, **p: x, _same, jvp=_tensor_hook_jvp,
+                        memo=False)
+tensor_hook_lin_p = defprim(
+    "tensor_hook_linear", lambda xp, x, **p: x, _same, jvp=_tensor_hook_lin_jvp,
+    transpose=lambda ct, x, *, ref: [tensor_hook_call_p.bind(instantiate(ct), ref=ref)],
+    memo=False)
+tensor_hook_call_p = defprim("tensor_hook_call", _tensor_hook_run, _same, effectful=True,
+                             memo=False)
 
 
 def _bhook_abstract(*avals, **params):
@@ -285,16 +285,13 @@ def _bhook_run(xp, *cts, ref, side):
 
 # a module with full backward hooks: identities over its inputs and outputs that require
 # grad; their transposes run BackwardHook.on_grad_output / on_grad_input (host callbacks)
-module_bwd_hook_p = Primitive("module_backward_hook", impl=lambda xp, *xs, **p: list(xs),
-                              abstract_eval=_bhook_abstract, multiple_results=True,
-                              jvp=_bhook_jvp)
-module_bwd_hook_lin_p = Primitive("module_backward_hook_linear",
-                                  impl=lambda xp, *xs, **p: list(xs),
-                                  abstract_eval=_bhook_abstract, multiple_results=True,
-                                  transpose=_bhook_transpose)
-module_bwd_hook_call_p = Primitive("module_backward_hook_call", impl=_bhook_run,
-                                   abstract_eval=_bhook_abstract, multiple_results=True,
-                                   effectful=True)
+module_bwd_hook_p = defprim("module_backward_hook", lambda xp, *xs, **p: list(xs),
+                            _bhook_abstract, multiple_results=True, jvp=_bhook_jvp, memo=False)
+module_bwd_hook_lin_p = defprim("module_backward_hook_linear", lambda xp, *xs, **p: list(xs),
+                                _bhook_abstract, multiple_results=True,
+                                transpose=_bhook_transpose, memo=False)
+module_bwd_hook_call_p = defprim("module_backward_hook_call", _bhook_run, _bhook_abstract,
+                                 multiple_results=True, effectful=True, memo=False)
 
 _TOKEN = ShapedArray((), np.bool_)
 
@@ -310,8 +307,8 @@ def _fhook_run(xp, *vals, ref):
 
 # forward pre-hooks and forward hooks of modules: called at run time with the tensors'
 # values (an effectful callback returning a token nobody reads)
-module_hook_p = Primitive("module_hook_call", impl=_fhook_run,
-                          abstract_eval=lambda *a, **p: _TOKEN, effectful=True, jvp=_fhook_jvp)
+module_hook_p = defprim("module_hook_call", _fhook_run, lambda *a, **p: _TOKEN,
+                        effectful=True, jvp=_fhook_jvp, memo=False)
 
 
 class _ForwardHooks:

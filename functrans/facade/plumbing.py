@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 
 from ..ad import capture_cotangent
-from ..core import FunctransError, Primitive, Zero
-from functrans.primitives.base import aval_of, instantiate
+from ..core import FunctransError, Zero
+from ..primitives.base import aval_of, defprim, instantiate
 from .tensor_info import TensorInfo
 
 # ---------------------------------------------------------------------------
@@ -107,8 +107,8 @@ def _tap_transpose(ct, x, *, key, hook):
     return [ct]
 
 
-tap_p = Primitive("facade_tap", impl=lambda xp, x, **p: x, abstract_eval=_same,
-                  jvp=_tap_jvp, transpose=_tap_transpose)
+tap_p = defprim("facade_tap", lambda xp, x, **p: x, _same, jvp=_tap_jvp,
+                transpose=_tap_transpose, memo=False)
 
 
 def _hook_call_impl(xp, ct, *, slot):
@@ -131,7 +131,7 @@ def _check_hook_result(r, g):
     return r
 
 
-hook_call_p = Primitive("hook_call", impl=_hook_call_impl, abstract_eval=_same, effectful=True)
+hook_call_p = defprim("hook_call", _hook_call_impl, _same, effectful=True, memo=False)
 
 
 def _fn_call_abstract(*avals, fslot, out_avals, **p):
@@ -158,8 +158,8 @@ def _fn_call_jvp(primals, tangents, *, fslot, out_avals, in_mask, out_mask, mate
     return outs, [next(t_outs) if m else z for m, z in zip(out_mask, zero_outs)]
 
 
-fn_call_p = Primitive("autograd_function", impl=_fn_call_impl, abstract_eval=_fn_call_abstract,
-                      multiple_results=True, jvp=_fn_call_jvp)
+fn_call_p = defprim("autograd_function", _fn_call_impl, _fn_call_abstract,
+                    multiple_results=True, jvp=_fn_call_jvp, memo=False)
 
 
 def _fn_lin_abstract(*avals, out_avals, **p):
@@ -176,9 +176,8 @@ def _fn_lin_transpose(cts, *args, fslot, out_avals, in_avals, materialize, out_m
     return list(outs)
 
 
-fn_lin_p = Primitive("autograd_function_linear", impl=_fn_call_impl,
-                     abstract_eval=_fn_lin_abstract, multiple_results=True,
-                     transpose=_fn_lin_transpose)
+fn_lin_p = defprim("autograd_function_linear", _fn_call_impl, _fn_lin_abstract,
+                   multiple_results=True, transpose=_fn_lin_transpose, memo=False)
 
 
 def _fn_bwd_abstract(*avals, in_avals, **p):
@@ -191,5 +190,5 @@ def _fn_bwd_impl(xp, *cts, fslot, present, in_avals, out_mask):
                                            tensors=False)
 
 
-fn_bwd_p = Primitive("autograd_function_backward", impl=_fn_bwd_impl,
-                     abstract_eval=_fn_bwd_abstract, multiple_results=True, effectful=True)
+fn_bwd_p = defprim("autograd_function_backward", _fn_bwd_impl, _fn_bwd_abstract,
+                   multiple_results=True, effectful=True, memo=False)

@@ -194,3 +194,11 @@ def test_primitives_load_with_the_core_alone():
     assert "functrans.primitives.elementwise" in out
     above = [m for m in out if m != "functrans" and layer_of(m) > 1]
     assert not above, f"import functrans.primitives loaded {above}"
+
+
+def test_the_distribution_installs_only_functrans():
+    """`pip install` puts one top-level package in site-packages (primitives/ goes in as
+    functrans.primitives, never as a generic `primitives`)."""
+    import importlib.metadata
+    top = importlib.metadata.distribution("functrans").read_text("top_level.txt").split()
+    assert top == ["functrans"], top

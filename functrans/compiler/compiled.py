@@ -43,7 +43,7 @@ import numpy as np
 from .. import passes, primitives, tree_util
 from ..core import (ClosedJaxpr, ConcretizationTypeError, Tracer, _state, new_dynamic_main,
                    short_dtype)
-from ..facade import creation, engine
+from ..facade import creation, lower
 from ..facade import dtypes as D
 from ..facade.capture_state import _tls, active as _active
 from ..facade.grad_mode import STATE as GS
@@ -374,7 +374,7 @@ class _Entry:
                           [Step(compiled_p, {"prog": self.prog}, range(n_in), outs)], n_in,
                           tuple(range(n_in, n_in + self.prog.n_out)),
                           list(self.fwd.in_avals) + list(self.prog.out_avals), self.mask)
-            engine.analyze(info)
+            lower.analyze(info)
             self.info = info
             _bump(self.stats, "compile_s", time.perf_counter() - t0)
         return self.prog

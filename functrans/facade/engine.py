@@ -18,8 +18,7 @@ from ..runtime import program as concrete_program
 from . import capture_state
 from .grad_mode import STATE as GRAD_STATE
 from .anomaly import run_node_by_node
-from .lower import (analyze, derive_program, index_graph, make_spec,  # noqa: F401 (analyze:
-                    prune_inputs, value_key)                           # engine.analyze)
+from .lower import derive_program, index_graph, make_spec, prune_inputs, value_key
 from .node import edge_of
 from .ops import eval_jaxpr_facade
 from .plumbing import FREED_MSG, RUN, InternalEngineError, RunContext, _check_version
@@ -58,7 +57,8 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None):
     prog.fn = _program_fn(closed, spec) if not create_graph else None
     prog.captures = list(spec.captures)
     prog.replayed = tuple(rn.pos for rn in spec.nodes)    # the nodes this backward executes
-    prog.fetch = [_holders(spec, ks) for ks in keys]
+    index = _holder_index(spec)
+    prog.fetch = [_holders(index, ks) for ks in keys]
     if len(_CACHE) > 512:
         _CACHE.clear()
     _CACHE[key] = prog
@@ -76,10 +76,21 @@ def _program_fn(closed, spec):
     return fn
 
 
-def _holders(spec, keys):
-    """(node position, slot) pairs holding the value named by keys."""
-    res = tuple((rn.pos, s) for rn in spec.nodes for s, sk in enumerate(rn.slot_keys)
-                if sk in keys and s in rn.info.held_set)
+def _holder_index(spec):
+    """Slot key -> (node order, node position, slot) of every held slot, built once per
+    program (looking each value up by scanning all nodes was quadratic in graph size)."""
+    index = {}
+    for i, rn in enumerate(spec.nodes):
+        held = rn.info.held_set
+        for s, sk in enumerate(rn.slot_keys):
+            if s in held:
+                index.setdefault(sk, []).append((i, rn.pos, s))
+    return index
+
+
+def _holders(index, keys):
+    """(node position, slot) pairs holding the value named by keys, in node order."""
+    res = tuple((pos, s) for _, pos, s in sorted(h for k in set(keys) for h in index.get(k, ())))
     if not res:
         raise InternalEngineError(f"backward program reads {keys[0]}, which no node saved")
     return res

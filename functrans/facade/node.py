@@ -37,7 +37,7 @@ class OpInfo:
     """
     __slots__ = ("id", "name", "steps", "n_in", "out_slots", "slot_avals", "mask", "held",
                  "held_set", "out_float", "kind", "fn_cls", "bwd", "extra", "view", "plan",
-                 "n_slots")
+                 "n_slots", "cg_slots")
     _ids = itertools.count()
 
     def __init__(self, name, steps, n_in, out_slots, slot_avals, mask, kind="prim"):
@@ -50,6 +50,11 @@ class OpInfo:
         self.n_slots = len(self.slot_avals)
         self.mask = tuple(mask)
         self.out_float = tuple(slot_avals[s].dtype.kind in "fc" for s in out_slots)
+        # what a create_graph backward may read as saved: inputs, outputs (both connected
+        # to the graph) and integer/bool intermediates such as relu's mask (their
+        # derivative is zero, so a constant is exact); float intermediates are recomputed
+        self.cg_slots = frozenset(s for s, a in enumerate(self.slot_avals)
+                                  if s < n_in or s in self.out_slots or a.dtype.kind not in "fc")
         self.held = ()
         self.held_set = frozenset()
         self.kind = kind

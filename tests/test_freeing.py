@@ -1,0 +1,129 @@
+"""PyTorch's freeing semantics: a backward frees the values saved by the nodes it ran
+(unless retain_graph), and each op saves only what its backward reads."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import functrans as ft
+from functrans.facade.plumbing import FREED_MSG
+
+F = ft.nn.functional
+FREED = "Trying to backward through the graph a second time"
+
+
+def _fd(f, x, eps=1e-6):
+    """Central finite differences of a scalar function of a float64 array."""
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[i] = eps
+        g[i] = (f(x + d) - f(x - d)) / (2 * eps)
+    return g
+
+
+def _leaf(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return ft.tensor(rng.standard_normal(shape), requires_grad=True)
+
+
+def test_freed_msg_is_torchs():
+    assert FREED_MSG.startswith(FREED + " (or directly access saved tensors after they have "
+                                "already been freed).")
+
+
+def test_grad_frees_the_nodes_it_ran_even_when_a_producer_saved_the_value():
+    x = _leaf((4, 3))
+    h = x.exp()                       # ExpBackward0 saves h (its output)
+    loss = (h * h).sum()              # MulBackward0 saves h twice
+    g, = ft.autograd.grad(loss, h)
+    np.testing.assert_allclose(g.numpy(), 2 * np.exp(x.detach().numpy()))
+    with pytest.raises(RuntimeError, match=FREED):
+        loss.backward()
+
+
+def test_grad_keeps_the_values_of_paths_it_did_not_run():
+    a, b, c, d = (_leaf((3,), s) for s in range(4))
+    loss = (a * b).sum() + (c.exp() * d).sum()
+    ga, = ft.autograd.grad(loss, a)          # runs a*b only
+    np.testing.assert_allclose(ga.numpy(), b.detach().numpy())
+    gc_, = ft.autograd.grad(loss, c)         # c.exp() * d was not run: still saved
+    cv, dv = c.detach().numpy(), d.detach().numpy()
+    np.testing.assert_allclose(gc_.numpy(), _fd(lambda v: np.sum(np.exp(v) * dv), cv),
+                               rtol=1e-6, atol=1e-8)
+    with pytest.raises(RuntimeError, match=FREED):
+        ft.autograd.grad(loss, b)            # a*b ran (and was freed) in the first call
+    with pytest.raises(RuntimeError, match=FREED):
+        ft.autograd.grad(loss, d)
+
+
+def test_backward_inputs_frees_only_the_paths_to_inputs():
+    a, b, c = (_leaf((3,), s) for s in range(3))
+    loss = (a * b).sum() + (c * c).sum()
+    loss.backward(inputs=[a])
+    assert b.grad is None and c.grad is None
+    loss.backward(inputs=[c])
+    np.testing.assert_allclose(c.grad.numpy(), 2 * c.detach().numpy())
+    with pytest.raises(RuntimeError, match=FREED):
+        loss.backward(inputs=[b])
+
+
+def test_retain_graph_true_keeps_everything():
+    x = _leaf((4,))
+    h = x.exp()
+    loss = (h * h).sum()
+    ft.autograd.grad(loss, h, retain_graph=True)
+    loss.backward()
+    xv = x.detach().numpy()
+    np.testing.assert_allclose(x.grad.numpy(), _fd(lambda v: np.sum(np.exp(v) ** 2), xv),
+                               rtol=1e-6)
+
+
+def test_create_graph_retains_by_default_and_frees_with_retain_graph_false():
+    x = _leaf((4,))
+    h = x.exp()
+    loss = (h * h).sum()
+    g, = ft.autograd.grad(loss, h, create_graph=True)     # retain_graph defaults to True
+    loss.backward()
+    xv = x.detach().numpy()
+    np.testing.assert_allclose(x.grad.numpy(), _fd(lambda v: np.sum(np.exp(v) ** 2), xv),
+                               rtol=1e-6)
+    h2 = x.exp()
+    loss2 = (h2 * h2).sum()
+    ft.autograd.grad(loss2, h2, create_graph=True, retain_graph=False)
+    with pytest.raises(RuntimeError, match=FREED):
+        loss2.backward()
+
+
+def test_relu_keeps_its_mask_not_the_preactivation():
+    x = _leaf((16, 16))
+    pre = x * 2.0
+    data = weakref.ref(pre._data)
+    r = F.relu(pre)
+    report = ft.autograd.saved_tensors_report(r)
+    assert [(e["node"], e["what"], e["dtype"]) for e in report] == [
+        ("MulBackward0", "input 1", "float64"), ("ReluBackward0", "intermediate", "bool")]
+    del pre
+    gc.collect()
+    assert data() is None                      # the pre-activation's memory is back
+    loss = (r * r).sum()
+    loss.backward()
+    xv = x.detach().numpy()
+    np.testing.assert_allclose(x.grad.numpy(),
+                               _fd(lambda v: np.sum(np.maximum(2 * v, 0) ** 2), xv),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_relu_double_backward_from_the_mask():
+    x = _leaf((5,))
+    g, = ft.autograd.grad((F.relu(x) ** 3).sum(), x, create_graph=True)
+    gg, = ft.autograd.grad(g.sum(), x)
+    xv = x.detach().numpy()
+    np.testing.assert_allclose(g.detach().numpy(),
+                               _fd(lambda v: np.sum(np.maximum(v, 0) ** 3), xv), rtol=1e-6)
+    np.testing.assert_allclose(gg.numpy(),
+                               _fd(lambda v: np.sum(3 * np.maximum(v, 0) ** 2), xv),
+                               rtol=1e-6, atol=1e-8)

@@ -127,3 +127,72 @@ def test_relu_double_backward_from_the_mask():
     np.testing.assert_allclose(gg.numpy(),
                                _fd(lambda v: np.sum(3 * np.maximum(v, 0) ** 2), xv),
                                rtol=1e-6, atol=1e-8)
+
+
+_T = np.random.default_rng(7).random((6, 5)) * 0.8 + 0.1       # targets/probabilities
+_IDX = np.array([0, 1, 2, 3, 4, 0])
+# every ft.nn.functional op that records a node: (call, shapes of its float inputs)
+OPS = {
+    "relu": (lambda x: F.relu(x), [(6, 5)]),
+    "relu6": (lambda x: F.relu6(3 * x), [(6, 5)]),
+    "leaky_relu": (lambda x: F.leaky_relu(x, 0.1), [(6, 5)]),
+    "elu": (lambda x: F.elu(x), [(6, 5)]),
+    "gelu": (lambda x: F.gelu(x), [(6, 5)]),
+    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), [(6, 5)]),
+    "silu": (lambda x: F.silu(x), [(6, 5)]),
+    "sigmoid": (lambda x: F.sigmoid(x), [(6, 5)]),
+    "tanh": (lambda x: F.tanh(x), [(6, 5)]),
+    "softplus": (lambda x: F.softplus(x), [(6, 5)]),
+    "logsigmoid": (lambda x: F.logsigmoid(x), [(6, 5)]),
+    "hardtanh": (lambda x: F.hardtanh(x), [(6, 5)]),
+    "softmax": (lambda x: F.softmax(x, -1), [(6, 5)]),
+    "log_softmax": (lambda x: F.log_softmax(x, -1), [(6, 5)]),
+    "softmin": (lambda x: F.softmin(x, -1), [(6, 5)]),
+    "conv2d": (lambda x, w, b: F.conv2d(x, w, b, padding=1), [(2, 3, 5, 5), (4, 3, 3, 3), (4,)]),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 2), [(2, 3, 4, 4)]),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 2), [(2, 3, 4, 4)]),
+    "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, 2), [(2, 3, 4, 4)]),
+    "pad": (lambda x: F.pad(x, (1, 2)), [(2, 3, 4)]),
+    "linear": (lambda x, w, b: F.linear(x, w, b), [(6, 5), (3, 5), (3,)]),
+    "bilinear": (lambda a, b, w: F.bilinear(a, b, w), [(6, 3), (6, 4), (2, 3, 4)]),
+    "embedding": (lambda w: F.embedding(ft.tensor(_IDX), w), [(5, 3)]),
+    "mse_loss": (lambda x: F.mse_loss(x, ft.tensor(_T)), [(6, 5)]),
+    "l1_loss": (lambda x: F.l1_loss(x, ft.tensor(_T)), [(6, 5)]),
+    "smooth_l1_loss": (lambda x: F.smooth_l1_loss(x, ft.tensor(_T)), [(6, 5)]),
+    "huber_loss": (lambda x: F.huber_loss(x, ft.tensor(_T), delta=0.5), [(6, 5)]),
+    "nll_loss": (lambda x: F.nll_loss(x, ft.tensor(_IDX)), [(6, 5)]),
+    "cross_entropy": (lambda x: F.cross_entropy(x, ft.tensor(_IDX)), [(6, 5)]),
+    "binary_cross_entropy": (lambda x: F.binary_cross_entropy(x.sigmoid(), ft.tensor(_T)),
+                             [(6, 5)]),
+    "binary_cross_entropy_with_logits": (
+        lambda x: F.binary_cross_entropy_with_logits(x, ft.tensor(_T)), [(6, 5)]),
+    "kl_div": (lambda x: F.kl_div(x, ft.tensor(_T)), [(6, 5)]),
+    "normalize": (lambda x: F.normalize(x), [(6, 5)]),
+    "cosine_similarity": (lambda a, b: F.cosine_similarity(a, b), [(6, 5), (6, 5)]),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (5,), w, b), [(6, 5), (5,), (5,)]),
+    "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+                   [(6, 5), (5,), (5,)]),
+    "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), [(3, 4, 5), (4,), (4,)]),
+}
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_functional_ops_save_no_float_intermediate(name):
+    """Each op keeps alive only inputs, outputs and integer/bool intermediates; the
+    gradient (recomputing the float intermediates) matches finite differences."""
+    f, shapes = OPS[name]
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal(s) for s in shapes]
+    ts = [ft.tensor(x, requires_grad=True) for x in xs]
+    out = f(*ts)
+    w = rng.standard_normal(out.shape)
+    node = out.grad_fn
+    kept = [e for e in ft.autograd.saved_tensors_report(out) if e["node"] == node.name()]
+    assert not [e for e in kept if e["what"] == "intermediate" and e["dtype"].startswith("float")]
+    (out * ft.tensor(w)).sum().backward()
+    for i, x in enumerate(xs):
+        def scalar(v, i=i):
+            args = [ft.tensor(v if j == i else xs[j]) for j in range(len(xs))]
+            return float((f(*args) * ft.tensor(w)).sum())
+        np.testing.assert_allclose(ts[i].grad.numpy(), _fd(scalar, x), rtol=1e-5, atol=1e-7,
+                                   err_msg=f"{name}: input {i}")

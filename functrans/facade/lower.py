@@ -393,7 +393,8 @@ def _node_spec(info, create_graph):
     n = len(info.slot_avals)
     for s in range(n):
         spec.avals[("s", s)] = info.slot_avals[s]
-    spec.available = {("s", s) for s in range(n) if not create_graph or s in info.cg_slots}
+    readable = info.cg_slots if create_graph else info.bwd_slots
+    spec.available = {("s", s) for s in range(n) if s in readable}
     spec.nodes = [RNode(info, [("s", i) for i in range(info.n_in)],
                         [("s", s) for s in range(n)])]
     spec.args = [("s", i) for i in range(info.n_in) if info.mask[i]]

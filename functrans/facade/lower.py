@@ -366,8 +366,9 @@ def _key_aval(nodes, k):
 # per-signature analysis: which slots does an op's backward read?
 
 def analyze(info: OpInfo):
-    """Trace the backward of one node of this signature; set info.held (slots it reads,
-    also those the create_graph variant needs) and info.bwd (its own program)."""
+    """Trace the backward of one node of this signature from the slots it may read
+    (info.bwd_slots; info.cg_slots under create_graph); set info.held (the slots either
+    variant reads) and info.bwd (its own program)."""
     if info.kind != "prim":
         info.held, info.held_set = (), frozenset()
         return

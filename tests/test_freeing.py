@@ -196,3 +196,34 @@ def test_functional_ops_save_no_float_intermediate(name):
             return float((f(*args) * ft.tensor(w)).sum())
         np.testing.assert_allclose(ts[i].grad.numpy(), _fd(scalar, x), rtol=1e-5, atol=1e-7,
                                    err_msg=f"{name}: input {i}")
+
+
+@pytest.mark.parametrize("f, lo, hi", [(F.hardtanh, -1.0, 1.0), (F.relu6, 0.0, 6.0)])
+def test_hardtanh_keeps_a_mask_and_has_torchs_derivative_at_the_bounds(f, lo, hi):
+    x = ft.tensor([lo - 1, lo, (lo + hi) / 2, hi, hi + 1, float("nan")], requires_grad=True)
+    pre = x * 1.0
+    y = f(pre)
+    kept = [(e["what"], e["dtype"]) for e in ft.autograd.saved_tensors_report(y)
+            if e["node"] == "HardtanhBackward0"]
+    assert kept == [("intermediate", "bool")]
+    np.testing.assert_array_equal(y.detach().numpy(), [lo, lo, (lo + hi) / 2, hi, hi, np.nan])
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0, 0, 1, 0, 0, 0])   # 0 at the bounds
+
+
+def test_a_dropped_4mb_preactivation_is_freed():
+    lin = ft.nn.Linear(1024, 1024)
+    x = ft.randn(1, 1024)
+    pre = lin(x.expand(1024, 1024))
+    data = weakref.ref(pre._data)
+    assert pre._data.nbytes == 4 * 1024 * 1024
+    mask = pre.detach().numpy() > 0                    # a copy, for the expected gradient
+    out = ft.nn.ReLU()(pre).sum()
+    del pre
+    gc.collect()
+    assert data() is None
+    out.backward()
+    xs = np.broadcast_to(x.numpy(), (1024, 1024))
+    np.testing.assert_allclose(lin.weight.grad.numpy(), mask.T.astype(np.float32) @ xs,
+                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(lin.bias.grad.numpy(), mask.sum(0), rtol=1e-6)

@@ -373,7 +373,8 @@ class _Entry:
             info = OpInfo("CompiledFunctionBackward",
                           [Step(compiled_p, {"prog": self.prog}, range(n_in), outs)], n_in,
                           tuple(range(n_in, n_in + self.prog.n_out)),
-                          list(self.fwd.in_avals) + list(self.prog.out_avals), self.mask)
+                          list(self.fwd.in_avals) + list(self.prog.out_avals), self.mask,
+                          save_intermediates=True)       # its residuals
             lower.analyze(info)
             self.info = info
             _bump(self.stats, "compile_s", time.perf_counter() - t0)

@@ -104,6 +104,9 @@ def clear_cache():
 # running a backward call
 
 def _fetch_inputs(prog, nodes):
+    """The saved values the program reads. Every node holding one must still hold it: as in
+    torch, a node whose saved values an earlier backward freed cannot run again, even when
+    another node (its producer, say) also saved the same value."""
     vals = []
     for holders in prog.fetch:
         v = None
@@ -111,12 +114,12 @@ def _fetch_inputs(prog, nodes):
             n = nodes[p]
             nv = n.vals
             if nv is None:
-                continue
-            v = nv[s]
-            if v is not None:
-                if n.vers:
+                raise RuntimeError(FREED_MSG + f" (the values saved by {n.info.name} were "
+                                   "freed by an earlier backward)")
+            if v is None:
+                v = nv[s]
+                if v is not None and n.vers:
                     _check_version(n, s)
-                break
         if v is None:
             n = nodes[holders[0][0]]
             raise RuntimeError(FREED_MSG + f" (the values saved by {n.info.name} were freed by "

@@ -322,8 +322,7 @@ def make_spec(nodes, pos, targets, root_keys, hooked, retained, fns, create_grap
         sk = list(in_keys_all[p]) + [(p, s) for s in range(info.n_in, len(info.slot_avals))]
         for s, k in enumerate(sk):
             avals.setdefault(k, info.slot_avals[s])
-            if s in info.held_set and (not create_graph or s < info.n_in
-                                       or s in info.out_slots):
+            if s in info.held_set and (not create_graph or s in info.cg_slots):
                 spec.available.add(k)
         spec.nodes.append(RNode(info, in_keys_all[p], sk, fslot.get(p, -1), p))
         for j, s in enumerate(info.out_slots):
@@ -367,8 +366,9 @@ def _key_aval(nodes, k):
 # per-signature analysis: which slots does an op's backward read?
 
 def analyze(info: OpInfo):
-    """Trace the backward of one node of this signature; set info.held (slots it reads,
-    also those the create_graph variant needs) and info.bwd (its own program)."""
+    """Trace the backward of one node of this signature from the slots it may read
+    (info.bwd_slots; info.cg_slots under create_graph); set info.held (the slots either
+    variant reads) and info.bwd (its own program)."""
     if info.kind != "prim":
         info.held, info.held_set = (), frozenset()
         return
@@ -394,8 +394,8 @@ def _node_spec(info, create_graph):
     n = len(info.slot_avals)
     for s in range(n):
         spec.avals[("s", s)] = info.slot_avals[s]
-    io = set(range(info.n_in)) | set(info.out_slots)
-    spec.available = {("s", s) for s in range(n) if not create_graph or s in io}
+    readable = info.cg_slots if create_graph else info.bwd_slots
+    spec.available = {("s", s) for s in range(n) if s in readable}
     spec.nodes = [RNode(info, [("s", i) for i in range(info.n_in)],
                         [("s", s) for s in range(n)])]
     spec.args = [("s", i) for i in range(info.n_in) if info.mask[i]]

@@ -37,10 +37,11 @@ class OpInfo:
     """
     __slots__ = ("id", "name", "steps", "n_in", "out_slots", "slot_avals", "mask", "held",
                  "held_set", "out_float", "kind", "fn_cls", "bwd", "extra", "view", "plan",
-                 "n_slots")
+                 "n_slots", "cg_slots", "bwd_slots")
     _ids = itertools.count()
 
-    def __init__(self, name, steps, n_in, out_slots, slot_avals, mask, kind="prim"):
+    def __init__(self, name, steps, n_in, out_slots, slot_avals, mask, kind="prim",
+                 save_intermediates=False):
         self.id = next(OpInfo._ids)
         self.name = name
         self.steps = tuple(steps)
@@ -50,6 +51,15 @@ class OpInfo:
         self.n_slots = len(self.slot_avals)
         self.mask = tuple(mask)
         self.out_float = tuple(slot_avals[s].dtype.kind in "fc" for s in out_slots)
+        # what a backward may read as saved: inputs, outputs (both connected to the graph)
+        # and integer/bool intermediates such as relu's mask (their derivative is zero, so
+        # a constant is exact); float intermediates are recomputed from them, as torch's
+        # formulas do (so an op keeps alive no more than its inputs and outputs), except
+        # where the op's own residuals are meant to be saved (save_intermediates: ft.compile)
+        # and then never under create_graph (a saved float would be a constant there)
+        self.cg_slots = frozenset(s for s, a in enumerate(self.slot_avals)
+                                  if s < n_in or s in self.out_slots or a.dtype.kind not in "fc")
+        self.bwd_slots = frozenset(range(self.n_slots)) if save_intermediates else self.cg_slots
         self.held = ()
         self.held_set = frozenset()
         self.kind = kind

@@ -42,7 +42,7 @@ def relu_(input):
 
 
 def _relu6_fn(x):
-    return fnp.clip(x, 0.0, 6.0)
+    return _hardtanh_fn(x, lo=0.0, hi=6.0)
 
 
 def relu6(input, inplace=False):
@@ -133,7 +133,9 @@ def logsigmoid(input):
 
 
 def _hardtanh_fn(x, *, lo, hi):
-    return fnp.clip(x, lo, hi)
+    """clip(x, lo, hi) with torch's derivative (1 strictly inside (lo, hi), else 0), so its
+    backward reads only that bool mask."""
+    return fnp.where((x > lo) & (x < hi), x, fnp.stop_gradient(fnp.clip(x, lo, hi)))
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):

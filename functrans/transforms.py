@@ -195,7 +195,9 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             ans, vjp_fn, aux = _vjp(f_partial, diff, True, fun, extra, argnums_t)
         else:
             ans, vjp_fn = _vjp(f_partial, diff, False, fun, extra, argnums_t)
-        out_aval = get_aval(ans) if not isinstance(ans, (tuple, list, dict)) else None
+        out_leaves, out_tree = tree_util.tree_flatten(ans)   # a registered node (a Tensor)
+        out_aval = (get_aval(out_leaves[0]) if len(out_leaves) == 1
+                    and not isinstance(ans, (tuple, list, dict)) else None)   # is one array
         if out_aval is None or out_aval.shape != ():
             shape = out_aval.shape if out_aval is not None else type(ans).__name__
             raise TypeError(f"Gradient only defined for scalar-output functions. Output had "
@@ -203,7 +205,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
         if not is_float(out_aval):
             raise TypeError(f"grad requires real-valued outputs (output dtype that is a "
                             f"sub-dtype of np.floating), but got {out_aval.dtype.name}")
-        g = vjp_fn(np.ones((), out_aval.dtype))
+        g = vjp_fn(out_tree.unflatten([np.ones((), out_aval.dtype)]))
         g = g[0] if int_argnums else g
         return ((ans, aux), g) if has_aux else (ans, g)
     return vg

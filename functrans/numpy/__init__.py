@@ -5,16 +5,12 @@ NumPy broadcasting and dtype promotion, with JAX's weak typing for Python scalar
 Operands may be objects with JAX's `__jax_array__()` protocol (an ft.Tensor): the
 functions take their values and return arrays (or traced values).
 """
-import functools as _functools
 import types as _types
 
-import numpy as _np
-
 from .. import core
-from ..tree_util import tree_map as _tree_map
 from functrans.primitives.misc import stop_gradient as _stop_gradient
 from ._promotion import (  # noqa: F401
-    _promote_float, array, asarray, astype, bool_, broadcast_shapes, complex128, complex64,
+    _promote_float, _takes_array_likes, array, asarray, astype, bool_, broadcast_shapes, complex128, complex64,
     complexfloating, concat, concatenate, dtype, e, expand_dims, finfo, float16, float32,
     float64, floating, iinfo, inexact, inf, int16, int32, int64, int8, integer, issubdtype,
     nan, ndarray, newaxis, number, pi, ravel, reshape, result_type, stack, uint16, uint32,
@@ -72,43 +68,8 @@ _install_tracer_ops()
 stop_gradient = _stop_gradient
 
 
-def _plain(x, like):
-    """x, or the array behind an object with __jax_array__ (in a list or tuple too); such
-    objects are collected in `like`."""
-    if type(x) in (list, tuple):
-        return type(x)(_plain(v, like) for v in x)
-    f = getattr(x, "__jax_array__", None)
-    if f is None:
-        return x
-    like.append(x)
-    return f()
-
-
-def _takes_array_likes(fn):
-    """fn on `__jax_array__` operands: it runs on their arrays, and its array results are
-    wrapped by the first such operand's __array_wrap__ (as NumPy's ufuncs wrap theirs).
-    Costs a type check per positional argument when there are none."""
-    @_functools.wraps(fn)
-    def f(*args, **kwargs):
-        for a in args:
-            t = type(a)
-            if t is not _np.ndarray and t not in _PLAIN and not isinstance(a, core.Tracer):
-                like = []
-                out = fn(*[_plain(v, like) for v in args],
-                         **{k: _plain(v, like) for k, v in kwargs.items()})
-                return _wrap_like(like[0], out) if like else out
-        return fn(*args, **kwargs)
-    return f
-
-
-def _wrap_like(obj, out):
-    wrap = obj.__array_wrap__
-    return _tree_map(lambda o: wrap(o) if isinstance(o, (_np.ndarray, _np.generic, core.Tracer))
-                     else o, out)
-
-
-_PLAIN = {float, int, bool, complex, str, type(None), _np.dtype}
-for _name, _fn in list(globals().items()):
-    if isinstance(_fn, _types.FunctionType) and not _name.startswith("_"):
+for _name, _fn in list(globals().items()):       # (the elementwise ones take them already)
+    if isinstance(_fn, _types.FunctionType) and not _name.startswith("_") and not getattr(
+            _fn, "takes_array_likes", False):
         globals()[_name] = _takes_array_likes(_fn)
 linalg.norm = staticmethod(_takes_array_likes(linalg.norm))

@@ -330,3 +330,24 @@ def test_repr_of_a_tensor_inside_a_transformation_shows_the_traced_value():
     seen = []
     ft.jit(lambda t: seen.append(repr(t)) or t * 2)(ft.ones(2))
     assert seen == ["Tensor(Traced<f32[2]>with<JaxprTrace>)"]
+
+
+def test_loops_custom_vjp_and_stop_gradient_take_tensors():
+    g = ft.grad(lambda x: ft.lax.fori_loop(0, 3, lambda i, c: c * x, x).sum())(T(X))
+    assert type(g) is ft.Tensor
+    np.testing.assert_allclose(num(g), 4 * X ** 3, rtol=1e-12)
+    a = np.array([1.0, 2.0])
+    g = ft.grad(lambda x: ft.lax.while_loop(lambda c: c.sum() < 10, lambda c: c * 2, x,
+                                            max_iters=5).sum())(T(a))
+    np.testing.assert_allclose(num(g), [4.0, 4.0])              # two doublings
+
+    @ft.custom_vjp
+    def f(x):
+        return x * 2
+    f.defvjp(lambda x: (x * 2, None), lambda r, ct: (ct * 3,))
+    g = ft.grad(lambda x: f(x).sum())(T(a))
+    assert type(g) is ft.Tensor
+    np.testing.assert_allclose(num(g), [3.0, 3.0])
+    s = ft.stop_gradient(T(a))
+    assert type(s) is ft.Tensor
+    np.testing.assert_allclose(num(ft.grad(lambda x: (ft.stop_gradient(x) * x).sum())(T(a))), a)

@@ -351,3 +351,17 @@ def test_loops_custom_vjp_and_stop_gradient_take_tensors():
     s = ft.stop_gradient(T(a))
     assert type(s) is ft.Tensor
     np.testing.assert_allclose(num(ft.grad(lambda x: (ft.stop_gradient(x) * x).sum())(T(a))), a)
+
+
+def test_index_and_boolean_methods_on_traced_tensors():
+    t = T(X2)
+    for f in (lambda x: x.argmax(), lambda x: x.argmax(1), lambda x: x.argmin(0, keepdim=True),
+              lambda x: x.argmax(keepdim=True), lambda x: (x > 0).all(), lambda x: (x > 0).any(1),
+              lambda x: (x > 0).logical_not(), lambda x: (x > 0).logical_and(x < 1),
+              lambda x: (x > 0).logical_xor(x < 1)):
+        want = f(t)
+        got = ft.jit(f)(t)
+        assert type(got) is ft.Tensor and got.dtype == want.dtype
+        np.testing.assert_array_equal(num(got), num(want))
+    per_row = ft.vmap(lambda r: r.argmax())(t)
+    np.testing.assert_array_equal(num(per_row), X2.argmax(1))

@@ -365,3 +365,22 @@ def test_index_and_boolean_methods_on_traced_tensors():
         np.testing.assert_array_equal(num(got), num(want))
     per_row = ft.vmap(lambda r: r.argmax())(t)
     np.testing.assert_array_equal(num(per_row), X2.argmax(1))
+
+
+def test_what_plain_tracing_refuses_names_the_tensor_and_the_fix():
+    class Double(ft.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+    with pytest.raises(FunctransError, match=r"Tensor holding a traced value .* Double\.apply "
+                                             r".* ft\.custom_vjp"):
+        ft.grad(lambda t: Double.apply(t).sum())(T(X))
+    with pytest.raises(FunctransError, match="boolean mask .* ft.where"):
+        ft.jit(lambda t: t[t > 0].sum())(T(X))
+    x = T(X).requires_grad_()                   # eager, on concrete data: as before
+    Double.apply(x).sum().backward()
+    np.testing.assert_allclose(num(x.grad), [2.0, 2.0, 2.0])

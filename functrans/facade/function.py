@@ -164,9 +164,9 @@ class Function(metaclass=_FunctionMeta):
             raise TypeError("Function.apply does not take keyword arguments")
         if any(isinstance(a, Tensor) and isinstance(a._data, Tracer) for a in args):
             traced_hooks().refuse(
-                f"autograd.Function {cls.__name__}.apply inside the compiled function",
-                "call it outside the compiled function, or write it with differentiable "
-                "tensor ops")
+                f"autograd.Function {cls.__name__}.apply inside the compiled (or transformed) "
+                "function", "call it outside, or write it with differentiable tensor ops "
+                "(inside ft.grad & co, ft.custom_vjp defines a derivative)")
         ctx = FunctionCtx()
         object.__setattr__(ctx, "_fn_name", cls.__name__)
         tensor_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]

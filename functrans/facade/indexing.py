@@ -40,8 +40,8 @@ def _split_index(idx):
         if isinstance(it, Tracer):          # a traced index array (ft.compile capture)
             if it.dtype == np.bool_ or it.dtype.kind not in "iu":
                 traced_hooks().refuse(
-                    "indexing with a boolean mask computed inside the compiled function (its "
-                    "result has a data-dependent shape)", "use ft.where(mask, x, 0) or "
+                    "indexing with a boolean mask computed inside the compiled (or transformed) "
+                    "function (its result has a data-dependent shape)", "use ft.where(mask, x, 0) or "
                     "masked_fill")
             template.append(_Arr(len(arrays)))
             arrays.append(it.astype(np.int64) if it.dtype != np.int64 else it)

@@ -182,9 +182,9 @@ class Tensor(TensorInfo):
         if not self._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if isinstance(self._data, Tracer):
-            traced_hooks().refuse("retain_grad() on a tensor computed inside the compiled "
-                              "function", "call retain_grad() on a tensor the compiled function "
-                              "returns, outside it")
+            traced_hooks().refuse("retain_grad() on a tensor computed inside the compiled (or "
+                                  "transformed) function", "call retain_grad() on a tensor the "
+                                  "function returns, outside it")
         fn = self._grad_fn
         if fn is None:
             return

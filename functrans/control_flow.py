@@ -41,6 +41,12 @@ def _flat_fun(fun, in_tree, cast=None):
     return f, store
 
 
+def _one_leaf(x):
+    """The array of a scalar argument given as a pytree of one leaf (an ft.Tensor)."""
+    leaves = tree_util.tree_leaves(x)
+    return leaves[0] if len(leaves) == 1 else x
+
+
 def _leaves(tree):
     """Flat leaves, Python scalars kept as they are (their avals are weakly typed)."""
     leaves, treedef = tree_util.tree_flatten(tree)
@@ -83,6 +89,7 @@ def _avals_str(avals):
 # cond and switch
 
 def _branch_index(index):
+    index = _one_leaf(index)
     aval = get_aval(index)
     if aval.shape != ():
         raise TypeError(f"switch index must be a scalar, got {aval.str_short()}")
@@ -140,6 +147,7 @@ def cond(pred, true_fun, false_fun, *operands):
     """true_fun(*operands) if pred else false_fun(*operands), as one primitive.
 
     Both branches are traced; under vmap with a batched pred both run and select picks."""
+    pred = _one_leaf(pred)
     aval = get_aval(pred)
     if aval.shape != ():
         raise TypeError(f"Pred must be a scalar, got {aval.str_short()}; use fnp.where for "
@@ -218,7 +226,7 @@ def while_loop(cond_fun, body_fun, init_val, max_iters=None):
     body, body_consts, carry = _trace_loop(step, carry, tree, [], "body_fun")
     c_avals = [get_aval(x) for x in carry]
     cond_closed, cond_consts = _trace_flat(
-        lambda *c: [cond_fun(tree_util.tree_unflatten(tree, list(c)))], c_avals)
+        lambda *c: [_one_leaf(cond_fun(tree_util.tree_unflatten(tree, list(c))))], c_avals)
     pred = cond_closed.out_avals
     if pred[0].shape != () or pred[0].dtype != np.bool_:
         raise TypeError(f"cond_fun must return a boolean scalar, but got output type "

@@ -4,23 +4,19 @@ functional transformations (ft.grad, ft.vmap, ft.hessian, ft.jit, ...) apply to 
 `functional_call(module, params, args)` swaps the given values in for the module's
 parameters and buffers for one call. Given arrays or traced values, the module's layers run
 as functrans.numpy code (nn.functional's functional path), which every transformation
-understands; given Tensors, it is an ordinary recorded facade call. The wrappers `grad`,
-`grad_and_value`, `vjp`, `jvp`, `jacrev`, `jacfwd`, `hessian` and `vmap` take and return
-Tensors (torch.func's calling convention) around the transformations of the same name.
+understands; given Tensors, it is an ordinary facade call (recorded on concrete data,
+traced on the traced data a transformation hands in). `grad`, `grad_and_value`, `vjp`,
+`jvp`, `jacrev`, `jacfwd`, `hessian` and `vmap` are ft's transformations under torch.func's
+names and argument names (Tensors are pytree nodes, so all of them take Tensors).
 See docs/facade.md for exactly which facade code composes with the transformations.
 """
 from __future__ import annotations
 
 import contextlib
 
-import numpy as np
-
 from . import transforms as _tr
 from . import batching as _batching
-from .core import Tracer
-from .facade import capture_state, ops
-from .facade.tensor import Tensor
-from .tree_util import tree_map
+from .facade import ops
 
 __all__ = ["functional_call", "stack_module_state", "grad", "grad_and_value", "vjp", "jvp",
            "jacrev", "jacfwd", "hessian", "vmap"]
@@ -137,98 +133,66 @@ def stack_module_state(models):
 
 
 # ---------------------------------------------------------------------------
-# torch.func-style transformations: Tensors in and out
+# torch.func's names for the transformations: Tensors are pytree nodes, so ft.grad & co
+# take and return them; these only translate torch's argument names and conventions
 
 
-def _to_arrays(tree):
-    return tree_map(lambda x: _array(x) if isinstance(x, Tensor) else x, tree)
-
-
-def _array(t):
-    d = t._data
-    return d
-
-
-def _to_tensors(tree):
-    def conv(x):
-        if isinstance(x, Tracer):
-            cap = capture_state.active()           # ft.compile's capture, if any
-            return x if cap is None else cap.hooks.as_tensor(x)
-        if isinstance(x, Tensor):
-            return x
-        if isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__cuda_array_interface__"):
-            return Tensor._make(np.asarray(x) if isinstance(x, np.generic) else x)
-        return x
-    return tree_map(conv, tree)
-
-
-def _raw_outputs(f):
-    """f with Tensor results turned into their arrays (the transformations need arrays)."""
-    def g(*args, **kwargs):
-        return _to_arrays(f(*args, **kwargs))
-    return g
+def _only(name, arg, value, supported):
+    if value != supported:
+        raise NotImplementedError(f"ft.func.{name}: {arg}={value!r} is not supported (only "
+                                  f"{supported!r})")
 
 
 def grad(func, argnums=0, has_aux=False):
-    """torch.func.grad: the gradient of a scalar func w.r.t. argument(s) argnums, as Tensors."""
-    g = _tr.grad(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
-    return lambda *args, **kwargs: _to_tensors(g(*_to_arrays(args), **kwargs))
+    """torch.func.grad: ft.grad."""
+    return _tr.grad(func, argnums=argnums, has_aux=has_aux)
 
 
 def grad_and_value(func, argnums=0, has_aux=False):
-    """torch.func.grad_and_value: (gradient, value) -- note torch's order."""
-    vg = _tr.value_and_grad(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
+    """torch.func.grad_and_value: (gradient, value) -- torch's order; ft.value_and_grad."""
+    vg = _tr.value_and_grad(func, argnums=argnums, has_aux=has_aux)
 
     def wrapped(*args, **kwargs):
-        value, g = vg(*_to_arrays(args), **kwargs)
-        return _to_tensors(g), _to_tensors(value)
+        value, g = vg(*args, **kwargs)
+        return g, value
     return wrapped
 
 
 def vjp(func, *primals, has_aux=False):
-    """torch.func.vjp: (output, vjp_fn), vjp_fn(cotangents) -> tuple of Tensors."""
-    res = _tr.vjp(_raw_outputs(func), *_to_arrays(primals), has_aux=has_aux)
-    out, fn = res[0], res[1]
+    """torch.func.vjp: (output, vjp_fn[, aux]); vjp_fn(cotangents) -> tuple (ft.vjp)."""
+    res = _tr.vjp(func, *primals, has_aux=has_aux)
 
     def vjp_fn(*cts):
-        ct = cts[0] if len(cts) == 1 else cts
-        return _to_tensors(fn(_to_arrays(ct)))
-    if has_aux:
-        return _to_tensors(out), vjp_fn, _to_tensors(res[2])
-    return _to_tensors(out), vjp_fn
+        return res[1](cts[0] if len(cts) == 1 else cts)
+    return (res[0], vjp_fn) + tuple(res[2:])
 
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
-    """torch.func.jvp: (output, jvp_out)."""
-    if has_aux:
-        raise NotImplementedError("ft.func.jvp(has_aux=True) is not supported")
-    out, t = _tr.jvp(_raw_outputs(func), tuple(_to_arrays(tuple(primals))),
-                     tuple(_to_arrays(tuple(tangents))))
-    return _to_tensors(out), _to_tensors(t)
+    """torch.func.jvp: (output, jvp_out[, aux]) (ft.jvp)."""
+    _only("jvp", "strict", strict, False)
+    return _tr.jvp(func, tuple(primals), tuple(tangents), has_aux=has_aux)
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
-    """torch.func.jacrev: the Jacobian by reverse mode, as Tensors."""
-    j = _tr.jacrev(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
-    return lambda *args: _to_tensors(j(*_to_arrays(args)))
+    """torch.func.jacrev: ft.jacrev."""
+    _only("jacrev", "chunk_size", chunk_size, None)
+    return _tr.jacrev(func, argnums=argnums, has_aux=has_aux)
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
-    """torch.func.jacfwd: the Jacobian by forward mode, as Tensors."""
-    j = _tr.jacfwd(_raw_outputs(func), argnums=argnums, has_aux=has_aux)
-    return lambda *args: _to_tensors(j(*_to_arrays(args)))
+    """torch.func.jacfwd: ft.jacfwd."""
+    _only("jacfwd", "randomness", randomness, "error")
+    return _tr.jacfwd(func, argnums=argnums, has_aux=has_aux)
 
 
 def hessian(func, argnums=0):
-    """torch.func.hessian: jacfwd(jacrev(func)), as Tensors."""
-    h = _tr.hessian(_raw_outputs(func), argnums=argnums)
-    return lambda *args: _to_tensors(h(*_to_arrays(args)))
+    """torch.func.hessian: ft.hessian."""
+    return _tr.hessian(func, argnums=argnums)
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
-    """torch.func.vmap: func mapped over axis in_dims of its inputs, as Tensors.
-    randomness='error' (the only mode): dropout in training mode raises under vmap."""
-    if randomness != "error":
-        raise NotImplementedError("ft.func.vmap supports randomness='error' only")
-    v = _batching.vmap(_raw_outputs(func), in_axes=in_dims, out_axes=out_dims)
-    return lambda *args: _to_tensors(v(*_to_arrays(args)))
+    """torch.func.vmap: ft.vmap with torch's names (in_dims, out_dims). randomness='error'
+    (the only mode): dropout in training mode raises under vmap."""
+    _only("vmap", "randomness", randomness, "error")
+    _only("vmap", "chunk_size", chunk_size, None)
+    return _batching.vmap(func, in_axes=in_dims, out_axes=out_dims)

@@ -15,7 +15,7 @@ from . import numpy as fnp
 from . import tree_util
 from .ad import PartialVal, _tangent_aval, is_float, jvp_flat, partial_eval_flat
 from .batching import vmap
-from .core import FunctransError, canonicalize, full_lower, get_aval
+from .core import FunctransError, Tracer, canonicalize, full_lower, get_aval
 from .primitives import elementwise as ew
 from .primitives.base import instantiate, zeros
 from .reverse import recorded_value, vjp_flat
@@ -195,7 +195,13 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             ans, vjp_fn, aux = _vjp(f_partial, diff, True, fun, extra, argnums_t)
         else:
             ans, vjp_fn = _vjp(f_partial, diff, False, fun, extra, argnums_t)
-        out_aval = get_aval(ans) if not isinstance(ans, (tuple, list, dict)) else None
+        if type(ans) is np.ndarray or isinstance(ans, (np.generic, Tracer)):
+            leaf, out_tree = ans, None
+        else:                                   # a registered node around one array (a Tensor)
+            out_leaves, out_tree = tree_util.tree_flatten(ans)
+            leaf = out_leaves[0] if len(out_leaves) == 1 and not isinstance(
+                ans, (tuple, list, dict)) else None
+        out_aval = None if leaf is None else get_aval(leaf)
         if out_aval is None or out_aval.shape != ():
             shape = out_aval.shape if out_aval is not None else type(ans).__name__
             raise TypeError(f"Gradient only defined for scalar-output functions. Output had "
@@ -203,7 +209,8 @@ def value_and_grad(fun, argnums=0, has_aux=False):
         if not is_float(out_aval):
             raise TypeError(f"grad requires real-valued outputs (output dtype that is a "
                             f"sub-dtype of np.floating), but got {out_aval.dtype.name}")
-        g = vjp_fn(np.ones((), out_aval.dtype))
+        ct = np.ones((), out_aval.dtype)
+        g = vjp_fn(ct if out_tree is None else out_tree.unflatten([ct]))
         g = g[0] if int_argnums else g
         return ((ans, aux), g) if has_aux else (ans, g)
     return vg

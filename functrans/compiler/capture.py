@@ -30,16 +30,15 @@ from ..facade.capture_state import active as _active, current as _current
 from ..facade.grad_mode import STATE as GS
 from ..facade.inplace import _rebase
 from ..facade.node import HookDict, add_hook, edge_of
-from ..facade.ops import eval_jaxpr_facade
+from ..facade.ops import eval_jaxpr_facade, is_tensor
 from ..facade.record import info_for, make_node, vc_of
-from ..facade.tensor import Tensor, _composite_info, wrap
+from ..facade.tensor import Tensor, _composite_info, bind_broadcast, wrap
 from ..higher_order.jit import compile_jaxpr, jit_p
 from ..nn.modules import module as M
 from ..nn.modules.hooks import BackwardHook, _flat_tensors
 from ..runtime import device_of
 from ..tracing import JaxprBuilder
 from ..primitives import elementwise as ew
-from ..primitives import shape as sh
 from ..primitives.base import defprim, instantiate, zeros
 from ..primitives.misc import stop_gradient_p
 
@@ -487,17 +486,8 @@ class _CaptureHooks:
     def refuse(what, fix):
         _refuse(what, fix)
 
-    @staticmethod
-    def bind(prim, params, args):
-        """An elementwise facade op on traced data (NumPy broadcasting made explicit)."""
-        shapes = [np.shape(a) for a in args]
-        if len(set(shapes)) > 1:
-            shape = np.broadcast_shapes(*shapes)
-            nd = len(shape)
-            args = [a if np.shape(a) in ((), shape) else sh.broadcast_in_dim(
-                a, shape=shape, broadcast_dimensions=tuple(range(nd - np.ndim(a), nd)))
-                for a in args]
-        return prim.bind(*args, **params)
+    records = True              # facade ops on traced data record autograd nodes
+    bind = staticmethod(bind_broadcast)
 
     @staticmethod
     def as_tensor(x):
@@ -708,7 +698,7 @@ def _call_module_traced(module, args, kwargs):
 
 
 def _emit_forward_hooks(module, kind, hooks, parts):
-    leaves, tree = tree_util.tree_flatten(parts)
+    leaves, tree = tree_util.tree_flatten(parts, is_leaf=is_tensor)
     template, vals = [], []
     for x in leaves:
         if isinstance(x, Tensor):

@@ -48,6 +48,7 @@ from ..facade import dtypes as D
 from ..facade.capture_state import _tls, active as _active
 from ..facade.grad_mode import STATE as GS
 from ..facade.node import OpInfo, Step
+from ..facade.ops import is_tensor
 from ..facade.record import make_node, vc_of
 from ..facade.tensor import Tensor, wrap
 from ..higher_order.jit import compile_jaxpr
@@ -501,10 +502,11 @@ class CompiledFunction:
             leaves = list(args)            # the common case: a few tensors
             tree = self._flat_trees.get(len(args))
             if tree is None:
-                tree = self._flat_trees[len(args)] = tree_util.tree_flatten((args, {}))[1]
+                tree = self._flat_trees[len(args)] = tree_util.tree_flatten(
+                    (args, {}), is_leaf=is_tensor)[1]       # Tensors stay leaves here
             tree_key = len(args)           # (cheaper to hash than the treedef)
         else:
-            leaves, tree = tree_util.tree_flatten((args, kwargs))
+            leaves, tree = tree_util.tree_flatten((args, kwargs), is_leaf=is_tensor)
             tree_key = tree
         sig, arg_mods = [], []
         first = {}
@@ -616,10 +618,10 @@ class CompiledFunction:
         for i, a in enumerate(args):
             base = (f"argument '{self._params[i]}'" if i < len(self._params)
                     else f"argument {i}")
-            n = len(tree_util.tree_leaves(a))
+            n = len(tree_util.tree_leaves(a, is_leaf=is_tensor))
             names += [base] if n == 1 else [f"{base} leaf {k}" for k in range(n)]
         for k in sorted(kwargs or {}):
-            n = len(tree_util.tree_leaves(kwargs[k]))
+            n = len(tree_util.tree_leaves(kwargs[k], is_leaf=is_tensor))
             names += [f"keyword {k!r}"] if n == 1 else [f"keyword {k!r} leaf {j}"
                                                         for j in range(n)]
         return names
@@ -707,7 +709,7 @@ class CompiledFunction:
     def _finish(self, cap, entry, out, ctx):
         """Outputs, mutations, checks; then the forward jaxpr."""
         Module = _module_types()
-        out_leaves, entry.out_tree = tree_util.tree_flatten(out)
+        out_leaves, entry.out_tree = tree_util.tree_flatten(out, is_leaf=is_tensor)
         out_tracers = []
         for x in out_leaves:
             if isinstance(x, Tensor):

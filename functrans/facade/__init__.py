@@ -11,7 +11,7 @@ from .tensor import Size, Tensor  # noqa: F401
 from .tensor_info import result_type  # noqa: F401
 # the modules above tensor.py that define Tensor methods install them on the class when
 # imported (`Tensor.name = fn` at their module level): importing them here installs them all
-from . import methods, shape_methods, inplace, indexing, api  # noqa: F401,E402
+from . import methods, shape_methods, inplace, indexing, api, numpy_interop  # noqa: F401,E402
 from . import ops as _ops
 from .creation import (Generator, arange, as_tensor, bernoulli, default_generator, device,  # noqa: F401
                        empty, empty_like, eye, from_numpy, full, full_like, initial_seed,

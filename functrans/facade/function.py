@@ -18,12 +18,12 @@ import math
 import numpy as np
 
 from ..core import FunctransError, ShapedArray, Tracer
-from . import capture_state, engine
+from . import engine
 from .grad_mode import STATE as GS
 from .grad_mode import enable_grad, no_grad
 from .node import Node, OpInfo, edge_of, user_frame
 from .record import ANOMALY, INFERENCE, INFERENCE_SAVE_MSG, _forward_stack, vc_of
-from .tensor import Tensor, wrap
+from .tensor import Tensor, traced_hooks, wrap
 
 SAVED_FREED_MSG = engine.FREED_MSG
 
@@ -163,10 +163,10 @@ class Function(metaclass=_FunctionMeta):
         if kwargs:
             raise TypeError("Function.apply does not take keyword arguments")
         if any(isinstance(a, Tensor) and isinstance(a._data, Tracer) for a in args):
-            capture_state.current().hooks.refuse(
-                f"autograd.Function {cls.__name__}.apply inside the compiled function",
-                "call it outside the compiled function, or write it with differentiable "
-                "tensor ops")
+            traced_hooks().refuse(
+                f"autograd.Function {cls.__name__}.apply inside the compiled (or transformed) "
+                "function", "call it outside, or write it with differentiable tensor ops "
+                "(inside ft.grad & co, ft.custom_vjp defines a derivative)")
         ctx = FunctionCtx()
         object.__setattr__(ctx, "_fn_name", cls.__name__)
         tensor_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]

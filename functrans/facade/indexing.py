@@ -10,10 +10,9 @@ import numpy as np
 
 from .. import numpy as fnp
 from ..core import Tracer
-from . import capture_state
 from .grad_mode import STATE as GS
 from .inplace import _check_inplace, inplace
-from .tensor import Tensor, apply_fn, static, wrap
+from .tensor import Tensor, apply_fn, static, traced_hooks, wrap
 
 
 class _Arr:
@@ -40,9 +39,9 @@ def _split_index(idx):
             it = it._data
         if isinstance(it, Tracer):          # a traced index array (ft.compile capture)
             if it.dtype == np.bool_ or it.dtype.kind not in "iu":
-                capture_state.current().hooks.refuse(
-                    "indexing with a boolean mask computed inside the compiled function (its "
-                    "result has a data-dependent shape)", "use ft.where(mask, x, 0) or "
+                traced_hooks().refuse(
+                    "indexing with a boolean mask computed inside the compiled (or transformed) "
+                    "function (its result has a data-dependent shape)", "use ft.where(mask, x, 0) or "
                     "masked_fill")
             template.append(_Arr(len(arrays)))
             arrays.append(it.astype(np.int64) if it.dtype != np.int64 else it)

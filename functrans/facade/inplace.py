@@ -11,10 +11,10 @@ import numpy as np
 
 from .. import numpy as fnp
 from ..core import Tracer
-from . import capture_state, creation
+from . import creation
 from .record import INFERENCE, vc_of
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
-                     _capture_concrete_update, apply_fn, binary, wrap)
+                     _capture_concrete_update, apply_fn, binary, traced_hooks, wrap)
 from .methods import DIV, MUL, add, addcdiv, addcmul, lerp, sub
 
 T = Tensor
@@ -45,8 +45,8 @@ def inplace(self, name, compute):
     recording = GS.enabled
     _check_inplace(self, recording)
     res = compute()
-    if isinstance(self._data, Tracer) or isinstance(res._data, Tracer):   # ft.compile capture
-        return capture_state.current().hooks.inplace(self, name, res)
+    if isinstance(self._data, Tracer) or isinstance(res._data, Tracer):   # traced data
+        return traced_hooks().inplace(self, name, res)
     node = res._grad_fn
     data = self._data
     if node is not None:
@@ -176,9 +176,14 @@ def _fast(self, *others):
     return True
 
 
+def _untraced(o):
+    """o (a Tensor or a number) holds no traced value, so NumPy may write it in place."""
+    return not isinstance(o._data if isinstance(o, Tensor) else o, Tracer)
+
+
 def _ufunc_inplace(ufunc, name, method):
     def f(self, other, **kw):
-        if not kw and _fast(self, other) and type(self._data) is np.ndarray:
+        if not kw and _fast(self, other) and type(self._data) is np.ndarray and _untraced(other):
             o = other._data if isinstance(other, Tensor) else other
             if not np.can_cast(np.result_type(self._data, o), self._data.dtype, "same_kind"):
                 _write(self._data, np.asarray(ufunc(self._data, o)))
@@ -202,7 +207,7 @@ T.__itruediv__ = T.div_
 
 
 def _add_alpha_(self, other, *, alpha=1):
-    if _fast(self, other) and type(self._data) is np.ndarray:
+    if _fast(self, other) and type(self._data) is np.ndarray and _untraced(other):
         o = other._data if isinstance(other, Tensor) else other
         if alpha != 1:
             o = np.multiply(o, alpha)
@@ -287,7 +292,7 @@ def _fill_fn(x, v):
 
 
 def fill_(self, value):
-    if _fast(self, value) and not isinstance(self._data, Tracer):
+    if _fast(self, value) and not isinstance(self._data, Tracer) and _untraced(value):
         self._data[...] = value._data if isinstance(value, Tensor) else value
         self._bump("fill_")
         return self

@@ -11,6 +11,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import numpy as fnp
+from ..core import Tracer
 from ..nn import functions as nnf
 from functrans.primitives import elementwise as ew
 from . import dtypes as D
@@ -121,14 +122,29 @@ _NOT = EOp("not", ew.not_p, float_only=False)
 T.__invert__ = T.bitwise_not = T.logical_not = _invert
 
 
+def _fnp_call(fn, *args):
+    """fn(*args) of functrans.numpy as a facade op with no derivative (traced data)."""
+    return apply_fn(fn.__name__, fn, args)
+
+
 def logical_not(self):
+    if isinstance(self._data, Tracer):
+        return _fnp_call(fnp.logical_not, self)
     return wrap(np.logical_not(self._data))
 
 
+def _logical(np_fn, fnp_fn):
+    def f(self, o):
+        if isinstance(self._data, Tracer) or isinstance(getattr(o, "_data", None), Tracer):
+            return _fnp_call(fnp_fn, self, o)
+        return wrap(np_fn(self._data, _arr(o)))
+    return f
+
+
 T.logical_not = logical_not
-T.logical_and = lambda self, o: wrap(np.logical_and(self._data, _arr(o)))
-T.logical_or = lambda self, o: wrap(np.logical_or(self._data, _arr(o)))
-T.logical_xor = lambda self, o: wrap(np.logical_xor(self._data, _arr(o)))
+T.logical_and = _logical(np.logical_and, fnp.logical_and)
+T.logical_or = _logical(np.logical_or, fnp.logical_or)
+T.logical_xor = _logical(np.logical_xor, fnp.logical_xor)
 
 
 def _arr(o):
@@ -568,8 +584,32 @@ def amin(self, dim=(), keepdim=False):
                     static(axis=axis, keepdims=keepdim, which="min"))
 
 
+def _argidx_fn(x, axis, keepdims, which):
+    f = fnp.argmax if which == "max" else fnp.argmin
+    if axis is None:
+        i = f(fnp.reshape(x, (-1,)))
+        return fnp.astype(fnp.reshape(i, (1,) * x.ndim) if keepdims else i, np.int64)
+    return fnp.astype(f(x, axis=axis, keepdims=keepdims), np.int64)
+
+
+def _all_any_fn(x, axis, keepdims, which):
+    return (fnp.all if which == "all" else fnp.any)(x, axis=axis, keepdims=keepdims)
+
+
+def _all_any(self, which, dim=None, keepdim=False):
+    if isinstance(self._data, Tracer):
+        return apply_fn(which, _all_any_fn, (self,), static(axis=dim, keepdims=keepdim,
+                                                           which=which))
+    f = np.all if which == "all" else np.any
+    return wrap(np.asarray(f(self._data, axis=dim, keepdims=keepdim)))
+
+
 def _argfn(self, which, dim=None, keepdim=False):
     x = self._data
+    if isinstance(x, Tracer):
+        return apply_fn("arg" + which, _argidx_fn, (self,), static(
+            axis=None if dim is None else dim % builtins.max(x.ndim, 1), keepdims=keepdim,
+            which=which))
     f = np.argmax if which == "max" else np.argmin
     if dim is None:
         r = f(x.reshape(-1))
@@ -627,10 +667,8 @@ T.cumsum = lambda self, dim, *, dtype=None: apply_fn(
 T.cumprod = lambda self, dim, *, dtype=None: apply_fn(
     "CumprodBackward0", _cumprod_fn, (self if dtype is None else self.to(dtype),),
     static(axis=dim % builtins.max(self.ndim, 1)))
-T.all = lambda self, dim=None, keepdim=False: wrap(np.asarray(np.all(self._data, axis=dim,
-                                                                     keepdims=keepdim)))
-T.any = lambda self, dim=None, keepdim=False: wrap(np.asarray(np.any(self._data, axis=dim,
-                                                                     keepdims=keepdim)))
+T.all = lambda self, dim=None, keepdim=False: _all_any(self, "all", dim, keepdim)
+T.any = lambda self, dim=None, keepdim=False: _all_any(self, "any", dim, keepdim)
 T.count_nonzero = lambda self, dim=None: wrap(np.asarray(np.count_nonzero(self._data, axis=dim),
                                                          np.int64))
 

@@ -7,14 +7,13 @@ import numpy as np
 
 from .. import numpy as fnp
 from ..core import ShapedArray, Tracer, Var, array_module, run_eqns
-from . import capture_state
 from .tensor_info import result_type
 from .grad_mode import STATE as GS
 from . import plumbing
 from .node import OpInfo, Step
 from .record import info_for, make_node, _SIGS
 from .lower import analyze
-from .tensor import Tensor, apply_fn, static, tensor, wrap
+from .tensor import Tensor, apply_fn, static, tensor, traced_hooks, wrap
 from . import methods as M
 
 # ---------------------------------------------------------------------------
@@ -54,14 +53,17 @@ def apply_prim(prim, params, args):
                                                     tensors=True))
     arrays = [a._data if isinstance(a, Tensor) else a for a in args]
     traced = any(isinstance(a, Tracer) for a in arrays)
-    if traced:                          # traced data (ft.compile capture): bind, not run
+    rec = GS.enabled
+    if traced:                          # traced data: bind, not run
+        h = traced_hooks()
+        rec = rec and h.records
         out = prim.bind(*arrays, **params)
         outs = [wrap(o) for o in (out if prim.multiple_results else [out])]
     else:
         out = prim.impl(array_module(*arrays), *arrays, **params)
         outs = out if prim.multiple_results else [out]
         outs = [wrap(o if type(o) is np.ndarray else np.asarray(o)) for o in outs]
-    if GS.enabled and any(isinstance(a, Tensor) and a._requires_grad for a in args) and any(
+    if rec and any(isinstance(a, Tensor) and a._requires_grad for a in args) and any(
             o._data.dtype.kind in "fc" for o in outs):
         mask = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
         avals = tuple(ShapedArray(np.shape(a), np.asarray(a).dtype if not hasattr(a, "dtype")
@@ -80,7 +82,7 @@ def apply_prim(prim, params, args):
             info = info_for(key, build) if pkey is not None else _uncached(build)
         make_node(info, args, [*arrays, *[o._data for o in outs]], outs)
     if traced:
-        capture_state.current().hooks.after_op(args, outs)
+        h.after_op(args, outs)
     return outs if prim.multiple_results else outs[0]
 
 

@@ -16,8 +16,12 @@ import weakref
 
 import numpy as np
 
-from ..core import ShapedArray, Tracer, _thread_state as _TS, array_module, check_dtype
+from ..core import (FunctransError, ShapedArray, Tracer, _thread_state as _TS, array_module,
+                    check_dtype)
+from ..tree_util import register_pytree_node
 from functrans.primitives import elementwise as ew
+from functrans.primitives import shape as sh
+from functrans.primitives.misc import stop_gradient_p
 from . import capture_state
 from . import dtypes as D
 from . import grad_mode
@@ -77,8 +81,7 @@ class Tensor(TensorInfo):
     _accum = None        # AccumulateGrad of a leaf that requires grad
     _hooks = None        # hooks of a leaf
     _flags = 0           # INFERENCE
-    __array_priority__ = 1000
-    __array_ufunc__ = None          # NumPy defers binary operators to the Tensor
+    __array_priority__ = 1000       # __array_ufunc__: numpy_interop.py
 
     def __new__(cls, *args, **kwargs):
         return _new(cls)
@@ -99,6 +102,12 @@ class Tensor(TensorInfo):
             self.requires_grad_(True)
 
     _make = staticmethod(wrap)
+
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        """A result computed from this tensor's values by NumPy or functrans.numpy, as a
+        Tensor without history (torch's convention)."""
+        return wrap(array if type(array) is _ndarray or isinstance(array, Tracer)
+                    else _asarray(array))
 
     # ------------------------------------------------------------------ autograd state
     @property
@@ -173,9 +182,9 @@ class Tensor(TensorInfo):
         if not self._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if isinstance(self._data, Tracer):
-            _capture().refuse("retain_grad() on a tensor computed inside the compiled "
-                              "function", "call retain_grad() on a tensor the compiled function "
-                              "returns, outside it")
+            traced_hooks().refuse("retain_grad() on a tensor computed inside the compiled (or "
+                                  "transformed) function", "call retain_grad() on a tensor the "
+                                  "function returns, outside it")
         fn = self._grad_fn
         if fn is None:
             return
@@ -215,8 +224,8 @@ class Tensor(TensorInfo):
         tensor replaces it. Returns a handle with .remove()."""
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        if isinstance(self._data, Tracer):           # ft.compile capture
-            return _capture().register_hook(self, hook)
+        if isinstance(self._data, Tracer):           # traced data
+            return traced_hooks().register_hook(self, hook)
         fn = self._grad_fn
         if fn is None:
             if self._hooks is None:
@@ -245,7 +254,7 @@ class Tensor(TensorInfo):
     def detach(self):
         """A tensor sharing storage and version counter, cut from the graph."""
         if type(self._data) is not _ndarray and isinstance(self._data, Tracer):
-            return _capture().detached_alias(self)                # ft.compile capture
+            return traced_hooks().detached_alias(self)                # traced data
         t = wrap(self._data)
         t._vc = vc_of(self)
         t._base = self._base if self._base is not None else None
@@ -259,13 +268,13 @@ class Tensor(TensorInfo):
         self._out_nr = 0
         self._requires_grad = False
         if type(self._data) is not _ndarray and isinstance(self._data, Tracer):
-            self._data = _capture().stop_gradient(self._data)     # ft.compile capture
+            self._data = traced_hooks().stop_gradient(self._data)     # traced data
         return self
 
     @property
     def data(self):
         if type(self._data) is not _ndarray and isinstance(self._data, Tracer):
-            return _capture().detached_alias(self)                # ft.compile capture
+            return traced_hooks().detached_alias(self)                # traced data
         t = wrap(self._data)
         return t
 
@@ -485,14 +494,17 @@ def unary(a, op):
     if op.float_only and x.dtype.kind not in "fc":
         x = x.astype(D.get_default_dtype())
     traced = type(x) is not _ndarray and isinstance(x, Tracer)
-    if traced:                      # ft.compile capture: the op is traced, not run
-        out = _capture().bind(op.prim, op.params, (x,))
+    rec = GS.enabled
+    if traced:                      # traced data: the op is bound, not run
+        h = traced_hooks()
+        out = h.bind(op.prim, op.params, (x,))
+        rec = rec and h.records
     else:
         out = op.impl(np if type(x) is _ndarray else array_module(x), x)
     if type(out) is not _ndarray:
         out = _as_array(out)
     t = wrap(out)
-    if a._requires_grad and GS.enabled and op.differentiable:
+    if a._requires_grad and rec and op.differentiable:
         key = (x.shape, x.dtype)
         info = op.cache.get(key)
         if info is None:
@@ -500,7 +512,7 @@ def unary(a, op):
                 op.name, op.prim, op.params, [ShapedArray(x.shape, x.dtype)], (True,), x.dtype))
         make_node(info, (a,), [x, out], (t,))
     if traced:
-        _capture().after_op((a,), (t,))
+        h.after_op((a,), (t,))
     return t
 
 
@@ -542,8 +554,11 @@ def binary(a, b, op, reverse=False):
         y0 = y
         if y.dtype != dt:
             y = y.astype(dt)
-    if traced:                      # ft.compile capture: the op is traced, not run
-        out = _capture().bind(op.prim, op.params, (y, x) if reverse else (x, y))
+    rec = GS.enabled
+    if traced:                      # traced data: the op is bound, not run
+        h = traced_hooks()
+        out = h.bind(op.prim, op.params, (y, x) if reverse else (x, y))
+        rec = rec and h.records
     else:
         xp = np if type(x) is _ndarray else array_module(x)
         out = op.impl(xp, y, x) if reverse else op.impl(xp, x, y)
@@ -551,7 +566,7 @@ def binary(a, b, op, reverse=False):
             out = _as_array(out)
     t = wrap(out)
     ra = a._requires_grad
-    if (ra or rb) and GS.enabled and op.differentiable:
+    if (ra or rb) and rec and op.differentiable:
         if reverse:
             p, q = y0, x0
             key = (q.shape, p.shape, q.dtype, p.dtype, ra, rb, True)
@@ -573,7 +588,7 @@ def binary(a, b, op, reverse=False):
             vals[0], vals[1], vals[-1] = p, q, out
         make_node(info, (b, a) if reverse else (a, b), vals, (t,))
     if traced:
-        _capture().after_op((a, b), (t,))
+        h.after_op((a, b), (t,))
     return t
 
 
@@ -623,7 +638,7 @@ def apply_fn(name, fn, args, static=(), view=False):
     if comp is None:
         comp = _COMPOSITES[key] = _trace_composite(fn, static, _avals_of(args, arrays))
     if not cpu and any(isinstance(d, Tracer) for d in arrays):
-        return _capture().apply_composite(name, comp, args, arrays, view)
+        return traced_hooks().apply_composite(name, comp, args, arrays, view)
     vals = comp.evaluate(np if cpu else array_module(*arrays), arrays, view)
     outs = []
     for s in comp.out_slots:
@@ -663,9 +678,86 @@ def _capture_grad_access(t):
                          "read or set .grad outside it")
 
 
-def _capture():
-    """ft.compile's capture hooks, reached only when a Tensor holds traced data."""
-    return capture_state.current().hooks
+def traced_hooks():
+    """What a facade op does with a Tensor holding traced data: ft.compile's capture hooks
+    inside a capture (capture_state), else plain tracing (`TRACING`)."""
+    cap = capture_state.active()
+    return TRACING if cap is None else cap.hooks
+
+
+
+def bind_broadcast(prim, params, args):
+    """An elementwise primitive bound on traced data (NumPy broadcasting made explicit)."""
+    shapes = [np.shape(a) for a in args]
+    if len(set(shapes)) > 1:
+        shape = np.broadcast_shapes(*shapes)
+        nd = len(shape)
+        args = [a if np.shape(a) in ((), shape) else sh.broadcast_in_dim(
+            a, shape=shape, broadcast_dimensions=tuple(range(nd - np.ndim(a), nd)))
+            for a in args]
+    return prim.bind(*args, **params)
+
+
+class PlainTracing:
+    """Tensor ops on traced data outside ft.compile (a Tensor handed to a function by ft.grad,
+    ft.vmap, ft.jit, ...): every op binds its primitives, the results are Tensors around the
+    traced values, and no autograd node is recorded (the transformation differentiates)."""
+    records = False
+    bind = staticmethod(bind_broadcast)
+
+    @staticmethod
+    def refuse(what, fix):
+        raise FunctransError(f"a Tensor holding a traced value (inside ft.grad, ft.vmap, ft.jit "
+                             f"or another transformation) cannot be used for {what}; {fix}.")
+
+    @staticmethod
+    def after_op(args, outs):
+        pass
+
+    @staticmethod
+    def stop_gradient(x):
+        return stop_gradient_p.bind(x)
+
+    @staticmethod
+    def detached_alias(t):
+        """detach() / .data: the value with no derivative (as torch.func treats detach)."""
+        return wrap(stop_gradient_p.bind(t._data))
+
+    @staticmethod
+    def register_hook(t, hook):
+        PlainTracing.refuse("register_hook", "use ft.custom_vjp to change a derivative inside "
+                            "a transformation")
+
+    @staticmethod
+    def apply_composite(name, comp, args, arrays, view):
+        vals = list(arrays) + [None] * (len(comp.slot_avals) - comp.n_in)
+        for st in comp.steps:
+            ins = [vals[r] if type(r) is int else r.val for r in st.refs]
+            out = st.prim.bind(*ins, **st.params)
+            for o, v in zip(st.outs, out if st.prim.multiple_results else [out]):
+                vals[o] = v
+        outs = [wrap(vals[s]) for s in comp.out_slots]
+        return outs[0] if comp.out_tree is None else tuple(outs)
+
+    @staticmethod
+    def inplace(t, name, res):
+        """An in-place op on traced data: the Tensor takes the new value (functionally)."""
+        data, out = t._data, res._data
+        if not isinstance(data, Tracer):
+            PlainTracing.refuse(f"in-place {name} writing a traced value into a Tensor that "
+                                "is not an input of the transformation (a module buffer or a "
+                                "global)", "pass it as an argument, or use the out-of-place op")
+        if np.shape(out) != data.shape:
+            raise RuntimeError(f"output with shape {list(data.shape)} doesn't match the "
+                               f"broadcast shape {list(np.shape(out))}")
+        if out.dtype != data.dtype:
+            out = ew.convert_element_type(out, new_dtype=data.dtype, weak_type=False)
+        t._data = out
+        t._bump(name)
+        return t
+
+
+TRACING = PlainTracing()
 
 
 def _avals_of(args, arrays):
@@ -760,3 +852,31 @@ def _convert(t, dtype):
 def _astype(x, dtype):
     return ew.convert_element_type(x, new_dtype=dtype, weak_type=False)
 
+
+
+# ---------------------------------------------------------------------------
+# Tensor as a pytree node: every transformation takes and returns Tensors
+
+def _tensor_children(t):
+    return (t._data,), None
+
+
+def _tensor_from(aux, children):
+    """A Tensor (no history) around the leaf. A leaf that is itself a Tensor or a container
+    (a Jacobian's block per input) is returned as is: the Tensor node dissolves into it."""
+    x = children[0]
+    if isinstance(x, Tracer):
+        cap = capture_state.active()      # ft.compile: its own values come out detached
+        if cap is not None:
+            x = cap.hooks.as_tensor(x)
+            if isinstance(x, Tensor):
+                return x
+        return wrap(x)
+    if type(x) is _ndarray or isinstance(x, (np.generic, *_PYSCALARS, complex)) or hasattr(
+            x, "__cuda_array_interface__"):
+        return wrap(_asarray(x) if not hasattr(x, "__cuda_array_interface__") else x)
+    return x
+
+
+TENSOR_PYTREE = (_tensor_children, _tensor_from)
+register_pytree_node(Tensor, *TENSOR_PYTREE)

@@ -6,6 +6,7 @@ import builtins
 
 import numpy as np
 
+from ..core import Tracer
 from . import dtypes as D
 from .grad_mode import STATE as GS
 from .placement import device_of
@@ -13,6 +14,12 @@ from .placement import device_of
 _ndarray = np.ndarray
 NUMPY_GRAD_MSG = ("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                   "instead.")
+TRACED_NUMPY_MSG = ("a Tensor holding a traced value (inside ft.grad, ft.vmap, ft.jit or another "
+                    "transformation) cannot be converted to a NumPy array; use Tensor methods, "
+                    "ft functions or functrans.numpy, which trace")
+FNP_GRAD_MSG = ("functrans.numpy functions take a Tensor's value and record no autograd history, "
+                "and this Tensor requires grad. Use Tensor methods (recorded), tensor.detach(), "
+                "or differentiate with ft.grad / ft.func.functional_call.")
 
 
 class TensorInfo:
@@ -131,10 +138,20 @@ class TensorInfo:
     def __array__(self, dtype=None, copy=None):
         if self._requires_grad:
             raise RuntimeError(NUMPY_GRAD_MSG)
+        if isinstance(self._data, Tracer):
+            raise TypeError(TRACED_NUMPY_MSG)
         a = _host(self._data)
         return a if dtype is None else a.astype(dtype)
 
+    def __jax_array__(self):
+        """The array or traced value behind the tensor (functrans.numpy's operand protocol)."""
+        if self._requires_grad:
+            raise RuntimeError(FNP_GRAD_MSG)
+        return self._data
+
     def __repr__(self):
+        if isinstance(self._data, Tracer):      # inside a transformation: the traced value
+            return f"Tensor({self._data!r})"
         return _format(self)
 
     __str__ = __repr__

@@ -2,11 +2,15 @@
 
 NumPy broadcasting and dtype promotion, with JAX's weak typing for Python scalars
 (`x * 2` keeps x's float32); float32 is the default float and float64 is available.
+Operands may be objects with JAX's `__jax_array__()` protocol (an ft.Tensor): the
+functions take their values and return arrays (or traced values).
 """
+import types as _types
+
 from .. import core
 from functrans.primitives.misc import stop_gradient as _stop_gradient
 from ._promotion import (  # noqa: F401
-    _promote_float, array, asarray, astype, bool_, broadcast_shapes, complex128, complex64,
+    _promote_float, _takes_array_likes, array, asarray, astype, bool_, broadcast_shapes, complex128, complex64,
     complexfloating, concat, concatenate, dtype, e, expand_dims, finfo, float16, float32,
     float64, floating, iinfo, inexact, inf, int16, int32, int64, int8, integer, issubdtype,
     nan, ndarray, newaxis, number, pi, ravel, reshape, result_type, stack, uint16, uint32,
@@ -62,3 +66,10 @@ def _install_tracer_ops():
 
 _install_tracer_ops()
 stop_gradient = _stop_gradient
+
+
+for _name, _fn in list(globals().items()):       # (the elementwise ones take them already)
+    if isinstance(_fn, _types.FunctionType) and not _name.startswith("_") and not getattr(
+            _fn, "takes_array_likes", False):
+        globals()[_name] = _takes_array_likes(_fn)
+linalg.norm = staticmethod(_takes_array_likes(linalg.norm))

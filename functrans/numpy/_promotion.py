@@ -6,12 +6,14 @@ values with them.
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 
 import numpy as _np
 
 from .. import core
 from ..core import Tracer, get_aval, is_python_scalar
+from ..tree_util import tree_map
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
 
@@ -35,6 +37,55 @@ _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 def _is_array(x):
     return isinstance(x, (Tracer, _np.ndarray, _np.generic)) or hasattr(x, "__cuda_array_interface__")
+
+
+# ---------------------------------------------------------------------------
+# operands with JAX's __jax_array__ protocol (an ft.Tensor)
+
+
+class ArrayLikeOperand(Exception):
+    """Raised by the promotion's general path on an `__jax_array__` operand, so that the
+    elementwise functions take such operands at no cost to their fast paths."""
+
+
+def _plain(x, like):
+    """x, or the array behind an object with __jax_array__ (in a list or tuple too); such
+    objects are collected in `like`."""
+    if type(x) in (list, tuple):
+        return type(x)(_plain(v, like) for v in x)
+    f = getattr(x, "__jax_array__", None)
+    if f is None:
+        return x
+    like.append(x)
+    return f()
+
+
+def call_on_values(fn, args, kwargs):
+    """fn on the arrays behind `__jax_array__` operands; its array results are wrapped by
+    the first such operand's __array_wrap__ (as NumPy's ufuncs wrap theirs)."""
+    like = []
+    out = fn(*[_plain(v, like) for v in args], **{k: _plain(v, like) for k, v in kwargs.items()})
+    if not like:
+        return out
+    wrap = like[0].__array_wrap__
+    return tree_map(lambda o: wrap(o) if isinstance(o, (_np.ndarray, _np.generic, Tracer))
+                    else o, out)
+
+
+_PLAIN = {float, int, bool, complex, str, type(None), _np.dtype}
+
+
+def _takes_array_likes(fn):
+    """fn taking `__jax_array__` operands (call_on_values); a type check per positional
+    argument when there are none."""
+    @functools.wraps(fn)
+    def f(*args, **kwargs):
+        for a in args:
+            t = type(a)
+            if t is not _np.ndarray and t not in _PLAIN and not isinstance(a, Tracer):
+                return call_on_values(fn, args, kwargs)
+        return fn(*args, **kwargs)
+    return f
 
 
 # ---------------------------------------------------------------------------
@@ -183,6 +234,9 @@ def _promote_args(name, *args, dtype_kinds=None):
         elif (ta is float or ta is int) and b_arr:
             if b.dtype.kind in "fc" and not getattr(b, "weak_type", False):
                 return [_np.asarray(a, b.dtype), b]
+    for a in args:
+        if hasattr(a, "__jax_array__"):
+            raise ArrayLikeOperand
     args = [asarray(a) if isinstance(a, (list, tuple)) else a for a in args]
     dt, _ = result_type(*args)
     shape = broadcast_shapes(*[_shape(a) for a in args], name=name) if len(args) > 1 \
@@ -207,8 +261,12 @@ def _unary_float(prim_bind):
     def f(x):
         if (type(x) is _np.ndarray or isinstance(x, Tracer)) and x.dtype.kind in "fc":
             return prim_bind(x)         # already floating: nothing to promote
-        (x,) = _promote_float(x)
-        return prim_bind(x)
+        try:
+            (x1,) = _promote_float(x)
+        except ArrayLikeOperand:
+            return call_on_values(f, (x,), {})
+        return prim_bind(x1)
+    f.takes_array_likes = True
     return f
 
 
@@ -216,8 +274,12 @@ def _binary(prim_bind, floats=False):
     name = getattr(getattr(prim_bind, "__self__", None), "name", "")   # for error messages
 
     def f(x, y):
-        x, y = _promote_float(x, y, name=name) if floats else _promote_args(name, x, y)
-        return prim_bind(x, y)
+        try:
+            x1, y1 = _promote_float(x, y, name=name) if floats else _promote_args(name, x, y)
+        except ArrayLikeOperand:
+            return call_on_values(f, (x, y), {})
+        return prim_bind(x1, y1)
+    f.takes_array_likes = True
     return f
 
 

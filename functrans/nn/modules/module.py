@@ -17,10 +17,11 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 
 from ...facade import capture_state
+from ...tree_util import register_pytree_node
 from ...facade import dtypes as D
 from ...facade.grad_mode import no_grad
 from ...facade.node import HookDict, RemovableHandle
-from ...facade.tensor import Tensor
+from ...facade.tensor import TENSOR_PYTREE, Tensor
 from ...optim.optimizer import _zero_grad
 from .hooks import (BackwardHook, _global_backward_hooks, _global_forward_hooks,
                     _global_forward_pre_hooks)
@@ -71,6 +72,9 @@ class Parameter(Tensor):
         out = type(self)(self.detach().clone(), self.requires_grad)
         memo[id(self)] = out
         return out
+
+
+register_pytree_node(Parameter, *TENSOR_PYTREE)     # a pytree node as Tensor is
 
 
 class Buffer(Tensor):

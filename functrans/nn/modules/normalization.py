@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import functional as F
 from .. import init
-from ...facade import capture_state
+from ...facade.tensor import traced_hooks
 from ...facade.grad_mode import no_grad
 from ...facade.tensor import Tensor
 from ._factory import empty, full
@@ -130,7 +130,7 @@ class _BatchNorm(Module):
                 and isinstance(nbt, F.Tracer) and isinstance(self.num_batches_tracked, Tensor)):
             # ft.compile capture: the counter is a traced buffer, updated functionally
             if self.momentum is None:
-                capture_state.current().hooks.refuse(
+                traced_hooks().refuse(
                     "BatchNorm with momentum=None (its factor 1/count reads "
                     "num_batches_tracked as a Python number)", "give BatchNorm a momentum")
             count = nbt

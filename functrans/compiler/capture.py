@@ -223,12 +223,7 @@ def _tensor_hook_lin_jvp(primals, tangents, *, ref):
 
 
 def _tensor_hook_run(xp, ct, *, ref):
-    g = wrap(ct)
-    for fn in list(ref.obj.values()):
-        r = fn(g)
-        if r is not None:
-            g = plumbing._check_hook_result(r, g)
-    return g._data
+    return plumbing.run_tensor_hooks(wrap(ct), ref.obj)._data
 
 
 # x -> x in the forward; its tangent goes through tensor_hook_lin, whose transpose calls

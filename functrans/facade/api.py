@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import engine
-from .plumbing import _check_hook_result
+from .plumbing import run_tensor_hooks
 from .grad_mode import STATE as GS
 from .record import ANOMALY
 from .tensor import Tensor, wrap
@@ -69,10 +69,7 @@ def _leaf_hooks(t, g, create_graph):
     if hooks:
         if not isinstance(g, Tensor):
             g = wrap(g)
-        for fn in list(hooks.values()):
-            r = fn(g)
-            if r is not None:
-                g = _check_hook_result(r, g)
+        g = run_tensor_hooks(g, hooks)
     return g
 
 

@@ -102,13 +102,7 @@ def _params_key(params):
 
 
 def _hooks_on_tensor(g, slot):
-    run = plumbing._current_run()
-    for hooks in run.hooks[slot]:
-        for fn in list(hooks.values()):
-            r = fn(g)
-            if r is not None:
-                g = plumbing._check_hook_result(r, g)
-    return g
+    return plumbing.run_tensor_hooks(g, *plumbing._current_run().hooks[slot])
 
 
 def eval_jaxpr_facade(prog, nodes, vals, root_cts):

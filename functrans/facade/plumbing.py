@@ -111,15 +111,21 @@ tap_p = defprim("facade_tap", lambda xp, x, **p: x, _same, jvp=_tap_jvp,
                 transpose=_tap_transpose, memo=False)
 
 
-def _hook_call_impl(xp, ct, *, slot):
-    run = _current_run()
-    g = run.wrap(ct)
-    for hooks in run.hooks[slot]:
+def run_tensor_hooks(g, *hook_dicts):
+    """Run tensor hooks on the gradient g, dict after dict, in order (torch's semantics: a
+    hook returning a Tensor replaces the gradient, None keeps it); the one loop every caller
+    of tensor hooks uses."""
+    for hooks in hook_dicts:
         for fn in list(hooks.values()):
             r = fn(g)
             if r is not None:
                 g = _check_hook_result(r, g)
-    return g._data
+    return g
+
+
+def _hook_call_impl(xp, ct, *, slot):
+    run = _current_run()
+    return run_tensor_hooks(run.wrap(ct), *run.hooks[slot])._data
 
 
 def _check_hook_result(r, g):

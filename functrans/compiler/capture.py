@@ -1,5 +1,6 @@
-"""ft.compile's capture: the compiled-call primitive, hooks inside compiled code, and the
-hooks the facade calls when a Tensor holds traced data.
+"""ft.compile's capture: the compiled-call primitive, hooks inside compiled code (their
+primitives are declared in facade/plumbing.py), and the hooks the facade calls when a
+Tensor holds traced data.
 
 `compiled_p` runs the known half of the linearization of a captured forward (the forward
 plus its residuals, split by partial evaluation of its JVP); its JVP rule hands the saved
@@ -25,12 +26,14 @@ from .. import passes, tree_util
 from ..ad import jvp_jaxpr, partial_eval_jaxpr
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, ShapedArray,
                    Tracer, Var, Zero, eval_jaxpr, short_dtype)
-from ..facade import creation, engine, plumbing
+from ..facade import creation, engine
 from ..facade.capture_state import active as _active, current as _current
 from ..facade.grad_mode import STATE as GS
 from ..facade.inplace import _rebase
 from ..facade.node import HookDict, add_hook, edge_of
 from ..facade.ops import eval_jaxpr_facade, is_tensor
+from ..facade.plumbing import (HostRef, module_bwd_hook_p, module_hook_p,
+                               tensor_hook_p)
 from ..facade.record import info_for, make_node, vc_of
 from ..facade.tensor import Tensor, _composite_info, bind_broadcast, wrap
 from ..higher_order.jit import compile_jaxpr, jit_p
@@ -190,119 +193,6 @@ def _compiled_batch(vals, dims, *, prog):
 
 compiled_p = defprim("compiled", _compiled_impl, _compiled_abstract, multiple_results=True,
                      jvp=_compiled_jvp, batch=_compiled_batch, memo=False)
-
-
-# ---------------------------------------------------------------------------
-# hooks inside compiled code: identity primitives whose transposes call back to Python
-
-
-class _Ref:
-    """A host object carried in a primitive's params (hashed and compared by identity)."""
-    __slots__ = ("obj", "label", "__weakref__")
-
-    def __init__(self, obj, label):
-        self.obj, self.label = obj, label
-
-    def __repr__(self):
-        return self.label
-
-
-def _same(x, **params):
-    return x
-
-
-def _tensor_hook_jvp(primals, tangents, *, ref):
-    t = tangents[0]
-    return primals[0], t if type(t) is Zero else tensor_hook_lin_p.bind(t, ref=ref)
-
-
-def _tensor_hook_lin_jvp(primals, tangents, *, ref):
-    t = tangents[0]
-    return (tensor_hook_lin_p.bind(primals[0], ref=ref),
-            t if type(t) is Zero else tensor_hook_lin_p.bind(t, ref=ref))
-
-
-def _tensor_hook_run(xp, ct, *, ref):
-    return plumbing.run_tensor_hooks(wrap(ct), ref.obj)._data
-
-
-# x -> x in the forward; its tangent goes through tensor_hook_lin, whose transpose calls
-# the hooks registered on the tensor (a host callback in the backward program)
-tensor_hook_p = defprim("tensor_hook", lambda xp, x, **p: x, _same, jvp=_tensor_hook_jvp,
-                        memo=False)
-tensor_hook_lin_p = defprim(
-    "tensor_hook_linear", lambda xp, x, **p: x, _same, jvp=_tensor_hook_lin_jvp,
-    transpose=lambda ct, x, *, ref: [tensor_hook_call_p.bind(instantiate(ct), ref=ref)],
-    memo=False)
-tensor_hook_call_p = defprim("tensor_hook_call", _tensor_hook_run, _same, effectful=True,
-                             memo=False)
-
-
-def _bhook_abstract(*avals, **params):
-    return list(avals)
-
-
-def _bhook_jvp(primals, tangents, *, ref, side):
-    outs = module_bwd_hook_p.bind(*primals, ref=ref, side=side)
-    if all(type(t) is Zero for t in tangents):
-        return outs, list(tangents)
-    ts = module_bwd_hook_lin_p.bind(*[instantiate(t) for t in tangents], ref=ref, side=side)
-    return outs, list(ts)
-
-
-def _bhook_transpose(cts, *args, ref, side):
-    cts = [instantiate(c) if type(c) is Zero else c for c in cts]
-    return list(module_bwd_hook_call_p.bind(*cts, ref=ref, side=side))
-
-
-def _bhook_run(xp, *cts, ref, side):
-    state = ref.obj
-    grads = [wrap(c) for c in cts]
-    if side == "output":
-        new = state.on_grad_output(grads)
-    else:
-        new = state.on_grad_input(grads)
-        state.grad_outputs = None            # one backward pass consumed it
-    res = []
-    for g, c in zip(new, cts):
-        if g is None:
-            res.append(np.zeros_like(c))
-            continue
-        a = g._data if isinstance(g, Tensor) else np.asarray(g)
-        if a.shape != c.shape:
-            raise RuntimeError(f"backward hook of {type(state.module).__name__} returned a "
-                               f"gradient of shape {tuple(a.shape)} where {tuple(c.shape)} "
-                               "was expected")
-        res.append(a.astype(c.dtype, copy=False))
-    return res
-
-
-# a module with full backward hooks: identities over its inputs and outputs that require
-# grad; their transposes run BackwardHook.on_grad_output / on_grad_input (host callbacks)
-module_bwd_hook_p = defprim("module_backward_hook", lambda xp, *xs, **p: list(xs),
-                            _bhook_abstract, multiple_results=True, jvp=_bhook_jvp, memo=False)
-module_bwd_hook_lin_p = defprim("module_backward_hook_linear", lambda xp, *xs, **p: list(xs),
-                                _bhook_abstract, multiple_results=True,
-                                transpose=_bhook_transpose, memo=False)
-module_bwd_hook_call_p = defprim("module_backward_hook_call", _bhook_run, _bhook_abstract,
-                                 multiple_results=True, effectful=True, memo=False)
-
-_TOKEN = ShapedArray((), np.bool_)
-
-
-def _fhook_jvp(primals, tangents, *, ref):
-    return module_hook_p.bind(*primals, ref=ref), Zero(_TOKEN)
-
-
-def _fhook_run(xp, *vals, ref):
-    ref.obj.fire(vals)
-    return np.zeros((), np.bool_)
-
-
-# forward pre-hooks and forward hooks of modules: called at run time with the tensors'
-# values (an effectful callback returning a token nobody reads)
-module_hook_p = defprim("module_hook_call", _fhook_run, lambda *a, **p: _TOKEN,
-                        effectful=True, jvp=_fhook_jvp, memo=False)
 
 
 class _ForwardHooks:
@@ -586,7 +476,7 @@ class _CaptureHooks:
         if hd is None:
             hd = taps[id(t)] = HookDict()
             cap.keep.append(t)
-            ref = _Ref(hd, f"hooks of {t._data.aval.str_short()}")
+            ref = HostRef(hd, f"hooks of {t._data.aval.str_short()}", wrap)
             t._data = tensor_hook_p.bind(t._data, ref=ref)
             if id(t) in cap.current:
                 cap.current[id(t)] = t._data
@@ -705,7 +595,7 @@ def _emit_forward_hooks(module, kind, hooks, parts):
     state = _ForwardHooks(module, kind, [(n, h, kw) for n, (_, h, kw) in zip(names, hooks)],
                           template, tree)
     label = f"{type(module).__name__}.{'forward_pre_hooks' if kind == 'pre' else 'forward_hooks'}"
-    module_hook_p.bind(*vals, ref=_Ref(state, label))
+    module_hook_p.bind(*vals, ref=HostRef(state, label))
 
 
 def _wrap_backward_hook(bw, side, value):
@@ -726,7 +616,7 @@ def _wrap_backward_hook(bw, side, value):
         return value
     cap.hooked = True
     outs = module_bwd_hook_p.bind(*[a._data for _, _, a in wrapped],
-                                  ref=_Ref(bw, f"{type(bw.module).__name__} backward hooks"),
+                                  ref=HostRef(bw, f"{type(bw.module).__name__} backward hooks", wrap),
                                   side=side)
     new = {}
     for (k, i, a), d in zip(wrapped, outs):

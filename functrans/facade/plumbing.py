@@ -5,6 +5,9 @@ callbacks read while a program runs, and the primitives a lowered graph uses.
 callback) and hands the cotangent to the deriver (`capture_cotangent`: retain_grad,
 `inputs=` that are not leaves). An `autograd.Function` is `autograd_function`, whose
 linearization is a linear primitive whose transpose calls the user's backward.
+ft.compile's hooks are declared here too, beside `facade_tap`: `tensor_hook` (the tensor
+hooks of captured code), `module_backward_hook` and `module_hook_call` (module hooks);
+every loop over tensor hooks is `run_tensor_hooks`.
 This module sits below the Tensor class: the callbacks get `wrap` from the run context and a
 Function's backward from its node (`info.extra["run_backward"]`).
 """
@@ -12,8 +15,10 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
 from ..ad import capture_cotangent
-from ..core import FunctransError, Zero
+from ..core import FunctransError, ShapedArray, Zero
 from ..primitives.base import aval_of, defprim, instantiate
 from .tensor_info import TensorInfo
 
@@ -138,6 +143,117 @@ def _check_hook_result(r, g):
 
 
 hook_call_p = defprim("hook_call", _hook_call_impl, _same, effectful=True, memo=False)
+
+
+# ft.compile's hooks. `tensor_hook` is `facade_tap` for captured code: the same identity
+# whose transpose runs the tensor's hooks, but the hooks travel in its params (a HostRef;
+# a compiled program outlives any backward's run context) and no cotangent is captured.
+
+
+class HostRef:
+    """A host object carried in a primitive's params (hashed and compared by identity), with
+    `wrap` (array -> Tensor) for the hooks it runs: this module sits below the Tensor class."""
+    __slots__ = ("obj", "label", "wrap", "__weakref__")
+
+    def __init__(self, obj, label, wrap=None):
+        self.obj, self.label, self.wrap = obj, label, wrap
+
+    def __repr__(self):
+        return self.label
+
+
+def _tensor_hook_jvp(primals, tangents, *, ref):
+    t = tangents[0]
+    return primals[0], t if type(t) is Zero else tensor_hook_lin_p.bind(t, ref=ref)
+
+
+def _tensor_hook_lin_jvp(primals, tangents, *, ref):
+    t = tangents[0]
+    return (tensor_hook_lin_p.bind(primals[0], ref=ref),
+            t if type(t) is Zero else tensor_hook_lin_p.bind(t, ref=ref))
+
+
+def _tensor_hook_run(xp, ct, *, ref):
+    return run_tensor_hooks(ref.wrap(ct), ref.obj)._data
+
+
+# x -> x in the forward; its tangent goes through tensor_hook_linear, whose transpose calls
+# the hooks registered on the tensor (a host callback in the backward program)
+tensor_hook_p = defprim("tensor_hook", lambda xp, x, **p: x, _same, jvp=_tensor_hook_jvp,
+                        memo=False)
+tensor_hook_lin_p = defprim(
+    "tensor_hook_linear", lambda xp, x, **p: x, _same, jvp=_tensor_hook_lin_jvp,
+    transpose=lambda ct, x, *, ref: [tensor_hook_call_p.bind(instantiate(ct), ref=ref)],
+    memo=False)
+tensor_hook_call_p = defprim("tensor_hook_call", _tensor_hook_run, _same, effectful=True,
+                             memo=False)
+
+
+def _bhook_abstract(*avals, **params):
+    return list(avals)
+
+
+def _bhook_jvp(primals, tangents, *, ref, side):
+    outs = module_bwd_hook_p.bind(*primals, ref=ref, side=side)
+    if all(type(t) is Zero for t in tangents):
+        return outs, list(tangents)
+    ts = module_bwd_hook_lin_p.bind(*[instantiate(t) for t in tangents], ref=ref, side=side)
+    return outs, list(ts)
+
+
+def _bhook_transpose(cts, *args, ref, side):
+    cts = [instantiate(c) if type(c) is Zero else c for c in cts]
+    return list(module_bwd_hook_call_p.bind(*cts, ref=ref, side=side))
+
+
+def _bhook_run(xp, *cts, ref, side):
+    state = ref.obj
+    grads = [ref.wrap(c) for c in cts]
+    if side == "output":
+        new = state.on_grad_output(grads)
+    else:
+        new = state.on_grad_input(grads)
+        state.grad_outputs = None            # one backward pass consumed it
+    res = []
+    for g, c in zip(new, cts):
+        if g is None:
+            res.append(np.zeros_like(c))
+            continue
+        a = g._data if isinstance(g, TensorInfo) else np.asarray(g)
+        if a.shape != c.shape:
+            raise RuntimeError(f"backward hook of {type(state.module).__name__} returned a "
+                               f"gradient of shape {tuple(a.shape)} where {tuple(c.shape)} "
+                               "was expected")
+        res.append(a.astype(c.dtype, copy=False))
+    return res
+
+
+# a module with full backward hooks: identities over its inputs and outputs that require
+# grad; their transposes run BackwardHook.on_grad_output / on_grad_input (host callbacks)
+module_bwd_hook_p = defprim("module_backward_hook", lambda xp, *xs, **p: list(xs),
+                            _bhook_abstract, multiple_results=True, jvp=_bhook_jvp, memo=False)
+module_bwd_hook_lin_p = defprim("module_backward_hook_linear", lambda xp, *xs, **p: list(xs),
+                                _bhook_abstract, multiple_results=True,
+                                transpose=_bhook_transpose, memo=False)
+module_bwd_hook_call_p = defprim("module_backward_hook_call", _bhook_run, _bhook_abstract,
+                                 multiple_results=True, effectful=True, memo=False)
+
+_TOKEN = ShapedArray((), np.bool_)
+
+
+def _fhook_jvp(primals, tangents, *, ref):
+    return module_hook_p.bind(*primals, ref=ref), Zero(_TOKEN)
+
+
+def _fhook_run(xp, *vals, ref):
+    ref.obj.fire(vals)
+    return np.zeros((), np.bool_)
+
+
+# forward pre-hooks and forward hooks of modules: called at run time with the tensors'
+# values (an effectful callback returning a token nobody reads)
+module_hook_p = defprim("module_hook_call", _fhook_run, lambda *a, **p: _TOKEN,
+                        effectful=True, jvp=_fhook_jvp, memo=False)
 
 
 def _fn_call_abstract(*avals, fslot, out_avals, **p):

@@ -369,6 +369,17 @@ def test_tensor_hook_inside_fires_at_every_backward():
     assert len(seen) == 1
 
 
+def test_tensor_hook_inside_must_keep_dtype():
+    def f(x):
+        h = x * 3
+        h.register_hook(lambda g: g.double())
+        return (h * h).sum()
+    x = ft.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"hook 'hook' has changed the type of value "
+                                           r"\(was float32 got float64\)"):
+        ft.compile(f)(x).backward()
+
+
 def test_hooks_on_inputs_and_parameters_fire():
     m = nn.Linear(3, 2)
     seen = []

@@ -406,6 +406,28 @@ def test_leaf_hook_and_post_accumulate_hook():
         ft.ones(1).register_hook(lambda g: g)
 
 
+def test_tensor_hook_result_must_keep_dtype_and_shape():
+    # every place that runs tensor hooks (non-leaf, leaf, create_graph) checks as torch does
+    def run(where, result, create_graph=False):
+        x = ft.tensor([1.0, 2.0], requires_grad=True)
+        h = x * 3
+        (x if where == "leaf" else h).register_hook(result)
+        if create_graph:
+            ft.autograd.grad((h * h).sum(), x, create_graph=True)
+        else:
+            (h * h).sum().backward()
+        return x.grad
+    for where, cg in (("leaf", False), ("nonleaf", False), ("nonleaf", True)):
+        with pytest.raises(RuntimeError, match=r"hook 'hook' has changed the type of value "
+                                               r"\(was float32 got float64\)"):
+            run(where, lambda g: g.double(), cg)
+        with pytest.raises(RuntimeError, match="hook 'hook' has changed the size of value"):
+            run(where, lambda g: g[:1], cg)
+        with pytest.raises(TypeError, match="a tensor hook must return None or a Tensor"):
+            run(where, lambda g: 1.0, cg)
+    assert run("nonleaf", lambda g: g * 2).tolist() == [36.0, 72.0]   # d(9x^2)/dx, doubled
+
+
 def test_hook_under_create_graph_sees_differentiable_grad():
     x = ft.tensor([1.0, 2.0], dtype=ft.float64, requires_grad=True)
     h = x * x

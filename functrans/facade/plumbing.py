@@ -118,8 +118,8 @@ tap_p = defprim("facade_tap", lambda xp, x, **p: x, _same, jvp=_tap_jvp,
 
 def run_tensor_hooks(g, *hook_dicts):
     """Run tensor hooks on the gradient g, dict after dict, in order (torch's semantics: a
-    hook returning a Tensor replaces the gradient, None keeps it); the one loop every caller
-    of tensor hooks uses."""
+    hook returning a Tensor of g's dtype and shape replaces the gradient, None keeps it);
+    the one loop every caller of tensor hooks uses."""
     for hooks in hook_dicts:
         for fn in list(hooks.values()):
             r = fn(g)
@@ -136,6 +136,9 @@ def _hook_call_impl(xp, ct, *, slot):
 def _check_hook_result(r, g):
     if not isinstance(r, TensorInfo):       # (Tensor is TensorInfo's only subclass)
         raise TypeError(f"a tensor hook must return None or a Tensor, got {type(r).__name__}")
+    if r.dtype != g.dtype:
+        raise RuntimeError(f"hook 'hook' has changed the type of value (was {g.dtype} got "
+                           f"{r.dtype})")
     if tuple(r.shape) != tuple(g.shape):
         raise RuntimeError(f"hook 'hook' has changed the size of value: expected shape "
                            f"{tuple(g.shape)}, got {tuple(r.shape)}")
@@ -146,8 +149,10 @@ hook_call_p = defprim("hook_call", _hook_call_impl, _same, effectful=True, memo=
 
 
 # ft.compile's hooks. `tensor_hook` is `facade_tap` for captured code: the same identity
-# whose transpose runs the tensor's hooks, but the hooks travel in its params (a HostRef;
-# a compiled program outlives any backward's run context) and no cotangent is captured.
+# whose transpose runs the tensor's hooks, but the hooks travel in its params (a HostRef: a
+# compiled program belongs to its call site, while the engine's programs are shared by every
+# graph of one structure and read hooks by slot from the run context) and no cotangent is
+# captured.
 
 
 class HostRef:

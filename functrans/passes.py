@@ -523,17 +523,15 @@ def fuse(closed: ClosedJaxpr, can_fuse=fusible, min_eqns=2) -> ClosedJaxpr:
                 readers.setdefault(a, set()).add(i)
     final_out = {a for a in j.outvars if type(a) is Var}
 
+    fused_groups = {g for g, members in groups.items() if len(members) >= min_eqns
+                    and any(eqns[k].primitive is not broadcast_in_dim_p for k in members)}
     new_eqns = []
     for i, e in enumerate(eqns):
         g = member_of.get(i)
-        if g is None:
+        if g not in fused_groups:
             new_eqns.append(e)
             continue
         members = groups[g]
-        n_real = sum(eqns[k].primitive is not broadcast_in_dim_p for k in members)
-        if len(members) < min_eqns or n_real == 0:
-            new_eqns.append(e)
-            continue
         if i != members[-1]:
             continue
         mset = set(members)

@@ -417,15 +417,25 @@ def _sink(eqns, can_fuse):
     done: set = set()
 
     def flush(i):
+        """Emit pending equation i after its pending producers, depth first (a loop, not
+        recursion: a chain of thousands of pending equations is one path)."""
         if i in done:
             return
-        e = pending.pop(i)
-        for a in e.invars:
-            j = producer.get(a) if type(a) is Var else None
-            if j is not None and j in pending:
-                flush(j)
-        done.add(i)
-        out.append(e)
+        stack = [(i, pending.pop(i), 0)]
+        while stack:
+            k, e, p = stack[-1]
+            while p < len(e.invars):
+                a = e.invars[p]
+                p += 1
+                j = producer.get(a) if type(a) is Var else None
+                if j is not None and j in pending:
+                    stack[-1] = (k, e, p)
+                    stack.append((j, pending.pop(j), 0))
+                    break
+            else:
+                stack.pop()
+                done.add(k)
+                out.append(e)
 
     def emit(i, e):
         for a in e.invars:

@@ -503,8 +503,10 @@ def fuse(closed: ClosedJaxpr, can_fuse=fusible, min_eqns=2) -> ClosedJaxpr:
             for g in producers.difference(cands):
                 is_open[g] = False
             if cands:
-                g = cands[0]
-                for h in cands[1:]:
+                g = max(cands, key=lambda c: len(groups[c]))    # smaller groups join it
+                for h in cands:
+                    if h == g:
+                        continue
                     parent[h] = g
                     groups[g].extend(groups.pop(h))
                     is_open.pop(h)

@@ -85,6 +85,23 @@ def test_fuse_grows_linearly():
     assert _ratio(make) < RATIO
 
 
+def test_fuse_merging_many_groups_grows_linearly():
+    """A sum whose terms are separate fusion groups, added last term first: each addition
+    merges the growing group into an older one (the smaller list joins the larger)."""
+    def make(n):
+        def f(x):
+            terms = [fnp.sin(x * (1.0 + i / n)) for i in range(n)]
+            y = terms[-1]
+            for t in reversed(terms[:-1]):
+                y = y + t
+            return y
+        closed = ft.make_jaxpr(f)(X)
+        return lambda: passes.fuse(closed)
+    n = 2000
+    make(n)()
+    assert _best(make(4 * n), 3) / _best(make(n), 3) < RATIO
+
+
 def test_facade_program_build_grows_linearly():
     """Indexing the graph, deriving, optimizing and compiling the backward program of a
     facade chain never seen before (the program cache is emptied before each build)."""

@@ -417,15 +417,25 @@ def _sink(eqns, can_fuse):
     done: set = set()
 
     def flush(i):
+        """Emit pending equation i after its pending producers, depth first (a loop, not
+        recursion: a chain of thousands of pending equations is one path)."""
         if i in done:
             return
-        e = pending.pop(i)
-        for a in e.invars:
-            j = producer.get(a) if type(a) is Var else None
-            if j is not None and j in pending:
-                flush(j)
-        done.add(i)
-        out.append(e)
+        stack = [(i, pending.pop(i), 0)]
+        while stack:
+            k, e, p = stack[-1]
+            while p < len(e.invars):
+                a = e.invars[p]
+                p += 1
+                j = producer.get(a) if type(a) is Var else None
+                if j is not None and j in pending:
+                    stack[-1] = (k, e, p)
+                    stack.append((j, pending.pop(j), 0))
+                    break
+            else:
+                stack.pop()
+                done.add(k)
+                out.append(e)
 
     def emit(i, e):
         for a in e.invars:
@@ -493,8 +503,10 @@ def fuse(closed: ClosedJaxpr, can_fuse=fusible, min_eqns=2) -> ClosedJaxpr:
             for g in producers.difference(cands):
                 is_open[g] = False
             if cands:
-                g = cands[0]
-                for h in cands[1:]:
+                g = max(cands, key=lambda c: len(groups[c]))    # smaller groups join it
+                for h in cands:
+                    if h == g:
+                        continue
                     parent[h] = g
                     groups[g].extend(groups.pop(h))
                     is_open.pop(h)
@@ -523,17 +535,15 @@ def fuse(closed: ClosedJaxpr, can_fuse=fusible, min_eqns=2) -> ClosedJaxpr:
                 readers.setdefault(a, set()).add(i)
     final_out = {a for a in j.outvars if type(a) is Var}
 
+    fused_groups = {g for g, members in groups.items() if len(members) >= min_eqns
+                    and any(eqns[k].primitive is not broadcast_in_dim_p for k in members)}
     new_eqns = []
     for i, e in enumerate(eqns):
         g = member_of.get(i)
-        if g is None:
+        if g not in fused_groups:
             new_eqns.append(e)
             continue
         members = groups[g]
-        n_real = sum(eqns[k].primitive is not broadcast_in_dim_p for k in members)
-        if len(members) < min_eqns or n_real == 0:
-            new_eqns.append(e)
-            continue
         if i != members[-1]:
             continue
         mset = set(members)

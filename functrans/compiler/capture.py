@@ -35,7 +35,7 @@ from ..facade.ops import eval_jaxpr_facade, is_tensor
 from ..facade.plumbing import (HostRef, module_bwd_hook_p, module_hook_p,
                                tensor_hook_p)
 from ..facade.record import info_for, make_node, vc_of
-from ..facade.tensor import Tensor, _composite_info, bind_broadcast, wrap
+from ..facade.tensor import Tensor, _composite_info, bind_broadcast, bind_composite, wrap
 from ..higher_order.jit import compile_jaxpr, jit_p
 from ..nn.modules import module as M
 from ..nn.modules.hooks import BackwardHook, _flat_tensors
@@ -426,14 +426,7 @@ class _CaptureHooks:
     @staticmethod
     def apply_composite(name, comp, args, arrays, view):
         """apply_fn on traced data: bind the composite's steps, record, mark views."""
-        n_in = comp.n_in
-        vals = list(arrays) + [None] * (len(comp.slot_avals) - n_in)
-        for st in comp.steps:
-            ins = [vals[r] if type(r) is int else r.val for r in st.refs]
-            out = st.prim.bind(*ins, **st.params)
-            for o, v in zip(st.outs, out if st.prim.multiple_results else [out]):
-                vals[o] = v
-        outs = [wrap(vals[s]) for s in comp.out_slots]
+        vals, outs = bind_composite(comp, arrays)
         if view and isinstance(args[0], Tensor):
             base = args[0]
             b = base._base if base._base is not None else base

@@ -698,6 +698,18 @@ def bind_broadcast(prim, params, args):
     return prim.bind(*args, **params)
 
 
+def bind_composite(comp, arrays):
+    """A composite op's steps bound on traced arrays: (every slot's value, the outputs
+    wrapped as Tensors)."""
+    vals = list(arrays) + [None] * (len(comp.slot_avals) - comp.n_in)
+    for st in comp.steps:
+        ins = [vals[r] if type(r) is int else r.val for r in st.refs]
+        out = st.prim.bind(*ins, **st.params)
+        for o, v in zip(st.outs, out if st.prim.multiple_results else [out]):
+            vals[o] = v
+    return vals, [wrap(vals[s]) for s in comp.out_slots]
+
+
 class PlainTracing:
     """Tensor ops on traced data outside ft.compile (a Tensor handed to a function by ft.grad,
     ft.vmap, ft.jit, ...): every op binds its primitives, the results are Tensors around the
@@ -730,13 +742,7 @@ class PlainTracing:
 
     @staticmethod
     def apply_composite(name, comp, args, arrays, view):
-        vals = list(arrays) + [None] * (len(comp.slot_avals) - comp.n_in)
-        for st in comp.steps:
-            ins = [vals[r] if type(r) is int else r.val for r in st.refs]
-            out = st.prim.bind(*ins, **st.params)
-            for o, v in zip(st.outs, out if st.prim.multiple_results else [out]):
-                vals[o] = v
-        outs = [wrap(vals[s]) for s in comp.out_slots]
+        _, outs = bind_composite(comp, arrays)
         return outs[0] if comp.out_tree is None else tuple(outs)
 
     @staticmethod

@@ -46,6 +46,17 @@ def check_traced(f, *args, static_argnums=(), compare=True, rtol=1e-6, atol=1e-6
     return closed
 
 
+def fd_grad(f, x, eps=1e-6):
+    """Central-difference gradient of a scalar function of one float64 array."""
+    x = np.asarray(x, np.float64)
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = eps
+        g[i] = (float(f(x + e)) - float(f(x - e))) / (2 * eps)
+    return g
+
+
 def assert_close(got, want, rtol=1e-6, atol=1e-6, err_msg=""):
     """Values and shapes equal within tolerance; dtypes checked by the callers that care."""
     got, want = np.asarray(got), np.asarray(want)

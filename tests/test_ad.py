@@ -12,20 +12,9 @@ import pytest
 import functrans as ft
 import functrans.numpy as fnp
 from functrans import core
-from conftest import assert_close, check_traced, unused_equations
+from conftest import assert_close, check_traced, fd_grad, unused_equations
 
 F32, F64 = np.float32, np.float64
-
-
-def fd_grad(f, x, eps=1e-6):
-    """Central-difference gradient of a scalar function of one float64 array."""
-    x = np.asarray(x, F64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[i] = eps
-        g[i] = (float(f(x + e)) - float(f(x - e))) / (2 * eps)
-    return g
 
 
 # ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 import functrans as ft
 import functrans.numpy as fnp
 from functrans import core, lax
-from conftest import assert_close, check_traced
+from conftest import assert_close, check_traced, fd_grad
 
 F64 = np.float64
 rng = np.random.default_rng(0)
@@ -17,17 +17,6 @@ rng = np.random.default_rng(0)
 
 def randn(*shape):
     return rng.standard_normal(shape)
-
-
-def fd_grad(f, x, eps=1e-6):
-    """Central-difference gradient of a scalar function of one float64 array."""
-    x = np.asarray(x, F64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[i] = eps
-        g[i] = (float(f(x + e)) - float(f(x - e))) / (2 * eps)
-    return g
 
 
 def check_grad(f, x, rtol=1e-5, atol=1e-7):

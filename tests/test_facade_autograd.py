@@ -13,6 +13,7 @@ import pytest
 import functrans as ft
 from functrans.facade import engine, grad_mode
 from functrans.facade.record import ANOMALY
+from conftest import fd_grad
 
 FREED = "Trying to backward through the graph a second time"
 
@@ -23,18 +24,6 @@ def _modes_restored():
     yield
     assert (grad_mode.STATE.enabled, grad_mode.STATE.inference, ANOMALY.enabled) == before
     assert not engine.RUN.stack
-
-
-def fd_grad(f, x, eps=1e-6):
-    """Central differences of a scalar NumPy function f at x (float64)."""
-    x = np.array(x, np.float64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        xp, xm = x.copy(), x.copy()
-        xp[i] += eps
-        xm[i] -= eps
-        g[i] = (f(xp) - f(xm)) / (2 * eps)
-    return g
 
 
 def t64(a, grad=True):

@@ -10,19 +10,10 @@ import pytest
 
 import functrans as ft
 from functrans.facade.plumbing import FREED_MSG
+from conftest import fd_grad
 
 F = ft.nn.functional
 FREED = "Trying to backward through the graph a second time"
-
-
-def _fd(f, x, eps=1e-6):
-    """Central finite differences of a scalar function of a float64 array."""
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        d = np.zeros_like(x)
-        d[i] = eps
-        g[i] = (f(x + d) - f(x - d)) / (2 * eps)
-    return g
 
 
 def _leaf(shape, seed=0):
@@ -52,7 +43,7 @@ def test_grad_keeps_the_values_of_paths_it_did_not_run():
     np.testing.assert_allclose(ga.numpy(), b.detach().numpy())
     gc_, = ft.autograd.grad(loss, c)         # c.exp() * d was not run: still saved
     cv, dv = c.detach().numpy(), d.detach().numpy()
-    np.testing.assert_allclose(gc_.numpy(), _fd(lambda v: np.sum(np.exp(v) * dv), cv),
+    np.testing.assert_allclose(gc_.numpy(), fd_grad(lambda v: np.sum(np.exp(v) * dv), cv),
                                rtol=1e-6, atol=1e-8)
     with pytest.raises(RuntimeError, match=FREED):
         ft.autograd.grad(loss, b)            # a*b ran (and was freed) in the first call
@@ -78,7 +69,7 @@ def test_retain_graph_true_keeps_everything():
     ft.autograd.grad(loss, h, retain_graph=True)
     loss.backward()
     xv = x.detach().numpy()
-    np.testing.assert_allclose(x.grad.numpy(), _fd(lambda v: np.sum(np.exp(v) ** 2), xv),
+    np.testing.assert_allclose(x.grad.numpy(), fd_grad(lambda v: np.sum(np.exp(v) ** 2), xv),
                                rtol=1e-6)
 
 
@@ -89,7 +80,7 @@ def test_create_graph_retains_by_default_and_frees_with_retain_graph_false():
     g, = ft.autograd.grad(loss, h, create_graph=True)     # retain_graph defaults to True
     loss.backward()
     xv = x.detach().numpy()
-    np.testing.assert_allclose(x.grad.numpy(), _fd(lambda v: np.sum(np.exp(v) ** 2), xv),
+    np.testing.assert_allclose(x.grad.numpy(), fd_grad(lambda v: np.sum(np.exp(v) ** 2), xv),
                                rtol=1e-6)
     h2 = x.exp()
     loss2 = (h2 * h2).sum()
@@ -113,7 +104,7 @@ def test_relu_keeps_its_mask_not_the_preactivation():
     loss.backward()
     xv = x.detach().numpy()
     np.testing.assert_allclose(x.grad.numpy(),
-                               _fd(lambda v: np.sum(np.maximum(2 * v, 0) ** 2), xv),
+                               fd_grad(lambda v: np.sum(np.maximum(2 * v, 0) ** 2), xv),
                                rtol=1e-6, atol=1e-8)
 
 
@@ -123,9 +114,9 @@ def test_relu_double_backward_from_the_mask():
     gg, = ft.autograd.grad(g.sum(), x)
     xv = x.detach().numpy()
     np.testing.assert_allclose(g.detach().numpy(),
-                               _fd(lambda v: np.sum(np.maximum(v, 0) ** 3), xv), rtol=1e-6)
+                               fd_grad(lambda v: np.sum(np.maximum(v, 0) ** 3), xv), rtol=1e-6)
     np.testing.assert_allclose(gg.numpy(),
-                               _fd(lambda v: np.sum(3 * np.maximum(v, 0) ** 2), xv),
+                               fd_grad(lambda v: np.sum(3 * np.maximum(v, 0) ** 2), xv),
                                rtol=1e-6, atol=1e-8)
 
 
@@ -194,7 +185,7 @@ def test_functional_ops_save_no_float_intermediate(name):
         def scalar(v, i=i):
             args = [ft.tensor(v if j == i else xs[j]) for j in range(len(xs))]
             return float((f(*args) * ft.tensor(w)).sum())
-        np.testing.assert_allclose(ts[i].grad.numpy(), _fd(scalar, x), rtol=1e-5, atol=1e-7,
+        np.testing.assert_allclose(ts[i].grad.numpy(), fd_grad(scalar, x), rtol=1e-5, atol=1e-7,
                                    err_msg=f"{name}: input {i}")
 
 

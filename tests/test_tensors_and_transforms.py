@@ -10,21 +10,11 @@ import functrans as ft
 import functrans.nn as nn
 import functrans.numpy as fnp
 from functrans.core import FunctransError
+from conftest import fd_grad
 
 
 def num(t):
     return t.detach().numpy() if isinstance(t, ft.Tensor) else np.asarray(t)
-
-
-def fd_grad(f, x, eps=1e-6):
-    """Central finite differences of a scalar f of a float64 array."""
-    x = np.array(x, dtype=np.float64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        d = np.zeros_like(x)
-        d[i] = eps
-        g[i] = (f(x + d) - f(x - d)) / (2 * eps)
-    return g
 
 
 def fd_jac(f, x, eps=1e-6):

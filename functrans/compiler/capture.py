@@ -16,8 +16,8 @@ and to turn hooks into identities whose transposes call back to Python.
 """
 from __future__ import annotations
 
+import copy
 import itertools
-import threading
 import weakref
 
 import numpy as np
@@ -234,9 +234,6 @@ def _wrap_value(v):
 # ---------------------------------------------------------------------------
 # the capture: one run of the user's function on traced tensors
 
-_capture_lock = threading.RLock()
-
-
 class _Capture:
     """State of one capture: the trace, its inputs and what to restore afterwards."""
 
@@ -252,12 +249,13 @@ class _Capture:
         self.current = {}          # id(input tensor) -> its expected traced data
         self.aliased = set()       # ids of tensors sharing storage with another tensor
         self.keep = []             # keeps aliased tensors alive while their ids are used
-        self.generators = {}       # id(np Generator) -> (generator, state) to restore
+        self.generators = {}       # id(np Generator) -> a private copy to draw from
         self.hooked = False        # a tensor or backward hook was traced
         self.consts = {}           # id(tensor) -> (weakref, data, version counter, version)
         self.created = {}          # id(tensor) -> tensor, made by creation functions here
         self.modules = []          # (module, its plain attributes before the capture)
         self.hooks = capture_hooks  # what the facade calls on traced data (capture_state)
+        self.shadows = None        # inputs' state, private to this thread (shadow.py)
 
     # -- inputs ----------------------------------------------------------------
 
@@ -267,7 +265,9 @@ class _Capture:
         return t
 
     def add_tensor(self, t, source, origin):
-        """Make tensor t an input: its data becomes a new traced argument."""
+        """Make tensor t an input: its data becomes a new traced argument (on this thread
+        only: other threads keep seeing its real data)."""
+        self.shadows.privatize(t)
         self.saved[id(t)] = (t, _snapshot(t))
         d = t._data
         tr = self._new_input(ShapedArray(d.shape, d.dtype), origin)
@@ -286,14 +286,18 @@ class _Capture:
         return tr
 
     def restore(self):
+        """Undo what running the function did to modules and inputs; only what changed
+        is written back, so other threads' updates meanwhile survive."""
         for m, attrs in self.modules:
-            for k in [k for k, v in m.__dict__.items() if _plain(v) and k not in attrs]:
-                del m.__dict__[k]
-            m.__dict__.update(attrs)
+            d = m.__dict__
+            for k in [k for k, v in d.items() if _plain(v) and k not in attrs]:
+                del d[k]
+            for k, v in attrs.items():
+                if d.get(k, _SLOT) is not v:
+                    d[k] = v
         for t, snap in self.saved.values():
             _restore(t, snap)
-        for gen, state in self.generators.values():
-            gen.bit_generator.state = state
+        self.shadows.close()
 
     def note_const(self, t):
         """A concrete tensor read by a traced op becomes a constant of the program: guard
@@ -317,16 +321,21 @@ def _snapshot(t):
 
 
 def _restore(t, snap):
-    data, fn, rg, vc, vstate, d, hooks = snap
-    t._data, t._grad_fn, t._requires_grad, t._vc = data, fn, rg, vc
-    if vc is not None:
-        vc.v, vc.op = vstate
-    t.__dict__.clear()
-    t.__dict__.update(d)
+    """The state slots are private to the capture (shadow.py) and are dropped with it;
+    the rarely set fields in __dict__ are put back where the capture changed them (not
+    .grad, which a capture refuses to touch: another thread's backward may have set it)."""
+    d, hooks = snap[5], snap[6]
+    cur = t.__dict__
+    for k in [k for k in cur if k not in d and k != "_grad"]:
+        del cur[k]
+    for k, v in d.items():
+        if k != "_grad" and cur.get(k, _SLOT) is not v:
+            cur[k] = v
     if hooks is not None:
-        h = t.__dict__["_hooks"]
-        h.clear()
-        h.update(hooks)
+        h = cur["_hooks"]
+        if h != hooks:
+            h.clear()
+            h.update(hooks)
 
 
 class _RngProxy:
@@ -335,8 +344,11 @@ class _RngProxy:
     consumes eager's random stream (dropout masks are fresh at every step)."""
 
     def __init__(self, cap, facade_gen, np_gen):
-        self._cap, self._fgen, self._gen = cap, facade_gen, np_gen
-        cap.generators.setdefault(id(np_gen), (np_gen, np_gen.bit_generator.state))
+        self._cap, self._fgen = cap, facade_gen
+        own = cap.generators.get(id(np_gen))        # draws at capture time come from a
+        if own is None:                              # copy: the real stream is untouched,
+            own = cap.generators[id(np_gen)] = copy.deepcopy(np_gen)   # for all threads
+        self._gen = own
 
     def __getattr__(self, name):
         real = getattr(self._gen, name)
@@ -349,7 +361,7 @@ class _RngProxy:
                     _refuse(f"a random draw ({name}) whose parameters are computed inside the "
                             "compiled function", "draw with constant parameters and scale the "
                             "result")
-            val = np.asarray(real(*args, **kwargs))      # (state restored after capture)
+            val = np.asarray(real(*args, **kwargs))
             call = (self._fgen, name, args, kwargs, val.dtype)
             return self._cap.add_array(val, ("rng", call), f"a random draw ({name})")
         return draw
@@ -396,6 +408,17 @@ class _CaptureHooks:
     @staticmethod
     def stop_gradient(x):
         return stop_gradient_p.bind(x)
+
+    @staticmethod
+    def created(t):
+        """A tensor made by a creation function inside the capture: it may be filled in
+        place (ft.zeros(3); t[0] = 1)."""
+        _current().created[id(t)] = t
+
+    @staticmethod
+    def rng(facade_gen, np_gen):
+        """What stands for a random generator inside the capture (draws become inputs)."""
+        return _RngProxy(_current(), facade_gen, np_gen)
 
     @staticmethod
     def after_op(args, outs):

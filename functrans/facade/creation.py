@@ -7,6 +7,7 @@ import builtins
 import numpy as np
 
 from ..core import check_dtype
+from . import capture_state
 from . import dtypes as D
 from .tensor_info import result_type
 from .placement import _check_device, _on, device  # noqa: F401  (ft.device)
@@ -42,6 +43,9 @@ def _size(size):
 
 def _make(arr, requires_grad):
     t = wrap(arr)
+    cap = capture_state.active()
+    if cap is not None:            # ft.compile: the function may fill it in place
+        cap.hooks.created(t)
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -167,8 +171,12 @@ default_generator.manual_seed(0)
 
 
 def _rng(generator=None):
+    """The NumPy Generator behind a facade generator (or the default one); inside an
+    ft.compile capture, what stands for it there (draws become program inputs)."""
     g = generator if generator is not None else default_generator
-    return g._g if isinstance(g, Generator) else g
+    g = g._g if isinstance(g, Generator) else g
+    cap = capture_state.active()
+    return g if cap is None else cap.hooks.rng(generator, g)
 
 
 def manual_seed(seed):

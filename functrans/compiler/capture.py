@@ -396,6 +396,17 @@ class _CaptureHooks:
         return wrap(stop_gradient_p.bind(x))
 
     @staticmethod
+    def grad_access(t):
+        _refuse(".grad inside the compiled function (a compiled program cannot read or set "
+                "the gradients of earlier backward passes)", "read or set .grad outside it")
+
+    @staticmethod
+    def accumulate(t):
+        _refuse(".backward() (gradient accumulation into .grad) inside the compiled function",
+                "return the loss and call .backward() on it outside, or use "
+                "ft.autograd.grad(..., create_graph=True)")
+
+    @staticmethod
     def concrete_update(t, op):
         """An in-place update of concrete data during capture would happen once, at compile
         time: allowed only on tensors the function created (ft.zeros(...) then filled)."""

@@ -7,11 +7,10 @@ import builtins
 import numpy as np
 
 from ..core import check_dtype
-from . import capture_state
 from . import dtypes as D
 from .tensor_info import result_type
 from .placement import _check_device, _on, device  # noqa: F401  (ft.device)
-from .tensor import Tensor, tensor, wrap  # noqa: F401  (ft.tensor)
+from .tensor import Tensor, tensor, traced_hooks, wrap  # noqa: F401  (ft.tensor)
 
 
 # ---------------------------------------------------------------------------
@@ -43,9 +42,7 @@ def _size(size):
 
 def _make(arr, requires_grad):
     t = wrap(arr)
-    cap = capture_state.active()
-    if cap is not None:            # ft.compile: the function may fill it in place
-        cap.hooks.created(t)
+    traced_hooks().created(t)      # ft.compile: the function may fill it in place
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -175,8 +172,7 @@ def _rng(generator=None):
     ft.compile capture, what stands for it there (draws become program inputs)."""
     g = generator if generator is not None else default_generator
     g = g._g if isinstance(g, Generator) else g
-    cap = capture_state.active()
-    return g if cap is None else cap.hooks.rng(generator, g)
+    return traced_hooks().rng(generator, g)
 
 
 def manual_seed(seed):

@@ -15,14 +15,13 @@ import numpy as np
 from ..core import Tracer, _thread_state, array_module
 from .. import passes
 from ..runtime import program as concrete_program
-from . import capture_state
 from .grad_mode import STATE as GRAD_STATE
 from .anomaly import run_node_by_node
 from .lower import derive_program, index_graph, make_spec, prune_inputs, value_key
 from .node import edge_of
 from .ops import eval_jaxpr_facade
 from .plumbing import FREED_MSG, RUN, InternalEngineError, RunContext, _check_version
-from .tensor import Tensor, wrap
+from .tensor import Tensor, traced_hooks, wrap
 
 # ---------------------------------------------------------------------------
 # programs, cached by graph structure
@@ -166,8 +165,8 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
 def _execute(prog, nodes, hooked, fns, root_cts, create_graph):
     vals = _fetch_inputs(prog, nodes)
     if _thread_state.depth and _any_traced(vals, root_cts):    # inside ft.compile's capture
-        return capture_state.current().hooks.run_program(prog, nodes, hooked, fns, vals,
-                                                         root_cts, create_graph)
+        return traced_hooks().run_program(prog, nodes, hooked, fns, vals, root_cts,
+                                          create_graph)
     hooks = [[nodes[p].hooks[j]] for p, j in hooked]
     run = RunContext(hooks, [nodes[p] for p in fns], create_graph, wrap)
     RUN.stack.append(run)
@@ -229,11 +228,7 @@ def _deliver_captures(captures, nodes, cap_vals, create_graph):
 def accumulate_grad(t, g, create_graph):
     """t.grad = g, or t.grad += g (in place unless create_graph), as torch."""
     if _thread_state.depth:                # .backward() inside an ft.compile capture?
-        cap = capture_state.active()
-        if cap is not None:
-            cap.hooks.refuse(".backward() (gradient accumulation into .grad) inside the "
-                             "compiled function", "return the loss and call .backward() "
-                             "on it outside, or use ft.autograd.grad(..., create_graph=True)")
+        traced_hooks().accumulate(t)
     old = t._grad
     if old is None:
         if create_graph:

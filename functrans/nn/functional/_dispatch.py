@@ -8,8 +8,7 @@ import numpy as np
 
 from ... import numpy as fnp
 from ...core import Tracer
-from ...facade import capture_state
-from ...facade.tensor import Tensor, apply_fn
+from ...facade.tensor import Tensor, apply_fn, traced_hooks
 
 
 # ---------------------------------------------------------------------------
@@ -34,7 +33,7 @@ def _is_facade(x):
         return False
     if not isinstance(x._data, Tracer):
         return True
-    return capture_state.active() is not None
+    return traced_hooks().records
 
 
 def _raw(a):

@@ -16,12 +16,11 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ...facade import capture_state
 from ...tree_util import register_pytree_node
 from ...facade import dtypes as D
 from ...facade.grad_mode import no_grad
 from ...facade.node import HookDict, RemovableHandle
-from ...facade.tensor import TENSOR_PYTREE, Tensor
+from ...facade.tensor import TENSOR_PYTREE, Tensor, traced_hooks
 from ...optim.optimizer import _zero_grad
 from .hooks import (BackwardHook, _global_backward_hooks, _global_forward_hooks,
                     _global_forward_pre_hooks)
@@ -673,9 +672,9 @@ class Module:
         return self._call_with_hooks(args, kwargs)
 
     def _call_with_hooks(self, args, kwargs):
-        cap = capture_state.active()
-        if cap is not None:             # inside ft.compile: hooks become run-time callbacks
-            return cap.hooks.call_module(self, args, kwargs)
+        r = traced_hooks().call_module(self, args, kwargs)   # ft.compile: run-time callbacks
+        if r is not NotImplemented:
+            return r
         for hid, hook in itertools.chain(_global_forward_pre_hooks.items(),
                                          self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:

@@ -38,7 +38,7 @@ from ..facade.record import info_for, make_node, vc_of
 from ..facade.tensor import Tensor, _composite_info, bind_broadcast, bind_composite, wrap
 from ..higher_order.jit import compile_jaxpr, jit_p
 from ..nn.modules import module as M
-from ..nn.modules.hooks import BackwardHook, _flat_tensors
+from ..nn.modules.hooks import _flat_tensors
 from ..runtime import device_of
 from ..tracing import JaxprBuilder
 from ..primitives import elementwise as ew
@@ -206,22 +206,16 @@ class _ForwardHooks:
     def fire(self, vals):
         it = iter(vals)
         leaves = [_wrap_value(next(it)) if x is _SLOT else x for x in self.template]
-        parts = tree_util.tree_unflatten(self.tree, leaves)
-        for name, hook, with_kwargs in self.hooks:
-            if self.kind == "pre":
-                args, kwargs = parts
-                r = hook(self.module, args, kwargs) if with_kwargs else hook(self.module, args)
-            else:
-                args, kwargs, result = parts
-                r = (hook(self.module, args, kwargs, result) if with_kwargs
-                     else hook(self.module, args, result))
-            if r is not None:
-                raise CompileError(
-                    f"the forward {'pre-' if self.kind == 'pre' else ''}hook {name} of "
-                    f"{type(self.module).__name__} returned a value inside ft.compile; compiled "
-                    "code calls forward hooks with the values they observe and cannot take a "
-                    "replacement. Apply the change in forward(), or remove the hook "
-                    "(handle.remove()) before calling the compiled module.")
+        M.fire_forward_hooks(self.module, self.kind, self.hooks,
+                             *tree_util.tree_unflatten(self.tree, leaves), refuse=self.refuse)
+
+    def refuse(self, hook):
+        raise CompileError(
+            f"the forward {'pre-' if self.kind == 'pre' else ''}hook "
+            f"{getattr(hook, '__name__', repr(hook))} of {type(self.module).__name__} returned "
+            "a value inside ft.compile; compiled code calls forward hooks with the values they "
+            "observe and cannot take a replacement. Apply the change in forward(), or remove "
+            "the hook (handle.remove()) before calling the compiled module.")
 
 
 _SLOT = object()
@@ -580,33 +574,21 @@ class _CaptureHooks:
         return run
 
     @staticmethod
-    def call_module(module, args, kwargs):
-        """Module.__call__ with hooks during capture: forward (pre-)hooks become run-time
-        callbacks, full backward hooks identities whose transposes call them."""
-        return _call_module_traced(module, args, kwargs)
+    def module_hooks(module, kind, hooks, parts, fire):
+        """A module's forward (pre-)hooks during capture: a run-time callback of the
+        program that fires them with the values they observe (always-called hooks of a
+        forward that failed fire in the eager run that follows the graph break)."""
+        if kind != "failed":
+            _emit_forward_hooks(module, kind, hooks, parts)
+        return parts[:2] if kind == "pre" else parts[2]
+
+    @staticmethod
+    def module_backward_hook(bw, side, value):
+        """Full backward hooks during capture: identities whose transposes call them."""
+        return _wrap_backward_hook(bw, side, value)
 
 
 capture_hooks = _CaptureHooks()
-
-
-def _call_module_traced(module, args, kwargs):
-    pre = [(f"{hid}", h, hid in module._forward_pre_hooks_with_kwargs) for hid, h in
-           itertools.chain(M._global_forward_pre_hooks.items(),
-                           module._forward_pre_hooks.items())]
-    if pre:
-        _emit_forward_hooks(module, "pre", pre, (args, kwargs))
-    bw = None
-    if module._backward_hooks or module._backward_pre_hooks or M._global_backward_hooks:
-        bw = BackwardHook(module)
-        args = _wrap_backward_hook(bw, "input", args)
-    result = module.forward(*args, **kwargs)
-    post = [(f"{hid}", h, hid in module._forward_hooks_with_kwargs) for hid, h in
-            itertools.chain(M._global_forward_hooks.items(), module._forward_hooks.items())]
-    if post:
-        _emit_forward_hooks(module, "post", post, (args, kwargs, result))
-    if bw is not None:
-        result = _wrap_backward_hook(bw, "output", result)
-    return result
 
 
 def _emit_forward_hooks(module, kind, hooks, parts):
@@ -618,9 +600,7 @@ def _emit_forward_hooks(module, kind, hooks, parts):
             vals.append(x._data)
         else:
             template.append(x)
-    names = [getattr(h, "__name__", repr(h)) for _, h, _ in hooks]
-    state = _ForwardHooks(module, kind, [(n, h, kw) for n, (_, h, kw) in zip(names, hooks)],
-                          template, tree)
+    state = _ForwardHooks(module, kind, hooks, template, tree)
     label = f"{type(module).__name__}.{'forward_pre_hooks' if kind == 'pre' else 'forward_hooks'}"
     module_hook_p.bind(*vals, ref=HostRef(state, label))
 

@@ -735,9 +735,14 @@ class PlainTracing:
         return np_gen
 
     @staticmethod
-    def call_module(module, args, kwargs):
-        """Module.__call__ with hooks: the module runs them itself."""
-        return NotImplemented
+    def module_hooks(module, kind, hooks, parts, fire):
+        """A module's forward (pre-)hooks on one call: they run now."""
+        return fire(module, kind, hooks, *parts)
+
+    @staticmethod
+    def module_backward_hook(bw, side, value):
+        """A module's full backward hooks: set up on its inputs or outputs now."""
+        return bw.setup_input_hook(value) if side == "input" else bw.setup_output_hook(value)
 
     @staticmethod
     def accumulate(t):

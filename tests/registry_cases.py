@@ -671,7 +671,6 @@ EXTERNAL: dict[str, str] = {
     "compiled": "test_compile.py",
     "tensor_hook": "test_compile.py",
     "tensor_hook_linear": "test_compile.py",
-    "tensor_hook_call": "test_compile.py",
     "module_backward_hook": "test_compile.py",
     "module_backward_hook_linear": "test_compile.py",
     "module_backward_hook_call": "test_compile.py",

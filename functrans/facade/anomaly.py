@@ -11,8 +11,9 @@ import numpy as np
 
 from ..core import Var, run_eqns
 from .lower import make_spec
-from .ops import _hooks_on_tensor, apply_prim
-from .plumbing import FREED_MSG, RUN, RunContext, _check_version
+from .ops import apply_prim
+from .plumbing import (FREED_MSG, RUN, RunContext, _check_version, hook_dicts,
+                       run_tensor_hooks)
 from .grad_mode import _DecoratorContextManager
 from .record import ANOMALY
 from .tensor import wrap
@@ -160,8 +161,8 @@ def _tap(c, hook, run, create_graph):
     if hook < 0:
         return c
     if create_graph:
-        return _hooks_on_tensor(c, hook)
-    return _hooks_on_tensor(wrap(np.asarray(c)), hook)._data
+        return run_tensor_hooks(c, *hook_dicts(hook))
+    return run_tensor_hooks(wrap(np.asarray(c)), *hook_dicts(hook))._data
 
 
 def _run_node(node, rn, outs, create_graph, nodes):

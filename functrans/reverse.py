@@ -479,6 +479,10 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
     if derived is not None and not all([available[i] for i in derived.value_idx]):
         derived = None             # the structure changed and a value it reads is gone
         key = None
+    if derived is None and key is not None and outer is None and vouter is None and all(
+            available) and _first_seen(key) and not _thread_state.dynamic_trace.level \
+            and not has_tracer(values):
+        return outputs, _interpreted_vjp(tape, values, n_in, out_idx, key)
     if derived is None:
         derived = derive(tape.avals, tape.eqns, n_in, tape.consts, out_idx, available)
         if key is not None and all(available):
@@ -503,6 +507,119 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
         it = iter(g)
         return [next(it) if nz else None for nz in derived.nonzero]
     return outputs, vjp
+
+
+# ---------------------------------------------------------------------------
+# the first call of a structure: equation by equation
+
+_SEEN: OrderedDict = OrderedDict()    # structure keys recorded once (and interpreted)
+_EQN_CACHE: dict = {}                 # (primitive, params, avals, live inputs) -> program
+
+
+def _first_seen(key):
+    """True the first time a structure is recorded: its vjp is then interpreted equation
+    by equation; when it repeats, its whole programs are derived and cached."""
+    with _LOCK:
+        if key in _SEEN:
+            return False
+        _SEEN[key] = True
+        if len(_SEEN) > 4 * _CACHE_SIZE:
+            _SEEN.popitem(last=False)
+    return True
+
+
+def _eqn_program(prim, params, avals, live):
+    """The joined residual + backward program of one equation whose inputs have these
+    avals (live: the inputs that depend on the differentiated ones), derived once per
+    signature: (program, local value indices it reads, which live inputs get a cotangent)."""
+    key = (prim, _params_key(params), avals, live)
+    hit = _EQN_CACHE.get(key)
+    if hit is None:
+        order = [k for k in range(len(avals)) if live[k]] + \
+                [k for k in range(len(avals)) if not live[k]]
+        local = {k: j for j, k in enumerate(order)}
+        n_live = sum(live)
+        out_avals = prim.abstract_eval(*avals, **params)
+        out_avals = out_avals if prim.multiple_results else [out_avals]
+        n = len(avals)
+        slot_avals = [avals[k] for k in order] + list(out_avals)
+        outs = tuple(range(n, n + len(out_avals)))
+        d = derive(slot_avals, [(prim, params, tuple(local[k] for k in range(n)), outs)],
+                   n_live, list(range(n_live, n)), list(outs), [True] * len(slot_avals))
+        back = {j: k for k, j in local.items()}
+        reads = [back[i] if i < n else i for i in d.value_idx]   # eqn input k or output
+        hit = _EQN_CACHE[key] = (joined_program(d), reads, d.nonzero,
+                                 [k for k in order[:n_live]])
+        if len(_EQN_CACHE) > 4096:
+            _EQN_CACHE.clear()
+    return hit
+
+
+def _interpreted_vjp(tape, values, n_in, out_idx, key):
+    """vjp of a recorded program run equation by equation in reverse, each equation by
+    its signature's cached program (as the facade's engine runs a new graph). Called with
+    traced cotangents (jacrev's vmap, an outer jit), it derives the whole programs then."""
+    eqns, avals = tape.eqns, tape.avals
+    live = [False] * len(values)
+    for i in range(n_in):
+        live[i] = True
+    for _, _, ii, oi in eqns:
+        if any(live[i] for i in ii):
+            for o in oi:
+                live[o] = True
+
+    def derived_vjp(cts):
+        derived = derive(avals, eqns, n_in, tape.consts, out_idx, [True] * len(values))
+        derived.key = key
+        with _LOCK:
+            _CACHE[key] = derived
+            if len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+        with trusted_eval():
+            args = list(derived.run("residual", [values[i] for i in derived.value_idx]))
+            args += list(cts)
+            g = iter(_unaliased(derived.run("backward", args), args))
+        return [next(g) if nz else None for nz in derived.nonzero]
+
+    def vjp(cts):
+        if has_tracer(cts) or _thread_state.dynamic_trace.level:
+            return derived_vjp(cts)
+        ct = {}
+        for i, c in zip(out_idx, cts):
+            if type(c) is not Zero:
+                ct[i] = ct[i] + c if i in ct else c
+        with trusted_eval():
+            for prim, params, ii, oi in reversed(eqns):
+                if not any(o in ct for o in oi):
+                    continue
+                lv = tuple(live[i] for i in ii)
+                prog, reads, nonzero, live_pos = _eqn_program(
+                    prim, params, tuple(avals[i] for i in ii), lv)
+                n = len(ii)
+                args = [values[ii[r]] if r < n else values[oi[r - n]] for r in reads]
+                for o in oi:
+                    c = ct.pop(o, None)
+                    if c is None:
+                        a = avals[o]
+                        c = np.zeros(a.shape, a.dtype)
+                    args.append(c)
+                g = iter(run_program(prog, *args))
+                for k, nz in zip(live_pos, nonzero):
+                    if nz:
+                        gi = next(g)
+                        i = ii[k]
+                        ct[i] = ct[i] + gi if i in ct else gi
+        res = []
+        for i in range(n_in):
+            if not is_float(avals[i]):
+                res.append(None)
+                continue
+            c = ct.get(i)
+            if c is None:
+                c = np.zeros(avals[i].shape, avals[i].dtype)
+            res.append(c)
+        return _unaliased(res, [values[i] for i in range(n_in)])
+    return vjp
 
 
 def _unaliased(outs, args):
@@ -577,6 +694,8 @@ def _with_tangents(trace, derived, tape, values, in_tangents, outputs, residuals
 def clear_cache():
     _CACHE.clear()
     _HINTS.clear()
+    _SEEN.clear()
+    _EQN_CACHE.clear()
 
 
 __all__ = ["vjp_flat", "recorded_value", "clear_cache", "derive", "joined_program"]

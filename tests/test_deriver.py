@@ -32,10 +32,13 @@ def test_facade_lowers_into_the_core_deriver():
 def test_derive_counter_moves_for_vjp_and_for_backward():
     reverse.clear_cache()
     engine.clear_cache()
-    before = reverse.DERIVE_STATS["derived"]
-    ft.vjp(lambda x: ft.numpy.tanh(x) * x, np.arange(5.0))
-    after_vjp = reverse.DERIVE_STATS["derived"]
-    assert after_vjp == before + 1
+    f = lambda x: ft.numpy.tanh(x) * x      # noqa: E731
+    ft.vjp(f, np.arange(5.0))               # a new structure: interpreted per equation,
+    before = reverse.DERIVE_STATS["derived"]    # (which derives per-signature programs)
+    ft.vjp(f, np.arange(5.0))               # it repeats: the whole program is derived
+    assert reverse.DERIVE_STATS["derived"] == before + 1
+    ft.vjp(f, np.arange(5.0))               # and cached
+    assert reverse.DERIVE_STATS["derived"] == before + 1
     x = ft.tensor(np.arange(5.0), requires_grad=True)
     loss = (ft.tanh(x) * x).sum()
     mid = reverse.DERIVE_STATS["derived"]       # recording may derive per-op programs
@@ -53,7 +56,9 @@ def test_facade_graph_and_vjp_derive_identical_programs(monkeypatch):
     got = _spy(monkeypatch)
     reverse.clear_cache()
     engine.clear_cache()
-    _, vjp = ft.vjp(lambda x, w: ft.numpy.sin(x) * w, XV, WV)
+    f = lambda x, w: ft.numpy.sin(x) * w     # noqa: E731
+    ft.vjp(f, XV, WV)                       # the first call is interpreted per equation
+    _, vjp = ft.vjp(f, XV, WV)
     gx, gw = vjp(CT)
     from_vjp = got[-1]
     x = ft.tensor(XV, requires_grad=True)

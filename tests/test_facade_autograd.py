@@ -612,3 +612,30 @@ def test_error_texts_in_api_md():
     with pytest.raises(RuntimeError, match="Can't call numpy\\(\\) on Tensor that requires "
                                            "grad. Use tensor.detach\\(\\).numpy\\(\\) instead."):
         x.numpy()
+
+
+def test_first_backward_interpreted_and_repeated_backward_agree():
+    """A graph structure seen once runs node by node; when it repeats, its program is
+    derived. Same gradients, hooks, retained gradients and freeing either way."""
+    engine.clear_cache()
+    misses = engine.CACHE_STATS["misses"]
+    seen, counts = [], []
+
+    def run():
+        x = ft.tensor(np.array([0.3, -0.7, 1.1]), requires_grad=True)
+        w = ft.tensor(np.array([[0.5, -1.0, 2.0]] * 3), requires_grad=True)
+        h = (w @ x).tanh()
+        h.retain_grad()
+        h.register_hook(lambda g: seen.append(g.numpy().copy()) or g * 2)
+        loss = (h * x.sin()).sum() + (x ** 2).max()
+        loss.backward()
+        counts.append(engine.CACHE_STATS["misses"] - misses)
+        with pytest.raises(RuntimeError, match="second time"):
+            loss.backward()
+        return x.grad.numpy(), w.grad.numpy(), h.grad.numpy()
+    first = run()
+    second = run()
+    assert counts[0] == 0 and counts[1] >= 1      # interpreted, then derived
+    for a, b in zip(first, second):
+        np.testing.assert_allclose(a, b, rtol=1e-13)
+    np.testing.assert_allclose(seen[0], seen[1], rtol=1e-13)

@@ -13,7 +13,7 @@ from functrans.primitives.misc import stop_gradient as _stop_gradient
 from ._promotion import (
     _as_operand, _broadcast_to_shape, _promote_float, _shape, _to_dtype, astype, ravel)
 from ._shapes import _canon_axis
-from ._elementwise import _zero_like, add, exp, log, sqrt, subtract
+from ._elementwise import _zero_like, add, exp, isclose, log, sqrt, subtract
 
 
 # ---------------------------------------------------------------------------
@@ -165,3 +165,8 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     out = add(out, amax)
     return out if keepdims else sh.reshape(out, new_sizes=tuple(
         s for i, s in enumerate(_shape(x)) if i not in axes))
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether every element of a is close to b's (isclose), as one boolean."""
+    return all(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))

@@ -6,6 +6,7 @@ import builtins
 from collections import namedtuple
 
 from .. import numpy as fnp
+from . import dtypes as D
 from .methods import matrix_norm_fn, vector_norm_fn
 from .tensor import Tensor, apply_fn, static
 
@@ -20,7 +21,7 @@ def _check_float(A, name):
                         f"{type(A).__name__}")
     if A.dtype.kind not in "fc":
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
-                           f"Got {A.dtype}")
+                           f"Got {D.type_name(A.dtype).removesuffix('Tensor')}")
 
 
 def _axes(dim, ndim):

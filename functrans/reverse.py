@@ -528,11 +528,12 @@ def _first_seen(key):
     return True
 
 
-def _eqn_program(prim, params, avals, live):
+def _eqn_program(prim, params, avals, live, present):
     """The joined residual + backward program of one equation whose inputs have these
-    avals (live: the inputs that depend on the differentiated ones), derived once per
+    avals (live: the inputs that depend on the differentiated ones; present: the outputs
+    that receive a cotangent, the others being symbolic zeros), derived once per
     signature: (program, local value indices it reads, which live inputs get a cotangent)."""
-    key = (prim, _params_key(params), avals, live)
+    key = (prim, _params_key(params), avals, live, present)
     hit = _EQN_CACHE.get(key)
     if hit is None:
         order = [k for k in range(len(avals)) if live[k]] + \
@@ -545,7 +546,8 @@ def _eqn_program(prim, params, avals, live):
         slot_avals = [avals[k] for k in order] + list(out_avals)
         outs = tuple(range(n, n + len(out_avals)))
         d = derive(slot_avals, [(prim, params, tuple(local[k] for k in range(n)), outs)],
-                   n_live, list(range(n_live, n)), list(outs), [True] * len(slot_avals))
+                   n_live, list(range(n_live, n)), [o for o, p in zip(outs, present) if p],
+                   [True] * len(slot_avals))
         back = {j: k for k, j in local.items()}
         reads = [back[i] if i < n else i for i in d.value_idx]   # eqn input k or output
         hit = _EQN_CACHE[key] = (joined_program(d), reads, d.nonzero,
@@ -593,16 +595,12 @@ def _interpreted_vjp(tape, values, n_in, out_idx, key):
                 if not any(o in ct for o in oi):
                     continue
                 lv = tuple(live[i] for i in ii)
+                present = tuple(o in ct for o in oi)
                 prog, reads, nonzero, live_pos = _eqn_program(
-                    prim, params, tuple(avals[i] for i in ii), lv)
+                    prim, params, tuple(avals[i] for i in ii), lv, present)
                 n = len(ii)
                 args = [values[ii[r]] if r < n else values[oi[r - n]] for r in reads]
-                for o in oi:
-                    c = ct.pop(o, None)
-                    if c is None:
-                        a = avals[o]
-                        c = np.zeros(a.shape, a.dtype)
-                    args.append(c)
+                args += [ct.pop(o) for o, p in zip(oi, present) if p]
                 g = iter(run_program(prog, *args))
                 for k, nz in zip(live_pos, nonzero):
                     if nz:

@@ -308,6 +308,15 @@ acos_p = defprim("acos", lambda xp, x: xp.arccos(x), unary(FLOAT), elementwise=T
 atan_p = defprim("atan", lambda xp, x: xp.arctan(x), unary(FLOAT), elementwise=True,
                  jvp=(lambda t, x: div(t, add(_one(x), mul(x, x))),), cuda="atan({0})",
                  cpu="arctan")
+asinh_p = defprim("asinh", lambda xp, x: xp.arcsinh(x), unary(REAL), elementwise=True,
+                  jvp=(lambda t, x: mul(t, rsqrt(add(mul(x, x), _one(x)))),),
+                  cuda="asinh({0})", cpu="arcsinh")
+acosh_p = defprim("acosh", lambda xp, x: xp.arccosh(x), unary(REAL), elementwise=True,
+                  jvp=(lambda t, x: mul(t, rsqrt(mul(sub(x, _one(x)), add(x, _one(x))))),),
+                  cuda="acosh({0})", cpu="arccosh")
+atanh_p = defprim("atanh", lambda xp, x: xp.arctanh(x), unary(REAL), elementwise=True,
+                  jvp=(lambda t, x: div(t, mul(sub(_one(x), x), add(_one(x), x))),),
+                  cuda="atanh({0})", cpu="arctanh")
 sinh_p = defprim("sinh", lambda xp, x: xp.sinh(x), unary(FLOAT), elementwise=True,
                  jvp=(lambda t, x: mul(t, cosh(x)),), cuda="sinh({0})", cpu="sinh")
 cosh_p = defprim("cosh", lambda xp, x: xp.cosh(x), unary(FLOAT), elementwise=True,
@@ -438,6 +447,27 @@ atan2_p = defprim("atan2", lambda xp, x, y: xp.arctan2(x, y), naryop(REAL), elem
                   jvp=(lambda t, x, y: mul(t, div(y, add(mul(x, x), mul(y, y)))),
                        lambda t, x, y: neg(mul(t, div(x, add(mul(x, x), mul(y, y)))))),
                   cuda="atan2({0}, {1})", cpu="arctan2")
+
+
+def _logaddexp_weight(t, x, y):
+    """t * d logaddexp(x, y)/dx = t * logistic(x - y): exactly 1/2 at a tie (JAX and PyTorch) at
+    any magnitude, and itself differentiable, so second derivatives are right there too
+    (NaN where both are the same infinity, as JAX at -inf)."""
+    return mul(t, logistic(sub(x, y)))
+
+
+# log(exp(x) + exp(y)), one primitive so that a tie is not a kink of its rules (a composite
+# through max and abs splits the derivative 0/1 at x == y)
+logaddexp_p = defprim("logaddexp", lambda xp, x, y: xp.logaddexp(x, y), naryop(REAL),
+                      elementwise=True,
+                      jvp=(lambda t, x, y: _logaddexp_weight(t, x, y),
+                           lambda t, x, y: _logaddexp_weight(t, y, x)),
+                      cuda="ft_logaddexp({0}, {1})", cpu="logaddexp", commutative=True)
+# logaddexp(x, 0), its derivative logistic(x) (1/2 at 0, as JAX and PyTorch)
+softplus_p = defprim("softplus", lambda xp, x: xp.logaddexp(x, xp.zeros((), x.dtype)),
+                     unary(REAL), elementwise=True, jvp=(lambda t, x: mul(t, logistic(x)),),
+                     cuda="(({0}) > 0 ? ({0}) + log1p(exp(-({0}))) : log1p(exp({0})))",
+                     fresh=True)
 rem_p = defprim("rem", lambda xp, x, y: xp.fmod(x, y), naryop(NUMERIC), elementwise=True,
                 jvp=(lambda t, x, y: t,
                      lambda t, x, y: neg(mul(t, mul(sign(div(x, y)), floor(abs(div(x, y))))))),
@@ -527,6 +557,7 @@ select_p = defprim("select", _select_impl, _select_shape,
 
 neg, sin, cos, tan = neg_p.bind, sin_p.bind, cos_p.bind, tan_p.bind
 asin, acos, atan, sinh, cosh = asin_p.bind, acos_p.bind, atan_p.bind, sinh_p.bind, cosh_p.bind
+asinh, acosh, atanh = asinh_p.bind, acosh_p.bind, atanh_p.bind
 tanh, exp, log, log1p, expm1 = tanh_p.bind, exp_p.bind, log_p.bind, log1p_p.bind, expm1_p.bind
 sqrt, rsqrt, logistic, erf = sqrt_p.bind, rsqrt_p.bind, logistic_p.bind, erf_p.bind
 abs, sign, floor, ceil = abs_p.bind, sign_p.bind, floor_p.bind, ceil_p.bind
@@ -534,6 +565,7 @@ round, not_, is_finite = round_p.bind, not_p.bind, is_finite_p.bind
 integer_pow, convert_element_type = integer_pow_p.bind, convert_element_type_p.bind
 add, sub, mul, div, pow = add_p.bind, sub_p.bind, mul_p.bind, div_p.bind, pow_p.bind
 max, min, atan2, rem = max_p.bind, min_p.bind, atan2_p.bind, rem_p.bind
+logaddexp, softplus = logaddexp_p.bind, softplus_p.bind
 eq, ne, lt, le, gt, ge = eq_p.bind, ne_p.bind, lt_p.bind, le_p.bind, gt_p.bind, ge_p.bind
 and_, or_, xor = and_p.bind, or_p.bind, xor_p.bind
 shift_right_logical, shift_left = shift_right_logical_p.bind, shift_left_p.bind

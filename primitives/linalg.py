@@ -1,4 +1,4 @@
-"""dot_general: batched tensor contraction, the one linear-algebra primitive.
+"""dot_general: batched tensor contraction; svd: the thin singular value decomposition.
 
 dimension_numbers = ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)); the result
 axes are batch, then lhs free, then rhs free (XLA's convention).
@@ -9,9 +9,11 @@ import math
 
 import numpy as np
 
-from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal
+from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal, Zero
 from .base import NUMERIC, aval_of, defprim, moveaxis
-from .shape import transpose
+from .elementwise import add, div, mul, sub
+from .reductions import reduce_sum
+from .shape import broadcast_in_dim, transpose
 
 
 def _free(ndim, contract, batch):
@@ -219,3 +221,88 @@ dot_general_p = defprim(
     transpose=_dot_transpose, batch=_dot_batch, cpu=_dot_cpu, fresh=True)
 
 dot_general = dot_general_p.bind
+
+
+# ---------------------------------------------------------------------------
+# svd: the thin singular value decomposition of real matrices (and stacks of them)
+
+def _svd_impl(xp, x):
+    u, s, vh = xp.linalg.svd(xp.asarray(x), full_matrices=False)
+    return [u, s, vh]
+
+
+def _svd_shape(x):
+    if x.ndim < 2:
+        raise ShapeError(f"svd needs a matrix or a stack of matrices, got {x.str_short()}")
+    if x.dtype.kind != "f":
+        raise DTypeError(f"svd supports real floating matrices, got {x.str_short()}; convert "
+                         "integers with astype (complex matrices are not supported)")
+    *b, m, n = x.shape
+    k = min(m, n)
+    b = tuple(b)
+    return [ShapedArray(b + (m, k), x.dtype), ShapedArray(b + (k,), x.dtype),
+            ShapedArray(b + (k, n), x.dtype)]
+
+
+def _mm(a, b):
+    """a @ b over the last two axes, the leading ones batch axes."""
+    nd = aval_of(a).ndim
+    batch = tuple(range(nd - 2))
+    return dot_general(a, b, dimension_numbers=(((nd - 1,), (nd - 2,)), (batch, batch)))
+
+
+def _mT(a):
+    nd = aval_of(a).ndim
+    return transpose(a, permutation=tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _spread(s, shape, axis):
+    """A vector of the last axis of s laid along `axis` (-1: columns, -2: rows) of shape."""
+    nb = len(shape) - 2
+    return broadcast_in_dim(s, shape=shape, broadcast_dimensions=tuple(range(nb)) +
+                            (len(shape) + axis,))
+
+
+def _svd_jvp(primals, tangents):
+    """d(U, s, Vh) for dA: ds = diag(Uᵀ dA V); dU = U (F ∘ (dP S + S dPᵀ)) plus, for a tall
+    matrix, (I - U Uᵀ) dA V S⁻¹; dV likewise, F_ij = 1 / (s_j² - s_i²) (i != j). Repeated
+    singular values make dU and dV infinite, as in JAX."""
+    (x,), (t,) = primals, tangents
+    u, s, vh = svd(x)
+    if type(t) is Zero:
+        return [u, s, vh], [Zero(aval_of(o).strip_weak()) for o in (u, s, vh)]
+    shape = aval_of(x).shape
+    m, n = shape[-2:]
+    k = min(m, n)
+    kk = shape[:-2] + (k, k)
+    v = _mT(vh)
+    dp = _mm(_mm(_mT(u), t), v)                       # Uᵀ dA V, k x k
+    eye = broadcast_in_dim(np.eye(k, dtype=x.dtype), shape=kk,
+                           broadcast_dimensions=(len(kk) - 2, len(kk) - 1))
+    ds = reduce_sum(mul(dp, eye), axes=(len(kk) - 1,))
+    s_row, s_col = _spread(s, kk, -1), _spread(s, kk, -2)   # s_j and s_i
+    diff = mul(add(s_row, s_col), sub(s_row, s_col))        # s_j² - s_i²
+    f = sub(div(np.ones((), x.dtype), add(diff, eye)), eye)  # 1/diff off the diagonal, else 0
+    dps = mul(dp, s_row)                                     # dP S
+    sdp = mul(s_col, dp)                                     # S dP
+    du = _mm(u, mul(f, add(dps, _mT(dps))))
+    dv = _mm(v, mul(f, add(sdp, _mT(sdp))))
+    if m > k:
+        dav = _mm(t, v)
+        du = add(du, div(sub(dav, _mm(u, _mm(_mT(u), dav))),
+                         _spread(s, shape[:-2] + (m, k), -1)))
+    if n > k:
+        dau = _mm(_mT(t), u)
+        dv = add(dv, div(sub(dau, _mm(v, _mm(vh, dau))),
+                         _spread(s, shape[:-2] + (n, k), -1)))
+    return [u, s, vh], [du, ds, _mT(dv)]
+
+
+def _svd_batch(vals, dims):
+    (x,), (d,) = vals, dims
+    return svd(moveaxis(x, d, 0)), (0, 0, 0)
+
+
+svd_p = defprim("svd", _svd_impl, _svd_shape, jvp=_svd_jvp, batch=_svd_batch,
+                multiple_results=True, fresh=True)
+svd = svd_p.bind

@@ -478,6 +478,28 @@ def _scatter_case(add):
 
 
 # ---------------------------------------------------------------------------
+# svd
+
+
+def _svd_case():
+    """Matrices (and stacks) with well separated, nonzero singular values: U, s and V are
+    then smooth functions of the matrix, and finite differences see them."""
+    def make(d, dtype, deriv):
+        batch = d.draw(shape_st(0, 1, 1, 2))
+        m, n = d.draw(st.integers(1, 4)), d.draw(st.integers(1, 4))
+        k = min(m, n)
+
+        def gen(rng):
+            q1 = np.linalg.qr(rng.standard_normal(batch + (m, m)))[0][..., :k]
+            q2 = np.linalg.qr(rng.standard_normal(batch + (n, n)))[0][..., :k]
+            sv = 1 + 0.8 * np.arange(k) + rng.uniform(0, 0.3, batch + (k,))
+            return [np.einsum("...ik,...k,...jk->...ij", q1, sv, q2).astype(dtype)]
+        return {}, gen
+    return Case(make, lambda x: list(np.linalg.svd(x, full_matrices=False)), FLOATS,
+                rtol32=1e-4)
+
+
+# ---------------------------------------------------------------------------
 # dot_general
 
 def _dot_case():
@@ -587,6 +609,9 @@ CASES: dict[str, Case] = {
     "asin": unary(np.arcsin, -0.9, 0.9),
     "acos": unary(np.arccos, -0.9, 0.9),
     "atan": unary(np.arctan, -3, 3),
+    "asinh": unary(np.arcsinh, -3, 3),
+    "acosh": unary(np.arccosh, 1.2, 4),
+    "atanh": unary(np.arctanh, -0.8, 0.8),
     "sinh": unary(np.sinh, -3, 3),
     "cosh": unary(np.cosh, -3, 3),
     "tanh": unary(np.tanh, -3, 3),
@@ -599,6 +624,7 @@ CASES: dict[str, Case] = {
     "logistic": unary(lambda x: (1 / (1 + np.exp(-x.astype(np.float64)))).astype(x.dtype),
                       -5, 5),
     "erf": unary(_erf_ref, -3, 3),
+    "softplus": unary(lambda x: np.logaddexp(x, 0), -5, 5),
     "abs": unary(np.abs, -3, 3, away=0.2, dtypes=FLOATS + (I32,)),
     "sign": unary(np.sign, -3, 3, away=0.2, dtypes=FLOATS + (I32,), smooth=False),
     "floor": unary(np.floor, dtypes=FLOATS, smooth=False,
@@ -625,6 +651,7 @@ CASES: dict[str, Case] = {
     "max": _max_min_case(np.maximum),
     "min": _max_min_case(np.minimum),
     "atan2": binary(np.arctan2, gens=(_nonzero(-2, 2),) * 2),
+    "logaddexp": binary(np.logaddexp),
     "rem": _rem_case(),
     "eq": _cmp(np.equal),
     "ne": _cmp(np.not_equal),
@@ -662,6 +689,7 @@ CASES: dict[str, Case] = {
     "scatter_add": _scatter_case(add=True),
     "scatter": _scatter_case(add=False),
     "dot_general": _dot_case(),
+    "svd": _svd_case(),
     "threefry2x32": _threefry_case(),
     "stop_gradient": unary(lambda x: x, dtypes=FLOATS + (I32, BOOL), smooth=False),
 }

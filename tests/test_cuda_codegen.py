@@ -29,8 +29,8 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolk
                                 "the generated kernels cannot be compiled here")
 
 DTYPES = ["float32", "float64", "float16", "int8", "int32", "int64", "uint8", "uint32", "bool"]
-BINARY = {"add", "sub", "mul", "div", "pow", "max", "min", "atan2", "rem", "eq", "ne", "lt",
-          "le", "gt", "ge", "and", "or", "xor", "shift_right_logical", "shift_left"}
+BINARY = {"add", "sub", "mul", "div", "pow", "max", "min", "atan2", "logaddexp", "rem", "eq",
+          "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "shift_right_logical", "shift_left"}
 
 
 def _param_variants(name, dt):

@@ -43,6 +43,10 @@ template <typename T> __device__ __forceinline__ T ft_max(T a, T b) {
 template <typename T> __device__ __forceinline__ T ft_min(T a, T b) {
   return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
 }
+template <typename T> __device__ __forceinline__ T ft_logaddexp(T a, T b) {
+  if (a == b) return a + (T)0.69314718055994530942;          // ties, equal infinities too
+  return ft_max(a, b) + log1p(exp(-fabs(a - b)));
+}
 // shifts as NumPy defines them: zero once the amount reaches the width; a logical right
 // shift of a signed value shifts its unsigned bits
 #define FT_SHIFTS(T, U)                                                              \

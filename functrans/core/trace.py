@@ -390,6 +390,12 @@ class Tracer:
     def __array__(self, dtype=None, copy=None):
         return np.asarray(self._concrete("numpy.asarray()"), dtype=dtype)
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return tracer_ops["array_ufunc"](ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return tracer_ops["array_function"](func, types, args, kwargs)
+
     def __iter__(self):
         if not self.aval.shape:
             raise TypeError("iteration over a rank-0 traced value")

@@ -11,6 +11,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import numpy as fnp
+from ..numpy._linalg import matrix_norm
 from ..core import ConcretizationTypeError, Tracer
 from ..nn import functions as nnf
 from functrans.primitives import elementwise as ew
@@ -74,6 +75,25 @@ def _install_unary(name, op):
 
 for _n, _op in _UOPS.items():
     _install_unary(_n, _op)
+
+
+def abs_fn(x):
+    """|x| with PyTorch's derivative sign(x), 0 at 0 (functrans.numpy's abs follows JAX: 1 at
+    0): x * sign(x), whose backward reads sign(x). Complex and integer input: plain abs."""
+    x = fnp.asarray(x)
+    if np.dtype(x.dtype).kind != "f":
+        return fnp.abs(x)
+    return ew.mul(x, ew.sign(x))
+
+
+def _abs(self):
+    """abs; a float input that can carry a derivative goes through abs_fn (torch's sgn rule)."""
+    if self._data.dtype.kind == "f" and (self._requires_grad or isinstance(self._data, Tracer)):
+        return apply_fn("AbsBackward0", abs_fn, (self,))
+    return unary(self, _UOPS["abs"])
+
+
+T.abs = _abs
 T.arcsin, T.arccos, T.arctan, T.negative, T.absolute = T.asin, T.acos, T.atan, T.neg, T.abs
 T.__neg__ = T.neg
 T.__abs__ = T.abs
@@ -635,21 +655,47 @@ def logsumexp(self, dim, keepdim=False):
                     static(axis=_dims(dim, self.ndim), keepdims=keepdim))
 
 
-def _norm_fn(x, axis, keepdims, p):
-    if p == 2:
-        return fnp.sqrt(fnp.sum(fnp.multiply(x, x), axis=axis, keepdims=keepdims))
+def vector_norm_fn(x, axis, keepdims, p):
+    """torch.linalg.vector_norm: sum(|x|^p)^(1/p); max/min |x| for +-inf, the count of nonzeros
+    for 0. PyTorch's derivatives: sign(x) rules at x = 0, and 0 (not NaN) at a zero norm."""
+    inf = float("inf")
+    if p == 0:
+        return fnp.sum(fnp.astype(fnp.not_equal(x, 0), x.dtype), axis=axis, keepdims=keepdims)
+    a = abs_fn(x)
+    if p in (inf, -inf):
+        return (fnp.max if p == inf else fnp.min)(a, axis=axis, keepdims=keepdims)
     if p == 1:
-        return fnp.sum(fnp.abs(x), axis=axis, keepdims=keepdims)
-    if p == float("inf"):
-        return fnp.max(fnp.abs(x), axis=axis, keepdims=keepdims)
-    return fnp.power(fnp.sum(fnp.power(fnp.abs(x), float(p)), axis=axis, keepdims=keepdims),
-                     1.0 / p)
+        return fnp.sum(a, axis=axis, keepdims=keepdims)
+    s = fnp.sum(fnp.multiply(x, x) if p == 2 else fnp.power(a, float(p)), axis=axis,
+                keepdims=keepdims)
+    zero = fnp.equal(s, 0)
+    safe = fnp.where(zero, fnp.ones((), s.dtype), s)       # no inf * 0 in the derivative
+    root = fnp.sqrt(safe) if p == 2 else fnp.power(safe, 1.0 / p)
+    return fnp.where(zero, fnp.zeros((), s.dtype), root)
+
+
+def _frobenius(y, axes):
+    return vector_norm_fn(y, axes, False, 2)
+
+
+def matrix_norm_fn(x, ord, axes, keepdims):
+    """torch.linalg.matrix_norm over two axes, with PyTorch's derivatives at kinks."""
+    return matrix_norm(x, ord, axes, keepdims, absval=abs_fn, frobenius=_frobenius)
 
 
 def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
+    """torch.norm: 'nuc' is the nuclear norm of a matrix (or over two dims); any other p the
+    vector norm over dim (all elements when None)."""
+    if p == "nuc":
+        axes = (0, 1) if dim is None else _dims(dim, self.ndim)
+        if self.ndim < 2 or len(axes) != 2:
+            raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
+                               "dimensions.")
+        return apply_fn("NormBackward1", matrix_norm_fn, (self,),
+                        static(ord="nuc", axes=axes, keepdims=keepdim))
     p = 2 if p in ("fro", None) else p
-    return apply_fn("NormBackward1" if dim is not None else "NormBackward0", _norm_fn, (self,),
-                    static(axis=_dims(dim, self.ndim), keepdims=keepdim, p=p))
+    return apply_fn("NormBackward1" if dim is not None else "NormBackward0", vector_norm_fn,
+                    (self,), static(axis=_dims(dim, self.ndim), keepdims=keepdim, p=p))
 
 
 def _cumsum_fn(x, axis):

@@ -22,7 +22,10 @@ def relu(x):
 
 
 def relu6(x):
-    return fnp.minimum(relu(x), 6.0)
+    """min(max(x, 0), 6), with derivative 0 at 0 and at 6 (JAX's convention)."""
+    x = fnp.asarray(x)
+    inside = fnp.logical_and(fnp.greater(x, 0), fnp.less(x, 6))
+    return fnp.where(inside, x, stop_gradient(fnp.clip(x, 0, 6)))
 
 
 def sigmoid(x):
@@ -35,9 +38,9 @@ def log_sigmoid(x):
 
 
 def softplus(x):
-    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))."""
+    """log(1 + exp(x)) = logaddexp(x, 0): stable, derivative logistic(x) (1/2 at 0)."""
     (x,) = fnp._promote_float(x)
-    return fnp.add(fnp.maximum(x, 0.0), fnp.log1p(fnp.exp(fnp.negative(fnp.absolute(x)))))
+    return ew.softplus(x)
 
 
 def silu(x):

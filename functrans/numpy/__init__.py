@@ -7,6 +7,8 @@ functions take their values and return arrays (or traced values).
 """
 import types as _types
 
+import numpy as _np
+
 from .. import core
 from functrans.primitives.misc import stop_gradient as _stop_gradient
 from ._promotion import (  # noqa: F401
@@ -22,14 +24,20 @@ from ._shapes import (  # noqa: F401
 from ._creation import (  # noqa: F401
     arange, copy, empty, empty_like, eye, full, full_like, identity, linspace, ones, ones_like,
     tri, zeros, zeros_like)
+from ._creation import geomspace, logspace  # noqa: F401
+from ._shapes import (  # noqa: F401
+    append, atleast_3d, column_stack, diff, dsplit, hsplit, roll, rot90, row_stack, vsplit)
 from ._elementwise import (  # noqa: F401
     abs, absolute, add, arccos, arcsin, arctan, arctan2, around, bitwise_and, bitwise_not,
     bitwise_or, bitwise_xor, cbrt, ceil, clip, conj, conjugate, cos, cosh, divide, equal, exp,
     exp2, expm1, floor, floor_divide, fmax, fmin, fmod, greater, greater_equal, invert,
-    isclose, isfinite, isinf, isnan, less, less_equal, log, log10, log1p, log2, logaddexp,
-    logical_and, logical_not, logical_or, logical_xor, maximum, minimum, mod, multiply, negative, not_equal,
+    isfinite, isinf, isnan, less, less_equal, log, log10, log1p, log2, logaddexp, logical_and,
+    logical_not, logical_or, logical_xor, maximum, minimum, mod, multiply, negative, not_equal,
     positive, power, real, reciprocal, remainder, rint, round, rsqrt, sign, sin, sinh, sqrt,
     square, subtract, tan, tanh, true_divide, trunc, where)
+from ._elementwise import (  # noqa: F401
+    arccosh, arcsinh, arctanh, deg2rad, degrees, fabs, hypot, iscomplex, iscomplexobj, isclose,
+    isreal, isrealobj, logaddexp2, nan_to_num, rad2deg, radians, select, sinc)
 from ._reductions import (  # noqa: F401
     all, allclose, amax, amin, any, argmax, argmin, argsort, cumprod, cumsum, lexsort,
     logsumexp, max, mean, min, prod, sort, std, sum, var)
@@ -37,6 +45,7 @@ from ._indexing import (  # noqa: F401
     at, diag, diagonal, getitem, index_add, index_update, repeat, take, take_along_axis, trace,
     tril, triu)
 from ._linalg import dot, einsum, inner, linalg, matmul, outer, tensordot, vdot  # noqa: F401
+from ._linalg import cross, kron  # noqa: F401
 
 
 # ---------------------------------------------------------------------------
@@ -64,7 +73,60 @@ def _install_tracer_ops():
     ops["prop:mT"] = lambda x: swapaxes(x, -1, -2)
 
 
+# NumPy's own functions and ufuncs on traced values (NEP 13 and 18) run this module's: np.exp(x)
+# or np.sum(x) inside a transformation is traced and differentiated, never turned into a
+# constant through __array__; one this module lacks raises.
+_UFUNC_METHODS = {"reduce": {"add": "sum", "multiply": "prod", "maximum": "max",
+                             "minimum": "min", "logical_and": "all", "logical_or": "any"},
+                  "accumulate": {"add": "cumsum", "multiply": "cumprod"}}
+_DTYPE_ONLY = {"result_type", "can_cast", "min_scalar_type", "iscomplexobj", "isrealobj",
+               "common_type"}
+
+
+def _no_out(name, kwargs):
+    if kwargs.pop("out", None) is not None:
+        raise TypeError(f"numpy.{name}(..., out=...) on a traced value: NumPy cannot write a "
+                        "traced result into an array; drop out= and use the returned value")
+
+
+def _array_ufunc(ufunc, method, inputs, kwargs):
+    name = ufunc.__name__
+    _no_out(name, kwargs)
+    if method == "__call__":
+        fn = globals().get({"absolute": "abs", "fabs": "abs"}.get(name, name))
+    else:
+        fn = globals().get(_UFUNC_METHODS.get(method, {}).get(name, ""))
+        kwargs.setdefault("axis", 0)             # a ufunc method's default axis
+    if fn is None or not callable(fn):
+        what = name if method == "__call__" else f"{name}.{method}"
+        raise TypeError(f"numpy.{what} was called on a traced value, and functrans.numpy has "
+                        f"no equivalent: a NumPy result would be a constant (no derivative, "
+                        "not traced). Write it with functrans.numpy functions.")
+    return fn(*inputs, **kwargs)
+
+
+def _array_function(func, types, args, kwargs):
+    name, module = func.__name__, func.__module__ or "numpy"
+    if name in _DTYPE_ONLY:                      # only the dtypes matter
+        def stand_in(a):
+            return _np.empty((0,), a.dtype) if isinstance(a, core.Tracer) else a
+        return func(*[stand_in(a) for a in args], **{k: stand_in(v) for k, v in kwargs.items()})
+    ns = globals() if module == "numpy" else vars(globals().get(module[6:], object)) \
+        if module.startswith("numpy.") else {}
+    fn = ns.get(name)
+    _no_out(name, kwargs)
+    if fn is None:
+        raise TypeError(f"{module}.{name} was called on a traced value, and functrans.numpy "
+                        f"has no {name}: a NumPy result would be a constant (no derivative, not "
+                        "traced). Write it with functrans.numpy functions.")
+    if isinstance(fn, staticmethod):            # fnp.linalg's functions
+        fn = fn.__func__
+    return fn(*args, **kwargs)
+
+
 _install_tracer_ops()
+core.tracer_ops["array_ufunc"] = _array_ufunc
+core.tracer_ops["array_function"] = _array_function
 stop_gradient = _stop_gradient
 
 
@@ -73,3 +135,4 @@ for _name, _fn in list(globals().items()):       # (the elementwise ones take th
             _fn, "takes_array_likes", False):
         globals()[_name] = _takes_array_likes(_fn)
 linalg.norm = staticmethod(_takes_array_likes(linalg.norm))
+linalg.svd = staticmethod(_takes_array_likes(linalg.svd))

@@ -2,11 +2,16 @@
 traced value broadcasts it)."""
 from __future__ import annotations
 
+import builtins
+import operator
+
 import numpy as _np
 
 from .. import core
 from ..core import Tracer, is_python_scalar, to_concrete
-from ._promotion import _as_operand, _shape, astype, float32, result_type
+from functrans.primitives import elementwise as ew
+from functrans.primitives import shape as sh
+from ._promotion import _as_operand, _shape, _to_dtype, astype, float32, result_type
 from ._shapes import broadcast_to
 
 
@@ -58,21 +63,124 @@ empty_like = zeros_like
 
 
 def arange(start, stop=None, step=None, dtype=None):
+    """NumPy's arange. Its length needs concrete bounds; start and step may be traced values
+    with known contents (under grad), and then the result is differentiable in them."""
     for v in (start, stop, step):
         if isinstance(v, Tracer) and to_concrete(v) is None:
             raise core.ConcretizationTypeError(
                 f"arange needs concrete bounds, got the traced value {v.aval.str_short()}; "
                 "the length of the result must be known while tracing")
-    start, stop, step = (to_concrete(v) if isinstance(v, Tracer) else v for v in (start, stop, step))
     if dtype is None:
         dtype = result_type(*[v for v in (start, stop, step) if v is not None])[0]
-    if stop is None:
-        return _np.arange(start, dtype=dtype)
-    return _np.arange(start, stop, step if step is not None else 1, dtype=dtype)
+    cs, ce, cp = (to_concrete(v) if isinstance(v, Tracer) else v for v in (start, stop, step))
+    out = _np.arange(cs, dtype=dtype) if ce is None else \
+        _np.arange(cs, ce, cp if cp is not None else 1, dtype=dtype)
+    if _np.dtype(dtype).kind not in "fc" or not (isinstance(start, Tracer) or
+                                                  isinstance(step, Tracer)):
+        return out
+    if ce is None:                      # arange(n): 0, 1, ..., n - 1
+        return out
+    # start + i * step on the traced values: its derivative in start is 1, in step i
+    first = _to_dtype(start, _np.dtype(dtype))
+    i = sh.iota(dtype=_np.dtype(dtype), shape=out.shape, dimension=0)
+    return ew.add(first, ew.mul(i, _to_dtype(1 if step is None else step, _np.dtype(dtype))))
 
 
-def linspace(start, stop, num=50, endpoint=True, dtype=None):
-    return _np.linspace(start, stop, num, endpoint=endpoint, dtype=dtype or float32)
+def _float_dtype(dtype, *endpoints):
+    """The dtype linspace and friends compute in: the endpoints' (float32 from Python numbers,
+    float64 from float64 arrays) lifted to a float, or a float of dtype's size."""
+    dt = result_type(*endpoints, 1.0)[0]
+    if dtype is not None and _np.dtype(dtype).kind in "fc":
+        return _np.dtype(dtype)
+    return dt
+
+
+def _endpoints(dtype, start, stop):
+    """(dt, a, b): the dtype linspace and friends compute in (the endpoints' dtype lifted to a
+    float: float32 from Python numbers, float64 from float64 arrays; or dtype when it is a
+    float) and the endpoints in it, broadcast against each other."""
+    dt = result_type(start, stop, 1.0)[0]
+    if dtype is not None and _np.dtype(dtype).kind in "fc":
+        dt = _np.dtype(dtype)
+    a, b = _to_dtype(_as_operand(start), dt), _to_dtype(_as_operand(stop), dt)
+    s = tuple(_np.broadcast_shapes(_shape(a), _shape(b)))
+    return dt, _lead(a, s), _lead(b, s)
+
+
+def _lead(v, shape):
+    """v broadcast to `shape`, its dimensions the trailing ones."""
+    if _shape(v) == shape:
+        return v
+    return sh.broadcast_in_dim(v, shape=shape, broadcast_dimensions=tuple(
+        range(len(shape) - len(_shape(v)), len(shape))))
+
+
+def _at(i, k, dt, value, y):
+    """y with sample k (along axis 0) replaced by value."""
+    return ew.select(ew.eq(i, _np.asarray(k, dt)), _lead(value, _shape(y)), y)
+
+
+def _finish(y, axis, dtype, dt):
+    """Move the sample axis to `axis` and convert to dtype (integers floored, as NumPy)."""
+    if axis % builtins.max(len(_shape(y)), 1) != 0:
+        nd = len(_shape(y))
+        rest = list(range(1, nd))
+        k = axis % nd
+        y = sh.transpose(y, permutation=tuple(rest[:k] + [0] + rest[k:]))
+    if dtype is not None and _np.dtype(dtype) != dt:
+        if _np.dtype(dtype).kind in "iu":
+            y = ew.floor(y)
+        y = ew.convert_element_type(y, new_dtype=_np.dtype(dtype), weak_type=False)
+    return y
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    """NumPy's linspace, differentiable in start and stop (start + i * (stop - start) / div,
+    the last sample exactly stop), with one dtype rule eagerly and traced."""
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    dt, a, b = _endpoints(dtype, start, stop)
+    div = num - 1 if endpoint else num
+    step = ew.div(ew.sub(b, a), _np.asarray(div if div else _np.nan, dt))
+    shape = (num,) + _shape(a)
+    i = sh.iota(dtype=dt, shape=shape, dimension=0)
+    y = ew.add(_lead(a, shape), ew.mul(i, _lead(step, shape))) if div else _lead(a, shape)
+    if endpoint and num > 1:
+        y = _at(i, num - 1, dt, b, y)
+    y = _finish(y, axis, dtype, dt)
+    return (y, step) if retstep else y
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    """base ** linspace(start, stop): differentiable in start, stop and base."""
+    y = linspace(start, stop, num, endpoint=endpoint)
+    dt = _np.dtype(y.dtype)
+    y = ew.pow(_lead(_to_dtype(_as_operand(base), dt), _shape(y)), y)
+    return _finish(y, axis, dtype, dt)
+
+
+def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    """NumPy's geomspace for real endpoints of one sign: sign * exp(linspace(log|start|,
+    log|stop|)), the first and last samples exactly start and stop; differentiable in both."""
+    dt, a, b = _endpoints(dtype, start, stop)
+    ca, cb = to_concrete(a), to_concrete(b)
+    if ca is not None and cb is not None:
+        ca, cb = _np.asarray(ca), _np.asarray(cb)
+        if (ca == 0).any() or (cb == 0).any():
+            raise ValueError("Geometric sequence cannot include zero")
+        if ((ca < 0) != (cb < 0)).any():
+            raise NotImplementedError(
+                "geomspace: endpoints of opposite signs make a complex sequence, which is not "
+                "supported; pass endpoints of one sign")
+    y = linspace(ew.log(ew.abs(a)), ew.log(ew.abs(b)), num, endpoint=endpoint)
+    y = ew.mul(_lead(ew.sign(a), _shape(y)), ew.exp(y))
+    if num:
+        i = sh.iota(dtype=dt, shape=_shape(y), dimension=0)
+        y = _at(i, 0, dt, a, y)
+        if endpoint and num > 1:
+            y = _at(i, num - 1, dt, b, y)
+    return _finish(y, axis, dtype, dt)
 
 
 def eye(N, M=None, k=0, dtype=None):

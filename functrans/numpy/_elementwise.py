@@ -113,12 +113,16 @@ def log10(x):
 
 
 def logaddexp(x, y):
+    """log(exp(x) + exp(y)); derivative logistic(x - y), so 1/2 each at a tie (as JAX)."""
     x, y = _promote_float(x, y)
-    amax = ew.max(x, y)
-    delta = ew.sub(x, y)
-    both_inf = ew.is_finite(delta)
-    out = ew.add(amax, ew.log1p(ew.exp(ew.neg(ew.abs(ew.select(both_inf, delta, _zero_like(delta)))))))
-    return ew.select(both_inf, out, amax)
+    return ew.logaddexp(x, y)
+
+
+def logaddexp2(x, y):
+    """log2(2**x + 2**y), through logaddexp in base e."""
+    x, y = _promote_float(x, y)
+    ln2 = _np.asarray(math.log(2), x.dtype)
+    return ew.div(ew.logaddexp(ew.mul(x, ln2), ew.mul(y, ln2)), ln2)
 
 
 def _zero_like(x):
@@ -220,21 +224,6 @@ def where(condition, x=None, y=None):
     return ew.select(*ops)
 
 
-def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """|a - b| <= atol + rtol * |b| elementwise (numpy.isclose): infinities are close only
-    to themselves, NaN only to NaN and only with equal_nan."""
-    dt, _ = result_type(a, b)
-    if _np.dtype(dt).kind not in "fc":
-        dt = _np.result_type(dt, _np.float32)
-    a, b = _to_dtype(_as_operand(a), dt), _to_dtype(_as_operand(b), dt)
-    tol = add(atol, multiply(rtol, absolute(b)))
-    close = less_equal(absolute(subtract(a, b)), tol)
-    out = where(logical_or(isinf(a), isinf(b)), equal(a, b), close)
-    if equal_nan:
-        out = logical_or(out, logical_and(isnan(a), isnan(b)))
-    return out
-
-
 def clip(a, a_min=None, a_max=None):
     out = _as_operand(a)
     if a_min is not None:
@@ -256,3 +245,112 @@ def conj(x):
 
 
 conjugate = conj
+
+
+# ---------------------------------------------------------------------------
+# more of NumPy's elementwise functions, as compositions
+
+arcsinh, arccosh, arctanh = _unary_float(ew.asinh), _unary_float(ew.acosh), _unary_float(ew.atanh)
+
+
+def fabs(x):
+    """|x| as a float (NumPy's fabs)."""
+    return absolute(_promote_float(x)[0])
+
+
+def _scaled(x, factor):
+    x = _promote_float(x)[0]
+    return ew.mul(x, _np.asarray(factor, x.dtype))
+
+
+def radians(x):
+    return _scaled(x, math.pi / 180)
+
+
+def degrees(x):
+    return _scaled(x, 180 / math.pi)
+
+
+deg2rad, rad2deg = radians, degrees
+
+
+def hypot(x, y):
+    """sqrt(x² + y²) without overflow or underflow: m sqrt(1 + (n / m)²) with m, n the larger
+    and smaller of |x|, |y|; 0 at (0, 0) (derivative 0 there), inf if either is infinite."""
+    x, y = _promote_float(x, y)
+    a, b = ew.abs(x), ew.abs(y)
+    m, n = maximum(a, b), minimum(a, b)
+    zero = ew.eq(m, _zero_like(m))
+    safe = where(zero, _np.ones((), m.dtype), m)
+    r = where(zero, _zero_like(m), ew.mul(m, ew.sqrt(ew.add(
+        _np.ones((), m.dtype), square(ew.div(n, safe))))))
+    return where(logical_or(isinf(a), isinf(b)), _np.asarray(_np.inf, m.dtype), r)
+
+
+def sinc(x):
+    """sin(pi x) / (pi x), 1 at 0; a Taylor polynomial near 0, so that every derivative is
+    right there (sinc'(0) = 0, sinc''(0) = -pi²/3)."""
+    x = _promote_float(x)[0]
+    small = ew.lt(ew.abs(x), _np.asarray(0.05, x.dtype))
+    z = square(ew.mul(x, _np.asarray(math.pi, x.dtype)))
+    poly = _np.asarray(1 / math.factorial(9), x.dtype)
+    for k in range(3, -1, -1):                          # Horner: sum (-z)^k / (2k + 1)!
+        poly = ew.add(ew.mul(poly, ew.neg(z)), _np.asarray(1 / math.factorial(2 * k + 1),
+                                                           x.dtype))
+    safe = where(small, _np.ones((), x.dtype), x)
+    px = ew.mul(safe, _np.asarray(math.pi, x.dtype))
+    return where(small, poly, ew.div(ew.sin(px), px))
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """NaN -> nan, +-inf -> posinf / neginf (the dtype's largest finite values by default)."""
+    x = _as_operand(x)
+    dt = _np.dtype(x.dtype)
+    if dt.kind not in "f":
+        if dt.kind == "c":
+            raise NotImplementedError("nan_to_num of complex arrays is not supported yet")
+        return x
+    info = _np.finfo(dt)
+    hi = info.max if posinf is None else posinf
+    lo = info.min if neginf is None else neginf
+    out = where(isnan(x), _np.asarray(nan, dt), x)
+    out = where(ew.eq(x, _np.asarray(_np.inf, dt)), _np.asarray(hi, dt), out)
+    return where(ew.eq(x, _np.asarray(-_np.inf, dt)), _np.asarray(lo, dt), out)
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|a - b| <= atol + rtol |b| elementwise (equal infinities are close), as NumPy."""
+    a, b = _promote_float(a, b)
+    close = ew.le(ew.abs(ew.sub(a, b)), ew.add(_np.asarray(atol, a.dtype),
+                                                ew.mul(_np.asarray(rtol, a.dtype), ew.abs(b))))
+    close = logical_or(ew.and_(close, ew.is_finite(ew.sub(a, b))), ew.eq(a, b))
+    return logical_or(close, ew.and_(isnan(a), isnan(b))) if equal_nan else close
+
+
+def select(condlist, choicelist, default=0):
+    """The choice of the first true condition, else default (NumPy's select)."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    out = default
+    for c, v in reversed(list(zip(condlist, choicelist))):
+        out = where(c, v, out)
+    return _as_operand(out)
+
+
+def iscomplexobj(x):
+    return _np.dtype(_as_operand(x).dtype).kind == "c"
+
+
+def isrealobj(x):
+    return not iscomplexobj(x)
+
+
+def iscomplex(x):
+    x = _as_operand(x)
+    if _np.dtype(x.dtype).kind == "c":
+        raise NotImplementedError("iscomplex of complex arrays is not supported yet")
+    return full(_shape(x), False)
+
+
+def isreal(x):
+    return logical_not(iscomplex(x))

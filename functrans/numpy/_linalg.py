@@ -1,6 +1,8 @@
 """functrans.numpy's linear algebra: matmul, dot, tensordot, einsum and the linalg namespace."""
 from __future__ import annotations
 
+import builtins
+
 import numpy as _np
 
 from .. import core
@@ -10,10 +12,10 @@ from functrans.primitives import elementwise as ew
 from functrans.primitives import linalg as la
 from ._promotion import (
     _as_operand, _broadcast_to_shape, _promote_float, _promote_same_dtype, _shape,
-    broadcast_shapes, ravel, reshape)
-from ._shapes import ndim
-from ._elementwise import absolute, multiply, sqrt
-from ._reductions import max, sum
+    broadcast_shapes, expand_dims, ravel, reshape, stack)
+from ._shapes import broadcast_arrays, moveaxis, ndim
+from ._elementwise import absolute, multiply, power, sqrt, subtract
+from ._reductions import max, min, sum
 
 
 # ---------------------------------------------------------------------------
@@ -91,14 +93,116 @@ def einsum(subscripts, *operands, optimize="optimal"):
     return _einsum(subscripts, *[_as_operand(o) for o in operands], optimize=optimize)
 
 
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """The cross product of 3-vectors (a 2-vector has z = 0; two 2-vectors give the z
+    component alone), as NumPy."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    x, y = _promote_same_dtype([a, b])
+    x, y = moveaxis(_as_operand(x), axisa, -1), moveaxis(_as_operand(y), axisb, -1)
+    na, nb = _shape(x)[-1], _shape(y)[-1]
+    if na not in (2, 3) or nb not in (2, 3):
+        raise ValueError("incompatible dimensions for cross product\n(dimension must be 2 or 3)")
+
+    def part(v, i):
+        return v[..., i] if i < _shape(v)[-1] else _np.zeros((), v.dtype)
+    x0, x1, x2 = (part(x, i) for i in range(3))
+    y0, y1, y2 = (part(y, i) for i in range(3))
+    cz = subtract(multiply(x0, y1), multiply(x1, y0))
+    if na == 2 and nb == 2:
+        return cz
+    cx = subtract(multiply(x1, y2), multiply(x2, y1))
+    cy = subtract(multiply(x2, y0), multiply(x0, y2))
+    return moveaxis(stack(broadcast_arrays(cx, cy, cz), axis=-1), -1, axisc)
+
+
+def kron(a, b):
+    """The Kronecker product: blocks a[i, j] * b, for any ranks (the lower one padded)."""
+    x, y = _promote_same_dtype([a, b])
+    x, y = _as_operand(x), _as_operand(y)
+    nd = builtins.max(ndim(x), ndim(y))
+    xs = (1,) * (nd - ndim(x)) + _shape(x)
+    ys = (1,) * (nd - ndim(y)) + _shape(y)
+    xe = reshape(x, tuple(d for s in xs for d in (s, 1)))
+    ye = reshape(y, tuple(d for s in ys for d in (1, s)))
+    return reshape(multiply(xe, ye), tuple(p * q for p, q in zip(xs, ys)))
+
+
+def _vector_norm(x, ord, axis, keepdims):
+    """NumPy's vector norms along `axis` (an int or None: all of x)."""
+    if isinstance(ord, str):
+        raise ValueError(f"Invalid norm order '{ord}' for vectors")
+    if ord is None or ord == 2:
+        return sqrt(sum(ew.mul(x, x), axis=axis, keepdims=keepdims))
+    if ord == 0:
+        nz = ew.convert_element_type(ew.ne(x, _np.zeros((), x.dtype)), new_dtype=x.dtype,
+                                     weak_type=False)
+        return sum(nz, axis=axis, keepdims=keepdims)
+    a = absolute(x)
+    if ord == _np.inf:
+        return max(a, axis=axis, keepdims=keepdims)
+    if ord == -_np.inf:
+        return min(a, axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return sum(a, axis=axis, keepdims=keepdims)
+    p = float(ord)
+    return power(sum(power(a, p), axis=axis, keepdims=keepdims), 1.0 / p)
+
+
+def matrix_norm(x, ord, axes, keepdims, absval=absolute, frobenius=None):
+    """NumPy's matrix norms over the two `axes`: Frobenius, nuclear and spectral (through the
+    singular values), and the largest/smallest absolute column (1) or row (inf) sum. absval,
+    frobenius(y, axes): the facade passes PyTorch's (derivative 0 at 0)."""
+    r, c = axes
+    y = moveaxis(x, (r, c), (-2, -1))
+    if ord in (None, "fro"):
+        out = sqrt(sum(ew.mul(y, y), axis=(-2, -1))) if frobenius is None else \
+            frobenius(y, (-2, -1))
+    elif ord in ("nuc", 2, -2):
+        sv = la.svd(y)[1]
+        out = sum(sv, axis=-1) if ord == "nuc" else (max if ord == 2 else min)(sv, axis=-1)
+    elif ord in (1, -1, _np.inf, -_np.inf):
+        sums = sum(absval(y), axis=-2 if ord in (1, -1) else -1)
+        out = (max if ord in (1, _np.inf) else min)(sums, axis=-1)
+    else:
+        raise ValueError(f"Invalid norm order {ord!r} for matrices; use None, 'fro', 'nuc', "
+                         "1, -1, 2, -2, inf or -inf")
+    return expand_dims(out, tuple(sorted((r, c)))) if keepdims else out
+
+
 class linalg:  # noqa: N801  (a namespace, as jax.numpy.linalg)
     @staticmethod
     def norm(x, ord=None, axis=None, keepdims=False):
+        """NumPy's norm: a vector norm for a vector or an int axis, a matrix norm for a matrix
+        or two axes (every ord NumPy and JAX accept); an ord they reject raises."""
         x = _promote_float(x)[0]
-        if ord not in (None, 2, "fro") and not (ord == 2 and axis is not None):
-            if ord == 1:
-                return sum(absolute(x), axis=axis, keepdims=keepdims)
-            if ord == _np.inf:
-                return max(absolute(x), axis=axis, keepdims=keepdims)
-            raise NotImplementedError(f"norm with ord={ord!r} is not supported")
-        return sqrt(sum(ew.mul(x, x), axis=axis, keepdims=keepdims))
+        nd = ndim(x)
+        if axis is None:
+            if ord is None:             # the 2-norm of everything, whatever the rank
+                return _vector_norm(x, None, None, keepdims)
+            if nd not in (1, 2):
+                raise ValueError(f"norm: improper number of dimensions to norm ({nd}) for "
+                                 f"ord={ord!r}; pass axis=")
+            axis = tuple(range(nd))
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = tuple(a % builtins.max(nd, 1) for a in axes)
+        if len(axes) == 1:
+            return _vector_norm(x, ord, axes[0], keepdims)
+        if len(axes) == 2 and axes[0] != axes[1]:
+            return matrix_norm(x, ord, axes, keepdims)
+        raise ValueError(f"norm: axis must be an int or a pair of distinct axes, got {axis!r}")
+
+    @staticmethod
+    def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+        """The singular value decomposition of real matrices (stacks too), differentiable:
+        (U, s, Vh), or s with compute_uv=False."""
+        x = _promote_float(a)[0]
+        shape = _shape(x)
+        if len(shape) < 2:
+            raise ValueError(f"svd: expected a matrix (or a stack of them), got shape {shape}")
+        if full_matrices and compute_uv and shape[-2] != shape[-1]:
+            raise NotImplementedError(
+                f"svd: full_matrices=True of a non-square matrix {shape} is not supported; "
+                "pass full_matrices=False for the thin decomposition")
+        u, s, vh = la.svd(x)
+        return (u, s, vh) if compute_uv else s

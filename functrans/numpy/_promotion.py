@@ -105,8 +105,15 @@ def asarray(x, dtype=None):
         out = _np.asarray(x)
         core.check_dtype(out.dtype)
         return out if dtype is None else out.astype(dtype)
-    if isinstance(x, (list, tuple)) and builtins.any(isinstance(v, Tracer) for v in _flat(x)):
-        return stack([asarray(v) for v in x]).astype(dtype) if dtype else stack([asarray(v) for v in x])
+    if isinstance(x, (list, tuple)):
+        flat = list(_flat(x))
+        if builtins.any(isinstance(v, Tracer) for v in flat):
+            out = stack([asarray(v) for v in x])
+            return out.astype(dtype) if dtype else out
+        if dtype is None and builtins.any(isinstance(v, (_np.ndarray, _np.generic)) for v in flat):
+            # NumPy scalars or arrays in the list set its dtype as stacking them does when
+            # traced, so eager and traced calls agree (np.float64 stays float64)
+            dtype = result_type(*flat)[0]
     if dtype is not None:
         return _np.asarray(x, dtype=dtype)
     arr = _np.asarray(x)

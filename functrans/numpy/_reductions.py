@@ -119,11 +119,6 @@ argmax = _argreduce(red.argmax)
 argmin = _argreduce(red.argmin)
 
 
-def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """Whether every element is close (a 0-d bool array, as jax.numpy.allclose)."""
-    return all(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
-
-
 def _sort_operands(a, axis, kind, order, name):
     if order is not None:
         raise NotImplementedError(f"{name}: order= (structured arrays) is not supported")
@@ -216,3 +211,8 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     out = add(out, amax)
     return out if keepdims else sh.reshape(out, new_sizes=tuple(
         s for i, s in enumerate(_shape(x)) if i not in axes))
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether every element of a is close to b's (isclose), as one boolean."""
+    return all(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))

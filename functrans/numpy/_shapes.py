@@ -9,6 +9,7 @@ import numpy as _np
 
 from .. import core
 from ..core import is_python_scalar, to_concrete
+from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
 from ._promotion import (
     _as_operand, _broadcast_to_shape, _shape, _to_dtype, astype, broadcast_shapes, concatenate,
@@ -197,3 +198,113 @@ def nonzero(a):
 
 def argwhere(a):
     return _np.stack(nonzero(a), axis=-1)
+
+
+# ---------------------------------------------------------------------------
+# more of NumPy's shape functions, as slices, concatenations and reshapes
+
+def atleast_3d(x):
+    """(1, 1, 1) for a scalar, (1, N, 1) for a vector, (M, N, 1) for a matrix."""
+    x = _as_operand(x)
+    nd = ndim(x)
+    if nd == 0:
+        return reshape(x, (1, 1, 1))
+    if nd == 1:
+        return reshape(x, (1, _shape(x)[0], 1))
+    return expand_dims(x, 2) if nd == 2 else x
+
+
+def roll(a, shift, axis=None):
+    """Elements shifted along axis (around the flattened array when None), wrapping around."""
+    x = _as_operand(a)
+    if axis is None:
+        return reshape(roll(reshape(x, (-1,)), shift, 0), _shape(x))
+    shifts = (shift,) if isinstance(shift, int) else tuple(shift)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    if len(axes) == 1:
+        axes = axes * len(shifts)
+    if len(shifts) != len(axes):
+        raise ValueError("'shift' and 'axis' should be scalars or 1D sequences")
+    for s, ax in zip(shifts, axes):
+        n = _shape(x)[ax % len(_shape(x))]
+        k = s % n if n else 0
+        if k:
+            x = concatenate([_slice_axis(x, ax, n - k, n), _slice_axis(x, ax, 0, n - k)], ax)
+    return x
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    """m rotated by 90 degrees k times in the plane of axes (from the first toward the second)."""
+    x = _as_operand(m)
+    nd = ndim(x)
+    a0, a1 = axes[0] % nd, axes[1] % nd
+    if a0 == a1:
+        raise ValueError("Axes must be different.")
+    k %= 4
+    if k == 0:
+        return x
+    if k == 2:
+        return flip(flip(x, a0), a1)
+    perm = list(range(nd))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    return transpose(flip(x, a1), perm) if k == 1 else flip(transpose(x, perm), a1)
+
+
+def column_stack(tup):
+    """1-D arrays as columns, side by side with 2-D ones."""
+    cols = [expand_dims(_as_operand(a), 1) if ndim(a) < 2 else _as_operand(a)
+            for a in (atleast_1d(a) for a in tup)]
+    return concatenate(cols, axis=1)
+
+
+row_stack = vstack
+
+
+def vsplit(ary, indices_or_sections):
+    if ndim(ary) < 2:
+        raise ValueError("vsplit only works on arrays of 2 or more dimensions")
+    return split(ary, indices_or_sections, 0)
+
+
+def hsplit(ary, indices_or_sections):
+    if ndim(ary) == 0:
+        raise ValueError("hsplit only works on arrays of 1 or more dimensions")
+    return split(ary, indices_or_sections, 1 if ndim(ary) > 1 else 0)
+
+
+def dsplit(ary, indices_or_sections):
+    if ndim(ary) < 3:
+        raise ValueError("dsplit only works on arrays of 3 or more dimensions")
+    return split(ary, indices_or_sections, 2)
+
+
+def append(arr, values, axis=None):
+    """arr and values joined (both flattened when axis is None)."""
+    if axis is None:
+        return concatenate([reshape(_as_operand(arr), (-1,)), reshape(_as_operand(values), (-1,))],
+                           axis=0)
+    return concatenate([arr, values], axis=axis)
+
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+    """The n-th discrete difference along axis (not_equal for booleans, as NumPy)."""
+    x = _as_operand(a)
+    axis %= builtins.max(ndim(x), 1)
+    parts = []
+    for v in (prepend, x, append):
+        if v is None:
+            continue
+        v = _as_operand(v)
+        if ndim(v) == 0:
+            shp = list(_shape(x))
+            shp[axis] = 1
+            v = _broadcast_to_shape(v, tuple(shp))
+        parts.append(v)
+    x = concatenate(parts, axis) if len(parts) > 1 else x
+    for _ in range(n):
+        m = _shape(x)[axis]
+        hi, lo = _slice_axis(x, axis, 1, m), _slice_axis(x, axis, 0, m - 1)
+        x = ew.ne(hi, lo) if _np.dtype(x.dtype) == _np.bool_ else ew.sub(hi, lo)
+    return x

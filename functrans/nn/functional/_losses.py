@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 
 from ... import numpy as fnp
+from ...facade.methods import abs_fn
 from ...facade.tensor import Tensor
 from .. import functions as _jnn
 from ._dispatch import (
@@ -44,12 +45,12 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
 def _weighted_fn(x, t, w, *, kind, reduction):
     d = x - t
-    loss = d * d if kind == "mse" else fnp.abs(d)
+    loss = d * d if kind == "mse" else abs_fn(d)
     return _reduce(loss * w, reduction)
 
 
 def _l1_fn(x, t, *, reduction):
-    return _reduce(fnp.abs(x - t), reduction)
+    return _reduce(abs_fn(x - t), reduction)
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
@@ -61,7 +62,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 
 def _smooth_l1_fn(x, t, *, beta, reduction, huber):
-    d = fnp.abs(x - t)
+    d = abs_fn(x - t)
     if beta == 0:
         loss = d
     else:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ... import numpy as fnp
+from ...facade.methods import vector_norm_fn
 from ._dispatch import _call, _is_facade, _raw
 
 
@@ -10,10 +11,7 @@ from ._dispatch import _call, _is_facade, _raw
 
 
 def _normalize_fn(x, *, p, dim, eps):
-    if p == 2:
-        n = fnp.sqrt(fnp.sum(x * x, axis=dim, keepdims=True))
-    else:
-        n = fnp.power(fnp.sum(fnp.power(fnp.abs(x), p), axis=dim, keepdims=True), 1.0 / p)
+    n = vector_norm_fn(x, dim, True, p)
     return x / fnp.maximum(n, eps)
 
 

@@ -1,0 +1,115 @@
+"""More of NumPy's surface (issue 18, deliverable 2): each function against NumPy, its
+gradient against float64 central differences, and the same values under jit."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import functrans as ft
+import functrans.numpy as fnp
+from conftest import fd_grad
+
+RNG = np.random.default_rng(3)
+X = RNG.uniform(-2, 2, (3, 4))
+Y = RNG.uniform(-2, 2, (3, 4))
+V3 = RNG.uniform(-2, 2, (4, 3))
+W3 = RNG.uniform(-2, 2, (4, 3))
+C = RNG.uniform(-2, 2, (2, 3, 4))
+
+# name: (fnp function of float64 arrays, NumPy's, arguments; the first is differentiated)
+CASES = {
+    "roll": (lambda x: fnp.roll(x, 2), lambda x: np.roll(x, 2), (X,)),
+    "roll axis": (lambda x: fnp.roll(x, -1, axis=1), lambda x: np.roll(x, -1, axis=1), (X,)),
+    "roll axes": (lambda x: fnp.roll(x, (1, 3), axis=(0, 1)),
+                  lambda x: np.roll(x, (1, 3), axis=(0, 1)), (X,)),
+    "diff": (fnp.diff, np.diff, (X,)),
+    "diff n=2 axis 0": (lambda x: fnp.diff(x, 2, axis=0), lambda x: np.diff(x, 2, axis=0), (X,)),
+    "diff prepend": (lambda x: fnp.diff(x, prepend=0.5, append=x[:, :1]),
+                     lambda x: np.diff(x, prepend=0.5, append=x[:, :1]), (X,)),
+    "cross": (fnp.cross, np.cross, (V3, W3)),
+    "cross 2d": (lambda a, b: fnp.cross(a[:, :2], b[:, :2]),
+                 lambda a, b: np.cross(a[:, :2], b[:, :2]), (V3, W3)),
+    "cross mixed": (lambda a, b: fnp.cross(a[:, :2], b), lambda a, b: np.cross(a[:, :2], b),
+                    (V3, W3)),
+    "cross axis": (lambda a, b: fnp.cross(a, b, axis=0), lambda a, b: np.cross(a, b, axis=0),
+                   (V3.T, W3.T)),
+    "kron": (fnp.kron, np.kron, (X[:2, :3], Y[:3, :2])),
+    "kron ranks": (fnp.kron, np.kron, (X[0], C)),
+    "hypot": (fnp.hypot, np.hypot, (X, Y)),
+    "fabs": (fnp.fabs, np.fabs, (X,)),
+    "sinc": (fnp.sinc, np.sinc, (X,)),
+    "radians": (fnp.radians, np.radians, (X,)),
+    "degrees": (fnp.degrees, np.degrees, (X,)),
+    "deg2rad": (fnp.deg2rad, np.deg2rad, (X,)),
+    "rad2deg": (fnp.rad2deg, np.rad2deg, (X,)),
+    "arcsinh": (fnp.arcsinh, np.arcsinh, (X,)),
+    "arccosh": (fnp.arccosh, np.arccosh, (np.abs(X) + 1.1,)),
+    "arctanh": (fnp.arctanh, np.arctanh, (X / 2.5,)),
+    "logaddexp2": (fnp.logaddexp2, np.logaddexp2, (X, Y)),
+    "atleast_3d": (fnp.atleast_3d, np.atleast_3d, (X,)),
+    "atleast_3d vector": (fnp.atleast_3d, np.atleast_3d, (X[0],)),
+    "rot90": (fnp.rot90, np.rot90, (X,)),
+    "rot90 k=2": (lambda x: fnp.rot90(x, 2), lambda x: np.rot90(x, 2), (X,)),
+    "rot90 k=3 axes": (lambda x: fnp.rot90(x, 3, axes=(2, 0)),
+                       lambda x: np.rot90(x, 3, axes=(2, 0)), (C,)),
+    "rot90 k=-1": (lambda x: fnp.rot90(x, -1), lambda x: np.rot90(x, -1), (X,)),
+    "nan_to_num": (fnp.nan_to_num, np.nan_to_num, (X,)),
+    "column_stack": (lambda x, y: fnp.column_stack([x[:, 0], y[:, 1], x[:, :2]]),
+                     lambda x, y: np.column_stack([x[:, 0], y[:, 1], x[:, :2]]), (X, Y)),
+    "row_stack": (lambda x, y: fnp.row_stack([x, y[0]]), lambda x, y: np.vstack([x, y[0]]),
+                  (X, Y)),
+    "vsplit": (lambda x: fnp.vsplit(x, [1])[1], lambda x: np.vsplit(x, [1])[1], (X,)),
+    "hsplit": (lambda x: fnp.hsplit(x, 2)[0], lambda x: np.hsplit(x, 2)[0], (X,)),
+    "dsplit": (lambda x: fnp.dsplit(x, [1, 3])[1], lambda x: np.dsplit(x, [1, 3])[1], (C,)),
+    "append": (fnp.append, np.append, (X, Y)),
+    "append axis": (lambda x, y: fnp.append(x, y, axis=1),
+                    lambda x, y: np.append(x, y, axis=1), (X, Y)),
+    "select": (lambda x: fnp.select([x < -1, x < 0.5], [x * x, -x], 2.0),
+               lambda x: np.select([x < -1, x < 0.5], [x * x, -x], 2.0), (X,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_values_gradients_and_jit(name):
+    f, ref, args = CASES[name]
+    np.testing.assert_allclose(f(*args), ref(*args), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ft.jit(f)(*args), ref(*args), rtol=1e-12, atol=1e-12)
+    w = RNG.standard_normal(np.shape(ref(*args)))
+    rest = args[1:]
+    g = ft.grad(lambda a: fnp.sum(f(a, *rest) * w))(args[0])
+    np.testing.assert_allclose(g, fd_grad(lambda a: np.sum(ref(a, *rest) * w), args[0]),
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_edge_values():
+    np.testing.assert_array_equal(fnp.nan_to_num(np.array([np.nan, np.inf, -np.inf, 1.0])),
+                                  np.nan_to_num(np.array([np.nan, np.inf, -np.inf, 1.0])))
+    assert fnp.nan_to_num(np.array([np.nan]), nan=7.0)[0] == 7.0
+    big = np.float64(1e200)
+    assert fnp.hypot(big, big) == np.hypot(big, big)
+    assert fnp.hypot(np.inf, np.nan) == np.inf and fnp.hypot(0.0, 0.0) == 0.0
+    assert ft.grad(fnp.hypot, argnums=(0, 1))(np.float64(0), np.float64(0)) == (0.0, 0.0)
+    assert fnp.sinc(np.float64(0)) == 1.0 and ft.grad(fnp.sinc)(np.float64(0)) == 0.0
+    np.testing.assert_allclose(ft.grad(ft.grad(fnp.sinc))(np.float64(0)), -np.pi ** 2 / 3,
+                               rtol=1e-12)
+    xs = np.array([-0.04, -1e-3, 1e-7, 0.049, 0.051])
+    np.testing.assert_allclose(fnp.sinc(xs), np.sinc(xs), rtol=1e-15)
+    np.testing.assert_array_equal(fnp.diff(np.array([True, False, False, True])),
+                                  np.diff(np.array([True, False, False, True])))
+    np.testing.assert_array_equal(fnp.atleast_3d(np.float64(2.0)).shape, (1, 1, 1))
+    with pytest.raises(ValueError, match="dimension must be 2 or 3"):
+        fnp.cross(np.ones(4), np.ones(4))
+    with pytest.raises(ValueError, match="same length"):
+        fnp.select([X > 0], [X, Y])
+
+
+def test_predicates():
+    a, b = np.array([1.0, np.inf, np.nan, 1.0]), np.array([1.0 + 1e-9, np.inf, np.nan, 2.0])
+    for equal_nan in (False, True):
+        np.testing.assert_array_equal(fnp.isclose(a, b, equal_nan=equal_nan),
+                                      np.isclose(a, b, equal_nan=equal_nan))
+    assert bool(fnp.allclose(X, X + 1e-10)) and not bool(fnp.allclose(X, Y))
+    assert bool(ft.jit(lambda x: fnp.allclose(x, x * (1 + 1e-9)))(X))
+    assert fnp.isrealobj(X) and not fnp.iscomplexobj(X)
+    np.testing.assert_array_equal(fnp.iscomplex(X), np.iscomplex(X))
+    np.testing.assert_array_equal(fnp.isreal(X), np.isreal(X))

@@ -30,7 +30,7 @@ from ..batching import batch_jaxpr
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, TypeCheckError, Tracer,
                     UndefinedPrimal, Zero, _state, _thread_state, get_aval, short_dtype)
 from ..primitives.base import bdim_size, defprim, instantiate, moveaxis
-from ..runtime import device_of, lower_jaxpr
+from ..runtime import device_of, gc_paused, lower_jaxpr
 from ..tracing import trace_to_jaxpr
 
 # ---------------------------------------------------------------------------
@@ -432,15 +432,17 @@ class JitFunction:
                             "with static_argnums.") from None
         key = (tree, sig, static)
         entry = st.entries.get(key)
-        if entry is None:
-            entry = self._trace(args, kwargs, leaves, tree, static, key, sig)
-        else:
-            st.hits += 1
         device = device_of(leaves)
-        exe = entry.exes.get(device)
+        if entry is not None:
+            st.hits += 1
+        exe = None if entry is None else entry.exes.get(device)
         if exe is None:
-            donated = self._donated_leaves(args, kwargs)
-            exe = entry.exes[device] = compile_jaxpr(entry.closed, device, donated, self._name)
+            with gc_paused():
+                if entry is None:
+                    entry = self._trace(args, kwargs, leaves, tree, static, key, sig)
+                donated = self._donated_leaves(args, kwargs)
+                exe = entry.exes[device] = compile_jaxpr(entry.closed, device, donated,
+                                                         self._name)
         if (not kwargs and not static and device == "cpu" and len(leaves) == len(args)
                 and all(type(a) is _ndarray for a in args)):
             st.fast[tuple((a.shape, a.dtype) for a in args)] = (exe, _unflattener(entry.out_tree))

@@ -16,8 +16,7 @@ import weakref
 
 import numpy as np
 
-from ..core import (FunctransError, ShapedArray, Tracer, _thread_state as _TS, array_module,
-                    check_dtype)
+from ..core import FunctransError, ShapedArray, Tracer, _thread_state as _TS, array_module
 from ..tree_util import register_pytree_node
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
@@ -29,7 +28,7 @@ from .node import HookDict, OpInfo, add_hook
 from .record import (INFERENCE, _COMPOSITES, _trace_composite, elementwise_info, info_for,
                      make_node, vc_of)
 from .placement import _check_device, _on, device as _device, put
-from .tensor_info import Size, TensorInfo, _host, _ndarray, result_type
+from .tensor_info import Size, TensorInfo, _host, _ndarray, result_type, to_array
 from .tensor_info import NUMPY_GRAD_MSG, _Storage, _format  # noqa: F401  (names this module had)
 
 GS = grad_mode.STATE
@@ -420,40 +419,6 @@ def parse_to(t, args, kwargs):
         else:
             dtype = a
     return (None if dev is None else _device(dev)), D.to_dtype(dtype), copy
-
-
-def _unwrap(data):
-    if isinstance(data, Tensor):
-        return data._data if data._data.ndim else data._data.item()
-    if isinstance(data, (list, tuple)):
-        return [_unwrap(d) for d in data]
-    return data
-
-
-def to_array(data, dtype=None):
-    """A fresh array for torch.tensor(data): float data -> default float dtype, ints -> int64."""
-    if isinstance(data, Tensor):
-        arr = np.array(data._data, copy=True)
-    elif isinstance(data, np.ndarray):
-        arr = np.array(data, copy=True)
-    elif hasattr(data, "__cuda_array_interface__"):
-        arr = data.copy()
-    else:
-        arr = np.array(_unwrap(data))
-        if dtype is None:
-            if arr.dtype.kind == "f":
-                arr = arr.astype(D.get_default_dtype())
-            elif arr.dtype.kind in "iu":
-                arr = arr.astype(np.int64)
-            elif arr.dtype.kind == "c":
-                arr = arr.astype(D.default_for(3))
-            elif arr.dtype.kind not in "b":
-                raise TypeError(f"can't convert {type(data).__name__} of {arr.dtype} to a "
-                                "tensor: only numbers, lists of numbers and arrays are supported")
-    if dtype is not None:
-        arr = arr.astype(dtype, copy=False)
-    check_dtype(arr.dtype, "a tensor")
-    return arr
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):

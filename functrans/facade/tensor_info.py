@@ -6,7 +6,7 @@ import builtins
 
 import numpy as np
 
-from ..core import Tracer
+from ..core import Tracer, check_dtype
 from . import dtypes as D
 from .grad_mode import STATE as GS
 from .placement import device_of
@@ -253,3 +253,38 @@ def result_type(*operands):
         elif scat > D._CAT[res.kind]:
             res = D.default_for(scat, res)
     return res
+
+
+def _unwrap(data):
+    if isinstance(data, TensorInfo):
+        return data._data if data._data.ndim else data._data.item()
+    if isinstance(data, (list, tuple)):
+        return [_unwrap(d) for d in data]
+    return data
+
+
+def to_array(data, dtype=None):
+    """A fresh array for torch.tensor(data): float data -> default float dtype, ints -> int64
+    (TensorInfo's one subclass is Tensor)."""
+    if isinstance(data, TensorInfo):
+        arr = np.array(data._data, copy=True)
+    elif isinstance(data, np.ndarray):
+        arr = np.array(data, copy=True)
+    elif hasattr(data, "__cuda_array_interface__"):
+        arr = data.copy()
+    else:
+        arr = np.array(_unwrap(data))
+        if dtype is None:
+            if arr.dtype.kind == "f":
+                arr = arr.astype(D.get_default_dtype())
+            elif arr.dtype.kind in "iu":
+                arr = arr.astype(np.int64)
+            elif arr.dtype.kind == "c":
+                arr = arr.astype(D.default_for(3))
+            elif arr.dtype.kind not in "b":
+                raise TypeError(f"can't convert {type(data).__name__} of {arr.dtype} to a "
+                                "tensor: only numbers, lists of numbers and arrays are supported")
+    if dtype is not None:
+        arr = arr.astype(dtype, copy=False)
+    check_dtype(arr.dtype, "a tensor")
+    return arr

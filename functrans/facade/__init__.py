@@ -12,6 +12,7 @@ from .tensor_info import result_type  # noqa: F401
 # the modules above tensor.py that define Tensor methods install them on the class when
 # imported (`Tensor.name = fn` at their module level): importing them here installs them all
 from . import methods, shape_methods, inplace, indexing, api, numpy_interop  # noqa: F401,E402
+from .dlpack import from_dlpack  # noqa: F401,E402
 from . import ops as _ops
 from .creation import (Generator, arange, as_tensor, bernoulli, default_generator, device,  # noqa: F401
                        empty, empty_like, eye, from_numpy, full, full_like, initial_seed,
@@ -36,5 +37,5 @@ FACADE_NAMES = (
      "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "get_default_dtype",
      "set_default_dtype", "promote_types", "result_type", "cat", "concat", "stack", "hstack",
      "vstack", "einsum", "broadcast_tensors", "meshgrid", "is_tensor", "numel",
-     "is_floating_point", "clone", "where"]
+     "is_floating_point", "clone", "where", "from_dlpack"]
     + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES))

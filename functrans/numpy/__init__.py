@@ -20,8 +20,8 @@ from ._shapes import (  # noqa: F401
     flip, fliplr, flipud, hstack, moveaxis, ndim, nonzero, pad, shape, size, split, squeeze,
     swapaxes, tile, transpose, vstack)
 from ._creation import (  # noqa: F401
-    arange, copy, empty, empty_like, eye, full, full_like, identity, linspace, ones, ones_like,
-    tri, zeros, zeros_like)
+    arange, copy, empty, empty_like, eye, from_dlpack, full, full_like, identity, linspace,
+    ones, ones_like, tri, zeros, zeros_like)
 from ._elementwise import (  # noqa: F401
     abs, absolute, add, arccos, arcsin, arctan, arctan2, around, bitwise_and, bitwise_not,
     bitwise_or, bitwise_xor, cbrt, ceil, clip, conj, conjugate, cos, cosh, divide, equal, exp,

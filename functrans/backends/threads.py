@@ -27,7 +27,8 @@ _OPENBLAS_SYMBOLS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_nu
 def _numpy_openblas():
     """NumPy's bundled OpenBLAS (wheels ship it in numpy.libs or numpy/.dylibs), or None."""
     base = os.path.dirname(np.__file__)
-    for path in sorted(glob.glob(base + ".libs/*openblas*") + glob.glob(base + "/.dylibs/*openblas*")):
+    found = glob.glob(base + ".libs/*openblas*") + glob.glob(base + "/.dylibs/*openblas*")
+    for path in sorted(found):
         try:
             lib = ctypes.CDLL(path)      # already loaded by NumPy: the same library
         except OSError:

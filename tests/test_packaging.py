@@ -1,6 +1,7 @@
 """What a user meets around the library: the license and metadata, `py.typed` and the
 public API's type hints (mypy, configured in pyproject.toml), `python -m functrans`, and
 `ft.set_num_threads` / `ft.get_num_threads`."""
+import os
 import pathlib
 import subprocess
 import sys
@@ -70,3 +71,16 @@ def test_set_num_threads():
             warnings.simplefilter("ignore")
             ft.set_num_threads(blas_before[0] if blas_before else before)
         threads.CONFIG.threads = before
+
+
+def test_set_num_threads_without_a_reachable_blas(monkeypatch):
+    """Neither threadpoolctl nor NumPy's bundled OpenBLAS: the variables are set for later
+    processes, and a warning says that this process's BLAS is unchanged."""
+    for var in threads.ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(threads, "_threadpoolctl", lambda: None)
+    monkeypatch.setattr(threads, "_numpy_openblas", lambda: None)
+    monkeypatch.setattr(threads.CONFIG, "threads", threads.CONFIG.threads)
+    with pytest.warns(UserWarning, match="OPENBLAS_NUM_THREADS=1 python"):
+        ft.set_num_threads(3)
+    assert all(os.environ[v] == "3" for v in threads.ENV_VARS) and ft.get_num_threads() == 3

@@ -9,6 +9,8 @@ The read-only properties, conversions and repr live in the base class (tensor_in
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
+from typing import Any
 import copy
 import functools
 import warnings
@@ -117,7 +119,7 @@ class Tensor(TensorInfo):
     def requires_grad(self, flag):
         self.requires_grad_(flag)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if self._grad_fn is not None:
             if not requires_grad:
                 raise RuntimeError(
@@ -139,7 +141,7 @@ class Tensor(TensorInfo):
         return self._grad_fn
 
     @property
-    def is_leaf(self):
+    def is_leaf(self) -> bool:
         return self._grad_fn is None
 
     @property
@@ -176,7 +178,7 @@ class Tensor(TensorInfo):
         r = fn.retains.get(self._out_nr)
         return r is not None and r() is self
 
-    def retain_grad(self):
+    def retain_grad(self) -> None:
         """Populate .grad of this non-leaf tensor during backward (accumulating)."""
         if not self._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
@@ -218,7 +220,7 @@ class Tensor(TensorInfo):
     def is_view(self):
         return self._base is not None
 
-    def register_hook(self, hook):
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Any:
         """hook(grad) -> Tensor or None, called with this tensor's gradient; a returned
         tensor replaces it. Returns a handle with .remove()."""
         if not self._requires_grad:
@@ -250,7 +252,7 @@ class Tensor(TensorInfo):
         return add_hook(d, hook)
 
     # ------------------------------------------------------------------ aliasing
-    def detach(self):
+    def detach(self) -> Tensor:
         """A tensor sharing storage and version counter, cut from the graph."""
         if type(self._data) is not _ndarray and isinstance(self._data, Tracer):
             return traced_hooks().detached_alias(self)                # traced data
@@ -283,7 +285,7 @@ class Tensor(TensorInfo):
             raise TypeError("data must be a Tensor")
         self._data = value._data
 
-    def clone(self, memory_format=None):
+    def clone(self, memory_format: Any = None) -> Tensor:
         return _fn1("CloneBackward0", _copy, self)
 
     def contiguous(self, memory_format=None):
@@ -292,7 +294,7 @@ class Tensor(TensorInfo):
         return self.clone()
 
     # ------------------------------------------------------------------ devices and dtypes
-    def to(self, *args, **kwargs):
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
         device, dtype, copy = parse_to(self, args, kwargs)
         out = self
         if dtype is not None and dtype != self.dtype:
@@ -303,10 +305,10 @@ class Tensor(TensorInfo):
             out = self.clone()
         return out
 
-    def cpu(self):
+    def cpu(self) -> Tensor:
         return self.to("cpu")
 
-    def cuda(self, device=None):
+    def cuda(self, device: Any = None) -> Tensor:
         return self.to("cuda")
 
     def type(self, dtype=None):
@@ -317,10 +319,10 @@ class Tensor(TensorInfo):
     def type_as(self, other):
         return self.to(other.dtype)
 
-    def float(self):
+    def float(self) -> Tensor:
         return self.to(D.float32)
 
-    def double(self):
+    def double(self) -> Tensor:
         return self.to(D.float64)
 
     def half(self):
@@ -560,7 +562,7 @@ def binary(a, b, op, reverse=False):
 # ---------------------------------------------------------------------------
 # everything else: composite ops of primitive steps, traced once per signature
 
-_static_cache = {}
+_static_cache: dict = {}
 
 
 _SCALAR_DTYPES = {builtins.float: np.dtype(np.float64), builtins.int: np.dtype(np.int64),

@@ -3,6 +3,7 @@ conversions and a repr like torch's (TensorInfo, the base class of Tensor), and 
 from __future__ import annotations
 
 import builtins
+from typing import Any
 
 import numpy as np
 
@@ -26,18 +27,21 @@ class TensorInfo:
     """Tensor's properties and conversions: everything here only reads `_data` (and, for
     the repr and numpy(), the autograd flags)."""
     __slots__ = ()
+    _data: Any               # the slots Tensor defines (declared for type checkers)
+    _requires_grad: bool
+    _grad_fn: Any
 
     @property
-    def shape(self):
+    def shape(self) -> Size:
         return Size(self._data.shape)
 
-    def size(self, dim=None):
+    def size(self, dim: int | None = None) -> Size | int:
         if dim is None:
             return Size(self._data.shape)
         return self._data.shape[dim]
 
     @property
-    def dtype(self):
+    def dtype(self) -> Any:
         return self._data.dtype
 
     @property
@@ -49,15 +53,15 @@ class TensorInfo:
         return self.device.type == "cuda"
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return self._data.ndim
 
-    def dim(self):
+    def dim(self) -> int:
         return self._data.ndim
 
     ndimension = dim
 
-    def numel(self):
+    def numel(self) -> int:
         return int(self._data.size)
 
     nelement = numel
@@ -65,7 +69,7 @@ class TensorInfo:
     def element_size(self):
         return self._data.dtype.itemsize
 
-    def is_floating_point(self):
+    def is_floating_point(self) -> bool:
         return self._data.dtype.kind == "f"
 
     def is_complex(self):
@@ -118,16 +122,16 @@ class TensorInfo:
     def __complex__(self):
         return builtins.complex(self.item())
 
-    def item(self):
+    def item(self) -> Any:
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
                                "to Scalar")
         return _host(self._data).reshape(()).item()
 
-    def tolist(self):
+    def tolist(self) -> Any:
         return _host(self._data).tolist()
 
-    def numpy(self, force=False):
+    def numpy(self, force: bool = False) -> np.ndarray:
         if self._requires_grad and not force and GS is not None:
             raise RuntimeError(NUMPY_GRAD_MSG)
         if type(self._data) is not _ndarray:

@@ -20,6 +20,8 @@ import time
 import warnings
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +46,7 @@ class RetraceWarning(UserWarning):
 
 
 _stats_lock = threading.Lock()
-_STATS = {"traces": 0, "retraces": 0, "compiles": 0, "compile_s": 0.0,
+_STATS: dict[str, Any] = {"traces": 0, "retraces": 0, "compiles": 0, "compile_s": 0.0,
           "new_callables": 0, "reasons": []}
 _codes_seen: dict = {}      # code object -> number of function objects traced with it
 
@@ -57,7 +59,7 @@ def _total_hits():
     return sum(st.hits for st in list(_all_states))
 
 
-def jit_stats(reset=False):
+def jit_stats(reset: bool = False) -> dict[str, Any]:
     """Global jit counters: traces, retraces (with reasons), cache hits, compiles."""
     with _stats_lock:
         out = {k: (list(v) if isinstance(v, list) else v) for k, v in _STATS.items()}
@@ -602,7 +604,9 @@ class _CacheState:
         self.last_key = None
 
 
-def jit(fun=None, static_argnums=(), donate_argnums=()):
+def jit(fun: Callable[..., Any] | None = None, static_argnums: int | Sequence[int] = (),
+        donate_argnums: int | Sequence[int] = ()
+        ) -> JitFunction | Callable[[Callable[..., Any]], JitFunction]:
     """Trace `fun` once per input signature, optimize the jaxpr, lower it to generated
     NumPy code (CPU) or fused CUDA kernels (GPU) and cache the result.
 

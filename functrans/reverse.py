@@ -92,6 +92,17 @@ class _Tape:
 
 
 class RecordTrace(Trace):
+    transformation = "reverse mode (ft.grad, ft.vjp, ft.jacrev)"
+
+    def origin_of(self, tracer):
+        """Read off the tape: the equation that produced the tracer's value, if any."""
+        tape = self.main.global_data
+        for prim, _, _, out_idx in reversed(tape.eqns):
+            if tracer.idx in out_idx:
+                return f"the output of `{prim.name}`"
+        return "a captured constant" if tracer.idx in tape.consts else \
+            "an input of the differentiated function"
+
     def pure(self, val):
         tape = self.main.global_data
         idx = tape.const_ids.get(id(val))

@@ -74,6 +74,7 @@ class JaxprBuilder:
 
 class JaxprTrace(Trace):
     """Records every primitive applied to its tracers as a jaxpr equation."""
+    transformation = "tracing to a jaxpr (ft.jit, ft.make_jaxpr, ft.compile or a control-flow body)"
 
     @property
     def builder(self) -> JaxprBuilder:

@@ -72,6 +72,8 @@ def test_escaped_tracer_raises_unexpected_tracer_error(name):
     msg = str(info.value)
     assert "the output of `mul`" in msg, msg                  # where it was created
     assert TRANSFORMATION[transform] in msg, msg              # under which transformation
+    if transform in ("jit", "make_jaxpr", "grad"):
+        assert "of `f`" in msg, msg                            # of which function
     assert "escaped" in msg and "Different traces" not in msg
     assert "while the function is being transformed" not in msg
 

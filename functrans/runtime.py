@@ -5,29 +5,27 @@ equations (the implementations called directly: the jaxpr is already well typed)
 the second run on it is straight-line Python code, shared by every jaxpr of the same
 structure (a loop body traced again at every call compiles once); after HOT_RUNS runs on
 NumPy arrays it is lowered by the CPU backend (in-place ufuncs, fused and blocked
-elementwise groups), as long as the memory lowered programs hold (scratch buffers and
-per-thread block temporaries) fits SCRATCH_BUDGET bytes. `lower_jaxpr` is the jit
+elementwise groups); the buffers it then holds count against the one byte budget of all
+compiled programs (backends/memory.py). `lower_jaxpr` is the jit
 pipeline (optimize, then the backend of the arguments' device) that jit executables and
 hot programs share.
 """
 from __future__ import annotations
 
 import functools
-import threading
 import time
 import warnings
-import weakref
 
 import numpy as np
 
 from . import passes
 from .backends import cpu, cuda
+from .backends.memory import BUDGET
 from .core import (ClosedJaxpr, Jaxpr, Literal, _thread_state, array_module, eval_impls,
                    has_tracer, structure_key)
 from .core import eval_jaxpr as bind_jaxpr
 
 HOT_RUNS = 8                    # runs on NumPy arrays before a program is lowered
-SCRATCH_BUDGET = 256 << 20      # bytes all live hot programs may hold
 _PROGRAMS_SIZE = 1024           # program structures kept (the cache is cleared past it)
 
 # ---------------------------------------------------------------------------
@@ -144,16 +142,13 @@ def straight_line(jaxpr: Jaxpr):
 
 
 # ---------------------------------------------------------------------------
-# the hot (lowered) tier and its byte budget
-
-_budget_lock = threading.Lock()
-_hot_bytes = [0]
+# the hot (lowered) tier
 
 
 def hot_program(jaxpr: Jaxpr):
     """jaxpr (consts as leading arguments) lowered by the CPU backend, its outputs allowed
     to alias its inputs: exe(*vals) -> outputs; False (stay straight-line code) for
-    effects, a failed lowering or a spent budget."""
+    effects, a failed lowering or buffers larger than the whole byte budget."""
     if not jaxpr.eqns or any(e.primitive.effectful for e in jaxpr.eqns):
         return False                    # callbacks run as written
     flat = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
@@ -165,17 +160,9 @@ def hot_program(jaxpr: Jaxpr):
                       f"{e}); it keeps running as straight-line code. Please report this.",
                       RuntimeWarning, stacklevel=2)
         return False
-    with _budget_lock:
-        if _hot_bytes[0] + exe.nbytes > SCRATCH_BUDGET:
-            return False
-        _hot_bytes[0] += exe.nbytes
-    weakref.finalize(exe, _release, exe.nbytes)
+    if exe.nbytes > BUDGET.limit:
+        return False
     return exe
-
-
-def _release(nbytes):
-    with _budget_lock:
-        _hot_bytes[0] -= nbytes
 
 
 # ---------------------------------------------------------------------------

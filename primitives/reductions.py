@@ -1,15 +1,15 @@
-"""Reductions (sum, max, min, prod, argmax, argmin) and the cumulative sum."""
+"""Reductions (sum, max, min, prod, argmax, argmin), the cumulative sum and sort."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from functrans.core import DTypeError, ShapedArray, ShapeError, Zero
-from .base import (ANY, NUMERIC, _zero_of, aval_of, defprim, full_like_aval, moveaxis,
-                   self_rule)
+from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal, Zero
+from .base import (ANY, NUMERIC, _zero_of, aval_of, defprim, full_like_aval,
+                   instantiate, moveaxis, self_rule, tangent_aval)
 from .elementwise import convert_element_type, div, eq, mul
-from .shape import broadcast_in_dim, pad, reshape, slice as slice_, transpose
+from .shape import broadcast_in_dim, iota, pad, reshape, slice as slice_, transpose
 
 
 def _reduce_shape(kinds, out_dtype=None):
@@ -182,10 +182,91 @@ cumsum_p = defprim("cumsum", _cumsum_impl, _cumsum_shape, linear=True,
                        cumsum(ct, axis=axis, reverse=not reverse)],
                    batch=_cumsum_batch, fresh=True)
 
+# ---------------------------------------------------------------------------
+# sort: every operand permuted by the stable ascending order of the first num_keys
+# (lexicographic; NaN sorts last, as in NumPy, JAX and PyTorch). Its derivative permutes
+# the tangents the same way (they ride along as extra operands), and the transpose undoes
+# a permutation by sorting with the permutation itself as the key.
+
+def _sort_perm(xp, keys, dimension):
+    if len(keys) == 1:
+        return xp.argsort(keys[0], axis=dimension, kind="stable")
+    moved = [xp.moveaxis(k, dimension, -1) for k in reversed(keys)]   # lexsort: last key
+    return xp.moveaxis(xp.lexsort(moved), -1, dimension)               # is the primary one
+
+
+def _sort_impl(xp, *operands, dimension, num_keys):
+    perm = _sort_perm(xp, operands[:num_keys], dimension)
+    return [xp.take_along_axis(o, perm, axis=dimension) for o in operands]
+
+
+def _sort_shape(*operands, dimension, num_keys):
+    first = operands[0]
+    if not 1 <= num_keys <= len(operands):
+        raise ShapeError(f"num_keys={num_keys} needs between 1 and {len(operands)} operands")
+    if any(o.shape != first.shape for o in operands):
+        raise ShapeError("operands must have one shape, got "
+                         + ", ".join(o.str_short() for o in operands))
+    if not 0 <= dimension < first.ndim:
+        raise ShapeError(f"dimension {dimension} out of range for {first.str_short()}")
+    return [ShapedArray(o.shape, o.dtype, o.weak_type) for o in operands]
+
+
+def _sort_jvp(primals, tangents, *, dimension, num_keys):
+    outs = sort_p.bind(*primals, dimension=dimension, num_keys=num_keys)
+    live = [i for i, t in enumerate(tangents) if type(t) is not Zero]
+    touts = [Zero(tangent_aval(aval_of(o))) for o in outs]
+    if live:
+        moved = sort_p.bind(*primals[:num_keys], *[tangents[i] for i in live],
+                            dimension=dimension, num_keys=num_keys)[num_keys:]
+        for i, t in zip(live, moved):
+            touts[i] = t
+    return outs, touts
+
+
+def _sort_transpose(cts, *args, dimension, num_keys):
+    keys = args[:num_keys]
+    if any(type(k) is UndefinedPrimal for k in keys):
+        raise NotImplementedError("sort: the transpose is linear in the operands after the "
+                                  "keys only; the keys must be known")
+    shape = aval_of(keys[0]).shape
+    index = iota(dtype=np.dtype(np.int64), shape=shape, dimension=dimension)
+    perm = sort_p.bind(*keys, index, dimension=dimension, num_keys=num_keys)[-1]
+    out = [None] * len(args)
+    lin = [i for i in range(num_keys, len(args)) if type(cts[i]) is not Zero]
+    if lin:
+        back = sort_p.bind(perm, *[instantiate(cts[i]) for i in lin], dimension=dimension,
+                           num_keys=1)[1:]
+        for i, b in zip(lin, back):
+            out[i] = b
+    for i in range(num_keys, len(args)):
+        if out[i] is None:
+            out[i] = Zero(aval_of(args[i]))
+    return out
+
+
+def _sort_batch(vals, dims, *, dimension, num_keys):
+    n = next(v.shape[d] for v, d in zip(vals, dims) if d is not None)
+    moved = []
+    for v, d in zip(vals, dims):
+        if d is None:
+            nd = np.ndim(v)
+            v = broadcast_in_dim(v, shape=(n,) + tuple(np.shape(v)),
+                                 broadcast_dimensions=tuple(range(1, nd + 1)))
+        else:
+            v = moveaxis(v, d, 0)
+        moved.append(v)
+    return sort_p.bind(*moved, dimension=dimension + 1, num_keys=num_keys), [0] * len(vals)
+
+
+sort_p = defprim("sort", _sort_impl, _sort_shape, jvp=_sort_jvp, transpose=_sort_transpose,
+                 batch=_sort_batch, multiple_results=True, fresh=True)
+
 reduce_sum = reduce_sum_p.bind
 reduce_max = reduce_max_p.bind
 reduce_min = reduce_min_p.bind
 reduce_prod = reduce_prod_p.bind
 argmax = argmax_p.bind
+sort = sort_p.bind
 argmin = argmin_p.bind
 cumsum = cumsum_p.bind

@@ -39,10 +39,13 @@ def test_derive_counter_moves_for_vjp_and_for_backward():
     x = ft.tensor(np.arange(5.0), requires_grad=True)
     loss = (ft.tanh(x) * x).sum()
     mid = reverse.DERIVE_STATS["derived"]       # recording may derive per-op programs
-    loss.backward()
+    loss.backward()                             # a new structure: run node by node
+    assert reverse.DERIVE_STATS["derived"] == mid
+    x.grad = None
+    (ft.tanh(x) * x).sum().backward()           # it repeats: derived once
     assert reverse.DERIVE_STATS["derived"] == mid + 1
     x.grad = None
-    (ft.tanh(x) * x).sum().backward()           # same structure: cached, nothing derived
+    (ft.tanh(x) * x).sum().backward()           # and cached: nothing derived
     assert reverse.DERIVE_STATS["derived"] == mid + 1
 
 
@@ -55,6 +58,12 @@ def test_facade_graph_and_vjp_derive_identical_programs(monkeypatch):
     from_vjp = got[-1]
     x = ft.tensor(XV, requires_grad=True)
     w = ft.tensor(WV, requires_grad=True)
+    for _ in range(2):                        # a new structure runs node by node;
+        (ft.sin(x) * w).backward(ft.tensor(CT))   # when it repeats, its program is derived
+    x.grad = w.grad = None
+    engine.clear_cache()
+    (ft.sin(x) * w).backward(ft.tensor(CT))   # (the signatures' infos are settled now)
+    x.grad = w.grad = None
     y = ft.sin(x) * w
     del got[:]
     y.backward(ft.tensor(CT))

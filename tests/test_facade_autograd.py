@@ -576,11 +576,15 @@ def test_backward_program_is_cached_by_structure():
     def step(seed):
         x = ft.randn(5, 4)
         return ((x @ w).relu() ** 2).mean()
-    step(0).backward()
+    engine.clear_cache()
     before = dict(engine.CACHE_STATS)
+    step(0).backward()                   # first seen: interpreted node by node, no program
+    assert engine.CACHE_STATS == before
+    step(0).backward()                   # seen again: its program is derived
+    assert engine.CACHE_STATS["misses"] == before["misses"] + 1
     for s in range(5):
         step(s).backward()
-    assert engine.CACHE_STATS["misses"] == before["misses"]
+    assert engine.CACHE_STATS["misses"] == before["misses"] + 1
     assert engine.CACHE_STATS["hits"] == before["hits"] + 5
 
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import functrans as ft
 import functrans.numpy as fnp
 from functrans import core, reverse, runtime, staged_rules, tree_util
+from functrans.backends.memory import BUDGET
 from functrans.batching import apply_batch_rule
 from functrans.core import ShapedArray
 from functrans.primitives import REGISTRY
@@ -1046,7 +1047,7 @@ def test_grad_through_scan_derives_once_and_stays_correct():
 
 def test_hot_programs_respect_the_scratch_budget(monkeypatch):
     """Past the scratch budget a hot program stays straight-line code, with the same values."""
-    monkeypatch.setattr(runtime, "SCRATCH_BUDGET", 0)
+    monkeypatch.setattr(BUDGET, "limit", 0)
     w = _rand(7, 3)
 
     def f(x):                                   # a structure no other test uses

@@ -11,7 +11,7 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import functrans as ft
 import functrans.numpy as fnp
-from conftest import assert_close, check_traced
+from conftest import assert_close, check_traced, fd_grad
 
 F32, F64, I32 = np.float32, np.float64, np.int32
 seeds = st.integers(0, 2 ** 32 - 1)
@@ -582,3 +582,82 @@ def test_softmax_gradients_at_large_inputs_match_moderate_ones():
     compare(ft.grad(f)(x + 1000.0), ft.grad(f)(x), F64, rtol=1e-9, atol=1e-9)
     g = ft.grad(lambda v: ft.nn.logsumexp(v))(x + 1000.0)
     compare(g, _np_softmax(x), F64, rtol=1e-9, atol=1e-9)
+
+
+# ---------------------------------------------------------------------------
+# sort, argsort, lexsort, isclose, allclose
+
+_SORT_DTYPES = [np.float64, np.float32, np.int64, np.int8, np.uint8, np.bool_]
+
+
+@pytest.mark.parametrize("dtype", _SORT_DTYPES)
+@given(data=st.data())
+def test_sort_and_argsort_match_numpy_stable(dtype, data):
+    shape = data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=3), label="shape")
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 16), label="seed"))
+    if np.dtype(dtype).kind == "f":
+        x = rng.integers(-3, 4, shape).astype(dtype)         # ties on purpose
+        x[rng.random(shape) < 0.1] = np.nan
+    elif dtype is np.bool_:
+        x = rng.random(shape) < 0.5
+    else:
+        info = np.iinfo(dtype)
+        x = rng.choice(np.array([info.min, info.max, 0, 1, 2], dtype), shape)
+    np.testing.assert_array_equal(fnp.sort(x, axis), np.sort(x, axis, kind="stable"))
+    np.testing.assert_array_equal(fnp.argsort(x, axis), np.argsort(x, axis, kind="stable"))
+    # descending: the reverse order, equal elements still in their original order (NaN first)
+    idx = fnp.argsort(x, axis, descending=True)
+    n = x.shape[axis]
+    want = n - 1 - np.flip(np.argsort(np.flip(x, axis), axis, kind="stable"), axis)
+    np.testing.assert_array_equal(idx, want)
+    np.testing.assert_array_equal(fnp.sort(x, axis, descending=True),
+                                  np.take_along_axis(x, want, axis))
+    check_traced(lambda a: fnp.argsort(a, axis, descending=True), x)
+
+
+def test_sort_gradients_and_transformations():
+    x = np.array([[0.3, -1.2, 2.0, 0.7], [1.5, 0.1, -0.4, 0.9]])
+    w = np.arange(4.0)
+
+    def f(a):
+        return fnp.sum(fnp.sort(a, axis=1) * w) + fnp.sum(fnp.sort(a, axis=0, descending=True) ** 2)
+    g = ft.grad(f)(x)
+    np.testing.assert_allclose(g, fd_grad(f, x), rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(ft.jit(ft.grad(f))(x), g, rtol=1e-12)
+    np.testing.assert_allclose(ft.vmap(ft.grad(f))(np.stack([x, 2 * x])),
+                               np.stack([g, ft.grad(f)(2 * x)]), rtol=1e-12)
+    v = np.random.default_rng(1).standard_normal(x.shape)
+    u = np.random.default_rng(2).standard_normal(x.shape)
+    s = lambda a: fnp.sort(a, axis=1)                      # noqa: E731
+    jv = ft.jvp(s, (x,), (v,))[1]
+    np.testing.assert_allclose(np.vdot(u, jv), np.vdot(ft.vjp(s, x)[1](u)[0], v), rtol=1e-12)
+    assert "sort[" in str(ft.make_jaxpr(ft.grad(f))(x))
+
+
+def test_lexsort_matches_numpy():
+    rng = np.random.default_rng(0)
+    keys = [rng.integers(0, 3, 12), rng.integers(0, 2, 12), rng.standard_normal(12).round(0)]
+    np.testing.assert_array_equal(fnp.lexsort(keys), np.lexsort(keys))
+    np.testing.assert_array_equal(ft.jit(lambda *k: fnp.lexsort(k))(*keys), np.lexsort(keys))
+
+
+def test_sort_rejects_what_it_does_not_support():
+    with pytest.raises(NotImplementedError, match="order="):
+        fnp.sort(np.ones(3), order="a")
+    with pytest.raises(ValueError, match="dimension 0"):
+        fnp.sort(np.float64(1.0))
+
+
+def test_isclose_and_allclose_match_numpy_traced_too():
+    a = np.array([1.0, np.inf, np.nan, -np.inf, 1e-9, 3.0])
+    b = np.array([1 + 1e-6, np.inf, np.nan, np.inf, 0.0, 3.1])
+    with np.errstate(invalid="ignore"):
+        for equal_nan in (False, True):
+            want = np.isclose(a, b, equal_nan=equal_nan)
+            np.testing.assert_array_equal(fnp.isclose(a, b, equal_nan=equal_nan), want)
+            np.testing.assert_array_equal(
+                ft.jit(lambda x, y: fnp.isclose(x, y, equal_nan=equal_nan))(a, b), want)
+        assert bool(fnp.allclose(a[:2], b[:2])) and not bool(ft.jit(fnp.allclose)(a, b))
+    np.testing.assert_array_equal(fnp.isclose(np.arange(3), np.array([0, 1, 3])),
+                                  [True, True, False])

@@ -6,6 +6,7 @@ import pytest
 import functrans as ft
 import functrans.numpy as fnp
 from functrans import core, runtime
+from functrans.backends.memory import BUDGET
 
 RNG = np.random.default_rng(0)
 
@@ -92,18 +93,18 @@ def test_programs_beyond_the_byte_budget_stay_straight_line(monkeypatch):
         return fnp.tanh(fnp.exp(x * 0.5) - x * x + 2.5) * 1.25
     x = _rand(64, 33)
     want = core.eval_jaxpr(ft.make_jaxpr(f)(x).jaxpr, [], x)[0]
-    monkeypatch.setattr(runtime, "SCRATCH_BUDGET", 0)
+    monkeypatch.setattr(BUDGET, "limit", 0)
     closed = ft.make_jaxpr(f)(x)
     for _ in range(runtime.HOT_RUNS + 3):
         np.testing.assert_allclose(runtime.run(closed, x)[0], want, rtol=1e-12)
     prog = closed.jaxpr._compiled
     assert prog.runs >= runtime.HOT_RUNS and prog.hot is False
     exe = runtime.hot_program(closed.jaxpr)
-    monkeypatch.setattr(runtime, "SCRATCH_BUDGET", 1 << 40)
+    monkeypatch.setattr(BUDGET, "limit", 1 << 40)
     assert exe is False or exe.nbytes == 0
-    before = runtime._hot_bytes[0]
+    before = BUDGET.held
     exe = runtime.hot_program(closed.jaxpr)
-    assert exe and runtime._hot_bytes[0] == before + exe.nbytes
+    assert exe and BUDGET.held == before + exe.nbytes
     np.testing.assert_allclose(exe(x)[0], want, rtol=1e-12)
 
 
@@ -122,7 +123,7 @@ def test_block_temporaries_count_against_the_budget(monkeypatch):
     assert exe and exe.nbytes > 0
     scratch = sum(int(np.prod(s)) * np.dtype(d).itemsize for s, d in exe.scratch)
     assert exe.nbytes > scratch                 # the block temporaries are counted
-    monkeypatch.setattr(runtime, "SCRATCH_BUDGET", runtime._hot_bytes[0] + scratch)
+    monkeypatch.setattr(BUDGET, "limit", scratch)
     assert runtime.hot_program(closed.jaxpr) is False
     np.testing.assert_allclose(exe(x)[0], core.eval_jaxpr(closed.jaxpr, [], x)[0],
                                rtol=1e-12)

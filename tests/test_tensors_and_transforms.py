@@ -374,3 +374,21 @@ def test_what_plain_tracing_refuses_names_the_tensor_and_the_fix():
     x = T(X).requires_grad_()                   # eager, on concrete data: as before
     Double.apply(x).sum().backward()
     np.testing.assert_allclose(num(x.grad), [2.0, 2.0, 2.0])
+
+
+def test_sort_argsort_isclose_on_traced_tensors():
+    t = ft.tensor(np.array([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]]))
+    w = ft.tensor(np.arange(3.0))
+    g = ft.grad(lambda u: (u.sort(dim=1).values * w).sum())(t)
+    np.testing.assert_allclose(num(g), [[2.0, 0.0, 1.0], [0.0, 2.0, 1.0]])
+    idx = ft.jit(lambda u: u.argsort(dim=1))(t)
+    np.testing.assert_array_equal(num(idx), [[1, 2, 0], [0, 2, 1]])
+    close = ft.vmap(lambda u: ft.isclose(u, u + 1e-9))(t)
+    assert type(close) is ft.Tensor and bool(num(close).all())
+
+
+def test_python_bool_answers_of_traced_tensors_name_the_fix():
+    with pytest.raises(ft.ConcretizationTypeError, match=r"ft.isclose\(a, b\).all\(\)"):
+        ft.jit(lambda u: u * float(u.allclose(u)))(ft.ones(2))
+    with pytest.raises(ft.ConcretizationTypeError, match=r"\(a == b\).all\(\)"):
+        ft.grad(lambda u: u.sum() * float(ft.equal(u, u)))(ft.ones(2))

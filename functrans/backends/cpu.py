@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import passes
 from . import Lowered
+from .memory import BUDGET
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
 from ..primitives.linalg import dot_general_p
 from ..primitives.shape import broadcast_in_dim_p
@@ -138,6 +139,15 @@ def _expanded(in_shape, bd, out_rank):
 
 def _bcast(x, shape, expanded):
     return np.broadcast_to(np.reshape(x, expanded), shape)
+
+
+def _aliased(x, others):
+    """Whether a donated array may share memory with another argument or a constant (then
+    the program works on a copy of it, as if it were not donated)."""
+    for o in others:
+        if isinstance(o, np.ndarray) and np.may_share_memory(x, o):
+            return True
+    return False
 
 
 def can_fuse(eqn):
@@ -270,7 +280,8 @@ class _Lowering:
         self.names: dict = {}
         self.counter = 0
         self.scratch: list = []       # (slot, shape, dtype) of persistent buffers
-        self.temp_bytes = 0           # bytes of the per-thread temporaries of blocked groups
+        self.temps: list = []         # (global name, threads, [(block shape, dtype)]) of the
+                                      # per-thread temporaries of blocked groups
         self.info = {"blocked_groups": 0, "unblocked_groups": 0}
 
     # -- naming -----------------------------------------------------------
@@ -325,6 +336,9 @@ class _Lowering:
             donor = plan.donor[k]
             slot_name[k] = args[donor] if donor is not None else f"s{k}"
         body = []
+        donors = {d for d in plan.donor if d is not None}
+        consts = [self.names[v] for v, c in zip(j.constvars, self.closed.consts)
+                  if isinstance(c, np.ndarray)]
         for i, v in enumerate(j.invars):
             if v.aval.shape == ():
                 body.append(f"a{i} = _asarray(a{i}, {self.ctx.dtype(v.aval.dtype)})")
@@ -332,6 +346,10 @@ class _Lowering:
                 body.append(f"if not (type(a{i}) is _ndarray and a{i}.flags.c_contiguous and "
                             f"a{i}.flags.writeable): a{i} = _array(a{i}, order='C')")
                 self.ctx.globals["_ndarray"] = np.ndarray
+                others = [a for k, a in enumerate(args) if k != i] + consts
+                if i in donors and others:  # never write into a buffer still read as another
+                    body.append(f"elif {self.ctx.g(_aliased, 'aliased')}(a{i}, "
+                                f"({', '.join(others)},)): a{i} = _array(a{i})")
         readers: dict = {}
         for e in prog.eqns:
             for a in e.invars:
@@ -394,7 +412,7 @@ class _Lowering:
             else:
                 rets.append(self.names[a])
         body.append(f"return [{', '.join(rets)}]")
-        scratch_args = [f"s{s}=_S{s}" for s, _, _ in self.scratch]
+        scratch_args = [f"s{s}=None" for s, _, _ in self.scratch]
         fname = "".join(c if c.isalnum() else "_" for c in self.name) or "jitted"
         head = f"def {fname}({', '.join(args + scratch_args)}):"
         src = "\n".join([head] + ["    " + ln for ln in body])
@@ -506,9 +524,8 @@ class _Lowering:
         src = "\n".join([f"def {fn_name}(lo, hi, {', '.join(params)}):"]
                         + ["    " + ln for ln in lines])
         self.block_sources.append(src)
-        temps = [[np.empty(block_shape, dt) for (_, dt) in iplan.slots] for _ in range(threads)]
-        self.temp_bytes += sum(t.nbytes for tk in temps for t in tk)
-        tname = self.ctx.g(temps, f"T_{fn_name}")
+        tname = self.ctx._fresh(f"T_{fn_name}")
+        self.temps.append((tname, threads, [(block_shape, dt) for (_, dt) in iplan.slots]))
         desc = (f"# {e.params['name']}: {len(inner.eqns)} ops on {size} elements, "
                 f"{'flat' if flat else 'rows'} blocks of {block} "
                 f"{'elements' if flat else 'rows'}, {threads} thread(s)")
@@ -519,34 +536,77 @@ class _Lowering:
 
     def build(self):
         g = dict(self.ctx.globals)
-        for s, shape, dt in self.scratch:
-            g[f"_S{s}"] = np.empty(shape, dt)
         code = compile(self.source, f"<functrans.jit {self.name}>", "exec")
         exec(code, g)
-        fn = g[self.fname]
-        scratch = [(shape, dt) for _, shape, dt in self.scratch]
-        nbytes = self.temp_bytes + sum(math.prod(shape) * np.dtype(dt).itemsize
-                                       for shape, dt in scratch)
-        return CpuExecutable(fn, len(self.closed.jaxpr.invars), scratch, self.source,
-                             self.name, nbytes)
+        return CpuExecutable(g[self.fname], g, len(self.closed.jaxpr.invars),
+                             [(shape, dt) for _, shape, dt in self.scratch], self.temps,
+                             self.source, self.name)
 
 
 class CpuExecutable:
-    """The compiled program: exe(*flat_args) -> list of outputs. Its scratch buffers and
-    the per-worker temporaries of blocked groups are shared, so calls from several user
-    threads take turns (NumPy releases the GIL inside each call anyway). nbytes: the
-    memory it holds while it lives (scratch buffers and block temporaries)."""
+    """The compiled program: exe(*flat_args) -> list of outputs. Its persistent buffers
+    (scratch arrays, bound as the generated function's defaults, and the per-thread
+    temporaries of blocked groups, globals of its module) are shared, so calls from several
+    user threads take turns (NumPy releases the GIL inside each call anyway). nbytes: what
+    they hold, charged to the byte budget of backends/memory.py, which may free them
+    between calls (the next call allocates them again)."""
 
-    def __init__(self, fn, n_in, scratch, source, name, nbytes):
-        self.fn, self.n_in, self.scratch, self.nbytes = fn, n_in, scratch, nbytes
+    def __init__(self, fn, globs, n_in, scratch, temps, source, name):
+        self.fn, self.n_in, self.scratch, self.temps = fn, n_in, scratch, temps
         self.source, self.name = source, name
+        self._globals = globs
+        self.nbytes = (sum(math.prod(shape) * np.dtype(dt).itemsize for shape, dt in scratch)
+                       + sum(threads * math.prod(shape) * np.dtype(dt).itemsize
+                             for _, threads, slots in temps for shape, dt in slots))
         self._lock = threading.Lock()
+        self._token = None              # the budget's handle, once charged
+        self._held = False              # buffers allocated and charged
+        self._free()
+        with self._lock:
+            self._hold()
 
     def __call__(self, *args):
         if len(args) != self.n_in:
             raise TypeError(f"{self.name} takes {self.n_in} flat arguments, got {len(args)}")
         with self._lock:
+            if self._held:
+                if self.nbytes:
+                    BUDGET.touch(self)
+            elif not self._hold():          # larger than the whole budget: buffers per call
+                self._allocate()
+                try:
+                    return self.fn(*args)
+                finally:
+                    self._free()
             return self.fn(*args)
+
+    def _hold(self):
+        """Charge the budget and allocate the buffers (False: they exceed the budget)."""
+        if self.nbytes and not BUDGET.charge(self):
+            return False
+        self._allocate()
+        self._held = True
+        return True
+
+    def _allocate(self):
+        self.fn.__defaults__ = tuple(np.empty(shape, dt) for shape, dt in self.scratch) \
+            or None
+        for tname, threads, slots in self.temps:
+            self._globals[tname] = [[np.empty(shape, dt) for shape, dt in slots]
+                                    for _ in range(threads)]
+
+    def _free(self):
+        """Drop the buffers (the budget calls this with the lock taken)."""
+        self._held = False
+        if self.scratch:
+            self.fn.__defaults__ = tuple(None for _ in self.scratch)
+        for tname, _, _ in self.temps:
+            self._globals[tname] = None
+
+    @property
+    def holds_buffers(self):
+        """Whether the buffers are allocated now."""
+        return self._held
 
     def __repr__(self):
         return f"<CpuExecutable {self.name}>"

@@ -16,8 +16,8 @@ and to turn hooks into identities whose transposes call back to Python.
 """
 from __future__ import annotations
 
+import copy
 import itertools
-import threading
 import weakref
 
 import numpy as np
@@ -38,7 +38,7 @@ from ..facade.record import info_for, make_node, vc_of
 from ..facade.tensor import Tensor, _composite_info, bind_broadcast, bind_composite, wrap
 from ..higher_order.jit import compile_jaxpr, jit_p
 from ..nn.modules import module as M
-from ..nn.modules.hooks import BackwardHook, _flat_tensors
+from ..nn.modules.hooks import _flat_tensors
 from ..runtime import device_of
 from ..tracing import JaxprBuilder
 from ..primitives import elementwise as ew
@@ -206,22 +206,16 @@ class _ForwardHooks:
     def fire(self, vals):
         it = iter(vals)
         leaves = [_wrap_value(next(it)) if x is _SLOT else x for x in self.template]
-        parts = tree_util.tree_unflatten(self.tree, leaves)
-        for name, hook, with_kwargs in self.hooks:
-            if self.kind == "pre":
-                args, kwargs = parts
-                r = hook(self.module, args, kwargs) if with_kwargs else hook(self.module, args)
-            else:
-                args, kwargs, result = parts
-                r = (hook(self.module, args, kwargs, result) if with_kwargs
-                     else hook(self.module, args, result))
-            if r is not None:
-                raise CompileError(
-                    f"the forward {'pre-' if self.kind == 'pre' else ''}hook {name} of "
-                    f"{type(self.module).__name__} returned a value inside ft.compile; compiled "
-                    "code calls forward hooks with the values they observe and cannot take a "
-                    "replacement. Apply the change in forward(), or remove the hook "
-                    "(handle.remove()) before calling the compiled module.")
+        M.fire_forward_hooks(self.module, self.kind, self.hooks,
+                             *tree_util.tree_unflatten(self.tree, leaves), refuse=self.refuse)
+
+    def refuse(self, hook):
+        raise CompileError(
+            f"the forward {'pre-' if self.kind == 'pre' else ''}hook "
+            f"{getattr(hook, '__name__', repr(hook))} of {type(self.module).__name__} returned "
+            "a value inside ft.compile; compiled code calls forward hooks with the values they "
+            "observe and cannot take a replacement. Apply the change in forward(), or remove "
+            "the hook (handle.remove()) before calling the compiled module.")
 
 
 _SLOT = object()
@@ -233,9 +227,6 @@ def _wrap_value(v):
 
 # ---------------------------------------------------------------------------
 # the capture: one run of the user's function on traced tensors
-
-_capture_lock = threading.RLock()
-
 
 class _Capture:
     """State of one capture: the trace, its inputs and what to restore afterwards."""
@@ -252,12 +243,13 @@ class _Capture:
         self.current = {}          # id(input tensor) -> its expected traced data
         self.aliased = set()       # ids of tensors sharing storage with another tensor
         self.keep = []             # keeps aliased tensors alive while their ids are used
-        self.generators = {}       # id(np Generator) -> (generator, state) to restore
+        self.generators = {}       # id(np Generator) -> a private copy to draw from
         self.hooked = False        # a tensor or backward hook was traced
         self.consts = {}           # id(tensor) -> (weakref, data, version counter, version)
         self.created = {}          # id(tensor) -> tensor, made by creation functions here
         self.modules = []          # (module, its plain attributes before the capture)
         self.hooks = capture_hooks  # what the facade calls on traced data (capture_state)
+        self.shadows = None        # inputs' state, private to this thread (shadow.py)
 
     # -- inputs ----------------------------------------------------------------
 
@@ -267,7 +259,9 @@ class _Capture:
         return t
 
     def add_tensor(self, t, source, origin):
-        """Make tensor t an input: its data becomes a new traced argument."""
+        """Make tensor t an input: its data becomes a new traced argument (on this thread
+        only: other threads keep seeing its real data)."""
+        self.shadows.privatize(t)
         self.saved[id(t)] = (t, _snapshot(t))
         d = t._data
         tr = self._new_input(ShapedArray(d.shape, d.dtype), origin)
@@ -286,14 +280,18 @@ class _Capture:
         return tr
 
     def restore(self):
+        """Undo what running the function did to modules and inputs; only what changed
+        is written back, so other threads' updates meanwhile survive."""
         for m, attrs in self.modules:
-            for k in [k for k, v in m.__dict__.items() if _plain(v) and k not in attrs]:
-                del m.__dict__[k]
-            m.__dict__.update(attrs)
+            d = m.__dict__
+            for k in [k for k, v in d.items() if _plain(v) and k not in attrs]:
+                del d[k]
+            for k, v in attrs.items():
+                if d.get(k, _SLOT) is not v:
+                    d[k] = v
         for t, snap in self.saved.values():
             _restore(t, snap)
-        for gen, state in self.generators.values():
-            gen.bit_generator.state = state
+        self.shadows.close()
 
     def note_const(self, t):
         """A concrete tensor read by a traced op becomes a constant of the program: guard
@@ -317,16 +315,21 @@ def _snapshot(t):
 
 
 def _restore(t, snap):
-    data, fn, rg, vc, vstate, d, hooks = snap
-    t._data, t._grad_fn, t._requires_grad, t._vc = data, fn, rg, vc
-    if vc is not None:
-        vc.v, vc.op = vstate
-    t.__dict__.clear()
-    t.__dict__.update(d)
+    """The state slots are private to the capture (shadow.py) and are dropped with it;
+    the rarely set fields in __dict__ are put back where the capture changed them (not
+    .grad, which a capture refuses to touch: another thread's backward may have set it)."""
+    d, hooks = snap[5], snap[6]
+    cur = t.__dict__
+    for k in [k for k in cur if k not in d and k != "_grad"]:
+        del cur[k]
+    for k, v in d.items():
+        if k != "_grad" and cur.get(k, _SLOT) is not v:
+            cur[k] = v
     if hooks is not None:
-        h = t.__dict__["_hooks"]
-        h.clear()
-        h.update(hooks)
+        h = cur["_hooks"]
+        if h != hooks:
+            h.clear()
+            h.update(hooks)
 
 
 class _RngProxy:
@@ -335,8 +338,11 @@ class _RngProxy:
     consumes eager's random stream (dropout masks are fresh at every step)."""
 
     def __init__(self, cap, facade_gen, np_gen):
-        self._cap, self._fgen, self._gen = cap, facade_gen, np_gen
-        cap.generators.setdefault(id(np_gen), (np_gen, np_gen.bit_generator.state))
+        self._cap, self._fgen = cap, facade_gen
+        own = cap.generators.get(id(np_gen))        # draws at capture time come from a
+        if own is None:                              # copy: the real stream is untouched,
+            own = cap.generators[id(np_gen)] = copy.deepcopy(np_gen)   # for all threads
+        self._gen = own
 
     def __getattr__(self, name):
         real = getattr(self._gen, name)
@@ -349,7 +355,7 @@ class _RngProxy:
                     _refuse(f"a random draw ({name}) whose parameters are computed inside the "
                             "compiled function", "draw with constant parameters and scale the "
                             "result")
-            val = np.asarray(real(*args, **kwargs))      # (state restored after capture)
+            val = np.asarray(real(*args, **kwargs))
             call = (self._fgen, name, args, kwargs, val.dtype)
             return self._cap.add_array(val, ("rng", call), f"a random draw ({name})")
         return draw
@@ -384,6 +390,17 @@ class _CaptureHooks:
         return wrap(stop_gradient_p.bind(x))
 
     @staticmethod
+    def grad_access(t):
+        _refuse(".grad inside the compiled function (a compiled program cannot read or set "
+                "the gradients of earlier backward passes)", "read or set .grad outside it")
+
+    @staticmethod
+    def accumulate(t):
+        _refuse(".backward() (gradient accumulation into .grad) inside the compiled function",
+                "return the loss and call .backward() on it outside, or use "
+                "ft.autograd.grad(..., create_graph=True)")
+
+    @staticmethod
     def concrete_update(t, op):
         """An in-place update of concrete data during capture would happen once, at compile
         time: allowed only on tensors the function created (ft.zeros(...) then filled)."""
@@ -396,6 +413,17 @@ class _CaptureHooks:
     @staticmethod
     def stop_gradient(x):
         return stop_gradient_p.bind(x)
+
+    @staticmethod
+    def created(t):
+        """A tensor made by a creation function inside the capture: it may be filled in
+        place (ft.zeros(3); t[0] = 1)."""
+        _current().created[id(t)] = t
+
+    @staticmethod
+    def rng(facade_gen, np_gen):
+        """What stands for a random generator inside the capture (draws become inputs)."""
+        return _RngProxy(_current(), facade_gen, np_gen)
 
     @staticmethod
     def after_op(args, outs):
@@ -546,33 +574,21 @@ class _CaptureHooks:
         return run
 
     @staticmethod
-    def call_module(module, args, kwargs):
-        """Module.__call__ with hooks during capture: forward (pre-)hooks become run-time
-        callbacks, full backward hooks identities whose transposes call them."""
-        return _call_module_traced(module, args, kwargs)
+    def module_hooks(module, kind, hooks, parts, fire):
+        """A module's forward (pre-)hooks during capture: a run-time callback of the
+        program that fires them with the values they observe (always-called hooks of a
+        forward that failed fire in the eager run that follows the graph break)."""
+        if kind != "failed":
+            _emit_forward_hooks(module, kind, hooks, parts)
+        return parts[:2] if kind == "pre" else parts[2]
+
+    @staticmethod
+    def module_backward_hook(bw, side, value):
+        """Full backward hooks during capture: identities whose transposes call them."""
+        return _wrap_backward_hook(bw, side, value)
 
 
 capture_hooks = _CaptureHooks()
-
-
-def _call_module_traced(module, args, kwargs):
-    pre = [(f"{hid}", h, hid in module._forward_pre_hooks_with_kwargs) for hid, h in
-           itertools.chain(M._global_forward_pre_hooks.items(),
-                           module._forward_pre_hooks.items())]
-    if pre:
-        _emit_forward_hooks(module, "pre", pre, (args, kwargs))
-    bw = None
-    if module._backward_hooks or module._backward_pre_hooks or M._global_backward_hooks:
-        bw = BackwardHook(module)
-        args = _wrap_backward_hook(bw, "input", args)
-    result = module.forward(*args, **kwargs)
-    post = [(f"{hid}", h, hid in module._forward_hooks_with_kwargs) for hid, h in
-            itertools.chain(M._global_forward_hooks.items(), module._forward_hooks.items())]
-    if post:
-        _emit_forward_hooks(module, "post", post, (args, kwargs, result))
-    if bw is not None:
-        result = _wrap_backward_hook(bw, "output", result)
-    return result
 
 
 def _emit_forward_hooks(module, kind, hooks, parts):
@@ -584,9 +600,7 @@ def _emit_forward_hooks(module, kind, hooks, parts):
             vals.append(x._data)
         else:
             template.append(x)
-    names = [getattr(h, "__name__", repr(h)) for _, h, _ in hooks]
-    state = _ForwardHooks(module, kind, [(n, h, kw) for n, (_, h, kw) in zip(names, hooks)],
-                          template, tree)
+    state = _ForwardHooks(module, kind, hooks, template, tree)
     label = f"{type(module).__name__}.{'forward_pre_hooks' if kind == 'pre' else 'forward_hooks'}"
     module_hook_p.bind(*vals, ref=HostRef(state, label))
 

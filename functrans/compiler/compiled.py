@@ -43,7 +43,7 @@ import numpy as np
 from .. import passes, primitives, tree_util
 from ..core import (ClosedJaxpr, ConcretizationTypeError, Tracer, _state, new_dynamic_main,
                    short_dtype)
-from ..facade import creation, lower
+from ..facade import lower
 from ..facade import dtypes as D
 from ..facade.capture_state import _tls, active as _active
 from ..facade.grad_mode import STATE as GS
@@ -56,8 +56,8 @@ from ..nn.modules import module as M
 from ..runtime import device_of, lower_jaxpr
 from ..tracing import JaxprTrace
 from .capture import (CompileError, GraphBreakWarning, RecompileWarning, _PLAIN, _Capture,
-                      _Program, _RngProxy, _capture_lock, _config, _draw, _plain, _refuse,
-                      compiled_p)
+                      _Program, _config, _draw, _plain, _refuse, compiled_p)
+from .shadow import Shadows
 
 __all__ = ["compile", "compile_stats", "CompileError", "RecompileWarning", "CompiledFunction",
            "CompiledModule", "RECOMPILE_LIMIT"]
@@ -629,8 +629,7 @@ class CompiledFunction:
     def _compile(self, key, ctx, reason, run):
         t0 = time.perf_counter()
         try:
-            with _capture_lock:
-                entry = self._capture(ctx)
+            entry = self._capture(ctx)
         except Exception as e:      # a graph break, or the user's own error
             why = _describe_break(e)
             if self.fullgraph:
@@ -666,16 +665,6 @@ class CompiledFunction:
     def _capture(self, ctx):
         cap = _Capture(self.__name__)
         leaves, state = list(ctx["leaves"]), ctx["state"]
-        orig_rng = creation._rng
-
-        def rng(generator=None):
-            return _RngProxy(cap, generator, orig_rng(generator))
-        orig_make = creation._make
-
-        def make(arr, requires_grad):             # tensors the function creates may be
-            t = orig_make(arr, requires_grad)      # filled in place (ft.zeros(3); t[0] = 1)
-            cap.created[id(t)] = t
-            return t
         stack = _tls.__dict__.setdefault("stack", [])
         entry = _Entry()
         entry.name = self.__name__
@@ -684,7 +673,7 @@ class CompiledFunction:
         with new_dynamic_main(JaxprTrace, cap.builder) as main:
             cap.trace = JaxprTrace(main)
             stack.append(cap)
-            creation._rng, creation._make = rng, make
+            cap.shadows = Shadows()
             try:
                 names = ctx["leaf_names"]
                 for i, x in enumerate(leaves):
@@ -701,7 +690,6 @@ class CompiledFunction:
                 out = self._call_python(args, kwargs)
                 self._finish(cap, entry, out, ctx)
             finally:
-                creation._rng, creation._make = orig_rng, orig_make
                 stack.pop()
                 cap.restore()
         return entry

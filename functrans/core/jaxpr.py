@@ -40,12 +40,14 @@ class ClosedJaxpr:
     Equal (and equally hashed) when the jaxprs have the same structure and the consts are
     the same objects: a control-flow body traced again at every call is then the same
     parameter for every cache keyed by params (derived gradients, staged rules, programs)."""
-    __slots__ = ("jaxpr", "consts", "_hash")
+    __slots__ = ("jaxpr", "consts", "_hash", "_exes")
 
     def __init__(self, jaxpr: Jaxpr, consts):
         self.jaxpr = jaxpr
         self.consts = list(consts)
         self._hash = None
+        self._exes = None       # the runtime's executables of it, by (device, donated): they
+                                # live exactly as long as this object
 
     def _key(self):
         """The hash of (structure, const ids), or False when a param is not hashable (the

@@ -10,7 +10,7 @@ from ..core import check_dtype
 from . import dtypes as D
 from .tensor_info import result_type
 from .placement import _check_device, _on, device  # noqa: F401  (ft.device)
-from .tensor import Tensor, tensor, wrap  # noqa: F401  (ft.tensor)
+from .tensor import Tensor, tensor, traced_hooks, wrap  # noqa: F401  (ft.tensor)
 
 
 # ---------------------------------------------------------------------------
@@ -42,6 +42,7 @@ def _size(size):
 
 def _make(arr, requires_grad):
     t = wrap(arr)
+    traced_hooks().created(t)      # ft.compile: the function may fill it in place
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -167,8 +168,11 @@ default_generator.manual_seed(0)
 
 
 def _rng(generator=None):
+    """The NumPy Generator behind a facade generator (or the default one); inside an
+    ft.compile capture, what stands for it there (draws become program inputs)."""
     g = generator if generator is not None else default_generator
-    return g._g if isinstance(g, Generator) else g
+    g = g._g if isinstance(g, Generator) else g
+    return traced_hooks().rng(generator, g)
 
 
 def manual_seed(seed):

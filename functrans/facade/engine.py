@@ -1,8 +1,11 @@
 """The autograd engine: what `.backward()` adds around the core's reverse-mode deriver.
 
-The walked graph (lower.index_graph) names a backward program by its structure; the first
-call of a structure lowers it into a tape for the deriver (lower.derive_program), and the
-joined residual + backward program is optimized, compiled and cached. Each call then
+The walked graph (lower.index_graph) names a backward program by its structure. The first
+time a structure is seen, backward runs node by node (interpret.py: each node by its op
+signature's cached backward, as PyTorch's engine does), so a graph that never repeats pays
+no whole-graph compilation; when it repeats, it is lowered into a tape for the deriver
+(lower.derive_program), and the joined residual + backward program is optimized, compiled
+and cached. Each call of the program then
 checks the version counters of the saved values it reads, runs the program on them (as
 recorded facade ops under create_graph, so the result is differentiable again), delivers
 retained gradients, accumulates `.grad` and frees the saved values unless retain_graph.
@@ -15,14 +18,14 @@ import numpy as np
 from ..core import Tracer, _thread_state, array_module
 from .. import passes
 from ..runtime import program as concrete_program
-from . import capture_state
 from .grad_mode import STATE as GRAD_STATE
-from .anomaly import run_node_by_node
+from .record import ANOMALY
+from .interpret import run_node_by_node
 from .lower import derive_program, index_graph, make_spec, prune_inputs, value_key
 from .node import edge_of
 from .ops import eval_jaxpr_facade
 from .plumbing import FREED_MSG, RUN, InternalEngineError, RunContext, _check_version
-from .tensor import Tensor, wrap
+from .tensor import Tensor, traced_hooks, wrap
 
 # ---------------------------------------------------------------------------
 # programs, cached by graph structure
@@ -37,11 +40,31 @@ _CACHE: dict = {}
 CACHE_STATS = {"hits": 0, "misses": 0}
 
 
+_SEEN: dict = {}          # program keys of structures run once, node by node
+
+
+def _program_key(structure, targets, root_keys, create_graph):
+    parts, hooked, retained, _ = structure
+    return (parts, hooked, retained, tuple(targets), tuple(root_keys), bool(create_graph))
+
+
+def first_seen(structure, targets, root_keys, create_graph):
+    """True the first time a backward of this structure runs (it is then interpreted node
+    by node); later calls derive and cache its program."""
+    key = _program_key(structure, targets, root_keys, create_graph)
+    if key in _CACHE or key in _SEEN:
+        return False
+    if len(_SEEN) > 4096:
+        _SEEN.clear()
+    _SEEN[key] = True
+    return True
+
+
 def get_program(nodes, pos, targets, root_keys, create_graph, structure=None):
     if structure is None:
         structure = index_graph([n for n in nodes if n.info is not None])[2]
     parts, hooked, retained, fns = structure
-    key = (parts, hooked, retained, tuple(targets), tuple(root_keys), bool(create_graph))
+    key = _program_key(structure, targets, root_keys, create_graph)
     prog = _CACHE.get(key)
     if prog is not None:
         CACHE_STATS["hits"] += 1
@@ -98,6 +121,7 @@ def _holders(index, keys):
 
 def clear_cache():
     _CACHE.clear()
+    _SEEN.clear()
 
 
 # ---------------------------------------------------------------------------
@@ -149,9 +173,11 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     uniq = list(dict.fromkeys(k for k in tkeys if k is not None))
     if not uniq:
         return [None] * len(targets), targets
-    if anomaly:
+    if anomaly or (not create_graph and not _thread_state.depth and _on_cpu(root_cts)
+                   and first_seen(structure, uniq, root_keys, create_graph)):
         outs, captures, replayed = run_node_by_node(nodes, pos, uniq, root_keys, root_cts,
-                                                    create_graph, structure)
+                                                    create_graph, structure,
+                                                    check_nan=anomaly and ANOMALY.check_nan)
     else:
         prog, hooked, fns = get_program(nodes, pos, uniq, root_keys, create_graph, structure)
         outs = _execute(prog, nodes, hooked, fns, root_cts, create_graph)
@@ -163,11 +189,15 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     return [res.get(k) if k is not None else None for k in tkeys], targets
 
 
+def _on_cpu(arrays):
+    return all(type(a) is np.ndarray for a in arrays)
+
+
 def _execute(prog, nodes, hooked, fns, root_cts, create_graph):
     vals = _fetch_inputs(prog, nodes)
     if _thread_state.depth and _any_traced(vals, root_cts):    # inside ft.compile's capture
-        return capture_state.current().hooks.run_program(prog, nodes, hooked, fns, vals,
-                                                         root_cts, create_graph)
+        return traced_hooks().run_program(prog, nodes, hooked, fns, vals, root_cts,
+                                          create_graph)
     hooks = [[nodes[p].hooks[j]] for p, j in hooked]
     run = RunContext(hooks, [nodes[p] for p in fns], create_graph, wrap)
     RUN.stack.append(run)
@@ -229,11 +259,7 @@ def _deliver_captures(captures, nodes, cap_vals, create_graph):
 def accumulate_grad(t, g, create_graph):
     """t.grad = g, or t.grad += g (in place unless create_graph), as torch."""
     if _thread_state.depth:                # .backward() inside an ft.compile capture?
-        cap = capture_state.active()
-        if cap is not None:
-            cap.hooks.refuse(".backward() (gradient accumulation into .grad) inside the "
-                             "compiled function", "return the loss and call .backward() "
-                             "on it outside, or use ft.autograd.grad(..., create_graph=True)")
+        traced_hooks().accumulate(t)
     old = t._grad
     if old is None:
         if create_graph:

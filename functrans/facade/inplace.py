@@ -14,7 +14,7 @@ from ..core import Tracer
 from . import creation
 from .record import INFERENCE, vc_of
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
-                     _capture_concrete_update, apply_fn, binary, traced_hooks, wrap)
+                     apply_fn, binary, traced_hooks, wrap)
 from .methods import DIV, MUL, add, addcdiv, addcmul, lerp, sub
 
 T = Tensor
@@ -27,7 +27,7 @@ T = Tensor
 
 def _check_inplace(self, recording):
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
-        _capture_concrete_update(self, None)
+        traced_hooks().concrete_update(self, None)
     if recording and self._requires_grad and self._grad_fn is None and self._base is None:
         raise RuntimeError(LEAF_INPLACE_MSG)
     base = self._base
@@ -161,7 +161,7 @@ def _tname(d):
 def _fast(self, *others):
     """True when an in-place op need not record: grad mode off or nothing requires grad."""
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
-        _capture_concrete_update(self, None)
+        traced_hooks().concrete_update(self, None)
     if not GS.enabled:
         if self._flags & INFERENCE and not GS.inference:
             _check_inplace(self, False)

@@ -11,7 +11,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import numpy as fnp
-from ..core import Tracer
+from ..core import ConcretizationTypeError, Tracer
 from ..nn import functions as nnf
 from functrans.primitives import elementwise as ew
 from . import dtypes as D
@@ -673,18 +673,31 @@ T.count_nonzero = lambda self, dim=None: wrap(np.asarray(np.count_nonzero(self._
                                                          np.int64))
 
 
+def _python_bool(name, *arrays):
+    """torch.equal/allclose answer a Python bool: they need concrete values."""
+    if any(isinstance(a, Tracer) for a in arrays):
+        raise ConcretizationTypeError(
+            f"Tensor.{name} returns a Python bool, which needs concrete values, but a Tensor "
+            "holds a traced value here (inside ft.grad, ft.vmap, ft.jit or ft.compile). Use "
+            f"{'(a == b).all()' if name == 'equal' else 'ft.isclose(a, b).all()'}, a "
+            "Tensor, instead.")
+
+
 def equal(self, other):
+    _python_bool("equal", self._data, _arr(other))
     return tuple(self.shape) == tuple(other.shape) and builtins.bool(
         np.all(self._data == other._data))
 
 
 def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    _python_bool("allclose", self._data, _arr(other))
     return builtins.bool(np.allclose(self._data, _arr(other), rtol=rtol, atol=atol,
                                      equal_nan=equal_nan))
 
 
 def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return wrap(np.isclose(self._data, _arr(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return wrap(fnp.isclose(self._data, _arr(other), rtol=rtol, atol=atol,
+                            equal_nan=equal_nan))
 
 
 T.equal, T.allclose, T.isclose = equal, allclose, isclose

@@ -45,7 +45,7 @@ def apply_prim(prim, params, args):
     if prim is plumbing.tap_p:
         return args[0]
     if prim is plumbing.hook_call_p:
-        return _hooks_on_tensor(args[0], params["slot"])
+        return plumbing.run_tensor_hooks(args[0], *plumbing.hook_dicts(params["hooks"]))
     if prim is plumbing.fn_bwd_p:
         node = plumbing._current_run().fn_nodes[params["fslot"]]
         return list(node.info.extra["run_backward"](node, list(args), params["present"],
@@ -99,10 +99,6 @@ def _params_key(params):
         return items
     except TypeError:
         return None
-
-
-def _hooks_on_tensor(g, slot):
-    return plumbing.run_tensor_hooks(g, *plumbing._current_run().hooks[slot])
 
 
 def eval_jaxpr_facade(prog, nodes, vals, root_cts):

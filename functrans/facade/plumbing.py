@@ -107,7 +107,7 @@ def _tap_jvp(primals, tangents, **params):
 
 def _tap_transpose(ct, x, *, key, hook):
     if hook >= 0:
-        ct = hook_call_p.bind(ct, slot=hook)
+        ct = hook_call_p.bind(ct, hooks=hook)
     capture_cotangent(key, ct)
     return [ct]
 
@@ -128,9 +128,16 @@ def run_tensor_hooks(g, *hook_dicts):
     return g
 
 
-def _hook_call_impl(xp, ct, *, slot):
-    run = _current_run()
-    return run_tensor_hooks(run.wrap(ct), *run.hooks[slot])._data
+def hook_dicts(hooks):
+    """The hook dicts a `hook_call` runs: the engine's programs are shared by every graph
+    of one structure and name a slot of the run context's hooks (an int); a compiled
+    program belongs to its call site and carries the tensor's hooks (a HostRef)."""
+    return _current_run().hooks[hooks] if type(hooks) is int else (hooks.obj,)
+
+
+def _hook_call_impl(xp, ct, *, hooks):
+    wrap = _current_run().wrap if type(hooks) is int else hooks.wrap
+    return run_tensor_hooks(wrap(ct), *hook_dicts(hooks))._data
 
 
 def _check_hook_result(r, g):
@@ -149,10 +156,8 @@ hook_call_p = defprim("hook_call", _hook_call_impl, _same, effectful=True, memo=
 
 
 # ft.compile's hooks. `tensor_hook` is `facade_tap` for captured code: the same identity
-# whose transpose runs the tensor's hooks, but the hooks travel in its params (a HostRef: a
-# compiled program belongs to its call site, while the engine's programs are shared by every
-# graph of one structure and read hooks by slot from the run context) and no cotangent is
-# captured.
+# whose transpose runs the tensor's hooks through `hook_call`, but the hooks travel in its
+# params (a HostRef) and no cotangent is captured.
 
 
 class HostRef:
@@ -178,20 +183,14 @@ def _tensor_hook_lin_jvp(primals, tangents, *, ref):
             t if type(t) is Zero else tensor_hook_lin_p.bind(t, ref=ref))
 
 
-def _tensor_hook_run(xp, ct, *, ref):
-    return run_tensor_hooks(ref.wrap(ct), ref.obj)._data
-
-
 # x -> x in the forward; its tangent goes through tensor_hook_linear, whose transpose calls
 # the hooks registered on the tensor (a host callback in the backward program)
 tensor_hook_p = defprim("tensor_hook", lambda xp, x, **p: x, _same, jvp=_tensor_hook_jvp,
                         memo=False)
 tensor_hook_lin_p = defprim(
     "tensor_hook_linear", lambda xp, x, **p: x, _same, jvp=_tensor_hook_lin_jvp,
-    transpose=lambda ct, x, *, ref: [tensor_hook_call_p.bind(instantiate(ct), ref=ref)],
+    transpose=lambda ct, x, *, ref: [hook_call_p.bind(instantiate(ct), hooks=ref)],
     memo=False)
-tensor_hook_call_p = defprim("tensor_hook_call", _tensor_hook_run, _same, effectful=True,
-                             memo=False)
 
 
 def _bhook_abstract(*avals, **params):

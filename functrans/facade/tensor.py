@@ -146,7 +146,7 @@ class Tensor(TensorInfo):
     @property
     def grad(self):
         if _TS.depth:                               # inside ft.compile its value would freeze
-            _capture_grad_access(self)
+            traced_hooks().grad_access(self)
         if self._grad_fn is not None and self._grad is None and not self.retains_grad:
             warnings.warn(NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
@@ -154,7 +154,7 @@ class Tensor(TensorInfo):
     @grad.setter
     def grad(self, value):
         if _TS.depth:
-            _capture_grad_access(self)
+            traced_hooks().grad_access(self)
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
@@ -200,7 +200,7 @@ class Tensor(TensorInfo):
     def _bump(self, op=None):
         vc = self._vc or vc_of(self)
         if _TS.depth and type(self._data) is _ndarray:     # ft.compile: a concrete update
-            _capture_concrete_update(self, op)
+            traced_hooks().concrete_update(self, op)
         vc.v += 1
         vc.op = op
 
@@ -664,23 +664,11 @@ def apply_fn(name, fn, args, static=(), view=False):
     return tuple(outs)
 
 
-def _capture_concrete_update(t, op):
-    cap = capture_state.active()
-    if cap is not None:
-        cap.hooks.concrete_update(t, op)
-
-
-def _capture_grad_access(t):
-    cap = capture_state.active()
-    if cap is not None:
-        cap.hooks.refuse(".grad inside the compiled function (a compiled program "
-                         "cannot read or set the gradients of earlier backward passes)",
-                         "read or set .grad outside it")
-
-
 def traced_hooks():
-    """What a facade op does with a Tensor holding traced data: ft.compile's capture hooks
-    inside a capture (capture_state), else plain tracing (`TRACING`)."""
+    """The facade's one seam with tracing: what facade code does with traced data (and
+    the few things a capture must see: tensors created, .grad read, concrete updates,
+    module hooks, backward passes). ft.compile's capture hooks while a capture runs on this
+    thread (capture_state), else plain tracing (`TRACING`)."""
     cap = capture_state.active()
     return TRACING if cap is None else cap.hooks
 
@@ -725,6 +713,46 @@ class PlainTracing:
     @staticmethod
     def after_op(args, outs):
         pass
+
+    @staticmethod
+    def as_tensor(x):
+        return x
+
+    @staticmethod
+    def grad_access(t):
+        """.grad of a Tensor while tracing: its concrete value, as in eager code."""
+
+    @staticmethod
+    def concrete_update(t, op):
+        """An in-place update of concrete data while tracing happens then, as in JAX."""
+
+    @staticmethod
+    def created(t):
+        """A tensor made by a creation function: nothing to note."""
+
+    @staticmethod
+    def rng(facade_gen, np_gen):
+        return np_gen
+
+    @staticmethod
+    def module_hooks(module, kind, hooks, parts, fire):
+        """A module's forward (pre-)hooks on one call: they run now."""
+        return fire(module, kind, hooks, *parts)
+
+    @staticmethod
+    def module_backward_hook(bw, side, value):
+        """A module's full backward hooks: set up on its inputs or outputs now."""
+        return bw.setup_input_hook(value) if side == "input" else bw.setup_output_hook(value)
+
+    @staticmethod
+    def accumulate(t):
+        """.grad accumulation while tracing: allowed (the gradients are concrete)."""
+
+    @staticmethod
+    def run_program(prog, nodes, hooked, fns, vals, root_cts, create_graph):
+        PlainTracing.refuse("a backward pass through autograd history recorded outside the "
+                            "transformation", "differentiate with the transformation "
+                            "itself (ft.grad, ft.vjp) or call backward outside it")
 
     @staticmethod
     def stop_gradient(x):
@@ -872,12 +900,8 @@ def _tensor_from(aux, children):
     (a Jacobian's block per input) is returned as is: the Tensor node dissolves into it."""
     x = children[0]
     if isinstance(x, Tracer):
-        cap = capture_state.active()      # ft.compile: its own values come out detached
-        if cap is not None:
-            x = cap.hooks.as_tensor(x)
-            if isinstance(x, Tensor):
-                return x
-        return wrap(x)
+        x = traced_hooks().as_tensor(x)   # ft.compile: its own values come out detached
+        return x if isinstance(x, Tensor) else wrap(x)
     if type(x) is _ndarray or isinstance(x, (np.generic, *_PYSCALARS, complex)) or hasattr(
             x, "__cuda_array_interface__"):
         return wrap(_asarray(x) if not hasattr(x, "__cuda_array_interface__") else x)

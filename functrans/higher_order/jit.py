@@ -124,29 +124,24 @@ def _diff_keys(old, new, leaf_names, static_names):
 # ---------------------------------------------------------------------------
 # compiled executables, cached by jaxpr and device
 
-_EXEC_CACHE_SIZE = 512
-_exec_cache: OrderedDict = OrderedDict()     # (id(closed), device, donated) -> (closed, exe)
-_exec_lock = threading.Lock()
-
-
 def compile_jaxpr(closed: ClosedJaxpr, device="cpu", donated=(), name="jitted"):
-    """The cached executable of a ClosedJaxpr: exe(*flat_args) -> list of outputs."""
-    key = (id(closed), device, tuple(donated))
-    with _exec_lock:
-        hit = _exec_cache.get(key)
-        if hit is not None and hit[0] is closed:
-            _exec_cache.move_to_end(key)
-            return hit[1]
+    """The executable of a ClosedJaxpr for a device: exe(*flat_args) -> list of outputs.
+    It is kept on closed, so it lives as long as whoever holds closed (a jitted function's
+    cache entry, an ft.compile program, a memoized transformation); the memory its buffers
+    hold counts against the byte budget of backends/memory.py."""
+    exes = closed._exes
+    if exes is None:
+        exes = closed._exes = {}
+    key = (device, tuple(donated))
+    exe = exes.get(key)
+    if exe is not None:
+        return exe
     t0 = time.perf_counter()
     exe = lower_jaxpr(closed, device, donated, name).compile()
     with _stats_lock:
         _STATS["compiles"] += 1
         _STATS["compile_s"] += time.perf_counter() - t0
-    with _exec_lock:
-        _exec_cache[key] = (closed, exe)
-        while len(_exec_cache) > _EXEC_CACHE_SIZE:
-            _exec_cache.popitem(last=False)
-    return exe
+    return exes.setdefault(key, exe)
 
 
 # ---------------------------------------------------------------------------

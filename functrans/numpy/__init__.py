@@ -26,13 +26,13 @@ from ._elementwise import (  # noqa: F401
     abs, absolute, add, arccos, arcsin, arctan, arctan2, around, bitwise_and, bitwise_not,
     bitwise_or, bitwise_xor, cbrt, ceil, clip, conj, conjugate, cos, cosh, divide, equal, exp,
     exp2, expm1, floor, floor_divide, fmax, fmin, fmod, greater, greater_equal, invert,
-    isfinite, isinf, isnan, less, less_equal, log, log10, log1p, log2, logaddexp, logical_and,
-    logical_not, logical_or, logical_xor, maximum, minimum, mod, multiply, negative, not_equal,
+    isclose, isfinite, isinf, isnan, less, less_equal, log, log10, log1p, log2, logaddexp,
+    logical_and, logical_not, logical_or, logical_xor, maximum, minimum, mod, multiply, negative, not_equal,
     positive, power, real, reciprocal, remainder, rint, round, rsqrt, sign, sin, sinh, sqrt,
     square, subtract, tan, tanh, true_divide, trunc, where)
 from ._reductions import (  # noqa: F401
-    all, amax, amin, any, argmax, argmin, cumprod, cumsum, logsumexp, max, mean, min, prod,
-    std, sum, var)
+    all, allclose, amax, amin, any, argmax, argmin, argsort, cumprod, cumsum, lexsort,
+    logsumexp, max, mean, min, prod, sort, std, sum, var)
 from ._indexing import (  # noqa: F401
     at, diag, diagonal, getitem, index_add, index_update, repeat, take, take_along_axis, trace,
     tril, triu)
@@ -53,7 +53,7 @@ def _install_tracer_ops():
     ops["getitem"] = getitem
     for name in ["sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin",
                  "reshape", "transpose", "squeeze", "astype", "ravel", "cumsum", "clip",
-                 "swapaxes", "flatten", "round", "all", "any", "dot", "conj", "copy"]:
+                 "swapaxes", "flatten", "round", "all", "any", "dot", "conj", "copy", "argsort"]:
         f = globals().get(name) or (ravel if name == "flatten" else None)
         ops["method:" + name] = f
     ops["method:reshape"] = lambda x, *shape, **kw: reshape(

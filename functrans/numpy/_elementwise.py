@@ -220,6 +220,21 @@ def where(condition, x=None, y=None):
     return ew.select(*ops)
 
 
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|a - b| <= atol + rtol * |b| elementwise (numpy.isclose): infinities are close only
+    to themselves, NaN only to NaN and only with equal_nan."""
+    dt, _ = result_type(a, b)
+    if _np.dtype(dt).kind not in "fc":
+        dt = _np.result_type(dt, _np.float32)
+    a, b = _to_dtype(_as_operand(a), dt), _to_dtype(_as_operand(b), dt)
+    tol = add(atol, multiply(rtol, absolute(b)))
+    close = less_equal(absolute(subtract(a, b)), tol)
+    out = where(logical_or(isinf(a), isinf(b)), equal(a, b), close)
+    if equal_nan:
+        out = logical_or(out, logical_and(isnan(a), isnan(b)))
+    return out
+
+
 def clip(a, a_min=None, a_max=None):
     out = _as_operand(a)
     if a_min is not None:

@@ -1,4 +1,5 @@
-"""functrans.numpy's reductions: sum, mean, max, var, argmax, cumulative scans, logsumexp."""
+"""functrans.numpy's reductions: sum, mean, max, var, argmax, cumulative scans, logsumexp,
+sort and argsort."""
 from __future__ import annotations
 
 import builtins
@@ -13,7 +14,7 @@ from functrans.primitives.misc import stop_gradient as _stop_gradient
 from ._promotion import (
     _as_operand, _broadcast_to_shape, _promote_float, _shape, _to_dtype, astype, ravel)
 from ._shapes import _canon_axis
-from ._elementwise import _zero_like, add, exp, log, sqrt, subtract
+from ._elementwise import _zero_like, add, exp, isclose, log, sqrt, subtract
 
 
 # ---------------------------------------------------------------------------
@@ -116,6 +117,56 @@ def _argreduce(prim_bind):
 
 argmax = _argreduce(red.argmax)
 argmin = _argreduce(red.argmin)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether every element is close (a 0-d bool array, as jax.numpy.allclose)."""
+    return all(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def _sort_operands(a, axis, kind, order, name):
+    if order is not None:
+        raise NotImplementedError(f"{name}: order= (structured arrays) is not supported")
+    if kind not in (None, "quicksort", "mergesort", "heapsort", "stable"):
+        raise ValueError(f"{name}: unknown kind {kind!r}")
+    x = _as_operand(a)
+    if axis is None:
+        x, axis = ravel(x), 0
+    if len(_shape(x)) == 0:
+        raise ValueError(f"{name}: axis {axis} is out of bounds for an array of dimension 0")
+    return x, _canon_axis(axis, len(_shape(x)))[0]
+
+
+def sort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
+    """Sorted copy along axis (NaN last; stable, so equal elements keep their order, in
+    descending order too); differentiable: the gradient flows back through the permutation."""
+    x, ax = _sort_operands(a, axis, kind, order, "sort")
+    if descending:
+        return sh.rev(red.sort(sh.rev(x, dimensions=(ax,)), dimension=ax, num_keys=1)[0],
+                      dimensions=(ax,))
+    return red.sort(x, dimension=ax, num_keys=1)[0]
+
+
+def argsort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
+    """Indices that sort a along axis (stable; descending keeps equal elements in order)."""
+    x, ax = _sort_operands(a, axis, kind, order, "argsort")
+    shape = _shape(x)
+    index = sh.iota(dtype=_np.dtype(_np.int32), shape=shape, dimension=ax)
+    if not descending:
+        return red.sort(x, index, dimension=ax, num_keys=1)[1]
+    rev = red.sort(sh.rev(x, dimensions=(ax,)), index, dimension=ax, num_keys=1)[1]
+    return ew.sub(_np.int32(shape[ax] - 1), sh.rev(rev, dimensions=(ax,)))
+
+
+def lexsort(keys, axis=-1):
+    """Indices that sort by several keys, the last one primary (numpy.lexsort)."""
+    ks = [_as_operand(k) for k in keys]
+    if not ks:
+        raise TypeError("lexsort: need at least one key")
+    shape = _shape(ks[0])
+    ax = _canon_axis(axis, len(shape))[0]
+    index = sh.iota(dtype=_np.dtype(_np.int32), shape=shape, dimension=ax)
+    return red.sort(*reversed(ks), index, dimension=ax, num_keys=len(ks))[-1]
 
 
 def cumsum(a, axis=None, dtype=None):

@@ -10,8 +10,7 @@ import numpy as np
 
 from ... import numpy as fnp
 from ...core import Tracer
-from ...facade import capture_state
-from ...facade.tensor import Tensor, apply_fn
+from ...facade.tensor import Tensor, apply_fn, traced_hooks
 
 
 # ---------------------------------------------------------------------------
@@ -36,7 +35,7 @@ def _is_facade(x):
         return False
     if not isinstance(x._data, Tracer):
         return True
-    return capture_state.active() is not None
+    return traced_hooks().records
 
 
 # parameters that torch types as Tensor (Optional[Tensor] where the default is None, and

@@ -16,15 +16,48 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ...facade import capture_state
 from ...tree_util import register_pytree_node
 from ...facade import dtypes as D
 from ...facade.grad_mode import no_grad
 from ...facade.node import HookDict, RemovableHandle
-from ...facade.tensor import TENSOR_PYTREE, Tensor
+from ...facade.tensor import TENSOR_PYTREE, Tensor, traced_hooks
 from ...optim.optimizer import _zero_grad
 from .hooks import (BackwardHook, _global_backward_hooks, _global_forward_hooks,
                     _global_forward_pre_hooks)
+
+def fire_forward_hooks(module, kind, hooks, args, kwargs, result=None, refuse=None):
+    """Call a module's forward pre-hooks (kind "pre"), forward hooks ("post") or, after
+    forward raised, its always-called forward hooks ("failed", result None), torch's way:
+    a pre-hook may return new args or (args, kwargs), a forward hook a new result. Where a
+    replacement cannot be taken (compiled code), `refuse(hook)` is called instead. The one
+    loop over forward hooks; returns (args, kwargs) for "pre", else the result."""
+    for _, hook, with_kwargs in hooks:
+        if kind == "pre":
+            r = hook(module, args, kwargs) if with_kwargs else hook(module, args)
+            if r is not None:
+                if refuse is not None:
+                    refuse(hook)
+                if with_kwargs:
+                    if not (isinstance(r, tuple) and len(r) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of "
+                                           f"(new_args, new_kwargs), but got {r}.")
+                    args, kwargs = r
+                else:
+                    args = r if isinstance(r, tuple) else (r,)
+        elif kind == "failed":
+            try:
+                hook(module, args, kwargs, None) if with_kwargs else hook(module, args, None)
+            except Exception:
+                pass
+        else:
+            r = (hook(module, args, kwargs, result) if with_kwargs
+                 else hook(module, args, result))
+            if r is not None:
+                if refuse is not None:
+                    refuse(hook)
+                result = r
+    return (args, kwargs) if kind == "pre" else result
+
 
 # ---------------------------------------------------------------------------
 # Parameter
@@ -673,50 +706,46 @@ class Module:
         return self._call_with_hooks(args, kwargs)
 
     def _call_with_hooks(self, args, kwargs):
-        cap = capture_state.active()
-        if cap is not None:             # inside ft.compile: hooks become run-time callbacks
-            return cap.hooks.call_module(self, args, kwargs)
-        for hid, hook in itertools.chain(_global_forward_pre_hooks.items(),
-                                         self._forward_pre_hooks.items()):
-            if hid in self._forward_pre_hooks_with_kwargs:
-                r = hook(self, args, kwargs)
-                if r is not None:
-                    if not (isinstance(r, tuple) and len(r) == 2):
-                        raise RuntimeError("forward pre-hook must return None or a tuple of "
-                                           f"(new_args, new_kwargs), but got {r}.")
-                    args, kwargs = r
-            else:
-                r = hook(self, args)
-                if r is not None:
-                    args = r if isinstance(r, tuple) else (r,)
+        """torch's call sequence: forward pre-hooks, backward-hook setup on the inputs,
+        forward, forward hooks, backward-hook setup on the outputs. How hooks are attached
+        is asked of the tracing seam: eagerly they run now; inside ft.compile they become
+        run-time callbacks of the program."""
+        h = traced_hooks()
+        pre = self._hook_list("pre")
+        if pre:
+            args, kwargs = h.module_hooks(self, "pre", pre, (args, kwargs), fire_forward_hooks)
         bw = None
         if self._backward_hooks or self._backward_pre_hooks or _global_backward_hooks:
             bw = BackwardHook(self)
-            args = bw.setup_input_hook(args)
+            args = h.module_backward_hook(bw, "input", args)
         try:
             result = self.forward(*args, **kwargs)
         except Exception:
-            for hid, hook in self._forward_hooks.items():
-                if hid in self._forward_hooks_always_called:
-                    try:
-                        if hid in self._forward_hooks_with_kwargs:
-                            hook(self, args, kwargs, None)
-                        else:
-                            hook(self, args, None)
-                    except Exception:
-                        pass
+            always = [x for x in self._hook_list("post")
+                      if x[0] in self._forward_hooks_always_called]
+            if always:
+                h.module_hooks(self, "failed", always, (args, kwargs, None), fire_forward_hooks)
             raise
-        for hid, hook in itertools.chain(_global_forward_hooks.items(),
-                                         self._forward_hooks.items()):
-            if hid in self._forward_hooks_with_kwargs:
-                r = hook(self, args, kwargs, result)
-            else:
-                r = hook(self, args, result)
-            if r is not None:
-                result = r
+        post = self._hook_list("post")
+        if post:
+            result = h.module_hooks(self, "post", post, (args, kwargs, result),
+                                    fire_forward_hooks)
         if bw is not None:
-            result = bw.setup_output_hook(result)
+            result = h.module_backward_hook(bw, "output", result)
         return result
+
+    def _hook_list(self, kind):
+        """(handle id, hook, takes kwargs) of the forward pre-hooks or forward hooks that
+        fire on a call, global ones first."""
+        if kind == "pre":
+            hooks, kw = (itertools.chain(_global_forward_pre_hooks.items(),
+                                         self._forward_pre_hooks.items()),
+                         self._forward_pre_hooks_with_kwargs)
+        else:
+            hooks, kw = (itertools.chain(_global_forward_hooks.items(),
+                                         self._forward_hooks.items()),
+                         self._forward_hooks_with_kwargs)
+        return [(hid, hook, hid in kw) for hid, hook in hooks]
 
     # -- printing ----------------------------------------------------------------------
 

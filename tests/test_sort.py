@@ -1,4 +1,5 @@
-"""Tensor.sort / ft.sort / argsort / topk against a stable reference over every dtype.
+"""Tensor.sort / ft.sort / argsort / topk, and fnp.sort / fnp.argsort, against a stable
+reference over every dtype.
 
 Descending order must not negate (uint8 wraps, int64's minimum stays minimal, bool has no
 negation): torch sorts descending with NaN largest and, with stable=True, equal elements in
@@ -12,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import functrans as ft
+import functrans.numpy as fnp
 
 DTYPES = ["bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
           "float16", "float32", "float64"]
@@ -76,6 +78,10 @@ def test_sort_argsort_topk_match_a_stable_reference(a, descending, data):
     _check(*ft.sort(x, dim, descending, stable=True), a, idx, dim)
     np.testing.assert_array_equal(x.argsort(dim, descending, stable=True).numpy(), idx)
     np.testing.assert_array_equal(ft.argsort(x, dim=dim, descending=descending).numpy(), idx)
+    np.testing.assert_array_equal(np.asarray(fnp.argsort(a, axis=dim, descending=descending)),
+                                  idx)
+    np.testing.assert_array_equal(np.asarray(fnp.sort(a, axis=dim, descending=descending)),
+                                  np.take_along_axis(a, idx, dim))
     n = a.shape[dim]
     k = data.draw(st.integers(0, n))
     top = np.take(idx, np.arange(k), axis=dim)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import struct
 import uuid
 import zipfile
@@ -114,9 +115,15 @@ def _write_atomically(path, write):
 
     The rename is atomic (os.replace), so `path` holds either its old or its new contents,
     whatever fails (disk full, an exception, Ctrl-C); the temporary file is removed on failure.
-    A symlink is followed (its target is replaced), and an existing file keeps its mode.
+    A symlink is followed (its target is replaced), and an existing file keeps its mode. A
+    target that is not a regular file (/dev/null, a pipe) is written in place: it cannot be
+    replaced, and holds no checkpoint to lose.
     """
     target = os.path.realpath(path)
+    if os.path.exists(target) and not stat.S_ISREG(os.stat(target).st_mode):
+        with open(target, "wb") as fh:
+            write(fh)
+        return
     directory, name = os.path.split(target)
     tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)

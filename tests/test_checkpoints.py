@@ -11,6 +11,7 @@ import pickle
 import resource
 import signal
 import stat
+import threading
 import zipfile
 
 import numpy as np
@@ -101,6 +102,31 @@ def test_save_replaces_the_file_keeps_its_mode_and_follows_symlinks(tmp_path):
     ft.save({"v": 3}, link)
     assert os.path.islink(link) and ft.load(path) == {"v": 3}
     assert sorted(os.listdir(tmp_path)) == ["ckpt.ft", "latest"]
+
+
+def test_special_files_are_written_in_place_not_replaced(tmp_path):
+    """A pipe is written through (zipfile streams to it), and stays a pipe."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    same_pipe = tmp_path / "same_pipe"        # a second name, to release a stuck reader
+    os.link(fifo, same_pipe)
+    got = {}
+
+    def reader():
+        with open(fifo, "rb") as fh:
+            got["data"] = fh.read()
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        ft.save({"w": ft.arange(3)}, fifo)
+    finally:
+        t.join(10)
+        if t.is_alive():                   # the save replaced the pipe: release the reader
+            os.close(os.open(same_pipe, os.O_WRONLY | os.O_NONBLOCK))
+            t.join()
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["pipe", "same_pipe"]
+    assert ft.load(io.BytesIO(got["data"]))["w"].tolist() == [0, 1, 2]
 
 
 def test_file_objects_are_written_in_place():

@@ -129,6 +129,23 @@ def test_special_files_are_written_in_place_not_replaced(tmp_path):
     assert ft.load(io.BytesIO(got["data"]))["w"].tolist() == [0, 1, 2]
 
 
+def test_concurrent_saves_to_one_path_leave_one_whole_file(tmp_path):
+    path = tmp_path / "ckpt.ft"
+    states = [{"w": ft.full((64, 64), float(i))} for i in range(4)]
+
+    def work(i):
+        for _ in range(10):
+            ft.save(states[i], path)
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    w = ft.load(path)["w"].numpy()
+    assert w.shape == (64, 64) and w.min() == w.max() and w.min() in range(4)
+    assert os.listdir(tmp_path) == ["ckpt.ft"]
+
+
 def test_file_objects_are_written_in_place():
     buf = io.BytesIO()
     buf.write(b"header")

@@ -20,7 +20,7 @@ from typing import NamedTuple
 from . import staged_rules
 from .core import (ClosedJaxpr, FunctransError, Jaxpr, JaxprEqn, Literal, RuleNotImplementedError,
                    ShapedArray, Trace, Tracer, UndefinedPrimal, Var, Zero, bind_below, eval_jaxpr,
-                   full_lower, get_aval, new_main, to_concrete)
+                   full_lower, get_aval, new_main, to_concrete, with_origin)
 from .primitives import elementwise as ew
 from .primitives.base import instantiate, zeros
 from .tracing import trace_to_jaxpr
@@ -66,6 +66,8 @@ def _rule_missing(prim, what, how):
 
 
 class JVPTrace(Trace):
+    transformation = "forward mode (ft.jvp, ft.jacfwd, ft.hessian)"
+
     def pure(self, val):
         return JVPTracer(self, val, Zero(_tangent_aval(val)))
 
@@ -77,15 +79,17 @@ class JVPTrace(Trace):
         if all(type(t) is Zero for t in tangents):
             out = bind_below(prim, primals, params)
             if prim.multiple_results:
-                return [JVPTracer(self, o, Zero(_tangent_aval(o))) for o in out]
-            return JVPTracer(self, out, Zero(_tangent_aval(out)))
+                return with_origin([JVPTracer(self, o, Zero(_tangent_aval(o))) for o in out],
+                                   prim)
+            return with_origin(JVPTracer(self, out, Zero(_tangent_aval(out))), prim)
         if prim.jvp is None:
             raise _rule_missing(prim, "jvp", "jvp=...")
         # the rule staged once per signature on concrete values (staged_rules)
         p_out, t_out = staged_rules.jvp_rule(prim)(primals, tangents, **params)
         if prim.multiple_results:
-            return [JVPTracer(self, p, t) for p, t in zip(p_out, t_out, strict=True)]
-        return JVPTracer(self, p_out, t_out)
+            return with_origin([JVPTracer(self, p, t) for p, t in zip(p_out, t_out,
+                                                                      strict=True)], prim)
+        return with_origin(JVPTracer(self, p_out, t_out), prim)
 
 
 def jvp_flat(f_flat, primals, tangents, instantiate_zeros=True):
@@ -163,6 +167,8 @@ class PartialEvalTracer(Tracer):
 
 
 class PartialEvalTrace(Trace):
+    transformation = "partial evaluation (ft.linearize)"
+
     def new_arg(self, pval):
         return PartialEvalTracer(self, pval, _LambdaBinding())
 

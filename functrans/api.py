@@ -21,7 +21,7 @@ from .higher_order.jit import RetraceWarning, jit, jit_stats
 from .batching import vmap
 from .primitives.misc import stop_gradient as _stop_gradient
 from .runtime import eval_jaxpr
-from .serialization import load, save
+from .serialization import CheckpointError, load, save
 from .tracing import ShapeDtypeStruct, make_jaxpr
 from .transforms import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp
 from .tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten

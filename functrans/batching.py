@@ -7,7 +7,7 @@ from typing import Any
 
 from . import staged_rules, tree_util
 from .core import (ClosedJaxpr, RuleNotImplementedError, ShapedArray, bind_below, Trace, Tracer,
-                   canonicalize, eval_jaxpr, full_lower, get_aval, new_main, to_concrete)
+                   canonicalize, eval_jaxpr, full_lower, get_aval, new_main, to_concrete, with_origin)
 from .primitives.base import broadcast_batched, moveaxis
 from .tracing import trace_to_jaxpr
 
@@ -46,6 +46,8 @@ class BatchTracer(Tracer):
 
 
 class BatchTrace(Trace):
+    transformation = "ft.vmap"
+
     def pure(self, val):
         return BatchTracer(self, val, None)
 
@@ -60,8 +62,9 @@ class BatchTrace(Trace):
         dims = [t.batch_dim for t in tracers]
         out, out_dim = apply_batch_rule(prim, vals, dims, params)
         if prim.multiple_results:
-            return [BatchTracer(self, o, d) for o, d in zip(out, out_dim, strict=True)]
-        return BatchTracer(self, out, out_dim)
+            return with_origin([BatchTracer(self, o, d) for o, d in zip(out, out_dim,
+                                                                         strict=True)], prim)
+        return with_origin(BatchTracer(self, out, out_dim), prim)
 
 
 def apply_batch_rule(prim, vals, dims, params):

@@ -74,6 +74,7 @@ class _Tape:
         self.batch = None                # an outer vmap trace whose tracers are unwrapped
         self.dims: list = []             # then: each value's batch axis (or None)
         self.keepalive: list = []        # and the unwrapped tracers, whose ids are keys
+        self.fun = None                  # the user's function, named in error messages
 
     def add(self, val, strong=False, aval=None, dim=None):
         i = len(self.values)
@@ -92,6 +93,22 @@ class _Tape:
 
 
 class RecordTrace(Trace):
+    @property
+    def transformation(self):
+        """How errors name it, with the differentiated function where known."""
+        fun = self.main.global_data.fun
+        name = f" of `{getattr(fun, '__name__', type(fun).__name__)}`" if fun else ""
+        return f"reverse mode (ft.grad, ft.vjp, ft.jacrev){name}"
+
+    def origin_of(self, tracer):
+        """Read off the tape: the equation that produced the tracer's value, if any."""
+        tape = self.main.global_data
+        for prim, _, _, out_idx in reversed(tape.eqns):
+            if tracer.idx in out_idx:
+                return f"the output of `{prim.name}`"
+        return "a captured constant" if tracer.idx in tape.consts else \
+            "an input of the differentiated function"
+
     def pure(self, val):
         tape = self.main.global_data
         idx = tape.const_ids.get(id(val))
@@ -449,6 +466,7 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
     expected = _hint_get(hint)
     tape = _Tape(None if expected is None or outer is not None else expected.keep)
     tape.batch = vouter
+    tape.fun = hint[0] if hint is not None else None
     if outer is not None:        # jvp of vjp: record on the primals, add tangents after
         tape.strip = outer.main
         in_tangents = [p.tangent if isinstance(p, JVPTracer) else Zero(get_aval(p).strip_weak())

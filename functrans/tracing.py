@@ -43,6 +43,7 @@ class JaxprBuilder:
         self.const_tracers: dict[int, JaxprTracer] = {}
         self.constvar_vals: dict[Var, object] = {}
         self.tracers: list[JaxprTracer] = []
+        self.label = None                  # the transformation, named in error messages
 
     def new_tracer(self, trace, aval, origin=None, const=None):
         t = JaxprTracer(trace, aval, origin, const)
@@ -76,6 +77,12 @@ class JaxprBuilder:
 
 class JaxprTrace(Trace):
     """Records every primitive applied to its tracers as a jaxpr equation."""
+
+    @property
+    def transformation(self):
+        """How errors name it: the caller's label ("ft.jit of `step`"), else generically."""
+        return getattr(self.main.global_data, "label", None) or \
+            "tracing to a jaxpr (ft.jit, ft.make_jaxpr, ft.compile or a control-flow body)"
 
     @property
     def builder(self) -> JaxprBuilder:
@@ -144,9 +151,11 @@ class JaxprTrace(Trace):
         return t
 
 
-def trace_to_jaxpr(f_flat, in_avals, arg_names=None, dce=True):
-    """Trace a function of flat arrays to (Jaxpr, consts). f_flat returns a flat list."""
+def trace_to_jaxpr(f_flat, in_avals, arg_names=None, dce=True, label=None):
+    """Trace a function of flat arrays to (Jaxpr, consts). f_flat returns a flat list.
+    label: how error messages name this trace (e.g. "ft.jit of `step`")."""
     builder = JaxprBuilder()
+    builder.label = label
     with new_dynamic_main(JaxprTrace, builder) as main:
         trace = JaxprTrace(main)
         names = arg_names or [None] * len(in_avals)
@@ -219,7 +228,10 @@ def _make_closed(f, args, names_from=None):
     names = None
     if names_from is not None and len(leaves) == len(args):
         names = _arg_names(names_from, len(args))
-    jaxpr, consts = trace_to_jaxpr(flat, in_avals, names)
+    label = None
+    if names_from is not None:
+        label = f"ft.make_jaxpr of `{getattr(names_from, '__name__', type(names_from).__name__)}`"
+    jaxpr, consts = trace_to_jaxpr(flat, in_avals, names, label=label)
     return ClosedJaxpr(jaxpr, consts), store["out_tree"]
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import numpy as fnp
 from . import tree_util
-from .ad import PartialVal, _tangent_aval, is_float, jvp_flat, partial_eval_flat
+from .ad import JVPTracer, PartialVal, _tangent_aval, is_float, jvp_flat, partial_eval_flat
 from .batching import vmap
 from .core import FunctransError, Tracer, canonicalize, full_lower, get_aval
 from .primitives import elementwise as ew
@@ -54,7 +54,12 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     if has_aux:
         def f(*args):
             out, aux = fun(*args)
-            aux_store["aux"] = aux
+            mains = {a._trace.main for a in tree_util.tree_leaves(args)
+                     if isinstance(a, JVPTracer)}
+            # the aux's primal values, taken while this jvp runs (its tracers must not escape)
+            aux_store["aux"] = tree_util.tree_map(
+                lambda a: full_lower(a.primal) if isinstance(a, JVPTracer) and
+                a._trace.main in mains else a, aux)
             return out
     f_flat, store = flatten_fun(f, p_tree)
     outs, touts = jvp_flat(f_flat, p_leaves, t_leaves)
@@ -307,6 +312,7 @@ def jacfwd(fun: Callable[..., Any], argnums: Argnums = 0,
         d_leaves, d_tree, f_flat, store = _jac_setup(fun, argnums, args, has_aux)
         in_avals = [get_aval(x) for x in d_leaves]
         outs = f_flat(*d_leaves)
+        aux = store.get("aux")              # the eager run's (the jvps below store tracers)
         out_avals = [get_aval(o) for o in outs]
 
         def push(*tangents):
@@ -315,7 +321,7 @@ def jacfwd(fun: Callable[..., Any], argnums: Argnums = 0,
         blocks = _split_jac(jac_cols, in_avals, out_avals, batch_is_input=True)
         by_out = [[blocks[i][o] for i in range(len(in_avals))] for o in range(len(out_avals))]
         jac = _assemble(by_out, store["tree"], d_tree)
-        return (jac, store["aux"]) if has_aux else jac
+        return (jac, aux) if has_aux else jac
     return jacfun
 
 

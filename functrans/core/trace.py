@@ -136,7 +136,7 @@ def _bind_slow(prim, args, params):
     s = _thread_state
     if top is None or s.dynamic_trace.level > level or \
             level >= len(s.trace_stack) or s.trace_stack[level] is not top.main:
-        top = find_top_trace(args)
+        top = find_top_trace(args, prim)
     main = top.main
     tracers = [a if isinstance(a, Tracer) and a._trace.main is main else top.full_raise(a)
                for a in args]
@@ -163,9 +163,17 @@ class MainTrace:
 
 class Trace:
     """An interpreter: turns primitive applications on its tracers into something."""
+    transformation = "a transformation"     # how error messages name it to users
 
     def __init__(self, main: MainTrace):
         self.main = main
+
+    def origin_of(self, tracer):
+        """Where `tracer` was created (e.g. "the output of `mul`"), for error messages."""
+        origin = tracer._origin
+        if isinstance(origin, Primitive):
+            return f"the output of `{origin.name}`"
+        return origin
 
     def pure(self, val):
         raise NotImplementedError
@@ -181,13 +189,9 @@ class Trace:
         vlevel = val._trace.main.level
         if vlevel < level:
             return self.lift(val)
-        if vlevel > level:
-            raise UnexpectedTracerError(
-                f"Encountered an unexpected tracer {val} from a transformation that has "
-                "already finished (it escaped through a side effect, e.g. a global or a "
-                "closure list). Return values out of transformed functions instead.")
-        raise UnexpectedTracerError(
-            f"Different traces at the same level: {val._trace.main} vs {self.main}")
+        # a tracer of the same or a higher level that is not this trace's: its own
+        # transformation has finished (the live ones are this trace and those below it)
+        raise escaped_tracer_error(val, f"inside {self.transformation}, which is running now")
 
     def process_primitive(self, primitive, tracers, params):
         raise NotImplementedError
@@ -271,7 +275,7 @@ def new_dynamic_main(trace_type, global_data=None):
     return new_main(trace_type, global_data, dynamic=True)
 
 
-def find_top_trace(xs) -> Trace:
+def find_top_trace(xs, prim=None) -> Trace:
     s = _thread_state
     top_main = s.trace_stack[0]
     for x in xs:
@@ -281,12 +285,43 @@ def find_top_trace(xs) -> Trace:
                 top_main = m
     if s.dynamic_trace.level > top_main.level:
         top_main = s.dynamic_trace
-    if top_main.level >= len(s.trace_stack) or s.trace_stack[top_main.level] is not top_main:
-        raise UnexpectedTracerError(
-            f"A tracer from a finished transformation ({top_main.trace_type.__name__}) was "
-            "passed to a primitive: it escaped its transformation (through a global, an "
-            "attribute or a closure list). Return values out of transformed functions instead.")
+    if not is_live(top_main):
+        dead = next(x for x in xs if isinstance(x, Tracer) and x._trace.main is top_main)
+        raise escaped_tracer_error(dead, f"as an operand of `{prim}`" if prim else
+                                   "as an operand of a primitive")
     return top_main.trace_type(top_main)
+
+
+def with_origin(out, prim):
+    """Mark the output tracer (or list of tracers) of `prim` as made by it, so that an
+    error about the tracer can name it; returns `out`."""
+    if type(out) is list:
+        for t in out:
+            t._origin = prim
+    else:
+        out._origin = prim
+    return out
+
+
+def is_live(main) -> bool:
+    """Whether `main` is on this thread's interpreter stack (its transformation is running)."""
+    stack = _thread_state.trace_stack
+    return main.level < len(stack) and stack[main.level] is main
+
+
+def escaped_tracer_error(tracer, use):
+    """The UnexpectedTracerError for a tracer whose transformation has finished (or runs
+    in another thread): what it is, which primitive or argument made it, under which
+    transformation, and how it was used now."""
+    trace = tracer._trace
+    origin = trace.origin_of(tracer) or "a traced value"
+    return UnexpectedTracerError(
+        f"Encountered an unexpected tracer: the traced value {tracer.aval.str_short()} "
+        f"({origin}, created under {trace.transformation} at level {trace.main.level}) was "
+        f"used {use}, after the transformation that created it had finished. It escaped "
+        "through a side effect: stored in a global, a list, a closure or an object attribute "
+        "(or handed to another thread). A transformed function must return the values it "
+        "produces (use has_aux=True for extra outputs), or take them as arguments.")
 
 
 def full_lower(val):
@@ -306,7 +341,7 @@ tracer_ops: dict[str, Callable] = {}
 
 
 def _concretization_error(tracer, what):
-    origin = getattr(tracer, "_origin", None) or "a traced computation"
+    origin = tracer._trace.origin_of(tracer) or "a traced computation"
     return ConcretizationTypeError(
         f"Abstract tracer value encountered where a concrete value is expected: {what} was "
         f"called on the traced value {tracer.aval.str_short()} ({origin}), whose value is "
@@ -360,6 +395,8 @@ class Tracer:
         return None
 
     def _concrete(self, what):
+        if not is_live(self._trace.main):
+            raise escaped_tracer_error(self, f"by {what}")
         val = self.to_concrete_value()
         if val is None:
             raise _concretization_error(self, what)

@@ -452,25 +452,44 @@ def _sort_fn(x, idx, axis):
 Sorted = namedtuple("return_types", ["values", "indices"])
 
 
+def _order(x, axis, descending):
+    """Indices sorting x along axis, equal elements in their original order (torch's
+    stable=True) and NaN largest. Descending sorts the reversed array ascending and reverses
+    the result: negating x would wrap unsigned and minimum integers and fails on bool."""
+    if x.ndim == 0:
+        return np.zeros((), np.int64)
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable").astype(np.int64)
+    rev = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+    return (x.shape[axis] - 1) - rev.astype(np.int64)
+
+
+def _sorted_by(self, idx, dim, name):
+    if self.ndim == 0:
+        return Sorted(self.clone(), wrap(idx))
+    i = wrap(idx)
+    return Sorted(apply_fn(name, _sort_fn, (self, i), static(axis=dim)), i)
+
+
 def sort(self, dim=-1, descending=False, stable=False):
     dim %= builtins.max(self.ndim, 1)
-    x = self._data
-    idx = np.argsort(-x if descending else x, axis=dim, kind="stable").astype(np.int64)
-    i = wrap(idx)
-    return Sorted(apply_fn("SortBackward0", _sort_fn, (self, i), static(axis=dim)), i)
+    return _sorted_by(self, _order(self._data, dim, descending), dim, "SortBackward0")
 
 
 def topk(self, k, dim=-1, largest=True, sorted=True):
     dim %= builtins.max(self.ndim, 1)
-    x = self._data
-    idx = np.argsort(-x if largest else x, axis=dim, kind="stable")
-    idx = np.take(idx, np.arange(k), axis=dim).astype(np.int64)
-    i = wrap(idx)
-    return Sorted(apply_fn("TopkBackward0", _sort_fn, (self, i), static(axis=dim)), i)
+    n = self.shape[dim] if self.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError("selected index k out of range")
+    idx = _order(self._data, dim, largest)
+    if self.ndim:
+        idx = np.take(idx, np.arange(k), axis=dim)
+    return _sorted_by(self, idx, dim, "TopkBackward0")
 
 
 T.sort, T.topk = sort, topk
-T.argsort = lambda self, dim=-1, descending=False: sort(self, dim, descending).indices
+T.argsort = lambda self, dim=-1, descending=False, stable=False: sort(self, dim,
+                                                                       descending).indices
 T.nonzero = lambda self, as_tuple=False: (tuple(wrap(i.astype(np.int64)) for i in
                                                 np.nonzero(self._data)) if as_tuple else
                                           wrap(np.argwhere(self._data).astype(np.int64)))

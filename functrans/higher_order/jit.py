@@ -483,7 +483,7 @@ class JitFunction:
     def _trace_jaxpr(self, args, kwargs, leaves, tree, static):
         in_avals = [get_aval(x) for x in leaves]
         f_flat, store = self._make_flat(args, kwargs, tree, static)
-        jaxpr, consts = trace_to_jaxpr(f_flat, in_avals)
+        jaxpr, consts = trace_to_jaxpr(f_flat, in_avals, label=f"ft.jit of `{self._name}`")
         return jaxpr, consts, store["tree"]
 
     def _record_trace(self, key, args, kwargs, sig, note=None):

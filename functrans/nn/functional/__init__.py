@@ -20,3 +20,11 @@ from ._losses import (  # noqa: F401
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div,
     l1_loss, mse_loss, nll_loss, smooth_l1_loss)
 from ._misc import cosine_similarity, flatten, normalize  # noqa: F401
+from ._dispatch import tensor_arguments as _tensor_arguments
+
+# torch's TypeError for a non-Tensor argument, checked in this one place for every function
+for _name, _fn in list(globals().items()):
+    if not _name.startswith("_") and callable(_fn) and getattr(_fn, "__module__", "").startswith(
+            __name__ + "."):
+        globals()[_name] = _tensor_arguments(_fn)
+del _name, _fn

@@ -2,6 +2,8 @@
 functrans.numpy on arrays and traced values; and the small helpers the sections share."""
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
 
 import numpy as np
@@ -34,6 +36,34 @@ def _is_facade(x):
     if not isinstance(x._data, Tracer):
         return True
     return traced_hooks().records
+
+
+# parameters that torch types as Tensor (Optional[Tensor] where the default is None, and
+# batch_norm's running statistics); checked for every public function (tensor_arguments)
+_TENSOR_PARAMS = frozenset({"input", "input1", "input2", "x1", "x2", "target", "weight", "bias",
+                            "running_mean", "running_var", "pos_weight", "tensor"})
+_ARRAYS = (Tensor, Tracer, np.ndarray, np.generic)
+
+
+def tensor_arguments(fn):
+    """fn raising torch's TypeError ("linear(): argument 'input' (position 1) must be Tensor,
+    not list") when a Tensor parameter gets something that is not an array. Applied once to
+    every public function in nn/functional/__init__.py, so layers get it through F."""
+    sig = inspect.signature(fn).parameters.values()
+    checks = tuple((i, p.name, p.default is None or p.name.startswith("running_"))
+                   for i, p in enumerate(sig) if p.name in _TENSOR_PARAMS)
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        for i, param, optional in checks:
+            v = args[i] if i < len(args) else kwargs.get(param)
+            if not isinstance(v, _ARRAYS) and not (v is None and optional) and not (
+                    hasattr(v, "shape") and hasattr(v, "dtype")):
+                raise TypeError(f"{name}(): argument '{param}' (position {i + 1}) must be "
+                                f"Tensor, not {type(v).__name__}")
+        return fn(*args, **kwargs)
+    return checked
 
 
 def _raw(a):

@@ -3,4 +3,4 @@
 Add a workload in a module named ``bench/workloads_<topic>.py`` with the
 ``bench.harness.workload`` decorator; the harness discovers it automatically.
 """
-from .harness import Case, REGISTRY, discover, workload  # noqa: F401
+from .harness import Case, REGISTRY, Staged, discover, workload  # noqa: F401

@@ -5,7 +5,9 @@ dict ``{variant_name: zero_arg_callable}`` (or a ``Case`` carrying extra notes);
 one variant is the hand-written NumPy floor. The harness checks every variant
 against the floor, then times all variants round-robin so that machine noise
 hits them alike, and reports each median as a ratio to the floor's median
-measured in the same run.
+measured in the same run. A variant may be ``Staged`` (an untimed preparation
+per call), and a ``Case`` may give some variants floors of their own (one
+workload, several sizes).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import platform
 import pstats
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -42,6 +44,7 @@ class Workload:
     rtol: float = 1e-4
     atol: float = 1e-5
     module: str = ""
+    settings: dict = field(default_factory=dict)  # caps on Settings fields (slow workloads)
 
 
 @dataclass
@@ -49,6 +52,23 @@ class Case:
     """What a setup function may return instead of a plain dict: variants plus notes."""
     variants: dict
     notes: dict = field(default_factory=dict)     # printed under the table, stored in JSON
+    floors: dict = field(default_factory=dict)    # variant -> its own floor variant
+                                                  # (default: the workload's floor)
+
+    def floor_of(self, name, default):
+        return self.floors.get(name, default)
+
+
+class Staged:
+    """A variant whose calls need fresh untimed input each: ``prepare()`` builds it (e.g.
+    records a new graph), ``run(state)`` is what is timed (e.g. its first backward).
+    Calling it runs both, for the correctness check and the warm-up."""
+
+    def __init__(self, prepare, run):
+        self.prepare, self.run = prepare, run
+
+    def __call__(self):
+        return self.run(self.prepare())
 
 
 REGISTRY: dict[str, Workload] = {}
@@ -56,12 +76,14 @@ SKIPPED_MODULES: dict[str, str] = {}
 
 
 def workload(name, *, issue=None, floor="numpy", targets=None, description="",
-             rtol=1e-4, atol=1e-5):
+             rtol=1e-4, atol=1e-5, settings=None):
     """Register ``setup() -> {variant: fn}`` as benchmark ``name``; ``floor`` names the NumPy floor.
 
     ``targets`` maps a variant to the issue's bound on its ratio to the floor
     (e.g. ``{"eval_jaxpr": 2.0}``). ``rtol``/``atol`` are the correctness
     tolerances, applied relative to each output leaf's largest magnitude.
+    ``settings`` caps ``Settings`` fields for this workload (e.g. ``{"warmup": 2}`` for
+    one whose calls last a second): each field is the smaller of the run's and the cap.
     """
     def register(setup):
         if name in REGISTRY:
@@ -69,7 +91,7 @@ def workload(name, *, issue=None, floor="numpy", targets=None, description="",
                              f"({REGISTRY[name].module} and {setup.__module__})")
         REGISTRY[name] = Workload(name, setup, issue, floor, dict(targets or {}),
                                   description or (setup.__doc__ or "").strip(), rtol, atol,
-                                  setup.__module__)
+                                  setup.__module__, dict(settings or {}))
         return setup
     return register
 
@@ -137,8 +159,9 @@ def build(wl: Workload) -> Case:
     case = wl.setup()
     if not isinstance(case, Case):
         case = Case(dict(case))
-    if wl.floor not in case.variants:
-        raise ValueError(f"workload {wl.name!r} has no floor variant {wl.floor!r}")
+    for floor in {wl.floor, *case.floors.values()}:
+        if floor not in case.variants:
+            raise ValueError(f"workload {wl.name!r} has no floor variant {floor!r}")
     case.variants = {wl.floor: case.variants[wl.floor],
                      **{k: v for k, v in case.variants.items() if k != wl.floor}}
     return case
@@ -147,13 +170,15 @@ def build(wl: Workload) -> Case:
 def check(wl: Workload, case: Case | None = None):
     """Check every variant of a workload against its floor; return {variant: error or None}."""
     case = case or build(wl)
-    ref = case.variants[wl.floor]()
+    floors = {wl.floor, *case.floors.values()}
+    refs = {name: case.variants[name]() for name in case.variants if name in floors}
     errors = {}
     for name, fn in case.variants.items():
-        if name == wl.floor:
+        if name in floors:
             continue
         try:
-            compare(fn(), ref, wl.rtol, wl.atol, where=f"{wl.name}/{name}")
+            compare(fn(), refs[case.floor_of(name, wl.floor)], wl.rtol, wl.atol,
+                    where=f"{wl.name}/{name}")
             errors[name] = None
         except Exception as e:
             errors[name] = f"{type(e).__name__}: {e}"
@@ -179,15 +204,32 @@ class Settings:
         return cls(rounds=5, min_rounds=3, warmup=1, warmup_s=0.0, sample_s=0.002,
                    budget_s=1.5)
 
+    def capped(self, caps):
+        """These settings with each field in ``caps`` lowered to the cap."""
+        return replace(self, **{k: min(getattr(self, k), v) for k, v in caps.items()})
+
+
+def _timed_calls(fn, n):
+    """Seconds of ``n`` calls of a variant; a Staged variant's preparations are untimed."""
+    if isinstance(fn, Staged):
+        states = [fn.prepare() for _ in range(n)]
+        t0 = time.perf_counter()
+        for state in states:
+            fn.run(state)
+        elapsed = time.perf_counter() - t0
+        del states
+        return elapsed
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return time.perf_counter() - t0
+
 
 def _calibrate(fn, sample_s):
     """Number of calls per sample so that a sample lasts about ``sample_s``."""
     n, elapsed = 1, 0.0
     while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        elapsed = time.perf_counter() - t0
+        elapsed = _timed_calls(fn, n)
         if elapsed >= sample_s / 4 or n >= 1 << 16:
             break
         n *= 4
@@ -213,11 +255,8 @@ def time_variants(variants: dict, settings: Settings):
             break
         for i in range(len(names)):                 # rotate the order each round
             name = names[(r + i) % len(names)]
-            fn, n = variants[name], reps[name]
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            samples[name].append((time.perf_counter() - t0) / n)
+            n = reps[name]
+            samples[name].append(_timed_calls(variants[name], n) / n)
     return samples, reps
 
 
@@ -253,18 +292,19 @@ def run_workload(wl: Workload, settings: Settings):
     rec["notes"] = dict(case.notes)
     good = {k: v for k, v in case.variants.items() if errors.get(k) is None}
     try:
-        samples, reps = time_variants(good, settings)
+        samples, reps = time_variants(good, settings.capped(wl.settings))
     except Exception as e:
         rec["error"] = f"timing failed: {type(e).__name__}: {e}"
         return rec
-    floor_med = summarize(samples[wl.floor])[0]
+    floors = {wl.floor, *case.floors.values()}
     for name in case.variants:
         target = wl.targets.get(name)
-        v = {"name": name, "target": target, "correct": errors.get(name) is None,
-             "error": errors.get(name)}
+        floor = name if name in floors else case.floor_of(name, wl.floor)
+        v = {"name": name, "floor": floor, "target": target,
+             "correct": errors.get(name) is None, "error": errors.get(name)}
         if name in samples:
             med, q1, q3 = summarize(samples[name])
-            ratio = med / floor_med
+            ratio = med / summarize(samples[floor])[0]
             v.update(median_s=med, q1_s=q1, q3_s=q3, iqr_s=q3 - q1, ratio=ratio,
                      samples=len(samples[name]), calls_per_sample=reps[name],
                      meets_target=None if target is None else bool(ratio <= target))
@@ -296,7 +336,7 @@ def print_table(records, out=None, header=True):
             target = ""
             if v["target"] is not None:
                 target = f"<= {v['target']:.2f}x " + ("ok" if v["meets_target"] else "MISSED")
-            elif v["name"] == rec["floor"]:
+            elif v["name"] == v["floor"]:
                 target = "(floor)"
             print(f"{label:<26} {v['name']:<18} {fmt_time(v['median_s']):>10} "
                   f"{fmt_time(v['iqr_s']):>10} {v['ratio']:>7.2f}x  {target}", file=out)

@@ -1,8 +1,10 @@
 """Tests of the benchmark package: hand-written floors against finite differences, every
 workload's variants against its floor, and one quick pass of the harness."""
+import io
 import json
 import os
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -143,7 +145,11 @@ def test_chain_has_200_equations_and_stays_finite():
 
 
 @pytest.mark.parametrize("name", sorted(harness.REGISTRY))
-def test_workload_variants_agree_with_floor(name):
+def test_workload_variants_agree_with_floor(name, monkeypatch):
+    if name == "jit_compile_time":     # compiling 10,000 equations takes seconds: smaller here
+        monkeypatch.setattr(_dyn(), "COMPILE_SIZES", (250, 1000, 2500))
+    if name == "dyn_rnn_varlen_step":  # the twin's warm-up runs every length ten times
+        monkeypatch.setattr(_dyn(), "RNN_LENGTHS", (20, 23))
     errors = harness.check(harness.REGISTRY[name])
     assert errors, f"workload {name} has no variant besides its floor"
     assert all(e is None for e in errors.values()), errors
@@ -213,3 +219,134 @@ def test_quick_run_writes_json(tmp_path, capsys):
 def test_unknown_workload_is_an_error():
     with pytest.raises(SystemExit):
         harness.main(["--only", "no_such_workload"])
+
+
+# ---------------------------------------------------------------------------
+# dynamic graphs (issue 17): floors against finite differences, functrans against floors
+
+def _dyn():
+    from bench import workloads_dynamic as wdyn
+    return wdyn
+
+
+def test_dynamic_chain_floor_matches_finite_differences():
+    wdyn = _dyn()
+    x, a, b = wdyn.chain_inputs(dtype=np.float64)
+    b = b * 1e3                        # an offset that shows in the derivative check
+    ops = wdyn.chain_ops(60, seed=1)
+    y, _ = wdyn.chain_forward_floor(x, ops, a, b)
+    np.testing.assert_allclose(y, wdyn.dyn_chain(np, x, ops, a, b), rtol=1e-15)
+    h = 1e-6
+    fd = np.array([(wdyn.dyn_chain(np, x + h * e, ops, a, b).sum()
+                    - wdyn.dyn_chain(np, x - h * e, ops, a, b).sum()) / (2 * h)
+                   for e in np.eye(x.size)])
+    np.testing.assert_allclose(wdyn.chain_grad_floor(x, ops, a, b), fd, rtol=1e-6, atol=1e-9)
+
+
+def test_dynamic_chain_functrans_matches_floor_in_float64():
+    wdyn = _dyn()
+    x, a, b = wdyn.chain_inputs(dtype=np.float64)
+    for seed in range(3):              # new structures: the first-call tiers
+        ops = wdyn.chain_ops(300, seed=(99, seed))
+        want = wdyn.chain_grad_floor(x, ops, a, b)
+        tx, loss = wdyn.facade_chain(x, ops, ft.tensor(a), ft.tensor(b))
+        np.testing.assert_allclose(wdyn.facade_backward((tx, loss)), want, rtol=1e-10, atol=0)
+        g = ft.grad(lambda x: wdyn.chain_loss(x, ops, a, b))(x)
+        np.testing.assert_allclose(g, want, rtol=1e-10, atol=0)
+
+
+def test_dynamic_chains_are_new_structures_and_keep_a_gradient():
+    wdyn = _dyn()
+    chains = wdyn.changing_chains()
+    lengths = [len(c) for c in chains]
+    assert len(set(lengths)) == len(chains) == wdyn.CHAIN_POOL
+    assert min(lengths) >= 800 and max(lengths) <= 1820
+    x, a, b = wdyn.chain_inputs()
+    g = wdyn.chain_grad_floor(x, next(wdyn.fresh_chains(40_000)), a, b)
+    assert np.all(np.isfinite(g)) and np.abs(g).max() > 1e-6
+
+
+def test_compile_chain_has_the_stated_number_of_equations():
+    wdyn = _dyn()
+    x, a, b = wdyn.chain_inputs()
+    ops = wdyn.chain_ops(249, seed=0)
+    assert len(ft.make_jaxpr(lambda x: wdyn.chain_loss(x, ops, a, b))(x).jaxpr.eqns) == 250
+
+
+def test_rnn_step_floor_matches_finite_differences_and_the_facade():
+    wdyn = _dyn()
+    hidden, n_in = 5, 4
+    xs, y = wdyn.rnn_batches(pool=2, lengths=(6, 7), batch=3, hidden=hidden, n_in=n_in,
+                             dtype=np.float64)
+    init = wdyn.rnn_params(hidden=hidden, n_in=n_in, dtype=np.float64)
+
+    def loss(p):
+        wx, wh, b = p
+        h = np.zeros((xs[0].shape[1], hidden))
+        for x in xs[0]:
+            h = np.tanh(x @ wx + h @ wh + b)
+        return np.mean((h - y) ** 2)
+    params = [p.copy() for p in init]
+    out = wdyn.rnn_step_floor(params, xs[0], y, lr=1.0)
+    assert out[0] == pytest.approx(loss(init), rel=1e-12)
+    grads = [p0 - p1 for p0, p1 in zip(init, params)]        # lr = 1
+    h = 1e-6
+    for i, p in enumerate(init):
+        fd = np.zeros_like(p)
+        for idx in np.ndindex(p.shape):
+            up = [q.copy() for q in init]
+            down = [q.copy() for q in init]
+            up[i][idx] += h
+            down[i][idx] -= h
+            fd[idx] = (loss(up) - loss(down)) / (2 * h)
+        np.testing.assert_allclose(grads[i], fd, rtol=1e-6, atol=1e-9)
+    tparams = [ft.tensor(p, requires_grad=True) for p in init]
+    opt = ft.optim.SGD(tparams, lr=1.0)
+    tloss = wdyn.rnn_step_facade(tparams, opt, ft.tensor(xs[0]), ft.tensor(y))
+    assert float(tloss.detach().numpy()) == pytest.approx(out[0], rel=1e-12)
+    for tp, p in zip(tparams, params):
+        np.testing.assert_allclose(tp.detach().numpy(), p, rtol=1e-10, atol=1e-12)
+
+
+def test_rnn_batches_change_length_every_batch():
+    xs, _ = _dyn().rnn_batches()
+    steps = [x.shape[0] for x in xs]
+    assert min(steps) >= 20 and max(steps) <= 60
+    assert all(s != t for s, t in zip(steps, steps[1:]))
+
+
+# ---------------------------------------------------------------------------
+# the harness: staged variants, floors per variant, settings caps
+
+def test_staged_preparation_is_not_timed_and_floors_pair_by_variant():
+    name = "_test_staged"
+
+    def setup():
+        return harness.Case(
+            {"numpy": lambda: np.arange(3.0),
+             "staged": harness.Staged(lambda: time.sleep(0.01) or 2.0,
+                                      lambda s: np.arange(3.0) * s / 2),
+             "numpy_big": lambda: np.arange(30.0),
+             "big": lambda: np.arange(30.0)},
+            floors={"big": "numpy_big"})
+    harness.workload(name, settings={"warmup": 1, "rounds": 2})(setup)
+    try:
+        wl = harness.REGISTRY[name]
+        assert harness.check(wl) == {"staged": None, "big": None}
+        rec = harness.run_workload(wl, harness.Settings(
+            rounds=5, min_rounds=1, warmup=3, warmup_s=0.0, sample_s=1e-4, budget_s=1.0))
+    finally:
+        del harness.REGISTRY[name]
+    by = {v["name"]: v for v in rec["variants"]}
+    assert by["staged"]["median_s"] < 0.005           # the 10 ms preparation is not timed
+    assert by["big"]["floor"] == "numpy_big" and by["numpy_big"]["ratio"] == 1.0
+    assert by["staged"]["floor"] == "numpy" and by["numpy"]["samples"] == 2   # rounds capped
+    out = io.StringIO()
+    harness.print_table([rec], out=out)
+    assert out.getvalue().count("(floor)") == 2
+
+
+def test_settings_caps_only_lower():
+    s = harness.Settings.quick().capped({"warmup": 2, "budget_s": 10.0})
+    assert s.warmup == 1 and s.budget_s == 1.5
+    assert harness.Settings().capped({"warmup": 2}).warmup == 2

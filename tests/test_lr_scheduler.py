@@ -160,6 +160,12 @@ def test_warning_when_scheduler_steps_before_optimizer():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sched.step()
+    opt = _opt()
+    sched = S.StepLR(opt, step_size=1)
+    opt.step = lambda closure=None: None       # replaced after the scheduler wrapped it
+    with pytest.warns(UserWarning, match=r"Seems like `optimizer.step\(\)` has been overridden "
+                                         r"after learning rate scheduler initialization"):
+        sched.step()
 
 
 def test_state_dict_round_trip_and_resume():
@@ -212,3 +218,23 @@ def test_argument_errors():
         S.SequentialLR(opt, [S.StepLR(opt, 1)], milestones=[3])
     with pytest.raises(ValueError, match="Expected 1 lr_lambdas, but got 2"):
         S.LambdaLR(_opt(), [lambda e: 1, lambda e: 1])
+
+
+def test_custom_scheduler_subclass_and_tensor_metric():
+    """A user's scheduler written against torch's base class (its old name too): get_lr from
+    base_lrs and last_epoch. ReduceLROnPlateau takes a 0-d Tensor as its metric."""
+    class Warmup(S._LRScheduler):
+        def __init__(self, optimizer, steps, last_epoch=-1):
+            self.steps = steps
+            super().__init__(optimizer, last_epoch)
+
+        def get_lr(self):
+            return [base * min(1.0, (self.last_epoch + 1) / self.steps) for base in self.base_lrs]
+
+    opt = _opt(0.4)
+    _close(_lrs(opt, Warmup(opt, 4), 6), [0.1, 0.2, 0.3, 0.4, 0.4, 0.4])
+    opt = _opt(1.0)
+    sched = S.ReduceLROnPlateau(opt, patience=0)
+    sched.step(ft.tensor(1.0))
+    sched.step(ft.tensor(2.0))
+    assert sched.get_last_lr() == [0.1]

@@ -123,6 +123,10 @@ class LRScheduler:
         self._last_lr = self._current()
 
 
+class _LRScheduler(LRScheduler):
+    """The base class's old name, which custom schedulers still subclass."""
+
+
 class _LambdaScheduler(LRScheduler):
     """A scheduler driven by one function of the epoch per group; a function's own state is
     saved in state_dict only when it is a callable object (not a function or lambda)."""

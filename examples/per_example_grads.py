@@ -4,6 +4,8 @@ DP-SGD (Abadi et al., 2016) needs each example's gradient separately: every one 
 to L2 norm C, the clipped gradients are averaged, and Gaussian noise of scale sigma * C / B
 is added before the step. With vmap the per-example gradients are one batched program
 instead of B separate backward passes.
+With the `examples` extra: a progress bar, and figures/per_example_grads.png (the
+distribution of the per-example gradient norms against the clip norm, and the loss).
 """
 import time
 
@@ -11,6 +13,7 @@ import numpy as np
 
 import functrans as ft
 import functrans.numpy as fnp
+from _extras import figure, log, progress
 
 CLIP_NORM = 1.0          # C
 NOISE_MULTIPLIER = 0.5   # sigma
@@ -89,18 +92,42 @@ def main():
     print(f"DP-SGD: clip norm {CLIP_NORM}, noise multiplier {NOISE_MULTIPLIER}, batch {BATCH}")
     mean_loss = float(np.mean(ft.vmap(loss, in_axes=(None, 0, 0))(params, x, labels)))
     print(f"start:   loss {mean_loss:.4f}  accuracy {accuracy(params, x, labels):.3f}")
-    for epoch in range(EPOCHS):
+    norms_by_epoch, losses = [], [mean_loss]
+    for epoch in progress(range(EPOCHS), total=EPOCHS, desc="DP-SGD epochs"):
         order = rng.permutation(len(x))
         clipped = 0
+        epoch_norms = []
         for start in range(0, len(x), BATCH):
             idx = order[start:start + BATCH]
             key, sub = ft.random.split(key)
             g, norms = dp_gradient(params, x[idx], labels[idx], sub)
             clipped += int(np.sum(np.asarray(norms) > CLIP_NORM))
+            epoch_norms.append(np.asarray(norms))
             params = ft.tree_map(lambda p, d: p - LEARNING_RATE * np.asarray(d), params, g)
         mean_loss = float(np.mean(ft.vmap(loss, in_axes=(None, 0, 0))(params, x, labels)))
-        print(f"epoch {epoch + 1}: loss {mean_loss:.4f}  accuracy {accuracy(params, x, labels):.3f}"
-              f"  clipped {clipped / len(x):.0%} of the per-example gradients")
+        norms_by_epoch.append(np.concatenate(epoch_norms))
+        losses.append(mean_loss)
+        log(f"epoch {epoch + 1}: loss {mean_loss:.4f}  accuracy {accuracy(params, x, labels):.3f}"
+            f"  clipped {clipped / len(x):.0%} of the per-example gradients")
+    figure("per_example_grads", lambda plt: draw(plt, norms_by_epoch, losses),
+           "per-example gradient norms against the clip norm")
+
+
+def draw(plt, norms_by_epoch, losses):
+    """Left: histograms of the per-example gradient norms (first and last epoch) and the
+    clip norm C; right: the mean loss per epoch."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
+    bins = np.linspace(0, max(float(n.max()) for n in norms_by_epoch), 40)
+    for i, label in ((0, "epoch 1"), (len(norms_by_epoch) - 1, f"epoch {len(norms_by_epoch)}")):
+        ax1.hist(norms_by_epoch[i], bins=bins, alpha=0.6, label=label)
+    ax1.axvline(CLIP_NORM, color="black", linestyle="--", label=f"clip norm C = {CLIP_NORM}")
+    ax1.set_xlabel("per-example gradient norm")
+    ax1.set_title("before clipping")
+    ax1.legend()
+    ax2.plot(range(len(losses)), losses, marker="o")
+    ax2.set_xlabel("epoch")
+    ax2.set_title("mean loss (DP-SGD)")
+    return fig
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""functrans in one minute: trace a function to a jaxpr, evaluate it, differentiate it."""
+"""functrans in one minute: trace a function to a jaxpr, evaluate it, differentiate it;
+then the same core through the PyTorch-style API (Tensor, nn, optim, .backward())."""
 import numpy as np
 
 import functrans as ft
@@ -33,3 +34,17 @@ print("grad(grad(grad(sin)))(1.0) =", ft.grad(ft.grad(ft.grad(fnp.sin)))(1.0),
       " -cos(1) =", -np.cos(1.0))
 per_example = ft.vmap(ft.grad(lambda w, x: fnp.sum(fnp.tanh(x @ w))), in_axes=(None, 0))(b, a)
 print("per-example gradient shape:", per_example.shape)
+
+# 5. The same core behind a PyTorch-style API: a Tensor records its graph, .backward() runs
+#    the derived backward program, an optimizer steps the parameters.
+ft.manual_seed(0)
+x, y = ft.tensor(a), ft.tensor(rng.integers(0, 5, 3))
+model = ft.nn.Sequential(ft.nn.Linear(4, 8), ft.nn.Tanh(), ft.nn.Linear(8, 5))
+opt = ft.optim.SGD(model.parameters(), lr=0.5)
+for step in range(20):
+    opt.zero_grad()
+    loss = ft.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    if step in (0, 19):
+        print(f"PyTorch-style step {step}: loss {loss.item():.4f}, grad_fn {loss.grad_fn.name()}")

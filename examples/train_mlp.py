@@ -4,6 +4,7 @@ The loop is what a PyTorch user writes, with `torch` renamed to `ft`: a Sequenti
 CrossEntropyLoss, SGD with momentum, gradient clipping, train/eval modes, no_grad for
 evaluation, and a checkpoint saved with ft.save and loaded back with ft.load.
 Data: examples/data/digits.npz (1797 8x8 images, CC BY 4.0; see examples/data/README.md).
+With the `examples` extra: a progress bar, and figures/train_mlp.png (the training curves).
 """
 import os
 import tempfile
@@ -13,6 +14,7 @@ import numpy as np
 
 import functrans as ft
 import functrans.nn as nn
+from _extras import figure, log, progress
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -48,7 +50,8 @@ def main(epochs=15, batch_size=32):
     optimizer = ft.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
     n = len(x_train)
     start = time.perf_counter()
-    for epoch in range(1, epochs + 1):
+    history = {"loss": [], "train": [], "test": []}
+    for epoch in progress(range(1, epochs + 1), total=epochs, desc="epochs"):
         t0 = time.perf_counter()
         perm = ft.randperm(n)
         total = 0.0
@@ -61,10 +64,12 @@ def main(epochs=15, batch_size=32):
             nn.utils.clip_grad_norm_(model.parameters(), max_norm=5.0)
             optimizer.step()
             total += loss.item() * len(idx)
-        print(f"epoch {epoch:2d}/{epochs}  loss {total / n:.4f}  "
-              f"train acc {accuracy(model, x_train, y_train):.3f}  "
-              f"test acc {accuracy(model, x_test, y_test):.3f}  "
-              f"({time.perf_counter() - t0:.2f} s)")
+        for k, v in zip(history, (total / n, accuracy(model, x_train, y_train),
+                                  accuracy(model, x_test, y_test))):
+            history[k].append(v)
+        log(f"epoch {epoch:2d}/{epochs}  loss {total / n:.4f}  "
+            f"train acc {history['train'][-1]:.3f}  test acc {history['test'][-1]:.3f}  "
+            f"({time.perf_counter() - t0:.2f} s)")
     test_acc = accuracy(model, x_test, y_test)
 
     # checkpoint: ft.save writes an .npz (no pickle); ft.load never executes code
@@ -79,7 +84,23 @@ def main(epochs=15, batch_size=32):
     assert accuracy(restored, x_test, y_test) == test_acc
     print(f"test accuracy {test_acc:.3f} after {epochs} epochs "
           f"in {time.perf_counter() - start:.1f} s (checkpoint reloaded: same accuracy)")
+    figure("train_mlp", lambda plt: draw(plt, history), "training curves")
     return test_acc
+
+
+def draw(plt, history):
+    """The training loss and the train/test accuracy per epoch."""
+    epochs = range(1, len(history["loss"]) + 1)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
+    ax1.plot(epochs, history["loss"], marker="o")
+    ax1.set_xlabel("epoch")
+    ax1.set_title("training loss (cross-entropy)")
+    ax2.plot(epochs, history["train"], marker="o", label="train")
+    ax2.plot(epochs, history["test"], marker="o", label="test")
+    ax2.set_xlabel("epoch")
+    ax2.set_title("accuracy")
+    ax2.legend()
+    return fig
 
 
 if __name__ == "__main__":

@@ -7,8 +7,11 @@ Every import here is a re-export (flake8: F401 is expected).
 """
 from __future__ import annotations
 
+from typing import Any as _Any     # (not a public name)
+
 from . import autograd, func, lax, nn, numpy, optim, random, tree_util
 from . import facade as _facade
+from .backends.threads import get_num_threads, set_num_threads
 from .compiler.compiled import compile, compile_stats
 from .core import (ClosedJaxpr, ConcretizationTypeError, DTypeError, FunctransError, Jaxpr,
                    ShapedArray, ShapeError, TypeCheckError, UnexpectedTracerError, check_jaxpr)
@@ -24,12 +27,12 @@ from .transforms import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and
 from .tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 
-def stop_gradient(x):
+def stop_gradient(x: _Any) -> _Any:
     """Identity on values, zero derivative; applies to every leaf of a pytree."""
     return tree_map(lambda v: _stop_gradient(numpy.asarray(v)), x)
 
 
-def namespace() -> dict:
+def namespace() -> dict[str, _Any]:
     """Name -> object for every public name of `functrans`."""
     names = {k: v for k, v in globals().items()
              if not k.startswith("_") and k not in ("annotations", "namespace")}

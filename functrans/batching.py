@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 from . import staged_rules, tree_util
 from .core import (ClosedJaxpr, RuleNotImplementedError, ShapedArray, bind_below, Trace, Tracer,
@@ -118,7 +120,8 @@ def _broadcast_prefix(prefix, tree, what):
                      f"arguments/outputs, whose structure is {tree_util.tree_structure(tree)}")
 
 
-def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
+def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0,
+         axis_size: int | None = None) -> Callable[..., Any]:
     """Vectorize fun over a leading (or chosen) axis of its arguments."""
     @functools.wraps(fun)
     def batched(*args):

@@ -29,7 +29,7 @@ from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, Var, Ze
                    bind_below, eval_jaxpr, get_aval, has_tracer, new_main,
                    to_concrete, trusted_eval)
 from .passes import dce_jaxpr
-from .runtime import run as run_program
+from .runtime import gc_paused, run as run_program
 
 _CACHE: OrderedDict = OrderedDict()      # structure key -> _Derived (oldest evicted first)
 _CACHE_SIZE = 256
@@ -484,7 +484,8 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
             and not has_tracer(values):
         return outputs, _interpreted_vjp(tape, values, n_in, out_idx, key)
     if derived is None:
-        derived = derive(tape.avals, tape.eqns, n_in, tape.consts, out_idx, available)
+        with gc_paused():
+            derived = derive(tape.avals, tape.eqns, n_in, tape.consts, out_idx, available)
         if key is not None and all(available):
             derived.key = key
             with _LOCK:
@@ -571,7 +572,8 @@ def _interpreted_vjp(tape, values, n_in, out_idx, key):
                 live[o] = True
 
     def derived_vjp(cts):
-        derived = derive(avals, eqns, n_in, tape.consts, out_idx, [True] * len(values))
+        with gc_paused():
+            derived = derive(avals, eqns, n_in, tape.consts, out_idx, [True] * len(values))
         derived.key = key
         with _LOCK:
             _CACHE[key] = derived

@@ -12,7 +12,10 @@ hot programs share.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
+import threading
 import time
 import warnings
 
@@ -192,3 +195,31 @@ def device_of(vals):
         if type(v).__module__.startswith("cupy"):
             return "cuda"
     return "cpu"
+
+
+# ---------------------------------------------------------------------------
+# compiling without the cyclic garbage collector
+
+_GC = {"pauses": 0, "was_enabled": False}
+_GC_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Trace and compile with the cyclic collector paused: building a program of n
+    equations allocates O(n) long-lived objects, and the collections they trigger rescan
+    the growing program (about 40% of a 10,000-equation jit(grad) compile). What is
+    garbage meanwhile is collected when the outermost pause ends."""
+    with _GC_LOCK:
+        if _GC["pauses"] == 0:
+            _GC["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _GC["pauses"] += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _GC["pauses"] -= 1
+            if _GC["pauses"] == 0 and _GC["was_enabled"]:
+                gc.enable()
+

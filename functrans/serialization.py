@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import IO, Any
 
 import numpy as np
 from .facade import creation as C
@@ -62,12 +63,12 @@ def _check_array(arr, where):
                         "would need pickle and are refused")
 
 
-def save(obj, f):
+def save(obj: Any, f: str | os.PathLike | IO[bytes]) -> None:
     """Write `obj` (a state dict or any nesting of tensors, numbers, strings) to `f` as .npz.
 
     `f` is a path (written exactly as given, without adding ".npz") or a binary file object.
     """
-    arrays = []
+    arrays: list = []
     spec = {"format": _FORMAT, "root": _encode(obj, arrays, "obj")}
     entries = {f"a{i}": a for i, a in enumerate(arrays)}
     entries[_SPEC_KEY] = np.array(json.dumps(spec))
@@ -114,7 +115,8 @@ def _decode(node, arrays, map_location):
     raise ValueError(f"ft.load: malformed file (unknown entry {sorted(node)})")
 
 
-def load(f, map_location=None, weights_only=True):
+def load(f: str | os.PathLike | IO[bytes], map_location: Any = None,
+         weights_only: bool = True) -> Any:
     """Read what ft.save wrote. A plain .npz (np.savez) loads as a dict of tensors.
 
     Never unpickles: object arrays in the file raise instead of running code.

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -194,7 +196,8 @@ def split_static(args, static_argnums):
     return dyn, static, merge
 
 
-def make_jaxpr(fun, static_argnums=(), return_shape=False):
+def make_jaxpr(fun: Callable[..., Any], static_argnums: int | Sequence[int] = (),
+               return_shape: bool = False) -> Callable[..., Any]:
     """Trace `fun` on abstract versions of its arguments and return a ClosedJaxpr."""
     @functools.wraps(fun)
     def make(*args, **kwargs):

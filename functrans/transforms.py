@@ -8,6 +8,8 @@ vmap in batching.py (for Jacobians).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,8 +24,11 @@ from .reverse import recorded_value, vjp_flat
 from .runtime import eval_jaxpr as run_jaxpr
 from .tracing import flatten_fun
 
+Argnums = int | Sequence[int]
 
-def jvp(fun, primals, tangents, has_aux=False):
+
+def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
+        has_aux: bool = False) -> tuple[Any, ...]:
     """(fun(*primals), directional derivative along tangents): forward mode."""
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp expects primals and tangents as tuples or lists of arguments, "
@@ -88,7 +93,7 @@ def linearize_flat(f_flat, primals):
     return primals_out, LinearFunction(jaxpr, consts, pvals_out[m:])
 
 
-def linearize(fun, *primals):
+def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
     """(fun(*primals), f_jvp) where f_jvp evaluates the stored linear jaxpr."""
     leaves, in_tree = tree_util.tree_flatten(primals)
     leaves = [canonicalize(x) for x in leaves]
@@ -102,11 +107,12 @@ def linearize(fun, *primals):
             raise TypeError(f"linearized function expects tangents with structure {in_tree}, "
                             f"got {t_tree}")
         return tree_util.tree_unflatten(out_tree, lin(*t_leaves))
-    f_jvp.jaxpr = lin.jaxpr
+    f_jvp.jaxpr = lin.jaxpr  # type: ignore[attr-defined]
     return tree_util.tree_unflatten(out_tree, outs), f_jvp
 
 
-def vjp(fun, *primals, has_aux=False):
+def vjp(fun: Callable[..., Any], *primals: Any,
+        has_aux: bool = False) -> tuple[Any, ...]:
     """(fun(*primals), vjp_fn) with vjp_fn(cotangent) -> tuple of input cotangents."""
     return _vjp(fun, primals, has_aux, fun)
 
@@ -171,10 +177,11 @@ def _check_grad_input(x, argnum):
             "to use Boolean- or integer-valued inputs, use vjp, or convert the input to float.")
 
 
-def value_and_grad(fun, argnums=0, has_aux=False):
+def value_and_grad(fun: Callable[..., Any], argnums: Argnums = 0,
+                   has_aux: bool = False) -> Callable[..., tuple[Any, Any]]:
     """A function returning (fun(*args), gradient of fun w.r.t. args[argnums])."""
     int_argnums = isinstance(argnums, int)
-    argnums_t = (argnums,) if int_argnums else tuple(argnums)
+    argnums_t = (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
     @functools.wraps(fun)
     def vg(*args, **kwargs):
@@ -216,7 +223,8 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     return vg
 
 
-def grad(fun, argnums=0, has_aux=False):
+def grad(fun: Callable[..., Any], argnums: Argnums = 0,
+         has_aux: bool = False) -> Callable[..., Any]:
     """The gradient of a scalar-valued fun with respect to args[argnums]."""
     vg = value_and_grad(fun, argnums, has_aux)
 
@@ -261,7 +269,7 @@ def _split_jac(batched, batch_avals, other_avals, batch_is_input):
 
 def _jac_setup(fun, argnums, args, has_aux):
     int_argnums = isinstance(argnums, int)
-    argnums_t = (argnums,) if int_argnums else tuple(argnums)
+    argnums_t = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     diff = tuple(args[a] for a in argnums_t)
     for a, d in zip(argnums_t, diff):
         for leaf in tree_util.tree_leaves(d):
@@ -290,7 +298,8 @@ def _assemble(blocks_by_out, out_tree, in_tree):
         out_tree, [tree_util.tree_unflatten(in_tree, row) for row in blocks_by_out])
 
 
-def jacfwd(fun, argnums=0, has_aux=False):
+def jacfwd(fun: Callable[..., Any], argnums: Argnums = 0,
+           has_aux: bool = False) -> Callable[..., Any]:
     """Jacobian by forward mode: one jvp per input direction, batched with vmap."""
 
     @functools.wraps(fun)
@@ -310,7 +319,8 @@ def jacfwd(fun, argnums=0, has_aux=False):
     return jacfun
 
 
-def jacrev(fun, argnums=0, has_aux=False):
+def jacrev(fun: Callable[..., Any], argnums: Argnums = 0,
+           has_aux: bool = False) -> Callable[..., Any]:
     """Jacobian by reverse mode: one vjp per output direction, batched with vmap."""
 
     @functools.wraps(fun)
@@ -327,6 +337,7 @@ def jacrev(fun, argnums=0, has_aux=False):
     return jacfun
 
 
-def hessian(fun, argnums=0, has_aux=False):
+def hessian(fun: Callable[..., Any], argnums: Argnums = 0,
+            has_aux: bool = False) -> Callable[..., Any]:
     """Hessian = jacfwd(jacrev(fun))."""
     return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)

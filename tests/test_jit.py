@@ -4,6 +4,7 @@ donation, closures, pytrees, and no state left behind by errors."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 import warnings
 
@@ -527,3 +528,23 @@ def test_max_min_with_constants_are_bit_exact(dtype):
                 keep = ~np.isnan(want)
                 assert np.array_equal(np.signbit(got[keep]), np.signbit(want[keep])), (op, c)
                 assert np.array_equal(got[keep], want[keep])
+
+
+def test_compiling_pauses_the_cyclic_gc_and_restores_it():
+    """Tracing and compiling run with the cyclic collector paused (its rescans of a growing
+    program were superlinear); it is back on afterwards, after a failed trace too."""
+    import gc
+    seen = []
+
+    def f(x):
+        seen.append(gc.isenabled())
+        return x * 2
+    assert gc.isenabled()
+    ft.jit(f)(np.ones(3))
+    assert seen == [False] and gc.isenabled()
+
+    def bad(x):
+        raise ValueError("boom")
+    with pytest.raises(ValueError, match="boom"):
+        ft.jit(bad)(np.ones(3))
+    assert gc.isenabled()

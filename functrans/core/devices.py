@@ -5,6 +5,8 @@ GPU, that request raises DeviceError naming what is missing, and nothing else ch
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .. import tree_util
@@ -90,7 +92,7 @@ def _parse(device) -> Device:
     raise ValueError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
 
 
-def devices(platform=None):
+def devices(platform: str | None = None) -> list[Device]:
     """The available devices: cpu first, then every CUDA GPU CuPy sees.
     devices("cuda") raises DeviceError when there is none (saying why)."""
     out = [Device("cpu", 0)]
@@ -112,7 +114,7 @@ def device_of(x) -> Device:
     return Device("cpu", 0)
 
 
-def device_put(x, device=None):
+def device_put(x: Any, device: str | Device | None = None) -> Any:
     """Copy every array leaf of a pytree to a device ("cpu", "cuda", "cuda:1", Device)."""
     dev = _parse(device)
     if dev.platform == "cpu":

@@ -46,8 +46,9 @@ class ClosedJaxpr:
         self.jaxpr = jaxpr
         self.consts = list(consts)
         self._hash = None
-        self._exes = None       # the runtime's executables of it, by (device, donated): they
-                                # live exactly as long as this object
+        # the runtime's executables of it, by (device, donated): they live exactly as long
+        # as this object
+        self._exes: dict | None = None
 
     def _key(self):
         """The hash of (structure, const ids), or False when a param is not hashable (the

@@ -13,6 +13,7 @@ from .tensor_info import result_type  # noqa: F401
 # imported (`Tensor.name = fn` at their module level): importing them here installs them all
 from . import methods, shape_methods, inplace, indexing, api, numpy_interop  # noqa: F401,E402
 from . import linalg  # noqa: F401,E402  (ft.linalg: torch.linalg's norms, svd)
+from .dlpack import from_dlpack  # noqa: F401,E402
 from . import ops as _ops
 from .creation import (Generator, arange, as_tensor, bernoulli, default_generator, device,  # noqa: F401
                        empty, empty_like, eye, from_numpy, full, full_like, initial_seed,
@@ -37,5 +38,5 @@ FACADE_NAMES = (
      "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "get_default_dtype",
      "set_default_dtype", "promote_types", "result_type", "cat", "concat", "stack", "hstack",
      "vstack", "einsum", "broadcast_tensors", "meshgrid", "is_tensor", "numel",
-     "is_floating_point", "clone", "where", "linalg"]
+     "is_floating_point", "clone", "where", "linalg", "from_dlpack"]
     + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES))

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core import Tracer, _thread_state, array_module
 from .. import passes
-from ..runtime import program as concrete_program
+from ..runtime import gc_paused, program as concrete_program
 from .grad_mode import STATE as GRAD_STATE
 from .record import ANOMALY
 from .interpret import run_node_by_node
@@ -70,10 +70,11 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None):
         CACHE_STATS["hits"] += 1
         return prog, hooked, fns
     CACHE_STATS["misses"] += 1
-    spec = make_spec(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph)
-    closed, keys = derive_program(spec)
-    closed = passes.optimize(closed) if not create_graph else passes.dce(closed)
-    closed, keys = prune_inputs(closed, keys, len(spec.roots))
+    with gc_paused():
+        spec = make_spec(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph)
+        closed, keys = derive_program(spec)
+        closed = passes.optimize(closed) if not create_graph else passes.dce(closed)
+        closed, keys = prune_inputs(closed, keys, len(spec.roots))
     prog = Program()
     prog.closed = closed
     prog.keys = [ks[0] for ks in keys]

@@ -89,18 +89,18 @@ class SavedTensorsReport:
         return len(self.entries)
 
     def __str__(self):
-        lines = [f"{len(self.entries)} saved values, {_human(self.total_bytes)} in total "
+        lines = [f"{len(self.entries)} saved values, {human_bytes(self.total_bytes)} in total "
                  "(views and values shared between nodes counted once)"]
         for e in self.entries:
             shape = "x".join(map(str, e["shape"])) or "scalar"
             lines.append(f"  {e['node']:<22} {e['what']:<12} {e['dtype']:<8} {shape:<14} "
-                         f"{_human(e['bytes']):>10}  {e['source']}")
+                         f"{human_bytes(e['bytes']):>10}  {e['source']}")
         return "\n".join(lines)
 
     __repr__ = __str__
 
 
-def _human(n):
+def human_bytes(n):
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -112,6 +112,24 @@ def _root_buffer(a):
     while isinstance(b, np.ndarray) and isinstance(b.base, np.ndarray):
         b = b.base
     return b
+
+
+def saved_values(n):
+    """(what, array) for each value a recorded node keeps for backward: its held input,
+    output and intermediate slots, and an autograd.Function's save_for_backward tensors."""
+    info, vals = n.info, []
+    if n.vals:
+        for s, v in enumerate(n.vals):
+            if v is not None:
+                what = (f"input {s}" if s < info.n_in else
+                        f"output {info.out_slots.index(s)}" if s in info.out_slots
+                        else "intermediate")
+                vals.append((what, v))
+    if n.ctx is not None and n.ctx._saved:
+        for i, t in enumerate(n.ctx._saved):
+            if t is not None:
+                vals.append((f"saved {i}", t._data))
+    return vals
 
 
 def saved_tensors_report(tensor):
@@ -127,19 +145,7 @@ def saved_tensors_report(tensor):
         if n.info is None:
             continue
         info = n.info
-        vals = []
-        if n.vals:
-            for s, v in enumerate(n.vals):
-                if v is not None:
-                    what = (f"input {s}" if s < info.n_in else
-                            f"output {info.out_slots.index(s)}" if s in info.out_slots
-                            else "intermediate")
-                    vals.append((what, v))
-        if n.ctx is not None and n.ctx._saved:
-            for i, t in enumerate(n.ctx._saved):
-                if t is not None:
-                    vals.append((f"saved {i}", t._data))
-        for what, v in vals:
+        for what, v in saved_values(n):
             arr = np.asarray(v) if not hasattr(v, "nbytes") else v
             root = _root_buffer(arr)
             rid = id(root)

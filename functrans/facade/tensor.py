@@ -9,6 +9,8 @@ The read-only properties, conversions and repr live in the base class (tensor_in
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
+from typing import Any
 import copy
 import functools
 import warnings
@@ -16,8 +18,7 @@ import weakref
 
 import numpy as np
 
-from ..core import (FunctransError, ShapedArray, Tracer, _thread_state as _TS, array_module,
-                    check_dtype)
+from ..core import FunctransError, ShapedArray, Tracer, _thread_state as _TS, array_module
 from ..tree_util import register_pytree_node
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
@@ -29,7 +30,7 @@ from .node import HookDict, OpInfo, add_hook
 from .record import (INFERENCE, _COMPOSITES, _trace_composite, elementwise_info, info_for,
                      make_node, vc_of)
 from .placement import _check_device, _on, device as _device, put
-from .tensor_info import Size, TensorInfo, _host, _ndarray, result_type
+from .tensor_info import Size, TensorInfo, _host, _ndarray, result_type, to_array
 from .tensor_info import NUMPY_GRAD_MSG, _Storage, _format  # noqa: F401  (names this module had)
 
 GS = grad_mode.STATE
@@ -118,7 +119,7 @@ class Tensor(TensorInfo):
     def requires_grad(self, flag):
         self.requires_grad_(flag)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if self._grad_fn is not None:
             if not requires_grad:
                 raise RuntimeError(
@@ -140,7 +141,7 @@ class Tensor(TensorInfo):
         return self._grad_fn
 
     @property
-    def is_leaf(self):
+    def is_leaf(self) -> bool:
         return self._grad_fn is None
 
     @property
@@ -177,7 +178,7 @@ class Tensor(TensorInfo):
         r = fn.retains.get(self._out_nr)
         return r is not None and r() is self
 
-    def retain_grad(self):
+    def retain_grad(self) -> None:
         """Populate .grad of this non-leaf tensor during backward (accumulating)."""
         if not self._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
@@ -219,7 +220,7 @@ class Tensor(TensorInfo):
     def is_view(self):
         return self._base is not None
 
-    def register_hook(self, hook):
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Any:
         """hook(grad) -> Tensor or None, called with this tensor's gradient; a returned
         tensor replaces it. Returns a handle with .remove()."""
         if not self._requires_grad:
@@ -251,7 +252,7 @@ class Tensor(TensorInfo):
         return add_hook(d, hook)
 
     # ------------------------------------------------------------------ aliasing
-    def detach(self):
+    def detach(self) -> Tensor:
         """A tensor sharing storage and version counter, cut from the graph."""
         if type(self._data) is not _ndarray and isinstance(self._data, Tracer):
             return traced_hooks().detached_alias(self)                # traced data
@@ -284,7 +285,7 @@ class Tensor(TensorInfo):
             raise TypeError("data must be a Tensor")
         self._data = value._data
 
-    def clone(self, memory_format=None):
+    def clone(self, memory_format: Any = None) -> Tensor:
         return _fn1("CloneBackward0", _copy, self)
 
     def contiguous(self, memory_format=None):
@@ -293,7 +294,7 @@ class Tensor(TensorInfo):
         return self.clone()
 
     # ------------------------------------------------------------------ devices and dtypes
-    def to(self, *args, **kwargs):
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
         device, dtype, copy = parse_to(self, args, kwargs)
         out = self
         if dtype is not None and dtype != self.dtype:
@@ -304,10 +305,10 @@ class Tensor(TensorInfo):
             out = self.clone()
         return out
 
-    def cpu(self):
+    def cpu(self) -> Tensor:
         return self.to("cpu")
 
-    def cuda(self, device=None):
+    def cuda(self, device: Any = None) -> Tensor:
         return self.to("cuda")
 
     def type(self, dtype=None):
@@ -318,10 +319,10 @@ class Tensor(TensorInfo):
     def type_as(self, other):
         return self.to(other.dtype)
 
-    def float(self):
+    def float(self) -> Tensor:
         return self.to(D.float32)
 
-    def double(self):
+    def double(self) -> Tensor:
         return self.to(D.float64)
 
     def half(self):
@@ -420,40 +421,6 @@ def parse_to(t, args, kwargs):
         else:
             dtype = a
     return (None if dev is None else _device(dev)), D.to_dtype(dtype), copy
-
-
-def _unwrap(data):
-    if isinstance(data, Tensor):
-        return data._data if data._data.ndim else data._data.item()
-    if isinstance(data, (list, tuple)):
-        return [_unwrap(d) for d in data]
-    return data
-
-
-def to_array(data, dtype=None):
-    """A fresh array for torch.tensor(data): float data -> default float dtype, ints -> int64."""
-    if isinstance(data, Tensor):
-        arr = np.array(data._data, copy=True)
-    elif isinstance(data, np.ndarray):
-        arr = np.array(data, copy=True)
-    elif hasattr(data, "__cuda_array_interface__"):
-        arr = data.copy()
-    else:
-        arr = np.array(_unwrap(data))
-        if dtype is None:
-            if arr.dtype.kind == "f":
-                arr = arr.astype(D.get_default_dtype())
-            elif arr.dtype.kind in "iu":
-                arr = arr.astype(np.int64)
-            elif arr.dtype.kind == "c":
-                arr = arr.astype(D.default_for(3))
-            elif arr.dtype.kind not in "b":
-                raise TypeError(f"can't convert {type(data).__name__} of {arr.dtype} to a "
-                                "tensor: only numbers, lists of numbers and arrays are supported")
-    if dtype is not None:
-        arr = arr.astype(dtype, copy=False)
-    check_dtype(arr.dtype, "a tensor")
-    return arr
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
@@ -595,7 +562,7 @@ def binary(a, b, op, reverse=False):
 # ---------------------------------------------------------------------------
 # everything else: composite ops of primitive steps, traced once per signature
 
-_static_cache = {}
+_static_cache: dict = {}
 
 
 _SCALAR_DTYPES = {builtins.float: np.dtype(np.float64), builtins.int: np.dtype(np.int64),

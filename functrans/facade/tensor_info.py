@@ -3,10 +3,11 @@ conversions and a repr like torch's (TensorInfo, the base class of Tensor), and 
 from __future__ import annotations
 
 import builtins
+from typing import Any
 
 import numpy as np
 
-from ..core import Tracer
+from ..core import Tracer, check_dtype
 from . import dtypes as D
 from .grad_mode import STATE as GS
 from .placement import device_of
@@ -26,18 +27,21 @@ class TensorInfo:
     """Tensor's properties and conversions: everything here only reads `_data` (and, for
     the repr and numpy(), the autograd flags)."""
     __slots__ = ()
+    _data: Any               # the slots Tensor defines (declared for type checkers)
+    _requires_grad: bool
+    _grad_fn: Any
 
     @property
-    def shape(self):
+    def shape(self) -> Size:
         return Size(self._data.shape)
 
-    def size(self, dim=None):
+    def size(self, dim: int | None = None) -> Size | int:
         if dim is None:
             return Size(self._data.shape)
         return self._data.shape[dim]
 
     @property
-    def dtype(self):
+    def dtype(self) -> Any:
         return self._data.dtype
 
     @property
@@ -49,15 +53,15 @@ class TensorInfo:
         return self.device.type == "cuda"
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return self._data.ndim
 
-    def dim(self):
+    def dim(self) -> int:
         return self._data.ndim
 
     ndimension = dim
 
-    def numel(self):
+    def numel(self) -> int:
         return int(self._data.size)
 
     nelement = numel
@@ -65,7 +69,7 @@ class TensorInfo:
     def element_size(self):
         return self._data.dtype.itemsize
 
-    def is_floating_point(self):
+    def is_floating_point(self) -> bool:
         return self._data.dtype.kind == "f"
 
     def is_complex(self):
@@ -118,16 +122,16 @@ class TensorInfo:
     def __complex__(self):
         return builtins.complex(self.item())
 
-    def item(self):
+    def item(self) -> Any:
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
                                "to Scalar")
         return _host(self._data).reshape(()).item()
 
-    def tolist(self):
+    def tolist(self) -> Any:
         return _host(self._data).tolist()
 
-    def numpy(self, force=False):
+    def numpy(self, force: bool = False) -> np.ndarray:
         if self._requires_grad and not force and GS is not None:
             raise RuntimeError(NUMPY_GRAD_MSG)
         if type(self._data) is not _ndarray:
@@ -253,3 +257,38 @@ def result_type(*operands):
         elif scat > D._CAT[res.kind]:
             res = D.default_for(scat, res)
     return res
+
+
+def _unwrap(data):
+    if isinstance(data, TensorInfo):
+        return data._data if data._data.ndim else data._data.item()
+    if isinstance(data, (list, tuple)):
+        return [_unwrap(d) for d in data]
+    return data
+
+
+def to_array(data, dtype=None):
+    """A fresh array for torch.tensor(data): float data -> default float dtype, ints -> int64
+    (TensorInfo's one subclass is Tensor)."""
+    if isinstance(data, TensorInfo):
+        arr = np.array(data._data, copy=True)
+    elif isinstance(data, np.ndarray):
+        arr = np.array(data, copy=True)
+    elif hasattr(data, "__cuda_array_interface__"):
+        arr = data.copy()
+    else:
+        arr = np.array(_unwrap(data))
+        if dtype is None:
+            if arr.dtype.kind == "f":
+                arr = arr.astype(D.get_default_dtype())
+            elif arr.dtype.kind in "iu":
+                arr = arr.astype(np.int64)
+            elif arr.dtype.kind == "c":
+                arr = arr.astype(D.default_for(3))
+            elif arr.dtype.kind not in "b":
+                raise TypeError(f"can't convert {type(data).__name__} of {arr.dtype} to a "
+                                "tensor: only numbers, lists of numbers and arrays are supported")
+    if dtype is not None:
+        arr = arr.astype(dtype, copy=False)
+    check_dtype(arr.dtype, "a tensor")
+    return arr

@@ -20,6 +20,8 @@ import time
 import warnings
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +32,7 @@ from ..batching import batch_jaxpr
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, TypeCheckError, Tracer,
                     UndefinedPrimal, Zero, _state, _thread_state, get_aval, short_dtype)
 from ..primitives.base import bdim_size, defprim, instantiate, moveaxis
-from ..runtime import device_of, lower_jaxpr
+from ..runtime import device_of, gc_paused, lower_jaxpr
 from ..tracing import trace_to_jaxpr
 
 # ---------------------------------------------------------------------------
@@ -44,7 +46,7 @@ class RetraceWarning(UserWarning):
 
 
 _stats_lock = threading.Lock()
-_STATS = {"traces": 0, "retraces": 0, "compiles": 0, "compile_s": 0.0,
+_STATS: dict[str, Any] = {"traces": 0, "retraces": 0, "compiles": 0, "compile_s": 0.0,
           "new_callables": 0, "reasons": []}
 _codes_seen: dict = {}      # code object -> number of function objects traced with it
 
@@ -57,7 +59,7 @@ def _total_hits():
     return sum(st.hits for st in list(_all_states))
 
 
-def jit_stats(reset=False):
+def jit_stats(reset: bool = False) -> dict[str, Any]:
     """Global jit counters: traces, retraces (with reasons), cache hits, compiles."""
     with _stats_lock:
         out = {k: (list(v) if isinstance(v, list) else v) for k, v in _STATS.items()}
@@ -432,15 +434,17 @@ class JitFunction:
                             "with static_argnums.") from None
         key = (tree, sig, static)
         entry = st.entries.get(key)
-        if entry is None:
-            entry = self._trace(args, kwargs, leaves, tree, static, key, sig)
-        else:
-            st.hits += 1
         device = device_of(leaves)
-        exe = entry.exes.get(device)
+        if entry is not None:
+            st.hits += 1
+        exe = None if entry is None else entry.exes.get(device)
         if exe is None:
-            donated = self._donated_leaves(args, kwargs)
-            exe = entry.exes[device] = compile_jaxpr(entry.closed, device, donated, self._name)
+            with gc_paused():
+                if entry is None:
+                    entry = self._trace(args, kwargs, leaves, tree, static, key, sig)
+                donated = self._donated_leaves(args, kwargs)
+                exe = entry.exes[device] = compile_jaxpr(entry.closed, device, donated,
+                                                         self._name)
         if (not kwargs and not static and device == "cpu" and len(leaves) == len(args)
                 and all(type(a) is _ndarray for a in args)):
             st.fast[tuple((a.shape, a.dtype) for a in args)] = (exe, _unflattener(entry.out_tree))
@@ -600,7 +604,9 @@ class _CacheState:
         self.last_key = None
 
 
-def jit(fun=None, static_argnums=(), donate_argnums=()):
+def jit(fun: Callable[..., Any] | None = None, static_argnums: int | Sequence[int] = (),
+        donate_argnums: int | Sequence[int] = ()
+        ) -> JitFunction | Callable[[Callable[..., Any]], JitFunction]:
     """Trace `fun` once per input signature, optimize the jaxpr, lower it to generated
     NumPy code (CPU) or fused CUDA kernels (GPU) and cache the result.
 

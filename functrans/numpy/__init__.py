@@ -22,8 +22,8 @@ from ._shapes import (  # noqa: F401
     flip, fliplr, flipud, hstack, moveaxis, ndim, nonzero, pad, shape, size, split, squeeze,
     swapaxes, tile, transpose, vstack)
 from ._creation import (  # noqa: F401
-    arange, copy, empty, empty_like, eye, full, full_like, identity, linspace, ones, ones_like,
-    tri, zeros, zeros_like)
+    arange, copy, empty, empty_like, eye, from_dlpack, full, full_like, identity, linspace,
+    ones, ones_like, tri, zeros, zeros_like)
 from ._creation import geomspace, logspace  # noqa: F401
 from ._shapes import (  # noqa: F401
     append, atleast_3d, column_stack, diff, dsplit, hsplit, roll, rot90, row_stack, vsplit)

@@ -9,6 +9,7 @@ import numpy as _np
 
 from .. import core
 from ..core import Tracer, is_python_scalar, to_concrete
+from ..core.devices import cupy_module
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
 from ._promotion import _as_operand, _shape, _to_dtype, astype, float32, result_type
@@ -17,6 +18,46 @@ from ._shapes import broadcast_to
 
 # ---------------------------------------------------------------------------
 # creation
+
+_DL_CPU, _DL_CUDA, _DL_CUDA_MANAGED = 1, 2, 13     # DLPack's device types
+
+
+class _Producer:
+    """Only the DLPack protocol of a producer: NumPy's from_dlpack dispatches on
+    `__array_function__`, which a Tensor (or another library's array) would answer itself."""
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = x
+
+    def __dlpack__(self, **kwargs):
+        return self.x.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.x.__dlpack_device__()
+
+
+def from_dlpack(x, *, copy=None):
+    """An array sharing memory with `x`, any object with the DLPack protocol (`__dlpack__`
+    and `__dlpack_device__`: NumPy, CuPy, PyTorch, JAX arrays, ft.Tensor): a NumPy array for
+    CPU memory, a CuPy array for CUDA memory. copy=True copies, copy=False refuses to."""
+    if not (hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__")):
+        raise TypeError(f"from_dlpack: {type(x).__name__} does not implement the DLPack "
+                        "protocol (__dlpack__ and __dlpack_device__); pass the producer's "
+                        "array itself (a bare DLPack capsule is not accepted)")
+    kind, _ = x.__dlpack_device__()
+    x = _Producer(x)
+    if kind == _DL_CPU:
+        return _np.from_dlpack(x) if copy is None else _np.from_dlpack(x, copy=copy)
+    if kind in (_DL_CUDA, _DL_CUDA_MANAGED):
+        out = cupy_module().from_dlpack(x)
+        return out.copy() if copy else out
+    raise BufferError(f"from_dlpack: {type(x).__name__} lives on DLPack device type {int(kind)}; "
+                      "functrans reads CPU memory (NumPy) and CUDA memory (CuPy): copy it to "
+                      "one of those first")
+
+
+from_dlpack.takes_array_likes = True    # reads the protocol itself, Tensors included
 
 def zeros(shape, dtype=None):
     return _np.zeros(shape, dtype or float32)

@@ -27,7 +27,8 @@ LAYERS = [
                    "functrans.lax", "functrans.control_flow", "functrans.random",
                    "functrans.nn.functions"]),
     ("facade", ["functrans.facade", "functrans.autograd", "functrans.nn", "functrans.optim",
-                "functrans.func", "functrans.serialization", "functrans.viz"]),
+                "functrans.func", "functrans.serialization", "functrans.viz", "functrans.utils",
+                "functrans.cuda"]),
     ("compile", ["functrans.compiler"]),
     ("public namespace", ["functrans.api", "functrans"]),
 ]

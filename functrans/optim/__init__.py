@@ -1,4 +1,8 @@
-"""ft.optim: PyTorch's optimizers (SGD, Adam, AdamW) over facade parameters."""
+"""ft.optim: PyTorch's optimizers (SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam)
+over facade parameters, and `ft.optim.lr_scheduler`."""
+from . import lr_scheduler  # noqa: F401
 from .adam import Adam, AdamW  # noqa: F401
+from .adam_variants import Adamax, NAdam, RAdam  # noqa: F401
 from .optimizer import Optimizer  # noqa: F401
+from .rmsprop import Adagrad, RMSprop  # noqa: F401
 from .sgd import SGD  # noqa: F401

@@ -51,8 +51,12 @@ def test_static_argnames_errors_are_jaxs():
     ft.jit(lambda *a: a[0], static_argnums=7)        # *args: any position is valid
     ft.jit(lambda x, **kw: x, static_argnames="anything")
     f = ft.jit(lambda x, n: x * len(n), static_argnames="n")
-    with pytest.raises(TypeError, match="not hashable"):
+    with pytest.raises(ValueError, match=r"Non-hashable static arguments are not supported, "
+                       r"as this can lead to unexpected cache-misses\. Static argument \(name "
+                       r"'n'\) of type <class 'list'> for function <lambda> is non-hashable\."):
         f(np.ones(2), n=[1, 2])
+    with pytest.raises(TypeError, match="not hashable"):
+        ft.jit(lambda x, n: x, static_argnums=1)(np.ones(2), [1])
 
 
 def test_static_argnames_under_transformations():

@@ -345,6 +345,11 @@ def _resolve_static(sig, static_argnums, static_argnames):
     return nums, names
 
 
+class NonHashableStaticArgument(TypeError, ValueError):
+    """A static argument that cannot key the cache: JAX raises ValueError, earlier
+    functrans TypeError; both catch it."""
+
+
 _fun_caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _ndarray = np.ndarray
 
@@ -441,10 +446,13 @@ class JitFunction:
         try:
             hash(s)
         except TypeError:
-            raise TypeError(
-                f"jit of {self._name}: static argument {self._argname(i)} of type "
-                f"{type(s).__name__} is not hashable; static arguments must be "
-                "hashable (use a tuple instead of a list)") from None
+            where = f"index {i}" if isinstance(i, int) else f"name {i!r}"
+            raise NonHashableStaticArgument(
+                "Non-hashable static arguments are not supported, as this can lead to "
+                f"unexpected cache-misses. Static argument ({where}) of type {type(s)} for "
+                f"function {self._name} is non-hashable. (jit of {self._name}: static "
+                f"argument {self._argname(i)} is not hashable; use a tuple instead of a "
+                "list)") from None
 
     def _argname(self, i):
         if isinstance(i, str):

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 from typing import Any as _Any     # (not a public name)
 
-from . import autograd, func, lax, nn, numpy, optim, random, tree_util
+from . import autograd, debug, func, lax, nn, numpy, optim, random, tree, tree_util
 from . import facade as _facade
 from .backends.threads import get_num_threads, set_num_threads
 from .compiler.compiled import compile, compile_stats
 from .core import (ClosedJaxpr, ConcretizationTypeError, DTypeError, FunctransError, Jaxpr,
                    ShapedArray, ShapeError, TypeCheckError, UnexpectedTracerError, check_jaxpr)
-from .core.devices import device_put, devices
+from .core.config import config
+from .core.devices import block_until_ready, device_put, devices
 from .higher_order.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .higher_order.jit import RetraceWarning, jit, jit_stats
 from .batching import vmap
 from .primitives.misc import stop_gradient as _stop_gradient
 from .runtime import eval_jaxpr
 from .serialization import CheckpointError, load, save
-from .tracing import ShapeDtypeStruct, make_jaxpr
+from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr
 from .transforms import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp
 from .tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -221,6 +222,14 @@ def make_jaxpr(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()
     return make
 
 
+def eval_shape(fun, *args, **kwargs):
+    """The output of fun(*args, **kwargs) as a pytree of ShapeDtypeStruct, found by tracing
+    (no array operation runs); arguments may be arrays or ShapeDtypeStructs, as JAX."""
+    closed, out_tree = _make_closed(lambda a, k: fun(*a, **k), (args, kwargs))
+    return tree_util.tree_unflatten(
+        out_tree, [ShapeDtypeStruct(a.shape, a.dtype) for a in closed.out_avals])
+
+
 def _make_closed(f, args, names_from=None):
     leaves, in_tree = tree_util.tree_flatten(tuple(args))
     flat, store = flatten_fun(f, in_tree)
@@ -243,3 +252,13 @@ class ShapeDtypeStruct:
 
     def __repr__(self):
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"
+
+    def __eq__(self, other):
+        return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
+                and self.dtype == other.dtype)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype))
+
+    ndim = property(lambda self: len(self.shape), doc="the number of axes")
+    size = property(lambda self: math.prod(self.shape), doc="the number of elements")

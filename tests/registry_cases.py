@@ -720,4 +720,6 @@ EXTERNAL: dict[str, str] = {
     "module_backward_hook_linear": "test_compile.py",
     "module_backward_hook_call": "test_compile.py",
     "module_hook_call": "test_compile.py",
+    # jax.debug.print's host callback
+    "debug_print": "test_jax_api.py",
 }

@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Lowest first; a module may import its own layer and the layers before it.
 LAYERS = [
-    ("core", ["functrans.core", "functrans.tree_util"]),
+    ("core", ["functrans.core", "functrans.tree_util", "functrans.tree"]),
     ("first-order primitives", ["functrans.primitives"]),
     ("tracing and jaxpr passes", ["functrans.tracing", "functrans.passes"]),
     ("runtime and backends", ["functrans.runtime", "functrans.backends"]),
@@ -25,7 +25,7 @@ LAYERS = [
     ("higher-order primitives", ["functrans.higher_order"]),
     ("array API", ["functrans.transforms", "functrans.numpy", "functrans.contraction",
                    "functrans.lax", "functrans.control_flow", "functrans.random",
-                   "functrans.nn.functions"]),
+                   "functrans.nn.functions", "functrans.debug"]),
     ("facade", ["functrans.facade", "functrans.autograd", "functrans.nn", "functrans.optim",
                 "functrans.func", "functrans.serialization", "functrans.viz", "functrans.utils",
                 "functrans.cuda"]),

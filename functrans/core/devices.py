@@ -132,3 +132,13 @@ def device_put(x: Any, device: str | Device | None = None) -> Any:
         with cp.cuda.Device(dev.id):
             return cp.asarray(canonicalize(v))
     return tree_util.tree_map(put_cuda, x)
+
+
+def block_until_ready(x):
+    """x, once every array leaf of it is computed (jax.block_until_ready): NumPy results are
+    ready when returned; a CuPy leaf waits for its device's work to finish."""
+    for v in tree_util.tree_leaves(x):
+        if type(v).__module__.startswith("cupy"):
+            with v.device:
+                cupy_module().cuda.get_current_stream().synchronize()
+    return x

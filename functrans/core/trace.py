@@ -12,15 +12,27 @@ from typing import Callable
 import numpy as np
 
 from .arrays import array_module
+from .config import DEFAULT_DTYPES, config
 from .avals import (ConcretizationTypeError, ShapedArray, UnexpectedTracerError, check_dtype,
                     is_python_scalar)
 
 # ---------------------------------------------------------------------------
 # the abstract value of a concrete value or tracer
 
-_SCALAR_AVALS = {bool: ShapedArray((), np.bool_, False), int: ShapedArray((), np.int32, True),
-                 float: ShapedArray((), np.float32, True),
-                 complex: ShapedArray((), np.complex64, True)}
+_SCALAR_AVALS: dict = {}
+
+
+def _scalar_avals():
+    """Python scalars' avals: weakly typed, of the default dtypes (ft.config's x64 flag)."""
+    d = DEFAULT_DTYPES
+    _SCALAR_AVALS.update({bool: ShapedArray((), np.bool_, False),
+                          int: ShapedArray((), d["i"], True),
+                          float: ShapedArray((), d["f"], True),
+                          complex: ShapedArray((), d["c"], True)})
+
+
+_scalar_avals()
+config.on_update(_scalar_avals)
 _aval_cache: dict = {}
 
 

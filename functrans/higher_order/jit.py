@@ -115,10 +115,12 @@ def _diff_keys(old, new, leaf_names, static_names):
             if a[2] != b[2]:
                 out.append(f"{name} changed weak type: {a[2]} -> {b[2]} (a Python scalar is "
                            "weakly typed, an array is not)")
-    for (i, a), (_, b) in zip(ostatic, nstatic):
-        if a != b:
-            out.append(f"static argument {static_names.get(i, i)} changed value: {a!r} -> {b!r}")
-    if len(ostatic) != len(nstatic):
+    o, n = dict(ostatic), dict(nstatic)
+    for i, a in ostatic:
+        if i in n and a != n[i]:
+            out.append(f"static argument {static_names.get(i, i)} changed value: {a!r} -> "
+                       f"{n[i]!r}")
+    if o.keys() != n.keys():
         out.append("static arguments changed")
     return out or ["an equal key was evicted from the cache"]
 
@@ -301,6 +303,55 @@ def _norm_argnums(nums, what):
     return nums
 
 
+def _norm_argnames(names):
+    if names is None:
+        return ()
+    names = (names,) if isinstance(names, str) else tuple(names)
+    for n in names:
+        if not isinstance(n, str):
+            raise TypeError(f"argument is not a string: {n}")
+    return names
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_KEYWORD = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def _resolve_static(sig, static_argnums, static_argnames):
+    """(argnums, argnames) as JAX resolves them: the form not given is inferred through the
+    signature's positional-or-keyword parameters; both are checked against it."""
+    nums = _norm_argnums(static_argnums, "static_argnums")
+    names = _norm_argnames(static_argnames)
+    if sig is None:
+        return nums, names
+    params = list(sig.parameters.values())
+    both = [i for i, p in enumerate(params) if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+    if static_argnames is None:
+        names = tuple(params[i].name for i in both if i in nums or i - len(params) in nums)
+    elif static_argnums is None:
+        nums = tuple(i for i in both if params[i].name in names)
+    kinds = {p.kind for p in params}
+    n_pos = sum(p.kind in _POSITIONAL for p in params)
+    if (inspect.Parameter.VAR_POSITIONAL not in kinds and nums
+            and (-min(nums) > n_pos or max(nums) >= n_pos)):
+        raise ValueError(f"Jitted function has static_argnums={nums}, "
+                         f"but only accepts {n_pos} positional arguments.")
+    pos_only = {p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_ONLY}
+    if pos_only & set(names):
+        raise ValueError(f"Jitted function has invalid argnames {pos_only & set(names)} "
+                         "in static_argnames. These are positional-only")
+    valid = {p.name for p in params if p.kind in _KEYWORD}
+    if inspect.Parameter.VAR_KEYWORD not in kinds and set(names) - valid:
+        raise ValueError(f"Jitted function has invalid argnames {set(names) - valid} "
+                         "in static_argnames. Function does not take these args.")
+    return nums, names
+
+
+class NonHashableStaticArgument(TypeError, ValueError):
+    """A static argument that cannot key the cache: JAX raises ValueError, earlier
+    functrans TypeError; both catch it."""
+
+
 _fun_caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _ndarray = np.ndarray
 
@@ -308,27 +359,29 @@ _ndarray = np.ndarray
 class JitFunction:
     """A function traced once per input signature and run as a compiled program."""
 
-    def __init__(self, fun, static_argnums=(), donate_argnums=()):
+    def __init__(self, fun, static_argnums=None, donate_argnums=(), static_argnames=None):
         if not callable(fun):
             raise TypeError(f"jit expects a callable, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.static_argnums = _norm_argnums(static_argnums, "static_argnums")
+        try:
+            sig = inspect.signature(fun)
+        except (TypeError, ValueError):
+            sig = None
+        self.static_argnums, self.static_argnames = _resolve_static(
+            sig, static_argnums, static_argnames)
         self.donate_argnums = _norm_argnums(donate_argnums, "donate_argnums")
         clash = set(self.static_argnums) & set(self.donate_argnums)
         if clash:
             raise ValueError(f"jit: arguments {sorted(clash)} cannot be both static and donated")
         self._name = getattr(fun, "__name__", type(fun).__name__)
-        try:
-            self._params = list(inspect.signature(fun).parameters)
-        except (TypeError, ValueError):
-            self._params = []
+        self._params = list(sig.parameters) if sig is not None else []
         shared = None
         try:
             shared = _fun_caches.setdefault(fun, {})
         except TypeError:
             pass
-        key = (self.static_argnums, self.donate_argnums)
+        key = (self.static_argnums, self.static_argnames, self.donate_argnums)
         if shared is not None:
             self._state = shared.setdefault(key, _CacheState())
         else:
@@ -367,36 +420,50 @@ class JitFunction:
     # -- calling ----------------------------------------------------------
 
     def _split(self, args, kwargs):
-        """(dynamic leaves, treedef, static tuple) of a call."""
+        """(dynamic leaves, treedef, static tuple) of a call; static keyword arguments
+        enter the static tuple under their names and leave `kwargs`."""
+        static_kw = ()
+        if self.static_argnames and kwargs:
+            static_kw = tuple((k, kwargs.pop(k)) for k in sorted(kwargs)
+                              if k in self.static_argnames)
+            for k, s in static_kw:
+                self._check_hashable(k, s)
         if self.static_argnums:
-            n = len(args)
-            static_idx = set()
-            for i in self.static_argnums:
-                if not -n <= i < n:
-                    raise ValueError(f"jit of {self._name}: static_argnums {self.static_argnums}"
-                                     f" out of range for {n} positional arguments")
-                static_idx.add(i % n)
+            static_idx = self._static_positions(len(args))
             static = tuple((i, args[i]) for i in sorted(static_idx))
             for i, s in static:
-                try:
-                    hash(s)
-                except TypeError:
-                    raise TypeError(
-                        f"jit of {self._name}: static argument {self._argname(i)} of type "
-                        f"{type(s).__name__} is not hashable; static arguments must be "
-                        "hashable (use a tuple instead of a list)") from None
+                self._check_hashable(i, s)
             dyn = tuple(a for i, a in enumerate(args) if i not in static_idx)
         else:
             static, dyn = (), args
         leaves, tree = tree_util.tree_flatten((dyn, kwargs) if kwargs else dyn)
-        return leaves, tree, static
+        return leaves, tree, static + static_kw
+
+    def _static_positions(self, n):
+        """The static positions among n positional arguments (as JAX: a static position
+        past them is ignored, its argument was passed by keyword or took its default)."""
+        return {i % n for i in self.static_argnums if -n <= i < n}
+
+    def _check_hashable(self, i, s):
+        try:
+            hash(s)
+        except TypeError:
+            where = f"index {i}" if isinstance(i, int) else f"name {i!r}"
+            raise NonHashableStaticArgument(
+                "Non-hashable static arguments are not supported, as this can lead to "
+                f"unexpected cache-misses. Static argument ({where}) of type {type(s)} for "
+                f"function {self._name} is non-hashable. (jit of {self._name}: static "
+                f"argument {self._argname(i)} is not hashable; use a tuple instead of a "
+                "list)") from None
 
     def _argname(self, i):
+        if isinstance(i, str):
+            return f"'{i}'"
         return f"'{self._params[i]}'" if i < len(self._params) else str(i)
 
     def _leaf_names(self, args, kwargs):
         """Names of the dynamic leaves ("argument 'x'", "argument 'p' leaf 2")."""
-        static_idx = {i % len(args) for i in self.static_argnums} if args else set()
+        static_idx = self._static_positions(len(args))
         names = []
         for i, a in enumerate(args):
             if i in static_idx:
@@ -455,7 +522,7 @@ class JitFunction:
             return ()
         n = len(args)
         donate = {i % n for i in self.donate_argnums if -n <= i < n}
-        static_idx = {i % n for i in self.static_argnums} if n else set()
+        static_idx = self._static_positions(n)
         flags = []
         for i, a in enumerate(args):
             if i in static_idx:
@@ -475,7 +542,7 @@ class JitFunction:
             dyn_args, kw = dyn if kwargs else (dyn, {})
             it = iter(dyn_args)
             full = [static_d[i] if i in static_d else next(it) for i in range(len(args))]
-            out = self.fun(*full, **kw)
+            out = self.fun(*full, **kw, **{k: v for k, v in static if isinstance(k, str)})
             out_leaves, store["tree"] = tree_util.tree_flatten(out)
             return out_leaves
         return f_flat, store
@@ -509,7 +576,8 @@ class JitFunction:
         else:
             old = st.last_key
             names = self._leaf_names(args, kwargs)
-            static_names = {i: self._argname(i) for i in self.static_argnums}
+            static_names = {i: self._argname(i)
+                            for i in self.static_argnums + self.static_argnames}
             if old is None:
                 reason = "retraced after the cache was cleared"
             else:
@@ -604,15 +672,18 @@ class _CacheState:
         self.last_key = None
 
 
-def jit(fun: Callable[..., Any] | None = None, static_argnums: int | Sequence[int] = (),
-        donate_argnums: int | Sequence[int] = ()
+def jit(fun: Callable[..., Any] | None = None,
+        static_argnums: int | Sequence[int] | None = None,
+        donate_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] | None = None
         ) -> JitFunction | Callable[[Callable[..., Any]], JitFunction]:
     """Trace `fun` once per input signature, optimize the jaxpr, lower it to generated
     NumPy code (CPU) or fused CUDA kernels (GPU) and cache the result.
 
-    static_argnums: positions of hashable, non-array arguments that are baked into the
-    trace (a new value retraces). donate_argnums: positions whose buffers the program
-    may overwrite (the caller must not use those arrays afterwards)."""
+    static_argnums / static_argnames: positions / names of hashable, non-array arguments
+    baked into the trace (a new value retraces); given one, the other is inferred from the
+    signature, as JAX does. donate_argnums: positions whose buffers the program may
+    overwrite (the caller must not use those arrays afterwards)."""
     if fun is None:
-        return lambda f: JitFunction(f, static_argnums, donate_argnums)
-    return JitFunction(fun, static_argnums, donate_argnums)
+        return lambda f: JitFunction(f, static_argnums, donate_argnums, static_argnames)
+    return JitFunction(fun, static_argnums, donate_argnums, static_argnames)

@@ -15,7 +15,7 @@ from ._promotion import (  # noqa: F401
     _promote_float, _takes_array_likes, array, asarray, astype, bool_, broadcast_shapes, complex128, complex64,
     complexfloating, concat, concatenate, dtype, e, expand_dims, finfo, float16, float32,
     float64, floating, iinfo, inexact, inf, int16, int32, int64, int8, integer, issubdtype,
-    nan, ndarray, newaxis, number, pi, ravel, reshape, result_type, stack, uint16, uint32,
+    nan, ndarray, newaxis, number, pi, promote_types, ravel, reshape, result_type, stack, uint16, uint32,
     uint64, uint8)
 from ._shapes import (  # noqa: F401
     _canon_axis, argwhere, array_split, atleast_1d, atleast_2d, broadcast_arrays, broadcast_to,

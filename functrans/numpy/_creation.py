@@ -12,7 +12,7 @@ from ..core import Tracer, is_python_scalar, to_concrete
 from ..core.devices import cupy_module
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
-from ._promotion import _as_operand, _shape, _to_dtype, astype, float32, result_type
+from ._promotion import _DEFAULT, _as_operand, _shape, _to_dtype, astype, result_type
 from ._shapes import broadcast_to
 
 
@@ -60,11 +60,11 @@ def from_dlpack(x, *, copy=None):
 from_dlpack.takes_array_likes = True    # reads the protocol itself, Tensors included
 
 def zeros(shape, dtype=None):
-    return _np.zeros(shape, dtype or float32)
+    return _np.zeros(shape, dtype or _DEFAULT["f"])
 
 
 def ones(shape, dtype=None):
-    return _np.ones(shape, dtype or float32)
+    return _np.ones(shape, dtype or _DEFAULT["f"])
 
 
 def empty(shape, dtype=None):
@@ -225,7 +225,7 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
 
 
 def eye(N, M=None, k=0, dtype=None):
-    return _np.eye(N, M, k, dtype=dtype or float32)
+    return _np.eye(N, M, k, dtype=dtype or _DEFAULT["f"])
 
 
 def identity(n, dtype=None):
@@ -233,7 +233,7 @@ def identity(n, dtype=None):
 
 
 def tri(N, M=None, k=0, dtype=None):
-    return _np.tri(N, M, k, dtype=dtype or float32)
+    return _np.tri(N, M, k, dtype=dtype or _DEFAULT["f"])
 
 
 def copy(a):

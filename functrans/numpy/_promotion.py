@@ -13,6 +13,7 @@ import numpy as _np
 
 from .. import core
 from ..core import Tracer, get_aval, is_python_scalar
+from ..core.config import DEFAULT_DTYPES
 from ..tree_util import tree_map
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
@@ -30,8 +31,7 @@ finfo, iinfo, issubdtype = _np.finfo, _np.iinfo, _np.issubdtype
 floating, integer, inexact, number, complexfloating = (
     _np.floating, _np.integer, _np.inexact, _np.number, _np.complexfloating)
 
-_DEFAULT = {"b": _np.dtype(_np.bool_), "i": _np.dtype(_np.int32), "u": _np.dtype(_np.uint32),
-            "f": _np.dtype(_np.float32), "c": _np.dtype(_np.complex64)}
+_DEFAULT = DEFAULT_DTYPES        # the kinds' defaults: 32-bit, or 64-bit under jax_enable_x64
 _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
@@ -120,8 +120,8 @@ def asarray(x, dtype=None):
     if arr.dtype.kind in "fc" and not isinstance(x, _np.ndarray):
         arr = arr.astype(_DEFAULT[arr.dtype.kind] if arr.dtype.itemsize > _DEFAULT[arr.dtype.kind].itemsize
                          else arr.dtype)
-    elif arr.dtype.kind == "i" and arr.dtype.itemsize > 4:
-        arr = arr.astype(_np.int32)
+    elif arr.dtype.kind == "i" and arr.dtype.itemsize > _DEFAULT["i"].itemsize:
+        arr = arr.astype(_DEFAULT["i"])
     elif arr.dtype.kind not in "biufc":
         raise TypeError(f"cannot convert {type(x).__name__} to a functrans array "
                         f"(dtype {arr.dtype})")
@@ -150,23 +150,59 @@ def _dtype_weak(x):
     return _np.dtype(x.dtype), False
 
 
+# JAX's type-promotion lattice (jax.numpy.promote_types): bool below everything, the weak
+# Python kinds i*/f*/c* below every integer/float/complex, an integer and a float join at
+# the float, unsigned and signed join at the next wider signed type, u64 and i64 at f*.
+_LATTICE = {"b1": ("i*",), "i*": ("u1", "i1"), "u1": ("i2", "u2"), "u2": ("i4", "u4"),
+            "u4": ("i8", "u8"), "u8": ("f*",), "i1": ("i2",), "i2": ("i4",), "i4": ("i8",),
+            "i8": ("f*",), "f*": ("c*", "f2"), "f2": ("f4",), "f4": ("f8", "c8"),
+            "f8": ("c16",), "c*": ("c8",), "c8": ("c16",), "c16": ()}
+_WEAK_NODE = {"i": "i*", "u": "i*", "f": "f*", "c": "c*"}
+
+
+def _upper(node, memo={}):
+    """node and every node above it."""
+    up = memo.get(node)
+    if up is None:
+        up = memo[node] = frozenset((node,)).union(*(_upper(n) for n in _LATTICE[node]))
+    return up
+
+
+def _join(nodes, memo={}):
+    key = frozenset(nodes)
+    out = memo.get(key)
+    if out is None:
+        common = frozenset.intersection(*(_upper(n) for n in key))
+        out = memo[key] = next(n for n in common if _upper(n) >= common)
+    return out
+
+
+def _node(dt, weak):
+    if dt.kind == "b":
+        return "b1"
+    return _WEAK_NODE[dt.kind] if weak else f"{dt.kind}{dt.itemsize}"
+
+
+def _node_dtype(node):
+    if node.endswith("*"):
+        return _DEFAULT[node[0]]
+    return _np.dtype("bool" if node == "b1" else node)
+
+
+def promote_types(a, b):
+    """The dtype JAX promotes two dtypes to (its lattice, not NumPy's table):
+    int32 + float16 -> float16, uint32 + int32 -> int64, int64 + uint64 -> float64."""
+    return _node_dtype(_join((_node(_np.dtype(a), False), _node(_np.dtype(b), False))))
+
+
 def result_type(*args):
-    """(dtype, weak) of combining args: NumPy promotion among arrays; Python scalars are
-    weak and only lift the result to their kind's default when the kind is higher."""
+    """(dtype, weak) of combining args on JAX's lattice; Python scalars are weak: they take
+    the other operands' dtype unless their kind is higher (then their kind's default)."""
     dws = [_dtype_weak(a) for a in args]
-    strong = [d for d, w in dws if not w]
-    if strong:
-        out = strong[0]
-        for d in strong[1:]:
-            out = _np.promote_types(out, d)
-        for d, w in dws:
-            if w and _KIND_RANK[d.kind] > _KIND_RANK[out.kind]:
-                # the weak kind's default, as JAX: int32 + 1.5 -> float32, f64 + 1j -> c128
-                wide = d.kind == "c" and out == _np.float64
-                out = _np.dtype(_np.complex128) if wide else _DEFAULT[d.kind]
-        return _np.dtype(out), False
-    kind = builtins.max((d.kind for d, _ in dws), key=lambda k: _KIND_RANK[k])
-    return _DEFAULT[kind], True
+    if len(dws) == 1:
+        return dws[0]
+    node = _join([_node(d, w) for d, w in dws])
+    return _node_dtype(node), node.endswith("*")
 
 
 def _to_dtype(x, dt):

@@ -1,0 +1,47 @@
+"""ft.config: JAX's flag object. Its one flag, `jax_enable_x64`, sets the default dtypes of
+Python data (scalars, lists, fnp.zeros/ones/eye, ft.random): 32-bit when off (JAX's
+default), 64-bit when on. NumPy arrays keep their own dtype either way (docs/porting_jax.md).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# kind -> the default dtype of that kind; mutated in place, so readers holding the dict
+# (functrans.numpy's promotion) see every update
+DEFAULT_DTYPES = {"b": np.dtype(np.bool_), "i": np.dtype(np.int32), "u": np.dtype(np.uint32),
+                  "f": np.dtype(np.float32), "c": np.dtype(np.complex64)}
+_X32 = dict(DEFAULT_DTYPES)
+_X64 = {"b": np.dtype(np.bool_), "i": np.dtype(np.int64), "u": np.dtype(np.uint64),
+        "f": np.dtype(np.float64), "c": np.dtype(np.complex128)}
+
+
+class Config:
+    """`ft.config.update("jax_enable_x64", True)`, `ft.config.jax_enable_x64`, as JAX."""
+
+    def __init__(self):
+        self._x64 = False
+        self._listeners = []
+
+    @property
+    def jax_enable_x64(self) -> bool:
+        return self._x64
+
+    def on_update(self, fn):
+        """fn() is called after every change of the flags (caches of defaults refresh)."""
+        self._listeners.append(fn)
+
+    def update(self, name, value):
+        if name != "jax_enable_x64":
+            raise AttributeError(f"Unrecognized config option: {name}")
+        self._x64 = bool(value)
+        DEFAULT_DTYPES.update(_X64 if self._x64 else _X32)
+        for fn in self._listeners:
+            fn()
+
+    def read(self, name):
+        if name != "jax_enable_x64":
+            raise AttributeError(f"Unrecognized config option: {name}")
+        return self._x64
+
+
+config = Config()

@@ -1,0 +1,51 @@
+"""ft.debug: jax.debug.print, a host callback that prints concrete values both eagerly and
+while a jitted or transformed program runs.
+
+`debug_print` is an effectful primitive (never removed as dead code, never hoisted or
+fused, run in program order) returning a token nobody reads. Under vmap it prints once per
+batch element, as JAX does: its `levels` leading axes are batch axes, outermost first.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from . import tree_util
+from .core import ShapedArray, Zero
+from .core.devices import device_put
+from .primitives.base import bdim_size, broadcast_batched, defprim, moveaxis
+
+_TOKEN = ShapedArray((), np.bool_)
+
+
+def _print_impl(xp, *vals, fmt, tree, levels):
+    vals = device_put(list(vals), "cpu")        # CuPy values are printed from the host
+    lead = vals[0].shape[:levels] if levels else ()
+    for idx in np.ndindex(*lead):
+        args, kwargs = tree_util.tree_unflatten(tree, [v[idx] for v in vals])
+        builtins.print(fmt.format(*args, **kwargs))
+    return np.zeros((), np.bool_)
+
+
+def _print_jvp(primals, tangents, **params):
+    return debug_print_p.bind(*primals, **params), Zero(_TOKEN)
+
+
+def _print_batch(vals, dims, *, fmt, tree, levels):
+    size = bdim_size(vals, dims)
+    vals = [broadcast_batched(v, size) if d is None else moveaxis(v, d, 0)
+            for v, d in zip(vals, dims)]
+    return debug_print_p.bind(*vals, fmt=fmt, tree=tree, levels=levels + 1), None
+
+
+debug_print_p = defprim("debug_print", _print_impl, lambda *a, **p: _TOKEN, jvp=_print_jvp,
+                        batch=_print_batch, effectful=True, memo=False)
+
+
+def print(fmt: str, *args, ordered: bool = False, **kwargs) -> None:  # noqa: A001
+    """Print fmt.format(*args, **kwargs) with the arrays' values: now for concrete
+    values, when the program runs inside jit (once per element under vmap). Effects keep
+    program order, so `ordered` is accepted and always holds."""
+    leaves, tree = tree_util.tree_flatten((args, kwargs))
+    debug_print_p.bind(*leaves, fmt=fmt, tree=tree, levels=0)

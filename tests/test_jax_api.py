@@ -1,0 +1,388 @@
+"""JAX programs run after renaming the import (issue 15): jit's static_argnames, eval_shape,
+ft.tree, lax.map / dynamic_slice / dynamic_update_slice with JAX's signatures, debug.print.
+Each is checked against JAX's documented semantics (values, defaults, error texts)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import functrans as ft
+import functrans.numpy as fnp
+
+
+# ---------------------------------------------------------------------------
+# jit(static_argnames=...)
+
+def test_static_argnames_by_keyword_and_by_position():
+    f = ft.jit(lambda x, n: x ** n, static_argnames="n")
+    x = np.full(3, 2.0)
+    np.testing.assert_allclose(f(x, n=3), x ** 3)
+    np.testing.assert_allclose(f(x, 2), x ** 2)       # argnums inferred from the name
+    assert f.static_argnums == (1,) and f.static_argnames == ("n",)
+
+
+def test_static_argnums_infer_names_and_keyword_only_names():
+    def g(x, n, *, mode="mul"):
+        return x * n if mode == "mul" else x + n
+    x = np.ones(2)
+    gj = ft.jit(g, static_argnums=1)                  # names inferred: n passed by keyword
+    assert gj.static_argnames == ("n",)
+    np.testing.assert_allclose(gj(x, n=5), 5 * x)
+    hj = ft.jit(g, static_argnames=("n", "mode"))
+    np.testing.assert_allclose(hj(x, 3, mode="add"), x + 3)
+    np.testing.assert_allclose(hj(x, n=4), 4 * x)
+    hj(x, n=4)
+    assert hj.cache_info().misses == 2
+    hj(x, n=5)
+    assert "static argument 'n' changed value: 4 -> 5" in hj.trace_reasons[2]
+
+
+def test_static_argnames_errors_are_jaxs():
+    def g(x, n, /, m):
+        return x
+    with pytest.raises(ValueError, match=r"Jitted function has invalid argnames \{'z'\} in "
+                       r"static_argnames\. Function does not take these args\."):
+        ft.jit(g, static_argnames="z")
+    with pytest.raises(ValueError, match="These are positional-only"):
+        ft.jit(g, static_argnames="n")
+    with pytest.raises(ValueError, match=r"Jitted function has static_argnums=\(3,\), but only "
+                       r"accepts 3 positional arguments\."):
+        ft.jit(g, static_argnums=3)
+    ft.jit(lambda *a: a[0], static_argnums=7)        # *args: any position is valid
+    ft.jit(lambda x, **kw: x, static_argnames="anything")
+    f = ft.jit(lambda x, n: x * len(n), static_argnames="n")
+    with pytest.raises(ValueError, match=r"Non-hashable static arguments are not supported, "
+                       r"as this can lead to unexpected cache-misses\. Static argument \(name "
+                       r"'n'\) of type <class 'list'> for function <lambda> is non-hashable\."):
+        f(np.ones(2), n=[1, 2])
+    with pytest.raises(TypeError, match="not hashable"):
+        ft.jit(lambda x, n: x, static_argnums=1)(np.ones(2), [1])
+
+
+def test_static_argnames_under_transformations():
+    f = ft.jit(lambda x, k, mode: fnp.sum(x ** k) if mode == "pow" else fnp.sum(x),
+               static_argnames=("k", "mode"))
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(ft.grad(lambda x: f(x, k=3, mode="pow"))(x), 3 * x ** 2)
+    np.testing.assert_allclose(ft.vmap(lambda r: f(r, k=2, mode="pow"))(np.stack([x, x])),
+                               [14.0, 14.0])
+
+
+# ---------------------------------------------------------------------------
+# eval_shape
+
+def test_eval_shape_returns_shape_dtype_structs():
+    def f(x, y=None):
+        return {"mm": x @ y, "s": fnp.sum(x), "i": fnp.argmax(x, axis=1)}
+    out = ft.eval_shape(f, ft.ShapeDtypeStruct((3, 4), np.float32), y=np.ones((4, 5), np.float32))
+    assert out["mm"] == ft.ShapeDtypeStruct((3, 5), np.float32)
+    assert out["s"].shape == () and out["s"].dtype == np.float32
+    assert out["i"].shape == (3,) and out["i"].ndim == 1 and out["mm"].size == 15
+
+
+# ---------------------------------------------------------------------------
+# ft.tree
+
+def test_tree_module_is_jax_tree():
+    t = {"b": (3, 4), "a": [1, 2]}
+    assert ft.tree.leaves(t) == [1, 2, 3, 4]                       # dicts by sorted key
+    assert ft.tree.map(lambda v, w: v * w, t, t) == {"a": [1, 4], "b": (9, 16)}
+    leaves, td = ft.tree.flatten(t)
+    assert ft.tree.unflatten(td, [v + 1 for v in leaves]) == {"a": [2, 3], "b": (4, 5)}
+    assert ft.tree.structure(t) == td
+    assert ft.tree.reduce(lambda a, b: a + b, t) == 10
+    assert ft.tree.reduce(lambda a, b: a + b, t, 5) == 15
+    assert ft.tree.all(t) and not ft.tree.all([1, 0])
+    assert ft.tree.map(lambda v: v, [None, 1]) == [None, 1]
+    assert ft.tree.leaves([1, (2, 3)], is_leaf=lambda v: isinstance(v, tuple)) == [1, (2, 3)]
+
+
+def test_tree_transpose():
+    outer, inner = ft.tree.structure([0, 0, 0]), ft.tree.structure((0, 0))
+    assert ft.tree.transpose(outer, inner, [(1, 2), (3, 4), (5, 6)]) == ([1, 3, 5], [2, 4, 6])
+    with pytest.raises(TypeError, match="Mismatch"):
+        ft.tree.transpose(outer, inner, [(1, 2), (3, 4)])
+
+
+# ---------------------------------------------------------------------------
+# lax.map, dynamic_slice, dynamic_update_slice
+
+@pytest.mark.parametrize("batch_size", [None, 1, 2, 5, 7])
+def test_lax_map_matches_a_python_loop(batch_size):
+    xs = {"a": np.arange(10.0).reshape(5, 2), "b": np.arange(5.0)}
+
+    def f(d):
+        return {"s": fnp.sum(d["a"]) * d["b"], "r": d["a"] * 2}
+    ys = ft.lax.map(f, xs, batch_size=batch_size)
+    np.testing.assert_allclose(ys["s"], [np.sum(r) * b for r, b in zip(xs["a"], xs["b"])])
+    np.testing.assert_allclose(ys["r"], xs["a"] * 2)
+    jitted = ft.jit(lambda xs: ft.lax.map(f, xs, batch_size=batch_size)["s"])(xs)
+    np.testing.assert_allclose(jitted, ys["s"])
+    g = ft.grad(lambda a: fnp.sum(ft.lax.map(lambda r: fnp.sin(r) ** 2, a,
+                                             batch_size=batch_size)))(xs["a"])
+    np.testing.assert_allclose(g, np.sin(2 * xs["a"]), rtol=1e-12)
+
+
+def test_dynamic_slice_has_jaxs_signature():
+    a = np.arange(20.0).reshape(4, 5)
+    np.testing.assert_array_equal(ft.lax.dynamic_slice(a, (1, 2), (2, 3)), a[1:3, 2:5])
+    np.testing.assert_array_equal(ft.lax.dynamic_slice(a, (1, -2), (2, 2)), a[1:3, 3:5])
+    np.testing.assert_array_equal(ft.lax.dynamic_slice(a, np.array([3, 4]), (2, 2)),
+                                  a[2:4, 3:5])                      # clamped to fit, as XLA
+    traced = ft.jit(lambda a, i: ft.lax.dynamic_slice(a, (i, 0), (2, 5)))
+    np.testing.assert_array_equal(traced(a, np.int32(-2)), a[2:4])  # negative: from the end
+    with pytest.raises(ValueError, match=r"Length of slice indices must match number of "
+                       r"operand dimensions \(1 vs \(4, 5\)\)"):
+        ft.lax.dynamic_slice(a, (1,), (2,))
+    g = ft.grad(lambda a: fnp.sum(ft.lax.dynamic_slice(a, (1, 1), (2, 2)) ** 2))(a)
+    want = np.zeros_like(a)
+    want[1:3, 1:3] = 2 * a[1:3, 1:3]
+    np.testing.assert_allclose(g, want)
+
+
+def test_dynamic_update_slice_has_jaxs_signature():
+    a = np.arange(20.0).reshape(4, 5)
+    out = ft.lax.dynamic_update_slice(a, np.zeros((2, 2)), (1, -1))
+    want = a.copy()
+    want[1:3, 3:5] = 0                                              # -1 -> 4, clamped to 3
+    np.testing.assert_array_equal(out, want)
+    f = ft.jit(lambda a, u, i: ft.lax.dynamic_update_slice(a, u, (i, np.int32(0))))
+    want = a.copy()
+    want[2] = 7
+    np.testing.assert_array_equal(f(a, np.full((1, 5), 7.0), np.int32(2)), want)
+
+
+# ---------------------------------------------------------------------------
+# debug.print
+
+def _f(x):
+    ft.debug.print("x = {}", x)
+    y = fnp.sin(x)
+    ft.debug.print("s={s}", s=fnp.sum(y))
+    return fnp.sum(y * 2)
+
+
+def test_debug_print_eager_and_inside_jit(capsys):
+    x = np.array([0.0, 1.0])
+    _f(x)
+    eager = capsys.readouterr().out
+    assert eager == f"x = {x}\ns={np.sum(np.sin(x))}\n"
+    jf = ft.jit(_f)
+    jf(x)
+    jf(x)                                        # at run time, each call, in program order
+    assert capsys.readouterr().out == eager * 2
+    closed = ft.make_jaxpr(_f)(x)
+    assert sum(e.primitive.name == "debug_print" for e in closed.jaxpr.eqns) == 2
+
+
+def test_debug_print_under_grad_jvp_vmap(capsys):
+    x = np.array([0.0, 1.0])
+    np.testing.assert_allclose(ft.grad(_f)(x), 2 * np.cos(x))
+    assert capsys.readouterr().out == f"x = {x}\ns={np.sum(np.sin(x))}\n"
+    ft.jvp(_f, (x,), (x,))
+    assert capsys.readouterr().out.startswith("x = ")
+    ft.vmap(lambda v: ft.debug.print("v={}", v))(np.arange(3.0))    # once per element, as JAX
+    assert capsys.readouterr().out == "v=0.0\nv=1.0\nv=2.0\n"
+    ft.vmap(ft.vmap(lambda v, c: ft.debug.print("{} {}", v, c), in_axes=(0, None)),
+            in_axes=(0, None))(
+        np.arange(4.0).reshape(2, 2), 9.0)
+    assert capsys.readouterr().out == "0.0 9.0\n1.0 9.0\n2.0 9.0\n3.0 9.0\n"
+    ft.lax.scan(lambda c, v: (ft.debug.print("c={}", c) or c + v, None), 0.0, np.ones(2))
+    assert capsys.readouterr().out == "c=0.0\nc=1.0\n"
+
+
+# ---------------------------------------------------------------------------
+# ft.random: JAX's signatures and constructions on the library's Threefry bits
+
+KEY = ft.random.PRNGKey(42)
+
+
+def test_bernoulli_is_uniform_below_p():
+    p = np.array([0.1, 0.5, 0.9], np.float32)
+    b = np.asarray(ft.random.bernoulli(KEY, p, (4, 3)))
+    u = np.asarray(ft.random.uniform(KEY, (4, 3), np.float32))
+    np.testing.assert_array_equal(b, u < p)
+    assert np.asarray(ft.random.bernoulli(KEY)).shape == ()
+
+
+def test_randint_is_jaxs_two_word_modulus():
+    r = np.asarray(ft.random.randint(KEY, (6,), -5, 12))
+    k1, k2 = ft.random.split(KEY)
+    hi = np.asarray(ft.random.random_bits(k1, (6,))).astype(np.uint64)
+    lo = np.asarray(ft.random.random_bits(k2, (6,))).astype(np.uint64)
+    span = 17
+    np.testing.assert_array_equal(r, -5 + (((hi % span) * (2 ** 32 % span) + lo % span) % span)
+                                  .astype(np.int64))
+    assert r.dtype == np.int32
+    assert np.all(np.asarray(ft.random.randint(KEY, (5,), 3, 3)) == 3)      # empty: minval
+    full = np.asarray(ft.random.randint(KEY, (4,), -2 ** 31, 2 ** 31))
+    np.testing.assert_array_equal(full.view(np.uint32) + np.uint32(2 ** 31),
+                                  np.asarray(ft.random.random_bits(k2, (4,))))
+    s = np.asarray(ft.random.randint(KEY, (20000,), 0, 4, dtype=np.int64))
+    assert s.dtype == np.int64
+    np.testing.assert_allclose(np.bincount(s) / 20000, 0.25, atol=0.015)
+    with pytest.raises(TypeError, match="randint only accepts integer dtypes, got float32"):
+        ft.random.randint(KEY, (2,), 0, 3, dtype=np.float32)
+
+
+def test_permutation_sorts_by_random_keys():
+    perm = np.asarray(ft.random.permutation(KEY, 10))
+    sub = ft.random.split(KEY)[1]
+    np.testing.assert_array_equal(perm, np.argsort(np.asarray(ft.random.random_bits(sub, (10,))),
+                                                   kind="stable"))
+    x = np.arange(12).reshape(3, 4)
+    same = np.asarray(ft.random.permutation(KEY, x, axis=1))
+    np.testing.assert_array_equal(same, x[:, np.asarray(ft.random.permutation(KEY, 4))])
+    ind = np.asarray(ft.random.permutation(KEY, x, axis=1, independent=True))
+    assert all(sorted(row) == list(r) for row, r in zip(ind, x))
+    np.testing.assert_array_equal(ft.random.shuffle(KEY, x, 1), ind)
+    np.testing.assert_array_equal(ft.jit(lambda k: ft.random.permutation(k, 10))(KEY), perm)
+    with pytest.raises(TypeError, match="x must be an integer or at least 1-dimensional"):
+        ft.random.permutation(KEY, 3.0)
+
+
+def test_choice_semantics_and_errors():
+    a = np.arange(10.0) * 10
+    c = np.asarray(ft.random.choice(KEY, a, (2, 3)))
+    assert c.shape == (2, 3) and set(c.ravel()) <= set(a)
+    np.testing.assert_array_equal(ft.random.choice(KEY, 10, (4,)),
+                                  ft.random.randint(KEY, (4,), 0, 10))
+    no_rep = np.asarray(ft.random.choice(KEY, a, (6,), replace=False))
+    assert len(set(no_rep)) == 6
+    np.testing.assert_array_equal(no_rep, a[np.asarray(ft.random.permutation(KEY, 10))[:6]])
+    m = np.arange(12.0).reshape(3, 4)
+    cols = np.asarray(ft.random.choice(KEY, m, (2,), axis=1))
+    assert cols.shape == (3, 2) and all(col in m.T.tolist() for col in cols.T.tolist())
+    p = np.array([0.2, 0.3, 0.5])
+    freq = np.bincount(np.asarray(ft.random.choice(KEY, 3, (20000,), p=p)), minlength=3) / 20000
+    np.testing.assert_allclose(freq, p, atol=0.015)
+    pick = np.asarray(ft.random.choice(KEY, 4, (3,), replace=False, p=np.array([.1, .2, .3, .4])))
+    assert len(set(pick)) == 3
+    assert np.asarray(ft.random.choice(KEY, a, (0,))).shape == (0,)
+    with pytest.raises(TypeError, match="shape argument of jax.random.choice must be a sequence"):
+        ft.random.choice(KEY, 5, 3)
+    with pytest.raises(ValueError, match=r"Cannot take a larger sample \(size 6\) than "
+                       r"population \(size 5\) when 'replace=False'"):
+        ft.random.choice(KEY, 5, (6,), replace=False)
+    with pytest.raises(ValueError, match="p must be None or a 1D vector with the same size"):
+        ft.random.choice(KEY, 5, (2,), p=np.ones(4) / 4)
+
+
+def test_categorical_shapes_axis_and_without_replacement():
+    probs = np.array([[0.1, 0.9], [0.5, 0.5], [0.8, 0.2]])
+    c = np.asarray(ft.random.categorical(KEY, np.log(probs), shape=(20000, 3)))
+    np.testing.assert_allclose(c.mean(0), probs[:, 1], atol=0.015)
+    c0 = np.asarray(ft.random.categorical(KEY, np.log(probs).T, axis=0, shape=(20000, 3)))
+    np.testing.assert_allclose(c0.mean(0), probs[:, 1], atol=0.015)
+    nr = np.asarray(ft.random.categorical(KEY, np.zeros((2, 5)), shape=(5, 2), replace=False))
+    assert nr.shape == (5, 2) and all(sorted(col) == list(range(5)) for col in nr.T)
+    with pytest.raises(ValueError, match=r"Number of samples without replacement \(6\) "
+                       r"cannot exceed number of categories \(5\)"):
+        ft.random.categorical(KEY, np.zeros((2, 5)), shape=(6, 2), replace=False)
+
+
+# ---------------------------------------------------------------------------
+# type promotion: JAX's published table (docs/type_promotion.rst, generated with x64 on),
+# bfloat16 left out (NumPy has no such dtype)
+
+_NODES = "b1 u1 u2 u4 u8 i1 i2 i4 i8 f2 f4 f8 c8 c16 i* f* c*".split()
+_TABLE = """
+b1  b1 u1 u2 u4 u8 i1 i2 i4 i8 f2 f4 f8 c8 c16 i* f* c*
+u1  u1 u1 u2 u4 u8 i2 i2 i4 i8 f2 f4 f8 c8 c16 u1 f* c*
+u2  u2 u2 u2 u4 u8 i4 i4 i4 i8 f2 f4 f8 c8 c16 u2 f* c*
+u4  u4 u4 u4 u4 u8 i8 i8 i8 i8 f2 f4 f8 c8 c16 u4 f* c*
+u8  u8 u8 u8 u8 u8 f* f* f* f* f2 f4 f8 c8 c16 u8 f* c*
+i1  i1 i2 i4 i8 f* i1 i2 i4 i8 f2 f4 f8 c8 c16 i1 f* c*
+i2  i2 i2 i4 i8 f* i2 i2 i4 i8 f2 f4 f8 c8 c16 i2 f* c*
+i4  i4 i4 i4 i8 f* i4 i4 i4 i8 f2 f4 f8 c8 c16 i4 f* c*
+i8  i8 i8 i8 i8 f* i8 i8 i8 i8 f2 f4 f8 c8 c16 i8 f* c*
+f2  f2 f2 f2 f2 f2 f2 f2 f2 f2 f2 f4 f8 c8 c16 f2 f2 c8
+f4  f4 f4 f4 f4 f4 f4 f4 f4 f4 f4 f4 f8 c8 c16 f4 f4 c8
+f8  f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 c16 c16 f8 f8 c16
+c8  c8 c8 c8 c8 c8 c8 c8 c8 c8 c8 c8 c16 c8 c16 c8 c8 c8
+c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16 c16
+i*  i* u1 u2 u4 u8 i1 i2 i4 i8 f2 f4 f8 c8 c16 i* f* c*
+f*  f* f* f* f* f* f* f* f* f* f2 f4 f8 c8 c16 f* f* c*
+c*  c* c* c* c* c* c* c* c* c* c8 c8 c16 c8 c16 c* c* c*
+"""
+_WEAK = {"i*": 1, "f*": 1.0, "c*": 1j}
+
+
+def _operand(node):
+    return _WEAK.get(node) if node in _WEAK else np.zeros(2, "bool" if node == "b1" else node)
+
+
+def _expected(node, x64):
+    if node in _WEAK:
+        bits = 64 if x64 else 32
+        return np.dtype({"i*": f"int{bits}", "f*": f"float{bits}",
+                         "c*": f"complex{2 * bits}"}[node]), True
+    return np.dtype("bool" if node == "b1" else node), False
+
+
+@pytest.mark.parametrize("x64", [True, False])
+def test_promotion_follows_jaxs_published_table(x64):
+    ft.config.update("jax_enable_x64", x64)
+    try:
+        for line in _TABLE.strip().splitlines():
+            row, *cells = line.split()
+            for col, want in zip(_NODES, cells):
+                a, b = _operand(row), _operand(col)
+                got = fnp.result_type(a, b)
+                assert got == _expected(want, x64), (row, col, got, want)
+                if row not in _WEAK and col not in _WEAK:
+                    assert fnp.promote_types(a.dtype, b.dtype) == _expected(want, x64)[0]
+                    if want != "b1":            # (add refuses bool operands)
+                        assert fnp.add(a, b).dtype == _expected(want, x64)[0], (row, col)
+    finally:
+        ft.config.update("jax_enable_x64", False)
+
+
+def test_promotion_in_operations_traced_and_eager():
+    i32 = np.int32(1) * np.ones(3, np.int32)
+    assert fnp.add(i32, np.ones(3, np.float32)).dtype == np.float32   # not NumPy's float64
+    assert ft.jit(fnp.add)(i32, np.ones(3, np.float32)).dtype == np.float32
+    assert fnp.multiply(np.ones(2, np.uint8), np.ones(2, np.int8)).dtype == np.int16
+    assert fnp.add(np.ones(2, np.float16), 2.5).dtype == np.float16    # weak scalar
+    assert fnp.add(np.ones(2, np.int8), 3).dtype == np.int8
+    assert fnp.add(np.ones(2, bool), np.ones(2, np.uint8)).dtype == np.uint8
+
+
+def test_config_x64_switches_the_default_dtypes_both_ways():
+    assert ft.config.jax_enable_x64 is False
+    assert fnp.asarray([1.0]).dtype == np.float32 and fnp.zeros(2).dtype == np.float32
+    assert fnp.asarray(np.ones(2)).dtype == np.float64     # NumPy arrays keep their dtype
+    ft.config.update("jax_enable_x64", True)
+    try:
+        assert ft.config.jax_enable_x64 and ft.config.read("jax_enable_x64")
+        assert fnp.asarray([1.0]).dtype == np.float64 and fnp.asarray(3).dtype == np.int64
+        assert fnp.zeros(2).dtype == np.float64 and fnp.arange(3).dtype == np.int64
+        assert fnp.linspace(0, 1, 3).dtype == np.float64
+        assert ft.jit(lambda x: x * 2.5)(np.ones(2, np.int32)).dtype == np.float64
+        assert ft.random.uniform(KEY, (2,)).dtype == np.float64
+        assert ft.random.randint(KEY, (2,), 0, 5).dtype == np.int64
+    finally:
+        ft.config.update("jax_enable_x64", False)
+    assert fnp.asarray([1.0]).dtype == np.float32 and fnp.arange(3).dtype == np.int32
+    assert ft.jit(lambda x: x * 2.5)(np.ones(2, np.int32)).dtype == np.float32
+    with pytest.raises(AttributeError, match="Unrecognized config option: jax_foo"):
+        ft.config.update("jax_foo", True)
+
+
+# ---------------------------------------------------------------------------
+# .at and block_until_ready on eager values (eager results are plain NumPy arrays)
+
+def test_at_on_eager_values_is_spelled_fnp_at():
+    x = fnp.zeros(5)
+    np.testing.assert_array_equal(fnp.at(x)[2].set(7.0), [0, 0, 7, 0, 0])
+    np.testing.assert_array_equal(fnp.at(x)[1:3].add(1.0), [0, 1, 1, 0, 0])
+    assert np.all(x == 0)                                     # functional: x unchanged
+    traced = ft.jit(lambda v: v.at[2].set(7.0))(x)            # traced values have .at
+    np.testing.assert_array_equal(traced, fnp.at(x)[2].set(7.0))
+    with pytest.raises(AttributeError, match="has no attribute 'at'"):
+        x.at                                                  # docs/porting_jax.md: fnp.at(x)
+
+
+def test_block_until_ready_returns_its_argument():
+    tree = {"a": fnp.ones(3), "b": (np.zeros(2),)}
+    assert ft.block_until_ready(tree) is tree

@@ -639,3 +639,12 @@ def test_first_backward_interpreted_and_repeated_backward_agree():
     for a, b in zip(first, second):
         np.testing.assert_allclose(a, b, rtol=1e-13)
     np.testing.assert_allclose(seen[0], seen[1], rtol=1e-13)
+
+
+def test_rank0_gradients_are_arrays_on_the_cpu_in_both_tiers():
+    """The node-by-node tier once handed back NumPy scalars (which read as a CUDA device)."""
+    for _ in range(2):                      # first seen (interpreted), then derived
+        x = ft.tensor(2.0, requires_grad=True)
+        (x * x).backward()
+        assert type(x.grad._data) is np.ndarray and x.grad.device.type == "cpu"
+        assert float(x.grad) == 4.0

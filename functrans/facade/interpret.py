@@ -88,7 +88,8 @@ def run_node_by_node(nodes, pos, targets, root_keys, root_cts, create_graph, str
     finally:
         RUN.stack.pop()
     if not create_graph:
-        res = [np.array(r, copy=True) if isinstance(r, np.ndarray) else r for r in res]
+        res = [np.array(r, copy=True) if isinstance(r, (np.ndarray, np.generic)) else r
+               for r in res]
     return res, list(spec.captures), [rn.pos for rn in spec.nodes]
 
 

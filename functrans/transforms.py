@@ -122,15 +122,16 @@ def vjp(fun: Callable[..., Any], *primals: Any,
     return _vjp(fun, primals, has_aux, fun)
 
 
-def _vjp(fun, primals, has_aux, hint_fun, hint_extra=(), grad_argnums=None):
+def _vjp(fun, primals, has_aux, hint_fun, hint_extra=(), grad_argnums=None,
+         holomorphic=False):
     """vjp's work; grad_argnums: primals are grad's arguments at these positions, whose
-    leaves must be inexact (checked here, on the one flattening)."""
+    leaves must be inexact (complex when holomorphic; checked here, on the one flattening)."""
     leaves, in_tree = tree_util.tree_flatten(primals)
     if grad_argnums is not None:
         k = 0
         for a, sub in zip(grad_argnums, in_tree.children):
             for leaf in leaves[k:k + sub.num_leaves]:
-                _check_grad_input(leaf, a)
+                _check_grad_input(leaf, a, holomorphic)
             k += sub.num_leaves
     leaves = [canonicalize(x) for x in leaves]
     f = fun
@@ -173,8 +174,11 @@ def _match_dtype(ct, aval):
     return ct
 
 
-def _check_grad_input(x, argnum):
+def _check_grad_input(x, argnum, holomorphic=False, name="grad"):
     aval = get_aval(x)
+    if holomorphic and aval.dtype.kind != "c":
+        raise TypeError(f"{name} with holomorphic=True requires inputs with complex dtype, "
+                        f"but got {aval.dtype.name}.")
     if not is_float(aval):
         raise TypeError(
             f"grad requires real- or complex-valued inputs (input dtype that is a sub-dtype "
@@ -182,9 +186,28 @@ def _check_grad_input(x, argnum):
             "to use Boolean- or integer-valued inputs, use vjp, or convert the input to float.")
 
 
-def value_and_grad(fun: Callable[..., Any], argnums: Argnums = 0,
-                   has_aux: bool = False) -> Callable[..., tuple[Any, Any]]:
-    """A function returning (fun(*args), gradient of fun w.r.t. args[argnums])."""
+def _check_output(name, aval, holomorphic):
+    """JAX's rule for reverse-mode outputs: real, or complex when holomorphic=True."""
+    if holomorphic:
+        if aval.dtype.kind != "c":
+            raise TypeError(f"{name} with holomorphic=True requires outputs with complex "
+                            f"dtype, but got {aval.dtype.name}.")
+    elif aval.dtype.kind == "c":
+        raise TypeError(f"{name} requires real-valued outputs (output dtype that is a "
+                        f"sub-dtype of np.floating), but got {aval.dtype.name}. For "
+                        "holomorphic differentiation, pass holomorphic=True. For "
+                        "differentiation of non-holomorphic functions involving complex "
+                        "outputs, use functrans.vjp directly.")
+    elif aval.dtype.kind != "f":
+        raise TypeError(f"{name} requires real-valued outputs (output dtype that is a "
+                        f"sub-dtype of np.floating), but got {aval.dtype.name}")
+
+
+def value_and_grad(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False,
+                   holomorphic: bool = False) -> Callable[..., tuple[Any, Any]]:
+    """A function returning (fun(*args), gradient of fun w.r.t. args[argnums]). JAX's
+    convention: for real f of complex z = x + iy the gradient is df/dx - i df/dy;
+    holomorphic=True: complex f of complex z, the gradient is f'(z)."""
     int_argnums = isinstance(argnums, int)
     argnums_t = (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
@@ -204,9 +227,9 @@ def value_and_grad(fun: Callable[..., Any], argnums: Argnums = 0,
             return fun(*full, **kwargs)
         extra = (argnums_t, len(args))
         if has_aux:
-            ans, vjp_fn, aux = _vjp(f_partial, diff, True, fun, extra, argnums_t)
+            ans, vjp_fn, aux = _vjp(f_partial, diff, True, fun, extra, argnums_t, holomorphic)
         else:
-            ans, vjp_fn = _vjp(f_partial, diff, False, fun, extra, argnums_t)
+            ans, vjp_fn = _vjp(f_partial, diff, False, fun, extra, argnums_t, holomorphic)
         if type(ans) is np.ndarray or isinstance(ans, (np.generic, Tracer)):
             leaf, out_tree = ans, None
         else:                                   # a registered node around one array (a Tensor)
@@ -218,9 +241,7 @@ def value_and_grad(fun: Callable[..., Any], argnums: Argnums = 0,
             shape = out_aval.shape if out_aval is not None else type(ans).__name__
             raise TypeError(f"Gradient only defined for scalar-output functions. Output had "
                             f"shape: {shape}.")
-        if not is_float(out_aval):
-            raise TypeError(f"grad requires real-valued outputs (output dtype that is a "
-                            f"sub-dtype of np.floating), but got {out_aval.dtype.name}")
+        _check_output("grad", out_aval, holomorphic)
         ct = np.ones((), out_aval.dtype)
         g = vjp_fn(ct if out_tree is None else out_tree.unflatten([ct]))
         g = g[0] if int_argnums else g
@@ -228,10 +249,11 @@ def value_and_grad(fun: Callable[..., Any], argnums: Argnums = 0,
     return vg
 
 
-def grad(fun: Callable[..., Any], argnums: Argnums = 0,
-         has_aux: bool = False) -> Callable[..., Any]:
-    """The gradient of a scalar-valued fun with respect to args[argnums]."""
-    vg = value_and_grad(fun, argnums, has_aux)
+def grad(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False,
+         holomorphic: bool = False) -> Callable[..., Any]:
+    """The gradient of a scalar-valued fun with respect to args[argnums] (complex inputs and
+    holomorphic=True: see value_and_grad)."""
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic)
 
     @functools.wraps(fun)
     def g(*args, **kwargs):
@@ -272,13 +294,20 @@ def _split_jac(batched, batch_avals, other_avals, batch_is_input):
     return blocks
 
 
-def _jac_setup(fun, argnums, args, has_aux):
+def _jac_setup(fun, argnums, args, has_aux, name, holomorphic):
     int_argnums = isinstance(argnums, int)
     argnums_t = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     diff = tuple(args[a] for a in argnums_t)
     for a, d in zip(argnums_t, diff):
         for leaf in tree_util.tree_leaves(d):
-            _check_grad_input(leaf, a)
+            _check_grad_input(leaf, a, holomorphic, name)
+            if name == "jacfwd" and not holomorphic and get_aval(leaf).dtype.kind == "c":
+                raise TypeError(
+                    "jacfwd requires real-valued inputs (input dtype that is a sub-dtype of "
+                    f"np.floating), but got {get_aval(leaf).dtype.name}. For holomorphic "
+                    "differentiation, pass holomorphic=True. For differentiation of "
+                    "non-holomorphic functions involving complex inputs, use functrans.jvp "
+                    "directly.")
     dtree_src = diff[0] if int_argnums else diff
     d_leaves, d_tree = tree_util.tree_flatten(dtree_src)
     d_leaves = [canonicalize(x) for x in d_leaves]
@@ -303,17 +332,22 @@ def _assemble(blocks_by_out, out_tree, in_tree):
         out_tree, [tree_util.tree_unflatten(in_tree, row) for row in blocks_by_out])
 
 
-def jacfwd(fun: Callable[..., Any], argnums: Argnums = 0,
-           has_aux: bool = False) -> Callable[..., Any]:
-    """Jacobian by forward mode: one jvp per input direction, batched with vmap."""
+def jacfwd(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable[..., Any]:
+    """Jacobian by forward mode: one jvp per input direction, batched with vmap; real inputs,
+    or complex inputs and outputs with holomorphic=True (then the Jacobian is f'(z))."""
 
     @functools.wraps(fun)
     def jacfun(*args):
-        d_leaves, d_tree, f_flat, store = _jac_setup(fun, argnums, args, has_aux)
+        d_leaves, d_tree, f_flat, store = _jac_setup(fun, argnums, args, has_aux, "jacfwd",
+                                                     holomorphic)
         in_avals = [get_aval(x) for x in d_leaves]
         outs = f_flat(*d_leaves)
         aux = store.get("aux")              # the eager run's (the jvps below store tracers)
         out_avals = [get_aval(o) for o in outs]
+        if holomorphic:
+            for a in out_avals:
+                _check_output("jacfwd", a, True)
 
         def push(*tangents):
             return jvp_flat(f_flat, d_leaves, list(tangents))[1]
@@ -325,17 +359,22 @@ def jacfwd(fun: Callable[..., Any], argnums: Argnums = 0,
     return jacfun
 
 
-def jacrev(fun: Callable[..., Any], argnums: Argnums = 0,
-           has_aux: bool = False) -> Callable[..., Any]:
-    """Jacobian by reverse mode: one vjp per output direction, batched with vmap."""
+def jacrev(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable[..., Any]:
+    """Jacobian by reverse mode: one vjp per output direction, batched with vmap; real
+    outputs (of real or complex inputs), or complex ones with holomorphic=True."""
 
     @functools.wraps(fun)
     def jacfun(*args):
-        d_leaves, d_tree, f_flat, store = _jac_setup(fun, argnums, args, has_aux)
+        d_leaves, d_tree, f_flat, store = _jac_setup(fun, argnums, args, has_aux, "jacrev",
+                                                     holomorphic)
         in_avals = [get_aval(x) for x in d_leaves]
         f = (lambda *leaves: (f_flat(*leaves), store["aux"])) if has_aux else f_flat
         outs, pull, *aux = _vjp(f, tuple(d_leaves), has_aux, fun, ("jacrev", argnums))
         out_avals = [get_aval(o) for o in outs]
+        for a in out_avals:
+            if holomorphic or a.dtype.kind == "c":
+                _check_output("jacrev", a, holomorphic)
         jac_rows = vmap(lambda *cts: pull(list(cts)))(*_std_basis(out_avals))
         blocks = _split_jac(list(jac_rows), out_avals, in_avals, batch_is_input=False)
         jac = _assemble(blocks, store["tree"], d_tree)
@@ -343,7 +382,7 @@ def jacrev(fun: Callable[..., Any], argnums: Argnums = 0,
     return jacfun
 
 
-def hessian(fun: Callable[..., Any], argnums: Argnums = 0,
-            has_aux: bool = False) -> Callable[..., Any]:
+def hessian(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False,
+            holomorphic: bool = False) -> Callable[..., Any]:
     """Hessian = jacfwd(jacrev(fun))."""
-    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+    return jacfwd(jacrev(fun, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)

@@ -33,6 +33,7 @@ FLOAT = "fc"          # inexact dtypes: float and complex
 REAL = "f"
 NUMERIC = "iufc"
 INTEGER = "iu"
+NONCOMPLEX = "iuf"    # numeric dtypes but complex: primitives with no complex meaning
 BOOL_INT = "biu"
 ANY = "biufc"
 _KIND_NAMES = {"f": "floating", "c": "complex", "i": "signed integer", "u": "unsigned integer",
@@ -132,12 +133,26 @@ def _check_kinds(name_or_pos, aval, kinds):
         raise DTypeError(f"{name_or_pos} must have a {want} dtype, got {aval.str_short()}")
 
 
-def unary(kinds=FLOAT, out_dtype=None):
-    """Shape rule of an elementwise unary primitive."""
+def real_dtype(dtype):
+    """The real dtype of a complex dtype's parts (complex64 -> float32); others unchanged."""
+    dtype = np.dtype(dtype)
+    return np.dtype(dtype.char.lower()) if dtype.kind == "c" else dtype
+
+
+def complex_dtype(dtype):
+    """The complex dtype whose parts have this real dtype (float32 -> complex64)."""
+    return np.result_type(dtype, np.complex64)
+
+
+def unary(kinds=FLOAT, out_dtype=None, real_out=False):
+    """Shape rule of an elementwise unary primitive; real_out: a complex operand gives the
+    real dtype of its parts (abs, real, imag)."""
     def rule(x, **params):
         _check_kinds("operand", x, kinds)
         if out_dtype is not None:
             return ShapedArray(x.shape, out_dtype)
+        if real_out and x.dtype.kind == "c":
+            return ShapedArray(x.shape, real_dtype(x.dtype), x.weak_type)
         return x
     return rule
 

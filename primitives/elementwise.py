@@ -7,8 +7,8 @@ import numpy as np
 
 from functrans.core import (DTypeError, JaxprEqn, Literal, ShapedArray, ShapeError,
                             UndefinedPrimal, Zero)
-from .base import (ANY, BOOL_INT, FLOAT, INTEGER, NUMERIC, REAL, _zero_of, aval_of, ct_for,
-                   defprim, keep_operand, naryop, unary, zeros)
+from .base import (ANY, BOOL_INT, FLOAT, INTEGER, NONCOMPLEX, NUMERIC, REAL, _zero_of, aval_of,
+                   complex_dtype, ct_for, defprim, keep_operand, naryop, unary, zeros)
 
 # ---------------------------------------------------------------------------
 # implementations that NumPy lacks
@@ -347,12 +347,14 @@ erf_p = defprim("erf", _erf_impl, unary(REAL), elementwise=True,
                 jvp=(lambda t, x: mul(t, mul(_const(x, 2 / math.sqrt(math.pi)),
                                              exp(neg(mul(x, x))))),), cuda="erf({0})",
                 fresh=True)
-# JAX's convention (deliberate, pinned by tests): d|x|/dx = 1 at x = 0, via select(x >= 0).
-abs_p = defprim("abs", lambda xp, x: xp.abs(x), unary(NUMERIC), elementwise=True,
-                jvp=(lambda t, x: select(ge(x, _zero(x)), t, neg(t)),),
+# JAX's convention (deliberate, pinned by tests): d|x|/dx = 1 at x = 0, via select(x >= 0);
+# complex x: d|x| = Re(t conj(x) / |x|), 0 at x = 0 (JAX's rule)
+abs_p = defprim("abs", lambda xp, x: xp.abs(x), unary(NUMERIC, real_out=True),
+                elementwise=True, jvp_out=(lambda t, ans, x: _abs_tangent(t, ans, x),),
                 cuda={"f": "fabs({0})", "i": "abs({0})", "u": "{0}"}, cpu="absolute")
+# zero derivative for real and integer x; complex sign(x) = x / |x| moves along the circle
 sign_p = defprim("sign", lambda xp, x: xp.sign(x), unary(NUMERIC), elementwise=True,
-                 differentiable=False,
+                 jvp=lambda primals, tangents: _sign_jvp(primals, tangents),
                  cuda={"f": "(({0} > 0) ? 1 : (({0} < 0) ? -1 : ({0} == 0 ? 0 : {0})))",
                        "iu": "(({0} > 0) - ({0} < 0))"}, cpu="sign")
 floor_p = defprim("floor", lambda xp, x: xp.floor(x), unary(REAL), elementwise=True,
@@ -390,14 +392,79 @@ def _convert_jvp(primals, tangents, new_dtype, weak_type):
     if type(t) is Zero or np.dtype(new_dtype).kind not in "fc" or \
             np.dtype(x.dtype).kind not in "fc":
         return ans, _zero_of(convert_element_type_p, ans)
-    return ans, convert_element_type(t, new_dtype=new_dtype, weak_type=False)
+    return ans, _convert_linear(t, new_dtype)
+
+
+def _convert_linear(v, dtype):
+    """A tangent or cotangent v in dtype: complex to real keeps the real part (the transpose
+    of real -> complex, as in JAX), through `real`, so NumPy never warns about it."""
+    if aval_of(v).dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        v = real(v)
+        if aval_of(v).dtype == dtype:
+            return v
+    return convert_element_type(v, new_dtype=dtype, weak_type=False)
 
 
 convert_element_type_p = defprim(
     "convert_element_type", _convert_impl, _convert_shape, jvp=_convert_jvp, elementwise=True,
-    transpose=lambda ct, x, new_dtype, weak_type: [
-        convert_element_type(ct, new_dtype=x.aval.dtype, weak_type=False)],
+    transpose=lambda ct, x, new_dtype, weak_type: [_convert_linear(ct, x.aval.dtype)],
     cuda="(({out_t}){0})", cpu=_convert_cpu, simplify=keep_operand)
+
+# ---------------------------------------------------------------------------
+# complex parts. JAX's convention: a cotangent pairs with a tangent as Re(sum(ct * t)), no
+# conjugation, so every transpose below is the plain linear transpose under that pairing.
+
+
+def _complex_impl(xp, x, y):
+    x, y = xp.asarray(x), xp.asarray(y)
+    out = xp.empty(np.broadcast_shapes(x.shape, y.shape), complex_dtype(x.dtype))
+    out.real, out.imag = x, y
+    return out
+
+
+def _complex_shape(x, y):
+    out = naryop(REAL)(x, y)
+    return ShapedArray(out.shape, complex_dtype(out.dtype), out.weak_type)
+
+
+def _part_ct(ct, x, f):
+    """f(ct) as the cotangent of the complex operand x (Zero stays Zero)."""
+    return [Zero(x.aval) if type(ct) is Zero else f(ct)]
+
+
+real_p = defprim("real", lambda xp, x: xp.real(x), unary("c", real_out=True), linear=True,
+                 transpose=lambda ct, x: _part_ct(ct, x, lambda c: complex(c, _zero(c))),
+                 elementwise=True)
+imag_p = defprim("imag", lambda xp, x: xp.imag(x), unary("c", real_out=True), linear=True,
+                 transpose=lambda ct, x: _part_ct(ct, x, lambda c: complex(_zero(c), neg(c))),
+                 elementwise=True)
+conj_p = defprim("conj", lambda xp, x: xp.conjugate(x), unary("c"), linear=True,
+                 transpose=lambda ct, x: _part_ct(ct, x, conj), elementwise=True,
+                 cpu="conjugate")
+complex_p = defprim("complex", _complex_impl, _complex_shape, linear=True, elementwise=True,
+                    transpose=lambda ct, x, y: [ct_for(x, real(ct)), ct_for(y, neg(imag(ct)))],
+                    fresh=True)
+
+
+def _abs_tangent(t, ans, x):
+    if aval_of(x).dtype.kind != "c":
+        return select(ge(x, _zero(x)), t, neg(t))
+    safe = select(eq(ans, _zero(ans)), _one(ans), ans)     # |x| = 0: tangent 0, as JAX
+    return real(mul(t, div(conj(x), complex(safe, _zero(safe)))))
+
+
+def _sign_jvp(primals, tangents):
+    """Complex x: d(x/|x|) = i s Im(conj(s) t) / |x| = s (w - conj w) / 2|x|, w = conj(s) t;
+    0 at x = 0 (as torch's sgn)."""
+    (x,), (t,) = primals, tangents
+    s = sign(x)
+    if type(t) is Zero or aval_of(x).dtype.kind != "c":
+        return s, _zero_of(sign_p, s)
+    a = abs(x)
+    safe = select(eq(a, _zero(a)), _one(a), a)
+    w = mul(conj(s), t)
+    return s, div(mul(s, sub(w, conj(w))), complex(mul(safe, _const(safe, 2)), _zero(safe)))
+
 
 # ---------------------------------------------------------------------------
 # binary
@@ -468,7 +535,7 @@ softplus_p = defprim("softplus", lambda xp, x: xp.logaddexp(x, xp.zeros((), x.dt
                      unary(REAL), elementwise=True, jvp=(lambda t, x: mul(t, logistic(x)),),
                      cuda="(({0}) > 0 ? ({0}) + log1p(exp(-({0}))) : log1p(exp({0})))",
                      fresh=True)
-rem_p = defprim("rem", lambda xp, x, y: xp.fmod(x, y), naryop(NUMERIC), elementwise=True,
+rem_p = defprim("rem", lambda xp, x, y: xp.fmod(x, y), naryop(NONCOMPLEX), elementwise=True,
                 jvp=(lambda t, x, y: t,
                      lambda t, x, y: neg(mul(t, mul(sign(div(x, y)), floor(abs(div(x, y))))))),
                 cuda={"f": "fmod({0}, {1})", "iu": "({0} % {1})"}, cpu="fmod")
@@ -570,6 +637,7 @@ eq, ne, lt, le, gt, ge = eq_p.bind, ne_p.bind, lt_p.bind, le_p.bind, gt_p.bind, 
 and_, or_, xor = and_p.bind, or_p.bind, xor_p.bind
 shift_right_logical, shift_left = shift_right_logical_p.bind, shift_left_p.bind
 select = select_p.bind
+real, imag, conj, complex = real_p.bind, imag_p.bind, conj_p.bind, complex_p.bind
 
 
 def _lin(x):

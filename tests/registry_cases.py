@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 
 F32, F64, I32, U32, BOOL = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
                             np.dtype(np.uint32), np.dtype(np.bool_))
+C128 = np.dtype(np.complex128)
 FLOATS = (F32, F64)
+CFLOATS = FLOATS + (C128,)       # complex-capable: derivatives checked in float64 and complex128
 
 
 @dataclass
@@ -41,8 +43,12 @@ def shape_st(min_rank=0, max_rank=3, min_side=1, max_side=4):
 
 def values(rng, shape, dtype, lo=-2.0, hi=2.0, away=0.0):
     """Floats uniform in [lo, hi] (with |x| >= away when away > 0: then lo = -hi),
-    integers in [lo, hi], random bools."""
+    integers in [lo, hi], random bools; complex: the real part so drawn, the imaginary part
+    uniform in [-0.5, 0.5] (clear of the branch cuts of the cases' domains)."""
     dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        re = values(rng, shape, np.float64, lo, hi, away)
+        return np.asarray(re + 1j * rng.uniform(-0.5, 0.5, size=shape), dtype)
     if dtype == BOOL:
         return rng.random(shape) < 0.5
     if dtype.kind in "iu":
@@ -83,13 +89,18 @@ def binary(ref, gens=None, dtypes=FLOATS, linear=(), smooth=True, rtol32=2e-6, *
 
 
 def _nonzero(lo, hi):
-    return lambda rng, s, dt: values(rng, s, dt, lo, hi, away=0.5) if np.dtype(dt).kind == "f" \
+    return lambda rng, s, dt: values(rng, s, dt, lo, hi, away=0.5) if np.dtype(dt).kind in "fc" \
         else _nonzero_int(rng, s, dt)
 
 
 def _nonzero_int(rng, s, dt):
     x = rng.integers(1, 6, size=s) * np.where(rng.random(s) < 0.5, -1, 1)
     return np.asarray(x, dt)
+
+
+def _wide(x):
+    """x in float64 (complex128 when complex), for references computed wider."""
+    return x.astype(np.promote_types(x.dtype, np.float64))
 
 
 def _erf_ref(x):
@@ -129,27 +140,31 @@ def _round_case():
 def _integer_pow_case():
     def make(d, dtype, deriv):
         shape = d.draw(shape_st())
-        y = d.draw(st.integers(-3, 4) if dtype.kind == "f" else st.integers(0, 4))
-        if dtype.kind == "f":
+        y = d.draw(st.integers(-3, 4) if dtype.kind in "fc" else st.integers(0, 4))
+        if dtype.kind in "fc":
             return {"y": y}, lambda rng: [values(rng, shape, dtype, -2, 2, away=0.5)]
         return {"y": y}, lambda rng: [values(rng, shape, dtype, -3, 3)]
 
     def ref(x, y):
-        return (x.astype(np.float64) ** y).astype(x.dtype) if y < 0 else x ** y
-    return Case(make, ref, FLOATS + (I32,))
+        return (_wide(x) ** y).astype(x.dtype) if y < 0 else x ** y
+    return Case(make, ref, CFLOATS + (I32,))
 
 
 def _convert_case():
+    """Complex to a real number keeps the real part (NumPy's astype, which warns)."""
     def make(d, dtype, deriv):
         shape = d.draw(shape_st())
         targets = [F64, F32, I32] if deriv else [F32, F64, I32, BOOL]
-        new = d.draw(st.sampled_from(targets))
+        new = d.draw(st.sampled_from(targets + [C128]))
         weak = False
         return ({"new_dtype": new, "weak_type": weak},
-                lambda rng: [values(rng, shape, dtype, -3, 3) if dtype.kind != "f" else
-                             _away_from_integers(rng, shape, dtype)])
-    return Case(make, lambda x, new_dtype, weak_type: x.astype(new_dtype),
-                FLOATS + (I32, BOOL), linear=((0,),))
+                lambda rng: [values(rng, shape, dtype, -3, 3) if dtype.kind not in "fc" else
+                             _away_from_integers(rng, shape, dtype) + (
+                                 0.25j if dtype.kind == "c" else 0)])
+
+    def ref(x, new_dtype, weak_type):
+        return (x.real if x.dtype.kind == "c" and new_dtype.kind in "iuf" else x).astype(new_dtype)
+    return Case(make, ref, CFLOATS + (I32, BOOL), linear=((0,),))
 
 
 def _select_case():
@@ -159,7 +174,7 @@ def _select_case():
             [full if d.draw(st.booleans()) else () for _ in range(3)], full)
         return {}, lambda rng: [rng.random(pshape) < 0.5, values(rng, xshape, dtype),
                                 values(rng, yshape, dtype)]
-    return Case(make, lambda p, x, y: np.where(p, x, y), FLOATS + (I32, BOOL),
+    return Case(make, lambda p, x, y: np.where(p, x, y), CFLOATS + (I32, BOOL),
                 linear=((1, 2), (1,)))
 
 
@@ -200,7 +215,7 @@ def _bid_case():
         for i, dd in enumerate(broadcast_dimensions):
             expanded[dd] = x.shape[i]
         return np.broadcast_to(x.reshape(expanded), shape)
-    return Case(make, ref, FLOATS + (I32, BOOL), linear=((0,),))
+    return Case(make, ref, CFLOATS + (I32, BOOL), linear=((0,),))
 
 
 def _reshape_case():
@@ -213,7 +228,7 @@ def _reshape_case():
         new = d.draw(st.sampled_from(options))
         return {"new_sizes": new, "dimensions": None}, lambda rng: [values(rng, shape, dtype)]
     return Case(make, lambda x, new_sizes, dimensions: x.reshape(new_sizes),
-                FLOATS + (I32,), linear=((0,),))
+                CFLOATS + (I32,), linear=((0,),))
 
 
 def _transpose_case():
@@ -222,7 +237,7 @@ def _transpose_case():
         perm = tuple(d.draw(st.permutations(range(len(shape)))))
         return {"permutation": perm}, lambda rng: [values(rng, shape, dtype)]
     return Case(make, lambda x, permutation: np.transpose(x, permutation),
-                FLOATS + (I32, BOOL), linear=((0,),))
+                CFLOATS + (I32, BOOL), linear=((0,),))
 
 
 def _squeeze_case():
@@ -235,7 +250,7 @@ def _squeeze_case():
         dims = tuple(sorted(d.draw(st.sets(st.sampled_from(ones)) if ones else st.just(set()))))
         return {"dimensions": dims}, lambda rng: [values(rng, shape, dtype)]
     return Case(make, lambda x, dimensions: np.squeeze(x, dimensions) if dimensions else x,
-                FLOATS + (I32,), linear=((0,),))
+                CFLOATS + (I32,), linear=((0,),))
 
 
 def _expand_dims_case():
@@ -247,7 +262,7 @@ def _expand_dims_case():
                             if k else ()))
         return {"dimensions": dims}, lambda rng: [values(rng, shape, dtype)]
     return Case(make, lambda x, dimensions: np.expand_dims(x, dimensions) if dimensions else x,
-                FLOATS + (I32,), linear=((0,),))
+                CFLOATS + (I32,), linear=((0,),))
 
 
 def _rev_case():
@@ -257,7 +272,7 @@ def _rev_case():
                                    if shape else st.just(set()))))
         return {"dimensions": dims}, lambda rng: [values(rng, shape, dtype)]
     return Case(make, lambda x, dimensions: np.flip(x, dimensions) if dimensions else x,
-                FLOATS + (I32,), linear=((0,),))
+                CFLOATS + (I32,), linear=((0,),))
 
 
 def _concatenate_case():
@@ -276,7 +291,7 @@ def _concatenate_case():
 
     def ref(*xs, dimension):
         return np.concatenate(xs, axis=dimension)
-    return Case(make, ref, FLOATS + (I32,), linear=((0, 1, 2),))
+    return Case(make, ref, CFLOATS + (I32,), linear=((0, 1, 2),))
 
 
 def _pad_case():
@@ -294,7 +309,7 @@ def _pad_case():
         out[tuple(slice(lo, lo + s + max(s - 1, 0) * it, it + 1)
                   for s, (lo, hi, it) in zip(x.shape, padding_config))] = x
         return out
-    return Case(make, ref, FLOATS + (I32,), linear=((0, 1), (0,)))
+    return Case(make, ref, CFLOATS + (I32,), linear=((0, 1), (0,)))
 
 
 def _slice_case():
@@ -312,7 +327,7 @@ def _slice_case():
     def ref(x, start_indices, limit_indices, strides):
         strides = strides or (1,) * x.ndim
         return x[tuple(slice(a, b, s) for a, b, s in zip(start_indices, limit_indices, strides))]
-    return Case(make, ref, FLOATS + (I32,), linear=((0,),))
+    return Case(make, ref, CFLOATS + (I32,), linear=((0,),))
 
 
 def _starts(rng, shape, sizes):
@@ -334,7 +349,7 @@ def _dynamic_slice_case():
     def ref(x, *idx, slice_sizes):
         st_ = _clamp(idx, x.shape, slice_sizes)
         return x[tuple(slice(a, a + s) for a, s in zip(st_, slice_sizes))]
-    return Case(make, ref, FLOATS + (I32,), linear=((0,),))
+    return Case(make, ref, CFLOATS + (I32,), linear=((0,),))
 
 
 def _dynamic_update_slice_case():
@@ -349,7 +364,7 @@ def _dynamic_update_slice_case():
         out = x.copy()
         out[tuple(slice(a, a + s) for a, s in zip(st_, u.shape))] = u
         return out
-    return Case(make, ref, FLOATS + (I32,), linear=((0, 1), (1,)))
+    return Case(make, ref, CFLOATS + (I32,), linear=((0, 1), (1,)))
 
 
 def _iota_case():
@@ -402,7 +417,7 @@ def _cumsum_case():
         if reverse:
             return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
         return np.cumsum(x, axis=axis, dtype=x.dtype)
-    return Case(make, ref, FLOATS + (I32,), linear=((0,),))
+    return Case(make, ref, CFLOATS + (I32,), linear=((0,),))
 
 
 def _sort_case():
@@ -418,7 +433,7 @@ def _sort_case():
         keys = [np.moveaxis(k, dimension, -1) for k in reversed(ops[:num_keys])]
         perm = np.moveaxis(np.lexsort(keys), -1, dimension)
         return [np.take_along_axis(o, perm, axis=dimension) for o in ops]
-    return Case(make, ref, FLOATS + (I32, BOOL), linear=((2,),))
+    return Case(make, ref, CFLOATS + (I32, BOOL), linear=((2,),))
 
 
 # ---------------------------------------------------------------------------
@@ -435,7 +450,7 @@ def _gather_case():
         k = idx.shape[-1]
         idx = np.clip(idx, 0, np.asarray(x.shape[:k]) - 1)
         return x[tuple(idx[..., j] for j in range(k))]
-    return Case(make, ref, FLOATS + (I32,), linear=((0,),))
+    return Case(make, ref, CFLOATS + (I32,), linear=((0,),))
 
 
 def _indices(rng, bounds, bshape, unique=False, oob=True):
@@ -474,7 +489,7 @@ def _scatter_case(add):
         else:
             out[index] = u
         return out
-    return Case(make, ref, FLOATS + (I32,), linear=((0, 2), (2,)))
+    return Case(make, ref, CFLOATS + (I32,), linear=((0, 2), (2,)))
 
 
 # ---------------------------------------------------------------------------
@@ -535,7 +550,7 @@ def _dot_case():
         out = ([lx[a] for a in lb] + [lx[i] for i in range(x.ndim) if i not in lb + lc]
                + [ly[i] for i in range(y.ndim) if i not in rb + rc])
         return np.einsum(f"{''.join(lx)},{''.join(ly)}->{''.join(out)}", x, y).astype(x.dtype)
-    return Case(make, ref, FLOATS + (I32,), linear=((0,), (1,)), rtol32=1e-5)
+    return Case(make, ref, CFLOATS + (I32,), linear=((0,), (1,)), rtol32=1e-5)
 
 
 # ---------------------------------------------------------------------------
@@ -597,36 +612,41 @@ def _rem_case():
 
 
 def _max_min_case(ref):
-    """Independent continuous draws: ties have probability zero for floats."""
-    return binary(ref, dtypes=FLOATS + (I32, BOOL))
+    """Independent continuous draws: ties have probability zero for floats (complex:
+    lexicographic order, as NumPy; the real parts decide)."""
+    return binary(ref, dtypes=CFLOATS + (I32, BOOL))
 
 
 CASES: dict[str, Case] = {
-    "neg": Case(unary(np.negative).make, np.negative, FLOATS + (I32,), linear=((0,),)),
-    "sin": unary(np.sin, -3, 3),
-    "cos": unary(np.cos, -3, 3),
-    "tan": unary(np.tan, -1.2, 1.2, rtol32=1e-5),
-    "asin": unary(np.arcsin, -0.9, 0.9),
-    "acos": unary(np.arccos, -0.9, 0.9),
-    "atan": unary(np.arctan, -3, 3),
+    "neg": Case(unary(np.negative).make, np.negative, CFLOATS + (I32,), linear=((0,),)),
+    "sin": unary(np.sin, -3, 3, dtypes=CFLOATS),
+    "cos": unary(np.cos, -3, 3, dtypes=CFLOATS),
+    "tan": unary(np.tan, -1.2, 1.2, rtol32=1e-5, dtypes=CFLOATS),
+    "asin": unary(np.arcsin, -0.9, 0.9, dtypes=CFLOATS),
+    "acos": unary(np.arccos, -0.9, 0.9, dtypes=CFLOATS),
+    "atan": unary(np.arctan, -3, 3, dtypes=CFLOATS),
     "asinh": unary(np.arcsinh, -3, 3),
     "acosh": unary(np.arccosh, 1.2, 4),
     "atanh": unary(np.arctanh, -0.8, 0.8),
-    "sinh": unary(np.sinh, -3, 3),
-    "cosh": unary(np.cosh, -3, 3),
-    "tanh": unary(np.tanh, -3, 3),
-    "exp": unary(np.exp, -3, 3),
-    "log": unary(np.log, 0.2, 4),
-    "log1p": unary(np.log1p, -0.8, 3),
-    "expm1": unary(np.expm1, -3, 3),
-    "sqrt": unary(np.sqrt, 0.2, 4),
-    "rsqrt": unary(lambda x: (1 / np.sqrt(x.astype(np.float64))).astype(x.dtype), 0.2, 4),
-    "logistic": unary(lambda x: (1 / (1 + np.exp(-x.astype(np.float64)))).astype(x.dtype),
-                      -5, 5),
+    "sinh": unary(np.sinh, -3, 3, dtypes=CFLOATS),
+    "cosh": unary(np.cosh, -3, 3, dtypes=CFLOATS),
+    "tanh": unary(np.tanh, -3, 3, dtypes=CFLOATS),
+    "exp": unary(np.exp, -3, 3, dtypes=CFLOATS),
+    "log": unary(np.log, 0.2, 4, dtypes=CFLOATS),
+    "log1p": unary(np.log1p, -0.8, 3, dtypes=CFLOATS),
+    "expm1": unary(np.expm1, -3, 3, dtypes=CFLOATS),
+    "sqrt": unary(np.sqrt, 0.2, 4, dtypes=CFLOATS),
+    "rsqrt": unary(lambda x: (1 / np.sqrt(_wide(x))).astype(x.dtype), 0.2, 4, dtypes=CFLOATS),
+    "logistic": unary(lambda x: (1 / (1 + np.exp(-_wide(x)))).astype(x.dtype), -5, 5,
+                      dtypes=CFLOATS),
     "erf": unary(_erf_ref, -3, 3),
     "softplus": unary(lambda x: np.logaddexp(x, 0), -5, 5),
-    "abs": unary(np.abs, -3, 3, away=0.2, dtypes=FLOATS + (I32,)),
-    "sign": unary(np.sign, -3, 3, away=0.2, dtypes=FLOATS + (I32,), smooth=False),
+    "abs": unary(np.abs, -3, 3, away=0.2, dtypes=CFLOATS + (I32,)),
+    "sign": unary(np.sign, -3, 3, away=0.2, dtypes=CFLOATS + (I32,), smooth=False),
+    "real": Case(unary(np.real).make, np.real, (C128,), linear=((0,),)),
+    "imag": Case(unary(np.imag).make, np.imag, (C128,), linear=((0,),)),
+    "conj": Case(unary(np.conj).make, np.conj, (C128,), linear=((0,),)),
+    "complex": binary(lambda x, y: x + 1j * y, linear=((0, 1), (0,), (1,))),
     "floor": unary(np.floor, dtypes=FLOATS, smooth=False,
                    gen=lambda s, dt: lambda rng: [_away_from_integers(rng, s, dt)]),
     "ceil": unary(np.ceil, dtypes=FLOATS, smooth=False,
@@ -639,15 +659,16 @@ CASES: dict[str, Case] = {
                  values(rng, s, dt)).astype(dt)]),
     "integer_pow": _integer_pow_case(),
     "convert_element_type": _convert_case(),
-    "add": binary(np.add, dtypes=FLOATS + (I32,), linear=((0, 1), (1,))),
-    "sub": binary(np.subtract, dtypes=FLOATS + (I32,), linear=((0, 1), (1,))),
-    "mul": binary(np.multiply, dtypes=FLOATS + (I32,), linear=((0,), (1,))),
+    "add": binary(np.add, dtypes=CFLOATS + (I32,), linear=((0, 1), (1,))),
+    "sub": binary(np.subtract, dtypes=CFLOATS + (I32,), linear=((0, 1), (1,))),
+    "mul": binary(np.multiply, dtypes=CFLOATS + (I32,), linear=((0,), (1,))),
     "div": binary(_int_div_ref, gens=(lambda rng, s, dt: values(rng, s, dt, -9, 9),
                                       _nonzero(-2, 2)),
-                  dtypes=FLOATS + (I32,), linear=((0,),)),
+                  dtypes=CFLOATS + (I32,), linear=((0,),)),
     "pow": binary(lambda x, y: np.power(x, y),
                   gens=(lambda rng, s, dt: values(rng, s, dt, 0.5, 2),
-                        lambda rng, s, dt: values(rng, s, dt, -2, 2)), rtol32=1e-5),
+                        lambda rng, s, dt: values(rng, s, dt, -2, 2)), dtypes=CFLOATS,
+                  rtol32=1e-5),
     "max": _max_min_case(np.maximum),
     "min": _max_min_case(np.minimum),
     "atan2": binary(np.arctan2, gens=(_nonzero(-2, 2),) * 2),
@@ -677,10 +698,10 @@ CASES: dict[str, Case] = {
     "dynamic_slice": _dynamic_slice_case(),
     "dynamic_update_slice": _dynamic_update_slice_case(),
     "iota": _iota_case(),
-    "reduce_sum": _reduce_case(np.sum, FLOATS + (I32,), linear=((0,),)),
-    "reduce_max": _reduce_case(np.max, FLOATS + (I32, BOOL)),
-    "reduce_min": _reduce_case(np.min, FLOATS + (I32, BOOL)),
-    "reduce_prod": _reduce_case(np.prod, FLOATS + (I32,), lo=-1.5, hi=1.5, away=0.5),
+    "reduce_sum": _reduce_case(np.sum, CFLOATS + (I32,), linear=((0,),)),
+    "reduce_max": _reduce_case(np.max, CFLOATS + (I32, BOOL)),
+    "reduce_min": _reduce_case(np.min, CFLOATS + (I32, BOOL)),
+    "reduce_prod": _reduce_case(np.prod, CFLOATS + (I32,), lo=-1.5, hi=1.5, away=0.5),
     "argmax": _arg_case(np.argmax),
     "argmin": _arg_case(np.argmin),
     "cumsum": _cumsum_case(),
@@ -691,7 +712,7 @@ CASES: dict[str, Case] = {
     "dot_general": _dot_case(),
     "svd": _svd_case(),
     "threefry2x32": _threefry_case(),
-    "stop_gradient": unary(lambda x: x, dtypes=FLOATS + (I32, BOOL), smooth=False),
+    "stop_gradient": unary(lambda x: x, dtypes=CFLOATS + (I32, BOOL), smooth=False),
 }
 
 # Primitives whose operand is a traced function (custom rules, rematerialization): their

@@ -28,9 +28,11 @@ NVCC = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.path.exists("/usr/lo
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit absent): "
                                 "the generated kernels cannot be compiled here")
 
-DTYPES = ["float32", "float64", "float16", "int8", "int32", "int64", "uint8", "uint32", "bool"]
+DTYPES = ["float32", "float64", "float16", "int8", "int32", "int64", "uint8", "uint32", "bool",
+          "complex64"]     # complex: not fused (can_fuse), but real/imag/conj accept only it
 BINARY = {"add", "sub", "mul", "div", "pow", "max", "min", "atan2", "logaddexp", "rem", "eq",
-          "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "shift_right_logical", "shift_left"}
+          "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "shift_right_logical", "shift_left",
+          "complex"}
 
 
 def _param_variants(name, dt):

@@ -1,5 +1,10 @@
 """Registry-driven checks: every primitive in primitives.REGISTRY, on hypothesis-drawn
-shapes and values, against NumPy, finite differences, the transpose identity and a loop."""
+shapes and values, against NumPy, finite differences, the transpose identity and a loop.
+
+Complex-capable primitives (complex128 in their case's dtypes) have their derivatives checked
+in float64 and in complex128: a tangent v along any complex direction must give
+(f(z + h v) - f(z - h v)) / 2h, and cotangents pair with tangents as Re(sum(ct * t)) (JAX's
+convention: transposes are linear, no conjugation)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +19,7 @@ from functrans import core
 from functrans.ad import backward_pass
 from functrans.primitives import REGISTRY
 from functrans.primitives.base import DECLARED
-from registry_cases import CASES, EXTERNAL, F64
+from registry_cases import C128, CASES, EXTERNAL, F64
 from conftest import assert_close, check_traced
 
 NAMES = sorted(n for n in REGISTRY if n in CASES)
@@ -29,11 +34,19 @@ def _outs(p, out):
     return list(out) if p.multiple_results else [out]
 
 
-def _draw(data, name, deriv):
-    """(primitive, case, params, args, rng) for one hypothesis example."""
+def _deriv_dtypes(name):
+    """float64 (or the case's first dtype), and complex128 where the case lists it."""
+    dts = CASES[name].dtypes
+    first = F64 if F64 in dts else dts[0]
+    return [first] + ([C128] if C128 in dts and first != C128 else [])
+
+
+def _draw(data, name, deriv, dtype=None):
+    """(primitive, case, params, args, rng) for one hypothesis example (deriv: in dtype,
+    by default the first of _deriv_dtypes)."""
     p, case = REGISTRY[name], CASES[name]
     if deriv:
-        dtype = F64 if F64 in case.dtypes else case.dtypes[0]
+        dtype = dtype or _deriv_dtypes(name)[0]
     else:
         dtype = data.draw(st.sampled_from(case.dtypes), label="dtype")
     params, gen = case.make(data, np.dtype(dtype), deriv)
@@ -47,17 +60,31 @@ def _fd(f, args, tangents, eps):
     minus = [a - eps * t if _is_float(a) else a for a, t in zip(args, tangents)]
     fp, fm = f(*plus), f(*minus)
     if isinstance(fp, (list, tuple)):
-        return [(np.asarray(a, np.float64) - b) / (2 * eps) for a, b in zip(fp, fm)]
-    return (np.asarray(fp, np.float64) - fm) / (2 * eps)
+        return [(_wide(a) - b) / (2 * eps) for a, b in zip(fp, fm)]
+    return (_wide(fp) - fm) / (2 * eps)
+
+
+def _wide(x):
+    x = np.asarray(x)
+    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+
+
+def _randn(rng, like):
+    """Standard normal values shaped and typed like `like` (complex: both parts)."""
+    dt = np.asarray(like).dtype
+    v = rng.standard_normal(np.shape(like))
+    if dt.kind == "c":
+        v = v + 1j * rng.standard_normal(np.shape(like))
+    return v.astype(dt)
 
 
 def _tangents(rng, args):
-    return [rng.standard_normal(np.shape(a)).astype(np.asarray(a).dtype) if _is_float(a)
-            else np.zeros_like(a) for a in args]
+    return [_randn(rng, a) if _is_float(a) else np.zeros_like(a) for a in args]
 
 
 def _vdot(a, b):
-    return float(np.sum(np.asarray(a, np.float64) * np.asarray(b, np.float64)))
+    """The pairing of a cotangent with a tangent: Re(sum(a * b)), no conjugation."""
+    return float(np.real(np.sum(_wide(a) * _wide(b))))
 
 
 # ---------------------------------------------------------------------------
@@ -158,7 +185,12 @@ def _check_shape_rule_and_values(name, data, dtype):
 @pytest.mark.parametrize("name", NAMES)
 @given(data=st.data())
 def test_jvp_against_finite_differences(name, data):
-    p, case, params, args, rng, _ = _draw(data, name, deriv=True)
+    for dtype in _deriv_dtypes(name):
+        _check_jvp(name, data, dtype)
+
+
+def _check_jvp(name, data, dtype):
+    p, case, params, args, rng, _ = _draw(data, name, True, dtype)
 
     def f(*xs):
         return p.bind(*xs, **params)
@@ -178,14 +210,15 @@ def test_jvp_against_finite_differences(name, data):
         if not _is_float(o):
             assert not np.any(np.asarray(t))
             continue
-        tol = 1e-6 if np.asarray(o).dtype == np.float64 else 1e-3
+        wide = np.asarray(o).dtype in (np.float64, np.complex128)
+        tol = 1e-6 if wide else 1e-3
         assert np.asarray(t).dtype == np.asarray(o).dtype, f"{name}: tangent dtype"
-        if np.asarray(o).dtype != np.float64:
+        if not wide:
             d = _outs(p, _fd(f, args, tangents, 1e-2))[0]
         assert_close(t, d, rtol=tol, atol=tol, err_msg=f"{name} jvp vs differences")
     # reverse mode agrees with forward mode: <u, J t> = <J^T u, t>
     if all(_is_float(o) for o in outs):
-        us = [rng.standard_normal(np.shape(o)).astype(np.asarray(o).dtype) for o in outs]
+        us = [_randn(rng, o) for o in outs]
         _, vjp_fn = ft.vjp(f, *args)
         cts = vjp_fn(us if p.multiple_results else us[0])
         lhs = sum(_vdot(u, t) for u, t in zip(us, t_outs))
@@ -199,7 +232,12 @@ def test_jvp_against_finite_differences(name, data):
                                   if REGISTRY[n].differentiable and CASES[n].smooth])
 @given(data=st.data())
 def test_second_order_against_finite_differences(name, data):
-    p, case, params, args, rng, _ = _draw(data, name, deriv=True)
+    for dtype in _deriv_dtypes(name):
+        _check_second_order(name, data, dtype)
+
+
+def _check_second_order(name, data, dtype):
+    p, case, params, args, rng, _ = _draw(data, name, True, dtype)
     fidx = tuple(i for i, a in enumerate(args) if _is_float(a))
     out = p.bind(*args, **params)
     if not fidx or not all(_is_float(o) for o in _outs(p, out)):
@@ -215,17 +253,19 @@ def test_second_order_against_finite_differences(name, data):
     for s, d in zip(_outs(p, second), _outs(p, _fd(first, args, tangents, 1e-5))):
         assert_close(s, d, rtol=1e-5, atol=1e-5, err_msg=f"{name} jvp of jvp")
 
-    # reverse mode twice, and forward over reverse, on a scalarized version
+    # reverse mode twice, and forward over reverse, on a real scalarized version
     w = [rng.standard_normal(np.shape(o)) for o in _outs(p, out)]
+    fnp = ft.numpy
 
     def scalar(*xs):
-        return sum(ft.numpy.sum(ft.numpy.multiply(wi, o)) for wi, o in zip(w, _outs(p, f(*xs))))
+        return sum(fnp.sum(fnp.real(fnp.multiply(wi, o))) for wi, o in zip(w, _outs(p, f(*xs))))
     g = ft.grad(scalar, argnums=fidx)
     hvp_fwd = ft.jvp(g, tuple(args), tuple(tangents))[1]
     hvp_fd = _fd(lambda *xs: list(g(*xs)), args, tangents, 1e-5)
 
-    def g_dot_t(*xs):
-        return sum(ft.numpy.vdot(gi, tangents[i]) for gi, i in zip(g(*xs), fidx))
+    def g_dot_t(*xs):                     # the pairing Re(sum(g * t)), as _vdot
+        return sum(fnp.sum(fnp.real(fnp.multiply(gi, tangents[i])))
+                   for gi, i in zip(g(*xs), fidx))
     hvp_rev = ft.grad(g_dot_t, argnums=fidx)(*args)
     for a, b, c in zip(hvp_fwd, hvp_fd, hvp_rev):
         assert_close(a, b, rtol=1e-5, atol=1e-5, err_msg=f"{name} jvp of grad")
@@ -242,7 +282,12 @@ LINEAR = [n for n in NAMES if CASES[n].linear]
 def test_transpose_identity(name, data):
     """<u, J v> = <J^T u, v> for each group of linear arguments, with J^T from the
     transpose rule (backward_pass on the primitive's one-equation jaxpr) and from vjp."""
-    p, case, params, args, rng, _ = _draw(data, name, deriv=True)
+    for dtype in _deriv_dtypes(name):
+        _check_transpose(name, data, dtype)
+
+
+def _check_transpose(name, data, dtype):
+    p, case, params, args, rng, _ = _draw(data, name, True, dtype)
     out = p.bind(*args, **params)
     if not all(_is_float(o) for o in _outs(p, out)):
         return
@@ -257,9 +302,9 @@ def test_transpose_identity(name, data):
                 full[i] = v
             return p.bind(*full, **params)
         v0 = [args[i] for i in group]
-        v = [rng.standard_normal(np.shape(a)).astype(a.dtype) for a in v0]
+        v = [_randn(rng, a) for a in v0]
         jv = _outs(p, ft.jvp(f_lin, tuple(v0), tuple(v))[1])
-        us = [rng.standard_normal(np.shape(o)).astype(np.asarray(o).dtype) for o in jv]
+        us = [_randn(rng, o) for o in jv]
         closed = ft.make_jaxpr(f_lin)(*v0)
         core.check_jaxpr(closed.jaxpr)
         cts = backward_pass(closed.jaxpr, closed.consts,
@@ -271,7 +316,7 @@ def test_transpose_identity(name, data):
                 f"{name}: cotangent {np.shape(c)} {np.asarray(c).dtype} for {a.shape} {a.dtype}"
         lhs = sum(_vdot(u, o) for u, o in zip(us, jv))
         rhs = sum(_vdot(c, vi) for c, vi in zip(cts, v))
-        tol = 1e-9 if np.asarray(jv[0]).dtype == np.float64 else 1e-5
+        tol = 1e-9 if np.asarray(jv[0]).dtype in (np.float64, np.complex128) else 1e-5
         assert np.isclose(lhs, rhs, rtol=tol, atol=tol), \
             f"{name} group {group}: <u, Jv> = {lhs} but <J^T u, v> = {rhs}"
         u = us if p.multiple_results else us[0]

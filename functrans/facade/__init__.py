@@ -38,5 +38,5 @@ FACADE_NAMES = (
      "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "get_default_dtype",
      "set_default_dtype", "promote_types", "result_type", "cat", "concat", "stack", "hstack",
      "vstack", "einsum", "broadcast_tensors", "meshgrid", "is_tensor", "numel",
-     "is_floating_point", "clone", "where", "linalg", "from_dlpack"]
+     "is_floating_point", "clone", "where", "linalg", "from_dlpack", "real", "imag"]
     + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES))

@@ -24,7 +24,8 @@ from .interpret import run_node_by_node
 from .lower import derive_program, index_graph, make_spec, prune_inputs, value_key
 from .node import edge_of
 from .ops import eval_jaxpr_facade
-from .plumbing import FREED_MSG, RUN, InternalEngineError, RunContext, _check_version
+from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
+                       torch_convention)
 from .tensor import Tensor, traced_hooks, wrap
 
 # ---------------------------------------------------------------------------
@@ -174,6 +175,7 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     uniq = list(dict.fromkeys(k for k in tkeys if k is not None))
     if not uniq:
         return [None] * len(targets), targets
+    root_cts = [torch_convention(c) for c in root_cts]
     if anomaly or (not create_graph and not _thread_state.depth and _on_cpu(root_cts)
                    and first_seen(structure, uniq, root_keys, create_graph)):
         outs, captures, replayed = run_node_by_node(nodes, pos, uniq, root_keys, root_cts,
@@ -183,6 +185,7 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
         prog, hooked, fns = get_program(nodes, pos, uniq, root_keys, create_graph, structure)
         outs = _execute(prog, nodes, hooked, fns, root_cts, create_graph)
         captures, replayed = prog.captures, prog.replayed
+    outs = [torch_convention(o) for o in outs]
     res = dict(zip(uniq, outs[:len(uniq)]))
     _deliver_captures(captures, nodes, outs[len(uniq):], create_graph)
     if not retain_graph:

@@ -22,6 +22,7 @@ from . import engine
 from .grad_mode import STATE as GS
 from .grad_mode import enable_grad, no_grad
 from .node import Node, OpInfo, edge_of, user_frame
+from .plumbing import torch_convention
 from .record import ANOMALY, INFERENCE, INFERENCE_SAVE_MSG, _forward_stack, vc_of
 from .tensor import Tensor, traced_hooks, wrap
 
@@ -268,7 +269,7 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
     for m, p in zip(out_mask, _expand(present, out_mask)):
         if m and p:
             c = next(cts)
-            grads_by_out.append(c if tensors else wrap(np.asarray(c)))
+            grads_by_out.append(torch_convention(c if tensors else wrap(np.asarray(c))))
         else:
             grads_by_out.append(None)
     n_outs = len(extra["out_idx"])
@@ -326,6 +327,7 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
                                    f"but expected shape compatible with {list(aval.shape)}")
         if g.dtype != aval.dtype:
             g = g.to(aval.dtype)
+        g = torch_convention(g)
         if tensors:
             if once and GS.enabled:
                 req = [c for c in out_grads if isinstance(c, Tensor) and c._requires_grad]

@@ -14,7 +14,7 @@ from .anomaly import has_nan, nan_error
 from .lower import make_spec
 from .ops import apply_prim
 from .plumbing import (FREED_MSG, RUN, RunContext, _check_version, hook_dicts,
-                       run_tensor_hooks)
+                       run_cotangent_hooks)
 from .tensor import wrap
 
 
@@ -97,8 +97,8 @@ def _tap(c, hook, run, create_graph):
     if hook < 0:
         return c
     if create_graph:
-        return run_tensor_hooks(c, *hook_dicts(hook))
-    return run_tensor_hooks(wrap(np.asarray(c)), *hook_dicts(hook))._data
+        return run_cotangent_hooks(c, *hook_dicts(hook))
+    return run_cotangent_hooks(wrap(np.asarray(c)), *hook_dicts(hook))._data
 
 
 def _run_node(node, rn, outs, create_graph, nodes):

@@ -408,6 +408,27 @@ T.isfinite = lambda self: wrap(np.isfinite(self._data))
 T.sgn = T.sign
 
 
+def _real(self):
+    """The real part (self for a real tensor, as torch)."""
+    return apply_fn("RealBackward0", fnp.real, (self,)) if self._data.dtype.kind == "c" else self
+
+
+def _imag(self):
+    if self._data.dtype.kind != "c":
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return apply_fn("ImagBackward0", fnp.imag, (self,))
+
+
+def _conj(self):
+    """The complex conjugate (self for a real tensor, as torch)."""
+    return apply_fn("ConjBackward0", fnp.conj, (self,)) if self._data.dtype.kind == "c" else self
+
+
+T.real, T.imag = property(_real), property(_imag)
+T.conj = T.conj_physical = T.resolve_conj = _conj
+T.angle = _fnp_unary("AngleBackward0", fnp.angle)
+
+
 def lerp(self, end, weight):
     return apply_fn("LerpBackward0" if isinstance(weight, _PY) else "LerpBackward1",
                     _lerp_fn, (self, end, weight))

@@ -45,7 +45,7 @@ def apply_prim(prim, params, args):
     if prim is plumbing.tap_p:
         return args[0]
     if prim is plumbing.hook_call_p:
-        return plumbing.run_tensor_hooks(args[0], *plumbing.hook_dicts(params["hooks"]))
+        return plumbing.run_cotangent_hooks(args[0], *plumbing.hook_dicts(params["hooks"]))
     if prim is plumbing.fn_bwd_p:
         node = plumbing._current_run().fn_nodes[params["fslot"]]
         return list(node.info.extra["run_backward"](node, list(args), params["present"],
@@ -285,6 +285,17 @@ FUNCTION_NAMES = [
     "narrow", "select", "unbind", "split", "chunk", "tensor_split", "flip", "fliplr", "flipud",
     "roll", "repeat_interleave", "tril", "triu", "diagonal", "trace", "gather", "index_select",
     "take_along_dim", "scatter", "scatter_add", "masked_fill", "sort", "argsort", "topk",
-    "nonzero", "softmax", "log_softmax",
+    "nonzero", "softmax", "log_softmax", "conj", "conj_physical", "resolve_conj", "angle",
 ]
 FUNCTIONS = {n: _method_fn(n) for n in FUNCTION_NAMES}
+
+
+def _part_fn(name):
+    def f(input):  # noqa: A002
+        return getattr(input if isinstance(input, Tensor) else tensor(input), name)
+    f.__name__ = name
+    f.__doc__ = f"torch.{name}: Tensor.{name} (a property) as a function."
+    return f
+
+
+FUNCTIONS.update(real=_part_fn("real"), imag=_part_fn("imag"))

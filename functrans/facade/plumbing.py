@@ -128,6 +128,26 @@ def run_tensor_hooks(g, *hook_dicts):
     return g
 
 
+def torch_convention(g):
+    """PyTorch's gradient of a complex value <-> the core's (JAX's) cotangent: conjugates.
+    For real L of z = x + iy torch's .grad is dL/dx + i dL/dy, JAX's grad dL/dx - i dL/dy;
+    every rule in between is the same linear map, so only what a user sees or gives converts:
+    root gradients, leaf and retained gradients, tensor hooks, autograd.Function backward.
+    g: an array or a Tensor (its conj is then a recorded op); real values pass unchanged."""
+    if g is None:
+        return g
+    data = getattr(g, "_data", g)
+    if getattr(data, "dtype", None) is None or data.dtype.kind != "c":
+        return g
+    return g.conj()
+
+
+def run_cotangent_hooks(ct, *hook_dicts):
+    """Tensor hooks on a cotangent (a Tensor) inside a backward: they see and return
+    PyTorch's gradient."""
+    return torch_convention(run_tensor_hooks(torch_convention(ct), *hook_dicts))
+
+
 def hook_dicts(hooks):
     """The hook dicts a `hook_call` runs: the engine's programs are shared by every graph
     of one structure and name a slot of the run context's hooks (an int); a compiled
@@ -137,7 +157,7 @@ def hook_dicts(hooks):
 
 def _hook_call_impl(xp, ct, *, hooks):
     wrap = _current_run().wrap if type(hooks) is int else hooks.wrap
-    return run_tensor_hooks(wrap(ct), *hook_dicts(hooks))._data
+    return run_cotangent_hooks(wrap(ct), *hook_dicts(hooks))._data
 
 
 def _check_hook_result(r, g):

@@ -36,7 +36,8 @@ from ._elementwise import (  # noqa: F401
     positive, power, real, reciprocal, remainder, rint, round, rsqrt, sign, sin, sinh, sqrt,
     square, subtract, tan, tanh, true_divide, trunc, where)
 from ._elementwise import (  # noqa: F401
-    arccosh, arcsinh, arctanh, deg2rad, degrees, fabs, hypot, iscomplex, iscomplexobj, isclose,
+    angle, arccosh, arcsinh, arctanh, deg2rad, degrees, fabs, hypot, imag, iscomplex,
+    iscomplexobj, isclose,
     isreal, isrealobj, logaddexp2, nan_to_num, rad2deg, radians, select, sinc)
 from ._reductions import (  # noqa: F401
     all, allclose, amax, amin, any, argmax, argmin, argsort, cumprod, cumsum, lexsort,
@@ -71,6 +72,7 @@ def _install_tracer_ops():
         x, None if not axes else (axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes))
     ops["prop:at"] = at
     ops["prop:mT"] = lambda x: swapaxes(x, -1, -2)
+    ops["prop:real"], ops["prop:imag"], ops["method:conjugate"] = real, imag, conj
 
 
 # NumPy's own functions and ufuncs on traced values (NEP 13 and 18) run this module's: np.exp(x)

@@ -234,14 +234,32 @@ def clip(a, a_min=None, a_max=None):
 
 
 def real(x):
+    """The real part (x itself for a real array)."""
+    x = _as_operand(x)
+    return ew.real(x) if _np.dtype(x.dtype).kind == "c" else x
+
+
+def imag(x):
+    """The imaginary part (zeros for a real array)."""
     x = _as_operand(x)
     if _np.dtype(x.dtype).kind == "c":
-        raise NotImplementedError("real/imag of complex arrays are not supported yet")
-    return x
+        return ew.imag(x)
+    return full(_shape(x), 0, _np.dtype(x.dtype))
 
 
 def conj(x):
-    return real(x)
+    """The complex conjugate (x itself for a real array, as JAX)."""
+    x = _as_operand(x)
+    return ew.conj(x) if _np.dtype(x.dtype).kind == "c" else x
+
+
+def angle(z, deg=False):
+    """The argument of z, atan2(imag, real); real z gives 0 or pi."""
+    z = _as_operand(z)
+    if _np.dtype(z.dtype).kind != "c":
+        z = _promote_float(z)[0]
+    out = ew.atan2(*_promote_float(imag(z), real(z)))
+    return degrees(out) if deg else out
 
 
 conjugate = conj
@@ -348,7 +366,7 @@ def isrealobj(x):
 def iscomplex(x):
     x = _as_operand(x)
     if _np.dtype(x.dtype).kind == "c":
-        raise NotImplementedError("iscomplex of complex arrays is not supported yet")
+        return ew.ne(ew.imag(x), _zero_like(ew.imag(x)))
     return full(_shape(x), False)
 
 

@@ -14,7 +14,7 @@ from ._promotion import (
     _as_operand, _broadcast_to_shape, _promote_float, _promote_same_dtype, _shape,
     broadcast_shapes, expand_dims, ravel, reshape, stack)
 from ._shapes import broadcast_arrays, moveaxis, ndim
-from ._elementwise import absolute, multiply, power, sqrt, subtract
+from ._elementwise import absolute, conj, multiply, power, real, sqrt, subtract
 from ._reductions import max, min, sum
 
 
@@ -65,7 +65,8 @@ def dot(a, b):
 
 
 def vdot(a, b):
-    return dot(ravel(a), ravel(b))
+    """sum(conj(a) * b) over the flattened arrays (NumPy's vdot conjugates a)."""
+    return dot(ravel(conj(a)), ravel(b))
 
 
 def inner(a, b):
@@ -128,12 +129,17 @@ def kron(a, b):
     return reshape(multiply(xe, ye), tuple(p * q for p, q in zip(xs, ys)))
 
 
+def _abs2(x):
+    """|x|^2 elementwise, real: x * x, or Re(x conj(x)) for complex x."""
+    return real(ew.mul(x, conj(x)))
+
+
 def _vector_norm(x, ord, axis, keepdims):
     """NumPy's vector norms along `axis` (an int or None: all of x)."""
     if isinstance(ord, str):
         raise ValueError(f"Invalid norm order '{ord}' for vectors")
     if ord is None or ord == 2:
-        return sqrt(sum(ew.mul(x, x), axis=axis, keepdims=keepdims))
+        return sqrt(sum(_abs2(x), axis=axis, keepdims=keepdims))
     if ord == 0:
         nz = ew.convert_element_type(ew.ne(x, _np.zeros((), x.dtype)), new_dtype=x.dtype,
                                      weak_type=False)
@@ -156,7 +162,7 @@ def matrix_norm(x, ord, axes, keepdims, absval=absolute, frobenius=None):
     r, c = axes
     y = moveaxis(x, (r, c), (-2, -1))
     if ord in (None, "fro"):
-        out = sqrt(sum(ew.mul(y, y), axis=(-2, -1))) if frobenius is None else \
+        out = sqrt(sum(_abs2(y), axis=(-2, -1))) if frobenius is None else \
             frobenius(y, (-2, -1))
     elif ord in ("nuc", 2, -2):
         sv = la.svd(y)[1]

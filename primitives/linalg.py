@@ -232,12 +232,17 @@ def _svd_impl(xp, x):
     return [u, s, vh]
 
 
-def _svd_shape(x):
+def _real_matrix(x, name):
+    """The shape rules' common check: a real floating matrix or a stack of them."""
     if x.ndim < 2:
-        raise ShapeError(f"svd needs a matrix or a stack of matrices, got {x.str_short()}")
+        raise ShapeError(f"{name} needs a matrix or a stack of matrices, got {x.str_short()}")
     if x.dtype.kind != "f":
-        raise DTypeError(f"svd supports real floating matrices, got {x.str_short()}; convert "
+        raise DTypeError(f"{name} supports real floating matrices, got {x.str_short()}; convert "
                          "integers with astype (complex matrices are not supported)")
+
+
+def _svd_shape(x):
+    _real_matrix(x, "svd")
     *b, m, n = x.shape
     k = min(m, n)
     b = tuple(b)
@@ -315,11 +320,9 @@ svd = svd_p.bind
 # their derivatives are taken along tril(dA) + tril(dA, -1)ᵀ.
 
 def _square(x, name):
-    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+    _real_matrix(x, name)
+    if x.shape[-1] != x.shape[-2]:
         raise ShapeError(f"{name} needs square matrices (a stack of them), got {x.str_short()}")
-    if x.dtype.kind != "f":
-        raise DTypeError(f"{name} supports real floating matrices, got {x.str_short()}; convert "
-                         "integers with astype (complex matrices are not supported)")
 
 
 def _eye_like(x):
@@ -444,11 +447,7 @@ def _qr_impl(xp, x):
 
 
 def _qr_shape(x):
-    if x.ndim < 2:
-        raise ShapeError(f"qr needs a matrix or a stack of matrices, got {x.str_short()}")
-    if x.dtype.kind != "f":
-        raise DTypeError(f"qr supports real floating matrices, got {x.str_short()}; convert "
-                         "integers with astype (complex matrices are not supported)")
+    _real_matrix(x, "qr")
     *b, m, n = x.shape
     k = min(m, n)
     return [ShapedArray(tuple(b) + (m, k), x.dtype), ShapedArray(tuple(b) + (k, n), x.dtype)]

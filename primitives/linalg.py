@@ -1,4 +1,5 @@
-"""dot_general: batched tensor contraction; svd: the thin singular value decomposition.
+"""dot_general: batched tensor contraction; svd: the thin singular value decomposition;
+solve, slogdet, cholesky, qr, eigh: the factorizations ft.linalg and fnp.linalg build on.
 
 dimension_numbers = ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)); the result
 axes are batch, then lhs free, then rhs free (XLA's convention).
@@ -10,10 +11,10 @@ import math
 import numpy as np
 
 from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal, Zero
-from .base import NUMERIC, aval_of, defprim, moveaxis
-from .elementwise import add, div, mul, sub
+from .base import NUMERIC, aval_of, bdim_size, broadcast_batched, defprim, moveaxis
+from .elementwise import add, div, mul, neg, sub
 from .reductions import reduce_sum
-from .shape import broadcast_in_dim, transpose
+from .shape import broadcast_in_dim, concatenate, slice, transpose
 
 
 def _free(ndim, contract, batch):
@@ -231,12 +232,17 @@ def _svd_impl(xp, x):
     return [u, s, vh]
 
 
-def _svd_shape(x):
+def _real_matrix(x, name):
+    """The shape rules' common check: a real floating matrix or a stack of them."""
     if x.ndim < 2:
-        raise ShapeError(f"svd needs a matrix or a stack of matrices, got {x.str_short()}")
+        raise ShapeError(f"{name} needs a matrix or a stack of matrices, got {x.str_short()}")
     if x.dtype.kind != "f":
-        raise DTypeError(f"svd supports real floating matrices, got {x.str_short()}; convert "
+        raise DTypeError(f"{name} supports real floating matrices, got {x.str_short()}; convert "
                          "integers with astype (complex matrices are not supported)")
+
+
+def _svd_shape(x):
+    _real_matrix(x, "svd")
     *b, m, n = x.shape
     k = min(m, n)
     b = tuple(b)
@@ -306,3 +312,219 @@ def _svd_batch(vals, dims):
 svd_p = defprim("svd", _svd_impl, _svd_shape, jvp=_svd_jvp, batch=_svd_batch,
                 multiple_results=True, fresh=True)
 svd = svd_p.bind
+
+
+# ---------------------------------------------------------------------------
+# solve, slogdet, cholesky, qr, eigh: real square (qr: any) matrices and stacks of them.
+# The symmetric factorizations read the lower triangle only (LAPACK's and torch's 'L'), so
+# their derivatives are taken along tril(dA) + tril(dA, -1)ᵀ.
+
+def _square(x, name):
+    _real_matrix(x, name)
+    if x.shape[-1] != x.shape[-2]:
+        raise ShapeError(f"{name} needs square matrices (a stack of them), got {x.str_short()}")
+
+
+def _eye_like(x):
+    """The identity broadcast to x's (square) shape."""
+    shape = aval_of(x).shape
+    n = shape[-1]
+    return broadcast_in_dim(np.eye(n, dtype=aval_of(x).dtype), shape=shape,
+                            broadcast_dimensions=(len(shape) - 2, len(shape) - 1))
+
+
+def _mask(x, k):
+    """np.tril(ones, k) broadcast to x's shape (k=0: the lower triangle with the diagonal)."""
+    shape = aval_of(x).shape
+    m = np.tril(np.ones(shape[-2:], aval_of(x).dtype), k)
+    return broadcast_in_dim(m, shape=shape, broadcast_dimensions=(len(shape) - 2, len(shape) - 1))
+
+
+def _sym_lower(t):
+    """The symmetric matrix whose lower triangle is t's: what a lower-reading routine sees."""
+    low = mul(t, _mask(t, -1))
+    return add(add(low, _mT(low)), mul(t, _eye_like(t)))
+
+
+def _diag(a):
+    """The diagonal of the last two (square) axes."""
+    return reduce_sum(mul(a, _eye_like(a)), axes=(aval_of(a).ndim - 1,))
+
+
+def _solve_impl(xp, a, b):
+    return xp.linalg.solve(xp.asarray(a), xp.asarray(b))
+
+
+def _solve_shape(a, b):
+    _square(a, "solve")
+    if b.dtype != a.dtype or b.ndim != a.ndim or b.shape[:-2] != a.shape[:-2] or \
+            b.shape[-2] != a.shape[-1]:
+        raise ShapeError(f"solve needs b of shape {a.shape[:-1]} + (k,) and a's dtype, got "
+                         f"{a.str_short()} and {b.str_short()}")
+    return ShapedArray(b.shape, b.dtype)
+
+
+def _solve_transpose(ct, a, b):
+    return [None, solve(_mT(a), ct)]
+
+
+def _solve_batch(vals, dims):
+    size = bdim_size(vals, dims)
+    a, b = (moveaxis(v, d, 0) if d is not None else broadcast_batched(v, size)
+            for v, d in zip(vals, dims))
+    return solve(a, b), 0
+
+
+solve_p = defprim(
+    "solve", _solve_impl, _solve_shape,
+    jvp_out=(lambda t, x, a, b: neg(solve(a, _mm(t, x))), lambda t, x, a, b: solve(a, t)),
+    transpose=_solve_transpose, batch=_solve_batch, fresh=True)
+solve = solve_p.bind
+
+
+def _first_batch(bind):
+    """The batching rule of a one-operand factorization whose impl takes stacks."""
+    def rule(vals, dims):
+        (x,), (d,) = vals, dims
+        out = bind(moveaxis(x, d, 0))
+        return out, (0,) * len(out)
+    return rule
+
+
+def _slogdet_impl(xp, x):
+    sign, logabs = xp.linalg.slogdet(xp.asarray(x))
+    return [xp.asarray(sign), xp.asarray(logabs)]
+
+
+def _slogdet_shape(x):
+    _square(x, "slogdet")
+    return [ShapedArray(x.shape[:-2], x.dtype)] * 2
+
+
+def _slogdet_jvp(primals, tangents):
+    """d log|det A| = tr(A⁻¹ dA); the sign is locally constant."""
+    (x,), (t,) = primals, tangents
+    sign, logabs = slogdet(x)
+    zero = Zero(aval_of(sign).strip_weak())
+    if type(t) is Zero:
+        return [sign, logabs], [zero, zero]
+    return [sign, logabs], [zero, reduce_sum(_diag(solve(x, t)), axes=(aval_of(x).ndim - 2,))]
+
+
+slogdet_p = defprim("slogdet", _slogdet_impl, _slogdet_shape, jvp=_slogdet_jvp,
+                    batch=_first_batch(lambda x: slogdet(x)), multiple_results=True, fresh=True)
+slogdet = slogdet_p.bind
+
+
+def _cholesky_shape(x):
+    _square(x, "cholesky")
+    return ShapedArray(x.shape, x.dtype)
+
+
+def _cholesky_jvp(primals, tangents):
+    """dL = L Φ(L⁻¹ S L⁻ᵀ), S the symmetric tangent, Φ the lower triangle with the diagonal
+    halved (from dA = dL Lᵀ + L dLᵀ)."""
+    (x,), (t,) = primals, tangents
+    low = cholesky(x)
+    if type(t) is Zero:
+        return low, Zero(aval_of(low).strip_weak())
+    s = _sym_lower(t)
+    inner = solve(low, _mT(solve(low, s)))                  # L⁻¹ S L⁻ᵀ
+    phi = mul(inner, sub(_mask(inner, 0), mul(_eye_like(inner), np.asarray(0.5, aval_of(x).dtype))))
+    return low, _mm(low, phi)
+
+
+cholesky_p = defprim("cholesky", lambda xp, x: xp.linalg.cholesky(xp.asarray(x)),
+                     _cholesky_shape, jvp=_cholesky_jvp,
+                     batch=lambda vals, dims: (cholesky(moveaxis(vals[0], dims[0], 0)), 0),
+                     fresh=True)
+cholesky = cholesky_p.bind
+
+
+def _qr_impl(xp, x):
+    q, r = xp.linalg.qr(xp.asarray(x), mode="reduced")
+    return [q, r]
+
+
+def _qr_shape(x):
+    _real_matrix(x, "qr")
+    *b, m, n = x.shape
+    k = min(m, n)
+    return [ShapedArray(tuple(b) + (m, k), x.dtype), ShapedArray(tuple(b) + (k, n), x.dtype)]
+
+
+def _qr_square_jvp(q, r, t):
+    """(dQ, dR) of A = QR with R square and invertible: M = Qᵀ dA R⁻¹, Ω = tril(M, -1) minus
+    its transpose (Qᵀ dQ is skew), dQ = Q Ω + (I - Q Qᵀ) dA R⁻¹, dR = Qᵀ dA - Ω R."""
+    dar = _mT(solve(_mT(r), _mT(t)))                         # dA R⁻¹
+    low = mul(_mm(_mT(q), dar), _mask(r, -1))
+    omega = sub(low, _mT(low))
+    qt_dar = _mm(_mT(q), dar)
+    dq = add(_mm(q, omega), sub(dar, _mm(q, qt_dar)))
+    dr = sub(_mm(_mT(q), t), _mm(omega, r))
+    return dq, dr
+
+
+def _qr_jvp(primals, tangents):
+    """A wide A = Q [R1 R2] differentiates its square left block, then R2 = Qᵀ A2."""
+    (x,), (t,) = primals, tangents
+    q, r = qr(x)
+    if type(t) is Zero:
+        return [q, r], [Zero(aval_of(q).strip_weak()), Zero(aval_of(r).strip_weak())]
+    shape = aval_of(x).shape
+    m, n = shape[-2:]
+    if m >= n:
+        return [q, r], list(_qr_square_jvp(q, r, t))
+    dq, dr1 = _qr_square_jvp(q, _cols(r, 0, m), _cols(t, 0, m))
+    dr2 = add(_mm(_mT(dq), _cols(x, m, n)), _mm(_mT(q), _cols(t, m, n)))
+    return [q, r], [dq, concatenate(dr1, dr2, dimension=len(shape) - 1)]
+
+
+def _cols(a, lo, hi):
+    """Columns lo:hi of the last axis."""
+    shape = aval_of(a).shape
+    return slice(a, start_indices=(0,) * (len(shape) - 1) + (lo,),
+                 limit_indices=shape[:-1] + (hi,), strides=None)
+
+
+qr_p = defprim("qr", _qr_impl, _qr_shape, jvp=_qr_jvp, batch=_first_batch(lambda x: qr(x)),
+               multiple_results=True, fresh=True)
+qr = qr_p.bind
+
+
+def _eigh_impl(xp, x):
+    """LAPACK's eigenvectors, each signed so that its largest-magnitude entry is positive:
+    LAPACK's own signs jump under tiny perturbations, which breaks finite differences."""
+    w, v = xp.linalg.eigh(xp.asarray(x), UPLO="L")
+    return [w, v * _eigvec_signs(xp, v)]
+
+
+def _eigvec_signs(xp, v):
+    """+-1 per column of v (the sign of its largest-magnitude entry; +1 for a zero column)."""
+    top = xp.take_along_axis(v, xp.argmax(xp.abs(v), axis=-2)[..., None, :], axis=-2)
+    return xp.where(top < 0, -1, 1).astype(v.dtype)
+
+
+def _eigh_shape(x):
+    _square(x, "eigh")
+    return [ShapedArray(x.shape[:-1], x.dtype), ShapedArray(x.shape, x.dtype)]
+
+
+def _eigh_jvp(primals, tangents):
+    """P = Vᵀ S V: dw = diag(P), dV = V (F ∘ P), F_ij = 1 / (w_j - w_i) off the diagonal;
+    repeated eigenvalues make dV infinite, as in JAX and torch."""
+    (x,), (t,) = primals, tangents
+    w, v = eigh(x)
+    if type(t) is Zero:
+        return [w, v], [Zero(aval_of(w).strip_weak()), Zero(aval_of(v).strip_weak())]
+    p = _mm(_mT(v), _mm(_sym_lower(t), v))
+    shape = aval_of(x).shape
+    eye = _eye_like(x)
+    diff = sub(_spread(w, shape, -1), _spread(w, shape, -2))   # w_j - w_i
+    f = sub(div(np.ones((), aval_of(x).dtype), add(diff, eye)), eye)
+    return [w, v], [_diag(p), _mm(v, mul(f, p))]
+
+
+eigh_p = defprim("eigh", _eigh_impl, _eigh_shape, jvp=_eigh_jvp,
+                 batch=_first_batch(lambda x: eigh(x)), multiple_results=True, fresh=True)
+eigh = eigh_p.bind

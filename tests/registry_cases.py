@@ -515,6 +515,45 @@ def _svd_case():
 
 
 # ---------------------------------------------------------------------------
+# solve, slogdet, cholesky, qr, eigh: well-conditioned matrices (and stacks), so that each
+# factorization is a smooth function of the matrix and finite differences see it
+
+
+def _well_conditioned(rng, shape, dtype, sym=False):
+    """Orthogonal x spread singular values (distinct eigenvalues when sym) x orthogonal."""
+    *batch, m, n = shape
+    batch, k = tuple(batch), min(m, n)
+    q1 = np.linalg.qr(rng.standard_normal(batch + (m, m)))[0][..., :k]
+    q2 = q1 if sym else np.linalg.qr(rng.standard_normal(batch + (n, n)))[0][..., :k]
+    sv = 1 + 0.8 * np.arange(k) + rng.uniform(0, 0.3, batch + (k,))
+    if sym:
+        sv = sv * np.where(rng.random(batch + (k,)) < 0.3, -1, 1)
+    return np.einsum("...ik,...k,...jk->...ij", q1, sv, q2).astype(dtype)
+
+
+def _matrix_case(ref, square=True, sym=False, rhs=False, pd=False, **kw):
+    def make(d, dtype, deriv):
+        batch = d.draw(shape_st(0, 1, 1, 2))
+        m = d.draw(st.integers(1, 4))
+        n = m if square else d.draw(st.integers(1, 4))
+        k = d.draw(st.integers(1, 3))
+
+        def gen(rng):
+            a = _well_conditioned(rng, batch + (m, n), dtype, sym)
+            if pd:        # positive definite (cholesky): the square of a symmetric matrix
+                a = (a @ np.swapaxes(a, -1, -2)).astype(dtype)
+            return [a, values(rng, batch + (m, k), dtype)] if rhs else [a]
+        return {}, gen
+    return Case(make, ref, FLOATS, rtol32=1e-4, **kw)
+
+
+def _eigh_ref(x):
+    w, v = np.linalg.eigh(x)
+    top = np.take_along_axis(v, np.argmax(np.abs(v), axis=-2)[..., None, :], axis=-2)
+    return [w, v * np.where(top < 0, -1, 1).astype(v.dtype)]
+
+
+# ---------------------------------------------------------------------------
 # dot_general
 
 def _dot_case():
@@ -711,6 +750,11 @@ CASES: dict[str, Case] = {
     "scatter": _scatter_case(add=False),
     "dot_general": _dot_case(),
     "svd": _svd_case(),
+    "solve": _matrix_case(np.linalg.solve, rhs=True, linear=((1,),)),
+    "slogdet": _matrix_case(lambda x: list(np.linalg.slogdet(x))),
+    "cholesky": _matrix_case(np.linalg.cholesky, sym=True, pd=True),
+    "qr": _matrix_case(lambda x: list(np.linalg.qr(x)), square=False),
+    "eigh": _matrix_case(_eigh_ref, sym=True),
     "threefry2x32": _threefry_case(),
     "stop_gradient": unary(lambda x: x, dtypes=CFLOATS + (I32, BOOL), smooth=False),
 }

@@ -1,18 +1,30 @@
-"""ft.linalg: torch.linalg's norms and singular values on Tensors, with PyTorch's semantics
-(a norm's derivative is 0 at zero, abs's is sign(x)); an order torch rejects raises its error."""
+"""ft.linalg: torch.linalg's norms, decompositions and solvers on Tensors, with PyTorch's
+semantics (a norm's derivative is 0 at zero, abs's is sign(x)); an order torch rejects, a
+singular or non-square input raises torch's error."""
 from __future__ import annotations
 
 import builtins
 from collections import namedtuple
 
+import numpy as np
+
 from .. import numpy as fnp
+from ..numpy._linalg import solve_matrices
 from . import dtypes as D
+from .creation import empty
 from .methods import matrix_norm_fn, vector_norm_fn
 from .tensor import Tensor, apply_fn, static
 
 INF = float("inf")
 _MATRIX_ORDS = ("fro", "nuc", INF, -INF, 1, -1, 2, -2)
 SVD = namedtuple("torch_return_types_linalg_svd", ["U", "S", "Vh"])
+SLOGDET = namedtuple("torch_return_types_linalg_slogdet", ["sign", "logabsdet"])
+QR = namedtuple("torch_return_types_linalg_qr", ["Q", "R"])
+EIGH = namedtuple("torch_return_types_linalg_eigh", ["eigenvalues", "eigenvectors"])
+
+
+class LinAlgError(RuntimeError):
+    """torch.linalg.LinAlgError: a singular or not positive-definite input."""
 
 
 def _check_float(A, name):
@@ -94,3 +106,185 @@ def svd(A, full_matrices=True):
     _check_float(A, "linalg.svd")
     return SVD(*apply_fn("LinalgSvdBackward0", _svd_fn, (A,),
                          static(full_matrices=full_matrices)))
+
+
+def _check_square(A, name):
+    _check_float(A, name)
+    if A.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
+                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
+
+
+def _first_failure(mats, bad):
+    """(batch prefix, detail) of the first matrix in the stack for which bad(m) is not None,
+    in torch's words ('(Batch element i): ' for a stack)."""
+    flat = mats.reshape((-1,) + mats.shape[-2:])
+    for i, m in enumerate(flat):
+        detail = bad(m)
+        if detail is not None:
+            return (f"(Batch element {i}): " if mats.ndim > 2 else ""), detail
+    return "", None
+
+
+def _zero_pivot(m):
+    """The 1-based index of LU's first zero pivot (partial pivoting), as LAPACK's info."""
+    u = np.array(m, np.float64)
+    for k in range(u.shape[0]):
+        p = k + int(np.argmax(np.abs(u[k:, k])))
+        if u[p, k] == 0:
+            return k + 1
+        u[[k, p]] = u[[p, k]]
+        u[k + 1:] -= np.outer(u[k + 1:, k] / u[k, k], u[k])
+    return None
+
+
+def _non_pd_minor(m):
+    """The order of the first leading minor that is not positive-definite."""
+    for k in range(1, m.shape[0] + 1):
+        try:
+            np.linalg.cholesky(np.tril(m[:k, :k]) + np.tril(m[:k, :k], -1).T)
+        except np.linalg.LinAlgError:
+            return k
+    return None
+
+
+def _run(A, name, thunk):
+    """thunk() with NumPy's LinAlgError turned into torch's text for the failing matrix."""
+    try:
+        return thunk()
+    except np.linalg.LinAlgError:
+        mats = np.asarray(A.detach().numpy())
+        if name == "linalg.cholesky":
+            where, k = _first_failure(mats, _non_pd_minor)
+            raise LinAlgError(f"{name}: {where}The factorization could not be completed because "
+                              f"the input is not positive-definite (the leading minor of order "
+                              f"{k} is not positive-definite).") from None
+        where, k = _first_failure(mats, _zero_pivot)
+        if name == "linalg.inv":
+            raise LinAlgError(f"{name}: {where}The diagonal element {k} is zero, the inversion "
+                              "could not be completed because the input matrix is singular.") \
+                from None
+        raise LinAlgError(f"{name}: {where}The solver failed because the input matrix is "
+                          "singular.") from None
+
+
+def _solve_fn(a, b, vector, left):
+    if not left:                                  # X A = B  <=>  Aᵀ Xᵀ = Bᵀ
+        a, b = fnp.swapaxes(a, -1, -2), fnp.swapaxes(b, -1, -2)
+    if vector:
+        return solve_matrices(a, fnp.expand_dims(b, -1))[..., 0]
+    x = solve_matrices(a, b)
+    return x if left else fnp.swapaxes(x, -1, -2)
+
+
+def solve(A, B, *, left=True):
+    """torch.linalg.solve: X with A X = B (X A = B for left=False); B is a (batch of)
+    vector(s) when it is 1-D or has A's shape without its last axis."""
+    _check_square(A, "linalg.solve")
+    if not isinstance(B, Tensor):
+        raise TypeError(f"linalg.solve(): argument 'B' (position 2) must be Tensor, not "
+                        f"{type(B).__name__}")
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    if vector and not left:
+        raise RuntimeError("linalg.solve: Vector broadcasting of the left hand side is not "
+                           "supported for left=False. In this case linalg.solve is equivalent "
+                           "to B / A.squeeze(-1)")
+    n = A.shape[-1]
+    rows = B.shape[-1] if vector else (B.shape[-2] if left else B.shape[-1])
+    if rows != n:
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation "
+                           f"{'AX = B' if left else 'XA = B'} ({'x'.join(map(str, A.shape[-2:]))} "
+                           f"and {'x'.join(map(str, B.shape[-2:] if B.ndim > 1 else B.shape))})")
+    if B.dtype != A.dtype:
+        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found "
+                           f"A of type {D.type_name(A.dtype).removesuffix('Tensor')} and B of "
+                           f"type {D.type_name(B.dtype).removesuffix('Tensor')} instead")
+    return _run(A, "linalg.solve", lambda: apply_fn(
+        "LinalgSolveExBackward0", _solve_fn, (A, B), static(vector=vector, left=left)))
+
+
+def _inv_fn(a):
+    return fnp.linalg.inv(a)
+
+
+def inv(A):
+    """torch.linalg.inv of a square matrix (or a stack)."""
+    _check_square(A, "linalg.inv")
+    return _run(A, "linalg.inv", lambda: apply_fn("LinalgInvExBackward0", _inv_fn, (A,)))
+
+
+def _slogdet_fn(a):
+    return tuple(fnp.linalg.slogdet(a))
+
+
+def slogdet(A):
+    """torch.linalg.slogdet: (sign, log|det A|); a singular A gives (0, -inf)."""
+    _check_square(A, "linalg.slogdet")
+    return SLOGDET(*apply_fn("LinalgSlogdetBackward0", _slogdet_fn, (A,)))
+
+
+def _det_fn(a):
+    return fnp.linalg.det(a)
+
+
+def det(A):
+    """torch.linalg.det, as sign * exp(log|det|): its gradient det * A⁻ᵀ needs an invertible
+    A (at a singular one, backward raises the solver's error)."""
+    _check_square(A, "linalg.det")
+    return apply_fn("LinalgDetBackward0", _det_fn, (A,))
+
+
+def _cholesky_fn(a, upper):
+    return fnp.linalg.cholesky(a, upper=upper)
+
+
+def cholesky(A, *, upper=False):
+    """torch.linalg.cholesky, read from A's lower triangle (gradients go to it alone)."""
+    _check_square(A, "linalg.cholesky")
+    return _run(A, "linalg.cholesky", lambda: apply_fn(
+        "LinalgCholeskyExBackward0", _cholesky_fn, (A,), static(upper=upper)))
+
+
+def _qr_fn(a, mode):
+    out = fnp.linalg.qr(a, mode="reduced")
+    return (out[0], out[1]) if mode == "reduced" else out[1]
+
+
+def qr(A, mode="reduced"):
+    """torch.linalg.qr: mode 'reduced' or 'r' (Q empty); 'complete' where it equals 'reduced'
+    (m <= n)."""
+    _check_float(A, "linalg.qr")
+    if A.ndim < 2:
+        raise RuntimeError("linalg.qr: The input tensor A must have at least 2 dimensions.")
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
+                           "'reduced' (default), 'r', or 'complete'")
+    if mode == "complete" and A.shape[-2] > A.shape[-1]:
+        raise NotImplementedError(f"linalg.qr: mode='complete' of a tall {A.shape[-2]} x "
+                                  f"{A.shape[-1]} matrix is not supported (its extra columns "
+                                  "have no derivative); use mode='reduced'")
+    if mode == "r":
+        return QR(empty(0, dtype=A.dtype),
+                  apply_fn("LinalgQrBackward0", _qr_fn, (A,), static(mode="r")))
+    return QR(*apply_fn("LinalgQrBackward0", _qr_fn, (A,), static(mode="reduced")))
+
+
+def _eigh_fn(a, uplo):
+    return tuple(fnp.linalg.eigh(a, UPLO=uplo))
+
+
+def eigh(A, UPLO="L"):  # noqa: N803  (torch's name)
+    """torch.linalg.eigh: ascending eigenvalues and orthonormal eigenvectors of a symmetric
+    matrix read from its UPLO triangle; each eigenvector's largest-magnitude entry is
+    positive (torch leaves the sign to LAPACK)."""
+    _check_square(A, "linalg.eigh")
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    return EIGH(*apply_fn("LinalgEighBackward0", _eigh_fn, (A,), static(uplo=UPLO)))
+
+
+def eigvalsh(A, UPLO="L"):  # noqa: N803
+    """torch.linalg.eigvalsh: the eigenvalues of eigh, ascending."""
+    return eigh(A, UPLO)[0]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+from collections import namedtuple
 
 import numpy as _np
 
@@ -13,8 +14,8 @@ from functrans.primitives import linalg as la
 from ._promotion import (
     _as_operand, _broadcast_to_shape, _promote_float, _promote_same_dtype, _shape,
     broadcast_shapes, expand_dims, ravel, reshape, stack)
-from ._shapes import broadcast_arrays, moveaxis, ndim
-from ._elementwise import absolute, conj, multiply, power, real, sqrt, subtract
+from ._shapes import broadcast_arrays, moveaxis, ndim, swapaxes
+from ._elementwise import absolute, conj, exp, multiply, power, real, sqrt, subtract
 from ._reductions import max, min, sum
 
 
@@ -176,6 +177,98 @@ def matrix_norm(x, ord, axes, keepdims, absval=absolute, frobenius=None):
     return expand_dims(out, tuple(sorted((r, c)))) if keepdims else out
 
 
+SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
+QRResult = namedtuple("QRResult", ["Q", "R"])
+EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+
+
+def _float_matrix(a, name, square=True):
+    """a as a floating operand of at least two dimensions (square ones when asked)."""
+    x = _promote_float(a)[0]
+    shape = _shape(x)
+    if len(shape) < 2:
+        raise _np.linalg.LinAlgError(f"{len(shape)}-dimensional array given. Array must be at "
+                                     f"least two-dimensional ({name})")
+    if square and shape[-1] != shape[-2]:
+        raise _np.linalg.LinAlgError(f"Last 2 dimensions of the array must be square ({name}, "
+                                     f"got shape {shape})")
+    return x
+
+
+def solve_matrices(a, b):
+    """a⁻¹ b for a (..., n, n) and b (..., n, k), their batch axes broadcast together."""
+    batch = broadcast_shapes(_shape(a)[:-2], _shape(b)[:-2])
+    if _shape(b)[-2] != _shape(a)[-1]:
+        raise ValueError(f"solve: b's rows ({_shape(b)[-2]}) do not match the {_shape(a)[-1]} x "
+                         f"{_shape(a)[-1]} matrix a")
+    a = _broadcast_to_shape(a, batch + _shape(a)[-2:])
+    b = _broadcast_to_shape(b, batch + _shape(b)[-2:])
+    return la.solve(a, b)
+
+
+def _solve(a, b):
+    """NumPy 2's solve: b is a vector when it is 1-D, else a stack of matrices."""
+    x = _float_matrix(a, "solve")
+    y = _promote_float(b)[0]
+    if y.dtype != x.dtype:
+        x, y = _promote_same_dtype([x, y])
+    if ndim(y) == 1:
+        return solve_matrices(x, expand_dims(y, -1))[..., 0]
+    return solve_matrices(x, y)
+
+
+def _eye(n, dtype, batch):
+    return _broadcast_to_shape(_np.eye(n, dtype=dtype), batch + (n, n))
+
+
+def _inv(a):
+    x = _float_matrix(a, "inv")
+    n = _shape(x)[-1]
+    return la.solve(x, _eye(n, x.dtype, _shape(x)[:-2]))
+
+
+def _slogdet(a):
+    return SlogdetResult(*la.slogdet(_float_matrix(a, "slogdet")))
+
+
+def _det(a):
+    """sign * exp(log|det|): its derivative det * tr(a⁻¹ da) needs an invertible a."""
+    sign, logabs = la.slogdet(_float_matrix(a, "det"))
+    return multiply(sign, exp(logabs))
+
+
+def _cholesky(a, upper=False):
+    low = la.cholesky(_float_matrix(a, "cholesky"))
+    return swapaxes(low, -1, -2) if upper else low
+
+
+def _qr(a, mode="reduced"):
+    """The reduced QR decomposition ('reduced', 'r'; 'complete' where it equals it, m <= n)."""
+    x = _float_matrix(a, "qr", square=False)
+    m, n = _shape(x)[-2:]
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"Unrecognized mode '{mode}'")
+    if mode == "complete" and m > n:
+        raise NotImplementedError(f"qr: mode='complete' of a tall {m} x {n} matrix is not "
+                                  "supported (its extra columns have no derivative); use "
+                                  "mode='reduced'")
+    q, r = la.qr(x)
+    return r if mode == "r" else QRResult(q, r)
+
+
+def _eigh(a, UPLO="L"):  # noqa: N803  (NumPy's name)
+    """Eigenvalues (ascending) and eigenvectors of a symmetric matrix read from its UPLO
+    triangle; each eigenvector's largest-magnitude entry is positive."""
+    if UPLO not in ("L", "U"):
+        raise ValueError("UPLO argument must be 'L' or 'U'")
+    x = _float_matrix(a, "eigh")
+    return EighResult(*la.eigh(x if UPLO == "L" else swapaxes(x, -1, -2)))
+
+
+def _eigvalsh(a, UPLO="L"):  # noqa: N803
+    return _eigh(a, UPLO)[0]
+
+
 class linalg:  # noqa: N801  (a namespace, as jax.numpy.linalg)
     @staticmethod
     def norm(x, ord=None, axis=None, keepdims=False):
@@ -212,3 +305,13 @@ class linalg:  # noqa: N801  (a namespace, as jax.numpy.linalg)
                 "pass full_matrices=False for the thin decomposition")
         u, s, vh = la.svd(x)
         return (u, s, vh) if compute_uv else s
+
+    solve = staticmethod(_solve)
+    inv = staticmethod(_inv)
+    det = staticmethod(_det)
+    slogdet = staticmethod(_slogdet)
+    cholesky = staticmethod(_cholesky)
+    qr = staticmethod(_qr)
+    eigh = staticmethod(_eigh)
+    eigvalsh = staticmethod(_eigvalsh)
+    LinAlgError = _np.linalg.LinAlgError

@@ -12,13 +12,15 @@ from ...core import Tracer  # noqa: F401  (read as F.Tracer by nn.modules.normal
 from ._dispatch import _check_reduction, _is_facade, _legacy_reduction, _raw  # noqa: F401
 from ._linear import bilinear, embedding, linear, one_hot  # noqa: F401
 from ._activations import (  # noqa: F401
-    dropout, elu, gelu, hardtanh, leaky_relu, log_softmax, logsigmoid, relu, relu6, relu_,
+    dropout, elu, gelu, hardtanh, leaky_relu, log_softmax, logsigmoid, mish, relu, relu6, relu_,
     sigmoid, silu, softmax, softmin, softplus, tanh)
 from ._normalization import batch_norm, group_norm, layer_norm  # noqa: F401
-from ._conv import _pair, adaptive_avg_pool2d, avg_pool2d, conv2d, max_pool2d, pad  # noqa: F401
+from ._conv import (_pair, _single, adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, max_pool2d,  # noqa: F401
+                    pad)
 from ._losses import (  # noqa: F401
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div,
     l1_loss, mse_loss, nll_loss, smooth_l1_loss)
+from ._attention import scaled_dot_product_attention  # noqa: F401
 from ._misc import cosine_similarity, flatten, normalize  # noqa: F401
 from ._dispatch import tensor_arguments as _tensor_arguments
 

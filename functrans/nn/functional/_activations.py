@@ -96,6 +96,18 @@ def silu(input, inplace=False):
     return out
 
 
+def _mish_fn(x):
+    return x * fnp.tanh(_jnn.softplus(x))
+
+
+def mish(input, inplace=False):
+    """x * tanh(softplus(x)) (Misra, 2019)."""
+    out = _call("MishBackward0", _mish_fn, (input,))
+    if inplace and isinstance(input, Tensor):
+        return input.copy_(out)
+    return out
+
+
 def _sigmoid_fn(x):
     return _jnn.sigmoid(x)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import numpy as fnp
+from ...facade.tensor import Tensor
 from ._dispatch import _call, _ndim, _shape, _squeeze0, _unsqueeze0
 
 
@@ -107,6 +108,39 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     out = _call("ConvolutionBackward0", _conv2d_fn, args, stride=stride, pads=pads,
                 dilation=dilation, groups=int(groups))
     return _squeeze0(out) if unbatched else out
+
+
+def _single(v, name):
+    """An int from an int or a 1-tuple (conv1d's arguments)."""
+    if isinstance(v, (tuple, list)):
+        if len(v) != 1:
+            raise RuntimeError(f"expected {name} to be a single integer value or a list of 1 "
+                               f"values to match the convolution dimensions, but got {name}={v}")
+        return int(v[0])
+    return int(v)
+
+
+def _unsqueeze(x, axis):
+    return x.unsqueeze(axis) if isinstance(x, Tensor) else fnp.expand_dims(x, axis)
+
+
+def _squeeze(x, axis):
+    return x.squeeze(axis) if isinstance(x, Tensor) else fnp.squeeze(x, axis)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D cross-correlation of (N, C, L) (or (C, L)) with weight (O, C/groups, k): conv2d
+    over a height of one."""
+    if _ndim(input) not in (2, 3):
+        raise RuntimeError(f"Expected 2D (unbatched) or 3D (batched) input to conv1d, but got "
+                           f"input of size: {list(_shape(input))}")
+    if _ndim(weight) != 3:
+        raise RuntimeError(f"conv1d: weight must be 3-D (out_channels, in_channels/groups, "
+                           f"kernel), got size {list(_shape(weight))}")
+    pad = padding if isinstance(padding, str) else (0, _single(padding, "padding"))
+    out = conv2d(_unsqueeze(input, -2), _unsqueeze(weight, 2), bias,
+                 (1, _single(stride, "stride")), pad, (1, _single(dilation, "dilation")), groups)
+    return _squeeze(out, -2)
 
 
 def _pool_geometry(h, k, s, p, d, ceil_mode):

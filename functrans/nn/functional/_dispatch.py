@@ -41,7 +41,8 @@ def _is_facade(x):
 # parameters that torch types as Tensor (Optional[Tensor] where the default is None, and
 # batch_norm's running statistics); checked for every public function (tensor_arguments)
 _TENSOR_PARAMS = frozenset({"input", "input1", "input2", "x1", "x2", "target", "weight", "bias",
-                            "running_mean", "running_var", "pos_weight", "tensor"})
+                            "running_mean", "running_var", "pos_weight", "tensor", "query",
+                            "key"})      # (not "value": F.pad's is a number)
 _ARRAYS = (Tensor, Tracer, np.ndarray, np.generic)
 
 

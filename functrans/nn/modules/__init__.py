@@ -1,9 +1,9 @@
 """torch.nn's modules: the Module machinery, layers, containers and losses."""
 from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, ReLU,  # noqa: F401
-                         ReLU6, SiLU, Sigmoid, Softmax, Softplus, Tanh)
+                         Mish, ReLU6, SiLU, Sigmoid, Softmax, Softplus, Tanh)
 from .container import (Flatten, ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                         Sequential, Unflatten)
-from .conv import AdaptiveAvgPool2d, AvgPool2d, Conv2d, MaxPool2d  # noqa: F401
+from .conv import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .embedding import Embedding  # noqa: F401
 from .linear import Bilinear, Identity, Linear  # noqa: F401
@@ -11,4 +11,7 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDi
                    L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 from .module import (Buffer, Module, Parameter, register_module_forward_hook,  # noqa: F401
                      register_module_forward_pre_hook, register_module_full_backward_hook)
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell, RNNBase, RNNCellBase  # noqa: F401
+from .transformer import (MultiheadAttention, TransformerEncoder,  # noqa: F401
+                          TransformerEncoderLayer)
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm  # noqa: F401

@@ -81,6 +81,18 @@ class SiLU(Module):
         return "inplace=True" if self.inplace else ""
 
 
+class Mish(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.mish(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
 class Tanh(Module):
     def forward(self, input):
         return F.tanh(input)

@@ -78,6 +78,31 @@ class Conv2d(Module):
         return s
 
 
+class Conv1d(Conv2d):
+    """1-D convolution: weight (out, in/groups, k) ~ kaiming_uniform_(a=sqrt(5)), bias ~
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)), run as conv2d over a height of one."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        k, s, d = (F._single(v, n) for v, n in ((kernel_size, "kernel_size"), (stride, "stride"),
+                                                 (dilation, "dilation")))
+        p = padding if isinstance(padding, str) else F._single(padding, "padding")
+        super().__init__(in_channels, out_channels, (1, k), (1, s), p if isinstance(p, str)
+                         else (0, p), (1, d), groups, bias, padding_mode, device, dtype)
+        self.kernel_size, self.stride, self.dilation = (k,), (s,), (d,)
+        self.padding = p if isinstance(p, str) else (p,)
+        self.weight = Parameter(empty(out_channels, in_channels // groups, k, device=device,
+                                      dtype=dtype))
+        self.reset_parameters()
+
+    def forward(self, input):
+        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
+                        self.dilation, self.groups)
+
+    def extra_repr(self):
+        return super().extra_repr().replace(", padding=(0,)", "").replace(", dilation=(1,)", "")
+
+
 class MaxPool2d(Module):
     """Max over kernel windows; ties go to the first element of the window (as torch)."""
 

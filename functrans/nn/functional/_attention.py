@@ -1,0 +1,138 @@
+"""Attention as functions: scaled_dot_product_attention and the multi-head attention forward
+of torch.nn.MultiheadAttention, each written once with functrans.numpy (one facade op on
+Tensors). Masks arrive as additive float arrays (0 or -inf), built from torch's bool or
+float masks by the callers."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import numpy as fnp
+from .. import functions as _jnn
+from ._activations import _dropout_mask, _refuse_random_under_trace
+from ._dispatch import _call, _concrete, _is_raw, _shape
+
+
+def _attend(q, k, v, mask, drop, scale):
+    """softmax(q kᵀ scale + mask) (times a dropout mask) @ v; also the weights."""
+    s = fnp.matmul(q, fnp.swapaxes(k, -1, -2)) * scale
+    if mask is not None:
+        s = s + mask
+    w = _jnn.softmax(s, axis=-1)
+    if drop is not None:
+        w = w * drop
+    return fnp.matmul(w, v), w
+
+
+def _sdpa_fn(q, k, v, *rest, scale, has_mask, has_drop):
+    mask = rest[0] if has_mask else None
+    drop = rest[-1] if has_drop else None
+    return _attend(q, k, v, mask, drop, scale)[0]
+
+
+def additive_mask(mask, dtype, allowed_when_true):
+    """torch's mask as an additive float array: a bool mask gives 0 / -inf (True means
+    'may attend' for scaled_dot_product_attention, 'masked out' for MultiheadAttention);
+    a float mask is added as is."""
+    m = _concrete(mask)
+    if m is None:
+        raise NotImplementedError("attention masks must be concrete (not traced) values; build "
+                                  "them outside ft.jit/ft.vmap and pass them in")
+    if m.dtype == np.bool_:
+        keep = m if allowed_when_true else ~m
+        return np.where(keep, 0.0, -np.inf).astype(dtype)
+    if m.dtype.kind != "f":
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                           f"dtype, but got attn_mask.dtype: {m.dtype} and  query.dtype: {dtype} "
+                           "instead.")
+    return m.astype(dtype)
+
+
+def _drop(shape, p, dtype, args):
+    """A dropout mask for attention weights (None when p is 0)."""
+    if not p:
+        return None
+    if _is_raw(args):
+        for a in args:
+            _refuse_random_under_trace(a, "attention dropout")
+    return _dropout_mask(shape, p, dtype)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """softmax(Q Kᵀ / sqrt(E) + mask) V over the last two axes (any leading batch axes); a bool
+    mask's True entries take part; is_causal masks the upper triangle; dropout_p drops weights."""
+    if enable_gqa:
+        raise NotImplementedError("scaled_dot_product_attention: enable_gqa=True is not "
+                                  "supported; repeat the key/value heads yourself")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
+                           "when is_causal=True")
+    dtype = np.dtype(query.dtype)
+    L, S = _shape(query)[-2], _shape(key)[-2]
+    scale = 1.0 / math.sqrt(_shape(query)[-1]) if scale is None else float(scale)
+    mask = None
+    if is_causal:
+        mask = np.where(np.tril(np.ones((L, S), bool)), 0.0, -np.inf).astype(dtype)
+    elif attn_mask is not None:
+        mask = additive_mask(attn_mask, dtype, allowed_when_true=True)
+    batch = np.broadcast_shapes(_shape(query)[:-2], _shape(key)[:-2])
+    drop = _drop(batch + (L, S), dropout_p, dtype, (query, key, value))
+    args = (query, key, value) + ((mask,) if mask is not None else ()) + \
+        ((drop,) if drop is not None else ())
+    return _call("ScaledDotProductAttentionBackward0", _sdpa_fn, args, scale=scale,
+                 has_mask=mask is not None, has_drop=drop is not None)
+
+
+def _heads(x, w, b, h):
+    """(N, T, E_in) @ wᵀ + b split into heads: (N, h, T, E/h)."""
+    y = fnp.matmul(x, fnp.swapaxes(w, -1, -2))
+    if b is not None:
+        y = y + b
+    n, t, e = fnp.shape(y)
+    return fnp.swapaxes(fnp.reshape(y, (n, t, h, e // h)), 1, 2)
+
+
+def _mha_fn(q, k, v, *w, num_heads, packed, has_bias, has_mask, has_drop, need_weights,
+            average):
+    """Multi-head attention of batch-first (N, L, E) q and (N, S, kdim/vdim) k, v."""
+    w = list(w)
+    drop = w.pop() if has_drop else None
+    mask = w.pop() if has_mask else None
+    e = fnp.shape(q)[-1]
+    if packed:
+        w_in, w = w[0], w[1:]
+        wq, wk, wv = w_in[:e], w_in[e:2 * e], w_in[2 * e:]
+    else:
+        (wq, wk, wv), w = w[:3], w[3:]
+    if has_bias:
+        b_in, wo, bo = w
+        bq, bk, bv = b_in[:e], b_in[e:2 * e], b_in[2 * e:]
+    else:
+        (wo,), bq, bk, bv, bo = w, None, None, None, None
+    qh, kh, vh = (_heads(x, ww, bb, num_heads) for x, ww, bb in
+                  ((q, wq, bq), (k, wk, bk), (v, wv, bv)))
+    out, weights = _attend(qh, kh, vh, mask, drop, 1.0 / math.sqrt(e // num_heads))
+    n, _, L, _ = fnp.shape(out)
+    out = fnp.reshape(fnp.swapaxes(out, 1, 2), (n, L, e))
+    out = fnp.matmul(out, fnp.swapaxes(wo, -1, -2))
+    if bo is not None:
+        out = out + bo
+    if not need_weights:
+        return out
+    return out, (fnp.mean(weights, axis=1) if average else weights)
+
+
+def multi_head_attention(q, k, v, weights, *, num_heads, packed, has_bias, mask, dropout_p,
+                         need_weights, average):
+    """torch.nn.MultiheadAttention's forward on batch-first (N, L, E) inputs; mask additive,
+    broadcastable to (N, num_heads, L, S)."""
+    n, L, _ = _shape(q)
+    S = _shape(k)[1]
+    drop = _drop((n, num_heads, L, S), dropout_p, np.dtype(q.dtype), (q, k, v))
+    args = (q, k, v) + tuple(weights) + ((mask,) if mask is not None else ()) + \
+        ((drop,) if drop is not None else ())
+    return _call("MultiheadAttentionBackward0", _mha_fn, args, num_heads=num_heads,
+                 packed=packed, has_bias=has_bias, has_mask=mask is not None,
+                 has_drop=drop is not None, need_weights=need_weights, average=average)

@@ -626,6 +626,24 @@ def _threefry_case():
     return Case(make, ref, (U32,), smooth=False)
 
 
+def _fft_case():
+    """Real operands draw RFFT, complex ones FFT, IFFT or IRFFT, over 1-2 trailing axes."""
+    def make(d, dtype, deriv):
+        shape = d.draw(shape_st(1, 3, 1, 5))
+        k = d.draw(st.integers(1, min(2, len(shape))))
+        lengths = shape[-k:]
+        kind = "RFFT" if dtype.kind == "f" else d.draw(st.sampled_from(["FFT", "IFFT", "IRFFT"]))
+        if kind == "IRFFT":
+            shape = shape[:-1] + (lengths[-1] // 2 + 1,)
+        return dict(fft_type=kind, fft_lengths=lengths), lambda rng: [values(rng, shape, dtype)]
+
+    def ref(x, fft_type, fft_lengths):
+        f = {"FFT": np.fft.fftn, "IFFT": np.fft.ifftn, "RFFT": np.fft.rfftn,
+             "IRFFT": np.fft.irfftn}[fft_type]
+        return f(x, s=fft_lengths, axes=tuple(range(-len(fft_lengths), 0)))
+    return Case(make, ref, (F64, C128), linear=((0,),))
+
+
 # ---------------------------------------------------------------------------
 # the table
 
@@ -755,6 +773,7 @@ CASES: dict[str, Case] = {
     "cholesky": _matrix_case(np.linalg.cholesky, sym=True, pd=True),
     "qr": _matrix_case(lambda x: list(np.linalg.qr(x)), square=False),
     "eigh": _matrix_case(_eigh_ref, sym=True),
+    "fft": _fft_case(),
     "threefry2x32": _threefry_case(),
     "stop_gradient": unary(lambda x: x, dtypes=CFLOATS + (I32, BOOL), smooth=False),
 }

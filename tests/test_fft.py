@@ -1,0 +1,161 @@
+"""functrans.numpy.fft: values against numpy.fft for every function and norm, gradients of
+real losses against float64 central differences, jit and vmap, and the primitive's errors."""
+import numpy as np
+import pytest
+
+import functrans as ft
+import functrans.numpy as fnp
+from functrans.core import DTypeError, ShapeError
+from functrans.primitives.fft import fft as fft_prim
+
+NORMS = [None, "backward", "ortho", "forward"]
+rng = np.random.default_rng(0)
+X = rng.standard_normal((4, 6))
+Z = X + 1j * rng.standard_normal((4, 6))
+X3 = rng.standard_normal((3, 4, 5))
+
+
+def _fd_grad(f, x, eps=1e-6):
+    """Central differences of a real scalar f at a float64 x."""
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = eps
+        g[i] = (f(x + e) - f(x - e)) / (2 * eps)
+    return g
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("name", ["fft", "ifft"])
+@pytest.mark.parametrize("n,axis", [(None, -1), (None, 0), (4, -1), (9, 0)])
+def test_complex_1d_values(name, norm, n, axis):
+    for a in (Z, X):
+        got = getattr(fnp.fft, name)(a, n=n, axis=axis, norm=norm)
+        want = getattr(np.fft, name)(a, n=n, axis=axis, norm=norm)
+        assert got.shape == want.shape and got.dtype == np.complex128
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("n,axis", [(None, -1), (None, 0), (5, -1), (9, 0)])
+def test_real_1d_values(norm, n, axis):
+    got = fnp.fft.rfft(X, n=n, axis=axis, norm=norm)
+    np.testing.assert_allclose(got, np.fft.rfft(X, n=n, axis=axis, norm=norm), atol=1e-12)
+    h = np.fft.rfft(X, axis=axis)
+    for m in (None, 5, 6, 11):
+        got = fnp.fft.irfft(h, n=m, axis=axis, norm=norm)
+        want = np.fft.irfft(h, n=m, axis=axis, norm=norm)
+        assert got.shape == want.shape and got.dtype == np.float64
+        np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("name", ["fft2", "ifft2", "fftn", "ifftn", "rfft2", "rfftn"])
+@pytest.mark.parametrize("s,axes", [(None, None), ((3, 7), (0, 2)), (None, (2, 0)), ((2, 6), None)])
+def test_nd_values(name, norm, s, axes):
+    a = X3 if name.startswith("r") else X3 + 1j * X3[::-1]
+    kw = {} if axes is None else {"axes": axes}
+    got = getattr(fnp.fft, name)(a, s=s, norm=norm, **kw)
+    want = getattr(np.fft, name)(a, s=s, norm=norm, **_last_axes(kw, s, name))
+    np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def _last_axes(kw, s, name):
+    """NumPy 2 deprecates s without axes (meaning the last len(s) axes): spell them out."""
+    return {"axes": (1, 2)} if s is not None and not kw and name.endswith("n") else kw
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("name", ["irfft2", "irfftn"])
+@pytest.mark.parametrize("s,axes", [(None, None), ((3, 7), (0, 2)), ((2, 6), None)])
+def test_inverse_real_nd_values(name, norm, s, axes):
+    kw = {} if axes is None else {"axes": axes}
+    h = np.fft.rfftn(X3, axes=axes if axes is not None else None)
+    got = getattr(fnp.fft, name)(h, s=s, norm=norm, **kw)
+    want = getattr(np.fft, name)(h, s=s, norm=norm, **_last_axes(kw, s, name))
+    np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_float32_stays_single_precision():
+    x = X.astype(np.float32)
+    assert fnp.fft.fft(x).dtype == np.complex64
+    assert fnp.fft.rfft(x).dtype == np.complex64
+    assert fnp.fft.irfft(fnp.fft.rfft(x)).dtype == np.float32
+    np.testing.assert_allclose(fnp.fft.rfft(x), np.fft.rfft(X), rtol=1e-5, atol=1e-5)
+
+
+def test_shifts_and_frequencies():
+    for a in (np.arange(5.0), np.arange(12.0).reshape(3, 4)):
+        np.testing.assert_array_equal(fnp.fft.fftshift(a), np.fft.fftshift(a))
+        np.testing.assert_array_equal(fnp.fft.ifftshift(a), np.fft.ifftshift(a))
+        np.testing.assert_array_equal(fnp.fft.fftshift(a, axes=0), np.fft.fftshift(a, axes=0))
+    for n in (1, 4, 5):
+        np.testing.assert_allclose(fnp.fft.fftfreq(n, 0.1), np.fft.fftfreq(n, 0.1), rtol=1e-6)
+        np.testing.assert_allclose(fnp.fft.rfftfreq(n, 0.1), np.fft.rfftfreq(n, 0.1), rtol=1e-6)
+    assert fnp.fft.fftfreq(4, dtype=np.float64).dtype == np.float64
+
+
+LOSSES = {
+    "parseval": lambda x: fnp.sum(fnp.abs(fnp.fft.fft(x)) ** 2),
+    "rfft-irfft": lambda x: fnp.sum(fnp.fft.irfft(fnp.fft.rfft(x) * W) ** 2),
+    "irfft odd n": lambda x: fnp.sum(fnp.sin(fnp.fft.irfft(fnp.fft.fft(x), n=5, axis=0))),
+    "ifft ortho": lambda x: fnp.sum(fnp.real(fnp.fft.ifft(x * (1 + 2j), n=8, norm="ortho")) ** 3),
+    "fft2 forward": lambda x: fnp.sum(fnp.imag(fnp.fft.fft2(fnp.sin(x), norm="forward")) ** 2),
+    "rfftn": lambda x: fnp.sum(fnp.abs(fnp.fft.rfftn(x, s=(3, 7)))),
+    "irfftn": lambda x: fnp.sum(fnp.fft.irfftn(fnp.fft.fftn(x)[:, :4], s=(4, 6)) ** 2),
+    "shift": lambda x: fnp.sum(fnp.fft.fftshift(x) * np.arange(24.0).reshape(4, 6)),
+}
+W = np.linspace(0.5, 1.5, 4)
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_gradients_against_central_differences(name):
+    f = LOSSES[name]
+    g = ft.grad(f)(X)
+    np.testing.assert_allclose(g, _fd_grad(lambda x: float(f(x)), X), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ft.jit(ft.grad(f))(X), g, rtol=1e-12, atol=1e-12)
+
+
+def test_jvp_of_complex_input_matches_differences():
+    """Forward mode along a complex direction: fft is complex-linear."""
+    t = rng.standard_normal(Z.shape) + 1j * rng.standard_normal(Z.shape)
+    for name in ("fft", "ifft", "irfft"):
+        f = getattr(fnp.fft, name)
+        _, tan = ft.jvp(f, (Z,), (t,))
+        np.testing.assert_allclose(tan, (f(Z + 1e-6 * t) - f(Z - 1e-6 * t)) / 2e-6, atol=1e-6)
+
+
+def test_jit_and_vmap():
+    f = ft.jit(lambda x: fnp.fft.rfft2(x, norm="ortho"))
+    np.testing.assert_allclose(f(X3), np.fft.rfft2(X3, norm="ortho"), atol=1e-12)
+    for axis in (0, 1, 2):
+        got = ft.vmap(lambda x: fnp.fft.fft(x, n=7), in_axes=axis)(X3)
+        want = np.stack([np.fft.fft(np.take(X3, i, axis), n=7) for i in range(X3.shape[axis])])
+        np.testing.assert_allclose(got, want, atol=1e-12)
+    per_example = ft.vmap(ft.grad(LOSSES["rfft-irfft"]))(np.stack([X, 2 * X]))
+    np.testing.assert_allclose(per_example[1], ft.grad(LOSSES["rfft-irfft"])(2 * X), atol=1e-12)
+
+
+def test_errors():
+    with pytest.raises(DTypeError, match="RFFT takes a real floating operand"):
+        fft_prim(Z, fft_type="RFFT", fft_lengths=(6,))
+    with pytest.raises(DTypeError, match="FFT takes a complex operand"):
+        fft_prim(X, fft_type="FFT", fft_lengths=(6,))
+    with pytest.raises(ShapeError, match=r"needs trailing axes \(4,\)"):
+        fft_prim(Z, fft_type="IRFFT", fft_lengths=(6,))
+    with pytest.raises(TypeError, match="rfft: takes real input"):
+        fnp.fft.rfft(Z)
+    with pytest.raises(ValueError, match="invalid norm"):
+        fnp.fft.fft(X, norm="none")
+    with pytest.raises(ValueError, match="invalid number of FFT data points"):
+        fnp.fft.fft(X, n=0)
+    with pytest.raises(ValueError, match="must be distinct axes"):
+        fnp.fft.fftn(X, axes=(0, 0))
+
+
+def test_array_likes_and_numpy_dispatch():
+    """Tensors go in (and come back as Tensors); np.fft.* on a traced value runs fnp.fft."""
+    out = fnp.fft.fft(ft.tensor([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(np.asarray(out), np.fft.fft([1.0, 2.0, 3.0]), rtol=1e-6)
+    g = ft.grad(lambda x: fnp.sum(np.fft.irfft(np.fft.rfft(x), n=6) ** 2))(X[0])
+    np.testing.assert_allclose(g, 2 * X[0], rtol=1e-12)

@@ -47,6 +47,7 @@ from ._indexing import (  # noqa: F401
     tril, triu)
 from ._linalg import dot, einsum, inner, linalg, matmul, outer, tensordot, vdot  # noqa: F401
 from ._linalg import cross, kron  # noqa: F401
+from ._calculus import c_, gradient, partition, r_, real_if_close  # noqa: F401
 
 
 # ---------------------------------------------------------------------------

@@ -179,3 +179,12 @@ def test_real_if_close():
     assert fnp.real_if_close(np.array([1 + 1e-3j]), tol=1e-2).dtype == np.float64
     with pytest.raises(TypeError, match="real_if_close.*traced"):
         ft.jit(fnp.real_if_close)(np.ones(2))
+
+
+def test_numpy_functions_on_traced_values_dispatch():
+    f = np.arange(6.0) ** 2
+    assert_close(ft.jit(lambda v: np.gradient(v))(f), np.gradient(f))
+    m = np.array([[3.0, 1.0, 2.0], [0.0, 5.0, -1.0]])
+    assert_close(ft.vmap(lambda v: np.partition(v, 1))(m), np.sort(m, axis=1))
+    a = RNG.normal(size=(3, 3))
+    assert_close(ft.jit(lambda v: np.einsum("ii->i", v))(a), np.diagonal(a))

@@ -48,6 +48,7 @@ from ._indexing import (  # noqa: F401
 from ._linalg import dot, einsum, inner, linalg, matmul, outer, tensordot, vdot  # noqa: F401
 from ._linalg import cross, kron  # noqa: F401
 from ._fft import fft  # noqa: F401
+from ._calculus import c_, gradient, partition, r_, real_if_close  # noqa: F401
 
 
 # ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import string
 from collections import namedtuple
 
 import numpy as _np
@@ -17,6 +18,7 @@ from ._promotion import (
 from ._shapes import broadcast_arrays, moveaxis, ndim, swapaxes
 from ._elementwise import absolute, conj, exp, multiply, power, real, sqrt, subtract
 from ._reductions import max, min, sum
+from ._indexing import diagonal
 
 
 # ---------------------------------------------------------------------------
@@ -91,8 +93,60 @@ def tensordot(a, b, axes=2):
     return la.dot_general(x, y, dimension_numbers=(ax, ((), ())))
 
 
+def _sublist_subscripts(args):
+    """NumPy's sublist form einsum(op0, sublist0, op1, sublist1, ..., [sublistout]) as a
+    subscripts string and the operands (each sublist holds ints below 52 or Ellipsis)."""
+    def letters(sub):
+        out = []
+        for k in sub:
+            if k is Ellipsis:
+                out.append("...")
+            elif isinstance(k, (int, _np.integer)) and 0 <= k < 52:
+                out.append(string.ascii_letters[k])
+            else:
+                raise ValueError(f"einsum: sublist entries are ints in [0, 52) or Ellipsis, "
+                                 f"got {k!r}")
+        return "".join(out)
+    ops, subs = list(args[0::2]), [letters(s) for s in args[1::2]]
+    if len(args) % 2:
+        return ",".join(subs) + "->" + letters(args[-1]), ops[:-1]
+    return ",".join(subs), ops
+
+
+def _take_diagonals(x, labels):
+    """Replaces each index repeated within one operand ('ii') by its diagonal, as NumPy
+    does, so that the contraction sees distinct labels."""
+    pre, ell, post = labels.partition("...")
+    while True:
+        seen = pre + post
+        rep = next((c for c in seen if seen.count(c) > 1), None)
+        if rep is None:
+            return x, pre + ell + post
+        nd = ndim(x)
+        axes = [i if i < len(pre) else nd - len(seen) + i for i, c in enumerate(seen) if c == rep]
+        x = diagonal(x, axis1=axes[0], axis2=axes[1])   # the diagonal becomes the last axis
+        pre, post = pre.replace(rep, ""), post.replace(rep, "") + rep
+
+
 def einsum(subscripts, *operands, optimize="optimal"):
-    return _einsum(subscripts, *[_as_operand(o) for o in operands], optimize=optimize)
+    """NumPy's einsum: the subscripts string or the sublist form; an index repeated within
+    one operand takes its diagonal ('ii->i'; 'ii' is the trace)."""
+    if not isinstance(subscripts, str):
+        subscripts, operands = _sublist_subscripts((subscripts,) + operands)
+    operands = [_as_operand(o) for o in operands]
+    subscripts = subscripts.replace(" ", "")
+    ins, arrow, out = subscripts.partition("->")
+    ins = ins.split(",")
+    if builtins.any(len(set(t.replace("...", ""))) != len(t.replace("...", "")) for t in ins):
+        if not arrow:                       # NumPy's implicit output, from the subscripts as given
+            joined = "".join(t.replace("...", "") for t in ins)
+            out = ("..." if "..." in subscripts else "") + "".join(
+                sorted(c for c in set(joined) if joined.count(c) == 1))
+        if len(ins) == len(operands):
+            pairs = [_take_diagonals(x, t) for x, t in zip(operands, ins)]
+            operands, ins = [p[0] for p in pairs], [p[1] for p in pairs]
+        subscripts = ",".join(ins) + "->" + out
+    return _einsum(subscripts, *operands, optimize=optimize)
 
 
 def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):

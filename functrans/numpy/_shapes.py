@@ -126,11 +126,15 @@ def split(a, indices_or_sections, axis=0):
         step = n // indices_or_sections
         bounds = [i * step for i in range(indices_or_sections + 1)]
     else:
-        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
+        bounds = [0] + [int(i) + n if int(i) < 0 else int(i) for i in indices_or_sections] + [n]
     return [_slice_axis(x, axis, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def array_split(a, sections, axis=0):
+    """NumPy's array_split: an int gives that many near-equal parts (the first ones one
+    longer), a list of indices splits there (as split)."""
+    if not isinstance(sections, (int, _np.integer)):
+        return split(a, sections, axis)
     n = _shape(a)[axis]
     q, r = divmod(n, sections)
     sizes = [q + 1] * r + [q] * (sections - r)
@@ -166,8 +170,14 @@ def pad(array, pad_width, mode="constant", constant_values=0):
     if mode != "constant":
         raise NotImplementedError(f"pad mode {mode!r} is not supported (only 'constant')")
     nd = len(_shape(x))
-    pw = _np.broadcast_to(_np.asarray(pad_width, dtype=_np.int64).reshape(-1, 2)
-                          if _np.ndim(pad_width) else _np.full((1, 2), pad_width), (nd, 2))
+    try:                                    # NumPy's rule: pad_width broadcasts to (ndim, 2)
+        pw = _np.broadcast_to(_np.asarray(pad_width, dtype=_np.int64), (nd, 2))
+    except ValueError:
+        raise ValueError(f"pad: pad_width {pad_width!r} does not broadcast to ({nd}, 2) for an "
+                         f"array of shape {_shape(x)}: give an int, (before, after), "
+                         "((before, after),) or one (before, after) per axis") from None
+    if (pw < 0).any():
+        raise ValueError(f"pad: negative pad_width {pad_width!r}; use slicing to crop")
     cv = _to_dtype(constant_values, _np.dtype(x.dtype)) if is_python_scalar(constant_values) \
         else astype(constant_values, x.dtype)
     return sh.pad(x, cv, padding_config=tuple((int(lo), int(hi), 0) for lo, hi in pw))

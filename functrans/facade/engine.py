@@ -49,11 +49,11 @@ def _program_key(structure, targets, root_keys, create_graph):
     return (parts, hooked, retained, tuple(targets), tuple(root_keys), bool(create_graph))
 
 
-def first_seen(structure, targets, root_keys, create_graph):
+def first_seen(key):
     """True the first time a backward of this structure runs (it is then interpreted node
-    by node); later calls derive and cache its program."""
-    key = _program_key(structure, targets, root_keys, create_graph)
-    if key in _CACHE or key in _SEEN:
+    by node); later calls derive and cache its program. (Called on cache misses only: the
+    key is a large tuple, hashed anew at each lookup.)"""
+    if key in _SEEN:
         return False
     if len(_SEEN) > 4096:
         _SEEN.clear()
@@ -61,11 +61,12 @@ def first_seen(structure, targets, root_keys, create_graph):
     return True
 
 
-def get_program(nodes, pos, targets, root_keys, create_graph, structure=None):
+def get_program(nodes, pos, targets, root_keys, create_graph, structure=None, key=None):
     if structure is None:
         structure = index_graph([n for n in nodes if n.info is not None])[2]
     parts, hooked, retained, fns = structure
-    key = _program_key(structure, targets, root_keys, create_graph)
+    if key is None:
+        key = _program_key(structure, targets, root_keys, create_graph)
     prog = _CACHE.get(key)
     if prog is not None:
         CACHE_STATS["hits"] += 1
@@ -176,13 +177,20 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     if not uniq:
         return [None] * len(targets), targets
     root_cts = [torch_convention(c) for c in root_cts]
-    if anomaly or (not create_graph and not _thread_state.depth and _on_cpu(root_cts)
-                   and first_seen(structure, uniq, root_keys, create_graph)):
+    key = _program_key(structure, uniq, root_keys, create_graph)
+    prog = None if anomaly else _CACHE.get(key)
+    if anomaly or (prog is None and not create_graph and not _thread_state.depth
+                   and _on_cpu(root_cts) and first_seen(key)):
         outs, captures, replayed = run_node_by_node(nodes, pos, uniq, root_keys, root_cts,
                                                     create_graph, structure,
                                                     check_nan=anomaly and ANOMALY.check_nan)
     else:
-        prog, hooked, fns = get_program(nodes, pos, uniq, root_keys, create_graph, structure)
+        if prog is not None:
+            CACHE_STATS["hits"] += 1
+            hooked, fns = structure[1], structure[3]
+        else:
+            prog, hooked, fns = get_program(nodes, pos, uniq, root_keys, create_graph,
+                                            structure, key)
         outs = _execute(prog, nodes, hooked, fns, root_cts, create_graph)
         captures, replayed = prog.captures, prog.replayed
     outs = [torch_convention(o) for o in outs]

@@ -502,14 +502,8 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
             and not has_tracer(values):
         return outputs, _interpreted_vjp(tape, values, n_in, out_idx, key)
     if derived is None:
-        with gc_paused():
-            derived = derive(tape.avals, tape.eqns, n_in, tape.consts, out_idx, available)
-        if key is not None and all(available):
-            derived.key = key
-            with _LOCK:
-                _CACHE[key] = derived
-                if len(_CACHE) > _CACHE_SIZE:
-                    _CACHE.popitem(last=False)
+        derived = _derive_cached(tape.avals, tape.eqns, n_in, tape.consts, out_idx, available,
+                                 key)
     if derived is not expected:
         _hint_set(hint, derived)
     with trusted_eval():
@@ -518,14 +512,33 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
             outputs, residuals = _with_tangents(outer, derived, tape, values, in_tangents,
                                                 outputs, residuals)
     del tape, values
+    return outputs, _backward_fn(derived, residuals)
 
+
+def _derive_cached(avals, eqns, n_in, consts, out_idx, available, key):
+    """derive, with the collector paused; cached under the structure key when every value
+    was recorded (the oldest entry evicted past _CACHE_SIZE)."""
+    with gc_paused():
+        derived = derive(avals, eqns, n_in, consts, out_idx, available)
+    if key is not None and all(available):
+        derived.key = key
+        with _LOCK:
+            _CACHE[key] = derived
+            if len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    return derived
+
+
+def _backward_fn(derived, residuals):
+    """vjp(cts): the derived backward program on the residuals and the cotangents, one
+    fresh array per float input (None for the others)."""
     def vjp(cts):
         args = list(residuals) + list(cts)
         with trusted_eval():
             g = _unaliased(derived.run("backward", args), args)
         it = iter(g)
         return [next(it) if nz else None for nz in derived.nonzero]
-    return outputs, vjp
+    return vjp
 
 
 # ---------------------------------------------------------------------------
@@ -590,18 +603,11 @@ def _interpreted_vjp(tape, values, n_in, out_idx, key):
                 live[o] = True
 
     def derived_vjp(cts):
-        with gc_paused():
-            derived = derive(avals, eqns, n_in, tape.consts, out_idx, [True] * len(values))
-        derived.key = key
-        with _LOCK:
-            _CACHE[key] = derived
-            if len(_CACHE) > _CACHE_SIZE:
-                _CACHE.popitem(last=False)
+        derived = _derive_cached(avals, eqns, n_in, tape.consts, out_idx,
+                                 [True] * len(values), key)
         with trusted_eval():
-            args = list(derived.run("residual", [values[i] for i in derived.value_idx]))
-            args += list(cts)
-            g = iter(_unaliased(derived.run("backward", args), args))
-        return [next(g) if nz else None for nz in derived.nonzero]
+            residuals = derived.run("residual", [values[i] for i in derived.value_idx])
+        return _backward_fn(derived, residuals)(cts)
 
     def vjp(cts):
         if has_tracer(cts) or _thread_state.dynamic_trace.level:

@@ -8,10 +8,7 @@ Run as a plain script it is a world of one process. Rank 0 prints the progress; 
 every rank checks that its parameters equal rank 0's. (docs/distributed.md)
 Data: examples/data/digits.npz (1797 8x8 images, CC BY 4.0; see examples/data/README.md).
 """
-import os
 import time
-
-import numpy as np
 
 import functrans as ft
 import functrans.distributed as dist
@@ -19,19 +16,13 @@ import functrans.nn as nn
 from functrans.nn.parallel import DistributedDataParallel as DDP
 from functrans.utils.data import DataLoader, TensorDataset
 from functrans.utils.data.distributed import DistributedSampler
+from train_mlp import load_digits
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
-
-def load_digits(seed=0, n_test=360):
-    """(train, test) TensorDatasets; pixels scaled to [0, 1]; the same split on every rank."""
-    with np.load(os.path.join(HERE, "data", "digits.npz")) as d:
-        x = d["images"].reshape(-1, 64).astype(np.float32) / 16.0
-        y = d["labels"].astype(np.int64)
-    perm = np.random.default_rng(seed).permutation(len(x))
-    test, train = perm[:n_test], perm[n_test:]
-    return (TensorDataset(ft.tensor(x[train]), ft.tensor(y[train])),
-            TensorDataset(ft.tensor(x[test]), ft.tensor(y[test])))
+def load_datasets():
+    """(train, test) TensorDatasets of train_mlp.py's split, the same on every rank."""
+    x_train, y_train, x_test, y_test = load_digits()
+    return TensorDataset(x_train, y_train), TensorDataset(x_test, y_test)
 
 
 def accuracy(model, data):
@@ -44,7 +35,7 @@ def main(epochs=3, batch_size=64):
     dist.init_process_group(backend="mpi")
     rank, world = dist.get_rank(), dist.get_world_size()
     ft.manual_seed(rank)          # different initial weights: DDP broadcasts rank 0's
-    train, test = load_digits()
+    train, test = load_datasets()
     sampler = DistributedSampler(train, shuffle=True, seed=0)
     loader = DataLoader(train, batch_size=batch_size, sampler=sampler)
     model = DDP(nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(),

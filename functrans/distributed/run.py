@@ -143,7 +143,7 @@ def run_rank(script, args):
         sys.stderr.flush()
         mark("ended", f"{type(e).__name__}: {e}")
         _abort()
-        raise
+        os._exit(1)         # the traceback is printed; end without MPI's finalization
     mark("ended", "ok")
 
 

@@ -35,7 +35,7 @@ import contextlib
 
 from ...core import Tracer, array_module
 from ...distributed import default_communicator
-from ...facade.api import queue_callback
+from ...facade.api import CALLBACKS, queue_callback
 from ...facade.creation import tensor, zeros
 from ...facade.function import Function
 from ...facade.ops import cat
@@ -123,7 +123,7 @@ class DistributedDataParallel(Module):
         self._sync_module_states(module.named_parameters())
         self._sync_module_states(module.named_buffers())
         self._bucket_list = _buckets(params, max(int(bucket_cap_mb * _MB), 1))
-        self._active = False          # a backward is averaging (its callback is queued)
+        self._queue = None            # the callback queue of the backward averaging now
         self._launched = 0            # buckets launched in this backward, in order
         for bucket in self._bucket_list:
             for i, p in enumerate(bucket.params):
@@ -164,8 +164,8 @@ class DistributedDataParallel(Module):
         def ready(p):
             if not self.require_backward_grad_sync:
                 return
-            if not self._active:
-                self._active, self._launched = True, 0
+            if self._queue is not CALLBACKS.stack[-1]:     # the first hook of a backward
+                self._queue, self._launched = CALLBACKS.stack[-1], 0
                 for b in self._bucket_list:
                     b.reset()
                 queue_callback(self._finish)
@@ -189,7 +189,7 @@ class DistributedDataParallel(Module):
 
     def _finish(self):
         """At the end of backward: launch what is left, wait, write the averages."""
-        self._active = False
+        self._queue = None
         graph = any(p._grad is not None and not _concrete(p._grad)
                     for b in self._bucket_list for i, p in enumerate(b.params) if b.ready[i])
         if graph:

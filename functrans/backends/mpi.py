@@ -82,6 +82,11 @@ def world():
     return _WORLD
 
 
+def _contiguous(x):
+    """x as a C-contiguous array, rank 0 kept (np.ascontiguousarray makes it rank 1)."""
+    return np.asarray(x, order="C")
+
+
 def _check_op(name, op):
     if op not in OPS:
         raise ValueError(f"{name}: op must be one of {OPS}, got {op!r}")
@@ -109,6 +114,11 @@ class Request:
         return self._result
 
 
+def _copy(x):
+    """A copy in x's own array module (NumPy or CuPy)."""
+    return x.copy() if hasattr(x, "__cuda_array_interface__") else np.array(x, copy=True)
+
+
 class SingleProcess:
     """A world of one process: every collective is local, no MPI needed."""
     rank = 0
@@ -117,7 +127,7 @@ class SingleProcess:
     def allreduce(self, x, op="sum", out=None):
         _check_op("allreduce", op)
         if out is None:
-            return np.array(x, copy=True)
+            return _copy(x)
         out[...] = x
         return out
 
@@ -125,20 +135,19 @@ class SingleProcess:
         return Request(self, "iallreduce", None, self.allreduce(x, op, out))
 
     def allgather(self, x):
-        return np.array(x, copy=True)[None]
+        return _copy(x)[None]
 
     def reduce_scatter(self, x, op="sum"):
         _check_op("reduce_scatter", op)
-        return np.array(x, copy=True)
+        return _copy(x)
 
     def ppermute(self, x, perm):
-        x = np.asarray(x)
-        return x.copy() if (0, 0) in [tuple(p) for p in perm] else np.zeros_like(x)
+        return _copy(x) if (0, 0) in [tuple(p) for p in perm] else np.zeros_like(_copy(x))
 
     def broadcast(self, x, root=0):
         if root != 0:
             raise ValueError(f"broadcast: root {root} out of range for a world of size 1")
-        return np.array(x, copy=True)
+        return _copy(x)
 
     def barrier(self):
         pass
@@ -218,7 +227,7 @@ class Communicator:
     # -- collectives -------------------------------------------------------------------
     def _start_allreduce(self, name, x, op, out):
         _check_op(name, op)
-        x = np.ascontiguousarray(x)
+        x = _contiguous(x)
         self._agree(name, x, op)
         if out is None:
             out = np.empty_like(x)
@@ -238,7 +247,7 @@ class Communicator:
         return Request(self, "iallreduce", req, out)
 
     def allgather(self, x):
-        x = np.ascontiguousarray(x)
+        x = _contiguous(x)
         self._agree("allgather", x)
         out = np.empty((self.size,) + x.shape, x.dtype)
         self._wait([self.comm.Iallgather(x, out)], "allgather", None)
@@ -246,7 +255,7 @@ class Communicator:
 
     def reduce_scatter(self, x, op="sum"):
         _check_op("reduce_scatter", op)
-        x = np.ascontiguousarray(x)
+        x = _contiguous(x)
         if x.ndim == 0 or x.shape[0] % self.size:
             raise ValueError(f"reduce_scatter: the leading axis of shape {x.shape} must "
                              f"split evenly over {self.size} ranks")
@@ -263,7 +272,7 @@ class Communicator:
                 not 0 <= r < self.size for r in srcs + dsts):
             raise ValueError(f"ppermute: perm {perm} must be (source, destination) pairs of "
                              f"ranks below {self.size}, each source and destination once")
-        x = np.ascontiguousarray(x)
+        x = _contiguous(x)
         self._agree("ppermute", x, str(perm))
         out = np.zeros_like(x)
         reqs = [self.comm.Irecv(out, source=s, tag=0) for s, d in perm if d == self.rank]

@@ -72,7 +72,7 @@ class NcclCommunicator:
 
     def _start_allreduce(self, name, x, op):
         _check_op(name, op)
-        x = self.cp.ascontiguousarray(x)
+        x = self.cp.asarray(x, order="C")
         self._agree(name, x, op)
         out = self.cp.empty_like(x)
         self.comm.allReduce(x.data.ptr, out.data.ptr, x.size, self._dtype(name, x),
@@ -88,7 +88,7 @@ class NcclCommunicator:
         return _NcclRequest(self, "iallreduce", self._start_allreduce("iallreduce", x, op))
 
     def allgather(self, x):
-        x = self.cp.ascontiguousarray(x)
+        x = self.cp.asarray(x, order="C")
         self._agree("allgather", x)
         out = self.cp.empty((self.size,) + x.shape, x.dtype)
         self.comm.allGather(x.data.ptr, out.data.ptr, x.size, self._dtype("allgather", x),
@@ -98,7 +98,7 @@ class NcclCommunicator:
 
     def reduce_scatter(self, x, op="sum"):
         _check_op("reduce_scatter", op)
-        x = self.cp.ascontiguousarray(x)
+        x = self.cp.asarray(x, order="C")
         if x.ndim == 0 or x.shape[0] % self.size:
             raise ValueError(f"reduce_scatter: the leading axis of shape {x.shape} must "
                              f"split evenly over {self.size} ranks")
@@ -112,7 +112,7 @@ class NcclCommunicator:
 
     def ppermute(self, x, perm):
         perm = [(int(s), int(d)) for s, d in perm]
-        x = self.cp.ascontiguousarray(x)
+        x = self.cp.asarray(x, order="C")
         self._agree("ppermute", x, str(perm))
         out = self.cp.zeros_like(x)
         dtype, stream = self._dtype("ppermute", x), self._stream()

@@ -5,8 +5,9 @@ vs two under DistributedDataParallel, each job launched on loopback like
 
 Notes: efficiency = t(1 process) / t(2 processes, DDP) (issue target >= 0.85), the ceiling
 of two processes that do not communicate at all, and the time per step spent in DDP's
-gradient all-reduce (launches and the final wait, copies included) against a raw mpi4py
-Allreduce of the same bytes after a barrier (target <= 1.2x). The timed variants are the
+gradient all-reduce (launches and the final wait, copies included: in the step, where it
+includes waiting for the other rank, and alone after a barrier) against a raw mpi4py
+Allreduce of the same bytes after a barrier (target <= 1.2x, for the latter). The timed variants are the
 in-process step (facade) against its hand-written NumPy floor, so the table shows the
 single-process cost on this machine at the same moment.
 """
@@ -58,11 +59,13 @@ def ddp_weak_scaling():
     ddp = _job(2, "ddp")
     t1, t2 = _slowest(one, "step_s"), _slowest(ddp, "step_s")
     reduce_s, raw_s = _slowest(ddp, "reduce_s"), _slowest(ddp, "raw_allreduce_s")
+    synced_s = _slowest(ddp, "synced_reduce_s")
     notes = {"t1_ms": round(t1 * 1e3, 2), "t2_ddp_ms": round(t2 * 1e3, 2),
              "efficiency": round(t1 / t2, 3), "efficiency_target": 0.85,
              "ceiling_no_communication": round(t1 / _slowest(ceiling, "step_s"), 3),
-             "ddp_allreduce_ms": round(reduce_s * 1e3, 3),
+             "ddp_reduction_in_step_ms": round(reduce_s * 1e3, 3),
+             "ddp_reduction_ms": round(synced_s * 1e3, 3),
              "raw_mpi4py_allreduce_ms": round(raw_s * 1e3, 3),
-             "allreduce_ratio": round(reduce_s / raw_s, 2), "allreduce_ratio_target": 1.2,
+             "allreduce_ratio": round(synced_s / raw_s, 2), "allreduce_ratio_target": 1.2,
              "allreduce_floats": ddp[0]["allreduce_floats"], "buckets": ddp[0]["buckets"]}
     return Case(facade_mlp_train_step(), notes=notes)

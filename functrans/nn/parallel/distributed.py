@@ -35,10 +35,10 @@ import contextlib
 
 from ...core import Tracer, array_module
 from ...distributed import default_communicator
+from ...higher_order.collectives import ProcessAxis, psum_p
 from ...facade.api import CALLBACKS, queue_callback
 from ...facade.creation import tensor, zeros
-from ...facade.function import Function
-from ...facade.ops import cat
+from ...facade.ops import apply_prim, cat
 from ...facade.tensor import wrap
 from ..modules.module import Module
 
@@ -224,36 +224,18 @@ def _concrete(g):
     return g is not None and not g._requires_grad and not isinstance(g._data, Tracer)
 
 
-class _AllReduceSum(Function):
-    """The sum over ranks of a tensor, recorded in the graph. Its derivative is itself:
-    every rank's output depends on every rank's input, so the cotangent of a rank's input
-    is the sum over ranks of the output cotangents (psum's transpose is psum); the
-    backward calls the same Function, so any order of derivatives runs it."""
-
-    @staticmethod
-    def forward(ctx, x):
-        if isinstance(x._data, Tracer):
-            raise NotImplementedError(
-                "DistributedDataParallel: backward(create_graph=True) inside ft.compile is "
-                "not supported (the differentiable all-reduce runs eagerly); run the step "
-                "uncompiled, or compile only the module's forward")
-        return wrap(default_communicator().allreduce(x._data, "sum"))
-
-    @staticmethod
-    def backward(ctx, g):
-        return _AllReduceSum.apply(g)
-
-
 def _average_recorded(bucket, size):
-    """The averaging of the bucket's gradients (graph Tensors), recorded as a
-    differentiable all-reduce; used-flags ride along as constants."""
+    """The averaging of the bucket's gradients (graph Tensors), recorded as the collective
+    primitive psum over the processes (its transpose is psum, so any order of derivatives
+    runs the cross-rank sum); used-flags ride along as constants."""
     parts = []
     for i, p in enumerate(bucket.params):
         g = p._grad if bucket.ready[i] else None
         parts.append(g.reshape(-1) if g is not None else zeros(p._data.size,
                                                                dtype=p._data.dtype))
     parts.append(tensor([1.0 if u else 0.0 for u in bucket.ready], dtype=bucket.dtype))
-    total = _AllReduceSum.apply(cat(parts))
+    total = apply_prim(psum_p, {"axes": (ProcessAxis("DistributedDataParallel"),)},
+                       [cat(parts)])
     flags = total[bucket.size:].detach().numpy()
     for i, (p, off) in enumerate(zip(bucket.params, bucket.offsets)):
         if flags[i] != 0:

@@ -17,6 +17,7 @@ from .core import (ClosedJaxpr, ConcretizationTypeError, DTypeError, FunctransEr
                    ShapedArray, ShapeError, TypeCheckError, UnexpectedTracerError, check_jaxpr)
 from .core.config import config
 from .core.devices import block_until_ready, device_put, devices
+from .higher_order.collectives import pmap
 from .higher_order.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .higher_order.jit import RetraceWarning, jit, jit_stats
 from .batching import vmap

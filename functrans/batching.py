@@ -1,17 +1,60 @@
-"""vmap: batching as an interpreter that reads the primitives' batching rules."""
+"""vmap: batching as an interpreter that reads the primitives' batching rules.
+
+A named axis (`vmap(f, axis_name="i")`, `pmap`) is a BatchTrace whose main carries an
+`AxisFrame` (name, size, process axis or not) instead of a bare size. Collectives over a
+name are bound on the trace of that name (`named_trace`) and batched there by their
+`named_batch` rule, named_batch(prim, vals, dims, frame, **params); a jaxpr batched by a
+rule of a named trace (jit, cond, scan, ...) gets the same name, so collectives inside
+staged code reduce over the same axis."""
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from . import staged_rules, tree_util
 from .core import (ClosedJaxpr, RuleNotImplementedError, ShapedArray, bind_below, Trace, Tracer,
-                   canonicalize, eval_jaxpr, full_lower, get_aval, new_main, to_concrete, with_origin)
+                   _thread_state, canonicalize, eval_jaxpr, full_lower, get_aval, new_main,
+                   to_concrete, with_origin)
 from .primitives.base import broadcast_batched, moveaxis
 from .tracing import trace_to_jaxpr
 
 not_mapped = None
+
+
+class AxisFrame:
+    """A named mapped axis: `procs` is None for vmap, else the process axis of pmap
+    (a `procs`-sized world of processes, each holding `size` local entries)."""
+    __slots__ = ("name", "size", "procs")
+
+    def __init__(self, name, size, procs=None):
+        self.name, self.size, self.procs = name, size, procs
+
+    def __repr__(self):
+        return f"AxisFrame({self.name!r}, {self.size}, procs={self.procs})"
+
+
+class _Naming(threading.local):
+    frame = None        # the frame of the named trace whose batching rule is running
+
+
+_naming = _Naming()
+
+
+def named_trace(name):
+    """The innermost live BatchTrace bound to axis `name`, or None."""
+    for main in reversed(_thread_state.trace_stack):
+        g = main.global_data
+        if type(g) is AxisFrame and main.trace_type is BatchTrace and g.name == name:
+            return BatchTrace(main)
+    return None
+
+
+def current_axis_name():
+    """The axis name given to jaxprs batched now (None outside a named trace's rule)."""
+    f = _naming.frame
+    return None if f is None else (f.name, f.procs)
 
 
 class BatchTracer(Tracer):
@@ -55,12 +98,17 @@ class BatchTrace(Trace):
 
     @property
     def axis_size(self):
-        return self.main.global_data
+        g = self.main.global_data
+        return g.size if type(g) is AxisFrame else g
 
     def process_primitive(self, prim, tracers, params):
         vals = [t.val for t in tracers]
         dims = [t.batch_dim for t in tracers]
-        out, out_dim = apply_batch_rule(prim, vals, dims, params)
+        g = self.main.global_data
+        if type(g) is AxisFrame:
+            out, out_dim = _apply_named(prim, vals, dims, params, g)
+        else:
+            out, out_dim = apply_batch_rule(prim, vals, dims, params)
         if prim.multiple_results:
             return with_origin([BatchTracer(self, o, d) for o, d in zip(out, out_dim,
                                                                          strict=True)], prim)
@@ -80,6 +128,24 @@ def apply_batch_rule(prim, vals, dims, params):
     return staged_rules.batch_rule(prim)(vals, dims, **params)
 
 
+def _apply_named(prim, vals, dims, params, frame):
+    """A primitive on a named trace: collectives by their named_batch rule (which sees the
+    frame); other rules run unstaged (a staged rule's cache does not know the name), with
+    the frame visible to the jaxprs they batch."""
+    named = prim.extra.get("named_batch")
+    if named is not None:
+        return named(prim, vals, dims, frame, **params)
+    if all(d is None for d in dims):
+        return apply_batch_rule(prim, vals, dims, params)
+    if prim.batch is None:
+        return apply_batch_rule(prim, vals, dims, params)   # raises the missing-rule error
+    prev, _naming.frame = _naming.frame, frame
+    try:
+        return prim.batch(vals, dims, **params)
+    finally:
+        _naming.frame = prev
+
+
 def _move_out(x, from_dim, to_dim, size):
     if to_dim is None:
         if from_dim is not None:
@@ -90,8 +156,9 @@ def _move_out(x, from_dim, to_dim, size):
     return moveaxis(x, from_dim, to_dim)
 
 
-def vmap_flat(f_flat, in_dims, out_dims_thunk, size, args):
-    with new_main(BatchTrace, size) as main:
+def vmap_flat(f_flat, in_dims, out_dims_thunk, size, args, frame=None):
+    """f_flat batched over `size` entries; `frame`: the AxisFrame naming the axis."""
+    with new_main(BatchTrace, size if frame is None else frame) as main:
         trace = BatchTrace(main)
         tracers = [BatchTracer(trace, x, d) if d is not None else x for x, d in zip(args, in_dims)]
         outs = f_flat(*tracers)
@@ -124,8 +191,14 @@ def _broadcast_prefix(prefix, tree, what):
 
 
 def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0,
-         axis_size: int | None = None) -> Callable[..., Any]:
-    """Vectorize fun over a leading (or chosen) axis of its arguments."""
+         axis_size: int | None = None, axis_name: Any = None) -> Callable[..., Any]:
+    """Vectorize fun over a leading (or chosen) axis of its arguments; `axis_name` names
+    the mapped axis for the collectives (ft.lax.psum, ...) inside fun."""
+    return batch_with(fun, in_axes, out_axes, axis_size, axis_name, None)
+
+
+def batch_with(fun, in_axes, out_axes, axis_size, axis_name, procs):
+    """vmap's body; pmap passes `procs`, the number of processes its axis spans."""
     @functools.wraps(fun)
     def batched(*args):
         if isinstance(in_axes, list):
@@ -175,7 +248,8 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0,
 
         def out_dims():
             return _broadcast_prefix(out_axes, store["out"], "out_axes")
-        outs = vmap_flat(f_flat, norm_dims, out_dims, size, leaves)
+        frame = None if axis_name is None else AxisFrame(axis_name, size, procs)
+        outs = vmap_flat(f_flat, norm_dims, out_dims, size, leaves, frame)
         return tree_util.tree_unflatten(store["tree"], outs)
     return batched
 
@@ -184,15 +258,24 @@ def batch_jaxpr(closed, axis_size, in_batched, instantiate):
     """The jaxpr with its batched inputs/outputs carrying a leading axis of axis_size.
 
     Returns (closed_batched, out_batched); `instantiate` (bool or list) forces outputs to
-    be batched."""
+    be batched. Called from a named trace's rule, the new trace has the same name."""
     n_out = len(closed.out_avals)
+    frame = _naming.frame
+    data = axis_size if frame is None else AxisFrame(frame.name, axis_size, frame.procs)
     inst = instantiate if isinstance(instantiate, (list, tuple)) else [instantiate] * n_out
     avals = [a.update(shape=(axis_size,) + a.shape) if b else a
              for a, b in zip(closed.in_avals, in_batched, strict=True)]
     store = {}
 
     def f(*args):
-        with new_main(BatchTrace, axis_size) as main:
+        prev, _naming.frame = _naming.frame, None   # set again by the named trace's rules
+        try:
+            return _batched_eval(args)
+        finally:
+            _naming.frame = prev
+
+    def _batched_eval(args):
+        with new_main(BatchTrace, data) as main:
             trace = BatchTrace(main)
             tracers = [BatchTracer(trace, x, 0) if b else x for x, b in zip(args, in_batched)]
             outs = [trace.full_raise(o) for o in eval_jaxpr(closed.jaxpr, closed.consts, *tracers)]

@@ -20,6 +20,8 @@ from . import tree_util as _tu
 from .batching import vmap as _vmap
 from .control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: F401
 from .core import get_aval as _aval
+from .higher_order.collectives import (all_gather, axis_index, axis_size, pmax,  # noqa: F401
+                                       pmean, pmin, ppermute, psum, psum_scatter)
 
 
 def _starts(operand, start_indices):

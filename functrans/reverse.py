@@ -24,7 +24,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .ad import JVPTrace, JVPTracer, is_float, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
-from .batching import BatchTrace, BatchTracer, apply_batch_rule, batch_jaxpr
+from .batching import AxisFrame, BatchTrace, BatchTracer, apply_batch_rule, batch_jaxpr
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, Var, Zero, _thread_state,
                    bind_below, eval_jaxpr, get_aval, has_tracer, new_main,
                    to_concrete, trusted_eval)
@@ -297,6 +297,8 @@ class _Derived:
                 for p, nz, a in zip(outs[:n], out_nz, closed.out_avals)]
 
     def _run_batched(self, which, closed, trace, args):
+        if type(trace.main.global_data) is AxisFrame:
+            return None                 # a named axis: the generic path sees the name
         vals, batched = [], []
         for a in args:
             if isinstance(a, Tracer):
@@ -680,7 +682,8 @@ def _strippable_vmap(primals):
     recording then runs the batching rules itself, one interpreter per op instead of two."""
     s = _thread_state
     main = s.trace_stack[-1]
-    if main.trace_type is not BatchTrace or s.dynamic_trace.level > main.level:
+    if main.trace_type is not BatchTrace or s.dynamic_trace.level > main.level \
+            or type(main.global_data) is AxisFrame:     # a named axis: its trace's rules
         return None
     for p in primals:
         if isinstance(p, Tracer) and p._trace.main is not main:

@@ -56,7 +56,7 @@ def _resolve(rule, p):
 def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpose=None,
             batch=None, cuda=None, cpu=None, fresh=False, simplify=None, simplify_late=None,
             commutative=False, differentiable=True, multiple_results=False,
-            elementwise=False, memo=True, **extra):
+            elementwise=False, memo=True, primitive_class=Primitive, **extra):
     """Declare a primitive with all its rules in one call and register it; nothing is
     added to it afterwards (a registry test checks against DECLARED).
 
@@ -68,6 +68,7 @@ def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpos
     cpu, fresh, simplify, simplify_late, commutative: see the module docstring
     memo=False: the shape rule is not memoized (for primitives whose params hold programs
         and whose rule just reads them: a cache would only keep the programs alive)
+    primitive_class: a Primitive subclass whose bind does more (the collectives')
     """
     cache: dict = {}
 
@@ -96,7 +97,7 @@ def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpos
             cache[key] = tuple(out) if multiple_results else out
         return list(out) if multiple_results else out
 
-    p = Primitive(name, impl=impl, abstract_eval=abstract_eval, multiple_results=multiple_results,
+    p = primitive_class(name, impl=impl, abstract_eval=abstract_eval, multiple_results=multiple_results,
                   transpose=transpose, batch=batch, cuda=cuda, differentiable=differentiable,
                   elementwise=elementwise, **extra)
     p.cpu, p.fresh, p.commutative = cpu, fresh, commutative

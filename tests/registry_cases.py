@@ -807,3 +807,92 @@ EXTERNAL: dict[str, str] = {
     # jax.debug.print's host callback
     "debug_print": "test_jax_api.py",
 }
+
+# ---------------------------------------------------------------------------
+# collectives: exercised under ft.vmap(..., axis_name=AXIS) (tests/test_registry_collectives.py).
+# make(d, dtype, n) -> (params, gen); gen(rng) gives the operands stacked along a leading
+# axis of n entries; ref(x_stacked, **params) the stacked per-entry results.
+
+AXIS = "i"
+
+
+@dataclass
+class CollectiveCase:
+    make: Callable
+    ref: Callable
+    linear: bool = True
+    dtypes: tuple = FLOATS
+
+
+def _stacked(shape_strategy=None):
+    def make(d, dtype, n, **params):
+        shape = d.draw(shape_strategy or shape_st(0, 2))
+        return params, lambda rng: [values(rng, (n,) + shape, dtype)]
+    return make
+
+
+def _replicate(y, n):
+    return np.broadcast_to(y, (n,) + np.shape(y)).copy()
+
+
+def _gather_make(d, dtype, n):
+    shape = d.draw(shape_st(1, 2))
+    tiled = d.draw(st.booleans())
+    axis = d.draw(st.integers(0, len(shape) - tiled))
+    return ({"axes": (AXIS,), "axis": axis, "tiled": tiled, "size": n},
+            lambda rng: [values(rng, (n,) + shape, dtype)])
+
+
+def _gather_ref(x, axes, axis, tiled, size):
+    one = np.concatenate(list(x), axis=axis) if tiled else np.stack(list(x), axis=axis)
+    return _replicate(one, len(x))
+
+
+def _scatter_make(d, dtype, n):
+    shape = list(d.draw(shape_st(1, 2)))
+    tiled = d.draw(st.booleans())
+    s = d.draw(st.integers(0, len(shape) - 1))
+    shape[s] = n * shape[s] if tiled else n
+    return ({"axes": (AXIS,), "scatter_dimension": s, "tiled": tiled, "size": n},
+            lambda rng: [values(rng, (n,) + tuple(shape), dtype)])
+
+
+def _scatter_ref(x, axes, scatter_dimension, tiled, size):
+    total = x.sum(0)
+    if tiled:
+        return np.stack(np.split(total, len(x), axis=scatter_dimension))
+    return np.stack([np.take(total, i, axis=scatter_dimension) for i in range(len(x))])
+
+
+def _ppermute_make(d, dtype, n):
+    shape = d.draw(shape_st(0, 2))
+    dsts = d.draw(st.permutations(range(n)))
+    keep = d.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    perm = tuple((s, t) for s, (t, k) in enumerate(zip(dsts, keep)) if k)
+    return {"axes": (AXIS,), "perm": perm}, lambda rng: [values(rng, (n,) + shape, dtype)]
+
+
+def _ppermute_ref(x, axes, perm):
+    out = np.zeros_like(x)
+    for s, t in perm:
+        out[t] = x[s]
+    return out
+
+
+def _axes_only(d, dtype, n):
+    return _stacked()(d, dtype, n, axes=(AXIS,))
+
+
+COLLECTIVES: dict[str, CollectiveCase] = {
+    "psum": CollectiveCase(_axes_only, lambda x, axes: _replicate(x.sum(0), len(x))),
+    "pmax": CollectiveCase(_axes_only, lambda x, axes: _replicate(x.max(0), len(x)),
+                           linear=False),
+    "pmin": CollectiveCase(_axes_only, lambda x, axes: _replicate(x.min(0), len(x)),
+                           linear=False),
+    "all_gather": CollectiveCase(_gather_make, _gather_ref),
+    "psum_scatter": CollectiveCase(_scatter_make, _scatter_ref),
+    "ppermute": CollectiveCase(_ppermute_make, _ppermute_ref),
+    "axis_index": CollectiveCase(
+        lambda d, dtype, n: ({"axes": (AXIS,)}, lambda rng: [np.zeros((n,), np.int32)]),
+        lambda x, axes: np.arange(len(x), dtype=np.int32), linear=False, dtypes=(I32,)),
+}

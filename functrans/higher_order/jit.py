@@ -28,7 +28,7 @@ import numpy as np
 from .. import passes, tree_util
 from ..ad import (PartialEvalTracer, PartialVal, _EqnRecipe, jvp_jaxpr, partial_eval_jaxpr,
                   transpose_jaxpr)
-from ..batching import batch_jaxpr
+from ..batching import batch_jaxpr, current_axis_name
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, TypeCheckError, Tracer,
                     UndefinedPrimal, Zero, _state, _thread_state, get_aval, short_dtype)
 from ..primitives.base import bdim_size, defprim, instantiate, moveaxis
@@ -203,7 +203,7 @@ def _transpose_jaxpr(closed, linear):
     return transpose_jaxpr(closed, list(linear))
 
 
-def _batch_jaxpr(closed, size, batched):
+def _batch_jaxpr(closed, size, batched, axis_name):
     return batch_jaxpr(closed, size, list(batched), instantiate=False)
 
 
@@ -260,7 +260,7 @@ def _jit_batch(vals, dims, *, jaxpr, name):
     size = bdim_size(vals, dims)
     vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     batched = tuple(d is not None for d in dims)
-    bclosed, out_batched = _memo_batch(jaxpr, size, batched)
+    bclosed, out_batched = _memo_batch(jaxpr, size, batched, current_axis_name())
     outs = jit_p.bind(*vals, jaxpr=bclosed, name=f"vmap({name})")
     return outs, [0 if b else None for b in out_batched]
 

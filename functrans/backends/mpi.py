@@ -1,0 +1,293 @@
+"""MPI transport for collectives across processes (mpi4py), on NumPy arrays.
+
+    from functrans.backends import mpi
+    comm = mpi.world()            # rank, size
+    y = comm.allreduce(x, "sum")  # op: "sum" | "max" | "min" | "prod"
+    req = comm.iallreduce(x, "sum", out=x); y = req.wait()   # out=x: in place
+    comm.allgather(x)             # shape (size, *x.shape)
+    comm.reduce_scatter(x, "sum") # x.shape[0] split evenly: shape (x.shape[0] // size, ...)
+    comm.ppermute(x, [(0, 1), (1, 0)])   # (source, destination) pairs; zeros where none
+    comm.broadcast(x, root=0); comm.barrier()
+
+`world()` is the process-wide communicator, created on first use: when the process was
+launched by `mpiexec` (the launcher's PMI_*/OMPI_*/PMIX_* variables) it initialises MPI
+and wraps COMM_WORLD; otherwise it is a one-process world (`SingleProcess`, rank 0,
+size 1, needing no MPI). `Communicator(mpi_comm)` wraps any other mpi4py communicator.
+Launched by mpiexec without mpi4py installed, `world()` raises and names
+`pip install functrans[mpi]`.
+
+Every collective first exchanges a small record (collective, shape, dtype, op/root/perm)
+with every other rank, so a mismatch raises the same `CollectiveError` on every rank,
+naming each rank's shape and dtype, instead of hanging or corrupting memory. Every wait
+polls with a deadline of `FUNCTRANS_COLLECTIVE_TIMEOUT` seconds (default 300); on
+expiry the error names the collective and the ranks that did not arrive. After such an
+error the communicator is out of step: end the job. `iallreduce` agrees on the record
+before returning (a short blocking exchange), then only the data travels in the
+background.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import time
+
+import numpy as np
+
+from ..core import FunctransError
+
+OPS = ("sum", "max", "min", "prod")
+_LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
+_META_BYTES = 1024
+SPIN_S = 0.2                            # poll without sleeping this long first
+_INSTALL = "pip install functrans[mpi]  (mpi4py and an MPI, e.g. the mpich wheel)"
+
+
+class CollectiveError(FunctransError, RuntimeError):
+    """A collective across processes failed: mismatched arguments, timeout, no MPI."""
+
+
+def collective_timeout() -> float:
+    """Seconds a collective waits for the other ranks (env FUNCTRANS_COLLECTIVE_TIMEOUT)."""
+    return float(os.environ.get("FUNCTRANS_COLLECTIVE_TIMEOUT", "300"))
+
+
+def launched_by_mpiexec() -> bool:
+    """Whether this process was started by an MPI launcher (mpiexec/mpirun/srun)."""
+    return any(v in os.environ for v in _LAUNCHER_VARS)
+
+
+def mpi_module():
+    """mpi4py's MPI module (initialises MPI), or a CollectiveError saying what to install."""
+    try:
+        return importlib.import_module("mpi4py.MPI")
+    except ImportError as e:
+        raise CollectiveError(
+            f"collectives across processes need mpi4py and an MPI implementation ({e}); "
+            f"install them with: {_INSTALL}") from e
+
+
+_WORLD = None
+
+
+def world():
+    """The process-wide communicator: MPI's COMM_WORLD when launched by mpiexec, else a
+    one-process world."""
+    global _WORLD
+    if _WORLD is None:
+        if launched_by_mpiexec():
+            _WORLD = Communicator(mpi_module().COMM_WORLD)
+        else:
+            _WORLD = SingleProcess()
+    return _WORLD
+
+
+def _contiguous(x):
+    """x as a C-contiguous array, rank 0 kept (np.ascontiguousarray makes it rank 1)."""
+    return np.asarray(x, order="C")
+
+
+def _check_op(name, op):
+    if op not in OPS:
+        raise ValueError(f"{name}: op must be one of {OPS}, got {op!r}")
+
+
+def _describe(meta):
+    return f"{meta.get('c')} of shape {tuple(meta.get('s', ()))} {meta.get('d')}" + (
+        f" ({meta['x']})" if meta.get("x") else "")
+
+
+class Request:
+    """A pending non-blocking collective; `wait()` returns its result."""
+
+    def __init__(self, comm, name, req, result):
+        self._comm, self._name, self._req, self._result = comm, name, req, result
+
+    def test(self) -> bool:
+        """Whether the collective has completed (progresses it)."""
+        return self._req is None or self._req.Test()
+
+    def wait(self):
+        if self._req is not None:
+            self._comm._wait([self._req], self._name, None)
+            self._req = None
+        return self._result
+
+
+def _copy(x):
+    """A copy in x's own array module (NumPy or CuPy)."""
+    return x.copy() if hasattr(x, "__cuda_array_interface__") else np.array(x, copy=True)
+
+
+class SingleProcess:
+    """A world of one process: every collective is local, no MPI needed."""
+    rank = 0
+    size = 1
+
+    def allreduce(self, x, op="sum", out=None):
+        _check_op("allreduce", op)
+        if out is None:
+            return _copy(x)
+        out[...] = x
+        return out
+
+    def iallreduce(self, x, op="sum", out=None):
+        return Request(self, "iallreduce", None, self.allreduce(x, op, out))
+
+    def allgather(self, x):
+        return _copy(x)[None]
+
+    def reduce_scatter(self, x, op="sum"):
+        _check_op("reduce_scatter", op)
+        return _copy(x)
+
+    def ppermute(self, x, perm):
+        return _copy(x) if (0, 0) in [tuple(p) for p in perm] else np.zeros_like(_copy(x))
+
+    def broadcast(self, x, root=0):
+        if root != 0:
+            raise ValueError(f"broadcast: root {root} out of range for a world of size 1")
+        return _copy(x)
+
+    def barrier(self):
+        pass
+
+
+class Communicator:
+    """Collectives over an mpi4py communicator, with argument agreement and timeouts."""
+
+    def __init__(self, comm):
+        self.MPI = mpi_module()
+        self.comm = comm.Dup()              # data: isolated from the user's traffic
+        self.meta_comm = comm.Dup()         # the agreement records
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self._seq = 0
+        self._tag_ub = min(int(self.MPI.COMM_WORLD.Get_attr(self.MPI.TAG_UB) or 32767),
+                           1 << 30)
+        self._ops = {"sum": self.MPI.SUM, "max": self.MPI.MAX, "min": self.MPI.MIN,
+                     "prod": self.MPI.PROD}
+
+    # -- agreement and waiting ---------------------------------------------------------
+    def _agree(self, name, x, extra=""):
+        """Exchange (collective, shape, dtype, extra) with every rank; the same error on
+        every rank when they differ; a timeout naming the ranks that did not arrive."""
+        self._seq += 1
+        tag = self._seq % self._tag_ub
+        mine = {"c": name, "s": list(np.shape(x)), "d": np.asarray(x).dtype.str
+                if x is not None else "", "x": extra}
+        buf = json.dumps(mine).encode()
+        if len(buf) > _META_BYTES:
+            raise ValueError(f"{name}: arguments too long to agree on ({len(buf)} bytes)")
+        out = np.zeros(_META_BYTES, np.uint8)
+        out[:len(buf)] = np.frombuffer(buf, np.uint8)
+        others = [r for r in range(self.size) if r != self.rank]
+        recv = {r: np.zeros(_META_BYTES, np.uint8) for r in others}
+        rreqs = {r: self.meta_comm.Irecv(recv[r], source=r, tag=tag) for r in others}
+        sreqs = [self.meta_comm.Isend(out, dest=r, tag=tag) for r in others]
+        self._wait(list(rreqs.values()), name, rreqs)
+        self._wait(sreqs, name, None)
+        metas = {self.rank: mine}
+        for r in others:
+            metas[r] = json.loads(bytes(recv[r]).rstrip(b"\0").decode())
+        if any(m != mine for m in metas.values()):
+            listing = "; ".join(f"rank {r}: {_describe(metas[r])}" for r in sorted(metas))
+            raise CollectiveError(
+                f"{name}: the ranks called collectives that do not match ({listing}); "
+                f"every rank must call the same collective with the same shape and dtype")
+
+    def _wait(self, reqs, name, by_rank):
+        """Poll `reqs` until all complete or the timeout: spin (MPI progresses only while
+        polled) for SPIN_S, then sleep between polls, at most 2 ms."""
+        timeout = collective_timeout()
+        start = time.perf_counter()
+        deadline = start + timeout
+        pause = 0.0
+        while True:
+            if self.MPI.Request.Testall(reqs):
+                return
+            now = time.perf_counter()
+            if now > deadline:
+                break
+            if now - start > SPIN_S:
+                pause = min(max(pause * 2, 1e-5), 0.002)
+                time.sleep(pause)
+        if by_rank is not None:
+            missing = sorted(r for r, q in by_rank.items() if not q.Test())
+            for r in missing:
+                by_rank[r].Cancel()
+            who = f"rank(s) {missing} did not arrive"
+        else:
+            who = "the other ranks agreed on the call but the data did not arrive"
+        raise CollectiveError(
+            f"{name}: timed out after {timeout:g} s on rank {self.rank} of {self.size}: "
+            f"{who} (a rank skipped the collective, died or is stuck; set "
+            f"FUNCTRANS_COLLECTIVE_TIMEOUT to wait longer)")
+
+    # -- collectives -------------------------------------------------------------------
+    def _start_allreduce(self, name, x, op, out):
+        _check_op(name, op)
+        x = _contiguous(x)
+        self._agree(name, x, op)
+        if out is None:
+            out = np.empty_like(x)
+        elif out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
+            raise ValueError(f"{name}: out must be a C-contiguous {x.dtype} array of shape "
+                             f"{x.shape}, got {out.dtype} {out.shape}")
+        send = self.MPI.IN_PLACE if out is x else x
+        return self.comm.Iallreduce(send, out, op=self._ops[op]), out
+
+    def allreduce(self, x, op="sum", out=None):
+        req, out = self._start_allreduce("allreduce", x, op, out)
+        self._wait([req], "allreduce", None)
+        return out
+
+    def iallreduce(self, x, op="sum", out=None):
+        req, out = self._start_allreduce("iallreduce", x, op, out)
+        return Request(self, "iallreduce", req, out)
+
+    def allgather(self, x):
+        x = _contiguous(x)
+        self._agree("allgather", x)
+        out = np.empty((self.size,) + x.shape, x.dtype)
+        self._wait([self.comm.Iallgather(x, out)], "allgather", None)
+        return out
+
+    def reduce_scatter(self, x, op="sum"):
+        _check_op("reduce_scatter", op)
+        x = _contiguous(x)
+        if x.ndim == 0 or x.shape[0] % self.size:
+            raise ValueError(f"reduce_scatter: the leading axis of shape {x.shape} must "
+                             f"split evenly over {self.size} ranks")
+        self._agree("reduce_scatter", x, op)
+        out = np.empty((x.shape[0] // self.size,) + x.shape[1:], x.dtype)
+        req = self.comm.Ireduce_scatter_block(x, out, op=self._ops[op])
+        self._wait([req], "reduce_scatter", None)
+        return out
+
+    def ppermute(self, x, perm):
+        perm = [(int(s), int(d)) for s, d in perm]
+        srcs, dsts = [s for s, _ in perm], [d for _, d in perm]
+        if len(set(srcs)) < len(srcs) or len(set(dsts)) < len(dsts) or any(
+                not 0 <= r < self.size for r in srcs + dsts):
+            raise ValueError(f"ppermute: perm {perm} must be (source, destination) pairs of "
+                             f"ranks below {self.size}, each source and destination once")
+        x = _contiguous(x)
+        self._agree("ppermute", x, str(perm))
+        out = np.zeros_like(x)
+        reqs = [self.comm.Irecv(out, source=s, tag=0) for s, d in perm if d == self.rank]
+        reqs += [self.comm.Isend(x, dest=d, tag=0) for s, d in perm if s == self.rank]
+        self._wait(reqs, "ppermute", None)
+        return out
+
+    def broadcast(self, x, root=0):
+        if not 0 <= root < self.size:
+            raise ValueError(f"broadcast: root {root} out of range for {self.size} ranks")
+        out = np.array(x, copy=True, order="C")
+        self._agree("broadcast", out, f"root {root}")
+        self._wait([self.comm.Ibcast(out, root=root)], "broadcast", None)
+        return out
+
+    def barrier(self):
+        self._agree("barrier", None)
+        self._wait([self.comm.Ibarrier()], "barrier", None)

@@ -17,13 +17,14 @@ import pytest
 
 import functrans as ft
 import functrans.numpy as fnp
-from functrans import passes
+from functrans import core, passes
+from functrans.nn import functions as F
 from functrans.backends import cuda
 from functrans.core import JaxprEqn, FunctransError, ShapedArray, Var
 from functrans.primitives import REGISTRY
 from functrans.primitives import elementwise as ew
 
-from test_cuda_codegen import BINARY, DTYPES, _param_variants
+from test_cuda_codegen import BINARY, DTYPES, _param_variants, needs_nvcc, nvcc_compile
 
 HEADER_DIR = os.path.join(os.path.dirname(cuda.__file__), "native")
 CXX = next((shutil.which(c) for c in (os.environ.get("CXX", ""), "c++", "g++", "clang++")
@@ -42,11 +43,12 @@ pytestmark = pytest.mark.skipif(CXX is None, reason="no host C++ compiler (c++, 
 class HostKernels:
     """Kernels compiled together for the host; `run` launches one on NumPy arrays."""
 
-    def __init__(self, kernels):
+    def __init__(self, kernels, host_source=""):
         self.kernels = {k.name: k for k in kernels}
         bodies = [k.source.split(cuda.PRELUDE, 1)[-1].replace("#include <cuda_fp16.h>\n", "")
                   + f"FT_HOST_ENTRY({k.name})\n" for k in kernels]
-        self.source = '#include "cuda_host.h"\n' + cuda.PRELUDE + "\n".join(bodies)
+        self.source = ('#include "cuda_host.h"\n' + cuda.PRELUDE + "\n".join(bodies)
+                       + host_source)
         self.dir = tempfile.mkdtemp(prefix="ft_cuda_host_")
         src, lib = os.path.join(self.dir, "k.cpp"), os.path.join(self.dir, "k.so")
         with open(src, "w") as f:
@@ -192,9 +194,13 @@ def host():
     """Every kernel of this module, compiled once."""
     kernels = [cuda.render_kernel(cuda.single_eqn_jaxpr(e), f"k_{label}")
                for label, e, _ in CASES]
-    for name in sorted(GROUPS):
+    for name in sorted(GROUPS) + sorted(ROWS):
         kernels += [k for _, k in group_kernels(name)]
-    return HostKernels(kernels)
+    host_loops = ["#undef __shared__\n#define __shared__\n"]     # the host form's stack arrays
+    for name in HOST_LOOPS:
+        for _, k in group_kernels(name):
+            host_loops.append(host_row_function(k, f"host_{k.name}"))
+    return HostKernels(kernels, "\n".join(host_loops))
 
 
 def test_every_fusible_elementwise_primitive_and_dtype_is_covered():
@@ -256,7 +262,7 @@ GROUPS = {
 
 
 def _fused_program(name):
-    f, args = GROUPS[name]
+    f, args = GROUPS[name] if name in GROUPS else ROWS[name][:2]
     return ft.jit(f).lower(*args, backend="cuda")._build.__self__.fusedj
 
 
@@ -265,7 +271,7 @@ def group_kernels(name):
     out = []
     for i, e in enumerate(_fused_program(name).jaxpr.eqns):
         if e.primitive is passes.fused_p:
-            out.append((i, cuda.render_kernel(e.params["jaxpr"], f"g_{name}_{i}")))
+            out.append((i, cuda.render_group(e.params["jaxpr"], f"g_{name}_{i}")))
         elif cuda.can_fuse(e):
             out.append((i, cuda.render_kernel(cuda.single_eqn_jaxpr(e), f"g_{name}_{i}")))
     return out
@@ -295,3 +301,159 @@ def test_fusion_group_kernels_match_numpy(host, name):
                 assert_same(g, np.asarray(w), GROUP_ULPS.get(name, 0), k.name)
         for o, w in zip(e.outvars, want, strict=True):
             env[o] = np.asarray(w)
+
+
+# ---------------------------------------------------------------------------
+# row groups: reductions over trailing axes fused with the work around them
+
+
+def _layernorm(x, g, b):
+    mu = fnp.mean(x, axis=-1, keepdims=True)
+    var = fnp.mean((x - mu) ** 2, axis=-1, keepdims=True)
+    return (x - mu) / fnp.sqrt(var + 1e-5) * g + b
+
+
+def _softmax_loss(x, w):
+    return fnp.sum(F.softmax(x) * w)
+
+
+def _layernorm_loss(x, g, b):
+    return fnp.sum(_layernorm(x, g, b) ** 2)
+
+
+W16 = rand(16, seed=3)
+SPECIAL_ROWS = np.array([[1.0, np.nan, 2.0, 3.0], [-np.inf, -np.inf, -np.inf, -np.inf],
+                         [np.inf, 1.0, 2.0, 0.0], [-0.0, 0.0, -0.0, 5.0],
+                         [1e30, 1e30, -1e30, 2.0]], np.float32)
+ROWS = {   # name: (function, arguments, relative tolerance)
+    "softmax": (F.softmax, (rand(9, 16),), 1e-6),
+    "log_softmax": (F.log_softmax, (rand(9, 16),), 1e-6),
+    "logsumexp": (lambda x: fnp.logsumexp(x, axis=-1), (rand(9, 16),), 1e-6),
+    "layernorm": (_layernorm, (rand(9, 16), rand(16, seed=1), rand(16, seed=2)), 1e-5),
+    "mean_var": (lambda x: (fnp.mean(x, axis=-1), fnp.var(x, axis=-1)), (rand(7, 33),), 1e-5),
+    "two_axes": (lambda x: x - fnp.mean(x, axis=(-2, -1), keepdims=True),
+                 (rand(3, 4, 5),), 1e-5),
+    "softmax_grad": (ft.value_and_grad(_softmax_loss), (rand(9, 16), W16), 1e-5),
+    "layernorm_grad": (ft.value_and_grad(_layernorm_loss, argnums=(0, 1, 2)),
+                       (rand(9, 16), rand(16, seed=1), rand(16, seed=2)), 1e-4),
+    "square_rows": (lambda x, c: fnp.max(x, axis=-1, keepdims=True) * c[None, :] + x,
+                    (rand(6, 6), rand(6, seed=1)), 1e-6),
+    "special_rows": (lambda x: (fnp.max(x, axis=-1), fnp.logsumexp(x, axis=-1),
+                                fnp.sum(x, axis=-1), fnp.min(x, axis=-1)), (SPECIAL_ROWS,), 1e-6),
+    "softmax_f16": (F.softmax, (rand(5, 40, dtype=np.float16),), 2e-3),
+    "layernorm_f64": (_layernorm, (rand(4, 100, dtype=np.float64), rand(100, dtype=np.float64),
+                             rand(100, dtype=np.float64)), 1e-12),
+    "int_rows": (lambda i: fnp.sum(i * 3, axis=-1) - fnp.max(i, axis=-1),
+                 (np.arange(-30, 30, dtype=np.int32).reshape(5, 12) * 100_000_000,), 0),
+}
+
+
+def test_row_groups_fuse_the_reductions():
+    """Each sample's rows become kernels; softmax and layernorm, forward and backward, are
+    each one kernel (the final sum over all rows of the loss stays outside)."""
+    for name in ROWS:
+        kernels = [k for _, k in group_kernels(name)]
+        assert any(k.rows is not None for k in kernels), name
+    for name in ("softmax", "log_softmax", "layernorm", "softmax_grad", "layernorm_grad"):
+        fusedj = _fused_program(name).jaxpr
+        assert sum(e.primitive is passes.fused_p for e in fusedj.eqns) == 1, name
+        assert not any(e.primitive in passes.ROW_REDUCTIONS and passes.row_space(e)
+                       for e in fusedj.eqns), name         # over rows (axis 0): outside
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_row_group_values_on_numpy(name):
+    """The grouping keeps the program's values (groups evaluated by NumPy)."""
+    f, args, rtol = ROWS[name]
+    closed = ft.make_jaxpr(f)(*args)
+    fused = passes.fuse(passes.optimize(closed), can_fuse=cuda.can_fuse_rows, rows=True)
+    core.check_jaxpr(fused.jaxpr)
+    leaves = ft.tree_leaves(args)
+    with np.errstate(all="ignore"):
+        want = core.eval_jaxpr(closed.jaxpr, closed.consts, *leaves)
+        got = core.eval_jaxpr(fused.jaxpr, fused.consts, *leaves)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=max(rtol, 1e-6), atol=1e-6)
+
+
+@pytest.mark.parametrize("block", [1, 3, 8])
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_row_kernels_match_numpy(host, name, block):
+    """Each kernel of the program (a block per row; 1, 3 and 8 threads a block, the last two
+    one host thread per CUDA thread with __syncthreads a barrier) equals its group
+    evaluated by NumPy."""
+    fusedj = _fused_program(name)
+    kernels = dict(group_kernels(name))
+    rtol = ROWS[name][2]
+    env = {}
+    for v, a in zip(fusedj.jaxpr.invars, ft.tree_leaves(ROWS[name][1]), strict=True):
+        env[v] = np.asarray(a, v.aval.dtype)
+    for i, e in enumerate(fusedj.jaxpr.eqns):
+        ins = [env[a] if type(a) is Var else np.asarray(a.val, a.aval.dtype) for a in e.invars]
+        with np.errstate(all="ignore"):
+            want = e.primitive.impl(np, *ins, **e.params)
+        want = list(want) if e.primitive.multiple_results else [want]
+        if i in kernels:
+            k = kernels[i]
+            got = host.run(k.name, *[env[a] for a in k.inputs], block=block)
+            for g, w in zip(got, want, strict=True):
+                w = np.asarray(w)
+                assert g.dtype == w.dtype, k.name
+                np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=k.name)
+                if rtol == 0:
+                    np.testing.assert_array_equal(g, w, err_msg=k.name)
+                else:
+                    np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64),
+                                               rtol=rtol, atol=rtol, err_msg=k.name)
+        for o, w in zip(e.outvars, want, strict=True):
+            env[o] = np.asarray(w)
+
+
+def test_row_kernels_are_deterministic(host):
+    """The same block size gives the same bits, run after run (a fixed reduction tree)."""
+    x = rand(9, 16, seed=5)
+    (_, k), = group_kernels("softmax")
+    first = host.run(k.name, x, block=8)[0]
+    for _ in range(3):
+        np.testing.assert_array_equal(host.run(k.name, x, block=8)[0], first)
+
+
+@needs_nvcc
+def test_row_kernels_compile_with_nvcc():
+    sources = {k.name: k.source for name in sorted(ROWS) for _, k in group_kernels(name)}
+    failures = nvcc_compile(sources)
+    assert not failures, "\n".join(f"{n}:\n{e[:2000]}" for n, e in failures.items())
+
+
+# ---------------------------------------------------------------------------
+# the row body as a host loop (the CPU backend's form of a row group)
+
+HOST_LOOPS = ("softmax_grad", "layernorm_grad", "special_rows")
+
+
+def host_row_function(kernel, name):
+    """A row kernel's body as a C function: one iteration per row, OpenMP over rows, one
+    thread a row (tid = 0, nthr = 1); __shared__ arrays are then per-iteration locals."""
+    b = cuda.row_body(kernel.jaxpr)
+    return "\n".join([f'extern "C" void {name}({", ".join(b.params)}) {{']
+                     + ["  " + h for h in b.hoisted]
+                     + ["  const unsigned tid = 0, nthr = 1;", "  #pragma omp parallel for",
+                        "  for (long long r = 0; r < rows; ++r) {"]
+                     + ["    " + x for x in b.lines] + ["  }", "}", ""])
+
+
+@pytest.mark.parametrize("name", HOST_LOOPS)
+def test_row_body_runs_as_a_host_loop(host, name):
+    """The same body, wrapped as a host loop over rows, equals the kernel run with one
+    thread a block (the same order of operations: the same bits)."""
+    for _, k in group_kernels(name):
+        if k.rows is None:
+            continue
+        ins = [np.ascontiguousarray(rand(*v.aval.shape, seed=7).astype(v.aval.dtype))
+               for v in k.inputs]
+        want = host.run(k.name, *ins, block=1)
+        outs = [np.empty(v.aval.shape, v.aval.dtype) for v in k.outputs]
+        fn = getattr(host.lib, f"host_{k.name}")
+        fn(*[ctypes.c_void_p(a.ctypes.data) for a in ins + outs], ctypes.c_longlong(k.rows))
+        for g, w in zip(outs, want, strict=True):
+            np.testing.assert_array_equal(g, w)

@@ -23,7 +23,7 @@ from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Var, cupy_array
                     short_dtype)
 from ..core.devices import cupy_module
 from ..primitives.elementwise import convert_element_type_p
-from ..primitives.shape import broadcast_in_dim_p
+from ..primitives.shape import broadcast_in_dim_p, reshape_p, squeeze_p
 
 CTYPES = {
     "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
@@ -219,6 +219,9 @@ class Kernel:
         self.size = size
         self.jaxpr = jaxpr              # the group it was rendered from
         self.rows = rows                # a row kernel: its number of rows (a block each)
+        # threads a block: a row kernel's fit its rows (at least a warp, at most the cap)
+        self.block = THREADS_PER_BLOCK if rows is None else \
+            min(THREADS_PER_BLOCK, max(32, 1 << max(0, size // rows - 1).bit_length()))
 
     def __repr__(self):
         return f"<Kernel {self.name}: {len(self.inputs)} in, {len(self.outputs)} out>"
@@ -328,6 +331,210 @@ def render_kernel(jaxpr, name) -> Kernel:
                   list(jaxpr.outvars), size, jaxpr)
 
 
+# ---------------------------------------------------------------------------
+# row groups: reductions over trailing axes with the elementwise work around them, a block
+# per row. The body is written over the row index `r`, this thread's index `tid` and the
+# number of threads `nthr`, so that it also runs as a host loop (one iteration per row,
+# tid = 0, nthr = 1, __shared__ and __syncthreads empty).
+
+REDUCE_OPS = {"reduce_sum": "({0} + {1})", "reduce_max": "ft_max({0}, {1})",
+              "reduce_min": "ft_min({0}, {1})"}
+
+
+def can_fuse_rows(eqn) -> bool:
+    """CUDA predicate of row groups: can_fuse, or a reduction over trailing axes or a
+    reshape of per-row values, of real dtypes (passes.row_space)."""
+    if can_fuse(eqn):
+        return True
+    if passes.row_space(eqn) is None:
+        return False
+    return all(a.aval.dtype.name in CTYPES and a.aval.dtype.kind != "b"
+               for a in list(eqn.invars) + list(eqn.outvars))
+
+
+def _reduce_init(prim, dtype) -> str:
+    """The identity of a reduction: 0, or the bottom (max) / top (min) of the dtype."""
+    dt = np.dtype(dtype)
+    if prim.name == "reduce_sum":
+        return literal_c(0, dt)
+    lo, hi = (-np.inf, np.inf) if dt.kind == "f" else (np.iinfo(dt).min, np.iinfo(dt).max)
+    return literal_c(hi if prim.name == "reduce_min" else lo, dt)
+
+
+class RowBody:
+    """A row group rendered over (r, tid, nthr): its parameters, the lines before the row
+    loop and the lines of one row."""
+
+    def __init__(self, params, hoisted, lines, rows, cols):
+        self.params, self.hoisted, self.lines = params, hoisted, lines
+        self.rows, self.cols = rows, cols
+
+
+def row_body(jaxpr) -> RowBody:
+    """Render a row group: per row, one pass over the row's elements per reduction depth
+    (each thread a strided share, then a shared-memory tree in a fixed order: deterministic
+    for a given block size), the per-row values after each, and a last pass for the
+    full-shape outputs. Full-shape values are recomputed in each pass, never stored."""
+    full, k = passes.row_group_space(jaxpr)
+    rows, cols = math.prod(full[:k]), math.prod(full[k:])
+    params, hoisted = [], []
+    name: dict = {}             # var -> C name (rows, scalars, literals, aliases)
+    elem: dict = {}             # full-shape var -> (C name, definition line or None)
+    deps: dict = {}             # full-shape var -> full-shape vars its definition reads
+    depth: dict = {}            # var -> passes over the row before it is known
+    order: dict = {}            # full-shape var -> position (definitions in program order)
+    row_lines: dict = {}        # depth -> lines defining per-row values
+    reductions: dict = {}       # depth -> [(eqn, accumulator name)]
+    n = [0]
+
+    def fresh(prefix):
+        n[0] += 1
+        return f"{prefix}{n[0]}"
+
+    lit_cache: dict = {}
+
+    def ref(a):
+        if type(a) is Literal:
+            key = (a.aval.dtype.str, np.asarray(a.val).tobytes())
+            if key not in lit_cache:
+                lit_cache[key] = fresh("c")
+                hoisted.append(f"const {compute_type(a.aval.dtype)} {lit_cache[key]} = "
+                               f"{literal_c(a.val, a.aval.dtype)};")
+            return lit_cache[key]
+        return elem[a][0] if a in elem else name[a]
+
+    def dep(a):
+        return depth.get(a, 0) if type(a) is Var else 0
+
+    def define_elem(v, ct, expr, reads, pos):
+        nm = fresh("e")
+        elem[v] = (nm, f"const {ct} {nm} = {expr};")
+        deps[v] = [a for a in reads if type(a) is Var and a in elem]
+        order[v] = pos
+
+    ptr_of = {}
+    for i, v in enumerate(jaxpr.invars):
+        dt, ct = v.aval.dtype, compute_type(v.aval.dtype)
+        params.append(f"const {ctype(dt)}* __restrict__ in{i}")
+        ptr_of[v] = f"in{i}"
+        if v.aval.shape == full:
+            define_elem(v, ct, _load(f"in{i}", "i", dt), [], -1)
+        elif v.aval.shape == ():
+            name[v] = fresh("s")
+            hoisted.append(f"const {ct} {name[v]} = {_load(f'in{i}', '0', dt)};")
+        elif passes.rowlike(v.aval.shape, (full, k)):
+            name[v] = fresh("r")
+            row_lines.setdefault(0, []).append(f"const {ct} {name[v]} = "
+                                               f"{_load(f'in{i}', 'r', dt)};")
+        # other shapes: read by broadcasts along other axes, at their own index
+    for pos, e in enumerate(jaxpr.eqns):
+        ov = e.outvars[0]
+        ct = compute_type(ov.aval.dtype)
+        d = max((dep(a) for a in e.invars), default=0)
+        if e.primitive in passes.ROW_REDUCTIONS:
+            acc = fresh("a")
+            reductions.setdefault(d + 1, []).append((e, acc))
+            name[ov], depth[ov] = fresh("r"), d + 1
+        elif e.primitive in (reshape_p, squeeze_p) or (
+                e.primitive is broadcast_in_dim_p and
+                (e.invars[0].aval.shape == () or passes.row_space(e)[1] is not None)):
+            x = e.invars[0]                 # the same per-row value (or scalar)
+            name[ov], depth[ov] = ref(x), dep(x)
+        elif e.primitive is broadcast_in_dim_p:
+            x = e.invars[0]
+            if x not in ptr_of:
+                raise CudaLoweringError(f"row group: broadcast {x.aval.str_short()} -> "
+                                        f"{ov.aval.str_short()} of a value computed in the "
+                                        "group (only group inputs are broadcast this way)")
+            exp = expanded_shape(x.aval.shape, e.params["broadcast_dimensions"], len(full))
+            idx = bcast_index_c(bcast_index_terms(full, exp))
+            define_elem(ov, ct, _load(ptr_of[x], idx, x.aval.dtype), [], pos)
+        elif ov.aval.shape == full:
+            define_elem(ov, ct, eqn_expr(e, [ref(a) for a in e.invars]), e.invars, pos)
+            depth[ov] = d
+        else:
+            name[ov], depth[ov] = fresh("r"), d
+            row_lines.setdefault(d, []).append(
+                f"const {ct} {name[ov]} = {eqn_expr(e, [ref(a) for a in e.invars])};"
+                f"  // {e.primitive.name}")
+
+    def elem_pass(targets, tail):
+        need, stack = set(), [t for t in targets if type(t) is Var and t in elem]
+        while stack:
+            v = stack.pop()
+            if v not in need:
+                need.add(v)
+                stack.extend(deps[v])
+        body = [elem[v][1] for v in sorted(need, key=order.get)]
+        return (["for (long long j = tid; j < cols; j += nthr) {", "  const long long i = base + j;"]
+                + ["  " + b for b in body + tail] + ["}"])
+
+    lines = [f"const long long base = r * {cols}LL;"] + row_lines.get(0, [])
+    for d in sorted(reductions):
+        group = reductions[d]
+        for e, acc in group:
+            ct = compute_type(e.outvars[0].aval.dtype)
+            lines.append(f"{ct} {acc} = {_reduce_init(e.primitive, e.outvars[0].aval.dtype)};")
+        lines += elem_pass([e.invars[0] for e, _ in group],
+                           [f"{acc} = {REDUCE_OPS[e.primitive.name].format(acc, ref(e.invars[0]))};"
+                            for e, acc in group])
+        for e, acc in group:
+            ov = e.outvars[0]
+            ct = compute_type(ov.aval.dtype)
+            op = REDUCE_OPS[e.primitive.name].format(f"sh_{acc}[tid]", f"sh_{acc}[tid + s]")
+            value = (f"__half2float(__float2half_rn(sh_{acc}[0]))"
+                     if ov.aval.dtype == np.float16 else f"sh_{acc}[0]")
+            lines += [f"__shared__ {ct} sh_{acc}[{THREADS_PER_BLOCK}];",
+                      f"sh_{acc}[tid] = {acc};", "__syncthreads();",
+                      "for (unsigned s = 1; s < nthr; s *= 2) {   // a fixed tree: deterministic",
+                      f"  if (tid % (2 * s) == 0 && tid + s < nthr) sh_{acc}[tid] = {op};",
+                      "  __syncthreads();", "}",
+                      f"const {ct} {name[ov]} = {value};  // {e.primitive.name}",
+                      "__syncthreads();   // all have read it before the next row writes it"]
+        lines += row_lines.get(d, [])
+    stores = []
+    for i, v in enumerate(jaxpr.outvars):
+        dt = v.aval.dtype
+        params.append(f"{ctype(dt)}* __restrict__ out{i}")
+    elem_outs = [(i, v) for i, v in enumerate(jaxpr.outvars) if v.aval.shape == full]
+    if elem_outs:
+        lines += elem_pass([v for _, v in elem_outs],
+                           [_store(f"out{i}", "i", v.aval.dtype, ref(v)) for i, v in elem_outs])
+    for i, v in enumerate(jaxpr.outvars):
+        if v.aval.shape != full:
+            stores.append(_store(f"out{i}", "r", v.aval.dtype, ref(v)))
+    if stores:
+        lines += ["if (tid == 0) {"] + ["  " + st for st in stores] + ["}"]
+    params.append("const long long rows")
+    hoisted.append(f"const long long cols = {cols}LL;")
+    return RowBody(params, hoisted, lines, rows, cols)
+
+
+def render_row_kernel(jaxpr, name) -> Kernel:
+    """A row group as one CUDA kernel: a block per row (grid-stride over the rows), launched
+    with any number of threads up to THREADS_PER_BLOCK."""
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    b = row_body(jaxpr)
+    lines = [f'extern "C" __global__ void {name}({", ".join(b.params)}) {{']
+    lines += ["  " + h for h in b.hoisted]
+    lines.append("  const unsigned tid = threadIdx.x, nthr = blockDim.x;")
+    lines.append("  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {")
+    lines += ["    " + x for x in b.lines]
+    lines += ["  }", "}"]
+    uses_half = any(v.aval.dtype == np.float16 for e in jaxpr.eqns
+                    for v in list(e.invars) + list(e.outvars))
+    head = PRELUDE + ("#include <cuda_fp16.h>\n" if uses_half else "")
+    return Kernel(name, head + "\n".join(lines) + "\n", list(jaxpr.invars),
+                  list(jaxpr.outvars), b.rows * b.cols, jaxpr, rows=b.rows)
+
+
+def render_group(jaxpr, name) -> Kernel:
+    """A fusion group's kernel: a row kernel when it holds reductions."""
+    if passes.row_group_space(jaxpr) is not None:
+        return render_row_kernel(jaxpr, name)
+    return render_kernel(jaxpr, name)
+
+
 def single_eqn_jaxpr(eqn):
     """A one-equation fusion group (for an elementwise equation outside any group)."""
     ins, seen = [], set()
@@ -380,7 +587,7 @@ class _Program:
         return self.names[a]
 
     def run(self):
-        fusedj = passes.fuse(self.closed, can_fuse=can_fuse)
+        fusedj = passes.fuse(self.closed, can_fuse=can_fuse_rows, rows=True)
         self.fusedj = fusedj
         j = fusedj.jaxpr
         args = [f"a{i}" for i in range(len(j.invars))]
@@ -396,7 +603,7 @@ class _Program:
                 inner = e.params["jaxpr"] if e.primitive is passes.fused_p else single_eqn_jaxpr(e)
                 kname = e.params["name"] if e.primitive is passes.fused_p else \
                     f"ew_{e.primitive.name}"
-                kern = render_kernel(inner, kname)
+                kern = render_group(inner, kname)
                 base = kern.name
                 k = 1
                 while kern.name in self.kernels and self.kernels[kern.name].source != kern.source:
@@ -412,8 +619,11 @@ class _Program:
                     outs.append(nm)
                 kg = self.g(kern, f"K_{kern.name}")
                 ins = [self.names[a] for a in kern.inputs]
-                grid = max(1, min(MAX_BLOCKS, -(-kern.size // THREADS_PER_BLOCK)))
-                nsz = self.g(np.int64(kern.size), "n")
+                if kern.rows is None:
+                    grid = max(1, min(MAX_BLOCKS, -(-kern.size // THREADS_PER_BLOCK)))
+                else:
+                    grid = max(1, min(MAX_BLOCKS, kern.rows))
+                nsz = self.g(np.int64(kern.size if kern.rows is None else kern.rows), "n")
                 body.append(f"_launch({kg}, {grid}, ({', '.join(ins + outs + [nsz])},))"
                             f"  # {kern.name}")
                 continue
@@ -485,7 +695,7 @@ class _Launchable:
     def __call__(self, grid, args):
         if self.fn is None:
             self.fn = get_kernel(self.kern.source, self.kern.name)
-        self.fn((grid,), (THREADS_PER_BLOCK,), args)
+        self.fn((grid,), (self.kern.block,), args)
 
 
 def _launch(k, grid, args):

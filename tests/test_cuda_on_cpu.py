@@ -20,11 +20,11 @@ import functrans.numpy as fnp
 from functrans import core, passes
 from functrans.nn import functions as F
 from functrans.backends import cuda
-from functrans.core import JaxprEqn, FunctransError, ShapedArray, Var
+from functrans.core import JaxprEqn, ShapedArray, Var
 from functrans.primitives import REGISTRY
 from functrans.primitives import elementwise as ew
 
-from test_cuda_codegen import BINARY, DTYPES, _param_variants, needs_nvcc, nvcc_compile
+from test_cuda_codegen import elementwise_eqns, needs_nvcc, nvcc_compile
 
 HEADER_DIR = os.path.join(os.path.dirname(cuda.__file__), "native")
 CXX = next((shutil.which(c) for c in (os.environ.get("CXX", ""), "c++", "g++", "clang++")
@@ -160,29 +160,16 @@ def _in_range(x, dtype):
 
 
 def elementwise_cases():
-    """(label, eqn, inputs) for every elementwise primitive, dtype and param variant."""
+    """(label, eqn, inputs) for every elementwise primitive, dtype and param variant that
+    the CUDA backend fuses (test_cuda_codegen's equations, on the special values)."""
     out = []
-    for name, p in sorted(REGISTRY.items()):
-        if not p.elementwise:
-            continue
-        for dt in DTYPES:
-            nargs = 3 if name == "select" else 2 if name in BINARY else 1
-            dts = ([np.bool_] if name == "select" else []) + [dt] * (nargs - (name == "select"))
-            for params in _param_variants(name, dt):
-                probe = [ShapedArray((1,), d) for d in dts]
-                try:
-                    p.abstract_eval(*probe, **params)
-                except FunctransError:
-                    continue
-                xs = _inputs(name, probe, params)
-                avals = [ShapedArray(x.shape, x.dtype) for x in xs]
-                eqn = JaxprEqn(p, [Var(a) for a in avals], params,
-                               [Var(p.abstract_eval(*avals, **params))])
-                if not cuda.can_fuse(eqn):
-                    continue
-                label = f"{name}_{dt}" + "".join(f"_{k}{v}" for k, v in params.items()
-                                                 if k != "weak_type").replace("-", "m")
-                out.append((label, eqn, xs))
+    for label, e in elementwise_eqns():
+        xs = _inputs(e.primitive.name, [v.aval for v in e.invars], e.params)
+        avals = [ShapedArray(x.shape, x.dtype) for x in xs]
+        eqn = JaxprEqn(e.primitive, [Var(a) for a in avals], e.params,
+                       [Var(e.primitive.abstract_eval(*avals, **e.params))])
+        if cuda.can_fuse(eqn):
+            out.append((label.replace("-", "m"), eqn, xs))
     return out
 
 
@@ -266,6 +253,26 @@ def _fused_program(name):
     return ft.jit(f).lower(*args, backend="cuda")._build.__self__.fusedj
 
 
+def kernel_runs(host, name, args, block):
+    """[(kernel, its outputs, NumPy's)]: the program of sample `name` evaluated by the impls,
+    each of its kernels run on the host on the values its group reads."""
+    fusedj = _fused_program(name)
+    kernels = dict(group_kernels(name))
+    env, runs = {}, []
+    for v, a in zip(fusedj.jaxpr.invars, ft.tree_leaves(args), strict=True):
+        env[v] = np.asarray(a, v.aval.dtype)
+    for i, e in enumerate(fusedj.jaxpr.eqns):
+        ins = [env[a] if type(a) is Var else np.asarray(a.val, a.aval.dtype) for a in e.invars]
+        with np.errstate(all="ignore"):
+            want = e.primitive.impl(np, *ins, **e.params)
+        want = [np.asarray(w) for w in (want if e.primitive.multiple_results else [want])]
+        if i in kernels:
+            k = kernels[i]
+            runs.append((k, host.run(k.name, *[env[a] for a in k.inputs], block=block), want))
+        env.update(zip(e.outvars, want, strict=True))
+    return runs
+
+
 def group_kernels(name):
     """[(equation index, Kernel)] for the kernels of sample `name`'s CUDA program."""
     out = []
@@ -283,24 +290,11 @@ GROUP_ULPS = {"rows": 4, "float64": 4}          # groups with transcendentals
 def test_fusion_group_kernels_match_numpy(host, name):
     """Each kernel of the program, run on the values its group reads, equals the group
     evaluated by NumPy (the impls)."""
-    fusedj = _fused_program(name)
-    kernels = dict(group_kernels(name))
-    assert any(k.jaxpr.eqns[1:] for k in kernels.values()), name     # a real group
-    env = {}
-    for v, a in zip(fusedj.jaxpr.invars, ft.tree_leaves(GROUPS[name][1]), strict=True):
-        env[v] = np.asarray(a, v.aval.dtype)
-    for i, e in enumerate(fusedj.jaxpr.eqns):
-        ins = [env[a] if type(a) is Var else np.asarray(a.val, a.aval.dtype) for a in e.invars]
-        with np.errstate(all="ignore"):
-            want = e.primitive.impl(np, *ins, **e.params)
-        want = list(want) if e.primitive.multiple_results else [want]
-        if i in kernels:
-            k = kernels[i]
-            got = host.run(k.name, *[env[a] for a in k.inputs], block=3)
-            for g, w in zip(got, want, strict=True):
-                assert_same(g, np.asarray(w), GROUP_ULPS.get(name, 0), k.name)
-        for o, w in zip(e.outvars, want, strict=True):
-            env[o] = np.asarray(w)
+    runs = kernel_runs(host, name, GROUPS[name][1], block=3)
+    assert any(k.jaxpr.eqns[1:] for k, _, _ in runs), name     # a real group
+    for k, got, want in runs:
+        for g, w in zip(got, want, strict=True):
+            assert_same(g, w, GROUP_ULPS.get(name, 0), k.name)
 
 
 # ---------------------------------------------------------------------------
@@ -382,31 +376,16 @@ def test_row_kernels_match_numpy(host, name, block):
     """Each kernel of the program (a block per row; 1, 3 and 8 threads a block, the last two
     one host thread per CUDA thread with __syncthreads a barrier) equals its group
     evaluated by NumPy."""
-    fusedj = _fused_program(name)
-    kernels = dict(group_kernels(name))
     rtol = ROWS[name][2]
-    env = {}
-    for v, a in zip(fusedj.jaxpr.invars, ft.tree_leaves(ROWS[name][1]), strict=True):
-        env[v] = np.asarray(a, v.aval.dtype)
-    for i, e in enumerate(fusedj.jaxpr.eqns):
-        ins = [env[a] if type(a) is Var else np.asarray(a.val, a.aval.dtype) for a in e.invars]
-        with np.errstate(all="ignore"):
-            want = e.primitive.impl(np, *ins, **e.params)
-        want = list(want) if e.primitive.multiple_results else [want]
-        if i in kernels:
-            k = kernels[i]
-            got = host.run(k.name, *[env[a] for a in k.inputs], block=block)
-            for g, w in zip(got, want, strict=True):
-                w = np.asarray(w)
-                assert g.dtype == w.dtype, k.name
-                np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=k.name)
-                if rtol == 0:
-                    np.testing.assert_array_equal(g, w, err_msg=k.name)
-                else:
-                    np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64),
-                                               rtol=rtol, atol=rtol, err_msg=k.name)
-        for o, w in zip(e.outvars, want, strict=True):
-            env[o] = np.asarray(w)
+    for k, got, want in kernel_runs(host, name, ROWS[name][1], block):
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype, k.name
+            np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=k.name)
+            if rtol == 0:
+                np.testing.assert_array_equal(g, w, err_msg=k.name)
+            else:
+                np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64),
+                                           rtol=rtol, atol=rtol, err_msg=k.name)
 
 
 def test_row_kernels_are_deterministic(host):

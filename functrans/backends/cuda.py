@@ -253,6 +253,16 @@ def eqn_expr(e, args) -> str:
     return f"({ct})({expr})"
 
 
+def hoist_literal(a, cache, hoisted, fresh) -> str:
+    """The name of a const local holding Literal `a`, declared once in `hoisted`."""
+    key = (a.aval.dtype.str, np.asarray(a.val).tobytes())
+    if key not in cache:
+        cache[key] = fresh("c")
+        hoisted.append(f"const {compute_type(a.aval.dtype)} {cache[key]} = "
+                       f"{literal_c(a.val, a.aval.dtype)};")
+    return cache[key]
+
+
 def render_kernel(jaxpr, name) -> Kernel:
     """Render a fusion group's jaxpr (elementwise and broadcast equations of one output
     shape) as one CUDA kernel with a grid-stride loop over the flat output index."""
@@ -272,13 +282,7 @@ def render_kernel(jaxpr, name) -> Kernel:
 
     def operand(a):
         if type(a) is Literal:
-            key = (a.aval.dtype.str, np.asarray(a.val).tobytes())
-            if key not in lit_cache:
-                nm = fresh("c")
-                lit_cache[key] = nm
-                hoisted.append(f"const {compute_type(a.aval.dtype)} {nm} = "
-                               f"{literal_c(a.val, a.aval.dtype)};")
-            return lit_cache[key]
+            return hoist_literal(a, lit_cache, hoisted, fresh)
         return local[a]
 
     for k, v in enumerate(jaxpr.invars):
@@ -395,12 +399,7 @@ def row_body(jaxpr) -> RowBody:
 
     def ref(a):
         if type(a) is Literal:
-            key = (a.aval.dtype.str, np.asarray(a.val).tobytes())
-            if key not in lit_cache:
-                lit_cache[key] = fresh("c")
-                hoisted.append(f"const {compute_type(a.aval.dtype)} {lit_cache[key]} = "
-                               f"{literal_c(a.val, a.aval.dtype)};")
-            return lit_cache[key]
+            return hoist_literal(a, lit_cache, hoisted, fresh)
         return elem[a][0] if a in elem else name[a]
 
     def dep(a):

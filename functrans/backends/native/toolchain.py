@@ -17,7 +17,7 @@ import tempfile
 import threading
 
 BASE_FLAGS = ("-std=c++17", "-O3", "-fno-fast-math", "-ffp-contract=off", "-fno-math-errno",
-              "-fPIC", "-shared")
+              "-fwrapv", "-fopenmp-simd", "-fPIC", "-shared")
 OPENMP_FLAG = "-fopenmp"
 CANDIDATES = ("c++", "g++", "clang++")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -168,23 +168,41 @@ def _remove(fn):
         pass
 
 
-def library_path(source: str, name: str, compiler: Compiler | None = None) -> str:
+_headers: list = []
+
+
+def _headers_digest():
+    """A digest of the headers beside this file (generated sources include them)."""
+    if not _headers:
+        h = hashlib.sha256()
+        for fn in sorted(os.listdir(HERE)):
+            if fn.endswith(".h"):
+                with open(os.path.join(HERE, fn), "rb") as f:
+                    h.update(fn.encode() + b"\0" + f.read())
+        _headers.append(h.hexdigest())
+    return _headers[0]
+
+
+def library_path(source: str, name: str, compiler: Compiler | None = None,
+                 include=()) -> str:
     """Where the library of this source lives in the disk cache (built or not)."""
     cc = compiler or find_compiler()
     h = hashlib.sha256()
-    for part in (source, _identity(cc.path), cc.version, " ".join(cc.argv), " ".join(cc.flags)):
+    for part in (source, _identity(cc.path), cc.version, " ".join(cc.argv), " ".join(cc.flags),
+                 _headers_digest(), " ".join(include)):
         h.update(part.encode())
         h.update(b"\0")
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name)[:40] or "lib"
     return os.path.join(cache_dir(), f"{safe}-{h.hexdigest()[:32]}.so")
 
 
-def build(source: str, name: str, compiler: Compiler | None = None) -> str:
-    """The path of the shared library compiled from `source` (C++), from the disk cache when
-    present. Two processes may build the same source at once: each compiles to its own
+def build(source: str, name: str, compiler: Compiler | None = None, include=()) -> str:
+    """The path of the shared library compiled from `source` (C++; it may include the
+    headers beside this file and those of the `include` directories), from the disk cache
+    when present. Two processes may build the same source at once: each compiles to its own
     temporary name in the cache directory and renames it into place."""
     cc = compiler or find_compiler()
-    out = library_path(source, name, cc)
+    out = library_path(source, name, cc, include)
     if os.path.exists(out):
         return out
     d = os.path.dirname(out)
@@ -194,7 +212,8 @@ def build(source: str, name: str, compiler: Compiler | None = None) -> str:
     fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(stem) + "-", suffix=".tmp")
     os.close(fd)
     try:
-        proc = _run([*cc.argv, *cc.flags, "-I", HERE, stem + ".cpp", "-o", tmp])
+        inc = [a for d in (HERE, *include) for a in ("-I", d)]
+        proc = _run([*cc.argv, *cc.flags, *inc, stem + ".cpp", "-o", tmp])
         if proc.returncode != 0:
             raise ToolchainError(
                 f"compiling {name} with {' '.join(cc.argv)} failed (exit {proc.returncode}); "

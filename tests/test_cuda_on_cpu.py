@@ -3,14 +3,11 @@ compiled by the host C++ compiler through functrans/backends/native/cuda_host.h 
 execution model on the CPU), run on NumPy arrays through ctypes and compared with NumPy:
 every elementwise primitive for every dtype it supports, sample fusion groups (broadcasts,
 literals, casts, integer semantics, float16) and the row groups (reductions fused into
-one kernel). All kernels of the module are compiled as one translation unit."""
+one kernel). All kernels of the module are compiled as one translation unit, by the
+native backend's toolchain (functrans/backends/native/toolchain.py)."""
 from __future__ import annotations
 
 import ctypes
-import os
-import shutil
-import subprocess
-import tempfile
 
 import numpy as np
 import pytest
@@ -20,20 +17,23 @@ import functrans.numpy as fnp
 from functrans import core, passes
 from functrans.nn import functions as F
 from functrans.backends import cuda
+from functrans.backends.native import toolchain
 from functrans.core import JaxprEqn, ShapedArray, Var
 from functrans.primitives import REGISTRY
 from functrans.primitives import elementwise as ew
 
 from test_cuda_codegen import elementwise_eqns, needs_nvcc, nvcc_compile
 
-HEADER_DIR = os.path.join(os.path.dirname(cuda.__file__), "native")
-CXX = next((shutil.which(c) for c in (os.environ.get("CXX", ""), "c++", "g++", "clang++")
-            if c and shutil.which(c)), None)
-# -fwrapv: signed overflow wraps, as on the GPU and in NumPy (without it the host compiler
-# may assume it never happens)
-FLAGS = ("-std=c++17", "-O1", "-fwrapv", "-ffp-contract=off", "-fno-fast-math", "-fPIC",
-         "-shared", "-pthread")
-pytestmark = pytest.mark.skipif(CXX is None, reason="no host C++ compiler (c++, g++, clang++)")
+
+def _no_compiler():
+    try:
+        toolchain.find_compiler()
+    except toolchain.ToolchainError as e:
+        return str(e)
+    return None
+
+
+pytestmark = pytest.mark.skipif(_no_compiler() is not None, reason=str(_no_compiler()))
 
 
 # ---------------------------------------------------------------------------
@@ -49,14 +49,8 @@ class HostKernels:
                   + f"FT_HOST_ENTRY({k.name})\n" for k in kernels]
         self.source = ('#include "cuda_host.h"\n' + cuda.PRELUDE + "\n".join(bodies)
                        + host_source)
-        self.dir = tempfile.mkdtemp(prefix="ft_cuda_host_")
-        src, lib = os.path.join(self.dir, "k.cpp"), os.path.join(self.dir, "k.so")
-        with open(src, "w") as f:
-            f.write(self.source)
-        r = subprocess.run([CXX, *FLAGS, "-I", HEADER_DIR, src, "-o", lib],
-                           capture_output=True, text=True, timeout=900)
-        assert r.returncode == 0, f"host compile failed:\n{r.stderr[:6000]}"
-        self.lib = ctypes.CDLL(lib)
+        # the native backend's toolchain: its flags, its disk cache (a rerun compiles nothing)
+        self.lib = toolchain.load(toolchain.build(self.source, "test_cuda_on_cpu"))
 
     def run(self, name, *arrays, block=1, grid=None):
         """Launch kernel `name` on these inputs; returns its outputs (new arrays)."""
@@ -201,6 +195,12 @@ def test_every_fusible_elementwise_primitive_and_dtype_is_covered():
 def test_elementwise_kernel_matches_numpy(host, label):
     _, e, xs = next(c for c in CASES if c[0] == label)
     got, = host.run(f"k_{label}", *xs, block=1 if hash(label) % 2 else 4)
+    assert_matches_numpy(got, e, xs, label)
+
+
+def assert_matches_numpy(got, e, xs, label):
+    """A kernel's values of equation e on xs against its NumPy impl: exact, except the
+    transcendentals (4 ulp; float16 1)."""
     name = e.primitive.name
     with np.errstate(all="ignore"):
         if name == "logistic":      # the impl's 0.5 tanh(x/2) + 0.5 has no relative accuracy
@@ -278,7 +278,7 @@ def group_kernels(name):
     out = []
     for i, e in enumerate(_fused_program(name).jaxpr.eqns):
         if e.primitive is passes.fused_p:
-            out.append((i, cuda.render_group(e.params["jaxpr"], f"g_{name}_{i}")))
+            out.append((i, cuda.render_group_kernel(e.params["jaxpr"], f"g_{name}_{i}")))
         elif cuda.can_fuse(e):
             out.append((i, cuda.render_kernel(cuda.single_eqn_jaxpr(e), f"g_{name}_{i}")))
     return out

@@ -263,9 +263,20 @@ def hoist_literal(a, cache, hoisted, fresh) -> str:
     return cache[key]
 
 
-def render_kernel(jaxpr, name) -> Kernel:
+class GroupCode:
+    """A fusion group rendered once, for any wrapper: typed parameters, the hoisted
+    constants, and the per-element body (loads, one typed local per equation, stores) of
+    the flat output index `i`."""
+
+    def __init__(self, name, params, hoisted, body, uses_half, size, jaxpr):
+        self.name, self.params, self.hoisted, self.body = name, params, hoisted, body
+        self.uses_half, self.size, self.jaxpr = uses_half, size, jaxpr
+
+
+def render_group(jaxpr, name) -> GroupCode:
     """Render a fusion group's jaxpr (elementwise and broadcast equations of one output
-    shape) as one CUDA kernel with a grid-stride loop over the flat output index."""
+    shape) from the primitives' expression templates: the body of the loop over the flat
+    output index, shared by the CUDA kernel and the native CPU function."""
     shape = tuple(jaxpr.eqns[-1].outvars[0].aval.shape)
     size = math.prod(shape)
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
@@ -323,16 +334,22 @@ def render_kernel(jaxpr, name) -> Kernel:
         dt = v.aval.dtype
         params.append(f"{ctype(dt)}* __restrict__ out{k}")
         stores.append(_store(f"out{k}", "i", dt, operand(v)))
-    params.append("const long long n")
-    lines = [f'extern "C" __global__ void {name}({", ".join(params)}) {{']
-    lines += ["  " + h for h in hoisted]
+    return GroupCode(name, params, hoisted, body + stores, uses_half, size, jaxpr)
+
+
+def render_kernel(jaxpr, name) -> Kernel:
+    """A fusion group as one CUDA kernel with a grid-stride loop over the flat output
+    index (the CUDA wrapper of `render_group`)."""
+    g = render_group(jaxpr, name)
+    lines = [f'extern "C" __global__ void {g.name}({", ".join(g.params + ["const long long n"])}) {{']
+    lines += ["  " + h for h in g.hoisted]
     lines.append("  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;"
                  " i += (long long)blockDim.x * gridDim.x) {")
-    lines += ["    " + b for b in body + stores]
+    lines += ["    " + b for b in g.body]
     lines += ["  }", "}"]
-    head = PRELUDE + ("#include <cuda_fp16.h>\n" if uses_half else "")
-    return Kernel(name, head + "\n".join(lines) + "\n", list(jaxpr.invars),
-                  list(jaxpr.outvars), size, jaxpr)
+    head = PRELUDE + ("#include <cuda_fp16.h>\n" if g.uses_half else "")
+    return Kernel(g.name, head + "\n".join(lines) + "\n", list(jaxpr.invars),
+                  list(jaxpr.outvars), g.size, jaxpr)
 
 
 # ---------------------------------------------------------------------------
@@ -527,8 +544,9 @@ def render_row_kernel(jaxpr, name) -> Kernel:
                   list(jaxpr.outvars), b.rows * b.cols, jaxpr, rows=b.rows)
 
 
-def render_group(jaxpr, name) -> Kernel:
-    """A fusion group's kernel: a row kernel when it holds reductions."""
+def render_group_kernel(jaxpr, name) -> Kernel:
+    """A fusion group's CUDA kernel: a row kernel when it holds reductions (or broadcasts
+    of per-row values), else the flat grid-stride kernel."""
     if passes.row_group_space(jaxpr) is not None:
         return render_row_kernel(jaxpr, name)
     return render_kernel(jaxpr, name)
@@ -602,7 +620,7 @@ class _Program:
                 inner = e.params["jaxpr"] if e.primitive is passes.fused_p else single_eqn_jaxpr(e)
                 kname = e.params["name"] if e.primitive is passes.fused_p else \
                     f"ew_{e.primitive.name}"
-                kern = render_group(inner, kname)
+                kern = render_group_kernel(inner, kname)
                 base = kern.name
                 k = 1
                 while kern.name in self.kernels and self.kernels[kern.name].source != kern.source:

@@ -15,7 +15,7 @@ from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Var,
                    array_module, eval_jaxpr)
 from .primitives.base import defprim
 from .primitives.reductions import reduce_max_p, reduce_min_p, reduce_sum_p
-from .primitives.shape import broadcast_in_dim_p, reshape_p, squeeze_p
+from .primitives.shape import broadcast_in_dim_p, expand_dims_p, reshape_p, squeeze_p
 
 # ---------------------------------------------------------------------------
 # small helpers
@@ -414,6 +414,7 @@ def fusible(eqn) -> bool:
 # trailing axes F[k:]; k is None for a plain elementwise space (one shape, no rows).
 
 ROW_REDUCTIONS = (reduce_sum_p, reduce_max_p, reduce_min_p)
+ROW_ALIASES = (reshape_p, squeeze_p, expand_dims_p)   # size-1 axes in or out: same layout
 
 
 def _strip1(shape):
@@ -460,7 +461,7 @@ def row_space(eqn):
             if space is not None:
                 return space
         return (full, None)
-    if prim in (reshape_p, squeeze_p):
+    if prim in ROW_ALIASES:
         src, dst = eqn.invars[0].aval.shape, eqn.outvars[0].aval.shape
         return ("alias", _strip1(dst)) if _strip1(src) == _strip1(dst) else None
     return (eqn.outvars[0].aval.shape, None) if fusible(eqn) else None

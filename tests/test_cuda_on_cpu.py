@@ -325,6 +325,8 @@ ROWS = {   # name: (function, arguments, relative tolerance)
     "logsumexp": (lambda x: fnp.logsumexp(x, axis=-1), (rand(9, 16),), 1e-6),
     "layernorm": (_layernorm, (rand(9, 16), rand(16, seed=1), rand(16, seed=2)), 1e-5),
     "mean_var": (lambda x: (fnp.mean(x, axis=-1), fnp.var(x, axis=-1)), (rand(7, 33),), 1e-5),
+    "expand_dims": (lambda x: x / fnp.expand_dims(fnp.sum(x * x, axis=-1), -1),
+                    (rand(5, 8),), 1e-6),
     "two_axes": (lambda x: x - fnp.mean(x, axis=(-2, -1), keepdims=True),
                  (rand(3, 4, 5),), 1e-5),
     "softmax_grad": (ft.value_and_grad(_softmax_loss), (rand(9, 16), W16), 1e-5),

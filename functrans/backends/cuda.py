@@ -23,7 +23,7 @@ from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Var, cupy_array
                     short_dtype)
 from ..core.devices import cupy_module
 from ..primitives.elementwise import convert_element_type_p
-from ..primitives.shape import broadcast_in_dim_p, reshape_p, squeeze_p
+from ..primitives.shape import broadcast_in_dim_p
 
 CTYPES = {
     "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
@@ -451,7 +451,7 @@ def row_body(jaxpr) -> RowBody:
             acc = fresh("a")
             reductions.setdefault(d + 1, []).append((e, acc))
             name[ov], depth[ov] = fresh("r"), d + 1
-        elif e.primitive in (reshape_p, squeeze_p) or (
+        elif e.primitive in passes.ROW_ALIASES or (
                 e.primitive is broadcast_in_dim_p and
                 (e.invars[0].aval.shape == () or passes.row_space(e)[1] is not None)):
             x = e.invars[0]                 # the same per-row value (or scalar)

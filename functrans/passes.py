@@ -7,12 +7,15 @@ Every pass returns a new jaxpr and leaves its input untouched.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Var,
                    array_module, eval_jaxpr)
 from .primitives.base import defprim
-from .primitives.shape import broadcast_in_dim_p
+from .primitives.reductions import reduce_max_p, reduce_min_p, reduce_sum_p
+from .primitives.shape import broadcast_in_dim_p, expand_dims_p, reshape_p, squeeze_p
 
 # ---------------------------------------------------------------------------
 # small helpers
@@ -405,6 +408,93 @@ def fusible(eqn) -> bool:
     return all(a.aval.shape in ((), out.shape) for a in eqn.invars)
 
 
+# ---------------------------------------------------------------------------
+# row groups: reductions over trailing axes fused with the elementwise work around them.
+# An equation's space is (F, k): the full shape F split into rows F[:k] and the reduced
+# trailing axes F[k:]; k is None for a plain elementwise space (one shape, no rows).
+
+ROW_REDUCTIONS = (reduce_sum_p, reduce_max_p, reduce_min_p)
+ROW_ALIASES = (reshape_p, squeeze_p, expand_dims_p)   # size-1 axes in or out: same layout
+
+
+def _strip1(shape):
+    return tuple(d for d in shape if d != 1)
+
+
+def _row_split(full, k):
+    """The space (full, k) with k moved left over size-1 axes (the same rows); None unless
+    there is a row axis and each row has more than one element."""
+    if k < 1 or math.prod(full[k:]) <= 1:
+        return None
+    while k > 0 and full[k - 1] == 1:
+        k -= 1
+    return (tuple(full), k)
+
+
+def rowlike(shape, space) -> bool:
+    """A value of this shape holds one number per row of the space (same flat layout)."""
+    full, k = space
+    return k is not None and _strip1(shape) == _strip1(full[:k])
+
+
+def row_space(eqn):
+    """The space of an equation that a row group may hold, else None: a reduction over
+    trailing axes (rows, k), a broadcast of per-row values along them (rows, k), a reshape
+    between per-row shapes ("alias", rows), an elementwise equation (its shape, None)."""
+    prim = eqn.primitive
+    if prim in ROW_REDUCTIONS:
+        full, axes = eqn.invars[0].aval.shape, tuple(eqn.params["axes"])
+        n = len(full)
+        if axes and axes == tuple(range(n - len(axes), n)):
+            return _row_split(full, n - len(axes))
+        return None
+    if prim is broadcast_in_dim_p:
+        full = tuple(eqn.outvars[0].aval.shape)
+        exp = [1] * len(full)
+        for i, d in enumerate(eqn.params["broadcast_dimensions"]):
+            exp[d] = eqn.invars[0].aval.shape[i]
+        k = len(full)
+        while k > 0 and exp[k - 1] == 1:
+            k -= 1
+        if tuple(exp[:k]) == full[:k]:
+            space = _row_split(full, k)
+            if space is not None:
+                return space
+        return (full, None)
+    if prim in ROW_ALIASES:
+        src, dst = eqn.invars[0].aval.shape, eqn.outvars[0].aval.shape
+        return ("alias", _strip1(dst)) if _strip1(src) == _strip1(dst) else None
+    return (eqn.outvars[0].aval.shape, None) if fusible(eqn) else None
+
+
+def _unify(a, b):
+    """The space holding equations of spaces a and b, or None."""
+    if a == b:
+        return a
+    if a[0] == "alias":
+        a, b = b, a
+    if a[0] == "alias" or a[1] is None and b[1] is None:
+        return None
+    if b[0] == "alias":                 # per-row values only
+        return a if a[1] is not None and _strip1(a[0][:a[1]]) == b[1] else None
+    if a[1] is None:
+        a, b = b, a
+    if b[1] is None:        # a row space and a plain one: the plain shape is full or per-row
+        return a if b[0] == a[0] or rowlike(b[0], a) else None
+    return None
+
+
+def row_group_space(jaxpr):
+    """The space (full, k) of a row group's jaxpr (one with a reduction or a broadcast of
+    per-row values), None for a plain elementwise group."""
+    for e in jaxpr.eqns:
+        if e.primitive in ROW_REDUCTIONS or e.primitive is broadcast_in_dim_p:
+            space = row_space(e)
+            if space is not None and space[1] is not None:
+                return space
+    return None
+
+
 def _sink(eqns, can_fuse):
     """Reorder: non-fusible equations move down to just before their first consumer,
     so that they do not split the fusion groups around them (effects keep their order)."""
@@ -472,9 +562,12 @@ def _group_name(members):
     return "fused_" + "_".join(names)
 
 
-def fuse(closed: ClosedJaxpr, can_fuse=fusible, min_eqns=2) -> ClosedJaxpr:
+def fuse(closed: ClosedJaxpr, can_fuse=fusible, min_eqns=2, rows=False) -> ClosedJaxpr:
     """Group elementwise and broadcast equations of equal output shape into `fused`
     equations, each with a sub-jaxpr, so a backend runs each group as one kernel.
+    With `rows` (a backend that renders row groups), a group may also hold reductions over
+    trailing axes, with the elementwise work before and after them on the same rows
+    (`row_space`): softmax, layernorm, logsumexp and their backward programs.
 
     A group stays open while only its own members read its values; the first outside
     reader closes it. Open groups have no path out of them, so merging several open
@@ -497,9 +590,22 @@ def fuse(closed: ClosedJaxpr, can_fuse=fusible, min_eqns=2) -> ClosedJaxpr:
 
     for i, e in enumerate(eqns):
         producers = {find(group_of[a]) for a in e.invars if type(a) is Var and a in group_of}
+        space = None
         if can_fuse(e):
-            shape = e.outvars[0].aval.shape
-            cands = sorted(g for g in producers if is_open[g] and shape_of[g] == shape)
+            space = row_space(e) if rows else (e.outvars[0].aval.shape, None)
+        if space is not None:
+            cands = []
+            if not (rows and e.primitive is broadcast_in_dim_p and space[1] is None):
+                # (a broadcast along other axes reads its operand from outside the group)
+                # row spaces first: a plain group may fit only once the space has rows
+                for g in sorted(producers, key=lambda g: (shape_of[g][1] is None, g)):
+                    u = _unify(space, shape_of[g]) if is_open[g] else None
+                    if u is not None:
+                        space = u
+                        cands.append(g)
+            if space[0] == "alias":                 # a reshape joins a row group only
+                space, cands = None, []
+        if space is not None:
             for g in producers.difference(cands):
                 is_open[g] = False
             if cands:
@@ -514,8 +620,8 @@ def fuse(closed: ClosedJaxpr, can_fuse=fusible, min_eqns=2) -> ClosedJaxpr:
                 g = len(parent)
                 parent[g] = g
                 groups[g] = []
-                shape_of[g] = shape
                 is_open[g] = True
+            shape_of[g] = space
             groups[g].append(i)
             for v in e.outvars:
                 group_of[v] = g

@@ -17,6 +17,7 @@ import functrans as ft  # noqa: E402
 from bench import harness  # noqa: E402
 from bench import workloads_ad as wad  # noqa: E402
 from bench import workloads_core as wcore  # noqa: E402
+from bench import workloads_rows as wr  # noqa: E402
 
 harness.discover(verbose=False)
 
@@ -111,6 +112,31 @@ def test_wgan_gp_floor_matches_finite_differences():
     loss = lambda p: wad.wgan_gp_loss_np(p, real, fake, eps)  # noqa: E731
     grads = wad.wgan_gp_grad_floor(params, real, fake, eps)
     _assert_tree_close(grads, _fd_grad(loss, params), rtol=1e-5, atol=1e-8)
+
+
+
+def test_row_floors_match_finite_differences():
+    """The softmax and layernorm floors of bench/workloads_rows.py, in float64."""
+    x, w, g, b = wr.row_data(rows=3, cols=5, dtype=np.float64)
+    h = 1e-6
+
+    def fd(f, a):
+        out = np.zeros_like(a)
+        for idx in np.ndindex(a.shape):
+            e = np.zeros_like(a)
+            e[idx] = h
+            out[idx] = (f(a + e) - f(a - e)) / (2 * h)
+        return out
+    loss, gx = wr.softmax_value_and_grad_floor(x, w)
+    assert loss == pytest.approx(np.sum(wr.softmax_floor(x) * w), rel=1e-12)
+    np.testing.assert_allclose(gx, fd(lambda z: np.sum(wr.softmax_floor(z) * w), x),
+                               rtol=1e-6, atol=1e-9)
+    loss, grads = wr.layernorm_value_and_grad_floor(x, g, b, w)
+    ln = lambda x, g, b: np.sum(wr.layernorm_floor(x, g, b) * w)  # noqa: E731
+    assert loss == pytest.approx(ln(x, g, b), rel=1e-12)
+    for got, want in zip(grads, (fd(lambda z: ln(z, g, b), x), fd(lambda z: ln(x, z, b), g),
+                                 fd(lambda z: ln(x, g, z), b)), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
 
 
 # ---------------------------------------------------------------------------

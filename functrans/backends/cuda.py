@@ -22,6 +22,7 @@ from . import Lowered
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Var, cupy_array_module,
                     short_dtype)
 from ..core.devices import cupy_module
+from ..primitives.elementwise import convert_element_type_p
 from ..primitives.shape import broadcast_in_dim_p
 
 CTYPES = {
@@ -58,6 +59,16 @@ FT_SHIFTS(signed char, unsigned char) FT_SHIFTS(unsigned char, unsigned char)
 FT_SHIFTS(short, unsigned short) FT_SHIFTS(unsigned short, unsigned short)
 FT_SHIFTS(int, unsigned int) FT_SHIFTS(unsigned int, unsigned int)
 FT_SHIFTS(long long, unsigned long long) FT_SHIFTS(unsigned long long, unsigned long long)
+// integer division and remainder as NumPy's: x / 0 = x % 0 = 0, and MIN / -1 wraps to MIN
+// (a plain / or % traps on the CPU there and is undefined on the GPU)
+template <typename T> __device__ __forceinline__ T ft_idiv(T x, T y) {
+  if (y == 0) return (T)0;
+  if ((T)-1 < (T)0 && y == (T)-1) return (T)(0ULL - (unsigned long long)x);
+  return (T)(x / y);
+}
+template <typename T> __device__ __forceinline__ T ft_irem(T x, T y) {
+  return (y == 0 || ((T)-1 < (T)0 && y == (T)-1)) ? (T)0 : (T)(x % y);
+}
 template <typename T> __device__ __forceinline__ T ft_ipow(T x, int y) {
   T r = 1;                                                    // x**y for y >= 0
   while (y > 0) { if (y & 1) r *= x; x *= x; y >>= 1; }
@@ -201,12 +212,16 @@ def bcast_index_numpy(terms, i):
 class Kernel:
     """A rendered kernel: its name, source, and how to call it."""
 
-    def __init__(self, name, source, inputs, outputs, size, jaxpr=None):
+    def __init__(self, name, source, inputs, outputs, size, jaxpr=None, rows=None):
         self.name, self.source = name, source
         self.inputs = inputs            # outer atoms, in parameter order
         self.outputs = outputs          # outer vars, in parameter order
         self.size = size
         self.jaxpr = jaxpr              # the group it was rendered from
+        self.rows = rows                # a row kernel: its number of rows (a block each)
+        # threads a block: a row kernel's fit its rows (at least a warp, at most the cap)
+        self.block = THREADS_PER_BLOCK if rows is None else \
+            min(THREADS_PER_BLOCK, max(32, 1 << max(0, size // rows - 1).bit_length()))
 
     def __repr__(self):
         return f"<Kernel {self.name}: {len(self.inputs)} in, {len(self.outputs)} out>"
@@ -224,9 +239,44 @@ def _store(ptr, index, dtype, value):
     return f"{ptr}[{index}] = {value};"
 
 
-def render_kernel(jaxpr, name) -> Kernel:
+def eqn_expr(e, args) -> str:
+    """The C expression of an elementwise equation over its operands' expressions, in its
+    output's compute type; a float16 result is rounded to float16 after the operation."""
+    odt = e.outvars[0].aval.dtype
+    ct = compute_type(odt)
+    if odt == np.float16 and e.primitive is convert_element_type_p and \
+            e.invars[0].aval.dtype == np.float64:
+        return f"__half2float(__double2half({args[0]}))"     # via float would round twice
+    expr = template_for(e).format(*args, out_t=ct)
+    if odt == np.float16:
+        return f"__half2float(__float2half_rn(({ct})({expr})))"
+    return f"({ct})({expr})"
+
+
+def hoist_literal(a, cache, hoisted, fresh) -> str:
+    """The name of a const local holding Literal `a`, declared once in `hoisted`."""
+    key = (a.aval.dtype.str, np.asarray(a.val).tobytes())
+    if key not in cache:
+        cache[key] = fresh("c")
+        hoisted.append(f"const {compute_type(a.aval.dtype)} {cache[key]} = "
+                       f"{literal_c(a.val, a.aval.dtype)};")
+    return cache[key]
+
+
+class GroupCode:
+    """A fusion group rendered once, for any wrapper: typed parameters, the hoisted
+    constants, and the per-element body (loads, one typed local per equation, stores) of
+    the flat output index `i`."""
+
+    def __init__(self, name, params, hoisted, body, uses_half, size, jaxpr):
+        self.name, self.params, self.hoisted, self.body = name, params, hoisted, body
+        self.uses_half, self.size, self.jaxpr = uses_half, size, jaxpr
+
+
+def render_group(jaxpr, name) -> GroupCode:
     """Render a fusion group's jaxpr (elementwise and broadcast equations of one output
-    shape) as one CUDA kernel with a grid-stride loop over the flat output index."""
+    shape) from the primitives' expression templates: the body of the loop over the flat
+    output index, shared by the CUDA kernel and the native CPU function."""
     shape = tuple(jaxpr.eqns[-1].outvars[0].aval.shape)
     size = math.prod(shape)
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
@@ -243,13 +293,7 @@ def render_kernel(jaxpr, name) -> Kernel:
 
     def operand(a):
         if type(a) is Literal:
-            key = (a.aval.dtype.str, np.asarray(a.val).tobytes())
-            if key not in lit_cache:
-                nm = fresh("c")
-                lit_cache[key] = nm
-                hoisted.append(f"const {compute_type(a.aval.dtype)} {nm} = "
-                               f"{literal_c(a.val, a.aval.dtype)};")
-            return lit_cache[key]
+            return hoist_literal(a, lit_cache, hoisted, fresh)
         return local[a]
 
     for k, v in enumerate(jaxpr.invars):
@@ -283,28 +327,229 @@ def render_kernel(jaxpr, name) -> Kernel:
                             f"  // broadcast {x.aval.str_short()} -> {ov.aval.str_short()}")
             local[ov] = nm
             continue
-        tmpl = template_for(e)
-        expr = tmpl.format(*[operand(a) for a in e.invars], out_t=ct)
-        if odt == np.float16:
-            expr = f"__half2float(__float2half_rn(({ct})({expr})))"
-        else:
-            expr = f"({ct})({expr})"
+        expr = eqn_expr(e, [operand(a) for a in e.invars])
         body.append(f"const {ct} {nm} = {expr};  // {e.primitive.name}")
         local[ov] = nm
     for k, v in enumerate(jaxpr.outvars):
         dt = v.aval.dtype
         params.append(f"{ctype(dt)}* __restrict__ out{k}")
         stores.append(_store(f"out{k}", "i", dt, operand(v)))
-    params.append("const long long n")
-    lines = [f'extern "C" __global__ void {name}({", ".join(params)}) {{']
-    lines += ["  " + h for h in hoisted]
+    return GroupCode(name, params, hoisted, body + stores, uses_half, size, jaxpr)
+
+
+def render_kernel(jaxpr, name) -> Kernel:
+    """A fusion group as one CUDA kernel with a grid-stride loop over the flat output
+    index (the CUDA wrapper of `render_group`)."""
+    g = render_group(jaxpr, name)
+    lines = [f'extern "C" __global__ void {g.name}({", ".join(g.params + ["const long long n"])}) {{']
+    lines += ["  " + h for h in g.hoisted]
     lines.append("  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;"
                  " i += (long long)blockDim.x * gridDim.x) {")
-    lines += ["    " + b for b in body + stores]
+    lines += ["    " + b for b in g.body]
     lines += ["  }", "}"]
+    head = PRELUDE + ("#include <cuda_fp16.h>\n" if g.uses_half else "")
+    return Kernel(g.name, head + "\n".join(lines) + "\n", list(jaxpr.invars),
+                  list(jaxpr.outvars), g.size, jaxpr)
+
+
+# ---------------------------------------------------------------------------
+# row groups: reductions over trailing axes with the elementwise work around them, a block
+# per row. The body is written over the row index `r`, this thread's index `tid` and the
+# number of threads `nthr`, so that it also runs as a host loop (one iteration per row,
+# tid = 0, nthr = 1, __shared__ and __syncthreads empty).
+
+REDUCE_OPS = {"reduce_sum": "({0} + {1})", "reduce_max": "ft_max({0}, {1})",
+              "reduce_min": "ft_min({0}, {1})"}
+
+
+def can_fuse_rows(eqn) -> bool:
+    """CUDA predicate of row groups: can_fuse, or a reduction over trailing axes or a
+    reshape of per-row values, of real dtypes (passes.row_space)."""
+    if can_fuse(eqn):
+        return True
+    if passes.row_space(eqn) is None:
+        return False
+    return all(a.aval.dtype.name in CTYPES and a.aval.dtype.kind != "b"
+               for a in list(eqn.invars) + list(eqn.outvars))
+
+
+def _reduce_init(prim, dtype) -> str:
+    """The identity of a reduction: 0, or the bottom (max) / top (min) of the dtype."""
+    dt = np.dtype(dtype)
+    if prim.name == "reduce_sum":
+        return literal_c(0, dt)
+    lo, hi = (-np.inf, np.inf) if dt.kind == "f" else (np.iinfo(dt).min, np.iinfo(dt).max)
+    return literal_c(hi if prim.name == "reduce_min" else lo, dt)
+
+
+class RowBody:
+    """A row group rendered over (r, tid, nthr): its parameters, the lines before the row
+    loop and the lines of one row."""
+
+    def __init__(self, params, hoisted, lines, rows, cols):
+        self.params, self.hoisted, self.lines = params, hoisted, lines
+        self.rows, self.cols = rows, cols
+
+
+def row_body(jaxpr) -> RowBody:
+    """Render a row group: per row, one pass over the row's elements per reduction depth
+    (each thread a strided share, then a shared-memory tree in a fixed order: deterministic
+    for a given block size), the per-row values after each, and a last pass for the
+    full-shape outputs. Full-shape values are recomputed in each pass, never stored."""
+    full, k = passes.row_group_space(jaxpr)
+    rows, cols = math.prod(full[:k]), math.prod(full[k:])
+    params, hoisted = [], []
+    name: dict = {}             # var -> C name (rows, scalars, literals, aliases)
+    elem: dict = {}             # full-shape var -> (C name, definition line or None)
+    deps: dict = {}             # full-shape var -> full-shape vars its definition reads
+    depth: dict = {}            # var -> passes over the row before it is known
+    order: dict = {}            # full-shape var -> position (definitions in program order)
+    row_lines: dict = {}        # depth -> lines defining per-row values
+    reductions: dict = {}       # depth -> [(eqn, accumulator name)]
+    n = [0]
+
+    def fresh(prefix):
+        n[0] += 1
+        return f"{prefix}{n[0]}"
+
+    lit_cache: dict = {}
+
+    def ref(a):
+        if type(a) is Literal:
+            return hoist_literal(a, lit_cache, hoisted, fresh)
+        return elem[a][0] if a in elem else name[a]
+
+    def dep(a):
+        return depth.get(a, 0) if type(a) is Var else 0
+
+    def define_elem(v, ct, expr, reads, pos):
+        nm = fresh("e")
+        elem[v] = (nm, f"const {ct} {nm} = {expr};")
+        deps[v] = [a for a in reads if type(a) is Var and a in elem]
+        order[v] = pos
+
+    ptr_of = {}
+    for i, v in enumerate(jaxpr.invars):
+        dt, ct = v.aval.dtype, compute_type(v.aval.dtype)
+        params.append(f"const {ctype(dt)}* __restrict__ in{i}")
+        ptr_of[v] = f"in{i}"
+        if v.aval.shape == full:
+            define_elem(v, ct, _load(f"in{i}", "i", dt), [], -1)
+        elif v.aval.shape == ():
+            name[v] = fresh("s")
+            hoisted.append(f"const {ct} {name[v]} = {_load(f'in{i}', '0', dt)};")
+        elif passes.rowlike(v.aval.shape, (full, k)):
+            name[v] = fresh("r")
+            row_lines.setdefault(0, []).append(f"const {ct} {name[v]} = "
+                                               f"{_load(f'in{i}', 'r', dt)};")
+        # other shapes: read by broadcasts along other axes, at their own index
+    for pos, e in enumerate(jaxpr.eqns):
+        ov = e.outvars[0]
+        ct = compute_type(ov.aval.dtype)
+        d = max((dep(a) for a in e.invars), default=0)
+        if e.primitive in passes.ROW_REDUCTIONS:
+            acc = fresh("a")
+            reductions.setdefault(d + 1, []).append((e, acc))
+            name[ov], depth[ov] = fresh("r"), d + 1
+        elif e.primitive in passes.ROW_ALIASES or (
+                e.primitive is broadcast_in_dim_p and
+                (e.invars[0].aval.shape == () or passes.row_space(e)[1] is not None)):
+            x = e.invars[0]                 # the same per-row value (or scalar)
+            name[ov], depth[ov] = ref(x), dep(x)
+        elif e.primitive is broadcast_in_dim_p:
+            x = e.invars[0]
+            if x not in ptr_of:
+                raise CudaLoweringError(f"row group: broadcast {x.aval.str_short()} -> "
+                                        f"{ov.aval.str_short()} of a value computed in the "
+                                        "group (only group inputs are broadcast this way)")
+            exp = expanded_shape(x.aval.shape, e.params["broadcast_dimensions"], len(full))
+            idx = bcast_index_c(bcast_index_terms(full, exp))
+            define_elem(ov, ct, _load(ptr_of[x], idx, x.aval.dtype), [], pos)
+        elif ov.aval.shape == full:
+            define_elem(ov, ct, eqn_expr(e, [ref(a) for a in e.invars]), e.invars, pos)
+            depth[ov] = d
+        else:
+            name[ov], depth[ov] = fresh("r"), d
+            row_lines.setdefault(d, []).append(
+                f"const {ct} {name[ov]} = {eqn_expr(e, [ref(a) for a in e.invars])};"
+                f"  // {e.primitive.name}")
+
+    def elem_pass(targets, tail):
+        need, stack = set(), [t for t in targets if type(t) is Var and t in elem]
+        while stack:
+            v = stack.pop()
+            if v not in need:
+                need.add(v)
+                stack.extend(deps[v])
+        body = [elem[v][1] for v in sorted(need, key=order.get)]
+        return (["for (long long j = tid; j < cols; j += nthr) {", "  const long long i = base + j;"]
+                + ["  " + b for b in body + tail] + ["}"])
+
+    lines = [f"const long long base = r * {cols}LL;"] + row_lines.get(0, [])
+    for d in sorted(reductions):
+        group = reductions[d]
+        for e, acc in group:
+            ct = compute_type(e.outvars[0].aval.dtype)
+            lines.append(f"{ct} {acc} = {_reduce_init(e.primitive, e.outvars[0].aval.dtype)};")
+        lines += elem_pass([e.invars[0] for e, _ in group],
+                           [f"{acc} = {REDUCE_OPS[e.primitive.name].format(acc, ref(e.invars[0]))};"
+                            for e, acc in group])
+        for e, acc in group:
+            ov = e.outvars[0]
+            ct = compute_type(ov.aval.dtype)
+            op = REDUCE_OPS[e.primitive.name].format(f"sh_{acc}[tid]", f"sh_{acc}[tid + s]")
+            value = (f"__half2float(__float2half_rn(sh_{acc}[0]))"
+                     if ov.aval.dtype == np.float16 else f"sh_{acc}[0]")
+            lines += [f"__shared__ {ct} sh_{acc}[{THREADS_PER_BLOCK}];",
+                      f"sh_{acc}[tid] = {acc};", "__syncthreads();",
+                      "for (unsigned s = 1; s < nthr; s *= 2) {   // a fixed tree: deterministic",
+                      f"  if (tid % (2 * s) == 0 && tid + s < nthr) sh_{acc}[tid] = {op};",
+                      "  __syncthreads();", "}",
+                      f"const {ct} {name[ov]} = {value};  // {e.primitive.name}",
+                      "__syncthreads();   // all have read it before the next row writes it"]
+        lines += row_lines.get(d, [])
+    stores = []
+    for i, v in enumerate(jaxpr.outvars):
+        dt = v.aval.dtype
+        params.append(f"{ctype(dt)}* __restrict__ out{i}")
+    elem_outs = [(i, v) for i, v in enumerate(jaxpr.outvars) if v.aval.shape == full]
+    if elem_outs:
+        lines += elem_pass([v for _, v in elem_outs],
+                           [_store(f"out{i}", "i", v.aval.dtype, ref(v)) for i, v in elem_outs])
+    for i, v in enumerate(jaxpr.outvars):
+        if v.aval.shape != full:
+            stores.append(_store(f"out{i}", "r", v.aval.dtype, ref(v)))
+    if stores:
+        lines += ["if (tid == 0) {"] + ["  " + st for st in stores] + ["}"]
+    params.append("const long long rows")
+    hoisted.append(f"const long long cols = {cols}LL;")
+    return RowBody(params, hoisted, lines, rows, cols)
+
+
+def render_row_kernel(jaxpr, name) -> Kernel:
+    """A row group as one CUDA kernel: a block per row (grid-stride over the rows), launched
+    with any number of threads up to THREADS_PER_BLOCK."""
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    b = row_body(jaxpr)
+    lines = [f'extern "C" __global__ void {name}({", ".join(b.params)}) {{']
+    lines += ["  " + h for h in b.hoisted]
+    lines.append("  const unsigned tid = threadIdx.x, nthr = blockDim.x;")
+    lines.append("  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {")
+    lines += ["    " + x for x in b.lines]
+    lines += ["  }", "}"]
+    uses_half = any(v.aval.dtype == np.float16 for e in jaxpr.eqns
+                    for v in list(e.invars) + list(e.outvars))
     head = PRELUDE + ("#include <cuda_fp16.h>\n" if uses_half else "")
     return Kernel(name, head + "\n".join(lines) + "\n", list(jaxpr.invars),
-                  list(jaxpr.outvars), size, jaxpr)
+                  list(jaxpr.outvars), b.rows * b.cols, jaxpr, rows=b.rows)
+
+
+def render_group_kernel(jaxpr, name) -> Kernel:
+    """A fusion group's CUDA kernel: a row kernel when it holds reductions (or broadcasts
+    of per-row values), else the flat grid-stride kernel."""
+    if passes.row_group_space(jaxpr) is not None:
+        return render_row_kernel(jaxpr, name)
+    return render_kernel(jaxpr, name)
 
 
 def single_eqn_jaxpr(eqn):
@@ -359,7 +604,7 @@ class _Program:
         return self.names[a]
 
     def run(self):
-        fusedj = passes.fuse(self.closed, can_fuse=can_fuse)
+        fusedj = passes.fuse(self.closed, can_fuse=can_fuse_rows, rows=True)
         self.fusedj = fusedj
         j = fusedj.jaxpr
         args = [f"a{i}" for i in range(len(j.invars))]
@@ -375,7 +620,7 @@ class _Program:
                 inner = e.params["jaxpr"] if e.primitive is passes.fused_p else single_eqn_jaxpr(e)
                 kname = e.params["name"] if e.primitive is passes.fused_p else \
                     f"ew_{e.primitive.name}"
-                kern = render_kernel(inner, kname)
+                kern = render_group_kernel(inner, kname)
                 base = kern.name
                 k = 1
                 while kern.name in self.kernels and self.kernels[kern.name].source != kern.source:
@@ -391,8 +636,11 @@ class _Program:
                     outs.append(nm)
                 kg = self.g(kern, f"K_{kern.name}")
                 ins = [self.names[a] for a in kern.inputs]
-                grid = max(1, min(MAX_BLOCKS, -(-kern.size // THREADS_PER_BLOCK)))
-                nsz = self.g(np.int64(kern.size), "n")
+                if kern.rows is None:
+                    grid = max(1, min(MAX_BLOCKS, -(-kern.size // THREADS_PER_BLOCK)))
+                else:
+                    grid = max(1, min(MAX_BLOCKS, kern.rows))
+                nsz = self.g(np.int64(kern.size if kern.rows is None else kern.rows), "n")
                 body.append(f"_launch({kg}, {grid}, ({', '.join(ins + outs + [nsz])},))"
                             f"  # {kern.name}")
                 continue
@@ -464,7 +712,7 @@ class _Launchable:
     def __call__(self, grid, args):
         if self.fn is None:
             self.fn = get_kernel(self.kern.source, self.kern.name)
-        self.fn((grid,), (THREADS_PER_BLOCK,), args)
+        self.fn((grid,), (self.kern.block,), args)
 
 
 def _launch(k, grid, args):

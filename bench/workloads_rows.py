@@ -1,0 +1,138 @@
+"""Row workloads (issue 13): softmax and layernorm, whose reductions over the last axis a
+backend may fuse with the elementwise work around them (row groups), forward and forward +
+backward, jitted vs hand-written NumPy floors (and un-jitted eager). Compile time (the
+first call) is in the notes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import functrans as ft
+import functrans.numpy as fnp
+from functrans.nn import functions as F
+
+from .harness import Case, workload
+from .workloads_jit import first_call_seconds
+
+ROWS, COLS = 2048, 512
+EPS = 1e-5
+
+
+def row_data(seed=0, rows=ROWS, cols=COLS, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols)).astype(dtype)
+    w = rng.uniform(-1, 1, (rows, cols)).astype(dtype)       # the upstream gradient
+    g = rng.uniform(0.5, 1.5, cols).astype(dtype)
+    b = rng.uniform(-0.5, 0.5, cols).astype(dtype)
+    return x, w, g, b
+
+
+# ---------------------------------------------------------------------------
+# softmax
+
+
+def softmax_loss(x, w):
+    return fnp.sum(F.softmax(x) * w)
+
+
+def softmax_floor(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    e /= e.sum(axis=-1, keepdims=True)
+    return e
+
+
+def softmax_value_and_grad_floor(x, w):
+    """sum(softmax(x) * w) and its gradient y * (w - sum(y * w)) along each row."""
+    y = softmax_floor(x)
+    yw = y * w
+    dot = yw.sum(axis=-1, keepdims=True)
+    g = w - dot
+    g *= y
+    return yw.sum(), g
+
+
+@workload("jit_softmax_fwd", issue=13, rtol=1e-5,
+          description=f"softmax over the last axis of f32[{ROWS},{COLS}], jitted vs NumPy")
+def jit_softmax_fwd():
+    x = row_data()[0]
+    f = ft.jit(F.softmax)
+    compile_s = first_call_seconds(f, x)
+    return Case({"numpy": lambda: softmax_floor(x), "jit": lambda: f(x),
+                 "eager": lambda: F.softmax(x)}, notes={"compile_s": compile_s})
+
+
+@workload("jit_softmax_fwd_bwd", issue=13, rtol=1e-4, atol=1e-6,
+          description=f"value_and_grad of sum(softmax(x) * w), f32[{ROWS},{COLS}], jitted "
+                      "vs hand-written NumPy")
+def jit_softmax_fwd_bwd():
+    x, w, _, _ = row_data()
+    vg = ft.value_and_grad(softmax_loss)
+    jvg = ft.jit(vg)
+    compile_s = first_call_seconds(jvg, x, w)
+    return Case({"numpy": lambda: softmax_value_and_grad_floor(x, w),
+                 "jit": lambda: jvg(x, w), "eager": lambda: vg(x, w)},
+                notes={"compile_s": compile_s})
+
+
+# ---------------------------------------------------------------------------
+# layernorm
+
+
+def layernorm(x, g, b):
+    mu = fnp.mean(x, axis=-1, keepdims=True)
+    var = fnp.mean((x - mu) ** 2, axis=-1, keepdims=True)
+    return (x - mu) / fnp.sqrt(var + EPS) * g + b
+
+
+def layernorm_loss(x, g, b, w):
+    return fnp.sum(layernorm(x, g, b) * w)
+
+
+def layernorm_floor(x, g, b):
+    mu = x.mean(axis=-1, keepdims=True)
+    xc = x - mu
+    var = np.mean(xc * xc, axis=-1, keepdims=True)
+    xc /= np.sqrt(var + x.dtype.type(EPS))
+    xc *= g
+    xc += b
+    return xc
+
+
+def layernorm_value_and_grad_floor(x, g, b, w):
+    """sum(layernorm(x) * w) and its gradients: with xhat = (x - mu) * rstd and
+    d = w * g, dx = rstd * (d - mean(d) - xhat * mean(d * xhat)) along each row,
+    dg = sum over rows of w * xhat, db = sum over rows of w."""
+    mu = x.mean(axis=-1, keepdims=True)
+    xhat = x - mu
+    rstd = 1 / np.sqrt(np.mean(xhat * xhat, axis=-1, keepdims=True) + x.dtype.type(EPS))
+    xhat *= rstd
+    loss = np.sum((xhat * g + b) * w)
+    d = w * g
+    dx = d - d.mean(axis=-1, keepdims=True)
+    dx -= xhat * np.mean(d * xhat, axis=-1, keepdims=True)
+    dx *= rstd
+    return loss, (dx, (w * xhat).sum(axis=0), w.sum(axis=0))
+
+
+@workload("jit_layernorm_fwd", issue=13, rtol=1e-4, atol=1e-5,
+          description=f"layernorm over the last axis of f32[{ROWS},{COLS}] (scale and "
+                      "shift), jitted vs NumPy")
+def jit_layernorm_fwd():
+    x, _, g, b = row_data()
+    f = ft.jit(layernorm)
+    compile_s = first_call_seconds(f, x, g, b)
+    return Case({"numpy": lambda: layernorm_floor(x, g, b), "jit": lambda: f(x, g, b),
+                 "eager": lambda: layernorm(x, g, b)}, notes={"compile_s": compile_s})
+
+
+@workload("jit_layernorm_fwd_bwd", issue=13, rtol=1e-4, atol=1e-5,
+          description=f"value_and_grad of sum(layernorm(x, g, b) * w) in x, g, b, "
+                      f"f32[{ROWS},{COLS}], jitted vs hand-written NumPy")
+def jit_layernorm_fwd_bwd():
+    x, w, g, b = row_data()
+    vg = ft.value_and_grad(layernorm_loss, argnums=(0, 1, 2))
+    jvg = ft.jit(vg)
+    compile_s = first_call_seconds(jvg, x, g, b, w)
+    return Case({"numpy": lambda: layernorm_value_and_grad_floor(x, g, b, w),
+                 "jit": lambda: jvg(x, g, b, w), "eager": lambda: vg(x, g, b, w)},
+                notes={"compile_s": compile_s})

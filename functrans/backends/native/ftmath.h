@@ -1,0 +1,330 @@
+// functrans native math: the functions named by the primitives' CUDA expression templates,
+// for the host compiler, so that a generated kernel compiles unchanged on the CPU and its
+// loop vectorizes (libm calls keep a loop scalar).
+//
+// Use: `using namespace ftm;` in a translation unit that does not include <cmath> or
+// <math.h>; otherwise put FTM_USING at the top of the kernel's body (its using-declarations
+// hide the C library's overloads). float16 is computed in float.
+//
+// How they are built: branch-free (every path computed, the answer picked by selects; bit
+// manipulation through __builtin_bit_cast), range reduction + Taylor or Chebyshev
+// polynomials in double; a float function evaluates the double one and rounds once.
+// Written for -fno-fast-math -ffp-contract=off (each operation rounds as written).
+// Measured accuracy (max ulp from NumPy over dense sweeps): tests/test_native_math.py,
+// docs/jit.md "Accuracy of the native math functions". Functions still marked "libm"
+// forward to the C library (exact as libm, but their loops stay scalar).
+#pragma once
+
+#define FTM_INL inline __attribute__((always_inline))
+
+namespace ftm {
+
+// CUDA's bit-cast intrinsics, used by literal_c for non-finite literals
+FTM_INL float __int_as_float(int i) { return __builtin_bit_cast(float, i); }
+FTM_INL double __longlong_as_double(long long i) { return __builtin_bit_cast(double, i); }
+
+namespace detail {
+typedef unsigned long long u64;
+FTM_INL u64 bits(double x) { return __builtin_bit_cast(u64, x); }
+FTM_INL double dbl(u64 b) { return __builtin_bit_cast(double, b); }
+constexpr u64 SIGN = 0x8000000000000000ULL;
+constexpr double INF = __builtin_inf();
+constexpr double NaN = __builtin_nan("");
+constexpr double MAGIC = 0x1.8p52;          // v + MAGIC - MAGIC rounds v to an integer (|v| < 2^51)
+constexpr double LN2_HI = 0x1.62e42fee00000p-1;   // 32 bits: k * LN2_HI is exact for |k| < 2^21
+constexpr double LN2_LO = 0x1.a39ef35793c76p-33;  // ln 2 - LN2_HI
+constexpr double INV_LN2 = 0x1.71547652b82fep+0;
+
+FTM_INL double absd(double x) { return dbl(bits(x) & ~SIGN); }
+FTM_INL double copysignd(double m, double s) { return dbl((bits(m) & ~SIGN) | (bits(s) & SIGN)); }
+// 2^k for an integer-valued k in [-1022, 1023]: k + MAGIC holds k in its low bits
+FTM_INL double pow2i(double k) { return dbl((bits(k + MAGIC) - bits(MAGIC) + 1023) << 52); }
+
+// polynomial, highest coefficient first (expands at compile time: no loop in the caller's loop)
+FTM_INL double horner(double, double c) { return c; }
+template <typename... C> FTM_INL double horner(double x, double c0, double c1, C... cs) {
+  return horner(x, c0 * x + c1, cs...);
+}
+
+// exp(x) as p * 2^k: k = round(x / ln 2), r = x - k ln 2 in [-0.35, 0.35], p = exp(r) by its
+// Taylor series to r^13 (truncation < 2^-57); 2^k applied in two steps so that a subnormal
+// result rounds once. NaN and the overflow/underflow ends follow from the clamp.
+FTM_INL double exp(double x) {
+  double xc = x > 709.8 ? 709.8 : x;
+  xc = xc < -745.2 ? -745.2 : xc;
+  const double k = (xc * INV_LN2 + MAGIC) - MAGIC;
+  const double r = (xc - k * LN2_HI) - k * LN2_LO;
+  const double q = horner(r, 0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29, 0x1.ae64567f544e4p-26,
+                          0x1.27e4fb7789f5cp-22, 0x1.71de3a556c734p-19, 0x1.a01a01a01a01ap-16,
+                          0x1.a01a01a01a01ap-13, 0x1.6c16c16c16c17p-10, 0x1.1111111111111p-7,
+                          0x1.5555555555555p-5, 0x1.5555555555555p-3, 0x1.0p-1);
+  const double p = 1.0 + (r + r * r * q);
+  const double k1 = (k * 0.5 + MAGIC) - MAGIC;
+  return p * pow2i(k1) * pow2i(k - k1);
+}
+
+// expm1(x) = 2^k (expm1(r) + 1) - 1, r = x - k ln 2 carried with its rounding error c;
+// expm1(r) by its Taylor series to r^14; computed as 2 (t em + (t - 1/2)), t = 2^(k-1), so
+// that k = 1024 does not overflow t. Tiny x (subnormals, -0) is its own answer.
+FTM_INL double expm1(double x) {
+  double xc = x > 709.8 ? 709.8 : x;
+  xc = xc < -40.0 ? -40.0 : xc;
+  const double k = (xc * INV_LN2 + MAGIC) - MAGIC;
+  const double hi = xc - k * LN2_HI, lo = k * LN2_LO;
+  const double r = hi - lo;
+  const double c = (hi - r) - lo;
+  const double q = horner(r, 0x1.93974a8c07c9dp-37, 0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29,
+                          0x1.ae64567f544e4p-26, 0x1.27e4fb7789f5cp-22, 0x1.71de3a556c734p-19,
+                          0x1.a01a01a01a01ap-16, 0x1.a01a01a01a01ap-13, 0x1.6c16c16c16c17p-10,
+                          0x1.1111111111111p-7, 0x1.5555555555555p-5, 0x1.5555555555555p-3,
+                          0x1.0p-1);
+  const double em = r + (r * r * q + c);
+  const double t = pow2i(k - 1.0);
+  const double res = (t * em + (t - 0.5)) * 2.0;
+  return absd(x) < 0x1p-54 ? x : res;
+}
+
+// log(u) + corr for a positive normal u: u = 2^e m, m in [sqrt(1/2), sqrt 2), f = m - 1
+// (exact), s = f / (2 + f), log(1 + f) = 2 atanh(s) = f - s (f - R), R = sum 2 s^2n / (2n+1)
+// to n = 11 (truncation < 2^-60 relative)
+FTM_INL double log_core(double u, double e_add, double corr) {
+  const u64 iu = bits(u);
+  const u64 ef = (iu + (0x10000000000000ULL - 0x6a09e667f3bcdULL)) >> 52;
+  const double m = dbl(iu - (ef << 52) + (1023ULL << 52));
+  const double e = (dbl(bits(MAGIC) + ef) - MAGIC) - 1023.0 + e_add;
+  const double f = m - 1.0;
+  const double s = f / (2.0 + f);
+  const double z = s * s;
+  const double R = z * horner(z, 0x1.642c8590b2164p-4, 0x1.8618618618618p-4, 0x1.af286bca1af28p-4,
+                              0x1.e1e1e1e1e1e1ep-4, 0x1.1111111111111p-3, 0x1.3b13b13b13b14p-3,
+                              0x1.745d1745d1746p-3, 0x1.c71c71c71c71cp-3, 0x1.2492492492492p-2,
+                              0x1.999999999999ap-2, 0x1.5555555555555p-1);
+  return e * LN2_HI + ((e * LN2_LO + corr) + (f - s * (f - R)));
+}
+
+FTM_INL double log(double x) {
+  const bool sub = x < 0x1p-1022;             // subnormals scaled into the normal range
+  double r = log_core(sub ? x * 0x1p54 : x, sub ? -54.0 : 0.0, 0.0);
+  r = x == INF ? x : r;
+  r = x == 0.0 ? -INF : r;
+  return (x < 0.0 || x != x) ? NaN : r;
+}
+
+// log1p(x) = log(u) + err/u with u = 1 + x rounded and err its exact rounding error
+FTM_INL double log1p(double x) {
+  const double u = 1.0 + x;
+  const double b = u - 1.0;
+  const double err = (1.0 - (u - b)) + (x - b);
+  double r = log_core(u, 0.0, err / u);
+  r = x == INF ? x : r;
+  r = x == -1.0 ? -INF : r;
+  r = (x < -1.0 || x != x) ? NaN : r;
+  return absd(x) < 0x1p-54 ? x : r;
+}
+
+// tanh |x| = em / (em + 2), em = expm1(2|x|); 1 from |x| > 20 (1 - tanh(20) < 2^-55)
+FTM_INL double tanh(double x) {
+  const double a = absd(x);
+  const double em = expm1(2.0 * (a > 20.0 ? 20.0 : a));
+  const double r = a > 20.0 ? 1.0 : em / (em + 2.0);
+  return copysignd(r, x);
+}
+
+// exp(a) / 2 for sinh and cosh of a >= 22; past 709 as (exp(a/2) / 2) exp(a/2), so that
+// the values up to the overflow threshold 710.47 stay finite
+FTM_INL double half_exp(double a) {
+  const bool huge = a > 709.0;
+  const double w = exp(huge ? 0.5 * a : a);
+  return huge ? (0.5 * w) * w : 0.5 * w;
+}
+
+// sinh |x| = (em + em / (em + 1)) / 2, em = expm1(|x|), below 22; exp(|x|) / 2 above
+FTM_INL double sinh(double x) {
+  const double a = absd(x);
+  const double em = expm1(a < 22.0 ? a : 22.0);
+  const double r = a < 22.0 ? 0.5 * (em + em / (em + 1.0)) : half_exp(a);
+  return copysignd(r, x);
+}
+
+// cosh x = 1 + em^2 / (2 (1 + em)), em = expm1(|x|), below 22; exp(|x|) / 2 above
+FTM_INL double cosh(double x) {
+  const double a = absd(x);
+  const double em = expm1(a < 22.0 ? a : 22.0);
+  return a < 22.0 ? 1.0 + em * em / (2.0 * (1.0 + em)) : half_exp(a);
+}
+
+// erf: below 1 its Taylor series in x^2 to x^37 (truncation < 2^-60); on [1, 6]
+// 1 - exp(-x^2) g(x), g = erfc(x) exp(x^2) by a degree-27 Chebyshev fit in t = (2x - 7)/5
+// (max error 0.14 ulp of erf); 1 above 6 (erfc(6) < 2^-55)
+FTM_INL double erf(double x) {
+  const double a = absd(x);
+  const double small = a * horner(a * a, 0x1.5f7919bc67b8cp-58, -0x1.a2007af3447f6p-54,
+      0x1.d70b3537f4765p-50, -0x1.f56f071a885cfp-46, 0x1.f683ae4a97007p-42,
+      -0x1.d8453cb0c46eap-38, 0x1.9e6ad5e55a730p-34, -0x1.51d7181c5d36dp-30,
+      0x1.fcc5720624c1cp-27, -0x1.5f742ec43e71ap-23, 0x1.b9e6c9dc651a3p-20,
+      -0x1.f4d25c3e0c2ebp-17, 0x1.f9a326f9b89b7p-14, -0x1.c02db40040b86p-11,
+      0x1.565bcd0e6a53fp-8, -0x1.b82ce31288b51p-6, 0x1.ce2f21a042be2p-4,
+      -0x1.812746b0379e7p-2, 0x1.20dd750429b6dp+0);
+  const double ac = a < 1.0 ? 1.0 : (a > 6.0 ? 6.0 : a);
+  const double t = (ac - 3.5) * 0.4;
+  const double g = horner(t, -0x1.0ffeb2025a844p-27, 0x1.4780e2b6ae9fcp-26, 0x1.552c0bb09da2bp-27,
+      -0x1.bdbea062e7bcep-26, -0x1.c8fc66fc7bc0dp-24, 0x1.09fb2105f8c63p-22,
+      -0x1.0fc457ffcf943p-22, 0x1.224ef177e028dp-21, -0x1.97bc0d3524cc9p-20,
+      0x1.b60406b96cda5p-19, -0x1.bb86611d19f41p-18, 0x1.cd67bf2fdbdcfp-17,
+      -0x1.dc4d3878b7d9bp-16, 0x1.e1ece2c18fa69p-15, -0x1.dffd8fc4d89c6p-14,
+      0x1.d6db0dfb1669cp-13, -0x1.c669d83cfbc32p-12, 0x1.af197438ea57dp-11,
+      -0x1.91bd61dd48183p-10, 0x1.6f7002cabba84p-9, -0x1.4984fb844f2d2p-8,
+      0x1.2174217335a2cp-7, -0x1.f18023477afb8p-7, 0x1.a1b820b70ef9fp-6,
+      -0x1.56274da105a47p-5, 0x1.10eccd7003927p-4, -0x1.a72747a5e6b50p-4,
+      0x1.3e0a99a0ee913p-3);
+  double r = a < 1.0 ? small : 1.0 - exp(-(ac * ac)) * g;
+  r = a > 6.0 ? 1.0 : r;
+  return copysignd(r, x);
+}
+
+// to nearest, ties to even (|x| < 2^52 through MAGIC-like addition; larger x is integral)
+FTM_INL double rint(double x) {
+  const double a = absd(x);
+  const double r = (a + 0x1p52) - 0x1p52;
+  return copysignd(a < 0x1p52 ? r : a, x);
+}
+FTM_INL double floor(double x) { const double r = rint(x); return copysignd(r > x ? r - 1.0 : r, x); }
+FTM_INL double ceil(double x) { const double r = rint(x); return copysignd(r < x ? r + 1.0 : r, x); }
+// to nearest, ties away from zero (C's round; the template for rounding_method 0)
+FTM_INL double round(double x) {
+  const double a = absd(x);
+  const double r = rint(a);
+  return copysignd(a - r == 0.5 ? r + 1.0 : r, x);
+}
+
+// atan |x|: reduced to t = (a - c) / (1 + a c), |t| <= 7/16, around c = 0, 1/2, 1, 3/2 or
+// infinity (t = -1/a); atan(t) = t + t z Q(z), z = t^2, Q a degree-12 Chebyshev fit on
+// [0, (7/16)^2] (max error 1.7e-19); atan(c) added as hi + lo
+FTM_INL double atan(double x) {
+  const double a = absd(x);
+  const bool r1 = a >= 0.4375, r2 = a >= 0.6875, r3 = a >= 1.1875, r4 = a >= 2.4375;
+  const double num = r4 ? -1.0 : r3 ? a - 1.5 : r2 ? a - 1.0 : r1 ? 2.0 * a - 1.0 : a;
+  const double den = r4 ? a : r3 ? 1.0 + 1.5 * a : r2 ? a + 1.0 : r1 ? 2.0 + a : 1.0;
+  const double hi = r4 ? 0x1.921fb54442d18p+0 : r3 ? 0x1.f730bd281f69bp-1
+                  : r2 ? 0x1.921fb54442d18p-1 : r1 ? 0x1.dac670561bb4fp-2 : 0.0;
+  const double lo = r4 ? 0x1.1a62633145c07p-54 : r3 ? 0x1.007887af0cbbdp-56
+                  : r2 ? 0x1.1a62633145c07p-55 : r1 ? 0x1.a2b7f222f65e2p-56 : 0.0;
+  const double t = num / den;
+  const double z = t * t;
+  const double q = horner(z, 0x1.bda2d7a0e8d79p-7, -0x1.048fd8136181ep-5, 0x1.6aafd6758cb0ep-5,
+      -0x1.a9da6c0c937c5p-5, 0x1.e12c53423a43dp-5, -0x1.1108a0292317fp-4, 0x1.3b13269767da0p-4,
+      -0x1.745d1147c5569p-4, 0x1.c71c719c6309dp-4, -0x1.2492492437608p-3, 0x1.9999999998d02p-3,
+      -0x1.5555555555550p-2);
+  return copysignd(hi + (lo + (t + t * z * q)), x);
+}
+
+// asin x = atan(x / sqrt((1 - x)(1 + x))), acos x = 2 atan(sqrt((1 - x) / (1 + x))): +-1
+// go through atan(inf), |x| > 1 through sqrt of a negative (NaN)
+FTM_INL double asin(double x) { return atan(x / __builtin_sqrt((1.0 - x) * (1.0 + x))); }
+FTM_INL double acos(double x) { return 2.0 * atan(__builtin_sqrt((1.0 - x) / (1.0 + x))); }
+
+// atan2: atan(|y| / |x|), pi - that when x's sign bit is set, y's sign; 0/0 -> 0, inf/inf -> pi/4
+FTM_INL double atan2(double y, double x) {
+  const double ax = absd(x), ay = absd(y);
+  double a = atan(ay / ax);
+  a = (ax == 0.0 && ay == 0.0) ? 0.0 : a;
+  a = (ax == INF && ay == INF) ? 0x1.921fb54442d18p-1 : a;
+  const double r = (bits(x) & SIGN) ? 0x1.921fb54442d18p+1 + (0x1.1a62633145c07p-53 - a) : a;
+  return (x != x || y != y) ? x + y : copysignd(r, y);
+}
+
+// asinh |x| = log1p(a + a^2 / (1 + sqrt(1 + a^2))); log(a) + ln 2 from 2^28
+FTM_INL double asinh(double x) {
+  const double a = absd(x);
+  const double r = a < 0x1p28 ? log1p(a + a * a / (1.0 + __builtin_sqrt(1.0 + a * a)))
+                              : log(a) + 0x1.62e42fefa39efp-1;
+  return copysignd(r, x);
+}
+
+// acosh x = log1p(t + sqrt(2t + t^2)), t = x - 1; log(x) + ln 2 from 2^28; NaN below 1
+FTM_INL double acosh(double x) {
+  const double t = x - 1.0;
+  const double r = x < 0x1p28 ? log1p(t + __builtin_sqrt(2.0 * t + t * t))
+                              : log(x) + 0x1.62e42fefa39efp-1;
+  return x < 1.0 ? NaN : r;
+}
+
+// atanh |x| = log1p(2a / (1 - a)) / 2
+FTM_INL double atanh(double x) {
+  const double a = absd(x);
+  return copysignd(0.5 * log1p(2.0 * a / (1.0 - a)), x);
+}
+
+// x^y for float arguments: exp(y log|x|) in double (|y log|x|| < 104 where the float result
+// is neither 0 nor inf, so the double's error stays below 2^-44), then C99's special cases
+FTM_INL double powf_(double x, double y) {
+  double r = exp(y * log(absd(x)));
+  const bool yint = rint(y) == y;                         // inf counts as an even integer
+  const bool yodd = yint && rint(0.5 * y) != 0.5 * y;
+  r = ((bits(x) & SIGN) && yodd) ? -r : r;
+  r = (x < 0.0 && x > -INF && !yint) ? NaN : r;
+  r = (absd(x) == 1.0 && absd(y) == INF) ? 1.0 : r;    // (-1)^inf = 1
+  return (y == 0.0 || x == 1.0) ? 1.0 : r;
+}
+}  // namespace detail
+
+// ---- double ----
+FTM_INL double exp(double x) { return detail::exp(x); }
+FTM_INL double expm1(double x) { return detail::expm1(x); }
+FTM_INL double log(double x) { return detail::log(x); }
+FTM_INL double log1p(double x) { return detail::log1p(x); }
+FTM_INL double tanh(double x) { return detail::tanh(x); }
+FTM_INL double sinh(double x) { return detail::sinh(x); }
+FTM_INL double cosh(double x) { return detail::cosh(x); }
+FTM_INL double erf(double x) { return detail::erf(x); }
+FTM_INL double rint(double x) { return detail::rint(x); }
+FTM_INL double floor(double x) { return detail::floor(x); }
+FTM_INL double ceil(double x) { return detail::ceil(x); }
+FTM_INL double round(double x) { return detail::round(x); }
+FTM_INL double fabs(double x) { return detail::absd(x); }
+FTM_INL double sqrt(double x) { return __builtin_sqrt(x); }            // one instruction
+FTM_INL double rsqrt(double x) { return 1.0 / __builtin_sqrt(x); }     // NumPy: 1 / sqrt(x)
+FTM_INL bool isfinite(double x) { return x - x == x - x; }              // false for inf, nan
+FTM_INL double atan(double x) { return detail::atan(x); }
+FTM_INL double asin(double x) { return detail::asin(x); }
+FTM_INL double acos(double x) { return detail::acos(x); }
+FTM_INL double atan2(double y, double x) { return detail::atan2(y, x); }
+FTM_INL double asinh(double x) { return detail::asinh(x); }
+FTM_INL double acosh(double x) { return detail::acosh(x); }
+FTM_INL double atanh(double x) { return detail::atanh(x); }
+// libm (scalar) for now
+FTM_INL double sin(double x) { return __builtin_sin(x); }
+FTM_INL double cos(double x) { return __builtin_cos(x); }
+FTM_INL double tan(double x) { return __builtin_tan(x); }
+FTM_INL double pow(double x, double y) { return __builtin_pow(x, y); }
+FTM_INL double fmod(double x, double y) { return __builtin_fmod(x, y); }
+
+// ---- float: the double function, rounded once (exact where the double one is) ----
+#define FTM_F1(NAME) FTM_INL float NAME(float x) { return (float)NAME((double)x); }
+FTM_F1(exp) FTM_F1(expm1) FTM_F1(log) FTM_F1(log1p) FTM_F1(tanh) FTM_F1(sinh) FTM_F1(cosh)
+FTM_F1(erf) FTM_F1(rint) FTM_F1(floor) FTM_F1(ceil) FTM_F1(round) FTM_F1(fabs)
+FTM_F1(sin) FTM_F1(cos) FTM_F1(tan) FTM_F1(asin) FTM_F1(acos) FTM_F1(atan) FTM_F1(asinh)
+FTM_F1(acosh) FTM_F1(atanh)
+#undef FTM_F1
+FTM_INL float sqrt(float x) { return __builtin_sqrtf(x); }
+FTM_INL float rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }
+FTM_INL bool isfinite(float x) { return x - x == x - x; }
+FTM_INL float atan2(float y, float x) { return (float)atan2((double)y, (double)x); }
+FTM_INL float pow(float x, float y) { return (float)detail::powf_((double)x, (double)y); }
+FTM_INL float fmod(float x, float y) { return __builtin_fmodf(x, y); }
+
+// integer abs({0}) of the "i" templates
+FTM_INL int abs(int x) { return x < 0 ? -x : x; }
+FTM_INL long abs(long x) { return x < 0 ? -x : x; }
+FTM_INL long long abs(long long x) { return x < 0 ? -x : x; }
+
+}  // namespace ftm
+
+#define FTM_USING                                                                        \
+  using ftm::exp; using ftm::expm1; using ftm::log; using ftm::log1p; using ftm::tanh;   \
+  using ftm::sin; using ftm::cos; using ftm::tan; using ftm::sinh; using ftm::cosh;      \
+  using ftm::asin; using ftm::acos; using ftm::atan; using ftm::asinh; using ftm::acosh; \
+  using ftm::atanh; using ftm::erf; using ftm::sqrt; using ftm::fabs; using ftm::floor;  \
+  using ftm::ceil; using ftm::round; using ftm::rint; using ftm::atan2; using ftm::pow;  \
+  using ftm::fmod; using ftm::rsqrt; using ftm::isfinite; using ftm::abs;               \
+  using ftm::__int_as_float; using ftm::__longlong_as_double

@@ -1,6 +1,8 @@
 """Running small multi-process MPI jobs from pytest: a script is written to a temporary
-folder, launched with `mpiexec -launcher fork -iface lo -n N` (loopback and shared memory
-only), under a subprocess timeout, and each rank's results come back as JSON.
+folder, launched on this machine as `python -m functrans.distributed.run` launches
+single-machine jobs (MPICH's fork-only process manager, loopback and shared memory only:
+`functrans.distributed.run.command`), under a subprocess timeout, and each rank's results
+come back as JSON.
 
 In the job, `from mpi_jobs import report` and call `report(obj)` (any JSON-able object;
 NumPy arrays become lists) once per rank; `run_job` returns the list of reported objects,
@@ -11,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,24 +20,19 @@ import textwrap
 import numpy as np
 import pytest
 
+from functrans.distributed.run import command, find_mpiexec
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# loopback and shared memory only, for MPICH's own launcher and its UCX / libfabric netmods
-LOOPBACK_ENV = {"UCX_TLS": "self,sm", "UCX_NET_DEVICES": "lo",
-                "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "lo"}
-
-
-def find_mpiexec():
-    """The mpiexec next to this interpreter (the `mpich` wheel's), else the one on PATH."""
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return here if os.access(here, os.X_OK) else shutil.which("mpiexec")
 
 
 def _missing():
     if importlib.util.find_spec("mpi4py") is None:
         return "mpi4py is not installed (pip install -e '.[mpi]')"
-    if find_mpiexec() is None:
+    try:
+        find_mpiexec()
+    except RuntimeError:
         return "no mpiexec found (pip install -e '.[mpi]' installs MPICH's)"
     return None
 
@@ -71,21 +67,21 @@ class JobFailed(AssertionError):
 
 def launch(tmp_path, source, n=2, env=None, launcher=None, args=()):
     """Start the job (returns the Popen, the output folder and the command); for tests that
-    watch a running job. `launcher`: the command before the script (default mpiexec)."""
+    watch a running job. `launcher`: the command before the script (default: the one
+    `python -m functrans.distributed.run` uses on one machine)."""
     script = os.path.join(str(tmp_path), "job.py")
     with open(script, "w") as f:
         f.write(textwrap.dedent(source))
     out = os.path.join(str(tmp_path), "out")
     os.makedirs(out, exist_ok=True)
-    e = dict(os.environ)
-    e.update(LOOPBACK_ENV)
+    cmd, e = command(n, [sys.executable, script, *args])
+    if launcher is not None:
+        cmd = [*launcher, script, *args]
+    e = {**os.environ, **e}
     e.update({"FT_MPI_JOB_OUT": out, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
               "MKL_NUM_THREADS": "1",
               "PYTHONPATH": os.pathsep.join([ROOT, HERE, e.get("PYTHONPATH", "")])})
     e.update(env or {})
-    if launcher is None:
-        launcher = [find_mpiexec(), "-launcher", "fork", "-iface", "lo", "-n", str(n)]
-    cmd = [*launcher, sys.executable, script, *args]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     return proc, out, cmd

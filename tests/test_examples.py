@@ -4,10 +4,14 @@ Modules starting with `_` are the examples' helpers, not examples."""
 import importlib
 import importlib.util
 import pathlib
+import os
 import runpy
+import subprocess
 import sys
 
 import pytest
+
+from mpi_jobs import needs_mpi
 
 HERE = pathlib.Path(__file__).parent.parent / "examples"
 EXAMPLES = sorted(p for p in HERE.glob("*.py") if not p.name.startswith("_"))
@@ -43,3 +47,16 @@ def test_examples_without_the_extra(monkeypatch, capsys, tmp_path):
     out = capsys.readouterr().out
     assert "epoch 1" in out and "pip install -e '.[examples]'" in out
     assert not list(tmp_path.iterdir())
+
+
+@needs_mpi
+def test_ddp_example_runs_in_two_processes():
+    """As the docs say: python -m functrans.distributed.run -n 2 examples/ddp_train_mlp.py"""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-m", "functrans.distributed.run", "-n", "2",
+                          str(HERE / "ddp_train_mlp.py")], cwd=HERE.parent, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 process(es), 719 of 1437 training samples each" in out.stdout
+    assert "every rank holds the same parameters" in out.stdout
+    assert out.stdout.count("epoch ") == 3          # printed by rank 0 only

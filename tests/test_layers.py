@@ -28,7 +28,7 @@ LAYERS = [
                    "functrans.nn.functions", "functrans.debug"]),
     ("facade", ["functrans.facade", "functrans.autograd", "functrans.nn", "functrans.optim",
                 "functrans.func", "functrans.serialization", "functrans.viz", "functrans.utils",
-                "functrans.cuda"]),
+                "functrans.cuda", "functrans.distributed"]),
     ("compile", ["functrans.compiler"]),
     ("public namespace", ["functrans.api", "functrans"]),
 ]

@@ -370,3 +370,14 @@ def test_repr_like_torch():
 def test_missing_forward():
     with pytest.raises(NotImplementedError, match='missing the required "forward" function'):
         nn.Module()(1)
+
+
+def test_to_shares_tensor_parsing_and_rejects_integer_dtypes():
+    m = ft.nn.Linear(2, 2)
+    assert m.to("cpu", ft.float64).weight.dtype == ft.float64
+    assert m.to(ft.ones(1, dtype=ft.float32)).weight.dtype == ft.float32
+    with pytest.raises(TypeError, match="only accepts floating point or complex dtypes"):
+        m.to(ft.int32)
+    for target in (m, ft.ones(2)):
+        with pytest.raises(TypeError, match="neither a device nor a dtype"):
+            target.to("bogus")

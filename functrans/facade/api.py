@@ -1,6 +1,9 @@
 """`ft.autograd.backward` and `ft.autograd.grad`: argument checking, default gradients,
-leaf hooks and `.grad` accumulation around the engine (engine.run_backward)."""
+leaf hooks, `.grad` accumulation and end-of-backward callbacks around the engine
+(engine.run_backward)."""
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -73,6 +76,53 @@ def _leaf_hooks(t, g, create_graph):
     return g
 
 
+class _Callbacks(threading.local):
+    """The callbacks queued during each backward call in progress on this thread."""
+
+    def __init__(self):
+        self.stack = []
+
+
+CALLBACKS = _Callbacks()
+
+
+def queue_callback(fn):
+    """Run fn() once the current backward call has finished (every gradient accumulated,
+    every post-accumulate hook run), as torch's `Variable._execution_engine.queue_callback`;
+    DistributedDataParallel waits for its gradient all-reduces there."""
+    if not CALLBACKS.stack:
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
+    CALLBACKS.stack[-1].append(fn)
+
+
+class _final_callbacks:
+    """Collect the callbacks queued while a backward call runs; run them (and any they queue)
+    in order when it returns normally, drop them when it raises."""
+
+    def __enter__(self):
+        self.queue = []
+        CALLBACKS.stack.append(self.queue)
+
+    def __exit__(self, exc_type, *exc):
+        try:
+            if exc_type is None:
+                i = 0
+                while i < len(self.queue):
+                    self.queue[i]()
+                    i += 1
+        finally:
+            CALLBACKS.stack.pop()
+        return False
+
+
+class _ExecutionEngine:
+    """`ft.autograd.Variable._execution_engine` (torch's name for the engine's callbacks)."""
+    queue_callback = staticmethod(queue_callback)
+
+
+Tensor._execution_engine = _ExecutionEngine()
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None):
     """Accumulate gradients of tensors w.r.t. the graph leaves (or `inputs`) into .grad."""
@@ -91,7 +141,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         for t in targets:
             if not t._requires_grad:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
-    with _grad_mode(create_graph):
+    with _grad_mode(create_graph), _final_callbacks():
         cts = _root_cts(roots, grads, create_graph, "grad_tensors")
         res, targets = engine.run_backward(roots, cts, targets, retain_graph, create_graph,
                                            anomaly=ANOMALY.enabled)
@@ -128,7 +178,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise TypeError("inputs must be Tensors")
         if not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    with _grad_mode(create_graph):
+    with _grad_mode(create_graph), _final_callbacks():
         cts = _root_cts(outs, gos, create_graph, "grad_outputs")
         res, _ = engine.run_backward(outs, cts, ins, retain_graph, create_graph,
                                      anomaly=ANOMALY.enabled)

@@ -295,7 +295,7 @@ class Tensor(TensorInfo):
 
     # ------------------------------------------------------------------ devices and dtypes
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
-        device, dtype, copy = parse_to(self, args, kwargs)
+        device, dtype, copy = parse_to(args, kwargs)
         out = self
         if dtype is not None and dtype != self.dtype:
             out = _convert(out, dtype)
@@ -401,8 +401,11 @@ def _rebuild_tensor(cls, data, requires_grad):
     return t
 
 
-def parse_to(t, args, kwargs):
-    """(device, dtype, copy) from Tensor.to's flexible signature."""
+def parse_to(args, kwargs):
+    """(device, dtype, copy) from torch's `to` signatures, shared by Tensor.to and
+    Module.to: to(device), to(dtype), to(tensor), to(device, dtype), keywords; an int
+    is a CUDA index as in torch."""
+    kwargs = dict(kwargs)
     dev = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
     copy = kwargs.pop("copy", False)
@@ -413,14 +416,23 @@ def parse_to(t, args, kwargs):
     for a in args:
         if isinstance(a, Tensor):
             dtype, dev = a.dtype, a.device
-        elif isinstance(a, (_device,)) or (isinstance(a, str) and a.split(":")[0] in ("cpu",
-                                                                                       "cuda")):
-            dev = a
         elif isinstance(a, builtins.bool):
             copy = a
+        elif a is None:
+            continue
+        elif isinstance(a, builtins.int):
+            dev = f"cuda:{a}"
+        elif isinstance(a, _device) or (isinstance(a, str) and a.split(":")[0] in ("cpu",
+                                                                                   "cuda")):
+            dev = a
         else:
             dtype = a
-    return (None if dev is None else _device(dev)), D.to_dtype(dtype), copy
+    try:
+        dtype = D.to_dtype(dtype)
+    except TypeError:
+        raise TypeError(f"to() received an invalid combination of arguments: {dtype!r} is "
+                        "neither a device nor a dtype") from None
+    return (None if dev is None else _device(dev)), dtype, copy
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):

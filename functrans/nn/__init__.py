@@ -9,7 +9,7 @@ from .functions import (elu, gelu, leaky_relu, log_sigmoid, log_softmax, logsume
 def __getattr__(name):
     # the torch-style part imports the facade, which imports this package: load it lazily
     import importlib
-    if name in ("functional", "init", "utils", "modules"):
+    if name in ("functional", "init", "utils", "modules", "parallel"):
         return importlib.import_module(f"{__name__}.{name}")
     modules = importlib.import_module(f"{__name__}.modules")
     if hasattr(modules, name):
@@ -20,5 +20,5 @@ def __getattr__(name):
 def __dir__():
     import importlib
     modules = importlib.import_module(f"{__name__}.modules")
-    return sorted(set(globals()) | {"functional", "init", "utils", "modules"}
+    return sorted(set(globals()) | {"functional", "init", "utils", "modules", "parallel"}
                   | {n for n in dir(modules) if not n.startswith("_")})

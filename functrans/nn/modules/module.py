@@ -20,7 +20,7 @@ from ...tree_util import register_pytree_node
 from ...facade import dtypes as D
 from ...facade.grad_mode import no_grad
 from ...facade.node import HookDict, RemovableHandle
-from ...facade.tensor import TENSOR_PYTREE, Tensor, traced_hooks
+from ...facade.tensor import TENSOR_PYTREE, Tensor, parse_to, traced_hooks
 from ...optim.optimizer import _zero_grad
 from .hooks import (BackwardHook, _global_backward_hooks, _global_forward_hooks,
                     _global_forward_pre_hooks)
@@ -496,7 +496,10 @@ class Module:
     def to(self, *args, **kwargs):
         """Move / cast parameters and buffers: to(device), to(dtype), to(tensor),
         to(device, dtype). Only floating tensors change dtype, as in PyTorch."""
-        device, dtype = _parse_to(args, kwargs)
+        device, dtype, _ = parse_to(args, kwargs)
+        if dtype is not None and dtype.kind not in "fc":
+            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
+                            f"got desired dtype={dtype}")
 
         def convert(t):
             if dtype is not None and t.is_floating_point():
@@ -791,28 +794,3 @@ def _type_name(v):
 def _size_repr(shape):
     return f"ft.Size({list(shape)})"
 
-
-def _parse_to(args, kwargs):
-    """(device, dtype) from Module.to's torch signatures."""
-    device = kwargs.pop("device", None)
-    dtype = kwargs.pop("dtype", None)
-    kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
-    if kwargs:
-        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-    for a in args:
-        if isinstance(a, Tensor):
-            device, dtype = a.device, a.dtype
-        elif _is_dtype(a):
-            dtype = a
-        elif isinstance(a, bool) or a is None:
-            continue
-        else:
-            device = a
-    if dtype is not None and not _is_dtype(dtype):
-        raise TypeError(f"to() expected a dtype, got {dtype!r}")
-    return device, dtype
-
-
-def _is_dtype(a):
-    return isinstance(a, np.dtype) or (isinstance(a, type) and issubclass(a, np.generic))

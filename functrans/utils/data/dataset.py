@@ -1,4 +1,4 @@
-"""ft.utils.data: torch.utils.data's datasets, samplers and single-process DataLoader.
+"""torch.utils.data's datasets, samplers and single-process DataLoader.
 
 Every random choice (shuffling, random_split, random samplers) draws from a facade
 generator (`ft.Generator`, or the global one that `ft.manual_seed` seeds), so a seeded run
@@ -14,10 +14,10 @@ import warnings
 
 import numpy as np
 
-from ..facade import creation as C
-from ..facade import dtypes as D
-from ..facade.ops import stack
-from ..facade.tensor import Tensor
+from ...facade import creation as C
+from ...facade import dtypes as D
+from ...facade.ops import stack
+from ...facade.tensor import Tensor
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "ChainDataset",
            "Subset", "random_split", "Sampler", "SequentialSampler", "RandomSampler",

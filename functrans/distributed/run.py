@@ -1,0 +1,181 @@
+"""`python -m functrans.distributed.run -n N [--hosts h1,h2] script.py args...`: launch N
+processes of a script through the installed `mpiexec` (MPICH's, from the `mpi` extra).
+
+Single-machine jobs (no --hosts) are bound to loopback and shared memory: MPICH's
+`mpiexec -launcher fork -iface lo`, and UCX / libfabric told the same in the environment,
+so the ranks open no socket on the machine's network address (Hydra's own control port
+listens on the wildcard address; `--pm gforker` avoids even that: see `command`). Each
+rank runs the script through this module's rank wrapper, which records how the rank ended: an
+uncaught exception is printed with the rank's number and aborts the whole job (the others
+would otherwise wait for it forever), and a rank that dies without finishing (killed, a
+crash, `os._exit`) is named by the launcher when mpiexec returns.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+LOOPBACK_ENV = {"UCX_TLS": "self,sm", "UCX_NET_DEVICES": "lo",
+                "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "lo"}
+_STATUS_DIR = "FUNCTRANS_RUN_STATUS"
+
+
+def find_mpiexec():
+    """The mpiexec next to this interpreter (the `mpich` wheel's) first, else PATH's."""
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if os.access(here, os.X_OK):
+        return here
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise RuntimeError("functrans.distributed.run: no mpiexec found next to "
+                           f"{sys.executable} or on PATH; install one with "
+                           "`pip install 'functrans[mpi]'` (mpi4py and MPICH)")
+    return found
+
+
+def command(n, argv, hosts=None, pm="hydra"):
+    """The command line that starts n processes of argv, and the environment it needs.
+
+    On one machine: MPICH's `mpiexec -launcher fork -iface lo` (pm="hydra"), or its
+    fork-only process manager `mpiexec.gforker` (pm="gforker", when installed beside
+    mpiexec); the ranks' own traffic is kept on shared memory and loopback by
+    LOOPBACK_ENV. Hydra's control port listens on the wildcard address (0.0.0.0) even
+    then (only its own processes connect to it, over loopback); gforker talks to the ranks
+    over pipes and opens no socket, but MPICH's collectives ran 10-20x slower under it
+    here, so Hydra is the default. With hosts: `mpiexec -hosts h1,h2` (Hydra, over ssh)."""
+    mpiexec = find_mpiexec()
+    env = {}
+    if hosts:
+        cmd = [mpiexec, "-hosts", hosts]
+    elif pm == "gforker":
+        cmd = [mpiexec + ".gforker"]
+        if not os.access(cmd[0], os.X_OK):
+            raise RuntimeError(f"functrans.distributed.run: --pm gforker needs {cmd[0]} "
+                               "(MPICH's fork-only process manager)")
+        env.update(LOOPBACK_ENV)
+    elif pm == "hydra":
+        cmd = [mpiexec, "-launcher", "fork", "-iface", "lo"]
+        env.update(LOOPBACK_ENV)
+    else:
+        raise ValueError(f"functrans.distributed.run: unknown process manager {pm!r}; "
+                         "use 'hydra' or 'gforker'")
+    # the ranks import the same functrans as the launcher
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH"))
+                                        if p)
+    return cmd + ["-n", str(n), *argv], env
+
+
+def launch(n, script, args=(), hosts=None, env=None, pm="hydra"):
+    """Run the job to its end; returns mpiexec's exit code, after naming any rank that
+    died without finishing."""
+    argv = [sys.executable, "-m", "functrans.distributed.run", "--rank", script, *args]
+    cmd, extra = command(n, argv, hosts, pm)
+    e = dict(os.environ)
+    for k, v in extra.items():
+        if k == "PYTHONPATH" or k not in e:     # the user's own UCX/FI settings win
+            e[k] = v
+    e.update(env or {})
+    with tempfile.TemporaryDirectory(prefix="functrans-run-") as status:
+        e[_STATUS_DIR] = status
+        rc = subprocess.call(cmd, env=e)
+        if rc != 0:
+            _name_dead_ranks(n, status, rc, bool(hosts))
+    return rc
+
+
+def _name_dead_ranks(n, status, rc, remote):
+    """Say which ranks started and did not finish (their status files are missing)."""
+    started = set(int(f.split(".")[0]) for f in os.listdir(status) if f.endswith(".started"))
+    ended = {}
+    for f in os.listdir(status):
+        if f.endswith(".ended"):
+            with open(os.path.join(status, f)) as fh:
+                ended[int(f.split(".")[0])] = fh.read().strip()
+    dead = sorted(started - set(ended))
+    lines = [f"functrans.distributed.run: the job failed (mpiexec exit code {rc})"]
+    lines += [f"  rank {r} died without finishing (killed, crashed or os._exit)"
+              for r in dead]
+    lines += [f"  rank {r}: {how}" for r, how in sorted(ended.items()) if how != "ok"]
+    if remote and not started:
+        lines.append("  (status of ranks on other hosts is not known here)")
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def _rank_id():
+    for k in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID"):
+        if k in os.environ:
+            return int(os.environ[k])
+    return 0
+
+
+def run_rank(script, args):
+    """In each rank: run the script as __main__, recording how it ends."""
+    rank = _rank_id()
+    status = os.environ.get(_STATUS_DIR)
+
+    def mark(kind, text=""):
+        if status and os.path.isdir(status):
+            with open(os.path.join(status, f"{rank}.{kind}"), "w") as f:
+                f.write(text)
+
+    mark("started")
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        mark("ended", "ok" if code == 0 else f"exited with status {code}")
+        raise
+    except KeyboardInterrupt:
+        mark("ended", "interrupted (the job was being ended)")
+        raise
+    except BaseException as e:
+        tb = traceback.format_exc()
+        sys.stderr.write(f"[rank {rank}] uncaught exception, aborting the job:\n{tb}")
+        sys.stderr.flush()
+        mark("ended", f"{type(e).__name__}: {e}")
+        _abort()
+        os._exit(1)         # the traceback is printed; end without MPI's finalization
+    mark("ended", "ok")
+
+
+def _abort():
+    """MPI_Abort the job, so that the other ranks do not wait for this one forever."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.COMM_WORLD.Abort(1)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="python -m functrans.distributed.run",
+        description="Launch N processes of a script with mpiexec (loopback and shared "
+                    "memory only unless --hosts is given).")
+    p.add_argument("-n", "--nproc", type=int, default=1, help="number of processes")
+    p.add_argument("--hosts", default=None,
+                   help="comma-separated host names (passed to mpiexec -hosts)")
+    p.add_argument("--pm", choices=("hydra", "gforker"), default="hydra",
+                   help="process manager of a single-machine job: hydra (default; its "
+                        "control port listens on every address) or gforker (no socket)")
+    p.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("script")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    a = p.parse_args(argv)
+    if a.rank:
+        run_rank(a.script, a.args)
+        return 0
+    if a.nproc < 1:
+        p.error("-n must be at least 1")
+    return launch(a.nproc, a.script, a.args, a.hosts, pm=a.pm)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

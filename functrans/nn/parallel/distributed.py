@@ -1,0 +1,242 @@
+"""`ft.nn.parallel.DistributedDataParallel`: data-parallel training over the default process
+group (ft.distributed), with torch's bucketed gradient averaging.
+
+How it works. At construction rank 0's parameters and buffers are broadcast to every
+rank, and the parameters are grouped into buckets (reverse registration order, about the
+order in which backward produces their gradients; a first bucket of at most 1 MB, then
+`bucket_cap_mb`; one dtype per bucket). A post-accumulate-grad hook on each parameter
+marks it ready; when a bucket is complete (and every bucket before it has been launched,
+so that all ranks start the same collectives in the same order) its gradients are copied
+into one flat buffer and a non-blocking all-reduce (MPI Iallreduce) starts, while the
+rest of the backward call accumulates the other gradients. The first hook of a backward
+queues a callback at the end of that backward call (`Variable._execution_engine.
+queue_callback`), which launches the buckets still incomplete, waits for all of them and
+writes the averages into `.grad` before `backward()` returns.
+
+Unused parameters. A parameter that got no gradient on this rank contributes zeros, so
+every rank takes part in every bucket; each bucket also sums a used-flag per parameter.
+A parameter used on some rank gets the average (sum / world size) in `.grad`; one used on
+no rank keeps its `.grad` as it was (None if never set), as torch's
+find_unused_parameters=True. This holds whatever `find_unused_parameters` says: the
+end-of-backward callback finds the unused parameters without walking the graph.
+
+Double backward. With `backward(create_graph=True)` the gradients are Tensors of the
+recorded graph; the averaging is then recorded too, as the collective primitive (psum,
+whose transpose is psum), so that differentiating the averaged gradients again (a
+penalty on them) runs the cross-rank sum of the cotangents in the second backward and
+gives the derivative of the mean of the per-rank losses. A gradient penalty computed with
+`ft.autograd.grad(..., create_graph=True)` inside the step needs nothing special: that
+call accumulates nothing, so no hook fires, and the step's `loss.backward()` averages the
+gradients of the whole loss (penalty included) like any other.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from ...core import Tracer, array_module
+from ...distributed import default_communicator
+from ...higher_order.collectives import ProcessAxis, psum_p
+from ...facade.api import CALLBACKS, queue_callback
+from ...facade.creation import tensor, zeros
+from ...facade.ops import apply_prim, cat
+from ...facade.tensor import wrap
+from ..modules.module import Module
+
+__all__ = ["DistributedDataParallel"]
+
+_MB = 1024 * 1024
+FIRST_BUCKET_BYTES = 1 * _MB        # torch's dist._DEFAULT_FIRST_BUCKET_BYTES
+
+
+class _Bucket:
+    """Parameters averaged by one all-reduce: their offsets in a flat buffer, whose tail
+    holds one used-flag per parameter."""
+    __slots__ = ("params", "offsets", "size", "dtype", "buf", "ready", "pending", "req")
+
+    def __init__(self, params, dtype):
+        self.params, self.dtype = params, dtype
+        self.offsets, n = [], 0
+        for p in params:
+            self.offsets.append(n)
+            n += p._data.size
+        self.size = n
+        self.buf = None
+        self.reset()
+
+    def reset(self):
+        self.ready = [False] * len(self.params)
+        self.pending = len(self.params)
+        self.req = None
+
+    def fill(self, xp):
+        """Copy the gradients (zeros where none) and the used-flags into the flat buffer."""
+        if self.buf is None or type(self.buf) is not xp.ndarray:
+            self.buf = xp.empty(self.size + len(self.params), self.dtype)
+        buf = self.buf
+        for i, (p, off) in enumerate(zip(self.params, self.offsets)):
+            n = p._data.size
+            if self.ready[i]:
+                buf[off:off + n] = p._grad._data.reshape(-1)
+                buf[self.size + i] = 1
+            else:
+                buf[off:off + n] = 0
+                buf[self.size + i] = 0
+        return buf
+
+
+def _buckets(params, cap_bytes):
+    """Reverse parameter order, one dtype per bucket, the first one small (as torch)."""
+    out, open_ = [], {}
+    for p in reversed(params):
+        dt = p._data.dtype
+        cur = open_.setdefault(dt, [[], 0])
+        cur[0].append(p)
+        cur[1] += p._data.nbytes
+        limit = min(FIRST_BUCKET_BYTES, cap_bytes) if not out else cap_bytes
+        if cur[1] >= limit:
+            out.append(_Bucket(cur[0], dt))
+            del open_[dt]
+    out += [_Bucket(ps, dt) for dt, (ps, _) in open_.items()]
+    return out
+
+
+class DistributedDataParallel(Module):
+    """Replicates `module` on every process of the default group and averages the
+    gradients of its parameters across them during backward (torch's
+    DistributedDataParallel; see this module's docstring for the design)."""
+
+    def __init__(self, module, device_ids=None, output_device=None, dim=0,
+                 broadcast_buffers=True, process_group=None, bucket_cap_mb=25,
+                 find_unused_parameters=False, check_reduction=False,
+                 gradient_as_bucket_view=False, static_graph=False):
+        super().__init__()
+        if process_group is not None:
+            raise NotImplementedError("DistributedDataParallel: only the default process "
+                                      "group is supported; pass process_group=None")
+        self._comm = default_communicator()
+        self.module = module
+        self.broadcast_buffers = broadcast_buffers
+        self.find_unused_parameters = find_unused_parameters
+        self.require_backward_grad_sync = True
+        self.bucket_cap_mb = bucket_cap_mb
+        params = [p for p in module.parameters() if p.requires_grad]
+        self._sync_module_states(module.named_parameters())
+        self._sync_module_states(module.named_buffers())
+        self._bucket_list = _buckets(params, max(int(bucket_cap_mb * _MB), 1))
+        self._queue = None            # the callback queue of the backward averaging now
+        self._launched = 0            # buckets launched in this backward, in order
+        for bucket in self._bucket_list:
+            for i, p in enumerate(bucket.params):
+                p.register_post_accumulate_grad_hook(self._hook(bucket, i))
+
+    # -- construction and forward ------------------------------------------------------
+    def _sync_module_states(self, named):
+        """Every rank gets rank 0's values (in place), one broadcast per tensor."""
+        comm = self._comm
+        for name, t in named:
+            try:
+                t._data[...] = comm.broadcast(t._data, root=0)
+            except RuntimeError as e:
+                raise RuntimeError(f"DistributedDataParallel: broadcasting {name!r} "
+                                   f"({tuple(t.shape)}, {t.dtype}) from rank 0 failed: "
+                                   f"{e}") from e
+
+    def forward(self, *args, **kwargs):
+        if self.broadcast_buffers and self._comm.size > 1:
+            self._sync_module_states(self.module.named_buffers())
+        return self.module(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward calls made inside accumulate local gradients without averaging; the
+        first backward after the context averages the accumulated sums. (torch decides at
+        the forward; here the backward decides, so that the forward has no side effect and
+        `ft.compile(ddp)` captures it whole: run forward and backward inside.)"""
+        old = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = old
+
+    # -- the reduction ---------------------------------------------------------------------
+    def _hook(self, bucket, i):
+        def ready(p):
+            if not self.require_backward_grad_sync:
+                return
+            if self._queue is not CALLBACKS.stack[-1]:     # the first hook of a backward
+                self._queue, self._launched = CALLBACKS.stack[-1], 0
+                for b in self._bucket_list:
+                    b.reset()
+                queue_callback(self._finish)
+            if not bucket.ready[i]:
+                bucket.ready[i] = True
+                bucket.pending -= 1
+                if bucket.pending == 0 and _concrete(p._grad):
+                    self._launch_ready()
+        return ready
+
+    def _launch_ready(self):
+        """Launch, in bucket order, every complete bucket whose predecessors are launched."""
+        bl = self._bucket_list
+        while self._launched < len(bl) and bl[self._launched].pending == 0:
+            self._launch(bl[self._launched])
+
+    def _launch(self, bucket):
+        buf = bucket.fill(array_module(bucket.params[0]._data))
+        bucket.req = self._comm.iallreduce(buf, "sum", out=buf)
+        self._launched += 1
+
+    def _finish(self):
+        """At the end of backward: launch what is left, wait, write the averages."""
+        self._queue = None
+        graph = any(p._grad is not None and not _concrete(p._grad)
+                    for b in self._bucket_list for i, p in enumerate(b.params) if b.ready[i])
+        if graph:
+            for bucket in self._bucket_list:
+                _average_recorded(bucket, self._comm.size)
+            return
+        bl = self._bucket_list
+        while self._launched < len(bl):
+            self._launch(bl[self._launched])
+        size = self._comm.size
+        for bucket in bl:
+            buf = bucket.req.wait()
+            bucket.req = None
+            for i, (p, off) in enumerate(zip(bucket.params, bucket.offsets)):
+                if buf[bucket.size + i] == 0:
+                    continue                     # unused on every rank: .grad untouched
+                avg = (buf[off:off + p._data.size] / size).reshape(p._data.shape)
+                g = p._grad
+                if g is None or not bucket.ready[i]:
+                    p._grad = wrap(avg)
+                else:
+                    g._data[...] = avg
+                    g._bump("DistributedDataParallel")
+
+    def __getstate__(self):
+        raise TypeError("DistributedDataParallel cannot be pickled; save "
+                        "`ddp.module.state_dict()` instead")
+
+
+def _concrete(g):
+    """A gradient that is a plain array, not part of a recorded graph or a trace."""
+    return g is not None and not g._requires_grad and not isinstance(g._data, Tracer)
+
+
+def _average_recorded(bucket, size):
+    """The averaging of the bucket's gradients (graph Tensors), recorded as the collective
+    primitive psum over the processes (its transpose is psum, so any order of derivatives
+    runs the cross-rank sum); used-flags ride along as constants."""
+    parts = []
+    for i, p in enumerate(bucket.params):
+        g = p._grad if bucket.ready[i] else None
+        parts.append(g.reshape(-1) if g is not None else zeros(p._data.size,
+                                                               dtype=p._data.dtype))
+    parts.append(tensor([1.0 if u else 0.0 for u in bucket.ready], dtype=bucket.dtype))
+    total = apply_prim(psum_p, {"axes": (ProcessAxis("DistributedDataParallel"),)},
+                       [cat(parts)])
+    flags = total[bucket.size:].detach().numpy()
+    for i, (p, off) in enumerate(zip(bucket.params, bucket.offsets)):
+        if flags[i] != 0:
+            p._grad = (total[off:off + p._data.size] / size).reshape(p._data.shape)

@@ -40,6 +40,17 @@ out["jit_inside"] = pm(ft.jit(lambda v: lax.psum(v * 2.0, "d")))(x)
 out["vmap_inside"] = pm(lambda v: ft.vmap(lambda u: lax.psum(u, ("d", "i")),
                                           axis_name="i")(v.reshape(2, 2)))(x)
 
+# the transport itself
+w = mpi.world()
+buf = np.arange(3.0) * (r + 1)
+req = w.iallreduce(buf, "sum", out=buf)
+out["t_same_buffer"] = req.wait() is buf
+out["t_iallreduce"] = req.wait()
+out["t_prod"] = w.allreduce(np.arange(3.0) + r, "prod")
+out["t_broadcast"] = w.broadcast(np.arange(3.0) + r, root=1)
+w.barrier()
+out["t_scalar"] = w.allreduce(np.float32(r + 1))
+
 # data parallelism: each process holds 3 rows of the batch; float64
 rng = np.random.default_rng(0)
 w0 = rng.standard_normal((4, 2))
@@ -116,6 +127,16 @@ def test_tensors_through_the_facade(values):
         np.testing.assert_array_equal(g2, 32 * ts[r])
         np.testing.assert_array_equal(values[r]["facade_pmap"],
                                       (np.arange(4.0) ** 2 + (np.arange(4.0) + 10) ** 2)[None])
+
+
+def test_transport_methods(values):
+    for r in range(2):
+        v = values[r]
+        assert v["t_same_buffer"] is True
+        np.testing.assert_array_equal(v["t_iallreduce"], [0.0, 3.0, 6.0])
+        np.testing.assert_array_equal(v["t_prod"], [0.0, 2.0, 6.0])
+        np.testing.assert_array_equal(v["t_broadcast"], [1.0, 2.0, 3.0])
+        assert v["t_scalar"] == 3.0
 
 
 def _reference():

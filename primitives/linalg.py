@@ -1,5 +1,5 @@
 """dot_general: batched tensor contraction; svd: the thin singular value decomposition;
-solve, slogdet, cholesky, qr, eigh: the factorizations ft.linalg and fnp.linalg build on.
+solve, slogdet, cholesky, qr, eigh, eig: the factorizations ft.linalg and fnp.linalg build on.
 
 dimension_numbers = ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)); the result
 axes are batch, then lhs free, then rhs free (XLA's convention).
@@ -11,9 +11,11 @@ import math
 import numpy as np
 
 from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal, Zero
-from .base import NUMERIC, aval_of, bdim_size, broadcast_batched, defprim, moveaxis
-from .elementwise import add, div, mul, neg, sub
-from .reductions import reduce_sum
+from .base import (NUMERIC, aval_of, bdim_size, broadcast_batched, complex_dtype, defprim,
+                   moveaxis, real_dtype)
+from .elementwise import abs as _abs, complex as _complex
+from .elementwise import add, conj, convert_element_type, div, eq, imag, mul, neg, real, sub
+from .reductions import reduce_max, reduce_sum
 from .shape import broadcast_in_dim, concatenate, slice, transpose
 
 
@@ -232,10 +234,13 @@ def _svd_impl(xp, x):
     return [u, s, vh]
 
 
-def _real_matrix(x, name):
-    """The shape rules' common check: a real floating matrix or a stack of them."""
+def _real_matrix(x, name, complex_ok=False):
+    """The shape rules' common check: a real (complex_ok: or complex) floating matrix or a
+    stack of them."""
     if x.ndim < 2:
         raise ShapeError(f"{name} needs a matrix or a stack of matrices, got {x.str_short()}")
+    if x.dtype.kind == "c" and complex_ok:
+        return
     if x.dtype.kind != "f":
         raise DTypeError(f"{name} supports real floating matrices, got {x.str_short()}; convert "
                          "integers with astype (complex matrices are not supported)")
@@ -319,8 +324,8 @@ svd = svd_p.bind
 # The symmetric factorizations read the lower triangle only (LAPACK's and torch's 'L'), so
 # their derivatives are taken along tril(dA) + tril(dA, -1)ᵀ.
 
-def _square(x, name):
-    _real_matrix(x, name)
+def _square(x, name, complex_ok=False):
+    _real_matrix(x, name, complex_ok)
     if x.shape[-1] != x.shape[-2]:
         raise ShapeError(f"{name} needs square matrices (a stack of them), got {x.str_short()}")
 
@@ -356,7 +361,7 @@ def _solve_impl(xp, a, b):
 
 
 def _solve_shape(a, b):
-    _square(a, "solve")
+    _square(a, "solve", complex_ok=True)
     if b.dtype != a.dtype or b.ndim != a.ndim or b.shape[:-2] != a.shape[:-2] or \
             b.shape[-2] != a.shape[-1]:
         raise ShapeError(f"solve needs b of shape {a.shape[:-1]} + (k,) and a's dtype, got "
@@ -528,3 +533,57 @@ def _eigh_jvp(primals, tangents):
 eigh_p = defprim("eigh", _eigh_impl, _eigh_shape, jvp=_eigh_jvp,
                  batch=_first_batch(lambda x: eigh(x)), multiple_results=True, fresh=True)
 eigh = eigh_p.bind
+
+
+def _eig_impl(xp, x):
+    """LAPACK's eigenvalues and unit eigenvectors (complex always, as JAX), each eigenvector
+    turned so that its largest-modulus entry is real and positive: a gauge that moves
+    continuously with the matrix, so the JVP below is the derivative of what is returned."""
+    if not hasattr(xp.linalg, "eig"):
+        raise NotImplementedError(f"eig: {xp.__name__}.linalg has no eig (the non-symmetric "
+                                  "eigendecomposition); move the matrix to the CPU")
+    w, v = xp.linalg.eig(xp.asarray(x))
+    cdt = complex_dtype(x.dtype)
+    w, v = w.astype(cdt, copy=False), v.astype(cdt, copy=False)
+    top = xp.take_along_axis(v, xp.argmax(xp.abs(v), axis=-2)[..., None, :], axis=-2)
+    return [w, v * (xp.conj(top) / xp.abs(top))]
+
+
+def _eig_shape(x):
+    _square(x, "eig", complex_ok=True)
+    cdt = complex_dtype(x.dtype)
+    return [ShapedArray(x.shape[:-1], cdt), ShapedArray(x.shape, cdt)]
+
+
+def _eig_jvp(primals, tangents):
+    """A V = V Λ: with P = V⁻¹ dA V, dΛ = diag(P) and dV = V (F ∘ P + diag(c)), F_ij =
+    1 / (λ_j - λ_i) off the diagonal (repeated eigenvalues make it infinite, as in torch);
+    c keeps each column at unit norm (Re(vᴴ dv) = 0) and its largest entry real (Im = 0)."""
+    (x,), (t,) = primals, tangents
+    w, v = eig(x)
+    if type(t) is Zero:
+        return [w, v], [Zero(aval_of(w).strip_weak()), Zero(aval_of(v).strip_weak())]
+    cdt, shape = aval_of(v).dtype, aval_of(v).shape
+    rows = (len(shape) - 2,)
+    if aval_of(t).dtype != cdt:
+        t = convert_element_type(t, new_dtype=cdt, weak_type=False)
+    p = solve(v, _mm(t, v))
+    eye = _eye_like(v)
+    diff = sub(_spread(w, shape, -1), _spread(w, shape, -2))       # λ_j - λ_i
+    f = sub(div(np.ones((), cdt), add(diff, eye)), eye)
+    off = _mm(v, mul(f, p))
+    re = real(reduce_sum(mul(conj(v), off), axes=rows))            # Re(v_iᴴ off_i)
+    av = _abs(v)
+    peak = reduce_max(av, axes=rows)
+    top = convert_element_type(eq(av, broadcast_in_dim(peak, shape=shape, broadcast_dimensions=
+                                                       tuple(range(len(shape) - 2)) +
+                                                       (len(shape) - 1,))),
+                               new_dtype=real_dtype(cdt), weak_type=False)
+    im = div(reduce_sum(mul(top, imag(off)), axes=rows), reduce_sum(mul(top, av), axes=rows))
+    c = _complex(neg(re), neg(im))
+    return [w, v], [_diag(p), add(off, mul(v, _spread(c, shape, -1)))]
+
+
+eig_p = defprim("eig", _eig_impl, _eig_shape, jvp=_eig_jvp,
+                batch=_first_batch(lambda x: eig(x)), multiple_results=True, fresh=True)
+eig = eig_p.bind

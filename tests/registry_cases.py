@@ -553,6 +553,39 @@ def _eigh_ref(x):
     return [w, v * np.where(top < 0, -1, 1).astype(v.dtype)]
 
 
+def _eig_ref(x):
+    w, v = np.linalg.eig(x)
+    cdt = np.result_type(x.dtype, np.complex64)
+    w, v = w.astype(cdt), v.astype(cdt)
+    top = np.take_along_axis(v, np.argmax(np.abs(v), axis=-2)[..., None, :], axis=-2)
+    return [w, v * (np.conj(top) / np.abs(top))]
+
+
+def _eig_case():
+    """P diag(λ) P⁻¹ with P well conditioned and λ well separated (a conjugate pair
+    λ_0 ± 0.7i from a rotation block in some real matrices; complex λ for complex ones):
+    eigenvalues and the gauge-fixed eigenvectors are then smooth functions of the matrix."""
+    def make(d, dtype, deriv):
+        batch = d.draw(shape_st(0, 1, 1, 2))
+        n = d.draw(st.integers(1, 4))
+        pair = n >= 2 and d.draw(st.booleans())
+
+        def gen(rng):
+            p = _well_conditioned(rng, batch + (n, n), np.float64)
+            lam = (1 + 0.8 * np.arange(n) + rng.uniform(0, 0.3, batch + (n,))) * \
+                np.where(rng.random(batch + (n,)) < 0.3, -1, 1)
+            dmat = lam[..., None] * np.eye(n)
+            if pair:
+                dmat[..., 1, 1] = dmat[..., 0, 0]           # eigenvalues λ_0 ± 0.7i
+                dmat[..., 0, 1], dmat[..., 1, 0] = 0.7, -0.7
+            if dtype.kind == "c":
+                p = p + 0.3j * _well_conditioned(rng, batch + (n, n), np.float64)
+                dmat = dmat + 0.5j * np.eye(n) * rng.uniform(-1, 1, batch + (1, n))
+            return [(p @ dmat @ np.linalg.inv(p)).astype(dtype)]
+        return {}, gen
+    return Case(make, _eig_ref, CFLOATS, rtol32=1e-3)
+
+
 # ---------------------------------------------------------------------------
 # dot_general
 
@@ -773,6 +806,7 @@ CASES: dict[str, Case] = {
     "cholesky": _matrix_case(np.linalg.cholesky, sym=True, pd=True),
     "qr": _matrix_case(lambda x: list(np.linalg.qr(x)), square=False),
     "eigh": _matrix_case(_eigh_ref, sym=True),
+    "eig": _eig_case(),
     "fft": _fft_case(),
     "threefry2x32": _threefry_case(),
     "stop_gradient": unary(lambda x: x, dtypes=CFLOATS + (I32, BOOL), smooth=False),

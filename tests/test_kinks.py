@@ -147,6 +147,18 @@ def test_logaddexp_second_derivative_at_a_tie_and_large_ties():
                                np.logaddexp2(3.0, -2.0), rtol=1e-15)
 
 
+def test_hypot_is_smooth_at_ties_to_second_order():
+    """hypot is smooth where |x| = |y| (found by autograd's suite): its Hessian there is
+    sqrt(x² + y²)'s, [[y², -xy], [-xy, x²]] / r³, not the 0 of a max/min decomposition."""
+    for x, y in ((2.0, 2.0), (2.0, -2.0), (-0.5, 0.5), (3.0, 1.0)):
+        h = ft.hessian(lambda v: fnp.hypot(v[0], v[1]))(np.array([x, y]))
+        r3 = np.hypot(x, y) ** 3
+        np.testing.assert_allclose(h, [[y * y / r3, -x * y / r3], [-x * y / r3, x * x / r3]],
+                                   rtol=1e-13)
+    assert fnp.hypot(np.float64(1e300), np.float64(1e300)) == np.hypot(1e300, 1e300)
+    assert fnp.hypot(np.float64(3e-300), np.float64(4e-300)) == np.hypot(3e-300, 4e-300)
+
+
 def test_jit_and_vmap_give_the_same_kink_derivatives():
     g = ft.grad(lambda v: fnp.logaddexp(v[0], v[1]))
     v = np.array([0.4, 0.4])

@@ -140,5 +140,6 @@ for _name, _fn in list(globals().items()):       # (the elementwise ones take th
         globals()[_name] = _takes_array_likes(_fn)
 linalg.norm = staticmethod(_takes_array_likes(linalg.norm))
 linalg.svd = staticmethod(_takes_array_likes(linalg.svd))
-for _name in ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh"):
+for _name in ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "eig",
+              "eigvals"):
     setattr(linalg, _name, staticmethod(_takes_array_likes(getattr(linalg, _name))))

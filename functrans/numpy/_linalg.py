@@ -234,6 +234,7 @@ def matrix_norm(x, ord, axes, keepdims, absval=absolute, frobenius=None):
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
 QRResult = namedtuple("QRResult", ["Q", "R"])
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 
 
 def _float_matrix(a, name, square=True):
@@ -323,6 +324,18 @@ def _eigvalsh(a, UPLO="L"):  # noqa: N803
     return _eigh(a, UPLO)[0]
 
 
+def _eig(a):
+    """Eigenvalues and unit eigenvectors of a general (real or complex) square matrix, complex
+    always (as JAX; NumPy returns real arrays when every eigenvalue is real). Each eigenvector's
+    largest-modulus entry is real and positive; derivatives need distinct eigenvalues."""
+    return EigResult(*la.eig(_float_matrix(a, "eig")))
+
+
+def _eigvals(a):
+    """The eigenvalues of a general square matrix (complex, as JAX)."""
+    return _eig(a)[0]
+
+
 class linalg:  # noqa: N801  (a namespace, as jax.numpy.linalg)
     @staticmethod
     def norm(x, ord=None, axis=None, keepdims=False):
@@ -368,4 +381,6 @@ class linalg:  # noqa: N801  (a namespace, as jax.numpy.linalg)
     qr = staticmethod(_qr)
     eigh = staticmethod(_eigh)
     eigvalsh = staticmethod(_eigvalsh)
+    eig = staticmethod(_eig)
+    eigvals = staticmethod(_eigvals)
     LinAlgError = _np.linalg.LinAlgError

@@ -276,3 +276,35 @@ def test_norms_and_vdot_of_complex_arrays():
                  rtol=1e-12, atol=1e-12)
     assert_close(ft.grad(lambda z: fnp.real(fnp.vdot(z, z)))(Z), 2 * np.conj(Z),
                  rtol=1e-12, atol=1e-12)
+
+
+def test_einsum_of_real_and_complex_operands():
+    """einsum promotes a real and a complex operand to complex (NumPy's value); the real
+    operand's gradient is real (df/dx), the complex one's df/dx - i df/dy (issue 18)."""
+    rng = np.random.default_rng(7)
+    r = rng.standard_normal((2, 3))
+    c = rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))
+    for spec, a, b in (("ij,jk->ik", r, c), ("jk,ij->ik", c, r), ("ij,jk", r, c.real)):
+        got = fnp.einsum(spec, a, b)
+        assert got.dtype == np.result_type(a, b)
+        assert_close(got, np.einsum(spec, a, b), rtol=1e-12, atol=1e-12)
+    w = rng.standard_normal((2, 4))
+
+    def loss(x, z, lib):
+        return lib.sum(w * lib.abs(lib.einsum("ij,jk->ik", x, z)) ** 2)
+    gr, gc = ft.grad(loss, argnums=(0, 1))(r, c, fnp)
+    assert gr.dtype == np.float64 and gc.dtype == np.complex128
+    eps = 1e-6
+    for idx in np.ndindex(r.shape):
+        e = np.zeros_like(r)
+        e[idx] = eps
+        fd = (loss(r + e, c, np) - loss(r - e, c, np)) / (2 * eps)
+        assert gr[idx] == pytest.approx(fd, rel=1e-6, abs=1e-7)
+    for idx in np.ndindex(c.shape):
+        e = np.zeros(c.shape)
+        e[idx] = eps
+        dx = (loss(r, c + e, np) - loss(r, c - e, np)) / (2 * eps)
+        dy = (loss(r, c + 1j * e, np) - loss(r, c - 1j * e, np)) / (2 * eps)
+        assert complex(gc[idx]) == pytest.approx(dx - 1j * dy, rel=1e-6, abs=1e-7)
+    _, tangent = ft.jvp(lambda x: fnp.einsum("ij,jk->ik", x, c), (r,), (w[:, :3],))
+    assert_close(tangent, np.einsum("ij,jk->ik", w[:, :3], c), rtol=1e-12, atol=1e-12)

@@ -130,10 +130,11 @@ def _take_diagonals(x, labels):
 
 def einsum(subscripts, *operands, optimize="optimal"):
     """NumPy's einsum: the subscripts string or the sublist form; an index repeated within
-    one operand takes its diagonal ('ii->i'; 'ii' is the trace)."""
+    one operand takes its diagonal ('ii->i'; 'ii' is the trace); operands of different
+    dtypes are promoted to one (JAX's promotion)."""
     if not isinstance(subscripts, str):
         subscripts, operands = _sublist_subscripts((subscripts,) + operands)
-    operands = [_as_operand(o) for o in operands]
+    operands = _promote_same_dtype(operands)      # mixed real/complex: all complex, as NumPy
     subscripts = subscripts.replace(" ", "")
     ins, arrow, out = subscripts.partition("->")
     ins = ins.split(",")

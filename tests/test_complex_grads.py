@@ -308,3 +308,16 @@ def test_einsum_of_real_and_complex_operands():
         assert complex(gc[idx]) == pytest.approx(dx - 1j * dy, rel=1e-6, abs=1e-7)
     _, tangent = ft.jvp(lambda x: fnp.einsum("ij,jk->ik", x, c), (r,), (w[:, :3],))
     assert_close(tangent, np.einsum("ij,jk->ik", w[:, :3], c), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["arcsinh", "arccosh", "arctanh"])
+def test_inverse_hyperbolic_functions_of_complex_values(name):
+    """NumPy's principal branches (issue 18); holomorphic derivatives against central
+    differences on both sides of the imaginary axis (arccosh's is 1 / (sqrt(z-1) sqrt(z+1)),
+    not 1 / sqrt(z² - 1))."""
+    f, ref = getattr(fnp, name), getattr(np, name)
+    z = np.array([0.3 + 0.4j, -2 + 1j, -0.5 - 0.7j, 2.0 - 0.1j, -1.5 + 0.2j])
+    assert_close(f(z), ref(z), rtol=1e-12, atol=1e-12)
+    h = 1e-6
+    assert_close(ft.vmap(ft.grad(f, holomorphic=True))(z), (ref(z + h) - ref(z - h)) / (2 * h),
+                 rtol=1e-7, atol=1e-8)

@@ -159,6 +159,23 @@ def test_hypot_is_smooth_at_ties_to_second_order():
     assert fnp.hypot(np.float64(3e-300), np.float64(4e-300)) == np.hypot(3e-300, 4e-300)
 
 
+def test_power_with_zero_exponent_has_zero_derivatives_of_every_order_at_zero():
+    """x ** 0 is constant: JAX's 0 for d/dx and d²/dx² at x = 0, not 0 * inf = NaN (found by
+    autograd's suite); d/dy of 0 ** y is 0 (JAX's log(x) -> log(1) convention)."""
+    f = lambda x: fnp.power(x, 0.0)  # noqa: E731
+    zero = np.float64(0.0)
+    assert ft.grad(f)(zero) == 0.0
+    assert ft.grad(ft.grad(f))(zero) == 0.0
+    assert ft.grad(ft.grad(ft.grad(f)))(zero) == 0.0
+    assert ft.jacfwd(ft.jacfwd(f))(zero) == 0.0
+    np.testing.assert_allclose(ft.grad(ft.grad(lambda x: fnp.power(x, 2.5)))(np.float64(1.3)),
+                               2.5 * 1.5 * 1.3 ** 0.5, rtol=1e-14)
+    t = ft.tensor(0.0, dtype=ft.float64, requires_grad=True)
+    (g,) = ft.autograd.grad(t ** 0.0, t, create_graph=True)
+    (g2,) = ft.autograd.grad(g, t, allow_unused=True)
+    assert float(g) == 0.0 and (g2 is None or float(g2) == 0.0)
+
+
 def test_jit_and_vmap_give_the_same_kink_derivatives():
     g = ft.grad(lambda v: fnp.logaddexp(v[0], v[1]))
     v = np.array([0.4, 0.4])

@@ -102,3 +102,47 @@ def test_errors_and_repeated_eigenvalues():
     with np.errstate(all="ignore"):
         gv = ft.grad(lambda x: fnp.sum(fnp.abs(fnp.linalg.eig(x)[1])))(np.eye(3))
     assert not np.all(np.isfinite(gv))
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_of_complex_hermitian_matrices(uplo):
+    """eigh reads one triangle of a complex matrix as a Hermitian one (the imaginary part of
+    its diagonal ignored, as LAPACK); eigenvalues real, eigenvectors in our gauge; gradients
+    df/dx - i df/dy of phase-invariant losses against central differences (issue 18)."""
+    a = CPLX + 0.5 * np.eye(3)
+    w, v = fnp.linalg.eigh(a, uplo)
+    nw, nv = np.linalg.eigh(a, uplo)
+    assert w.dtype == np.float64 and v.dtype == np.complex128
+    np.testing.assert_allclose(w, nw, rtol=1e-12)
+    np.testing.assert_allclose(v, _gauge(nv), atol=1e-12)
+    for ref, f in [(lambda w, v: np.sum(w * np.arange(3.0)),
+                    lambda w, v: fnp.sum(w * np.arange(3.0))),
+                   (lambda w, v: np.sum(np.abs(v) ** 3), lambda w, v: fnp.sum(fnp.abs(v) ** 3))]:
+        got = ft.grad(lambda x: f(*fnp.linalg.eigh(x, uplo)))(a)
+        want = _complex_grad(lambda x: ref(*np.linalg.eigh(x, uplo)), a)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    stack = np.stack([a, a.T])
+    g = ft.vmap(ft.grad(lambda x: fnp.sum(fnp.linalg.eigvalsh(x) ** 3)))(stack)
+    np.testing.assert_allclose(g[1], ft.grad(lambda x: fnp.sum(fnp.linalg.eigvalsh(x) ** 3))(a.T),
+                               rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 3, 4)])
+def test_svd_of_complex_matrices(shape):
+    """A = U diag(s) Vh with real s; each v_i's largest entry real and positive (u_i turned by
+    the same phase); gradients of phase-invariant losses and of the nuclear norm against
+    central differences, df/dx - i df/dy (issue 18)."""
+    a = RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)
+    u, s, vh = fnp.linalg.svd(a, full_matrices=False)
+    np.testing.assert_allclose((u * s[..., None, :]) @ vh, a, atol=1e-12)
+    np.testing.assert_allclose(s, np.linalg.svd(a, compute_uv=False), rtol=1e-12)
+    v = np.swapaxes(vh, -1, -2).conj()
+    np.testing.assert_allclose(v, _gauge(v), atol=1e-12)
+    w = RNG.standard_normal(u.shape)
+    for ref, f in [(lambda x: np.sum(np.abs(np.linalg.svd(x, full_matrices=False)[0]) * w),
+                    lambda x: fnp.sum(fnp.abs(fnp.linalg.svd(x, full_matrices=False)[0]) * w)),
+                   (lambda x: np.sum(np.abs(np.linalg.svd(x, full_matrices=False)[2]) ** 3),
+                    lambda x: fnp.sum(fnp.abs(fnp.linalg.svd(x, full_matrices=False)[2]) ** 3)),
+                   (lambda x: np.sum(np.linalg.norm(x, "nuc", axis=(-2, -1))),
+                    lambda x: fnp.sum(fnp.linalg.norm(x, "nuc", axis=(-2, -1))))]:
+        np.testing.assert_allclose(ft.grad(f)(a), _complex_grad(ref, a), rtol=1e-6, atol=1e-7)

@@ -321,3 +321,16 @@ def test_inverse_hyperbolic_functions_of_complex_values(name):
     h = 1e-6
     assert_close(ft.vmap(ft.grad(f, holomorphic=True))(z), (ref(z + h) - ref(z - h)) / (2 * h),
                  rtol=1e-7, atol=1e-8)
+
+
+def test_var_and_std_of_complex_arrays_are_real():
+    """var is mean(|x - mean|²), real, as NumPy's and JAX's (it was mean((x - mean)²), complex:
+    found checking values beside autograd's suite); its gradient is 2 conj(x - mean) / N."""
+    z = np.array([1j, -1j, 2 + 0.5j])
+    for f, ref in ((fnp.var, np.var), (fnp.std, np.std)):
+        got = f(z)
+        assert got.dtype == np.float64
+        assert float(got) == pytest.approx(float(ref(z)), rel=1e-14)
+    assert_close(ft.grad(fnp.var)(z), 2 * np.conj(z - z.mean()) / 3, rtol=1e-12, atol=1e-12)
+    m = np.stack([z, z[::-1] * 2])
+    assert_close(fnp.std(m, axis=1, ddof=1), np.std(m, axis=1, ddof=1), rtol=1e-12, atol=1e-12)

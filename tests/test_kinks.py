@@ -176,6 +176,17 @@ def test_power_with_zero_exponent_has_zero_derivatives_of_every_order_at_zero():
     assert float(g) == 0.0 and (g2 is None or float(g2) == 0.0)
 
 
+def test_std_over_a_single_element_has_derivative_zero():
+    """std over one element is identically 0: derivative 0, as autograd and PyTorch (JAX's
+    sqrt(var) gives 0 * inf = NaN); elsewhere sqrt(var)'s, NaN where all entries tie."""
+    assert ft.grad(fnp.std)(np.float64(3.5)) == 0.0
+    g = ft.grad(lambda x: fnp.sum(fnp.std(x, axis=0, keepdims=True)))(np.ones((1, 3)))
+    np.testing.assert_array_equal(g, np.zeros((1, 3)))
+    x = np.array([0.5, 2.0, -1.0])
+    np.testing.assert_allclose(ft.grad(fnp.std)(x), (x - x.mean()) / (3 * np.std(x)),
+                               rtol=1e-14)
+
+
 def test_jit_and_vmap_give_the_same_kink_derivatives():
     g = ft.grad(lambda v: fnp.logaddexp(v[0], v[1]))
     v = np.array([0.4, 0.4])

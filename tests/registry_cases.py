@@ -542,7 +542,8 @@ def _well_conditioned(rng, shape, dtype, sym=False):
     return np.einsum("...ik,...k,...jk->...ij", q1, sv, q2).astype(dtype)
 
 
-def _matrix_case(ref, square=True, sym=False, rhs=False, pd=False, **kw):
+def _matrix_case(ref, square=True, sym=False, rhs=False, pd=False, dtypes=FLOATS, **kw):
+    """dtypes with complex: a + 0.1i b, b well conditioned too (still far from singular)."""
     def make(d, dtype, deriv):
         batch = d.draw(shape_st(0, 1, 1, 2))
         m = d.draw(st.integers(1, 4))
@@ -551,11 +552,13 @@ def _matrix_case(ref, square=True, sym=False, rhs=False, pd=False, **kw):
 
         def gen(rng):
             a = _well_conditioned(rng, batch + (m, n), dtype, sym)
+            if dtype.kind == "c":
+                a = a + 0.1j * _well_conditioned(rng, batch + (m, n), np.float64, sym)
             if pd:        # positive definite (cholesky): the square of a symmetric matrix
                 a = (a @ np.swapaxes(a, -1, -2)).astype(dtype)
             return [a, values(rng, batch + (m, k), dtype)] if rhs else [a]
         return {}, gen
-    return Case(make, ref, FLOATS, rtol32=1e-4, **kw)
+    return Case(make, ref, dtypes, rtol32=1e-4, **kw)
 
 
 def _phases(v):
@@ -838,7 +841,7 @@ CASES: dict[str, Case] = {
     "scatter": _scatter_case(add=False),
     "dot_general": _dot_case(),
     "svd": _svd_case(),
-    "solve": _matrix_case(np.linalg.solve, rhs=True, linear=((1,),)),
+    "solve": _matrix_case(np.linalg.solve, rhs=True, linear=((1,),), dtypes=CFLOATS),
     "slogdet": _matrix_case(lambda x: list(np.linalg.slogdet(x))),
     "cholesky": _matrix_case(np.linalg.cholesky, sym=True, pd=True),
     "qr": _matrix_case(lambda x: list(np.linalg.qr(x)), square=False),

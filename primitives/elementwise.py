@@ -58,6 +58,15 @@ def _pow_impl(xp, x, y):
     return xp.power(x, y)
 
 
+def _pow_dx(ans, x, y):
+    """d(x ** y)/dx = y x^(y-1), 0 where y == 0; there the unselected branch computes x^0
+    (double where), so that its own derivatives stay finite at x == 0 (d²/dx² of x ** 0 is 0,
+    not 0 * inf)."""
+    zero = eq(y, _zero(y))
+    safe = select(zero, _one(y), y)
+    return select(zero, _zero(ans), mul(safe, pow(x, sub(safe, _one(y)))))
+
+
 def _integer_pow_impl(xp, x, y):
     if y == 2:
         return x * x
@@ -496,17 +505,6 @@ div_p = defprim("div", _div_impl, naryop(NUMERIC), elementwise=True,
                      lambda t, x, y: neg(div(mul(t, x), mul(y, y)))),
                 transpose=lambda ct, x, y: [ct_for(x, div(ct, y)), None],
                 cuda="({0} / {1})", cpu=_div_cpu, simplify_late=_div_simplify)
-
-
-def _pow_dx(ans, x, y):
-    """d(x ** y)/dx = y x^(y-1), 0 where y == 0; there the unselected branch computes x^0
-    (double where), so that its own derivatives stay finite at x == 0 (d²/dx² of x ** 0 is 0,
-    not 0 * inf)."""
-    zero = eq(y, _zero(y))
-    safe = select(zero, _one(y), y)
-    return select(zero, _zero(ans), mul(safe, pow(x, sub(safe, _one(y)))))
-
-
 pow_p = defprim(
     "pow", _pow_impl, naryop(NUMERIC), elementwise=True,
     jvp_out=(lambda t, ans, x, y: mul(t, _pow_dx(ans, x, y)),

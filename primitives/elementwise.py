@@ -58,6 +58,15 @@ def _pow_impl(xp, x, y):
     return xp.power(x, y)
 
 
+def _pow_dx(ans, x, y):
+    """d(x ** y)/dx = y x^(y-1), 0 where y == 0; there the unselected branch computes x^0
+    (double where), so that its own derivatives stay finite at x == 0 (d²/dx² of x ** 0 is 0,
+    not 0 * inf)."""
+    zero = eq(y, _zero(y))
+    safe = select(zero, _one(y), y)
+    return select(zero, _zero(ans), mul(safe, pow(x, sub(safe, _one(y)))))
+
+
 def _integer_pow_impl(xp, x, y):
     if y == 2:
         return x * x
@@ -308,13 +317,13 @@ acos_p = defprim("acos", lambda xp, x: xp.arccos(x), unary(FLOAT), elementwise=T
 atan_p = defprim("atan", lambda xp, x: xp.arctan(x), unary(FLOAT), elementwise=True,
                  jvp=(lambda t, x: div(t, add(_one(x), mul(x, x))),), cuda="atan({0})",
                  cpu="arctan")
-asinh_p = defprim("asinh", lambda xp, x: xp.arcsinh(x), unary(REAL), elementwise=True,
+asinh_p = defprim("asinh", lambda xp, x: xp.arcsinh(x), unary(FLOAT), elementwise=True,
                   jvp=(lambda t, x: mul(t, rsqrt(add(mul(x, x), _one(x)))),),
                   cuda="asinh({0})", cpu="arcsinh")
-acosh_p = defprim("acosh", lambda xp, x: xp.arccosh(x), unary(REAL), elementwise=True,
-                  jvp=(lambda t, x: mul(t, rsqrt(mul(sub(x, _one(x)), add(x, _one(x))))),),
+acosh_p = defprim("acosh", lambda xp, x: xp.arccosh(x), unary(FLOAT), elementwise=True,
+                  jvp=(lambda t, x: mul(t, mul(rsqrt(sub(x, _one(x))), rsqrt(add(x, _one(x))))),),
                   cuda="acosh({0})", cpu="arccosh")
-atanh_p = defprim("atanh", lambda xp, x: xp.arctanh(x), unary(REAL), elementwise=True,
+atanh_p = defprim("atanh", lambda xp, x: xp.arctanh(x), unary(FLOAT), elementwise=True,
                   jvp=(lambda t, x: div(t, mul(sub(_one(x), x), add(_one(x), x))),),
                   cuda="atanh({0})", cpu="arctanh")
 sinh_p = defprim("sinh", lambda xp, x: xp.sinh(x), unary(FLOAT), elementwise=True,
@@ -499,8 +508,7 @@ div_p = defprim("div", _div_impl, naryop(NUMERIC), elementwise=True,
                 simplify_late=_div_simplify)
 pow_p = defprim(
     "pow", _pow_impl, naryop(NUMERIC), elementwise=True,
-    jvp_out=(lambda t, ans, x, y: mul(t, select(eq(y, _zero(y)), _zero(ans),
-                                                 mul(y, pow(x, sub(y, _one(y)))))),
+    jvp_out=(lambda t, ans, x, y: mul(t, _pow_dx(ans, x, y)),
              lambda t, ans, x, y: mul(t, mul(log(select(eq(x, _zero(x)), _one(x), x)), ans))),
     cuda={"fc": "pow({0}, {1})", "iu": "ft_ipow({0}, {1})"}, cpu="power")
 max_p = defprim("max", lambda xp, x, y: xp.maximum(x, y), naryop(ANY), elementwise=True,

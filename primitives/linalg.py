@@ -1,5 +1,5 @@
 """dot_general: batched tensor contraction; svd: the thin singular value decomposition;
-solve, slogdet, cholesky, qr, eigh: the factorizations ft.linalg and fnp.linalg build on.
+solve, slogdet, cholesky, qr, eigh, eig: the factorizations ft.linalg and fnp.linalg build on.
 
 dimension_numbers = ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)); the result
 axes are batch, then lhs free, then rhs free (XLA's convention).
@@ -11,9 +11,11 @@ import math
 import numpy as np
 
 from functrans.core import DTypeError, ShapedArray, ShapeError, UndefinedPrimal, Zero
-from .base import NUMERIC, aval_of, bdim_size, broadcast_batched, defprim, moveaxis
-from .elementwise import add, div, mul, neg, sub
-from .reductions import reduce_sum
+from .base import (NUMERIC, aval_of, bdim_size, broadcast_batched, complex_dtype, defprim,
+                   moveaxis, real_dtype)
+from .elementwise import abs as _abs, complex as _complex
+from .elementwise import add, conj, convert_element_type, div, eq, imag, mul, neg, real, sub
+from .reductions import reduce_max, reduce_sum
 from .shape import broadcast_in_dim, concatenate, slice, transpose
 
 
@@ -228,25 +230,34 @@ dot_general = dot_general_p.bind
 # svd: the thin singular value decomposition of real matrices (and stacks of them)
 
 def _svd_impl(xp, x):
+    """LAPACK's thin SVD; for complex matrices each pair (u_i, v_i) is turned by one phase so
+    that v_i's largest-modulus entry is real and positive (a continuous gauge, which the JVP
+    follows; real matrices keep LAPACK's signs)."""
     u, s, vh = xp.linalg.svd(xp.asarray(x), full_matrices=False)
+    if u.dtype.kind == "c":
+        ph = _eigvec_phases(xp, xp.conj(xp.swapaxes(vh, -1, -2)))
+        u, vh = u * ph, vh * xp.conj(xp.swapaxes(ph, -1, -2))
     return [u, s, vh]
 
 
-def _real_matrix(x, name):
-    """The shape rules' common check: a real floating matrix or a stack of them."""
+def _real_matrix(x, name, complex_ok=False):
+    """The shape rules' common check: a real (complex_ok: or complex) floating matrix or a
+    stack of them."""
     if x.ndim < 2:
         raise ShapeError(f"{name} needs a matrix or a stack of matrices, got {x.str_short()}")
+    if x.dtype.kind == "c" and complex_ok:
+        return
     if x.dtype.kind != "f":
         raise DTypeError(f"{name} supports real floating matrices, got {x.str_short()}; convert "
                          "integers with astype (complex matrices are not supported)")
 
 
 def _svd_shape(x):
-    _real_matrix(x, "svd")
+    _real_matrix(x, "svd", complex_ok=True)
     *b, m, n = x.shape
     k = min(m, n)
     b = tuple(b)
-    return [ShapedArray(b + (m, k), x.dtype), ShapedArray(b + (k,), x.dtype),
+    return [ShapedArray(b + (m, k), x.dtype), ShapedArray(b + (k,), real_dtype(x.dtype)),
             ShapedArray(b + (k, n), x.dtype)]
 
 
@@ -277,6 +288,8 @@ def _svd_jvp(primals, tangents):
     u, s, vh = svd(x)
     if type(t) is Zero:
         return [u, s, vh], [Zero(aval_of(o).strip_weak()) for o in (u, s, vh)]
+    if aval_of(x).dtype.kind == "c":
+        return [u, s, vh], _svd_complex_tangents(u, s, vh, t)
     shape = aval_of(x).shape
     m, n = shape[-2:]
     k = min(m, n)
@@ -304,6 +317,41 @@ def _svd_jvp(primals, tangents):
     return [u, s, vh], [du, ds, _mT(dv)]
 
 
+def _svd_complex_tangents(u, s, vh, t):
+    """The complex JVP: dP = Uᴴ dA V, ds = Re diag(dP), dU = U (F ∘ (dP S + S dPᴴ)), dV =
+    V (F ∘ (S dP + dPᴴ S)) plus the tall/wide parts, then one phase per pair: V's keeps its
+    largest entry real (c), U's is c + i Im(dP_ii) / s_i."""
+    shape, cdt = aval_of(t).shape, aval_of(t).dtype
+    m, n = shape[-2:]
+    k = min(m, n)
+    kk = shape[:-2] + (k, k)
+    v, uh = _mH(vh), _mH(u)
+    dp = _mm(_mm(uh, t), v)
+    eye = broadcast_in_dim(np.eye(k, dtype=cdt), shape=kk,
+                           broadcast_dimensions=(len(kk) - 2, len(kk) - 1))
+    sc = convert_element_type(s, new_dtype=cdt, weak_type=False)
+    s_row, s_col = _spread(sc, kk, -1), _spread(sc, kk, -2)        # s_j and s_i
+    f = sub(div(np.ones((), cdt), add(mul(add(s_row, s_col), sub(s_row, s_col)), eye)), eye)
+    du = _mm(u, mul(f, add(mul(dp, s_row), mul(s_col, _mH(dp)))))
+    dv = _mm(v, mul(f, add(mul(s_col, dp), mul(_mH(dp), s_row))))
+    if m > k:
+        dav = _mm(t, v)
+        du = add(du, div(sub(dav, _mm(u, _mm(uh, dav))), _spread(sc, shape[:-2] + (m, k), -1)))
+    if n > k:
+        dau = _mm(_mH(t), u)
+        dv = add(dv, div(sub(dau, _mm(v, _mm(vh, dau))), _spread(sc, shape[:-2] + (n, k), -1)))
+    c = _gauge_coeffs(v, dv)
+    dpd = _diag(dp)
+    cu = add(c, _complex(np.zeros((), real_dtype(cdt)), div(imag(dpd), s)))
+    return [add(du, mul(u, _spread(cu, shape[:-2] + (m, k), -1))), real(dpd),
+            _mH(add(dv, mul(v, _spread(c, shape[:-2] + (n, k), -1))))]
+
+
+def _mH(a):
+    """The conjugate transpose of the last two axes."""
+    return conj(_mT(a))
+
+
 def _svd_batch(vals, dims):
     (x,), (d,) = vals, dims
     return svd(moveaxis(x, d, 0)), (0, 0, 0)
@@ -319,8 +367,8 @@ svd = svd_p.bind
 # The symmetric factorizations read the lower triangle only (LAPACK's and torch's 'L'), so
 # their derivatives are taken along tril(dA) + tril(dA, -1)ᵀ.
 
-def _square(x, name):
-    _real_matrix(x, name)
+def _square(x, name, complex_ok=False):
+    _real_matrix(x, name, complex_ok)
     if x.shape[-1] != x.shape[-2]:
         raise ShapeError(f"{name} needs square matrices (a stack of them), got {x.str_short()}")
 
@@ -341,8 +389,13 @@ def _mask(x, k):
 
 
 def _sym_lower(t):
-    """The symmetric matrix whose lower triangle is t's: what a lower-reading routine sees."""
+    """The symmetric (Hermitian) matrix whose lower triangle is t's: what a lower-reading
+    routine sees (it ignores the imaginary part of a complex diagonal)."""
     low = mul(t, _mask(t, -1))
+    if aval_of(t).dtype.kind == "c":
+        diag = convert_element_type(real(mul(t, _eye_like(t))), new_dtype=aval_of(t).dtype,
+                                    weak_type=False)
+        return add(add(low, conj(_mT(low))), diag)
     return add(add(low, _mT(low)), mul(t, _eye_like(t)))
 
 
@@ -356,7 +409,7 @@ def _solve_impl(xp, a, b):
 
 
 def _solve_shape(a, b):
-    _square(a, "solve")
+    _square(a, "solve", complex_ok=True)
     if b.dtype != a.dtype or b.ndim != a.ndim or b.shape[:-2] != a.shape[:-2] or \
             b.shape[-2] != a.shape[-1]:
         raise ShapeError(f"solve needs b of shape {a.shape[:-1]} + (k,) and a's dtype, got "
@@ -493,38 +546,113 @@ qr = qr_p.bind
 
 
 def _eigh_impl(xp, x):
-    """LAPACK's eigenvectors, each signed so that its largest-magnitude entry is positive:
-    LAPACK's own signs jump under tiny perturbations, which breaks finite differences."""
+    """LAPACK's eigenvectors, each turned so that its largest-magnitude entry is real and
+    positive: LAPACK's own signs (phases) jump under tiny perturbations, which breaks finite
+    differences."""
     w, v = xp.linalg.eigh(xp.asarray(x), UPLO="L")
-    return [w, v * _eigvec_signs(xp, v)]
+    return [w, v * _eigvec_phases(xp, v)]
 
 
-def _eigvec_signs(xp, v):
-    """+-1 per column of v (the sign of its largest-magnitude entry; +1 for a zero column)."""
+def _eigvec_phases(xp, v):
+    """Per column of v, the unit factor making its largest-magnitude entry real and positive
+    (+-1 for real v; +1 for a zero column)."""
     top = xp.take_along_axis(v, xp.argmax(xp.abs(v), axis=-2)[..., None, :], axis=-2)
-    return xp.where(top < 0, -1, 1).astype(v.dtype)
+    if v.dtype.kind != "c":
+        return xp.where(top < 0, -1, 1).astype(v.dtype)
+    mag = xp.abs(top)
+    return xp.where(mag > 0, xp.conj(top) / xp.where(mag > 0, mag, 1), 1).astype(v.dtype)
 
 
 def _eigh_shape(x):
-    _square(x, "eigh")
-    return [ShapedArray(x.shape[:-1], x.dtype), ShapedArray(x.shape, x.dtype)]
+    _square(x, "eigh", complex_ok=True)
+    return [ShapedArray(x.shape[:-1], real_dtype(x.dtype)), ShapedArray(x.shape, x.dtype)]
+
+
+def _gauge_coeffs(v, off):
+    """c with off + V diag(c) the tangent of unit columns whose largest-modulus entry stays
+    real, given the part `off` along the other columns: Re(c_i) = -Re(v_iᴴ off_i) keeps the
+    norm, Im(c_i) = -Im(off_pi) / |v_pi| (p the largest entry) the phase."""
+    shape = aval_of(v).shape
+    rows = (len(shape) - 2,)
+    re = real(reduce_sum(mul(conj(v), off), axes=rows))
+    av = _abs(v)
+    peak = broadcast_in_dim(reduce_max(av, axes=rows), shape=shape,
+                            broadcast_dimensions=tuple(range(len(shape) - 2)) + (len(shape) - 1,))
+    top = convert_element_type(eq(av, peak), new_dtype=aval_of(av).dtype, weak_type=False)
+    im = div(reduce_sum(mul(top, imag(off)), axes=rows), reduce_sum(mul(top, av), axes=rows))
+    return _complex(neg(re), neg(im))
+
+
+def _unit_gauge(v, off):
+    """off + V diag(c), c from _gauge_coeffs."""
+    return add(off, mul(v, _spread(_gauge_coeffs(v, off), aval_of(v).shape, -1)))
 
 
 def _eigh_jvp(primals, tangents):
-    """P = Vᵀ S V: dw = diag(P), dV = V (F ∘ P), F_ij = 1 / (w_j - w_i) off the diagonal;
-    repeated eigenvalues make dV infinite, as in JAX and torch."""
+    """P = Vᴴ S V: dw = Re diag(P), dV = V (F ∘ P), F_ij = 1 / (w_j - w_i) off the diagonal
+    (then the phase kept for complex V); repeated eigenvalues make dV infinite, as in JAX and
+    torch."""
     (x,), (t,) = primals, tangents
     w, v = eigh(x)
     if type(t) is Zero:
         return [w, v], [Zero(aval_of(w).strip_weak()), Zero(aval_of(v).strip_weak())]
-    p = _mm(_mT(v), _mm(_sym_lower(t), v))
+    cplx = aval_of(x).dtype.kind == "c"
+    vh = conj(_mT(v)) if cplx else _mT(v)
+    p = _mm(vh, _mm(_sym_lower(t), v))
     shape = aval_of(x).shape
     eye = _eye_like(x)
     diff = sub(_spread(w, shape, -1), _spread(w, shape, -2))   # w_j - w_i
+    if cplx:
+        diff = convert_element_type(diff, new_dtype=aval_of(x).dtype, weak_type=False)
     f = sub(div(np.ones((), aval_of(x).dtype), add(diff, eye)), eye)
-    return [w, v], [_diag(p), _mm(v, mul(f, p))]
+    off = _mm(v, mul(f, p))
+    dw = _diag(p)
+    return [w, v], [real(dw), _unit_gauge(v, off)] if cplx else [dw, off]
 
 
 eigh_p = defprim("eigh", _eigh_impl, _eigh_shape, jvp=_eigh_jvp,
                  batch=_first_batch(lambda x: eigh(x)), multiple_results=True, fresh=True)
 eigh = eigh_p.bind
+
+
+def _eig_impl(xp, x):
+    """LAPACK's eigenvalues and unit eigenvectors (complex always, as JAX), each eigenvector
+    turned so that its largest-modulus entry is real and positive: a gauge that moves
+    continuously with the matrix, so the JVP below is the derivative of what is returned."""
+    if not hasattr(xp.linalg, "eig"):
+        raise NotImplementedError(f"eig: {xp.__name__}.linalg has no eig (the non-symmetric "
+                                  "eigendecomposition); move the matrix to the CPU")
+    w, v = xp.linalg.eig(xp.asarray(x))
+    cdt = complex_dtype(x.dtype)
+    w, v = w.astype(cdt, copy=False), v.astype(cdt, copy=False)
+    return [w, v * _eigvec_phases(xp, v)]
+
+
+def _eig_shape(x):
+    _square(x, "eig", complex_ok=True)
+    cdt = complex_dtype(x.dtype)
+    return [ShapedArray(x.shape[:-1], cdt), ShapedArray(x.shape, cdt)]
+
+
+def _eig_jvp(primals, tangents):
+    """A V = V Λ: with P = V⁻¹ dA V, dΛ = diag(P) and dV = V (F ∘ P + diag(c)), F_ij =
+    1 / (λ_j - λ_i) off the diagonal (repeated eigenvalues make it infinite, as in torch);
+    c keeps each column at unit norm (Re(vᴴ dv) = 0) and its largest entry real (Im = 0)."""
+    (x,), (t,) = primals, tangents
+    w, v = eig(x)
+    if type(t) is Zero:
+        return [w, v], [Zero(aval_of(w).strip_weak()), Zero(aval_of(v).strip_weak())]
+    cdt, shape = aval_of(v).dtype, aval_of(v).shape
+    if aval_of(t).dtype != cdt:
+        t = convert_element_type(t, new_dtype=cdt, weak_type=False)
+    p = solve(v, _mm(t, v))
+    eye = _eye_like(v)
+    diff = sub(_spread(w, shape, -1), _spread(w, shape, -2))       # λ_j - λ_i
+    f = sub(div(np.ones((), cdt), add(diff, eye)), eye)
+    off = _mm(v, mul(f, p))
+    return [w, v], [_diag(p), _unit_gauge(v, off)]
+
+
+eig_p = defprim("eig", _eig_impl, _eig_shape, jvp=_eig_jvp,
+                batch=_first_batch(lambda x: eig(x)), multiple_results=True, fresh=True)
+eig = eig_p.bind

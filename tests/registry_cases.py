@@ -505,13 +505,24 @@ def _svd_case():
         k = min(m, n)
 
         def gen(rng):
-            q1 = np.linalg.qr(rng.standard_normal(batch + (m, m)))[0][..., :k]
-            q2 = np.linalg.qr(rng.standard_normal(batch + (n, n)))[0][..., :k]
+            def draw(shape):
+                z = rng.standard_normal(shape)
+                return z + 1j * rng.standard_normal(shape) if dtype.kind == "c" else z
+            q1 = np.linalg.qr(draw(batch + (m, m)))[0][..., :k]
+            q2 = np.linalg.qr(draw(batch + (n, n)))[0][..., :k]
             sv = 1 + 0.8 * np.arange(k) + rng.uniform(0, 0.3, batch + (k,))
-            return [np.einsum("...ik,...k,...jk->...ij", q1, sv, q2).astype(dtype)]
+            return [np.einsum("...ik,...k,...jk->...ij", q1, sv, np.conj(q2)).astype(dtype)]
         return {}, gen
-    return Case(make, lambda x: list(np.linalg.svd(x, full_matrices=False)), FLOATS,
-                rtol32=1e-4)
+    return Case(make, _svd_ref, CFLOATS, rtol32=1e-4)
+
+
+def _svd_ref(x):
+    """NumPy's thin SVD; complex pairs turned so that v_i's largest entry is real positive."""
+    u, s, vh = np.linalg.svd(x, full_matrices=False)
+    if x.dtype.kind == "c":
+        ph = _phases(np.conj(np.swapaxes(vh, -1, -2)))
+        u, vh = u * ph, vh * np.conj(np.swapaxes(ph, -1, -2))
+    return [u, s, vh]
 
 
 # ---------------------------------------------------------------------------
@@ -531,7 +542,8 @@ def _well_conditioned(rng, shape, dtype, sym=False):
     return np.einsum("...ik,...k,...jk->...ij", q1, sv, q2).astype(dtype)
 
 
-def _matrix_case(ref, square=True, sym=False, rhs=False, pd=False, **kw):
+def _matrix_case(ref, square=True, sym=False, rhs=False, pd=False, dtypes=FLOATS, **kw):
+    """dtypes with complex: a + 0.1i b, b well conditioned too (still far from singular)."""
     def make(d, dtype, deriv):
         batch = d.draw(shape_st(0, 1, 1, 2))
         m = d.draw(st.integers(1, 4))
@@ -540,17 +552,78 @@ def _matrix_case(ref, square=True, sym=False, rhs=False, pd=False, **kw):
 
         def gen(rng):
             a = _well_conditioned(rng, batch + (m, n), dtype, sym)
+            if dtype.kind == "c":
+                a = a + 0.1j * _well_conditioned(rng, batch + (m, n), np.float64, sym)
             if pd:        # positive definite (cholesky): the square of a symmetric matrix
                 a = (a @ np.swapaxes(a, -1, -2)).astype(dtype)
             return [a, values(rng, batch + (m, k), dtype)] if rhs else [a]
         return {}, gen
-    return Case(make, ref, FLOATS, rtol32=1e-4, **kw)
+    return Case(make, ref, dtypes, rtol32=1e-4, **kw)
+
+
+def _phases(v):
+    """Per column (shape (..., 1, k)): the unit factor making its largest entry real positive."""
+    top = np.take_along_axis(v, np.argmax(np.abs(v), axis=-2)[..., None, :], axis=-2)
+    return (np.conj(top) / np.abs(top)).astype(v.dtype)
+
+
+def _unit_phase(v):
+    """Eigenvectors turned so that each one's largest-magnitude entry is real and positive."""
+    return v * _phases(v)
 
 
 def _eigh_ref(x):
     w, v = np.linalg.eigh(x)
-    top = np.take_along_axis(v, np.argmax(np.abs(v), axis=-2)[..., None, :], axis=-2)
-    return [w, v * np.where(top < 0, -1, 1).astype(v.dtype)]
+    return [w, _unit_phase(v)]
+
+
+def _eigh_case():
+    """Symmetric (Hermitian for complex) matrices with well separated eigenvalues."""
+    def make(d, dtype, deriv):
+        batch = d.draw(shape_st(0, 1, 1, 2))
+        n = d.draw(st.integers(1, 4))
+
+        def gen(rng):
+            if dtype.kind != "c":
+                return [_well_conditioned(rng, batch + (n, n), dtype, sym=True)]
+            q = np.linalg.qr(rng.standard_normal(batch + (n, n)) +
+                             1j * rng.standard_normal(batch + (n, n)))[0]
+            lam = (1 + 0.8 * np.arange(n) + rng.uniform(0, 0.3, batch + (n,))) * \
+                np.where(rng.random(batch + (n,)) < 0.3, -1, 1)
+            return [((q * lam[..., None, :]) @ np.conj(np.swapaxes(q, -1, -2))).astype(dtype)]
+        return {}, gen
+    return Case(make, _eigh_ref, CFLOATS, rtol32=1e-4)
+
+
+def _eig_ref(x):
+    w, v = np.linalg.eig(x)
+    cdt = np.result_type(x.dtype, np.complex64)
+    return [w.astype(cdt), _unit_phase(v.astype(cdt))]
+
+
+def _eig_case():
+    """P diag(λ) P⁻¹ with P well conditioned and λ well separated (a conjugate pair
+    λ_0 ± 0.7i from a rotation block in some real matrices; complex λ for complex ones):
+    eigenvalues and the gauge-fixed eigenvectors are then smooth functions of the matrix."""
+    def make(d, dtype, deriv):
+        batch = d.draw(shape_st(0, 1, 1, 2))
+        n = d.draw(st.integers(1, 4))
+        pair = n >= 2 and d.draw(st.booleans())
+
+        def gen(rng):
+            p = _well_conditioned(rng, batch + (n, n), np.float64)
+            lam = (1 + 0.8 * np.arange(n) + rng.uniform(0, 0.3, batch + (n,))) * \
+                np.where(rng.random(batch + (n,)) < 0.3, -1, 1)
+            dmat = lam[..., None] * np.eye(n)
+            if pair:
+                dmat[..., 1, 1] = dmat[..., 0, 0]           # eigenvalues λ_0 ± 0.7i
+                dmat[..., 0, 1], dmat[..., 1, 0] = 0.7, -0.7
+            if dtype.kind == "c":
+                p = p + 0.3j * _well_conditioned(rng, batch + (n, n), np.float64)
+                dmat = dmat + 0.5j * np.eye(n) * rng.uniform(-1, 1, batch + (1, n))
+            return [(p @ dmat @ np.linalg.inv(p)).astype(dtype)]
+        return {}, gen
+    return Case(make, _eig_ref, CFLOATS, rtol32=1e-3)
 
 
 # ---------------------------------------------------------------------------
@@ -682,9 +755,9 @@ CASES: dict[str, Case] = {
     "asin": unary(np.arcsin, -0.9, 0.9, dtypes=CFLOATS),
     "acos": unary(np.arccos, -0.9, 0.9, dtypes=CFLOATS),
     "atan": unary(np.arctan, -3, 3, dtypes=CFLOATS),
-    "asinh": unary(np.arcsinh, -3, 3),
-    "acosh": unary(np.arccosh, 1.2, 4),
-    "atanh": unary(np.arctanh, -0.8, 0.8),
+    "asinh": unary(np.arcsinh, -3, 3, dtypes=CFLOATS),
+    "acosh": unary(np.arccosh, 1.2, 4, dtypes=CFLOATS),
+    "atanh": unary(np.arctanh, -0.8, 0.8, dtypes=CFLOATS),
     "sinh": unary(np.sinh, -3, 3, dtypes=CFLOATS),
     "cosh": unary(np.cosh, -3, 3, dtypes=CFLOATS),
     "tanh": unary(np.tanh, -3, 3, dtypes=CFLOATS),
@@ -768,11 +841,12 @@ CASES: dict[str, Case] = {
     "scatter": _scatter_case(add=False),
     "dot_general": _dot_case(),
     "svd": _svd_case(),
-    "solve": _matrix_case(np.linalg.solve, rhs=True, linear=((1,),)),
+    "solve": _matrix_case(np.linalg.solve, rhs=True, linear=((1,),), dtypes=CFLOATS),
     "slogdet": _matrix_case(lambda x: list(np.linalg.slogdet(x))),
     "cholesky": _matrix_case(np.linalg.cholesky, sym=True, pd=True),
     "qr": _matrix_case(lambda x: list(np.linalg.qr(x)), square=False),
-    "eigh": _matrix_case(_eigh_ref, sym=True),
+    "eigh": _eigh_case(),
+    "eig": _eig_case(),
     "fft": _fft_case(),
     "threefry2x32": _threefry_case(),
     "stop_gradient": unary(lambda x: x, dtypes=CFLOATS + (I32, BOOL), smooth=False),

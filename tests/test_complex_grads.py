@@ -276,3 +276,61 @@ def test_norms_and_vdot_of_complex_arrays():
                  rtol=1e-12, atol=1e-12)
     assert_close(ft.grad(lambda z: fnp.real(fnp.vdot(z, z)))(Z), 2 * np.conj(Z),
                  rtol=1e-12, atol=1e-12)
+
+
+def test_einsum_of_real_and_complex_operands():
+    """einsum promotes a real and a complex operand to complex (NumPy's value); the real
+    operand's gradient is real (df/dx), the complex one's df/dx - i df/dy (issue 18)."""
+    rng = np.random.default_rng(7)
+    r = rng.standard_normal((2, 3))
+    c = rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))
+    for spec, a, b in (("ij,jk->ik", r, c), ("jk,ij->ik", c, r), ("ij,jk", r, c.real)):
+        got = fnp.einsum(spec, a, b)
+        assert got.dtype == np.result_type(a, b)
+        assert_close(got, np.einsum(spec, a, b), rtol=1e-12, atol=1e-12)
+    w = rng.standard_normal((2, 4))
+
+    def loss(x, z, lib):
+        return lib.sum(w * lib.abs(lib.einsum("ij,jk->ik", x, z)) ** 2)
+    gr, gc = ft.grad(loss, argnums=(0, 1))(r, c, fnp)
+    assert gr.dtype == np.float64 and gc.dtype == np.complex128
+    eps = 1e-6
+    for idx in np.ndindex(r.shape):
+        e = np.zeros_like(r)
+        e[idx] = eps
+        fd = (loss(r + e, c, np) - loss(r - e, c, np)) / (2 * eps)
+        assert gr[idx] == pytest.approx(fd, rel=1e-6, abs=1e-7)
+    for idx in np.ndindex(c.shape):
+        e = np.zeros(c.shape)
+        e[idx] = eps
+        dx = (loss(r, c + e, np) - loss(r, c - e, np)) / (2 * eps)
+        dy = (loss(r, c + 1j * e, np) - loss(r, c - 1j * e, np)) / (2 * eps)
+        assert complex(gc[idx]) == pytest.approx(dx - 1j * dy, rel=1e-6, abs=1e-7)
+    _, tangent = ft.jvp(lambda x: fnp.einsum("ij,jk->ik", x, c), (r,), (w[:, :3],))
+    assert_close(tangent, np.einsum("ij,jk->ik", w[:, :3], c), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["arcsinh", "arccosh", "arctanh"])
+def test_inverse_hyperbolic_functions_of_complex_values(name):
+    """NumPy's principal branches (issue 18); holomorphic derivatives against central
+    differences on both sides of the imaginary axis (arccosh's is 1 / (sqrt(z-1) sqrt(z+1)),
+    not 1 / sqrt(z² - 1))."""
+    f, ref = getattr(fnp, name), getattr(np, name)
+    z = np.array([0.3 + 0.4j, -2 + 1j, -0.5 - 0.7j, 2.0 - 0.1j, -1.5 + 0.2j])
+    assert_close(f(z), ref(z), rtol=1e-12, atol=1e-12)
+    h = 1e-6
+    assert_close(ft.vmap(ft.grad(f, holomorphic=True))(z), (ref(z + h) - ref(z - h)) / (2 * h),
+                 rtol=1e-7, atol=1e-8)
+
+
+def test_var_and_std_of_complex_arrays_are_real():
+    """var is mean(|x - mean|²), real, as NumPy's and JAX's (it was mean((x - mean)²), complex:
+    found checking values beside autograd's suite); its gradient is 2 conj(x - mean) / N."""
+    z = np.array([1j, -1j, 2 + 0.5j])
+    for f, ref in ((fnp.var, np.var), (fnp.std, np.std)):
+        got = f(z)
+        assert got.dtype == np.float64
+        assert float(got) == pytest.approx(float(ref(z)), rel=1e-14)
+    assert_close(ft.grad(fnp.var)(z), 2 * np.conj(z - z.mean()) / 3, rtol=1e-12, atol=1e-12)
+    m = np.stack([z, z[::-1] * 2])
+    assert_close(fnp.std(m, axis=1, ddof=1), np.std(m, axis=1, ddof=1), rtol=1e-12, atol=1e-12)

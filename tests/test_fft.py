@@ -104,8 +104,43 @@ LOSSES = {
     "rfftn": lambda x: fnp.sum(fnp.abs(fnp.fft.rfftn(x, s=(3, 7)))),
     "irfftn": lambda x: fnp.sum(fnp.fft.irfftn(fnp.fft.fftn(x)[:, :4], s=(4, 6)) ** 2),
     "shift": lambda x: fnp.sum(fnp.fft.fftshift(x) * np.arange(24.0).reshape(4, 6)),
+    "hfft": lambda x: fnp.sum(fnp.fft.hfft(x * (1 - 0.5j), n=7, axis=0) ** 2),
+    "ihfft ortho": lambda x: fnp.sum(fnp.imag(fnp.fft.ihfft(fnp.sin(x), norm="ortho")) ** 2),
+    "fftn repeated axis": lambda x: fnp.sum(fnp.abs(fnp.fft.fftn(x, axes=(1, 0, 1))) ** 3),
+    "rfftn repeated axis": lambda x: fnp.sum(fnp.abs(fnp.fft.rfftn(x, s=(5, 3, 4),
+                                                                   axes=(1, 0, 1)))),
 }
 W = np.linspace(0.5, 1.5, 4)
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_hermitian_values(norm):
+    """hfft and ihfft (issue 18): NumPy's values for complex and real input, n and axis."""
+    for n, axis in [(None, -1), (None, 0), (5, -1), (8, 0)]:
+        for a in (Z, X):
+            got = fnp.fft.hfft(a, n=n, axis=axis, norm=norm)
+            want = np.fft.hfft(a, n=n, axis=axis, norm=norm)
+            assert got.shape == want.shape and got.dtype == np.float64
+            np.testing.assert_allclose(got, want, atol=1e-12)
+        got = fnp.fft.ihfft(X, n=n, axis=axis, norm=norm)
+        want = np.fft.ihfft(X, n=n, axis=axis, norm=norm)
+        assert got.shape == want.shape and got.dtype == np.complex128
+        np.testing.assert_allclose(got, want, atol=1e-12)
+    half = fnp.fft.ihfft(X[0], norm=norm)                 # a real signal and back
+    np.testing.assert_allclose(fnp.fft.hfft(half, n=6, norm=norm), X[0], atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["fftn", "ifftn", "rfftn", "irfftn"])
+@pytest.mark.parametrize("s,axes", [(None, (0, 0)), (None, (2, 0, 2)), ((3, 6), (1, 1)),
+                                    ((2, 5, 4), (0, 2, 0))])
+def test_repeated_axes_transform_again(name, s, axes):
+    """NumPy's meaning of a repeated axis in axes: the 1-D transform applied once per entry."""
+    a = X3 if name == "rfftn" else X3 + 1j * X3[::-1]
+    for norm in NORMS:
+        got = getattr(fnp.fft, name)(a, s=s, axes=axes, norm=norm)
+        want = getattr(np.fft, name)(a, s=s, axes=axes, norm=norm)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", list(LOSSES))
@@ -149,8 +184,10 @@ def test_errors():
         fnp.fft.fft(X, norm="none")
     with pytest.raises(ValueError, match="invalid number of FFT data points"):
         fnp.fft.fft(X, n=0)
-    with pytest.raises(ValueError, match="must be distinct axes"):
-        fnp.fft.fftn(X, axes=(0, 0))
+    with pytest.raises(ValueError, match="must be axes of an array of rank 2"):
+        fnp.fft.fftn(X, axes=(0, 2))
+    with pytest.raises(TypeError, match="ihfft: takes real input"):
+        fnp.fft.ihfft(Z)
 
 
 def test_array_likes_and_numpy_dispatch():

@@ -147,6 +147,46 @@ def test_logaddexp_second_derivative_at_a_tie_and_large_ties():
                                np.logaddexp2(3.0, -2.0), rtol=1e-15)
 
 
+def test_hypot_is_smooth_at_ties_to_second_order():
+    """hypot is smooth where |x| = |y| (found by autograd's suite): its Hessian there is
+    sqrt(x² + y²)'s, [[y², -xy], [-xy, x²]] / r³, not the 0 of a max/min decomposition."""
+    for x, y in ((2.0, 2.0), (2.0, -2.0), (-0.5, 0.5), (3.0, 1.0)):
+        h = ft.hessian(lambda v: fnp.hypot(v[0], v[1]))(np.array([x, y]))
+        r3 = np.hypot(x, y) ** 3
+        np.testing.assert_allclose(h, [[y * y / r3, -x * y / r3], [-x * y / r3, x * x / r3]],
+                                   rtol=1e-13)
+    assert fnp.hypot(np.float64(1e300), np.float64(1e300)) == np.hypot(1e300, 1e300)
+    assert fnp.hypot(np.float64(3e-300), np.float64(4e-300)) == np.hypot(3e-300, 4e-300)
+
+
+def test_power_with_zero_exponent_has_zero_derivatives_of_every_order_at_zero():
+    """x ** 0 is constant: JAX's 0 for d/dx and d²/dx² at x = 0, not 0 * inf = NaN (found by
+    autograd's suite); d/dy of 0 ** y is 0 (JAX's log(x) -> log(1) convention)."""
+    f = lambda x: fnp.power(x, 0.0)  # noqa: E731
+    zero = np.float64(0.0)
+    assert ft.grad(f)(zero) == 0.0
+    assert ft.grad(ft.grad(f))(zero) == 0.0
+    assert ft.grad(ft.grad(ft.grad(f)))(zero) == 0.0
+    assert ft.jacfwd(ft.jacfwd(f))(zero) == 0.0
+    np.testing.assert_allclose(ft.grad(ft.grad(lambda x: fnp.power(x, 2.5)))(np.float64(1.3)),
+                               2.5 * 1.5 * 1.3 ** 0.5, rtol=1e-14)
+    t = ft.tensor(0.0, dtype=ft.float64, requires_grad=True)
+    (g,) = ft.autograd.grad(t ** 0.0, t, create_graph=True)
+    (g2,) = ft.autograd.grad(g, t, allow_unused=True)
+    assert float(g) == 0.0 and (g2 is None or float(g2) == 0.0)
+
+
+def test_std_over_a_single_element_has_derivative_zero():
+    """std over one element is identically 0: derivative 0, as autograd and PyTorch (JAX's
+    sqrt(var) gives 0 * inf = NaN); elsewhere sqrt(var)'s, NaN where all entries tie."""
+    assert ft.grad(fnp.std)(np.float64(3.5)) == 0.0
+    g = ft.grad(lambda x: fnp.sum(fnp.std(x, axis=0, keepdims=True)))(np.ones((1, 3)))
+    np.testing.assert_array_equal(g, np.zeros((1, 3)))
+    x = np.array([0.5, 2.0, -1.0])
+    np.testing.assert_allclose(ft.grad(fnp.std)(x), (x - x.mean()) / (3 * np.std(x)),
+                               rtol=1e-14)
+
+
 def test_jit_and_vmap_give_the_same_kink_derivatives():
     g = ft.grad(lambda v: fnp.logaddexp(v[0], v[1]))
     v = np.array([0.4, 0.4])

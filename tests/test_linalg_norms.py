@@ -90,8 +90,11 @@ def test_fnp_svd():
     np.testing.assert_allclose(fnp.linalg.svd(sq)[1], np.linalg.svd(sq)[1], rtol=1e-12)
     with pytest.raises(NotImplementedError, match="full_matrices=False"):
         fnp.linalg.svd(A)
-    with pytest.raises(ft.DTypeError, match="real floating"):
-        fnp.linalg.svd(A.astype(np.complex128), full_matrices=False)
+    ac = A + 1j * A[::-1]                        # complex matrices: supported (issue 18)
+    u, s, vh = fnp.linalg.svd(ac, full_matrices=False)
+    assert s.dtype == np.float64 and u.dtype == vh.dtype == np.complex128
+    np.testing.assert_allclose((u * s) @ vh, ac, atol=1e-12)
+    np.testing.assert_allclose(s, np.linalg.svd(ac, compute_uv=False), rtol=1e-12)
 
 
 # ---------------------------------------------------------------------------

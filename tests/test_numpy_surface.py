@@ -188,3 +188,62 @@ def test_numpy_functions_on_traced_values_dispatch():
     assert_close(ft.vmap(lambda v: np.partition(v, 1))(m), np.sort(m, axis=1))
     a = RNG.normal(size=(3, 3))
     assert_close(ft.jit(lambda v: np.einsum("ii->i", v))(a), np.diagonal(a))
+
+
+def test_rollaxis():
+    """NumPy's rollaxis (start counts the input's axes), found missing by autograd's suite."""
+    a = RNG.normal(size=(2, 3, 4))
+    for axis in range(-3, 3):
+        for start in range(-3, 4):
+            assert_close(fnp.rollaxis(a, axis, start), np.rollaxis(a, axis, start))
+    w = RNG.normal(size=(3, 4, 2))
+    g = ft.grad(lambda x: fnp.sum(fnp.rollaxis(x, 0, 3) * w))(a)
+    assert_close(g, np.rollaxis(w, 2, 0))
+    with pytest.raises(np.exceptions.AxisError):
+        fnp.rollaxis(a, 3)
+    with pytest.raises(np.exceptions.AxisError, match="'start' arg"):
+        fnp.rollaxis(a, 0, 4)
+
+
+def test_tuples_inside_an_index_are_index_arrays():
+    """x[(0, 1, 0), (3, 3, 2)] is advanced indexing, as in NumPy (autograd's rfftn test)."""
+    x = RNG.normal(size=(4, 4, 4))
+    for idx in [((0, 1, 0), (3, 3, 2)), ((0, 1), [1, 2]), (slice(None), (2, 0))]:
+        assert_close(fnp.asarray(x)[idx], x[idx])
+        assert_close(ft.jit(lambda v: v[idx])(x), x[idx])
+    w = RNG.normal(size=(3, 4))
+    g = ft.grad(lambda v: fnp.sum(v[(0, 1, 0), (3, 3, 2)] * w))(x)
+    want = np.zeros_like(x)
+    np.add.at(want, ((0, 1, 0), (3, 3, 2)), w)
+    assert_close(g, want)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
+def test_pinv_values_and_gradients(shape):
+    a = RNG.normal(size=shape)
+    assert_close(fnp.linalg.pinv(a), np.linalg.pinv(a), rtol=1e-10, atol=1e-12)
+    w = RNG.normal(size=np.linalg.pinv(a).shape)
+    g = ft.grad(lambda x: fnp.sum(fnp.linalg.pinv(x) * w))(a)
+    assert_close(g, fd_grad(lambda x: np.sum(np.linalg.pinv(x) * w), a), rtol=1e-6, atol=1e-7)
+    assert_close(ft.vmap(fnp.linalg.pinv)(a[None]), np.linalg.pinv(a)[None], atol=1e-12)
+
+
+def test_pinv_of_a_low_rank_matrix_and_rcond():
+    """Rank 3 of 5: singular values below rcond count as zero; the derivative (Golub and
+    Pereyra's, at constant rank) matches central differences, to second order."""
+    b = RNG.normal(size=(5, 3))
+    m = np.arange(25.0).reshape(5, 5)
+    f = lambda x: fnp.sum(fnp.linalg.pinv(x @ x.T) * m)  # noqa: E731
+    assert_close(fnp.linalg.pinv(b @ b.T), np.linalg.pinv(b @ b.T), atol=1e-12)
+    g = ft.grad(f)(b)
+    assert_close(g, fd_grad(lambda x: np.sum(np.linalg.pinv(x @ x.T) * m), b), rtol=1e-6,
+                 atol=1e-6)
+    h = ft.hessian(f)(b)
+    fd_h = np.stack([fd_grad(lambda x: np.asarray(ft.grad(f)(x))[i], b)
+                     for i in np.ndindex(b.shape)]).reshape(b.shape * 2)
+    assert_close(h, fd_h, rtol=1e-5, atol=1e-5)
+    a = np.diag([1.0, 1e-3, 1e-9])
+    assert_close(fnp.linalg.pinv(a, rcond=1e-6), np.linalg.pinv(a, rcond=1e-6))
+    assert_close(fnp.linalg.pinv(a, rtol=1e-2), np.diag([1.0, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="rcond or rtol"):
+        fnp.linalg.pinv(a, rcond=1e-3, rtol=1e-3)

@@ -26,7 +26,8 @@ from ._creation import (  # noqa: F401
     ones, ones_like, tri, zeros, zeros_like)
 from ._creation import geomspace, logspace  # noqa: F401
 from ._shapes import (  # noqa: F401
-    append, atleast_3d, column_stack, diff, dsplit, hsplit, roll, rot90, row_stack, vsplit)
+    append, atleast_3d, column_stack, diff, dsplit, hsplit, roll, rollaxis, rot90, row_stack,
+    vsplit)
 from ._elementwise import (  # noqa: F401
     abs, absolute, add, arccos, arcsin, arctan, arctan2, around, bitwise_and, bitwise_not,
     bitwise_or, bitwise_xor, cbrt, ceil, clip, conj, conjugate, cos, cosh, divide, equal, exp,
@@ -140,5 +141,6 @@ for _name, _fn in list(globals().items()):       # (the elementwise ones take th
         globals()[_name] = _takes_array_likes(_fn)
 linalg.norm = staticmethod(_takes_array_likes(linalg.norm))
 linalg.svd = staticmethod(_takes_array_likes(linalg.svd))
-for _name in ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh"):
+for _name in ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "eig",
+              "eigvals", "pinv"):
     setattr(linalg, _name, staticmethod(_takes_array_likes(getattr(linalg, _name))))

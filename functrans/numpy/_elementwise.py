@@ -8,6 +8,7 @@ import numpy as _np
 
 from ..core import is_python_scalar
 from functrans.primitives import elementwise as ew
+from functrans.primitives.misc import stop_gradient
 from ._promotion import (
     _as_operand, _binary, _broadcast_to_shape, _promote_args, _promote_float, _shape,
     _to_dtype, _unary_float, broadcast_shapes, result_type)
@@ -293,15 +294,17 @@ deg2rad, rad2deg = radians, degrees
 
 
 def hypot(x, y):
-    """sqrt(x² + y²) without overflow or underflow: m sqrt(1 + (n / m)²) with m, n the larger
-    and smaller of |x|, |y|; 0 at (0, 0) (derivative 0 there), inf if either is infinite."""
+    """sqrt(x² + y²) without overflow or underflow: s sqrt((x/s)² + (y/s)²) with s the larger
+    of |x|, |y| held constant (stop_gradient), so every derivative is sqrt(x² + y²)'s, ties
+    |x| = |y| included; 0 at (0, 0) (derivative 0 there), inf if either is infinite."""
     x, y = _promote_float(x, y)
     a, b = ew.abs(x), ew.abs(y)
-    m, n = maximum(a, b), minimum(a, b)
+    m = maximum(a, b)
     zero = ew.eq(m, _zero_like(m))
-    safe = where(zero, _np.ones((), m.dtype), m)
-    r = where(zero, _zero_like(m), ew.mul(m, ew.sqrt(ew.add(
-        _np.ones((), m.dtype), square(ew.div(n, safe))))))
+    one = _np.ones((), m.dtype)
+    s = stop_gradient(where(zero, one, m))
+    q = ew.add(square(ew.div(x, s)), square(ew.div(y, s)))
+    r = where(zero, _zero_like(m), ew.mul(s, ew.sqrt(where(zero, one, q))))
     return where(logical_or(isinf(a), isinf(b)), _np.asarray(_np.inf, m.dtype), r)
 
 

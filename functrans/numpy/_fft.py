@@ -2,6 +2,7 @@
 built on the one `fft` primitive, which transforms trailing axes: others are moved there."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as _np
@@ -41,12 +42,12 @@ def _resize(x, axis, size):
 
 
 def _axes_and_lengths(x, s, axes, name, inverse_real):
+    """NumPy's axes (possibly repeated) and lengths s, with s's defaults."""
     nd = len(_shape(x))
     if axes is None:
         axes = tuple(range(nd)) if s is None else tuple(range(nd - len(s), nd))
-    if not axes or any(not -nd <= a < nd for a in axes) or \
-            len({a % nd for a in axes}) != len(axes):
-        raise ValueError(f"{name}: axes {axes} must be distinct axes of an array of rank {nd}")
+    if not axes or any(not -nd <= a < nd for a in axes):
+        raise ValueError(f"{name}: axes {axes} must be axes of an array of rank {nd}")
     if s is None:
         s = [_shape(x)[a] for a in axes]
         if inverse_real:
@@ -59,14 +60,22 @@ def _axes_and_lengths(x, s, axes, name, inverse_real):
     return tuple(a % nd for a in axes), s
 
 
-def _fftn(a, s, axes, norm, fft_type, name):
+def _promote_complex(a, name):
+    """a as a complex operand (a real one converted)."""
     x = _promote_float(a, name=name)[0]
+    return x if x.dtype.kind == "c" else astype(x, complex_dtype(x.dtype))
+
+
+def _fftn(a, s, axes, norm, fft_type, name):
     if fft_type == "RFFT":
+        x = _promote_float(a, name=name)[0]
         if x.dtype.kind == "c":
             raise TypeError(f"{name}: takes real input, got {x.dtype}; use fft for complex input")
-    elif x.dtype.kind != "c":
-        x = astype(x, complex_dtype(x.dtype))
+    else:
+        x = _promote_complex(a, name)
     axes, s = _axes_and_lengths(x, s, axes, name, fft_type == "IRFFT")
+    if len(set(axes)) != len(axes):
+        return _repeated(x, s, axes, norm, fft_type, name)
     k = len(axes)
     nd = len(_shape(x))
     last = tuple(range(nd - k, nd))
@@ -78,6 +87,24 @@ def _fftn(a, s, axes, norm, fft_type, name):
     if factor != 1.0:
         out = ew.mul(out, _np.asarray(factor, out.dtype))
     return moveaxis(out, last, axes)
+
+
+def _repeated(x, s, axes, norm, fft_type, name):
+    """NumPy's meaning of a repeated axis: one 1-D transform per entry of axes, in NumPy's
+    order (the real transform first for rfftn, last for irfftn)."""
+    def one(y, i, kind):
+        return _fftn(y, (s[i],), (axes[i],), norm, kind, name)
+    k = len(axes)
+    if fft_type == "RFFT":
+        x = one(x, k - 1, "RFFT")
+        return functools.reduce(lambda y, i: one(y, i, "FFT"), range(k - 2, -1, -1), x)
+    if fft_type == "IRFFT":
+        x = functools.reduce(lambda y, i: one(y, i, "IFFT"), range(k - 1), x)
+        return one(x, k - 1, "IRFFT")
+    return functools.reduce(lambda y, i: one(y, i, fft_type), range(k - 1, -1, -1), x)
+
+
+_SWAP = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 
 _KINDS = {"": "FFT", "i": "IFFT", "r": "RFFT", "ir": "IRFFT"}
@@ -112,6 +139,19 @@ class fft:  # noqa: N801  (a namespace, as jax.numpy.fft)
     fft, ifft, rfft, irfft = (_along_axis(p) for p in ("", "i", "r", "ir"))
     fft2, ifft2, rfft2, irfft2 = (_along_axes(p, "2") for p in ("", "i", "r", "ir"))
     fftn, ifftn, rfftn, irfftn = (_along_axes(p, "n") for p in ("", "i", "r", "ir"))
+
+    @staticmethod
+    def hfft(a, n=None, axis=-1, norm=None):
+        """The FFT of a Hermitian-symmetric signal given by its first half: a real result of
+        n = 2 (m - 1) points by default (NumPy's irfft of conj(a), the other normalization)."""
+        return _fftn(ew.conj(_promote_complex(a, "hfft")), None if n is None else (n,), (axis,),
+                     _SWAP.get(norm, norm), "IRFFT", "hfft")
+
+    @staticmethod
+    def ihfft(a, n=None, axis=-1, norm=None):
+        """hfft's inverse: conj(rfft(a)) with the other normalization (1/n by default)."""
+        return ew.conj(_fftn(a, None if n is None else (n,), (axis,), _SWAP.get(norm, norm),
+                             "RFFT", "ihfft"))
 
     @staticmethod
     def fftshift(x, axes=None):

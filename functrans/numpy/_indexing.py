@@ -126,7 +126,7 @@ def _expand_index(idx, nd):
         idx = (idx,)
     items = []
     for it in idx:
-        if isinstance(it, list):
+        if isinstance(it, (list, tuple)):       # a sequence inside the index: an index array
             it = _np.asarray(it) if not builtins.any(isinstance(v, Tracer) for v in _flat(it)) \
                 else asarray(it)
         if (isinstance(it, (_np.ndarray, Tracer)) and _np.dtype(it.dtype) == _np.bool_) \

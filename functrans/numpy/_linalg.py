@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import functools
 import string
 from collections import namedtuple
 
@@ -10,13 +11,15 @@ import numpy as _np
 from .. import core
 from ..core import Tracer
 from ..contraction import einsum as _einsum
+from ..higher_order.custom import custom_jvp
 from functrans.primitives import elementwise as ew
 from functrans.primitives import linalg as la
 from ._promotion import (
     _as_operand, _broadcast_to_shape, _promote_float, _promote_same_dtype, _shape,
     broadcast_shapes, expand_dims, ravel, reshape, stack)
 from ._shapes import broadcast_arrays, moveaxis, ndim, swapaxes
-from ._elementwise import absolute, conj, exp, multiply, power, real, sqrt, subtract
+from ._elementwise import (absolute, conj, exp, greater, multiply, power, real, sqrt, subtract,
+                           where)
 from ._reductions import max, min, sum
 from ._indexing import diagonal
 
@@ -130,10 +133,11 @@ def _take_diagonals(x, labels):
 
 def einsum(subscripts, *operands, optimize="optimal"):
     """NumPy's einsum: the subscripts string or the sublist form; an index repeated within
-    one operand takes its diagonal ('ii->i'; 'ii' is the trace)."""
+    one operand takes its diagonal ('ii->i'; 'ii' is the trace); operands of different
+    dtypes are promoted to one (JAX's promotion)."""
     if not isinstance(subscripts, str):
         subscripts, operands = _sublist_subscripts((subscripts,) + operands)
-    operands = [_as_operand(o) for o in operands]
+    operands = _promote_same_dtype(operands)      # mixed real/complex: all complex, as NumPy
     subscripts = subscripts.replace(" ", "")
     ins, arrow, out = subscripts.partition("->")
     ins = ins.split(",")
@@ -234,6 +238,7 @@ def matrix_norm(x, ord, axes, keepdims, absval=absolute, frobenius=None):
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
 QRResult = namedtuple("QRResult", ["Q", "R"])
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 
 
 def _float_matrix(a, name, square=True):
@@ -311,16 +316,63 @@ def _qr(a, mode="reduced"):
 
 
 def _eigh(a, UPLO="L"):  # noqa: N803  (NumPy's name)
-    """Eigenvalues (ascending) and eigenvectors of a symmetric matrix read from its UPLO
-    triangle; each eigenvector's largest-magnitude entry is positive."""
+    """Eigenvalues (ascending, real) and eigenvectors of a symmetric (Hermitian) matrix read
+    from its UPLO triangle; each eigenvector's largest-magnitude entry is real and positive."""
     if UPLO not in ("L", "U"):
         raise ValueError("UPLO argument must be 'L' or 'U'")
     x = _float_matrix(a, "eigh")
-    return EighResult(*la.eigh(x if UPLO == "L" else swapaxes(x, -1, -2)))
+    return EighResult(*la.eigh(x if UPLO == "L" else conj(swapaxes(x, -1, -2))))
 
 
 def _eigvalsh(a, UPLO="L"):  # noqa: N803
     return _eigh(a, UPLO)[0]
+
+
+def _eig(a):
+    """Eigenvalues and unit eigenvectors of a general (real or complex) square matrix, complex
+    always (as JAX; NumPy returns real arrays when every eigenvalue is real). Each eigenvector's
+    largest-modulus entry is real and positive; derivatives need distinct eigenvalues."""
+    return EigResult(*la.eig(_float_matrix(a, "eig")))
+
+
+def _eigvals(a):
+    """The eigenvalues of a general square matrix (complex, as JAX)."""
+    return _eig(a)[0]
+
+
+@functools.partial(custom_jvp, nondiff_argnums=(1,))
+def _pinv_core(x, rtol):
+    """V diag(1/s) Uᵀ over the singular values above rtol times the largest."""
+    u, s, vh = la.svd(x)
+    keep = greater(s, multiply(_np.asarray(rtol, x.dtype), max(s, axis=-1, keepdims=True)))
+    s_inv = where(keep, 1 / where(keep, s, _np.ones((), x.dtype)), _np.zeros((), x.dtype))
+    return matmul(swapaxes(vh, -1, -2) * expand_dims(s_inv, -2), swapaxes(u, -1, -2))
+
+
+@_pinv_core.defjvp
+def _pinv_jvp(rtol, primals, tangents):
+    """Golub and Pereyra's derivative of A⁺ at constant rank (the SVD's would need distinct
+    singular values): -A⁺ dA A⁺ + A⁺ A⁺ᵀ dAᵀ (I - A A⁺) + (I - A⁺ A) dAᵀ A⁺ᵀ A⁺."""
+    (a,), (da,) = primals, tangents
+    p = _pinv_core(a, rtol)
+    pt, dat = swapaxes(p, -1, -2), swapaxes(da, -1, -2)
+    left = subtract(dat, matmul(matmul(dat, a), p))           # dAᵀ (I - A A⁺)
+    right = subtract(dat, matmul(p, matmul(a, dat)))          # (I - A⁺ A) dAᵀ
+    return p, (-matmul(matmul(p, da), p) + matmul(matmul(p, pt), left)
+               + matmul(right, matmul(pt, p)))
+
+
+def _pinv(a, rcond=None, hermitian=False, *, rtol=None):
+    """NumPy's pseudo-inverse of real matrices (stacks too): singular values at or below
+    rtol (or rcond) times the largest count as zero (default max(M, N) * eps); the
+    derivative holds where the rank is constant."""
+    x = _float_matrix(a, "pinv", square=False)
+    if rcond is not None and rtol is not None:
+        raise ValueError("pinv: pass rcond or rtol, not both")
+    tol = rcond if rcond is not None else rtol
+    if tol is None:
+        tol = builtins.max(_shape(x)[-2:]) * _np.finfo(x.dtype).eps
+    return _pinv_core(x, float(tol))
 
 
 class linalg:  # noqa: N801  (a namespace, as jax.numpy.linalg)
@@ -347,8 +399,8 @@ class linalg:  # noqa: N801  (a namespace, as jax.numpy.linalg)
 
     @staticmethod
     def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
-        """The singular value decomposition of real matrices (stacks too), differentiable:
-        (U, s, Vh), or s with compute_uv=False."""
+        """The singular value decomposition of real or complex matrices (stacks too),
+        differentiable: (U, s, Vh), or s with compute_uv=False."""
         x = _promote_float(a)[0]
         shape = _shape(x)
         if len(shape) < 2:
@@ -368,4 +420,7 @@ class linalg:  # noqa: N801  (a namespace, as jax.numpy.linalg)
     qr = staticmethod(_qr)
     eigh = staticmethod(_eigh)
     eigvalsh = staticmethod(_eigvalsh)
+    eig = staticmethod(_eig)
+    pinv = staticmethod(_pinv)
+    eigvals = staticmethod(_eigvals)
     LinAlgError = _np.linalg.LinAlgError

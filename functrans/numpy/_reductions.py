@@ -94,13 +94,23 @@ def var(a, axis=None, dtype=None, ddof=0, keepdims=False):
     axes = _canon_axis(axis, len(_shape(x)))
     n = math.prod([_shape(x)[i] for i in axes])
     centered = subtract(x, mean(x, axis=axes, keepdims=True))
-    ss = red.reduce_sum(ew.mul(centered, centered), axes=axes)
-    out = ew.div(ss, _np.asarray(builtins.max(n - ddof, 0), _np.dtype(x.dtype)))
+    if _np.dtype(x.dtype).kind == "c":          # |x - mean|², real, as NumPy and JAX
+        sq = ew.real(ew.mul(centered, ew.conj(centered)))
+    else:
+        sq = ew.mul(centered, centered)
+    ss = red.reduce_sum(sq, axes=axes)
+    out = ew.div(ss, _np.asarray(builtins.max(n - ddof, 0), ss.dtype))
     return _keep(out, _shape(x), axes, keepdims)
 
 
 def std(a, axis=None, dtype=None, ddof=0, keepdims=False):
-    return sqrt(var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+    """sqrt(var); over a single element (ddof 0) it is var itself, identically 0, so that its
+    derivative is 0 there rather than sqrt's 0 * inf (JAX gives NaN; autograd and torch 0)."""
+    v = var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    shape = _shape(_as_operand(a))
+    if ddof == 0 and math.prod([shape[i] for i in _canon_axis(axis, len(shape))]) == 1:
+        return v
+    return sqrt(v)
 
 
 def _argreduce(prim_bind):

@@ -71,6 +71,21 @@ def moveaxis(a, source, destination):
     return transpose(a, perm)
 
 
+def rollaxis(a, axis, start=0):
+    """NumPy's rollaxis: axis moved to sit before position start (start counts the axes of
+    the input, so rollaxis(a, 0, 2) puts axis 0 second)."""
+    nd = ndim(a)
+    if not -nd <= axis < nd:
+        raise _np.exceptions.AxisError(axis, nd)
+    if not -nd <= start <= nd:
+        raise _np.exceptions.AxisError(f"'start' arg requires {-nd} <= start < {nd + 1}, but "
+                                       f"{start} was passed in")
+    axis, start = axis % nd, start + nd if start < 0 else start
+    if axis < start:
+        start -= 1
+    return moveaxis(a, axis, start) if axis != start else _as_operand(a)
+
+
 def squeeze(a, axis=None):
     x = _as_operand(a)
     s = _shape(x)

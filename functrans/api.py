@@ -14,7 +14,8 @@ from . import facade as _facade
 from .backends.threads import get_num_threads, set_num_threads
 from .compiler.compiled import compile, compile_stats
 from .core import (ClosedJaxpr, ConcretizationTypeError, DTypeError, FunctransError, Jaxpr,
-                   ShapedArray, ShapeError, TypeCheckError, UnexpectedTracerError, check_jaxpr)
+                   ShapedArray, ShapeError, TracerArrayConversionError, TypeCheckError,
+                   UnexpectedTracerError, check_jaxpr)
 from .core.config import config
 from .core.devices import block_until_ready, device_put, devices
 from .higher_order.collectives import pmap

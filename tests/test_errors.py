@@ -115,7 +115,6 @@ CONCRETIZE = {         # name -> (function, what the message names, the traced v
     "float": (lambda x: float(x), r"float\(\)", r"f32\[\]"),
     "int": (lambda x: int(x), r"int\(\)", r"f32\[\]"),
     "item": (lambda x: x.item(), r"\.item\(\)", r"f32\[\]"),
-    "asarray": (lambda x: np.asarray(x), r"asarray", r"f32\[\]"),
     "while": (lambda x: [x := x * 0.5 for _ in range(3)] and (x if x < 1 else x), r"bool",
               r"bool\[\]"),
 }
@@ -133,6 +132,23 @@ def test_python_control_flow_on_traced_value(name, transform, stack_unchanged):
     }[transform]
     msg = _raises(ft.ConcretizationTypeError, run, what, r"ft\.lax\.cond", value)
     assert "traced value" in msg
+    stack_unchanged()
+
+
+@pytest.mark.parametrize("transform", ["make_jaxpr", "vmap", "grad", "jvp"])
+def test_numpy_conversion_of_traced_value_raises(transform, stack_unchanged):
+    """np.asarray(tracer) raises under every transformation, as JAX's
+    TracerArrayConversionError: under grad the array would be a constant and the
+    derivative silently wrong (d/dx sum(asarray(x) * x) came out as x, not 2x)."""
+    def f(x):
+        return fnp.sum(np.asarray(x) * x)
+    x = np.float64(2.0)
+    run = {"make_jaxpr": lambda: ft.make_jaxpr(f)(x),
+           "vmap": lambda: ft.vmap(f)(np.ones(2)),
+           "grad": lambda: ft.grad(f)(x),
+           "jvp": lambda: ft.jvp(f, (x,), (x,))}[transform]
+    msg = _raises(ft.TracerArrayConversionError, run, r"__array__\(\)", r"f64\[")
+    assert "functrans.numpy" in msg
     stack_unchanged()
 
 

@@ -9,8 +9,8 @@ check (the type checker) and printer (JAX's text layout); devices (device_put, t
 """
 from .arrays import array_module, cupy_array_module
 from .avals import (SUPPORTED_DTYPES, ConcretizationTypeError, DTypeError, FunctransError,
-                    RuleNotImplementedError, ShapedArray, ShapeError, TypeCheckError,
-                    UnexpectedTracerError, check_dtype, is_python_scalar, short_dtype)
+                    RuleNotImplementedError, ShapedArray, ShapeError, TracerArrayConversionError,
+                    TypeCheckError, UnexpectedTracerError, check_dtype, is_python_scalar, short_dtype)
 from .check import _subjaxprs, check_jaxpr
 from .evaluate import eval_impls, eval_jaxpr, run_eqns
 from .ir import (Atom, JaxprEqn, Literal, UndefinedPrimal, Var, Zero, is_undefined,
@@ -25,7 +25,8 @@ from .trace import (EvalTrace, MainTrace, Primitive, Trace, Tracer, _state, _thr
 
 __all__ = ['array_module', 'cupy_array_module', 'SUPPORTED_DTYPES',
            'ConcretizationTypeError', 'DTypeError', 'FunctransError',
-           'RuleNotImplementedError', 'ShapedArray', 'ShapeError', 'TypeCheckError',
+           'RuleNotImplementedError', 'ShapedArray', 'ShapeError', 'TracerArrayConversionError',
+           'TypeCheckError',
            'UnexpectedTracerError', 'check_dtype', 'is_python_scalar', 'short_dtype',
            '_subjaxprs', 'check_jaxpr', 'eval_impls', 'eval_jaxpr', 'run_eqns', 'Atom',
            'JaxprEqn', 'Literal', 'UndefinedPrimal', 'Var', 'Zero', 'is_undefined',

@@ -25,6 +25,11 @@ class ConcretizationTypeError(FunctransError, TypeError):
     """A traced (abstract) value was used where Python needs a concrete one."""
 
 
+class TracerArrayConversionError(FunctransError, TypeError):
+    """A traced value was converted to a NumPy array (np.asarray, a raw NumPy function):
+    the result would be a constant, its derivative silently lost."""
+
+
 class UnexpectedTracerError(FunctransError):
     """A tracer escaped the transformation that created it."""
 

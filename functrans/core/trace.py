@@ -13,7 +13,8 @@ import numpy as np
 
 from .arrays import array_module
 from .config import DEFAULT_DTYPES, config
-from .avals import (ConcretizationTypeError, ShapedArray, UnexpectedTracerError, check_dtype,
+from .avals import (ConcretizationTypeError, ShapedArray, TracerArrayConversionError,
+                    UnexpectedTracerError, check_dtype,
                     is_python_scalar)
 
 # ---------------------------------------------------------------------------
@@ -437,7 +438,15 @@ class Tracer:
         return np.asarray(self._concrete(".tolist()")).tolist()
 
     def __array__(self, dtype=None, copy=None):
-        return np.asarray(self._concrete("numpy.asarray()"), dtype=dtype)
+        if not is_live(self._trace.main):
+            raise escaped_tracer_error(self, "by numpy.asarray()")
+        raise TracerArrayConversionError(
+            f"The numpy.ndarray conversion method __array__() was called on the traced value "
+            f"{self.aval.str_short()} ({self._trace.origin_of(self) or 'a traced computation'}"
+            "). A traced value cannot become a NumPy array: the array would be a constant "
+            "and the transformation would lose it (a derivative silently zero). Use "
+            "functrans.numpy (fnp) instead of numpy functions that have no functrans "
+            "counterpart, or pass the value as a static argument.")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return tracer_ops["array_ufunc"](ufunc, method, inputs, kwargs)

@@ -30,7 +30,8 @@ def library():
         toolchain.find_compiler()
     except toolchain.ToolchainError as e:
         pytest.skip(str(e))
-    groups = [cuda.render_group(cuda.single_eqn_jaxpr(e), f"n_{label}") for label, e, _ in CASES]
+    groups = [kernels.render_group(cuda.single_eqn_jaxpr(e), f"n_{label}")
+              for label, e, _ in CASES]
     path = toolchain.build(kernels.render_program(groups), "test_native")
     addrs = kernels.entry_points(path, [g.name for g in groups])
     call = kernels.caller()

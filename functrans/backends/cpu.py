@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import passes
-from . import Lowered, cuda
+from . import Lowered
 from .memory import BUDGET
 from .native import kernels as native_kernels, toolchain
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
@@ -458,7 +458,7 @@ class _Lowering:
 
     def emit_native(self, e, outs):
         inner = e.params["jaxpr"]
-        g = cuda.render_group(inner, self.ctx._fresh(e.params["name"])[1:])
+        g = native_kernels.render_group(inner, self.ctx._fresh(e.params["name"])[1:])
         self.native_groups.append(g)
         size = g.size
         threads = CONFIG.threads if size >= CONFIG.native_parallel_min_size else 1

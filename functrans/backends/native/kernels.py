@@ -58,12 +58,23 @@ def unsupported(jaxpr) -> str | None:
     return None
 
 
+def local_type(dtype) -> str:
+    """The C type of a local on the host: bools as int (0 or 1; GCC vectorizes a loop that
+    mixes bool locals with float ones only so), the rest as on the GPU."""
+    return "int" if np.dtype(dtype) == np.bool_ else cuda.compute_type(dtype)
+
+
+def render_group(jaxpr, name):
+    """A fusion group rendered for the host (cuda.render_group with host locals)."""
+    return cuda.render_group(jaxpr, name, local_type)
+
+
 def render_function(g):
     """A rendered group (cuda.GroupCode) as (a host function over [0, n), its C entry)."""
     params = g.params + ["const long long n", "const int nt"]
     lines = [f"static void {g.name}_body({', '.join(params)}) {{"]
     lines += ["  " + h for h in g.hoisted]
-    lines.append("  #pragma omp parallel for simd num_threads(nt) if(nt > 1) schedule(static)")
+    lines.append("  #pragma omp parallel for simd num_threads(nt) schedule(static)")
     lines.append("  for (long long i = 0; i < n; ++i) {")
     lines += ["    " + b for b in g.body]
     lines += ["  }", "}"]

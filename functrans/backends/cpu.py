@@ -38,7 +38,9 @@ class CpuConfig:
         self.block_min_size = 1 << 17       # smaller fusion groups run unblocked ...
         self.block_min_work = 1 << 22       # ... and so do groups of fewer elements x ops
         self.parallel_min_size = 1 << 17    # smaller groups use one thread
-        self.native_min_ops = 4             # cpu_backend="auto": smaller groups stay NumPy
+        self.native_min_ops = 8             # cpu_backend="auto": smaller groups stay NumPy,
+        self.native_max_ops = 500           # ... larger ones too (compile time),
+        self.native_libm_max_size = 256     # ... and larger groups calling libm's sin/cos
         self.native_parallel_min_size = 1 << 15     # smaller native groups use one thread
         try:
             self.threads = len(os.sched_getaffinity(0))
@@ -451,10 +453,20 @@ class _Lowering:
         mode, unavailable = self.native
         if unavailable:
             return unavailable
-        if mode == "auto" and ops < CONFIG.native_min_ops:
-            return (f"{ops} op(s), below the native threshold of {CONFIG.native_min_ops} "
-                    "(cpu_backend='native' forces it)")
-        return native_kernels.unsupported(e.params["jaxpr"])
+        inner = e.params["jaxpr"]
+        if mode == "auto":
+            if ops < CONFIG.native_min_ops:
+                return (f"{ops} op(s), below the native threshold of {CONFIG.native_min_ops} "
+                        "(cpu_backend='native' forces it)")
+            if ops > CONFIG.native_max_ops:
+                return (f"{ops} ops, above the native limit of {CONFIG.native_max_ops} "
+                        "(compile time; cpu_backend='native' forces it)")
+            libm = native_kernels.scalar_math(inner)
+            size = e.outvars[0].aval.size
+            if libm and size > CONFIG.native_libm_max_size:
+                return (f"{libm} is a scalar libm call natively, slower than NumPy's on "
+                        f"{size} elements (cpu_backend='native' forces it)")
+        return native_kernels.unsupported(inner)
 
     def emit_native(self, e, outs):
         inner = e.params["jaxpr"]

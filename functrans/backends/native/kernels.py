@@ -34,6 +34,9 @@ static inline __half __double2half(double d) { return (__half)d; }
 """
 
 MAX_ARGS = 512                  # ftcall.cpp's FT_MAX_ARGS
+# primitives whose ftmath.h function still forwards to libm (a scalar call per element,
+# which keeps the loop scalar): slower than NumPy's SIMD loops on large arrays
+LIBM_FORWARDED = {"sin", "cos", "tan"}
 
 
 def unsupported(jaxpr) -> str | None:
@@ -67,6 +70,14 @@ def local_type(dtype) -> str:
 def render_group(jaxpr, name):
     """A fusion group rendered for the host (cuda.render_group with host locals)."""
     return cuda.render_group(jaxpr, name, local_type)
+
+
+def scalar_math(jaxpr):
+    """The first primitive of the group whose native math is a scalar libm call, or None."""
+    for e in jaxpr.eqns:
+        if e.primitive.name in LIBM_FORWARDED:
+            return e.primitive.name
+    return None
 
 
 def render_function(g):

@@ -40,7 +40,7 @@ class CpuConfig:
         self.parallel_min_size = 1 << 17    # smaller groups use one thread
         self.native_min_ops = 8             # cpu_backend="auto": smaller groups stay NumPy,
         self.native_max_ops = 500           # ... larger ones too (compile time),
-        self.native_libm_max_size = 256     # ... and larger groups calling libm's sin/cos
+        self.native_math_max_size = 256     # ... and larger ones with a transcendental
         self.native_parallel_min_size = 1 << 15     # smaller native groups use one thread
         try:
             self.threads = len(os.sched_getaffinity(0))
@@ -454,19 +454,21 @@ class _Lowering:
         if unavailable:
             return unavailable
         inner = e.params["jaxpr"]
-        if mode == "auto":
-            if ops < CONFIG.native_min_ops:
-                return (f"{ops} op(s), below the native threshold of {CONFIG.native_min_ops} "
-                        "(cpu_backend='native' forces it)")
-            if ops > CONFIG.native_max_ops:
-                return (f"{ops} ops, above the native limit of {CONFIG.native_max_ops} "
-                        "(compile time; cpu_backend='native' forces it)")
-            libm = native_kernels.scalar_math(inner)
-            size = e.outvars[0].aval.size
-            if libm and size > CONFIG.native_libm_max_size:
-                return (f"{libm} is a scalar libm call natively, slower than NumPy's on "
-                        f"{size} elements (cpu_backend='native' forces it)")
-        return native_kernels.unsupported(inner)
+        why = native_kernels.unsupported(inner)
+        if why or mode != "auto":
+            return why
+        if ops < CONFIG.native_min_ops:
+            return (f"{ops} op(s), below the native threshold of {CONFIG.native_min_ops} "
+                    "(cpu_backend='native' forces it)")
+        if ops > CONFIG.native_max_ops:
+            return (f"{ops} ops, above the native limit of {CONFIG.native_max_ops} "
+                    "(compile time; cpu_backend='native' forces it)")
+        costly = native_kernels.costly_math(inner)
+        size = e.outvars[0].aval.size
+        if costly and size > CONFIG.native_math_max_size:
+            return (f"{costly}: NumPy's loop is faster than the native one on {size} "
+                    "elements (cpu_backend='native' forces it)")
+        return None
 
     def emit_native(self, e, outs):
         inner = e.params["jaxpr"]

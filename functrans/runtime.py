@@ -157,7 +157,7 @@ def hot_program(jaxpr: Jaxpr):
     flat = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
     try:
         exe = lower_jaxpr(ClosedJaxpr(flat, []), "cpu", (), "program",
-                          alias_outputs=True).compile()
+                          alias_outputs=True, native=False).compile()
     except Exception as e:      # a lowering bug must not break un-jitted code: say so, go on
         warnings.warn(f"functrans: the CPU lowering of a hot program failed ({type(e).__name__}: "
                       f"{e}); it keeps running as straight-line code. Please report this.",
@@ -173,13 +173,16 @@ def hot_program(jaxpr: Jaxpr):
 
 
 def lower_jaxpr(closed: ClosedJaxpr, backend="cpu", donated=(), name="jitted", optimize=True,
-                alias_outputs=False):
-    """Optimize a ClosedJaxpr and lower it for a backend ("cpu" or "cuda"): a Lowered."""
+                alias_outputs=False, native=True):
+    """Optimize a ClosedJaxpr and lower it for a backend ("cpu" or "cuda"): a Lowered.
+    native=False keeps CPU fusion groups on NumPy code (the hot tier of un-jitted
+    programs: no compiler run in the middle of eager code)."""
     t0 = time.perf_counter()
     optimized = passes.optimize(closed) if optimize else closed
     t1 = time.perf_counter()
     if backend == "cpu":
-        lowered = cpu.lower(optimized, donated=donated, name=name, alias_outputs=alias_outputs)
+        lowered = cpu.lower(optimized, donated=donated, name=name, alias_outputs=alias_outputs,
+                            native=native)
     elif backend == "cuda":
         lowered = cuda.lower(optimized, donated=donated, name=name)
     else:

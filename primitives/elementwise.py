@@ -495,7 +495,8 @@ div_p = defprim("div", _div_impl, naryop(NUMERIC), elementwise=True,
                 jvp=(lambda t, x, y: div(t, y),
                      lambda t, x, y: neg(div(mul(t, x), mul(y, y)))),
                 transpose=lambda ct, x, y: [ct_for(x, div(ct, y)), None],
-                cuda="({0} / {1})", cpu=_div_cpu, simplify_late=_div_simplify)
+                cuda={"f": "({0} / {1})", "iu": "ft_idiv({0}, {1})"}, cpu=_div_cpu,
+                simplify_late=_div_simplify)
 pow_p = defprim(
     "pow", _pow_impl, naryop(NUMERIC), elementwise=True,
     jvp_out=(lambda t, ans, x, y: mul(t, select(eq(y, _zero(y)), _zero(ans),
@@ -538,7 +539,7 @@ softplus_p = defprim("softplus", lambda xp, x: xp.logaddexp(x, xp.zeros((), x.dt
 rem_p = defprim("rem", lambda xp, x, y: xp.fmod(x, y), naryop(NONCOMPLEX), elementwise=True,
                 jvp=(lambda t, x, y: t,
                      lambda t, x, y: neg(mul(t, mul(sign(div(x, y)), floor(abs(div(x, y))))))),
-                cuda={"f": "fmod({0}, {1})", "iu": "({0} % {1})"}, cpu="fmod")
+                cuda={"f": "fmod({0}, {1})", "iu": "ft_irem({0}, {1})"}, cpu="fmod")
 
 _CMP = naryop(ANY, out_dtype=np.bool_)
 eq_p = defprim("eq", lambda xp, x, y: xp.equal(x, y), _CMP, differentiable=False,

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, settings
 
 import functrans as ft
 from functrans import core
+from functrans.backends.native import toolchain
 
 # "ci": derandomized and bounded, so CI runs are reproducible and fast; "dev": more search.
 settings.register_profile(
@@ -18,6 +19,34 @@ settings.register_profile(
     "dev", deadline=None, max_examples=25, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cpu_backend_for_the_suite(tmp_path_factory):
+    """The suite runs the NumPy CPU backend unless $FUNCTRANS_CPU_BACKEND says otherwise;
+    the tests of the native backend ask for it (`native_backend`). Compiled libraries go
+    to a cache directory of this session (unless $FUNCTRANS_CACHE_DIR names one)."""
+    saved = ft.config.cpu_backend
+    ft.config.update("cpu_backend", os.environ.get("FUNCTRANS_CPU_BACKEND", "numpy"))
+    mp = pytest.MonkeyPatch()
+    if not os.environ.get("FUNCTRANS_CACHE_DIR"):
+        mp.setenv("FUNCTRANS_CACHE_DIR", str(tmp_path_factory.mktemp("native_cache")))
+    yield
+    mp.undo()
+    ft.config.update("cpu_backend", saved)
+
+
+@pytest.fixture
+def native_backend():
+    """Fusion groups compile to native code in this test (skipped without a compiler)."""
+    try:
+        toolchain.find_compiler()
+    except toolchain.ToolchainError as e:
+        pytest.skip(str(e))
+    saved = ft.config.cpu_backend
+    ft.config.update("cpu_backend", "native")
+    yield
+    ft.config.update("cpu_backend", saved)
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import functrans as ft
 import functrans.numpy as fnp
+from functrans.backends.native import toolchain
 from functrans.primitives import REGISTRY
 
 # ---------------------------------------------------------------------------
@@ -224,3 +225,39 @@ def test_random_smooth_programs_have_matching_gradients(case, seed):
 def test_random_programs_agree_many(case, seed):
     prog, shape, n_in = case
     check_program(prog, shape, n_in, seed)
+
+
+def _have_compiler():
+    try:
+        toolchain.find_compiler()
+    except toolchain.ToolchainError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _have_compiler(), reason="no C++ compiler for the native backend")
+@settings(max_examples=8)
+@given(programs(max_steps=8), st.integers(0, 2 ** 16))
+def test_random_programs_native_backend_equals_numpy_backend(case, seed):
+    """Random fused programs and their jitted gradients under the native CPU backend
+    agree with the NumPy backend (float64: within a few ulp of NumPy's math)."""
+    prog, shape, n_in = case
+
+    def f(*xs):
+        return run_program(prog, xs)
+    xs = _inputs(shape, n_in, seed)
+    smooth = all(OPS[k][3] for k, _ in prog)
+    results = {}
+    saved = ft.config.cpu_backend
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ft.RetraceWarning)
+            for mode in ("numpy", "native"):
+                ft.config.update("cpu_backend", mode)
+                results[mode] = [ft.jit(f)(*xs)]
+                if smooth:
+                    results[mode] += list(ft.jit(ft.grad(f, argnums=tuple(range(n_in))))(*xs))
+    finally:
+        ft.config.update("cpu_backend", saved)
+    for g, w in zip(results["native"], results["numpy"], strict=True):
+        _close(g, w, 1e-12, f"native backend of {prog}")

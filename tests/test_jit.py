@@ -150,10 +150,12 @@ PROGRAMS = {
 
 @pytest.mark.filterwarnings("ignore::functrans.RetraceWarning")
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-@pytest.mark.parametrize("mode", ["default", "blocked"])
+@pytest.mark.parametrize("mode", ["default", "blocked", "native"])
 def test_programs_fused_equal_unfused(name, mode, request):
     if mode == "blocked":
         request.getfixturevalue("blocked")
+    if mode == "native":
+        request.getfixturevalue("native_backend")
     f, make = PROGRAMS[name]
     args = make()
     want = f(*args)
@@ -166,6 +168,8 @@ def test_programs_fused_equal_unfused(name, mode, request):
     low = jf.lower(*args)
     if mode == "blocked" and "fused" in str(low.optimized):
         assert "_run_blocked(" in low.source
+    if mode == "native" and "fused" in str(low.optimized):
+        assert "native C++" in low.source and low.native is not None
 
 
 # ---------------------------------------------------------------------------

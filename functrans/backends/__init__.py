@@ -9,11 +9,12 @@ class Lowered:
     generated code; `str()` shows all three and `compile()` builds the executable."""
 
     def __init__(self, optimized, source, build, backend, name, plan=None, kernels=None,
-                 info=None):
+                 info=None, native=None):
         self.jaxpr = None                   # the traced ClosedJaxpr (set by runtime.lower_jaxpr)
         self.optimized = optimized          # after passes and fusion
         self.source = source                # the generated Python (CPU) or driver (CUDA)
         self.kernels = kernels or {}        # CUDA kernel name -> source
+        self.native = native                # CPU: {"source": C++, "library": .so path}
         self.backend = backend
         self.name = name
         self.plan = plan
@@ -28,7 +29,13 @@ class Lowered:
         parts = [f"# {self.name} lowered for {self.backend}"]
         if self.jaxpr is not None:
             parts += ["## traced jaxpr", str(self.jaxpr)]
-        parts += ["## optimized jaxpr", str(self.optimized), "## generated code", self.source]
+        parts += ["## optimized jaxpr", str(self.optimized)]
+        groups = self.info.get("groups")
+        if groups:
+            parts += ["## fusion groups"] + [f"{g}: {b}: {why}" for g, b, why in groups]
+        parts += ["## generated code", self.source]
+        if self.native:
+            parts += [f"## native C++ ({self.native['library']})", self.native["source"]]
         for k, src in self.kernels.items():
             parts += [f"## CUDA kernel {k}", src]
         return "\n".join(parts)

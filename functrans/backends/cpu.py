@@ -15,14 +15,17 @@ import itertools
 import math
 import os
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .. import passes
-from . import Lowered
+from . import Lowered, cuda
 from .memory import BUDGET
+from .native import kernels as native_kernels, toolchain
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
+from ..core.config import config
 from ..primitives.linalg import dot_general_p
 from ..primitives.shape import broadcast_in_dim_p
 
@@ -35,6 +38,8 @@ class CpuConfig:
         self.block_min_size = 1 << 17       # smaller fusion groups run unblocked ...
         self.block_min_work = 1 << 22       # ... and so do groups of fewer elements x ops
         self.parallel_min_size = 1 << 17    # smaller groups use one thread
+        self.native_min_ops = 4             # cpu_backend="auto": smaller groups stay NumPy
+        self.native_parallel_min_size = 1 << 15     # smaller native groups use one thread
         try:
             self.threads = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
@@ -164,7 +169,8 @@ class _Ctx:
 
     def __init__(self):
         self.globals = {"_np": np, "_empty": np.empty, "_asarray": np.asarray,
-                        "_array": np.array, "_run_blocked": run_blocked, "_bcast": _bcast}
+                        "_array": np.array, "_run_blocked": run_blocked, "_bcast": _bcast,
+                        "_retry": native_kernels.retry}
         self._ids: dict = {}
         self._taken: set = set()
 
@@ -269,7 +275,10 @@ def _block_inplace(eqn, i, o):
 
 
 class _Lowering:
-    def __init__(self, closed: ClosedJaxpr, donated, name, alias_outputs=False):
+    def __init__(self, closed: ClosedJaxpr, donated, name, alias_outputs=False, native=None):
+        self.native = native          # None, or (mode, the reason it is unavailable or None)
+        self.native_groups: list = []     # cuda.GroupCode of each native group
+        self.report: list = []            # (group name, backend, why) of each fusion group
         self.closed = closed
         self.alias_outputs = alias_outputs
         self.name = name
@@ -282,7 +291,9 @@ class _Lowering:
         self.scratch: list = []       # (slot, shape, dtype) of persistent buffers
         self.temps: list = []         # (global name, threads, [(block shape, dtype)]) of the
                                       # per-thread temporaries of blocked groups
-        self.info = {"blocked_groups": 0, "unblocked_groups": 0}
+        self.info = {"blocked_groups": 0, "unblocked_groups": 0, "native_groups": 0}
+        self.natives: list = []       # (global name, C entry point, n, threads) per group
+        self.library = None           # the compiled .so of the native groups
 
     # -- naming -----------------------------------------------------------
 
@@ -299,19 +310,27 @@ class _Lowering:
 
     def run(self):
         fusedj = passes.fuse(self.closed, can_fuse=can_fuse)
-        prog_eqns, blocked = [], set()
+        prog_eqns, blocked, self.native_ids = [], set(), set()
         for e in fusedj.jaxpr.eqns:
             if e.primitive is passes.fused_p:
                 size = e.outvars[0].aval.size
                 ops = sum(m.primitive is not broadcast_in_dim_p
                           for m in e.params["jaxpr"].eqns)
-                if size >= CONFIG.block_min_size and size * ops >= CONFIG.block_min_work:
+                why = self.native_reason(e, ops)
+                if why is None:
+                    blocked.add(id(e))
+                    self.native_ids.add(id(e))
+                    prog_eqns.append(e)
+                    self.info["native_groups"] += 1
+                elif size >= CONFIG.block_min_size and size * ops >= CONFIG.block_min_work:
                     blocked.add(id(e))
                     prog_eqns.append(e)
                     self.info["blocked_groups"] += 1
                 else:
                     prog_eqns.extend(e.params["jaxpr"].eqns)
                     self.info["unblocked_groups"] += 1
+                if why is not None:
+                    self.report.append((e.params["name"], "numpy", why))
             else:
                 prog_eqns.append(e)
         j = fusedj.jaxpr
@@ -320,7 +339,8 @@ class _Lowering:
         self.prog = prog
         plan = passes.plan_buffers(
             prog, lambda e: _kind(e, blocked),
-            inplace=lambda e, i, o: (_block_inplace(e, i, o) if id(e) in blocked
+            inplace=lambda e, i, o: (False if id(e) in self.native_ids
+                                     else _block_inplace(e, i, o) if id(e) in blocked
                                      else _out_emitter(e)[1](i)),
             donated=self.donated)
         self.plan = plan
@@ -376,7 +396,9 @@ class _Lowering:
                             self.scratch.append((s, shape, dt))
                     self.names[o] = nm
                     outs.append(nm)
-                if id(e) in blocked:
+                if id(e) in self.native_ids:
+                    body += self.emit_native(e, outs)
+                elif id(e) in blocked:
                     body += self.emit_blocked(e, outs)
                 else:
                     emit, _ = _out_emitter(e)
@@ -419,6 +441,38 @@ class _Lowering:
         self.source = "\n\n".join(self.block_sources + [src])
         self.fname = fname
         return self
+
+    # -- native fusion groups ---------------------------------------------
+
+    def native_reason(self, e, ops):
+        """None if fusion group e runs native, else why it runs NumPy code."""
+        if self.native is None:
+            return "cpu_backend='numpy'"
+        mode, unavailable = self.native
+        if unavailable:
+            return unavailable
+        if mode == "auto" and ops < CONFIG.native_min_ops:
+            return (f"{ops} op(s), below the native threshold of {CONFIG.native_min_ops} "
+                    "(cpu_backend='native' forces it)")
+        return native_kernels.unsupported(e.params["jaxpr"])
+
+    def emit_native(self, e, outs):
+        inner = e.params["jaxpr"]
+        g = cuda.render_group(inner, self.ctx._fresh(e.params["name"])[1:])
+        self.native_groups.append(g)
+        size = g.size
+        threads = CONFIG.threads if size >= CONFIG.native_parallel_min_size else 1
+        fn = self.ctx._fresh(f"N_{g.name}")
+        self.ctx.globals[fn] = None             # bound to the kernel by build()
+        self.natives.append((fn, g.name, size, threads))
+        args = ", ".join([self.atom(a, as_scalar=False) for a in e.invars] + list(outs))
+        ops = sum(m.primitive is not broadcast_in_dim_p for m in inner.eqns)
+        self.report.append((e.params["name"], "native",
+                            f"C++ function {g.name}: {ops} ops on {size} elements, "
+                            f"{threads} thread(s)"))
+        return [f"# {e.params['name']}: native C++ {g.name}, {ops} ops on {size} elements, "
+                f"{threads} thread(s)",
+                f"{fn}({args}) or _retry({fn}, {args})"]
 
     # -- blocked fusion groups --------------------------------------------
 
@@ -536,6 +590,11 @@ class _Lowering:
 
     def build(self):
         g = dict(self.ctx.globals)
+        if self.natives:
+            addrs = native_kernels.entry_points(self.library, [c for _, c, _, _ in self.natives])
+            call = native_kernels.caller()
+            for fn, cname, n, threads in self.natives:
+                g[fn] = functools.partial(call, addrs[cname], n, threads)
         code = compile(self.source, f"<functrans.jit {self.name}>", "exec")
         exec(code, g)
         return CpuExecutable(g[self.fname], g, len(self.closed.jaxpr.invars),
@@ -612,10 +671,38 @@ class CpuExecutable:
         return f"<CpuExecutable {self.name}>"
 
 
-def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False):
-    """Lower an optimized ClosedJaxpr to generated NumPy code: a Lowered.
-    alias_outputs: outputs may be inputs (or one another) instead of copies, for
-    internal programs whose results nobody writes to."""
-    lw = _Lowering(closed, donated, name, alias_outputs).run()
-    info = dict(lw.info, scratch_buffers=len(lw.scratch), plan=repr(lw.plan))
-    return Lowered(lw.fusedj, lw.source, lw.build, "cpu", name, plan=lw.plan, info=info)
+def native_setting():
+    """(cpu_backend mode, why native code is unavailable or None), or None for 'numpy'."""
+    mode = config.cpu_backend
+    if mode == "numpy":
+        return None
+    try:
+        toolchain.find_compiler()
+    except toolchain.ToolchainError as e:
+        return mode, str(e).split(":")[0]       # "no C++ compiler found (tried ...)"
+    return mode, None
+
+
+def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False, native=True):
+    """Lower an optimized ClosedJaxpr to generated NumPy code, its fusion groups to native
+    C++ functions where `ft.config.cpu_backend` and the toolchain allow (native=False: NumPy
+    only): a Lowered. alias_outputs: outputs may be inputs (or one another) instead of
+    copies, for internal programs whose results nobody writes to."""
+    setting = native_setting() if native else None
+    lw = _Lowering(closed, donated, name, alias_outputs, setting).run()
+    native_info = None
+    if lw.native_groups:
+        src = native_kernels.render_program(lw.native_groups)
+        try:
+            lw.library = toolchain.build(src, name)
+            native_kernels.caller()
+        except toolchain.ToolchainError as e:
+            warnings.warn(f"functrans: {e}\nThe program {name!r} runs NumPy code instead.",
+                          RuntimeWarning, stacklevel=2)
+            why = f"compile failed: {str(e).splitlines()[0]}"
+            lw = _Lowering(closed, donated, name, alias_outputs, (setting[0], why)).run()
+        else:
+            native_info = {"source": src, "library": lw.library}
+    info = dict(lw.info, scratch_buffers=len(lw.scratch), plan=repr(lw.plan), groups=lw.report)
+    return Lowered(lw.fusedj, lw.source, lw.build, "cpu", name, plan=lw.plan, info=info,
+                   native=native_info)

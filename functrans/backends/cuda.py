@@ -22,6 +22,7 @@ from . import Lowered
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Var, cupy_array_module,
                     short_dtype)
 from ..core.devices import cupy_module
+from ..primitives.elementwise import convert_element_type_p
 from ..primitives.shape import broadcast_in_dim_p
 
 CTYPES = {
@@ -58,6 +59,16 @@ FT_SHIFTS(signed char, unsigned char) FT_SHIFTS(unsigned char, unsigned char)
 FT_SHIFTS(short, unsigned short) FT_SHIFTS(unsigned short, unsigned short)
 FT_SHIFTS(int, unsigned int) FT_SHIFTS(unsigned int, unsigned int)
 FT_SHIFTS(long long, unsigned long long) FT_SHIFTS(unsigned long long, unsigned long long)
+// integer division and remainder as NumPy's: x / 0 = x % 0 = 0, and MIN / -1 wraps to MIN
+// (a plain / or % traps on the CPU there and is undefined on the GPU)
+template <typename T> __device__ __forceinline__ T ft_idiv(T x, T y) {
+  if (y == 0) return (T)0;
+  if ((T)-1 < (T)0 && y == (T)-1) return (T)(0ULL - (unsigned long long)x);
+  return (T)(x / y);
+}
+template <typename T> __device__ __forceinline__ T ft_irem(T x, T y) {
+  return (y == 0 || ((T)-1 < (T)0 && y == (T)-1)) ? (T)0 : (T)(x % y);
+}
 template <typename T> __device__ __forceinline__ T ft_ipow(T x, int y) {
   T r = 1;                                                    // x**y for y >= 0
   while (y > 0) { if (y & 1) r *= x; x *= x; y >>= 1; }
@@ -201,12 +212,13 @@ def bcast_index_numpy(terms, i):
 class Kernel:
     """A rendered kernel: its name, source, and how to call it."""
 
-    def __init__(self, name, source, inputs, outputs, size, jaxpr=None):
+    def __init__(self, name, source, inputs, outputs, size, jaxpr=None, rows=None):
         self.name, self.source = name, source
         self.inputs = inputs            # outer atoms, in parameter order
         self.outputs = outputs          # outer vars, in parameter order
         self.size = size
         self.jaxpr = jaxpr              # the group it was rendered from
+        self.rows = rows                # a row kernel: its number of rows (a block each)
 
     def __repr__(self):
         return f"<Kernel {self.name}: {len(self.inputs)} in, {len(self.outputs)} out>"
@@ -224,9 +236,34 @@ def _store(ptr, index, dtype, value):
     return f"{ptr}[{index}] = {value};"
 
 
-def render_kernel(jaxpr, name) -> Kernel:
+def eqn_expr(e, args) -> str:
+    """The C expression of an elementwise equation over its operands' expressions, in its
+    output's compute type; a float16 result is rounded to float16 after the operation."""
+    odt = e.outvars[0].aval.dtype
+    ct = compute_type(odt)
+    if odt == np.float16 and e.primitive is convert_element_type_p and \
+            e.invars[0].aval.dtype == np.float64:
+        return f"__half2float(__double2half({args[0]}))"     # via float would round twice
+    expr = template_for(e).format(*args, out_t=ct)
+    if odt == np.float16:
+        return f"__half2float(__float2half_rn(({ct})({expr})))"
+    return f"({ct})({expr})"
+
+
+class GroupCode:
+    """A fusion group rendered once, for any wrapper: typed parameters, the hoisted
+    constants, and the per-element body (loads, one typed local per equation, stores) of
+    the flat output index `i`."""
+
+    def __init__(self, name, params, hoisted, body, uses_half, size, jaxpr):
+        self.name, self.params, self.hoisted, self.body = name, params, hoisted, body
+        self.uses_half, self.size, self.jaxpr = uses_half, size, jaxpr
+
+
+def render_group(jaxpr, name) -> GroupCode:
     """Render a fusion group's jaxpr (elementwise and broadcast equations of one output
-    shape) as one CUDA kernel with a grid-stride loop over the flat output index."""
+    shape) from the primitives' expression templates: the body of the loop over the flat
+    output index, shared by the CUDA kernel and the native CPU function."""
     shape = tuple(jaxpr.eqns[-1].outvars[0].aval.shape)
     size = math.prod(shape)
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
@@ -283,28 +320,29 @@ def render_kernel(jaxpr, name) -> Kernel:
                             f"  // broadcast {x.aval.str_short()} -> {ov.aval.str_short()}")
             local[ov] = nm
             continue
-        tmpl = template_for(e)
-        expr = tmpl.format(*[operand(a) for a in e.invars], out_t=ct)
-        if odt == np.float16:
-            expr = f"__half2float(__float2half_rn(({ct})({expr})))"
-        else:
-            expr = f"({ct})({expr})"
+        expr = eqn_expr(e, [operand(a) for a in e.invars])
         body.append(f"const {ct} {nm} = {expr};  // {e.primitive.name}")
         local[ov] = nm
     for k, v in enumerate(jaxpr.outvars):
         dt = v.aval.dtype
         params.append(f"{ctype(dt)}* __restrict__ out{k}")
         stores.append(_store(f"out{k}", "i", dt, operand(v)))
-    params.append("const long long n")
-    lines = [f'extern "C" __global__ void {name}({", ".join(params)}) {{']
-    lines += ["  " + h for h in hoisted]
+    return GroupCode(name, params, hoisted, body + stores, uses_half, size, jaxpr)
+
+
+def render_kernel(jaxpr, name) -> Kernel:
+    """A fusion group as one CUDA kernel with a grid-stride loop over the flat output
+    index (the CUDA wrapper of `render_group`)."""
+    g = render_group(jaxpr, name)
+    lines = [f'extern "C" __global__ void {g.name}({", ".join(g.params + ["const long long n"])}) {{']
+    lines += ["  " + h for h in g.hoisted]
     lines.append("  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;"
                  " i += (long long)blockDim.x * gridDim.x) {")
-    lines += ["    " + b for b in body + stores]
+    lines += ["    " + b for b in g.body]
     lines += ["  }", "}"]
-    head = PRELUDE + ("#include <cuda_fp16.h>\n" if uses_half else "")
-    return Kernel(name, head + "\n".join(lines) + "\n", list(jaxpr.invars),
-                  list(jaxpr.outvars), size, jaxpr)
+    head = PRELUDE + ("#include <cuda_fp16.h>\n" if g.uses_half else "")
+    return Kernel(g.name, head + "\n".join(lines) + "\n", list(jaxpr.invars),
+                  list(jaxpr.outvars), g.size, jaxpr)
 
 
 def single_eqn_jaxpr(eqn):

@@ -1,8 +1,12 @@
-"""ft.config: JAX's flag object. Its one flag, `jax_enable_x64`, sets the default dtypes of
-Python data (scalars, lists, fnp.zeros/ones/eye, ft.random): 32-bit when off (JAX's
-default), 64-bit when on. NumPy arrays keep their own dtype either way (docs/porting_jax.md).
+"""ft.config: JAX's flag object. `jax_enable_x64` sets the default dtypes of Python data
+(scalars, lists, fnp.zeros/ones/eye, ft.random): 32-bit when off (JAX's default), 64-bit
+when on. NumPy arrays keep their own dtype either way (docs/porting_jax.md).
+`cpu_backend` ("auto", "native" or "numpy"; default $FUNCTRANS_CPU_BACKEND, else "auto")
+selects how jit runs fusion groups on the CPU (docs/jit.md, "The native CPU backend").
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -15,12 +19,26 @@ _X64 = {"b": np.dtype(np.bool_), "i": np.dtype(np.int64), "u": np.dtype(np.uint6
         "f": np.dtype(np.float64), "c": np.dtype(np.complex128)}
 
 
+CPU_BACKENDS = ("auto", "native", "numpy")
+
+
+def _cpu_backend(value, source):
+    if value not in CPU_BACKENDS:
+        raise ValueError(f"{source} must be one of {', '.join(map(repr, CPU_BACKENDS))}, "
+                         f"got {value!r}")
+    return value
+
+
 class Config:
-    """`ft.config.update("jax_enable_x64", True)`, `ft.config.jax_enable_x64`, as JAX."""
+    """`ft.config.update("jax_enable_x64", True)`, `ft.config.jax_enable_x64`, as JAX;
+    `ft.config.update("cpu_backend", "numpy")`, `ft.config.cpu_backend`."""
 
     def __init__(self):
         self._x64 = False
         self._listeners = []
+        self._backend_listeners = []
+        self.cpu_backend = _cpu_backend(os.environ.get("FUNCTRANS_CPU_BACKEND", "auto"),
+                                        "$FUNCTRANS_CPU_BACKEND")
 
     @property
     def jax_enable_x64(self) -> bool:
@@ -30,7 +48,18 @@ class Config:
         """fn() is called after every change of the flags (caches of defaults refresh)."""
         self._listeners.append(fn)
 
+    def on_backend_change(self, fn):
+        """fn() is called after every change of `cpu_backend` (compiled programs drop)."""
+        self._backend_listeners.append(fn)
+
     def update(self, name, value):
+        if name == "cpu_backend":
+            value = _cpu_backend(value, "ft.config.update('cpu_backend', ...)")
+            if value != self.cpu_backend:
+                self.cpu_backend = value
+                for fn in self._backend_listeners:
+                    fn()
+            return
         if name != "jax_enable_x64":
             raise AttributeError(f"Unrecognized config option: {name}")
         self._x64 = bool(value)
@@ -39,6 +68,8 @@ class Config:
             fn()
 
     def read(self, name):
+        if name == "cpu_backend":
+            return self.cpu_backend
         if name != "jax_enable_x64":
             raise AttributeError(f"Unrecognized config option: {name}")
         return self._x64

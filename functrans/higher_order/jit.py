@@ -31,6 +31,7 @@ from ..ad import (PartialEvalTracer, PartialVal, _EqnRecipe, jvp_jaxpr, partial_
 from ..batching import batch_jaxpr
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, TypeCheckError, Tracer,
                     UndefinedPrimal, Zero, _state, _thread_state, get_aval, short_dtype)
+from ..core.config import config
 from ..primitives.base import bdim_size, defprim, instantiate, moveaxis
 from ..runtime import device_of, gc_paused, lower_jaxpr
 from ..tracing import trace_to_jaxpr
@@ -53,6 +54,18 @@ _codes_seen: dict = {}      # code object -> number of function objects traced w
 
 _all_states: "weakref.WeakSet" = weakref.WeakSet()     # every function's cache state
 _hits_offset = [0]
+
+
+def _drop_executables():
+    """After a change of ft.config.cpu_backend: every jitted function compiles again (its
+    traces are kept)."""
+    for st in list(_all_states):
+        st.fast.clear()
+        for entry in st.entries.values():
+            entry.exes.clear()
+
+
+config.on_backend_change(_drop_executables)
 
 
 def _total_hits():
@@ -136,7 +149,7 @@ def compile_jaxpr(closed: ClosedJaxpr, device="cpu", donated=(), name="jitted"):
     exes = closed._exes
     if exes is None:
         exes = closed._exes = {}
-    key = (device, tuple(donated))
+    key = (device, tuple(donated), config.cpu_backend)
     exe = exes.get(key)
     if exe is not None:
         return exe

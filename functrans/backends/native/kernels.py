@@ -1,0 +1,145 @@
+"""Fusion groups as host C++ functions: the body `cuda.render_group` renders from the
+primitives' expression templates (the CUDA kernel's text, unchanged), wrapped in an
+OpenMP-parallel loop the compiler vectorizes; and the fast call into them from Python.
+
+The generated source puts the kernels in a namespace where unqualified math functions
+resolve to `ftm::` (ftmath.h: vectorizable, no fast-math), defines CUDA's few device
+spellings for the host (`__device__`, `__half` as _Float16, computed in float), and
+exports `extern "C" void NAME(void* const* p, long long n, int nt)` per group.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.machinery
+import importlib.util
+import os
+import sysconfig
+import threading
+
+import numpy as np
+
+from .. import cuda
+from ...primitives.shape import broadcast_in_dim_p
+from . import toolchain
+
+HOST_PRELUDE = r"""// functrans generated code: native CPU backend
+#include "ftmath.h"
+#define __device__
+#define __forceinline__ inline __attribute__((always_inline))
+typedef _Float16 __half;
+static inline float __half2float(__half h) { return (float)h; }
+static inline __half __float2half_rn(float f) { return (__half)f; }
+static inline __half __double2half(double d) { return (__half)d; }
+"""
+
+MAX_ARGS = 512                  # ftcall.cpp's FT_MAX_ARGS
+
+
+def unsupported(jaxpr) -> str | None:
+    """Why a fusion group cannot become a native function (None: it can)."""
+    for e in jaxpr.eqns:
+        for a in list(e.invars) + list(e.outvars):
+            dt = a.aval.dtype
+            if dt.kind == "c":
+                return f"complex dtype {dt.name} not supported natively"
+            if dt.name not in cuda.CTYPES:
+                return f"dtype {dt.name} not supported natively"
+        if e.primitive is broadcast_in_dim_p:
+            continue
+        if e.primitive.name == "pow" and e.invars[0].aval.dtype.kind in "iu":
+            return "integer pow stays on NumPy (its error for negative powers)"
+        try:
+            cuda.template_for(e)
+        except cuda.CudaLoweringError:
+            return f"primitive '{e.primitive.name}' has no expression template"
+    if len(jaxpr.invars) + len(jaxpr.outvars) > MAX_ARGS:
+        return f"more than {MAX_ARGS} arguments"
+    return None
+
+
+def render_function(g):
+    """A rendered group (cuda.GroupCode) as (a host function over [0, n), its C entry)."""
+    params = g.params + ["const long long n", "const int nt"]
+    lines = [f"static void {g.name}_body({', '.join(params)}) {{"]
+    lines += ["  " + h for h in g.hoisted]
+    lines.append("  #pragma omp parallel for simd num_threads(nt) if(nt > 1) schedule(static)")
+    lines.append("  for (long long i = 0; i < n; ++i) {")
+    lines += ["    " + b for b in g.body]
+    lines += ["  }", "}"]
+    casts = []
+    for k, p in enumerate(g.params):
+        ptype = p.rsplit(" ", 2)[0].replace(" __restrict__", "")   # "const float*"
+        casts.append(f"({ptype})p[{k}]")
+    entry = (f'extern "C" void {g.name}(void* const* p, long long n, int nt) '
+             f'{{ ftk::{g.name}_body({", ".join(casts + ["n", "nt"])}); }}')
+    return "\n".join(lines), entry
+
+
+def render_program(groups) -> str:
+    """One C++ translation unit for the native groups of a program."""
+    bodies, entries = [], []
+    for g in groups:
+        body, entry = render_function(g)
+        bodies.append(body)
+        entries.append(entry)
+    return "\n".join([HOST_PRELUDE, "namespace ftk {", "using namespace ftm;", cuda.PRELUDE,
+                      *bodies, "}  // namespace ftk", *entries, ""])
+
+
+# ---------------------------------------------------------------------------
+# calling a kernel from Python
+
+_caller: list = []
+_caller_lock = threading.Lock()
+
+
+def _ftcall():
+    """The ftcall extension (built once per Python and compiler, from ftcall.cpp), or None
+    when the Python headers are missing (then ctypes calls the kernels)."""
+    inc = sysconfig.get_paths().get("include")
+    if not inc or not os.path.exists(os.path.join(inc, "Python.h")):
+        return None
+    with open(os.path.join(toolchain.HERE, "ftcall.cpp")) as f:
+        src = f.read()
+    path = toolchain.build(src, "ftcall", include=(inc,))
+    loader = importlib.machinery.ExtensionFileLoader("ftcall", path)
+    spec = importlib.util.spec_from_file_location("ftcall", path, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    mod.set_ndarray(np.ndarray)
+    return mod.call
+
+
+def _ctypes_call(address, n, nt, *arrays):
+    """ftcall.call's contract through ctypes (slower per call)."""
+    for a in arrays:
+        if type(a) is not np.ndarray or not a.flags.c_contiguous:
+            return False
+    ptrs = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
+    _kernel_type(address)(ptrs, n, nt)
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_type(address):
+    return ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int)(address)
+
+
+def caller():
+    """call(address, n, threads, *arrays) -> bool (False: an array was not C-contiguous)."""
+    with _caller_lock:
+        if not _caller:
+            _caller.append(_ftcall() or _ctypes_call)
+        return _caller[0]
+
+
+def retry(fn, *arrays):
+    """Call again with every argument made a C-contiguous ndarray (outputs are already)."""
+    fn(*[np.ascontiguousarray(a) for a in arrays])
+
+
+def entry_points(path, names):
+    """name -> the address of its C entry point in the library at path."""
+    lib = toolchain.load(path)
+    return {nm: ctypes.cast(getattr(lib, nm), ctypes.c_void_p).value for nm in names}

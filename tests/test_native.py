@@ -1,0 +1,230 @@
+"""The native CPU backend: fusion groups compiled from the primitives' expression templates
+agree with the NumPy backend for every fusible elementwise primitive and dtype (special
+values: NaN, infinities, signed zeros, integer extremes) and on sample programs; the
+switch, the fallbacks (no compiler, a failed compile) and what `lower()` says."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import functrans as ft
+import functrans.numpy as fnp
+from functrans.backends import cpu, cuda
+from functrans.backends.native import kernels, toolchain
+
+from test_cuda_on_cpu import CASES, GROUPS, assert_matches_numpy, assert_same
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def library():
+    """Every single-primitive group of CASES as one native library: name -> call(*ins)."""
+    try:
+        toolchain.find_compiler()
+    except toolchain.ToolchainError as e:
+        pytest.skip(str(e))
+    groups = [cuda.render_group(cuda.single_eqn_jaxpr(e), f"n_{label}") for label, e, _ in CASES]
+    path = toolchain.build(kernels.render_program(groups), "test_native")
+    addrs = kernels.entry_points(path, [g.name for g in groups])
+    call = kernels.caller()
+
+    def run(label, eqn, xs):
+        ins = [np.ascontiguousarray(np.asarray(x, v.aval.dtype))
+               for x, v in zip(xs, eqn.invars, strict=True)]
+        out = np.empty(eqn.outvars[0].aval.shape, eqn.outvars[0].aval.dtype)
+        assert call(addrs[f"n_{label}"], out.size, 2, *ins, out)
+        return out
+    return run
+
+
+@pytest.mark.parametrize("label", [c[0] for c in CASES])
+def test_every_elementwise_primitive_and_dtype_matches_numpy(library, label):
+    _, e, xs = next(c for c in CASES if c[0] == label)
+    if kernels.unsupported(cuda.single_eqn_jaxpr(e)):
+        pytest.skip(kernels.unsupported(cuda.single_eqn_jaxpr(e)))
+    assert_matches_numpy(library(label, e, xs), e, xs, label)
+
+
+def test_what_stays_on_numpy():
+    unsupported = {label: kernels.unsupported(cuda.single_eqn_jaxpr(e)) for label, e, _ in CASES}
+    assert {k for k, v in unsupported.items() if v} == {
+        k for k in unsupported if k.startswith("pow_") and k.split("_")[1][0] in "iu"}
+    x = np.ones(3, np.complex64)
+    closed = ft.make_jaxpr(lambda x: fnp.sin(x) * 2 + x)(x)
+    assert "complex dtype complex64" in kernels.unsupported(closed.jaxpr)
+
+
+# ---------------------------------------------------------------------------
+# programs: the native backend against the NumPy backend
+
+
+def _both(f, args):
+    """f jitted under the NumPy backend and under the native one: (numpy, native, lowered)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ft.RetraceWarning)
+        ft.config.update("cpu_backend", "numpy")
+        want = ft.jit(f)(*args)
+        ft.config.update("cpu_backend", "native")
+        jf = ft.jit(f)
+        got = jf(*args)
+        return want, got, jf.lower(*args)
+
+
+@pytest.mark.parametrize("name", sorted(GROUPS))
+def test_sample_programs_match_the_numpy_backend(native_backend, name):
+    f, args = GROUPS[name]
+    want, got, low = _both(f, args)
+    assert "native C++" in low.source, low.info["groups"]
+    ulps = 4 if name in ("rows", "float64") else 0
+    assert_same(np.asarray(got), np.asarray(want), ulps, name, zeros=name != "literals")
+
+
+def test_broadcasts_scalars_noncontiguous_and_donated_inputs(native_backend):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 10)).astype(np.float32)
+    b = rng.standard_normal(10).astype(np.float32)
+
+    def f(x, b, s):
+        return fnp.tanh(x * s + b) * x - b[None, :] * 0.5
+    want = f(x, b, np.float32(1.5))
+    jf = ft.jit(f)
+    np.testing.assert_allclose(jf(x, b, np.float32(1.5)), want, rtol=1e-6, atol=1e-6)
+    xt = np.asfortranarray(x)                       # not C-contiguous: copied, then run
+    np.testing.assert_allclose(jf(xt, b, 1.5), want, rtol=1e-6, atol=1e-6)
+    jd = ft.jit(f, donate_argnums=0)
+    np.testing.assert_allclose(jd(x.copy(), b, 1.5), want, rtol=1e-6, atol=1e-6)
+    assert "native C++" in jf.lower(x, b, 1.5).source
+
+
+def test_threads_split_a_group(native_backend, monkeypatch):
+    monkeypatch.setattr(cpu.CONFIG, "native_parallel_min_size", 1)
+    monkeypatch.setattr(cpu.CONFIG, "threads", 3)
+    x = np.linspace(-3, 3, 10_001)
+
+    def f(x):
+        return fnp.exp(fnp.sin(x) * 0.5) - x * x + 1.0
+    low = ft.jit(f).lower(x)
+    assert "3 thread(s)" in low.source
+    np.testing.assert_allclose(ft.jit(f)(x), f(x), rtol=1e-14, atol=1e-14)
+
+
+def test_grad_of_a_chain(native_backend):
+    x = np.linspace(-1, 1, 257, dtype=np.float32)
+
+    def loss(x):
+        y = x
+        for _ in range(3):
+            y = fnp.tanh(fnp.maximum(y * 1.5 + 0.1, 0.0) - 0.2) * y
+        return fnp.sum(y)
+    got = ft.jit(ft.grad(loss))(x)
+    ft.config.update("cpu_backend", "numpy")
+    want = ft.jit(ft.grad(loss))(x)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
+
+
+# ---------------------------------------------------------------------------
+# the switch, the fallbacks, lower()
+
+
+def _chain(x):
+    return fnp.exp(fnp.sin(x) * 2.0 + 1.0) - fnp.cos(x) * 0.5
+
+
+def test_config_switch():
+    saved = ft.config.cpu_backend
+    try:
+        for mode in ("numpy", "auto", "native"):
+            ft.config.update("cpu_backend", mode)
+            assert ft.config.cpu_backend == ft.config.read("cpu_backend") == mode
+        with pytest.raises(ValueError, match="must be one of 'auto', 'native', 'numpy'"):
+            ft.config.update("cpu_backend", "fast")
+        with pytest.raises(AttributeError, match="Unrecognized config option: nope"):
+            ft.config.update("nope", 1)
+    finally:
+        ft.config.update("cpu_backend", saved)
+    x = np.linspace(0, 1, 16, dtype=np.float32)
+    ft.config.update("cpu_backend", "numpy")
+    try:
+        low = ft.jit(_chain).lower(x)
+        assert low.native is None and "numpy: cpu_backend='numpy'" in str(low)
+    finally:
+        ft.config.update("cpu_backend", saved)
+
+
+def test_environment_variable_selects_the_backend():
+    code = "import functrans as ft; print(ft.config.cpu_backend)"
+    for mode in ("numpy", "native"):
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                             text=True, env=dict(os.environ, FUNCTRANS_CPU_BACKEND=mode))
+        assert out.stdout.strip() == mode, out.stderr
+
+
+def test_auto_keeps_small_groups_on_numpy(native_backend):
+    ft.config.update("cpu_backend", "auto")
+    x = np.ones(8, np.float32)
+    low = ft.jit(lambda x: x * 2.0 + 1.0).lower(x)
+    assert "below the native threshold" in str(low) and low.native is None
+    low = ft.jit(_chain).lower(x)
+    assert "native C++" in low.source
+
+
+def test_without_a_compiler_numpy_runs_and_lower_says_why(native_backend, monkeypatch):
+    monkeypatch.setenv("CXX", "/nonexistent/c++")
+    x = np.linspace(0, 1, 16, dtype=np.float32)
+    jf = ft.jit(_chain)
+    np.testing.assert_allclose(jf(x), _chain(x), rtol=1e-6)
+    text = str(jf.lower(x))
+    assert "numpy: no C++ compiler found (tried $CXX='/nonexistent/c++')" in text
+    assert "native C++" not in text
+
+
+def test_a_failed_compile_falls_back_with_a_warning(native_backend, monkeypatch):
+    def fail(source, name, compiler=None, include=()):
+        raise toolchain.ToolchainError("compiling failing with c++ failed (exit 1)\nboom")
+    monkeypatch.setattr(toolchain, "build", fail)
+    x = np.linspace(0, 1, 16, dtype=np.float32)
+    with pytest.warns(RuntimeWarning, match="(?s)compiling failing.*boom.*runs NumPy code"):
+        jf = ft.jit(lambda x: _chain(x) * 3.0)      # a new function: not compiled yet
+        np.testing.assert_allclose(jf(x), _chain(x) * 3.0, rtol=1e-6)
+    with pytest.warns(RuntimeWarning):
+        text = str(jf.lower(x))
+    assert "numpy: compile failed: compiling failing with c++ failed (exit 1)" in text
+
+
+def test_lower_shows_the_generated_cpp(native_backend):
+    x = np.linspace(0, 1, 16, dtype=np.float32)
+    low = ft.jit(_chain).lower(x)
+    text = str(low)
+    assert "## fusion groups" in text and ": native: C++ function" in text
+    assert "## native C++ (" in text and 'extern "C" void' in text
+    assert low.native["library"].startswith(toolchain.cache_dir())
+    assert open(low.native["library"][:-3] + ".cpp").read() == low.native["source"]
+
+
+def test_a_second_process_compiles_nothing(native_backend, tmp_path):
+    script = textwrap.dedent("""
+        import sys, numpy as np, functrans as ft, functrans.numpy as fnp
+        from functrans.backends.native import toolchain
+        if sys.argv[1] == "warm":      # every library comes from the disk cache
+            def no_compiler(*a, **k):
+                raise AssertionError("compiled in a warm process")
+            toolchain._run = no_compiler
+        x = np.linspace(0, 1, 1000)
+        f = ft.jit(lambda x: fnp.exp(fnp.sin(x) * 2.0 + 1.0) - fnp.cos(x) * 0.5)
+        assert "native C++" in f.lower(x).source
+        print(float(f(x).sum()))
+    """)
+    env = dict(os.environ, FUNCTRANS_CACHE_DIR=str(tmp_path), FUNCTRANS_CPU_BACKEND="native")
+    outs = [subprocess.run([sys.executable, "-c", script, kind], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=300) for kind in
+            ("cold", "warm")]
+    for p in outs:
+        assert p.returncode == 0, p.stderr
+    assert outs[0].stdout == outs[1].stdout

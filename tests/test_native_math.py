@@ -2,14 +2,14 @@
 ulp from NumPy's float32/float64 results over dense sweeps, special values (nan, +-inf,
 +-0, subnormals, overflow thresholds) right in class and sign, and each loop
 `out[i] = f(in[i])` vectorized by GCC. One compile of a driver holding every function in
-both dtypes; `python tests/test_native_math.py` prints ns/element against libm."""
+both dtypes, built by the native backend's toolchain (its compiler and flags);
+`python tests/test_native_math.py [extra flags]` prints ns/element against libm."""
 from __future__ import annotations
 
 import ctypes
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,13 +18,21 @@ import time
 import numpy as np
 import pytest
 
-import functrans
+from functrans.backends.native import toolchain
 from functrans.primitives import REGISTRY
 
-HEADER_DIR = os.path.join(os.path.dirname(functrans.__file__), "backends", "native")
-CXX = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-FLAGS = ["-std=c++17", "-O3", "-fno-fast-math", "-ffp-contract=off", "-fno-math-errno"]
-needs_cxx = pytest.mark.skipif(CXX is None, reason="no C++ compiler ($CXX, g++, c++, clang++)")
+HEADER_DIR = toolchain.HERE
+try:
+    COMPILER = toolchain.find_compiler()
+    WHY_NOT = ""
+except toolchain.ToolchainError as e:
+    COMPILER, WHY_NOT = None, str(e)
+needs_cxx = pytest.mark.skipif(COMPILER is None, reason=WHY_NOT)
+
+
+def compile_command(*args):
+    """The toolchain's compiler and flags (those of the backend's kernels), plus args."""
+    return [*COMPILER.argv, *COMPILER.flags, "-I", HEADER_DIR, *args]
 
 
 def _erf(x):
@@ -47,8 +55,8 @@ def _ref(name):
 # name -> (max ulp from NumPy in float32, in float64, linear range of the sweep): the
 # measured maxima of the sweeps below, also the table of docs/jit.md
 UNARY = {
-    "exp": (2, 1, 800.0), "expm1": (2, 1, 800.0), "log": (3, 1, 1e6), "log1p": (2, 1, 1e6),
-    "tanh": (1, 3, 30.0), "sinh": (1, 2, 800.0), "cosh": (2, 2, 800.0), "erf": (0, 2, 8.0),
+    "exp": (2, 1, 800.0), "expm1": (3, 1, 800.0), "log": (3, 1, 1e6), "log1p": (2, 1, 1e6),
+    "tanh": (1, 3, 30.0), "sinh": (2, 3, 800.0), "cosh": (2, 3, 800.0), "erf": (0, 2, 8.0),
     "atan": (2, 1, 100.0), "asin": (3, 2, 1.0), "acos": (2, 2, 1.0), "asinh": (1, 2, 1e6),
     "acosh": (1, 2, 1e6), "atanh": (1, 2, 1.0), "sin": (1, 1, 100.0), "cos": (1, 1, 100.0),
     "tan": (3, 1, 100.0), "sqrt": (0, 0, 1e6), "rsqrt": (0, 0, 1e6), "fabs": (0, 0, 1e6),
@@ -94,13 +102,8 @@ def _driver_source():
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    d = tmp_path_factory.mktemp("ftmath")
-    src, so = d / "driver.cc", d / "driver.so"
-    src.write_text(_driver_source())
-    subprocess.run([CXX, *FLAGS, "-shared", "-fPIC", "-I", HEADER_DIR, "-o", str(so), str(src)],
-                   check=True, capture_output=True)
-    return ctypes.CDLL(str(so))
+def lib():
+    return toolchain.load(toolchain.build(_driver_source(), "ftmath_driver"))
 
 
 def _call(lib, name, x, y=None):
@@ -254,8 +257,8 @@ def test_every_template_function_is_provided(tmp_path):
             lines.append(f"double f{k}({t} x) {{ return (double){name}({args}); }}")
     src = tmp_path / "names.cc"
     src.write_text("\n".join(lines) + "\n")
-    r = subprocess.run([CXX, *FLAGS, "-c", "-I", HEADER_DIR, "-o", str(tmp_path / "n.o"),
-                        str(src)], capture_output=True, text=True)
+    r = subprocess.run(compile_command("-c", "-o", str(tmp_path / "n.o"), str(src)),
+                       capture_output=True, text=True)
     assert r.returncode == 0, f"ftmath.h lacks a function the CUDA templates call:\n{r.stderr}"
 
 
@@ -267,8 +270,8 @@ def test_cuda_intrinsics(tmp_path):
                    'extern "C" bool f(float* o, double* p) {\n'
                    '  o[0] = __int_as_float(0x7f800000); p[0] = __longlong_as_double('
                    '0xfff0000000000000LL);\n  return isfinite(o[0]) || isfinite(p[0]); }\n')
-    subprocess.run([CXX, *FLAGS, "-c", "-I", HEADER_DIR, "-o", str(tmp_path / "t.o"), str(src)],
-                   check=True, capture_output=True)
+    subprocess.run(compile_command("-c", "-o", str(tmp_path / "t.o"), str(src)), check=True,
+                   capture_output=True)
 
 
 @needs_cxx
@@ -303,10 +306,9 @@ def test_float32_exhaustive(lib, name):
 
 
 def _is_gcc():
-    try:
-        out = subprocess.run([CXX, "--version"], capture_output=True, text=True).stdout
-    except OSError:
+    if COMPILER is None:
         return False
+    out = subprocess.run([*COMPILER.argv, "--version"], capture_output=True, text=True).stdout
     return "Free Software Foundation" in out and "clang" not in out.lower()
 
 
@@ -324,16 +326,16 @@ def _vector_loops_source():
 
 
 @needs_cxx
-@pytest.mark.skipif(not (CXX and _is_gcc()), reason="-fopt-info-vec-optimized is GCC's")
+@pytest.mark.skipif(not _is_gcc(), reason="-fopt-info-vec-optimized is GCC's")
 def test_loops_vectorize(tmp_path):
-    """Each `out[i] = f(in[i])` loop is vectorized at -O3 with the baseline ISA (SSE2),
-    but for the functions still forwarded to libm (LIBM)."""
+    """Each `out[i] = f(in[i])` loop is vectorized with the toolchain's flags and the
+    baseline ISA (SSE2), but for the functions still forwarded to libm (LIBM)."""
     source, where = _vector_loops_source()
     src = tmp_path / "v.cc"
     src.write_text(source)
-    r = subprocess.run([CXX, *FLAGS, "-fopt-info-vec-optimized", "-c", "-I", HEADER_DIR,
-                        "-o", str(tmp_path / "v.o"), str(src)], capture_output=True, text=True,
-                       check=True)
+    r = subprocess.run(compile_command("-fopt-info-vec-optimized", "-c", "-o",
+                                       str(tmp_path / "v.o"), str(src)),
+                       capture_output=True, text=True, check=True)
     done = {int(m.group(1)) for m in re.finditer(r"v\.cc:(\d+):\d+: optimized: loop vectorized",
                                                   r.stderr)}
     vectorized = {where[ln] for ln in done if ln in where}
@@ -348,7 +350,7 @@ def test_loops_vectorize(tmp_path):
 
 def timing_table(extra_flags=(), n=1 << 20, reps=7):
     """ns/element of ftm::f and the C library's f over n points, float32 and float64
-    (best of reps), compiled with FLAGS plus extra_flags (e.g. -march=native)."""
+    (best of reps), compiled with the toolchain's flags plus extra_flags (-march=native)."""
     lines = ['#include "ftmath.h"', 'extern "C" {']
     for dt, t in CTYPE.items():
         for name in UNARY:
@@ -363,8 +365,7 @@ def timing_table(extra_flags=(), n=1 << 20, reps=7):
         src, so = os.path.join(d, "t.cc"), os.path.join(d, "t.so")
         with open(src, "w") as f:
             f.write("\n".join(lines) + "\n")
-        subprocess.run([CXX, *FLAGS, *extra_flags, "-shared", "-fPIC", "-I", HEADER_DIR, "-o",
-                        so, src], check=True)
+        subprocess.run(compile_command(*extra_flags, "-o", so, src), check=True)
         lib = ctypes.CDLL(so)
         print(f"| function | float32 ftm | float32 libm | float64 ftm | float64 libm |  (ns/element, n={n})")
         print("|---|---|---|---|---|")

@@ -11,8 +11,8 @@
 // polynomials in double; a float function evaluates the double one and rounds once.
 // Written for -fno-fast-math -ffp-contract=off (each operation rounds as written).
 // Measured accuracy (max ulp from NumPy over dense sweeps): tests/test_native_math.py,
-// docs/jit.md "Accuracy of the native math functions". Functions still marked "libm"
-// forward to the C library (exact as libm, but their loops stay scalar).
+// docs/jit.md "Accuracy of the native math functions". fmod, and the double sin/cos/tan
+// without AVX-512, forward to the C library (its values; their loops stay scalar).
 #pragma once
 
 #define FTM_INL inline __attribute__((always_inline))
@@ -420,6 +420,106 @@ FTM_INL double tan_q(double x, double r, u64 q) {
   const u64 odd = -(q & 1);
   return dbl(bits(sel(odd, -c, s) / sel(odd, s, c)) ^ (bits(x) & SIGN));
 }
+
+// 2/pi in 24-bit digits: 2/pi = sum U[j + 2] 2^(-24 (j + 1)); two zero digits in front
+constexpr double TWO_OVER_PI_24[52] = {
+    0.0, 0.0, 10680707.0, 7228996.0, 1387004.0, 2578385.0,
+    16069853.0, 12639074.0, 9804092.0, 4427841.0, 16666979.0, 11263675.0,
+    12935607.0, 2387514.0, 4345298.0, 14681673.0, 3074569.0, 13734428.0,
+    16653803.0, 1880361.0, 10960616.0, 8533493.0, 3062596.0, 8710556.0,
+    7349940.0, 6258241.0, 3772886.0, 3769171.0, 3798172.0, 8675211.0,
+    12450088.0, 3874808.0, 9961438.0, 366607.0, 15675153.0, 9132554.0,
+    7151469.0, 3571407.0, 2607881.0, 12013382.0, 4155038.0, 6285869.0,
+    7677882.0, 13102053.0, 15825725.0, 473591.0, 9065106.0, 15363067.0,
+    6271263.0, 9264392.0, 5636912.0, 4652155.0,
+};
+
+// a = |x| of a double, reduced to r = rh + rl = a - k pi/2 (|r| <= pi/4 + a little),
+// q = k mod 4: Payne-Hanek with exact double arithmetic. a = b 2^(E-23), b in [2^23, 2^24)
+// split into integers A1 + A2 2^-24 + A3 2^-48; with j0 the first digit of 2/pi whose
+// product with a is not a multiple of 4, level l sums the exact products A_p U[j0 + l - p]
+// (< 2^51), carries normalize the levels to 24-bit digits, the top level is reduced mod 4
+// exactly and the rest is summed with its rounding errors kept; eight levels leave an
+// error below 2^-140 (in units of pi/2; the worst double lies 2^-61 from a multiple).
+// Valid for normal a; the digits are read by index (a gather).
+FTM_INL double reduce_double_arg(double a, u64 &q, double &rl) {
+  const u64 eb = bits(a) >> 52;                                    // biased exponent
+  const double ed = (dbl(bits(MAGIC) + eb) - MAGIC) - 1023.0;
+  double j0 = ((ed - 36.5) * (1.0 / 24.0) + MAGIC) - MAGIC;        // floor((E - 25) / 24)
+  j0 = sel(neg(j0), 0.0, j0);
+  const u64 j0u = bits(j0 + MAGIC) - bits(MAGIC);
+  const int idx = (int)j0;
+  const double b = dbl((bits(a) & 0xfffffffffffffULL) | ((1023ULL + 23) << 52));
+  const double A1 = (b + MAGIC) - MAGIC;
+  const double r1 = (b - A1) * 0x1p24;
+  const double A2 = (r1 + MAGIC) - MAGIC;
+  const double A3 = (r1 - A2) * 0x1p24;
+  double U[10];
+  for (int m = 0; m < 10; m++) U[m] = TWO_OVER_PI_24[idx + m];     // U[m] = digit j0 + m - 2
+  double S[8];
+  for (int l = 0; l < 8; l++) S[l] = A1 * U[l + 2] + A2 * U[l + 1] + A3 * U[l];
+  double c = 0.0, D[8];
+  for (int l = 7; l >= 1; l--) {
+    const double t = S[l] + c;
+    c = (t * 0x1p-24 + MAGIC) - MAGIC;
+    D[l] = t - c * 0x1p24;
+  }
+  const double w0 = dbl((eb - 24 * j0u - 47) << 52);               // 2^(E - 24 j0 - 47)
+  double v = (S[0] + c) * w0;
+  v -= 4.0 * ((v * 0.25 + MAGIC) - MAGIC);
+  const double kt = (v + D[1] * (w0 * 0x1p-24)) + MAGIC;
+  const double k = kt - MAGIC;
+  q = bits(kt) & 3;
+  double h = v - k, l = 0.0, w = w0;
+  for (int i = 1; i < 8; i++) {
+    w *= 0x1p-24;
+    const double t = D[i] * w;
+    const double sum = h + t, bb = sum - h;
+    l += (h - (sum - bb)) + (t - bb);
+    h = sum;
+  }
+  const double fh = h + l, fl = l - (fh - h);
+  double pe;
+  const double rh = two_prod(fh, 0x1.921fb54442d18p+0, pe);
+  const double rlo = pe + (fh * 0x1.1a62633145c07p-54 + fl * 0x1.921fb54442d18p+0);
+  const double r = rh + rlo;
+  rl = rlo - (r - rh);
+  return r;
+}
+
+// sin, cos, tan of a double: tiny |x| (< 2^-27) is its own sin and tan and has cos 1;
+// the low part rl of the reduced argument enters to first order
+FTM_INL double sin_d(double x) {
+  const double a = absd(x);
+  u64 q;
+  double rl;
+  const double r = reduce_double_arg(a, q, rl);
+  const double s = sin_poly(r), c = cos_poly(r);
+  const double v = sel(-(q & 1), c - rl * s, s + rl * c);
+  const double res = dbl((bits(v) ^ ((q >> 1) << 63)) ^ (bits(x) & SIGN));
+  return sel(lt(a, 0x1p-27), x, sel(isnan(x) | eq(a, INF), NaN, res));
+}
+FTM_INL double cos_d(double x) {
+  const double a = absd(x);
+  u64 q;
+  double rl;
+  const double r = reduce_double_arg(a, q, rl);
+  const double s = sin_poly(r), c = cos_poly(r);
+  const double v = sel(-(q & 1), s + rl * c, c - rl * s);
+  const double res = dbl(bits(v) ^ ((((q + 1) >> 1) & 1) << 63));
+  return sel(lt(a, 0x1p-27), 1.0, sel(isnan(x) | eq(a, INF), NaN, res));
+}
+FTM_INL double tan_d(double x) {
+  const double a = absd(x);
+  u64 q;
+  double rl;
+  const double r = reduce_double_arg(a, q, rl);
+  const double s0 = sin_poly(r), c0 = cos_poly(r);
+  const double s = s0 + rl * c0, c = c0 - rl * s0;
+  const u64 odd = -(q & 1);
+  const double res = dbl(bits(sel(odd, -c, s) / sel(odd, s, c)) ^ (bits(x) & SIGN));
+  return sel(lt(a, 0x1p-27), x, sel(isnan(x) | eq(a, INF), NaN, res));
+}
 }  // namespace detail
 
 // ---- double ----
@@ -446,10 +546,26 @@ FTM_INL double atan2(double y, double x) { return detail::atan2(y, x); }
 FTM_INL double asinh(double x) { return detail::asinh(x); }
 FTM_INL double acosh(double x) { return detail::acosh(x); }
 FTM_INL double atanh(double x) { return detail::atanh(x); }
-// libm (scalar) for now
+// double sin/cos/tan: ftm's where the loop vectorizes (its reduction reads 2/pi's digits by
+// index: a gather, which GCC vectorizes with AVX-512), else the C library's, faster as
+// scalar code. -DFTM_VECTOR_TRIG_DOUBLE=0/1 overrides (the tests force 1: same values).
+#ifndef FTM_VECTOR_TRIG_DOUBLE
+#ifdef __AVX512F__
+#define FTM_VECTOR_TRIG_DOUBLE 1
+#else
+#define FTM_VECTOR_TRIG_DOUBLE 0
+#endif
+#endif
+#if FTM_VECTOR_TRIG_DOUBLE
+FTM_INL double sin(double x) { return detail::sin_d(x); }
+FTM_INL double cos(double x) { return detail::cos_d(x); }
+FTM_INL double tan(double x) { return detail::tan_d(x); }
+#else
 FTM_INL double sin(double x) { return __builtin_sin(x); }
 FTM_INL double cos(double x) { return __builtin_cos(x); }
 FTM_INL double tan(double x) { return __builtin_tan(x); }
+#endif
+// libm (scalar)
 FTM_INL double pow(double x, double y) { return detail::pow(x, y); }
 FTM_INL double fmod(double x, double y) { return __builtin_fmod(x, y); }
 

@@ -244,6 +244,16 @@ def template_math_names():
 
 
 @needs_cxx
+def test_hardest_trig_reduction(lib):
+    """x = 6381956970095103 * 2^797 lies 2^-61 from a multiple of pi/2 (the worst double):
+    cos and tan correctly rounded (mpmath at 400 digits), where NumPy's cos is 8 ulp off."""
+    x = np.array([6381956970095103.0 * 2.0**797, -6381956970095103.0 * 2.0**797])
+    assert list(_call(lib, "sin", x)) == [1.0, -1.0]
+    assert list(_call(lib, "cos", x)) == [-4.687165924254628e-19] * 2
+    assert list(_call(lib, "tan", x)) == [-2.133485385753704e+18, 2.133485385753704e+18]
+
+
+@needs_cxx
 def test_every_template_function_is_provided(tmp_path):
     """Each name the templates call resolves, unqualified under `using namespace ftm;`,
     for float and double (abs: the integer templates' abs)."""

@@ -487,65 +487,53 @@ FTM_INL double reduce_double_arg(double a, u64 &q, double &rl) {
   return r;
 }
 
-// sin, cos, tan of a double: tiny |x| (< 2^-27) is its own sin and tan and has cos 1;
-// the low part rl of the reduced argument enters to first order
-FTM_INL double sin_d(double x) {
-  const double a = absd(x);
-  u64 q;
-  double rl;
-  const double r = reduce_double_arg(a, q, rl);
-  const double s = sin_poly(r), c = cos_poly(r);
-  const double v = sel(-(q & 1), c - rl * s, s + rl * c);
-  const double res = dbl((bits(v) ^ ((q >> 1) << 63)) ^ (bits(x) & SIGN));
-  return sel(lt(a, 0x1p-27), x, sel(isnan(x) | eq(a, INF), NaN, res));
-}
-FTM_INL double cos_d(double x) {
-  const double a = absd(x);
-  u64 q;
-  double rl;
-  const double r = reduce_double_arg(a, q, rl);
-  const double s = sin_poly(r), c = cos_poly(r);
-  const double v = sel(-(q & 1), s + rl * c, c - rl * s);
-  const double res = dbl(bits(v) ^ ((((q + 1) >> 1) & 1) << 63));
-  return sel(lt(a, 0x1p-27), 1.0, sel(isnan(x) | eq(a, INF), NaN, res));
-}
-FTM_INL double tan_d(double x) {
-  const double a = absd(x);
-  u64 q;
+// sin and cos of the reduced argument of a double, its low part rl entered to first order
+FTM_INL void sincos_reduced(double a, double &s, double &c, u64 &q) {
   double rl;
   const double r = reduce_double_arg(a, q, rl);
   const double s0 = sin_poly(r), c0 = cos_poly(r);
-  const double s = s0 + rl * c0, c = c0 - rl * s0;
+  s = s0 + rl * c0;
+  c = c0 - rl * s0;
+}
+// the answer for tiny |x| (< 2^-27: x for sin and tan, 1 for cos), NaN for inf and NaN
+FTM_INL double trig_ends(double x, double tiny, double res) {
+  const double a = absd(x);
+  return sel(lt(a, 0x1p-27), tiny, sel(isnan(x) | eq(a, INF), NaN, res));
+}
+FTM_INL double sin_d(double x) {
+  double s, c;
+  u64 q;
+  sincos_reduced(absd(x), s, c, q);
+  const double v = sel(-(q & 1), c, s);
+  return trig_ends(x, x, dbl((bits(v) ^ ((q >> 1) << 63)) ^ (bits(x) & SIGN)));
+}
+FTM_INL double cos_d(double x) {
+  double s, c;
+  u64 q;
+  sincos_reduced(absd(x), s, c, q);
+  const double v = sel(-(q & 1), s, c);
+  return trig_ends(x, 1.0, dbl(bits(v) ^ ((((q + 1) >> 1) & 1) << 63)));
+}
+FTM_INL double tan_d(double x) {
+  double s, c;
+  u64 q;
+  sincos_reduced(absd(x), s, c, q);
   const u64 odd = -(q & 1);
-  const double res = dbl(bits(sel(odd, -c, s) / sel(odd, s, c)) ^ (bits(x) & SIGN));
-  return sel(lt(a, 0x1p-27), x, sel(isnan(x) | eq(a, INF), NaN, res));
+  return trig_ends(x, x, dbl(bits(sel(odd, -c, s) / sel(odd, s, c)) ^ (bits(x) & SIGN)));
 }
 }  // namespace detail
 
 // ---- double ----
-FTM_INL double exp(double x) { return detail::exp(x); }
-FTM_INL double expm1(double x) { return detail::expm1(x); }
-FTM_INL double log(double x) { return detail::log(x); }
-FTM_INL double log1p(double x) { return detail::log1p(x); }
-FTM_INL double tanh(double x) { return detail::tanh(x); }
-FTM_INL double sinh(double x) { return detail::sinh(x); }
-FTM_INL double cosh(double x) { return detail::cosh(x); }
-FTM_INL double erf(double x) { return detail::erf(x); }
-FTM_INL double rint(double x) { return detail::rint(x); }
-FTM_INL double floor(double x) { return detail::floor(x); }
-FTM_INL double ceil(double x) { return detail::ceil(x); }
-FTM_INL double round(double x) { return detail::round(x); }
+#define FTM_D1(NAME) FTM_INL double NAME(double x) { return detail::NAME(x); }
+FTM_D1(exp) FTM_D1(expm1) FTM_D1(log) FTM_D1(log1p) FTM_D1(tanh) FTM_D1(sinh) FTM_D1(cosh)
+FTM_D1(erf) FTM_D1(rint) FTM_D1(floor) FTM_D1(ceil) FTM_D1(round) FTM_D1(atan) FTM_D1(asin)
+FTM_D1(acos) FTM_D1(asinh) FTM_D1(acosh) FTM_D1(atanh)
+#undef FTM_D1
 FTM_INL double fabs(double x) { return detail::absd(x); }
 FTM_INL double sqrt(double x) { return __builtin_sqrt(x); }            // one instruction
 FTM_INL double rsqrt(double x) { return 1.0 / __builtin_sqrt(x); }     // NumPy: 1 / sqrt(x)
 FTM_INL bool isfinite(double x) { return x - x == x - x; }              // false for inf, nan
-FTM_INL double atan(double x) { return detail::atan(x); }
-FTM_INL double asin(double x) { return detail::asin(x); }
-FTM_INL double acos(double x) { return detail::acos(x); }
 FTM_INL double atan2(double y, double x) { return detail::atan2(y, x); }
-FTM_INL double asinh(double x) { return detail::asinh(x); }
-FTM_INL double acosh(double x) { return detail::acosh(x); }
-FTM_INL double atanh(double x) { return detail::atanh(x); }
 // double sin/cos/tan: ftm's where the loop vectorizes (its reduction reads 2/pi's digits by
 // index: a gather, which GCC vectorizes with AVX-512), else the C library's, faster as
 // scalar code. -DFTM_VECTOR_TRIG_DOUBLE=0/1 overrides (the tests force 1: same values).

@@ -324,16 +324,16 @@ def _is_gcc():
     return "Free Software Foundation" in out and "clang" not in out.lower()
 
 
-def _vector_loops_source():
+def _vector_loops_source(dt):
+    t = CTYPE[dt]
     lines = ['#include "ftmath.h"', "using namespace ftm;"]
     where = {}
-    for dt, t in CTYPE.items():
-        for name in list(UNARY) + list(BINARY):
-            args = "x[i]" if name in UNARY else "x[i], y[i]"
-            lines.append(f"void v_{dt}_{name}(const {t}* __restrict x, const {t}* __restrict y, "
-                         f"{t}* __restrict o, long n) {{")
-            lines.append(f"  for (long i = 0; i < n; i++) o[i] = {name}({args}); }}")
-            where[len(lines)] = (name, dt)
+    for name in list(UNARY) + list(BINARY):
+        args = "x[i]" if name in UNARY else "x[i], y[i]"
+        lines.append(f"void v_{dt}_{name}(const {t}* __restrict x, const {t}* __restrict y, "
+                     f"{t}* __restrict o, long n) {{")
+        lines.append(f"  for (long i = 0; i < n; i++) o[i] = {name}({args}); }}")
+        where[len(lines)] = (name, dt)
     return "\n".join(lines) + "\n", where
 
 
@@ -341,17 +341,23 @@ def _vector_loops_source():
 @pytest.mark.skipif(not _is_gcc(), reason="-fopt-info-vec-optimized is GCC's")
 def test_loops_vectorize(tmp_path):
     """Each `out[i] = f(in[i])` loop is vectorized with the toolchain's flags and the
-    baseline ISA (SSE2), but those of SCALAR."""
-    source, where = _vector_loops_source()
-    src = tmp_path / "v.cc"
-    src.write_text(source)
-    r = subprocess.run(compile_command("-fopt-info-vec-optimized", "-c", "-o",
-                                       str(tmp_path / "v.o"), str(src)),
-                       capture_output=True, text=True, check=True)
-    done = {int(m.group(1)) for m in re.finditer(r"v\.cc:(\d+):\d+: optimized: loop vectorized",
-                                                  r.stderr)}
-    vectorized = {where[ln] for ln in done if ln in where}
-    missing = sorted(set(where.values()) - vectorized - SCALAR)
+    baseline ISA (SSE2), but those of SCALAR. One compile per dtype, both at once."""
+    procs, wheres, vectorized = [], {}, set()
+    for dt in CTYPE:
+        source, wheres[dt] = _vector_loops_source(dt)
+        src = tmp_path / f"{dt}.cc"
+        src.write_text(source)
+        procs.append((dt, subprocess.Popen(
+            compile_command("-fopt-info-vec-optimized", "-c", "-o", str(tmp_path / f"{dt}.o"),
+                            str(src)), stderr=subprocess.PIPE, text=True)))
+    for dt, proc in procs:
+        _, err = proc.communicate()
+        assert proc.returncode == 0, err
+        for m in re.finditer(rf"{dt}\.cc:(\d+):\d+: optimized: loop vectorized", err):
+            if int(m.group(1)) in wheres[dt]:
+                vectorized.add(wheres[dt][int(m.group(1))])
+    expected = {nd for w in wheres.values() for nd in w.values()}
+    missing = sorted(expected - vectorized - SCALAR)
     assert not missing, f"loops not vectorized: {missing}"
     assert not (vectorized & SCALAR), f"now vectorized, take out of SCALAR: {vectorized & SCALAR}"
 

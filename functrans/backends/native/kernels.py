@@ -37,7 +37,8 @@ static inline __half __double2half(double d) { return (__half)d; }
 MAX_ARGS = 512                  # ftcall.cpp's FT_MAX_ARGS
 # functions of the templates that cost about what NumPy's loops cost; any other (exp, tanh,
 # sin, ...) is ftmath.h's double-precision evaluation or a libm call, which NumPy's SIMD
-# float loops beat on large arrays (measured: the 30-op chain with 3 tanh ran 3x slower)
+# float loops beat on large arrays (measured: the 30-op chain with 3 tanh on 1M floats,
+# 11 ms natively, 4.5 ms in the NumPy backend's blocked code)
 CHEAP_CALLS = {"fabs", "floor", "ceil", "round", "rint", "sqrt", "isfinite", "abs", "ft_max",
                "ft_min", "ft_srl", "ft_shl", "ft_idiv", "ft_irem", "ft_ipow"}
 _CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")

@@ -16,7 +16,11 @@ notes. Setting this module also switches on the jit variants of bench/workloads_
 """
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import time
+import warnings
 
 import numpy as np
 
@@ -24,7 +28,7 @@ import functrans as ft
 import functrans.numpy as fnp
 
 from . import workloads_vmap
-from .harness import Case, workload
+from .harness import Case, Staged, workload
 from .workloads_ad import (gp_inputs, mlp_inputs, mlp_loss, mlp_value_and_grad_floor,
                            wgan_gp_grad_floor, wgan_gp_loss)
 from .workloads_core import chain, chain_block, chain_inputs
@@ -155,6 +159,56 @@ def jit_chain200_tiny():
                  "jit": lambda: f(x, a, b),
                  "eager": lambda: chain(fnp, x, a, b)},
                 notes={"compile_s": compile_s})
+
+
+# ---------------------------------------------------------------------------
+# compile time of the native backend (issue 13): cold and warm disk cache
+
+
+def _chain30_grad_compile(x, a, b, backend, cache):
+    """Trace, optimize, lower and build jit(grad(sum(chain30))) afresh under `backend`, with
+    the native libraries in directory `cache` (nothing runs: the values are the tests'
+    business; the variants return the number of outputs)."""
+    saved = ft.config.cpu_backend, os.environ.get("FUNCTRANS_CACHE_DIR")
+    os.environ["FUNCTRANS_CACHE_DIR"] = cache
+    ft.config.update("cpu_backend", backend)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ft.RetraceWarning)
+            low = ft.jit(ft.grad(lambda x, a, b: fnp.sum(chain30(fnp, x, a, b)))).lower(x, a, b)
+            low.compile()
+            return np.float64(len(low.optimized.jaxpr.outvars))
+    finally:
+        ft.config.update("cpu_backend", saved[0])
+        if saved[1] is None:
+            del os.environ["FUNCTRANS_CACHE_DIR"]
+        else:
+            os.environ["FUNCTRANS_CACHE_DIR"] = saved[1]
+
+
+@workload("jit_native_compile", issue=13, floor="numpy_backend",
+          settings={"warmup": 1, "warmup_s": 0.0, "rounds": 5, "min_rounds": 3},
+          rtol=1e-4, atol=1e-6,
+          description="compile (trace, optimize, lower, build) of jit(grad(30-op chain)) on "
+                      "1M float32: NumPy backend (floor) vs native with a cold disk cache "
+                      "(target <= 1 s) and a warm one (<= 0.05 s)")
+def jit_native_compile():
+    x, a, b = chain_data()
+    warm = tempfile.mkdtemp(prefix="ft_bench_native_")
+    _chain30_grad_compile(x, a, b, "native", warm)         # the compiler probe, ftcall
+
+    def cold_dir():
+        """A new cache holding only what any program's first compile leaves behind."""
+        d = tempfile.mkdtemp(prefix="ft_bench_native_cold_")
+        for fn in os.listdir(warm):
+            if fn.startswith(("probe-", "ftcall-")):
+                shutil.copy(os.path.join(warm, fn), d)
+        return d
+    return Case({"numpy_backend": lambda: _chain30_grad_compile(x, a, b, "numpy", warm),
+                 "native_cold": Staged(cold_dir, lambda d: _chain30_grad_compile(
+                     x, a, b, "native", d)),
+                 "native_warm": lambda: _chain30_grad_compile(x, a, b, "native", warm)},
+                notes={"cache": warm})
 
 
 # ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import numpy as np
 
 import functrans
 from functrans.backends import threads
+from functrans.backends.native import toolchain
 from functrans.core import devices as _devices
 
 
@@ -37,6 +38,15 @@ def _compiler() -> str:
                 continue
             return f"{path}: {out.splitlines()[0] if out else '?'}"
     return "not found"
+
+
+def _native() -> str:
+    """ft.config.cpu_backend and the C++ compiler the native backend uses (or why none)."""
+    try:
+        cc = toolchain.find_compiler()
+    except toolchain.ToolchainError as e:
+        return f"{functrans.config.cpu_backend}; {e}"
+    return f"{functrans.config.cpu_backend}; {cc.path}: {cc.version} ({' '.join(cc.flags)})"
 
 
 def _mpi() -> str:
@@ -80,7 +90,9 @@ def report() -> str:
     for opt in ("graphviz", "matplotlib", "tqdm"):
         rows.append((opt, _version(opt)))
     rows.append(("dot (Graphviz)", shutil.which("dot") or "not found"))
-    rows.append(("functrans caches", "in memory only (jit, program and kernel caches)"))
+    rows.append(("native CPU backend", _native()))
+    rows.append(("functrans caches", "in memory (jit, program and kernel caches); native "
+                 f"libraries on disk in {toolchain.cache_dir()}"))
     if cupy != "not installed":
         rows.append(("CuPy kernel cache", os.environ.get(
             "CUPY_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cupy", "kernel_cache"))))

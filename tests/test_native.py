@@ -30,7 +30,8 @@ def library():
         toolchain.find_compiler()
     except toolchain.ToolchainError as e:
         pytest.skip(str(e))
-    groups = [cuda.render_group(cuda.single_eqn_jaxpr(e), f"n_{label}") for label, e, _ in CASES]
+    groups = [kernels.render_group(cuda.single_eqn_jaxpr(e), f"n_{label}")
+              for label, e, _ in CASES]
     path = toolchain.build(kernels.render_program(groups), "test_native")
     addrs = kernels.entry_points(path, [g.name for g in groups])
     call = kernels.caller()
@@ -166,13 +167,28 @@ def test_environment_variable_selects_the_backend():
         assert out.stdout.strip() == mode, out.stderr
 
 
-def test_auto_keeps_small_groups_on_numpy(native_backend):
+def _long(x):
+    """Ten elementwise ops, two of them transcendental."""
+    y = fnp.tanh(x * 2.0 + 1.0) * x - x * x
+    return fnp.exp(y * 0.5) - fnp.maximum(y, 0.0) * 3.0 + 1.0
+
+
+def _arith(x):
+    """Ten elementwise arithmetic ops."""
+    y = fnp.abs(x * 2.0 + 1.0) * x - x * x
+    return fnp.sqrt(y * y + 0.5) - fnp.maximum(y, 0.0) * 3.0 + 1.0
+
+
+def test_auto_sends_only_worthwhile_groups_native(native_backend):
     ft.config.update("cpu_backend", "auto")
     x = np.ones(8, np.float32)
     low = ft.jit(lambda x: x * 2.0 + 1.0).lower(x)
     assert "below the native threshold" in str(low) and low.native is None
-    low = ft.jit(_chain).lower(x)
-    assert "native C++" in low.source
+    assert "native C++" in ft.jit(_long).lower(x).source
+    big = np.ones(100_000, np.float32)
+    assert "native C++" in ft.jit(_arith).lower(big).source
+    low = ft.jit(_long).lower(big)
+    assert "numpy: tanh: NumPy's loop is faster than the native one on 100000" in str(low)
 
 
 def test_without_a_compiler_numpy_runs_and_lower_says_why(native_backend, monkeypatch):

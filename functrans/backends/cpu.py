@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import passes
-from . import Lowered, cuda
+from . import Lowered
 from .memory import BUDGET
 from .native import kernels as native_kernels, toolchain
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
@@ -38,7 +38,9 @@ class CpuConfig:
         self.block_min_size = 1 << 17       # smaller fusion groups run unblocked ...
         self.block_min_work = 1 << 22       # ... and so do groups of fewer elements x ops
         self.parallel_min_size = 1 << 17    # smaller groups use one thread
-        self.native_min_ops = 4             # cpu_backend="auto": smaller groups stay NumPy
+        self.native_min_ops = 8             # cpu_backend="auto": smaller groups stay NumPy,
+        self.native_max_ops = 500           # ... larger ones too (compile time),
+        self.native_math_max_size = 256     # ... and larger ones with a transcendental
         self.native_parallel_min_size = 1 << 15     # smaller native groups use one thread
         try:
             self.threads = len(os.sched_getaffinity(0))
@@ -451,14 +453,26 @@ class _Lowering:
         mode, unavailable = self.native
         if unavailable:
             return unavailable
-        if mode == "auto" and ops < CONFIG.native_min_ops:
+        inner = e.params["jaxpr"]
+        why = native_kernels.unsupported(inner)
+        if why or mode != "auto":
+            return why
+        if ops < CONFIG.native_min_ops:
             return (f"{ops} op(s), below the native threshold of {CONFIG.native_min_ops} "
                     "(cpu_backend='native' forces it)")
-        return native_kernels.unsupported(e.params["jaxpr"])
+        if ops > CONFIG.native_max_ops:
+            return (f"{ops} ops, above the native limit of {CONFIG.native_max_ops} "
+                    "(compile time; cpu_backend='native' forces it)")
+        costly = native_kernels.costly_math(inner)
+        size = e.outvars[0].aval.size
+        if costly and size > CONFIG.native_math_max_size:
+            return (f"{costly}: NumPy's loop is faster than the native one on {size} "
+                    "elements (cpu_backend='native' forces it)")
+        return None
 
     def emit_native(self, e, outs):
         inner = e.params["jaxpr"]
-        g = cuda.render_group(inner, self.ctx._fresh(e.params["name"])[1:])
+        g = native_kernels.render_group(inner, self.ctx._fresh(e.params["name"])[1:])
         self.native_groups.append(g)
         size = g.size
         threads = CONFIG.threads if size >= CONFIG.native_parallel_min_size else 1

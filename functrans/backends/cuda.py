@@ -253,12 +253,12 @@ def eqn_expr(e, args) -> str:
     return f"({ct})({expr})"
 
 
-def hoist_literal(a, cache, hoisted, fresh) -> str:
+def hoist_literal(a, cache, hoisted, fresh, local_type=compute_type) -> str:
     """The name of a const local holding Literal `a`, declared once in `hoisted`."""
     key = (a.aval.dtype.str, np.asarray(a.val).tobytes())
     if key not in cache:
         cache[key] = fresh("c")
-        hoisted.append(f"const {compute_type(a.aval.dtype)} {cache[key]} = "
+        hoisted.append(f"const {local_type(a.aval.dtype)} {cache[key]} = "
                        f"{literal_c(a.val, a.aval.dtype)};")
     return cache[key]
 
@@ -273,10 +273,11 @@ class GroupCode:
         self.uses_half, self.size, self.jaxpr = uses_half, size, jaxpr
 
 
-def render_group(jaxpr, name) -> GroupCode:
+def render_group(jaxpr, name, local_type=compute_type) -> GroupCode:
     """Render a fusion group's jaxpr (elementwise and broadcast equations of one output
     shape) from the primitives' expression templates: the body of the loop over the flat
-    output index, shared by the CUDA kernel and the native CPU function."""
+    output index, shared by the CUDA kernel and the native CPU function. local_type(dtype):
+    the C type of the locals (the host's vectorizer wants bools held as int)."""
     shape = tuple(jaxpr.eqns[-1].outvars[0].aval.shape)
     size = math.prod(shape)
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
@@ -293,7 +294,7 @@ def render_group(jaxpr, name) -> GroupCode:
 
     def operand(a):
         if type(a) is Literal:
-            return hoist_literal(a, lit_cache, hoisted, fresh)
+            return hoist_literal(a, lit_cache, hoisted, fresh, local_type)
         return local[a]
 
     for k, v in enumerate(jaxpr.invars):
@@ -302,11 +303,11 @@ def render_group(jaxpr, name) -> GroupCode:
         params.append(f"const {ctype(dt)}* __restrict__ in{k}")
         if v.aval.shape == shape:
             nm = fresh()
-            body.append(f"const {compute_type(dt)} {nm} = {_load(f'in{k}', 'i', dt)};")
+            body.append(f"const {local_type(dt)} {nm} = {_load(f'in{k}', 'i', dt)};")
             local[v] = nm
         elif v.aval.shape == ():
             nm = fresh("s")
-            hoisted.append(f"const {compute_type(dt)} {nm} = {_load(f'in{k}', '0', dt)};")
+            hoisted.append(f"const {local_type(dt)} {nm} = {_load(f'in{k}', '0', dt)};")
             local[v] = nm
         # other shapes are read by broadcast equations, at their own index
     ptr_of = {v: f"in{k}" for k, v in enumerate(jaxpr.invars)}
@@ -315,7 +316,7 @@ def render_group(jaxpr, name) -> GroupCode:
         odt = ov.aval.dtype
         uses_half |= odt == np.float16
         nm = fresh()
-        ct = compute_type(odt)
+        ct = local_type(odt)
         if e.primitive is broadcast_in_dim_p:
             x = e.invars[0]
             if x.aval.shape == ():

@@ -11,8 +11,8 @@
 // polynomials in double; a float function evaluates the double one and rounds once.
 // Written for -fno-fast-math -ffp-contract=off (each operation rounds as written).
 // Measured accuracy (max ulp from NumPy over dense sweeps): tests/test_native_math.py,
-// docs/jit.md "Accuracy of the native math functions". Functions still marked "libm"
-// forward to the C library (exact as libm, but their loops stay scalar).
+// docs/jit.md "Accuracy of the native math functions". fmod, and the double sin/cos/tan
+// without AVX-512, forward to the C library (its values; their loops stay scalar).
 #pragma once
 
 #define FTM_INL inline __attribute__((always_inline))
@@ -40,20 +40,42 @@ FTM_INL double copysignd(double m, double s) { return dbl((bits(m) & ~SIGN) | (b
 // 2^k for an integer-valued k in [-1022, 1023]: k + MAGIC holds k in its low bits
 FTM_INL double pow2i(double k) { return dbl((bits(k + MAGIC) - bits(MAGIC) + 1023) << 52); }
 
+// Selects take masks (all ones = true) made by integer arithmetic on the bits: from a
+// floating-point comparison GCC turns a select back into a branch around the arithmetic of
+// its arm, and under -ftrapping-math (the default) that branch keeps the loop scalar.
+// Clamps too: past a clamp `x > c ? c : x` GCC propagates the constant through the rest of
+// the function and keeps a branch to the folded (overflowing, so trapping) result.
+FTM_INL u64 top(u64 v) { return -(v >> 63); }                          // bit 63 set
+FTM_INL u64 nonzero(u64 v) { return top(v | -v); }
+FTM_INL u64 neg(double x) { return top(bits(x)); }                     // sign bit (-0 too)
+FTM_INL u64 lt(double a, double b) { return top(bits(a) - bits(b)); }  // a < b, both >= +0 or a NaN (false)
+FTM_INL u64 eq(double a, double b) { return ~nonzero(bits(a) ^ bits(b)); }  // same bits
+FTM_INL u64 isnan(double x) { return lt(INF, absd(x)); }
+FTM_INL u64 iszero(double x) { return ~nonzero(bits(x) << 1); }
+FTM_INL double sel(u64 m, double a, double b) { return dbl((bits(a) & m) | (bits(b) & ~m)); }
+// min(a, c) for a >= +0 or NaN (kept) and a constant c > 0
+FTM_INL double minc(double a, double c) { return sel(lt(c, a) & ~isnan(a), c, a); }
+// x clamped to [lo, hi], lo < 0 < hi; NaN kept
+FTM_INL double clamp(double x, double lo, double hi) {
+  const u64 num = ~isnan(x);
+  x = sel(~neg(x) & lt(hi, x) & num, hi, x);
+  return sel(neg(x) & lt(-lo, absd(x)) & num, lo, x);
+}
+
 // polynomial, highest coefficient first (expands at compile time: no loop in the caller's loop)
 FTM_INL double horner(double, double c) { return c; }
 template <typename... C> FTM_INL double horner(double x, double c0, double c1, C... cs) {
   return horner(x, c0 * x + c1, cs...);
 }
 
-// exp(x) as p * 2^k: k = round(x / ln 2), r = x - k ln 2 in [-0.35, 0.35], p = exp(r) by its
-// Taylor series to r^13 (truncation < 2^-57); 2^k applied in two steps so that a subnormal
-// result rounds once. NaN and the overflow/underflow ends follow from the clamp.
-FTM_INL double exp(double x) {
-  double xc = x > 709.8 ? 709.8 : x;
-  xc = xc < -745.2 ? -745.2 : xc;
+// exp(x + xl), |xl| < 2^-40 (pow's low part; 0 for exp) as p * 2^k: k = round(x / ln 2),
+// r = x - k ln 2 + xl in [-0.35, 0.35], p = exp(r) by its Taylor series to r^13 (truncation
+// < 2^-57); 2^k applied in two steps so that a subnormal result rounds once. NaN and the
+// overflow/underflow ends follow from the clamp.
+FTM_INL double exp_dd(double x, double xl) {
+  const double xc = clamp(x, -745.2, 709.8);
   const double k = (xc * INV_LN2 + MAGIC) - MAGIC;
-  const double r = (xc - k * LN2_HI) - k * LN2_LO;
+  const double r = ((xc - k * LN2_HI) - k * LN2_LO) + xl;
   const double q = horner(r, 0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29, 0x1.ae64567f544e4p-26,
                           0x1.27e4fb7789f5cp-22, 0x1.71de3a556c734p-19, 0x1.a01a01a01a01ap-16,
                           0x1.a01a01a01a01ap-13, 0x1.6c16c16c16c17p-10, 0x1.1111111111111p-7,
@@ -62,13 +84,13 @@ FTM_INL double exp(double x) {
   const double k1 = (k * 0.5 + MAGIC) - MAGIC;
   return p * pow2i(k1) * pow2i(k - k1);
 }
+FTM_INL double exp(double x) { return exp_dd(x, 0.0); }
 
 // expm1(x) = 2^k (expm1(r) + 1) - 1, r = x - k ln 2 carried with its rounding error c;
 // expm1(r) by its Taylor series to r^14; computed as 2 (t em + (t - 1/2)), t = 2^(k-1), so
 // that k = 1024 does not overflow t. Tiny x (subnormals, -0) is its own answer.
 FTM_INL double expm1(double x) {
-  double xc = x > 709.8 ? 709.8 : x;
-  xc = xc < -40.0 ? -40.0 : xc;
+  const double xc = clamp(x, -40.0, 709.8);
   const double k = (xc * INV_LN2 + MAGIC) - MAGIC;
   const double hi = xc - k * LN2_HI, lo = k * LN2_LO;
   const double r = hi - lo;
@@ -81,7 +103,7 @@ FTM_INL double expm1(double x) {
   const double em = r + (r * r * q + c);
   const double t = pow2i(k - 1.0);
   const double res = (t * em + (t - 0.5)) * 2.0;
-  return absd(x) < 0x1p-54 ? x : res;
+  return sel(lt(absd(x), 0x1p-54), x, res);
 }
 
 // log(u) + corr for a positive normal u: u = 2^e m, m in [sqrt(1/2), sqrt 2), f = m - 1
@@ -103,11 +125,11 @@ FTM_INL double log_core(double u, double e_add, double corr) {
 }
 
 FTM_INL double log(double x) {
-  const bool sub = x < 0x1p-1022;             // subnormals scaled into the normal range
-  double r = log_core(sub ? x * 0x1p54 : x, sub ? -54.0 : 0.0, 0.0);
-  r = x == INF ? x : r;
-  r = x == 0.0 ? -INF : r;
-  return (x < 0.0 || x != x) ? NaN : r;
+  const u64 sub = lt(absd(x), 0x1p-1022);      // subnormals scaled into the normal range
+  double r = log_core(sel(sub, x * 0x1p54, x), sel(sub, -54.0, 0.0), 0.0);
+  r = sel(eq(x, INF), x, r);
+  r = sel(neg(x) | isnan(x), NaN, r);
+  return sel(iszero(x), -INF, r);
 }
 
 // log1p(x) = log(u) + err/u with u = 1 + x rounded and err its exact rounding error
@@ -116,46 +138,46 @@ FTM_INL double log1p(double x) {
   const double b = u - 1.0;
   const double err = (1.0 - (u - b)) + (x - b);
   double r = log_core(u, 0.0, err / u);
-  r = x == INF ? x : r;
-  r = x == -1.0 ? -INF : r;
-  r = (x < -1.0 || x != x) ? NaN : r;
-  return absd(x) < 0x1p-54 ? x : r;
+  r = sel(eq(x, INF), x, r);
+  r = sel(eq(x, -1.0), -INF, r);
+  r = sel(isnan(x) | (neg(x) & lt(1.0, absd(x))), NaN, r);
+  return sel(lt(absd(x), 0x1p-54), x, r);
 }
 
-// tanh |x| = em / (em + 2), em = expm1(2|x|); 1 from |x| > 20 (1 - tanh(20) < 2^-55)
+// tanh |x| = em / (em + 2), em = expm1(2|x|), |x| clamped to 20 (1 - tanh(20) < 2^-55:
+// the quotient rounds to 1)
 FTM_INL double tanh(double x) {
   const double a = absd(x);
-  const double em = expm1(2.0 * (a > 20.0 ? 20.0 : a));
-  const double r = a > 20.0 ? 1.0 : em / (em + 2.0);
-  return copysignd(r, x);
+  const double em = expm1(2.0 * minc(a, 20.0));
+  return copysignd(em / (em + 2.0), x);
 }
 
 // exp(a) / 2 for sinh and cosh of a >= 22; past 709 as (exp(a/2) / 2) exp(a/2), so that
 // the values up to the overflow threshold 710.47 stay finite
 FTM_INL double half_exp(double a) {
-  const bool huge = a > 709.0;
-  const double w = exp(huge ? 0.5 * a : a);
-  return huge ? (0.5 * w) * w : 0.5 * w;
+  const u64 huge = lt(709.0, a);
+  const double w = exp(sel(huge, 0.5 * a, a));
+  return sel(huge, (0.5 * w) * w, 0.5 * w);
 }
 
 // sinh |x| = (em + em / (em + 1)) / 2, em = expm1(|x|), below 22; exp(|x|) / 2 above
 FTM_INL double sinh(double x) {
   const double a = absd(x);
-  const double em = expm1(a < 22.0 ? a : 22.0);
-  const double r = a < 22.0 ? 0.5 * (em + em / (em + 1.0)) : half_exp(a);
+  const double em = expm1(minc(a, 22.0));
+  const double r = sel(lt(a, 22.0), 0.5 * (em + em / (em + 1.0)), half_exp(a));
   return copysignd(r, x);
 }
 
 // cosh x = 1 + em^2 / (2 (1 + em)), em = expm1(|x|), below 22; exp(|x|) / 2 above
 FTM_INL double cosh(double x) {
   const double a = absd(x);
-  const double em = expm1(a < 22.0 ? a : 22.0);
-  return a < 22.0 ? 1.0 + em * em / (2.0 * (1.0 + em)) : half_exp(a);
+  const double em = expm1(minc(a, 22.0));
+  return sel(lt(a, 22.0), 1.0 + em * em / (2.0 * (1.0 + em)), half_exp(a));
 }
 
 // erf: below 1 its Taylor series in x^2 to x^37 (truncation < 2^-60); on [1, 6]
 // 1 - exp(-x^2) g(x), g = erfc(x) exp(x^2) by a degree-27 Chebyshev fit in t = (2x - 7)/5
-// (max error 0.14 ulp of erf); 1 above 6 (erfc(6) < 2^-55)
+// (max error 0.14 ulp of erf), |x| clamped to 6 (erfc(6) < 2^-55: the difference rounds to 1)
 FTM_INL double erf(double x) {
   const double a = absd(x);
   const double small = a * horner(a * a, 0x1.5f7919bc67b8cp-58, -0x1.a2007af3447f6p-54,
@@ -165,7 +187,7 @@ FTM_INL double erf(double x) {
       -0x1.f4d25c3e0c2ebp-17, 0x1.f9a326f9b89b7p-14, -0x1.c02db40040b86p-11,
       0x1.565bcd0e6a53fp-8, -0x1.b82ce31288b51p-6, 0x1.ce2f21a042be2p-4,
       -0x1.812746b0379e7p-2, 0x1.20dd750429b6dp+0);
-  const double ac = a < 1.0 ? 1.0 : (a > 6.0 ? 6.0 : a);
+  const double ac = sel(lt(a, 1.0), 1.0, minc(a, 6.0));
   const double t = (ac - 3.5) * 0.4;
   const double g = horner(t, -0x1.0ffeb2025a844p-27, 0x1.4780e2b6ae9fcp-26, 0x1.552c0bb09da2bp-27,
       -0x1.bdbea062e7bcep-26, -0x1.c8fc66fc7bc0dp-24, 0x1.09fb2105f8c63p-22,
@@ -177,24 +199,29 @@ FTM_INL double erf(double x) {
       0x1.2174217335a2cp-7, -0x1.f18023477afb8p-7, 0x1.a1b820b70ef9fp-6,
       -0x1.56274da105a47p-5, 0x1.10eccd7003927p-4, -0x1.a72747a5e6b50p-4,
       0x1.3e0a99a0ee913p-3);
-  double r = a < 1.0 ? small : 1.0 - exp(-(ac * ac)) * g;
-  r = a > 6.0 ? 1.0 : r;
-  return copysignd(r, x);
+  return copysignd(sel(lt(a, 1.0), small, 1.0 - exp(-(ac * ac)) * g), x);
 }
 
 // to nearest, ties to even (|x| < 2^52 through MAGIC-like addition; larger x is integral)
 FTM_INL double rint(double x) {
   const double a = absd(x);
   const double r = (a + 0x1p52) - 0x1p52;
-  return copysignd(a < 0x1p52 ? r : a, x);
+  return copysignd(sel(lt(a, 0x1p52), r, a), x);
 }
-FTM_INL double floor(double x) { const double r = rint(x); return copysignd(r > x ? r - 1.0 : r, x); }
-FTM_INL double ceil(double x) { const double r = rint(x); return copysignd(r < x ? r + 1.0 : r, x); }
+// floor and ceil from rint: d = rint(x) - x is exact; step by one where d has the wrong sign
+FTM_INL double floor(double x) {
+  const double r = rint(x), d = r - x;
+  return copysignd(sel(~neg(d) & ~iszero(d), r - 1.0, r), x);
+}
+FTM_INL double ceil(double x) {
+  const double r = rint(x), d = r - x;
+  return copysignd(sel(neg(d) & ~iszero(d), r + 1.0, r), x);
+}
 // to nearest, ties away from zero (C's round; the template for rounding_method 0)
 FTM_INL double round(double x) {
   const double a = absd(x);
   const double r = rint(a);
-  return copysignd(a - r == 0.5 ? r + 1.0 : r, x);
+  return copysignd(sel(eq(a - r, 0.5), r + 1.0, r), x);
 }
 
 // atan |x|: reduced to t = (a - c) / (1 + a c), |t| <= 7/16, around c = 0, 1/2, 1, 3/2 or
@@ -202,13 +229,13 @@ FTM_INL double round(double x) {
 // [0, (7/16)^2] (max error 1.7e-19); atan(c) added as hi + lo
 FTM_INL double atan(double x) {
   const double a = absd(x);
-  const bool r1 = a >= 0.4375, r2 = a >= 0.6875, r3 = a >= 1.1875, r4 = a >= 2.4375;
-  const double num = r4 ? -1.0 : r3 ? a - 1.5 : r2 ? a - 1.0 : r1 ? 2.0 * a - 1.0 : a;
-  const double den = r4 ? a : r3 ? 1.0 + 1.5 * a : r2 ? a + 1.0 : r1 ? 2.0 + a : 1.0;
-  const double hi = r4 ? 0x1.921fb54442d18p+0 : r3 ? 0x1.f730bd281f69bp-1
-                  : r2 ? 0x1.921fb54442d18p-1 : r1 ? 0x1.dac670561bb4fp-2 : 0.0;
-  const double lo = r4 ? 0x1.1a62633145c07p-54 : r3 ? 0x1.007887af0cbbdp-56
-                  : r2 ? 0x1.1a62633145c07p-55 : r1 ? 0x1.a2b7f222f65e2p-56 : 0.0;
+  const u64 r1 = ~lt(a, 0.4375), r2 = ~lt(a, 0.6875), r3 = ~lt(a, 1.1875), r4 = ~lt(a, 2.4375);
+  const double num = sel(r4, -1.0, sel(r3, a - 1.5, sel(r2, a - 1.0, sel(r1, 2.0 * a - 1.0, a))));
+  const double den = sel(r4, a, sel(r3, 1.0 + 1.5 * a, sel(r2, a + 1.0, sel(r1, 2.0 + a, 1.0))));
+  const double hi = sel(r4, 0x1.921fb54442d18p+0, sel(r3, 0x1.f730bd281f69bp-1,
+                    sel(r2, 0x1.921fb54442d18p-1, sel(r1, 0x1.dac670561bb4fp-2, 0.0))));
+  const double lo = sel(r4, 0x1.1a62633145c07p-54, sel(r3, 0x1.007887af0cbbdp-56,
+                    sel(r2, 0x1.1a62633145c07p-55, sel(r1, 0x1.a2b7f222f65e2p-56, 0.0))));
   const double t = num / den;
   const double z = t * t;
   const double q = horner(z, 0x1.bda2d7a0e8d79p-7, -0x1.048fd8136181ep-5, 0x1.6aafd6758cb0ep-5,
@@ -227,26 +254,26 @@ FTM_INL double acos(double x) { return 2.0 * atan(__builtin_sqrt((1.0 - x) / (1.
 FTM_INL double atan2(double y, double x) {
   const double ax = absd(x), ay = absd(y);
   double a = atan(ay / ax);
-  a = (ax == 0.0 && ay == 0.0) ? 0.0 : a;
-  a = (ax == INF && ay == INF) ? 0x1.921fb54442d18p-1 : a;
-  const double r = (bits(x) & SIGN) ? 0x1.921fb54442d18p+1 + (0x1.1a62633145c07p-53 - a) : a;
-  return (x != x || y != y) ? x + y : copysignd(r, y);
+  a = sel(iszero(ax) & iszero(ay), 0.0, a);
+  a = sel(eq(ax, INF) & eq(ay, INF), 0x1.921fb54442d18p-1, a);
+  const double r = sel(neg(x), 0x1.921fb54442d18p+1 + (0x1.1a62633145c07p-53 - a), a);
+  return sel(isnan(x) | isnan(y), x + y, copysignd(r, y));
 }
 
 // asinh |x| = log1p(a + a^2 / (1 + sqrt(1 + a^2))); log(a) + ln 2 from 2^28
 FTM_INL double asinh(double x) {
   const double a = absd(x);
-  const double r = a < 0x1p28 ? log1p(a + a * a / (1.0 + __builtin_sqrt(1.0 + a * a)))
-                              : log(a) + 0x1.62e42fefa39efp-1;
+  const double r = sel(lt(a, 0x1p28), log1p(a + a * a / (1.0 + __builtin_sqrt(1.0 + a * a))),
+                       log(a) + 0x1.62e42fefa39efp-1);
   return copysignd(r, x);
 }
 
 // acosh x = log1p(t + sqrt(2t + t^2)), t = x - 1; log(x) + ln 2 from 2^28; NaN below 1
 FTM_INL double acosh(double x) {
   const double t = x - 1.0;
-  const double r = x < 0x1p28 ? log1p(t + __builtin_sqrt(2.0 * t + t * t))
-                              : log(x) + 0x1.62e42fefa39efp-1;
-  return x < 1.0 ? NaN : r;
+  const double r = sel(lt(x, 0x1p28), log1p(t + __builtin_sqrt(2.0 * t + t * t)),
+                       log(x) + 0x1.62e42fefa39efp-1);
+  return sel(neg(x) | lt(x, 1.0), NaN, r);
 }
 
 // atanh |x| = log1p(2a / (1 - a)) / 2
@@ -255,57 +282,303 @@ FTM_INL double atanh(double x) {
   return copysignd(0.5 * log1p(2.0 * a / (1.0 - a)), x);
 }
 
+// Dekker's exact product without FMA: a b = p + e
+FTM_INL void split(double a, double &h, double &l) {
+  const double c = 134217729.0 * a;                  // 2^27 + 1
+  h = c - (c - a);
+  l = a - h;
+}
+FTM_INL double two_prod(double a, double b, double &e) {
+  const double p = a * b;
+  double ah, al, bh, bl;
+  split(a, ah, al);
+  split(b, bh, bl);
+  e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+  return p;
+}
+
+// log x = hi + lo for x > 0 (relative error < 2^-64; what pow needs): the log_core
+// reduction with s = f / (2 + f) carried as sh + sl, log(1 + f) = 2s + s^3 T(s^2) with the
+// leading terms in double-double
+FTM_INL double log_dd(double x, double &lo) {
+  const u64 sub = lt(x, 0x1p-1022);
+  const u64 iu = bits(sel(sub, x * 0x1p54, x));
+  const u64 ef = (iu + (0x10000000000000ULL - 0x6a09e667f3bcdULL)) >> 52;
+  const double m = dbl(iu - (ef << 52) + (1023ULL << 52));
+  const double e = (dbl(bits(MAGIC) + ef) - MAGIC) - 1023.0 + sel(sub, -54.0, 0.0);
+  const double f = m - 1.0;
+  const double dh = 2.0 + f, dl = f - (dh - 2.0);
+  const double sh = f / dh;
+  double pe;
+  const double p = two_prod(sh, dh, pe);
+  const double sl = (((f - p) - pe) - sh * dl) / dh;
+  double ze;
+  const double zh = two_prod(sh, sh, ze);
+  const double zl = ze + 2.0 * sh * sl;
+  const double t2 = zh * horner(zh, 0x1.642c8590b2164p-4, 0x1.8618618618618p-4,
+      0x1.af286bca1af28p-4, 0x1.e1e1e1e1e1e1ep-4, 0x1.1111111111111p-3, 0x1.3b13b13b13b14p-3,
+      0x1.745d1745d1746p-3, 0x1.c71c71c71c71cp-3, 0x1.2492492492492p-2, 0x1.999999999999ap-2);
+  const double th = 0x1.5555555555555p-1 + t2;     // T = 2/3 + z (2/5 + ...)
+  const double tl = ((0x1.5555555555555p-1 - th) + t2) + 0x1.5555555555555p-55;
+  double ue, ve;
+  const double uh = two_prod(sh, zh, ue);          // s^3
+  const double ul = ue + sh * zl + sl * zh;
+  const double vh = two_prod(uh, th, ve);          // s^3 T
+  const double vl = ve + uh * tl + ul * th;
+  const double a0 = 2.0 * sh;
+  const double h1 = a0 + vh;
+  const double l1 = ((a0 - h1) + vh) + 2.0 * sl + vl;
+  const double eh = e * LN2_HI;
+  const double h2 = eh + h1;
+  lo = ((eh - h2) + h1) + (l1 + e * LN2_LO);
+  return h2;
+}
+
+// C99's (and NumPy's) special cases of x^y around r = |x|^y computed for finite x != 0
+FTM_INL double pow_special(double x, double y, double r) {
+  r = sel(iszero(x), sel(neg(y), INF, 0.0), r);
+  r = sel(eq(absd(x), INF), sel(neg(y), 0.0, INF), r);
+  r = sel(isnan(x) | isnan(y), x + y, r);
+  const u64 yint = eq(rint(y), y);                        // inf counts as an even integer
+  const u64 yodd = yint & ~eq(rint(0.5 * y), 0.5 * y);
+  r = sel(neg(x) & yodd, -r, r);
+  r = sel(neg(x) & ~iszero(x) & lt(absd(x), INF) & ~yint, NaN, r);
+  r = sel(eq(absd(x), 1.0) & eq(absd(y), INF), 1.0, r);   // (-1)^inf = 1
+  return sel(iszero(y) | eq(x, 1.0), 1.0, r);
+}
+
 // x^y for float arguments: exp(y log|x|) in double (|y log|x|| < 104 where the float result
-// is neither 0 nor inf, so the double's error stays below 2^-44), then C99's special cases
-FTM_INL double powf_(double x, double y) {
-  double r = exp(y * log(absd(x)));
-  const bool yint = rint(y) == y;                         // inf counts as an even integer
-  const bool yodd = yint && rint(0.5 * y) != 0.5 * y;
-  r = ((bits(x) & SIGN) && yodd) ? -r : r;
-  r = (x < 0.0 && x > -INF && !yint) ? NaN : r;
-  r = (absd(x) == 1.0 && absd(y) == INF) ? 1.0 : r;    // (-1)^inf = 1
-  return (y == 0.0 || x == 1.0) ? 1.0 : r;
+// is neither 0 nor inf, so the double's error stays below 2^-44)
+FTM_INL double powf_(double x, double y) { return pow_special(x, y, exp(y * log(absd(x)))); }
+
+// x^y: exp of y log|x| carried in double-double (its error times |y log|x|| <= 746 stays
+// below 2^-54); the low part dropped where the result over- or underflows anyway, and at
+// |x| = 1, where y's split may overflow
+FTM_INL double pow(double x, double y) {
+  double ll, pe;
+  const double lh = log_dd(absd(x), ll);
+  const double wh = two_prod(y, lh, pe);
+  const double wl0 = pe + y * ll;                    // NaN where y's split overflows: |x| = 1
+  const double wl = sel(lt(absd(wh), 1000.0) & ~isnan(wl0), wl0, 0.0);
+  return pow_special(x, y, exp_dd(wh, wl));
+}
+
+// sin r, cos r for |r| <= pi/4 (and a little more): Taylor series to r^17 and r^18
+// (truncation < 2^-60)
+FTM_INL double sin_poly(double r) {
+  const double z = r * r;
+  return r + r * z * horner(z, 0x1.952c77030ad4ap-49, -0x1.ae7f3e733b81fp-41,
+      0x1.6124613a86d09p-33, -0x1.ae64567f544e4p-26, 0x1.71de3a556c734p-19,
+      -0x1.a01a01a01a01ap-13, 0x1.1111111111111p-7, -0x1.5555555555555p-3);
+}
+FTM_INL double cos_poly(double r) {
+  const double z = r * r;
+  return 1.0 - (0.5 * z - z * z * horner(z, -0x1.6827863b97d97p-53, 0x1.ae7f3e733b81fp-45,
+      -0x1.93974a8c07c9dp-37, 0x1.1eed8eff8d898p-29, -0x1.27e4fb7789f5cp-22,
+      0x1.a01a01a01a01ap-16, -0x1.6c16c16c16c17p-10, 0x1.5555555555555p-5));
+}
+
+// a = |x| of a float (as a double), reduced to r = a - k pi/2, |r| <= pi/4, q = k mod 4.
+// Payne-Hanek in double arithmetic: a 2/pi mod 4 from five 24-bit chunks of 2/pi, starting
+// at the first whose product with a is not a multiple of 4; each product is exact (24 x 24
+// bits), the two leading ones are reduced mod 4 exactly, the rest summed with the rounding
+// error kept (absolute error < 2^-70 in units of pi/2: the float worst cases need 2^-60).
+FTM_INL double reduce_float_arg(double a, u64 &q) {
+  constexpr double C[9] = {0x1.45f3060000000p-1, 0x1.b939100000000p-26, 0x1.529fc00000000p-52,
+      0x1.3abe880000000p-75, 0x1.ea69ba0000000p-97, 0x1.81b6c40000000p-121,
+      0x1.2b32780000000p-145, 0x1.0e41040000000p-170, 0x1.fca2c60000000p-193};
+  const u64 m1 = ~lt(a, 0x1p49), m2 = ~lt(a, 0x1p73), m3 = ~lt(a, 0x1p97), m4 = ~lt(a, 0x1p121);
+  double p[5];
+  for (int i = 0; i < 5; i++)
+    p[i] = a * sel(m4, C[4 + i], sel(m3, C[3 + i], sel(m2, C[2 + i], sel(m1, C[1 + i], C[i]))));
+  p[0] -= 4.0 * ((p[0] * 0.25 + MAGIC) - MAGIC);
+  p[1] -= 4.0 * ((p[1] * 0.25 + MAGIC) - MAGIC);
+  const double s = p[0] + p[1];                       // exact
+  const double kt = (s + p[2]) + MAGIC;
+  const double k = kt - MAGIC;
+  q = bits(kt) & 3;
+  const double d = s - k;                             // exact
+  const double fh = d + p[2];
+  const double bb = fh - d;
+  const double fl = ((d - (fh - bb)) + (p[2] - bb)) + (p[3] + p[4]);
+  return fh * 0x1.921fb54442d18p+0 + (fh * 0x1.1a62633145c07p-54 + fl * 0x1.921fb54442d18p+0);
+}
+
+// sin, cos, tan of x from the reduced r and quadrant q (sin and tan odd, cos even)
+FTM_INL double sin_q(double x, double r, u64 q) {
+  const double s = sin_poly(r), c = cos_poly(r);
+  const double v = sel(-(q & 1), c, s);
+  return dbl((bits(v) ^ ((q >> 1) << 63)) ^ (bits(x) & SIGN));
+}
+FTM_INL double cos_q(double r, u64 q) {
+  const double s = sin_poly(r), c = cos_poly(r);
+  const double v = sel(-(q & 1), s, c);
+  return dbl(bits(v) ^ ((((q + 1) >> 1) & 1) << 63));
+}
+FTM_INL double tan_q(double x, double r, u64 q) {
+  const double s = sin_poly(r), c = cos_poly(r);
+  const u64 odd = -(q & 1);
+  return dbl(bits(sel(odd, -c, s) / sel(odd, s, c)) ^ (bits(x) & SIGN));
+}
+
+// 2/pi in 24-bit digits: 2/pi = sum U[j + 2] 2^(-24 (j + 1)); two zero digits in front
+constexpr double TWO_OVER_PI_24[52] = {
+    0.0, 0.0, 10680707.0, 7228996.0, 1387004.0, 2578385.0,
+    16069853.0, 12639074.0, 9804092.0, 4427841.0, 16666979.0, 11263675.0,
+    12935607.0, 2387514.0, 4345298.0, 14681673.0, 3074569.0, 13734428.0,
+    16653803.0, 1880361.0, 10960616.0, 8533493.0, 3062596.0, 8710556.0,
+    7349940.0, 6258241.0, 3772886.0, 3769171.0, 3798172.0, 8675211.0,
+    12450088.0, 3874808.0, 9961438.0, 366607.0, 15675153.0, 9132554.0,
+    7151469.0, 3571407.0, 2607881.0, 12013382.0, 4155038.0, 6285869.0,
+    7677882.0, 13102053.0, 15825725.0, 473591.0, 9065106.0, 15363067.0,
+    6271263.0, 9264392.0, 5636912.0, 4652155.0,
+};
+
+// a = |x| of a double, reduced to r = rh + rl = a - k pi/2 (|r| <= pi/4 + a little),
+// q = k mod 4: Payne-Hanek with exact double arithmetic. a = b 2^(E-23), b in [2^23, 2^24)
+// split into integers A1 + A2 2^-24 + A3 2^-48; with j0 the first digit of 2/pi whose
+// product with a is not a multiple of 4, level l sums the exact products A_p U[j0 + l - p]
+// (< 2^51), carries normalize the levels to 24-bit digits, the top level is reduced mod 4
+// exactly and the rest is summed with its rounding errors kept; eight levels leave an
+// error below 2^-140 (in units of pi/2; the worst double lies 2^-61 from a multiple).
+// Valid for normal a; the digits are read by index (a gather).
+FTM_INL double reduce_double_arg(double a, u64 &q, double &rl) {
+  const u64 eb = bits(a) >> 52;                                    // biased exponent
+  const double ed = (dbl(bits(MAGIC) + eb) - MAGIC) - 1023.0;
+  double j0 = ((ed - 36.5) * (1.0 / 24.0) + MAGIC) - MAGIC;        // floor((E - 25) / 24)
+  j0 = sel(neg(j0), 0.0, j0);
+  const u64 j0u = bits(j0 + MAGIC) - bits(MAGIC);
+  const int idx = (int)j0;
+  const double b = dbl((bits(a) & 0xfffffffffffffULL) | ((1023ULL + 23) << 52));
+  const double A1 = (b + MAGIC) - MAGIC;
+  const double r1 = (b - A1) * 0x1p24;
+  const double A2 = (r1 + MAGIC) - MAGIC;
+  const double A3 = (r1 - A2) * 0x1p24;
+  double U[10];
+  for (int m = 0; m < 10; m++) U[m] = TWO_OVER_PI_24[idx + m];     // U[m] = digit j0 + m - 2
+  double S[8];
+  for (int l = 0; l < 8; l++) S[l] = A1 * U[l + 2] + A2 * U[l + 1] + A3 * U[l];
+  double c = 0.0, D[8];
+  for (int l = 7; l >= 1; l--) {
+    const double t = S[l] + c;
+    c = (t * 0x1p-24 + MAGIC) - MAGIC;
+    D[l] = t - c * 0x1p24;
+  }
+  const double w0 = dbl((eb - 24 * j0u - 47) << 52);               // 2^(E - 24 j0 - 47)
+  double v = (S[0] + c) * w0;
+  v -= 4.0 * ((v * 0.25 + MAGIC) - MAGIC);
+  const double kt = (v + D[1] * (w0 * 0x1p-24)) + MAGIC;
+  const double k = kt - MAGIC;
+  q = bits(kt) & 3;
+  double h = v - k, l = 0.0, w = w0;
+  for (int i = 1; i < 8; i++) {
+    w *= 0x1p-24;
+    const double t = D[i] * w;
+    const double sum = h + t, bb = sum - h;
+    l += (h - (sum - bb)) + (t - bb);
+    h = sum;
+  }
+  const double fh = h + l, fl = l - (fh - h);
+  double pe;
+  const double rh = two_prod(fh, 0x1.921fb54442d18p+0, pe);
+  const double rlo = pe + (fh * 0x1.1a62633145c07p-54 + fl * 0x1.921fb54442d18p+0);
+  const double r = rh + rlo;
+  rl = rlo - (r - rh);
+  return r;
+}
+
+// sin and cos of the reduced argument of a double, its low part rl entered to first order
+FTM_INL void sincos_reduced(double a, double &s, double &c, u64 &q) {
+  double rl;
+  const double r = reduce_double_arg(a, q, rl);
+  const double s0 = sin_poly(r), c0 = cos_poly(r);
+  s = s0 + rl * c0;
+  c = c0 - rl * s0;
+}
+// the answer for tiny |x| (< 2^-27: x for sin and tan, 1 for cos), NaN for inf and NaN
+FTM_INL double trig_ends(double x, double tiny, double res) {
+  const double a = absd(x);
+  return sel(lt(a, 0x1p-27), tiny, sel(isnan(x) | eq(a, INF), NaN, res));
+}
+FTM_INL double sin_d(double x) {
+  double s, c;
+  u64 q;
+  sincos_reduced(absd(x), s, c, q);
+  const double v = sel(-(q & 1), c, s);
+  return trig_ends(x, x, dbl((bits(v) ^ ((q >> 1) << 63)) ^ (bits(x) & SIGN)));
+}
+FTM_INL double cos_d(double x) {
+  double s, c;
+  u64 q;
+  sincos_reduced(absd(x), s, c, q);
+  const double v = sel(-(q & 1), s, c);
+  return trig_ends(x, 1.0, dbl(bits(v) ^ ((((q + 1) >> 1) & 1) << 63)));
+}
+FTM_INL double tan_d(double x) {
+  double s, c;
+  u64 q;
+  sincos_reduced(absd(x), s, c, q);
+  const u64 odd = -(q & 1);
+  return trig_ends(x, x, dbl(bits(sel(odd, -c, s) / sel(odd, s, c)) ^ (bits(x) & SIGN)));
 }
 }  // namespace detail
 
 // ---- double ----
-FTM_INL double exp(double x) { return detail::exp(x); }
-FTM_INL double expm1(double x) { return detail::expm1(x); }
-FTM_INL double log(double x) { return detail::log(x); }
-FTM_INL double log1p(double x) { return detail::log1p(x); }
-FTM_INL double tanh(double x) { return detail::tanh(x); }
-FTM_INL double sinh(double x) { return detail::sinh(x); }
-FTM_INL double cosh(double x) { return detail::cosh(x); }
-FTM_INL double erf(double x) { return detail::erf(x); }
-FTM_INL double rint(double x) { return detail::rint(x); }
-FTM_INL double floor(double x) { return detail::floor(x); }
-FTM_INL double ceil(double x) { return detail::ceil(x); }
-FTM_INL double round(double x) { return detail::round(x); }
+#define FTM_D1(NAME) FTM_INL double NAME(double x) { return detail::NAME(x); }
+FTM_D1(exp) FTM_D1(expm1) FTM_D1(log) FTM_D1(log1p) FTM_D1(tanh) FTM_D1(sinh) FTM_D1(cosh)
+FTM_D1(erf) FTM_D1(rint) FTM_D1(floor) FTM_D1(ceil) FTM_D1(round) FTM_D1(atan) FTM_D1(asin)
+FTM_D1(acos) FTM_D1(asinh) FTM_D1(acosh) FTM_D1(atanh)
+#undef FTM_D1
 FTM_INL double fabs(double x) { return detail::absd(x); }
 FTM_INL double sqrt(double x) { return __builtin_sqrt(x); }            // one instruction
 FTM_INL double rsqrt(double x) { return 1.0 / __builtin_sqrt(x); }     // NumPy: 1 / sqrt(x)
 FTM_INL bool isfinite(double x) { return x - x == x - x; }              // false for inf, nan
-FTM_INL double atan(double x) { return detail::atan(x); }
-FTM_INL double asin(double x) { return detail::asin(x); }
-FTM_INL double acos(double x) { return detail::acos(x); }
 FTM_INL double atan2(double y, double x) { return detail::atan2(y, x); }
-FTM_INL double asinh(double x) { return detail::asinh(x); }
-FTM_INL double acosh(double x) { return detail::acosh(x); }
-FTM_INL double atanh(double x) { return detail::atanh(x); }
-// libm (scalar) for now
+// double sin/cos/tan: ftm's where the loop vectorizes (its reduction reads 2/pi's digits by
+// index: a gather, which GCC vectorizes with AVX-512), else the C library's, faster as
+// scalar code. -DFTM_VECTOR_TRIG_DOUBLE=0/1 overrides (the tests force 1: same values).
+#ifndef FTM_VECTOR_TRIG_DOUBLE
+#ifdef __AVX512F__
+#define FTM_VECTOR_TRIG_DOUBLE 1
+#else
+#define FTM_VECTOR_TRIG_DOUBLE 0
+#endif
+#endif
+#if FTM_VECTOR_TRIG_DOUBLE
+FTM_INL double sin(double x) { return detail::sin_d(x); }
+FTM_INL double cos(double x) { return detail::cos_d(x); }
+FTM_INL double tan(double x) { return detail::tan_d(x); }
+#else
 FTM_INL double sin(double x) { return __builtin_sin(x); }
 FTM_INL double cos(double x) { return __builtin_cos(x); }
 FTM_INL double tan(double x) { return __builtin_tan(x); }
-FTM_INL double pow(double x, double y) { return __builtin_pow(x, y); }
+#endif
+// libm (scalar)
+FTM_INL double pow(double x, double y) { return detail::pow(x, y); }
 FTM_INL double fmod(double x, double y) { return __builtin_fmod(x, y); }
 
 // ---- float: the double function, rounded once (exact where the double one is) ----
 #define FTM_F1(NAME) FTM_INL float NAME(float x) { return (float)NAME((double)x); }
 FTM_F1(exp) FTM_F1(expm1) FTM_F1(log) FTM_F1(log1p) FTM_F1(tanh) FTM_F1(sinh) FTM_F1(cosh)
 FTM_F1(erf) FTM_F1(rint) FTM_F1(floor) FTM_F1(ceil) FTM_F1(round) FTM_F1(fabs)
-FTM_F1(sin) FTM_F1(cos) FTM_F1(tan) FTM_F1(asin) FTM_F1(acos) FTM_F1(atan) FTM_F1(asinh)
+FTM_F1(asin) FTM_F1(acos) FTM_F1(atan) FTM_F1(asinh)
 FTM_F1(acosh) FTM_F1(atanh)
 #undef FTM_F1
+FTM_INL float sin(float x) {
+  detail::u64 q;
+  const double r = detail::reduce_float_arg(detail::absd(x), q);
+  return (float)detail::sin_q(x, r, q);
+}
+FTM_INL float cos(float x) {
+  detail::u64 q;
+  const double r = detail::reduce_float_arg(detail::absd(x), q);
+  return (float)detail::cos_q(r, q);
+}
+FTM_INL float tan(float x) {
+  detail::u64 q;
+  const double r = detail::reduce_float_arg(detail::absd(x), q);
+  return (float)detail::tan_q(x, r, q);
+}
 FTM_INL float sqrt(float x) { return __builtin_sqrtf(x); }
 FTM_INL float rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }
 FTM_INL bool isfinite(float x) { return x - x == x - x; }

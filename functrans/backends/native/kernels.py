@@ -14,6 +14,7 @@ import functools
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sysconfig
 import threading
 
@@ -34,6 +35,13 @@ static inline __half __double2half(double d) { return (__half)d; }
 """
 
 MAX_ARGS = 512                  # ftcall.cpp's FT_MAX_ARGS
+# functions of the templates that cost about what NumPy's loops cost; any other (exp, tanh,
+# sin, ...) is ftmath.h's double-precision evaluation or a libm call, which NumPy's SIMD
+# float loops beat on large arrays (measured: the 30-op chain with 3 tanh on 1M floats,
+# 11 ms natively, 4.5 ms in the NumPy backend's blocked code)
+CHEAP_CALLS = {"fabs", "floor", "ceil", "round", "rint", "sqrt", "isfinite", "abs", "ft_max",
+               "ft_min", "ft_srl", "ft_shl", "ft_idiv", "ft_irem", "ft_ipow"}
+_CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
 
 
 def unsupported(jaxpr) -> str | None:
@@ -58,12 +66,35 @@ def unsupported(jaxpr) -> str | None:
     return None
 
 
+def local_type(dtype) -> str:
+    """The C type of a local on the host: bools as int (0 or 1; GCC vectorizes a loop that
+    mixes bool locals with float ones only so), the rest as on the GPU."""
+    return "int" if np.dtype(dtype) == np.bool_ else cuda.compute_type(dtype)
+
+
+def render_group(jaxpr, name):
+    """A fusion group rendered for the host (cuda.render_group with host locals)."""
+    return cuda.render_group(jaxpr, name, local_type)
+
+
+def costly_math(jaxpr):
+    """The first primitive of the group whose template calls a transcendental function
+    (one NumPy computes faster on large arrays), or None."""
+    for e in jaxpr.eqns:
+        if e.primitive is broadcast_in_dim_p:
+            continue
+        for fn in _CALL.findall(cuda.template_for(e)):
+            if fn not in CHEAP_CALLS:
+                return e.primitive.name
+    return None
+
+
 def render_function(g):
     """A rendered group (cuda.GroupCode) as (a host function over [0, n), its C entry)."""
     params = g.params + ["const long long n", "const int nt"]
     lines = [f"static void {g.name}_body({', '.join(params)}) {{"]
     lines += ["  " + h for h in g.hoisted]
-    lines.append("  #pragma omp parallel for simd num_threads(nt) if(nt > 1) schedule(static)")
+    lines.append("  #pragma omp parallel for simd num_threads(nt) schedule(static)")
     lines.append("  for (long long i = 0; i < n; ++i) {")
     lines += ["    " + b for b in g.body]
     lines += ["  }", "}"]

@@ -11,6 +11,7 @@ import ctypes
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -19,6 +20,8 @@ import threading
 BASE_FLAGS = ("-std=c++17", "-O3", "-fno-fast-math", "-ffp-contract=off", "-fno-math-errno",
               "-fwrapv", "-fopenmp-simd", "-fPIC", "-shared")
 OPENMP_FLAG = "-fopenmp"
+MARCH_FLAG = "-march=native"    # the machine's vector width: ftmath.h's double-precision
+                                # bit arithmetic vectorizes with AVX2/AVX-512, not SSE2
 CANDIDATES = ("c++", "g++", "clang++")
 HERE = os.path.dirname(os.path.abspath(__file__))
 _OMP_PROBE = "#include <omp.h>\nextern \"C\" int ft_probe(void) { return omp_get_max_threads(); }\n"
@@ -31,12 +34,13 @@ class ToolchainError(RuntimeError):
 class Compiler:
     """A C++ compiler found on this machine: its command, identity and flags."""
 
-    def __init__(self, argv, path, version, openmp):
+    def __init__(self, argv, path, version, openmp, march):
         self.argv = tuple(argv)         # e.g. ("/usr/bin/c++",) or ("/usr/bin/cc", "-x", "c++")
         self.path = path
         self.version = version
         self.openmp = openmp
-        self.flags = BASE_FLAGS + ((OPENMP_FLAG,) if openmp else ())
+        self.flags = BASE_FLAGS + ((MARCH_FLAG,) if march else ()) + \
+            ((OPENMP_FLAG,) if openmp else ())
 
     def __repr__(self):
         return f"<Compiler {' '.join(self.argv)}: {self.version}{', OpenMP' if self.openmp else ''}>"
@@ -82,19 +86,22 @@ def _identity(path):
     return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
 
 
+COMPILE_TIMEOUT_S = 120
+
+
 def _run(argv, **kw):
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, **kw)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, **kw)
 
 
 def _probe(argv, path):
-    """(version, openmp) of a compiler, cached on disk by the binary's identity."""
+    """(version, openmp, march) of a compiler, cached on disk by the binary's identity."""
     ident = _identity(path)
     key = hashlib.sha256((ident + " ".join(argv)).encode()).hexdigest()[:24]
     fn = os.path.join(cache_dir(), f"probe-{key}.json")
     try:
         with open(fn) as f:
             d = json.load(f)
-        return d["version"], d["openmp"]
+        return d["version"], d["openmp"], d["march"]
     except (OSError, ValueError, KeyError):
         pass
     proc = _run([*argv, "--version"])
@@ -107,8 +114,13 @@ def _probe(argv, path):
             f.write(_OMP_PROBE)
         p = _run([*argv, *BASE_FLAGS, OPENMP_FLAG, src, "-o", os.path.join(td, "p.so")])
         openmp = p.returncode == 0
-    _write_atomic(fn, json.dumps({"version": version, "openmp": openmp}).encode())
-    return version, openmp
+        with open(src, "w") as f:
+            f.write('extern "C" int ft_probe(void) { return 0; }\n')
+        p = _run([*argv, *BASE_FLAGS, MARCH_FLAG, src, "-o", os.path.join(td, "p.so")])
+        march = p.returncode == 0
+    _write_atomic(fn, json.dumps({"version": version, "openmp": openmp,
+                                  "march": march}).encode())
+    return version, openmp, march
 
 
 _found: dict = {}
@@ -139,11 +151,11 @@ def _find():
             errors.append(f"{argv[0]}: not found")
             continue
         try:
-            version, openmp = _probe(argv, path)
+            version, openmp, march = _probe(argv, path)
         except (OSError, subprocess.SubprocessError, ToolchainError) as e:
             errors.append(f"{argv[0]}: {e}")
             continue
-        return Compiler((path,) + tuple(argv[1:]), path, version, openmp)
+        return Compiler((path,) + tuple(argv[1:]), path, version, openmp, march)
     why = "; ".join(errors)
     raise ToolchainError(f"no C++ compiler found (tried {tried}): {why}. Install g++ or "
                          "clang++, or set $CXX; functrans runs the NumPy backend meanwhile")
@@ -169,6 +181,21 @@ def _remove(fn):
 
 
 _headers: list = []
+_machine: list = []
+
+
+def _machine_digest():
+    """The CPU's identity (-march=native code runs only on a CPU with its features)."""
+    if not _machine:
+        text = f"{platform.machine()} {platform.processor()}"
+        try:
+            with open("/proc/cpuinfo") as f:
+                text += "".join(ln for ln in f if ln.startswith(("model name", "flags")))
+        except OSError:
+            pass
+        _machine.append(hashlib.sha256(text.encode()).hexdigest())
+    return _machine[0]
+
 
 
 def _headers_digest():
@@ -189,7 +216,7 @@ def library_path(source: str, name: str, compiler: Compiler | None = None,
     cc = compiler or find_compiler()
     h = hashlib.sha256()
     for part in (source, _identity(cc.path), cc.version, " ".join(cc.argv), " ".join(cc.flags),
-                 _headers_digest(), " ".join(include)):
+                 _headers_digest(), _machine_digest(), " ".join(include)):
         h.update(part.encode())
         h.update(b"\0")
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name)[:40] or "lib"
@@ -213,7 +240,11 @@ def build(source: str, name: str, compiler: Compiler | None = None, include=()) 
     os.close(fd)
     try:
         inc = [a for d in (HERE, *include) for a in ("-I", d)]
-        proc = _run([*cc.argv, *cc.flags, *inc, stem + ".cpp", "-o", tmp])
+        try:
+            proc = _run([*cc.argv, *cc.flags, *inc, stem + ".cpp", "-o", tmp])
+        except subprocess.TimeoutExpired:
+            raise ToolchainError(f"compiling {name} with {' '.join(cc.argv)} took over "
+                                 f"{COMPILE_TIMEOUT_S} s; source: {stem}.cpp") from None
         if proc.returncode != 0:
             raise ToolchainError(
                 f"compiling {name} with {' '.join(cc.argv)} failed (exit {proc.returncode}); "
@@ -229,7 +260,10 @@ _loaded_lock = threading.Lock()
 
 
 def load(path: str) -> ctypes.CDLL:
-    """The library at `path`, loaded once per process."""
+    """The library at `path`, loaded once per process. Before the first load (which loads
+    the OpenMP runtime), OMP_WAIT_POLICY defaults to PASSIVE: idle OpenMP threads sleep
+    instead of spinning, which on a machine with busy cores slowed small groups 300-fold."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     with _loaded_lock:
         lib = _loaded.get(path)
         if lib is None:

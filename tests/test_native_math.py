@@ -1,0 +1,437 @@
+"""The native backend's math functions (functrans/backends/native/ftmath.h): their error in
+ulp from NumPy's float32/float64 results over dense sweeps, special values (nan, +-inf,
++-0, subnormals, overflow thresholds) right in class and sign, and each loop
+`out[i] = f(in[i])` vectorized by GCC. One compile of a driver holding every function in
+both dtypes, built by the native backend's toolchain (its compiler and flags);
+`python tests/test_native_math.py [extra flags]` prints ns/element against libm."""
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+from functrans.backends.native import toolchain
+from functrans.primitives import REGISTRY
+
+HEADER_DIR = toolchain.HERE
+try:
+    COMPILER = toolchain.find_compiler()
+    WHY_NOT = ""
+except toolchain.ToolchainError as e:
+    COMPILER, WHY_NOT = None, str(e)
+needs_cxx = pytest.mark.skipif(COMPILER is None, reason=WHY_NOT)
+
+
+def compile_command(*args):
+    """The toolchain's compiler and flags (those of the backend's kernels), plus args."""
+    return [*COMPILER.argv, *COMPILER.flags, "-I", HEADER_DIR, *args]
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64)).astype(x.dtype)
+
+
+def _ref(name):
+    """NumPy's answer, as functrans's NumPy backend computes it."""
+    if name == "round":          # rounding_method 0: ties away from zero
+        return lambda x: REGISTRY["round"].impl(np, x, rounding_method=0)
+    if name == "rsqrt":
+        return lambda x: (1 / np.sqrt(x)).astype(x.dtype)
+    if name == "erf":            # NumPy has none; glibc's is within 1 ulp
+        return _erf
+    return getattr(np, {"asin": "arcsin", "acos": "arccos", "atan": "arctan",
+                        "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh",
+                        "fabs": "abs", "atan2": "arctan2", "pow": "power"}.get(name, name))
+
+
+# name -> (max ulp from NumPy in float32, in float64, linear range of the sweep): the
+# measured maxima of the sweeps below, also the table of docs/jit.md
+UNARY = {
+    "exp": (2, 1, 800.0), "expm1": (3, 1, 800.0), "log": (3, 1, 1e6), "log1p": (2, 1, 1e6),
+    "tanh": (1, 3, 30.0), "sinh": (2, 3, 800.0), "cosh": (2, 3, 800.0), "erf": (0, 2, 8.0),
+    "atan": (2, 1, 100.0), "asin": (3, 2, 1.0), "acos": (2, 2, 1.0), "asinh": (1, 2, 1e6),
+    "acosh": (1, 2, 1e6), "atanh": (1, 2, 1.0), "sin": (1, 1, 100.0), "cos": (1, 1, 100.0),
+    "tan": (3, 3, 100.0), "sqrt": (0, 0, 1e6), "rsqrt": (0, 0, 1e6), "fabs": (0, 0, 1e6),
+    "floor": (0, 0, 1e6), "ceil": (0, 0, 1e6), "round": (0, 0, 1e6), "rint": (0, 0, 1e6),
+}
+BINARY = {"atan2": (3, 2, 100.0), "pow": (1, 1, 100.0), "fmod": (0, 0, 1e6)}
+# loops that stay scalar with the baseline ISA: fmod forwards to libm, and so do the double
+# sin/cos/tan (ftm's read 2/pi's digits by index: a gather, vectorized with AVX-512; the
+# accuracy tests force them with FTM_VECTOR_TRIG_DOUBLE)
+SCALAR = {("fmod", "float32"), ("fmod", "float64"), ("sin", "float64"), ("cos", "float64"),
+          ("tan", "float64")}
+CTYPE = {"float32": "float", "float64": "double"}
+
+
+def _driver_source():
+    lines = ["#define FTM_VECTOR_TRIG_DOUBLE 1", '#include "ftmath.h"', 'extern "C" {']
+    for dt, t in CTYPE.items():
+        for name in UNARY:
+            lines.append(f"void {dt}_{name}(const {t}* x, const {t}* y, {t}* o, long n) "
+                         f"{{ for (long i = 0; i < n; i++) o[i] = ftm::{name}(x[i]); }}")
+        for name in BINARY:
+            lines.append(f"void {dt}_{name}(const {t}* x, const {t}* y, {t}* o, long n) "
+                         f"{{ for (long i = 0; i < n; i++) o[i] = ftm::{name}(x[i], y[i]); }}")
+    # float32 sweep over a range of bit patterns: max ulp from the double function of
+    # the C library rounded to float (correctly rounded but for rare near-ties)
+    lines.append("double sweep_float32(int fn, unsigned lo, unsigned hi, unsigned* worst) {")
+    lines.append("  double m = 0; for (unsigned long long b = lo; b < hi; b++) {")
+    lines.append("    float x; unsigned u = (unsigned)b; __builtin_memcpy(&x, &u, 4);")
+    lines.append("    float got, want; switch (fn) {")
+    for k, name in enumerate(UNARY):
+        lib = {"rsqrt": "1.0 / __builtin_sqrt", "round": "__builtin_round"}.get(
+            name, f"__builtin_{name}")
+        lines.append(f"      case {k}: got = ftm::{name}(x); want = (float)({lib}((double)x)); "
+                     "break;")
+    lines.append("      default: return -1; }")
+    lines.append("    int gi, wi; __builtin_memcpy(&gi, &got, 4); __builtin_memcpy(&wi, &want, 4);")
+    lines.append("    long long go = gi < 0 ? -(long long)(gi & 0x7fffffff) : gi;")
+    lines.append("    long long wo = wi < 0 ? -(long long)(wi & 0x7fffffff) : wi;")
+    lines.append("    double d = (got != got && want != want) ? 0 : (got != got || want != want)"
+                 " ? 1e30 : (double)(go > wo ? go - wo : wo - go);")
+    lines.append("    if (d > m) { m = d; *worst = u; } }")
+    lines.append("  return m; }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return toolchain.load(toolchain.build(_driver_source(), "ftmath_driver"))
+
+
+def _call(lib, name, x, y=None):
+    x = np.ascontiguousarray(x)
+    y = x if y is None else np.ascontiguousarray(y, x.dtype)
+    out = np.empty_like(x)
+    getattr(lib, f"{x.dtype.name}_{name}")(
+        ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data),
+        ctypes.c_void_p(out.ctypes.data), ctypes.c_long(x.size))
+    return out
+
+
+def _ordinal(a):
+    i = a.view(np.int32 if a.dtype == np.float32 else np.int64).astype(np.int64)
+    mask = np.int64(0x7FFFFFFF if a.dtype == np.float32 else 0x7FFFFFFFFFFFFFFF)
+    return np.where(i < 0, -(i & mask), i)
+
+
+def ulp_error(got, want):
+    """|got - want| in units in the last place (float ordinals); inf where the class
+    differs (nan vs number, inf vs finite) or a zero's sign does."""
+    og, ow = _ordinal(got), _ordinal(want)
+    same = (og >= 0) == (ow >= 0)
+    d = np.where(same, np.abs(np.where(same, og - ow, 0)).astype(np.float64),
+                 np.abs(og.astype(np.float64)) + np.abs(ow.astype(np.float64)))
+    bad = (np.isnan(got) != np.isnan(want)) | (np.isinf(got) != np.isinf(want))
+    bad |= (want == 0) & (got == 0) & (np.signbit(got) != np.signbit(want))
+    d = np.where(bad, np.inf, d)
+    return np.where(np.isnan(got) & np.isnan(want), 0.0, d)
+
+
+def special_values(dtype):
+    fi = np.finfo(dtype)
+    tiny_sub = fi.smallest_subnormal
+    vals = [np.nan, np.inf, -np.inf, 0.0, -0.0, tiny_sub, -tiny_sub, fi.smallest_normal,
+            -fi.smallest_normal, fi.smallest_normal - tiny_sub, fi.max, -fi.max, fi.eps,
+            1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 2.0, 3.0, -3.0, 1e-30, -1e-30]
+    # exp/sinh/cosh overflow and underflow ends, +-1 ulp
+    for t in (np.log(fi.max), np.log(fi.max) + np.log(2), np.log(tiny_sub), np.log(fi.smallest_normal),
+              20.0, 22.0, 709.0, 710.0, 6.0, 5.9, 1.0, 0.4375, 2.4375, 2.0**28, 2.0**52, 2.0**23):
+        t = dtype(t)
+        for v in (np.nextafter(t, dtype(-np.inf)), t, np.nextafter(t, dtype(np.inf))):
+            vals += [v, -v]
+    return np.array(vals, dtype)
+
+
+def sweep_points(dtype, span, n, seed=0):
+    """Random bit patterns over the whole line (log-spaced in effect), log-spaced
+    magnitudes up to `span`, uniform points in [-span, span], and the special values."""
+    rng = np.random.default_rng(seed)
+    it = np.uint32 if dtype == np.float32 else np.uint64
+    b = rng.integers(0, np.iinfo(it).max, n, dtype=it, endpoint=True).view(dtype)
+    b[np.isnan(b)] = np.nan         # quiet NaNs: libm and NumPy differ on signaling ones
+    lg = np.exp(rng.uniform(math.log(1e-30), math.log(span), n)) * rng.choice([-1.0, 1.0], n)
+    return np.concatenate([b, lg.astype(dtype), rng.uniform(-span, span, n).astype(dtype),
+                           special_values(dtype)])
+
+
+def _check(got, want, x, bound, label, y=None):
+    err = ulp_error(got, want)
+    k = int(np.argmax(err))
+    where = f"x={x[k]!r}" + ("" if y is None else f", y={y[k]!r}")
+    assert err[k] <= bound, (f"{label}: {err[k]} ulp from NumPy at {where}: got {got[k]!r}, "
+                             f"NumPy {want[k]!r}")
+    return err[k]
+
+
+def _bound(name, dt):
+    return (UNARY.get(name) or BINARY[name])[0 if dt == "float32" else 1]
+
+
+def _unary_case(lib, name, dt, n, seed=0):
+    dtype = np.dtype(dt).type
+    x = sweep_points(dtype, UNARY[name][2], n, seed)
+    with np.errstate(all="ignore"):
+        want = _ref(name)(x)
+    _check(_call(lib, name, x), want, x, _bound(name, dt), f"{name}[{dt}]")
+
+
+def _binary_points(name, dtype, n, seed=1):
+    rng = np.random.default_rng(seed)
+    sp = special_values(dtype)
+    gx, gy = (a.ravel() for a in np.meshgrid(sp, sp))
+    span = BINARY[name][2]
+    x = sweep_points(dtype, span, n, seed)
+    y = sweep_points(dtype, span, n, seed + 1)
+    if name == "pow":           # exponents where the result neither overflows nor underflows
+        y = rng.uniform(-30, 30, len(y))
+        y[: len(y) // 2] = np.round(y[: len(y) // 2])
+        x = np.copysign(x, rng.choice([-1.0, 1.0], len(x))).astype(dtype)
+    return (np.concatenate([gx, x]).astype(dtype), np.concatenate([gy, y]).astype(dtype))
+
+
+def _binary_case(lib, name, dt, n, seed=1):
+    x, y = _binary_points(name, np.dtype(dt).type, n, seed)
+    with np.errstate(all="ignore"):
+        want = _ref(name)(x, y)
+    _check(_call(lib, name, x, y), want, x, _bound(name, dt), f"{name}[{dt}]", y)
+
+
+@needs_cxx
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_matches_numpy(lib, name, dt):
+    _unary_case(lib, name, dt, 20_000)
+
+
+@needs_cxx
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_matches_numpy(lib, name, dt):
+    _binary_case(lib, name, dt, 20_000)
+
+
+def template_math_names():
+    """The functions the elementwise primitives' CUDA templates call, but for the
+    prelude's own ft_* helpers."""
+    texts = []
+    for prim in REGISTRY.values():
+        t = prim.cuda
+        if callable(t) and not isinstance(t, (str, dict)):
+            variants = []
+            for params in ({"rounding_method": 0}, {"rounding_method": 1}, {"y": 5}):
+                try:
+                    variants.append(t(params))
+                except KeyError:
+                    pass
+        else:
+            variants = [t]
+        for v in variants:
+            texts += list(v.values()) if isinstance(v, dict) else [v] if v else []
+    names = set()
+    for text in texts:
+        names |= set(re.findall(r"\b([A-Za-z_]\w*)\s*\(", text))
+    return {n for n in names if not n.startswith("ft_")}
+
+
+@needs_cxx
+def test_hardest_trig_reduction(lib):
+    """x = 6381956970095103 * 2^797 lies 2^-61 from a multiple of pi/2 (the worst double):
+    cos and tan correctly rounded (mpmath at 400 digits), where NumPy's cos is 8 ulp off."""
+    x = np.array([6381956970095103.0 * 2.0**797, -6381956970095103.0 * 2.0**797])
+    assert list(_call(lib, "sin", x)) == [1.0, -1.0]
+    assert list(_call(lib, "cos", x)) == [-4.687165924254628e-19] * 2
+    assert list(_call(lib, "tan", x)) == [-2.133485385753704e+18, 2.133485385753704e+18]
+
+
+@needs_cxx
+def test_every_template_function_is_provided(tmp_path):
+    """Each name the templates call resolves, unqualified under `using namespace ftm;`,
+    for float and double (abs: the integer templates' abs)."""
+    names = template_math_names()
+    assert {"exp", "log1p", "tanh", "erf", "pow", "rsqrt", "isfinite"} <= names
+    lines = ['#include "ftmath.h"', "using namespace ftm;"]
+    for k, name in enumerate(sorted(names)):
+        if name == "abs":
+            lines.append(f"long long f{k}(int i, long long j) {{ return abs(i) + abs(j); }}")
+            continue
+        args = ", ".join(["x"] * (2 if name in BINARY else 1))
+        for t in CTYPE.values():
+            lines.append(f"double f{k}({t} x) {{ return (double){name}({args}); }}")
+    src = tmp_path / "names.cc"
+    src.write_text("\n".join(lines) + "\n")
+    r = subprocess.run(compile_command("-c", "-o", str(tmp_path / "n.o"), str(src)),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, f"ftmath.h lacks a function the CUDA templates call:\n{r.stderr}"
+
+
+@needs_cxx
+def test_cuda_intrinsics(tmp_path):
+    """The CUDA bit casts literal_c writes for non-finite literals compile on the host."""
+    src = tmp_path / "t.cc"
+    src.write_text('#include "ftmath.h"\nusing namespace ftm;\n'
+                   'extern "C" bool f(float* o, double* p) {\n'
+                   '  o[0] = __int_as_float(0x7f800000); p[0] = __longlong_as_double('
+                   '0xfff0000000000000LL);\n  return isfinite(o[0]) || isfinite(p[0]); }\n')
+    subprocess.run(compile_command("-c", "-o", str(tmp_path / "t.o"), str(src)), check=True,
+                   capture_output=True)
+
+
+@needs_cxx
+@pytest.mark.slow
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(UNARY) + sorted(BINARY))
+def test_dense_sweep_matches_numpy(lib, name, dt):
+    """>= 3e7 points per function and dtype (1e7 of each kind of sweep_points)."""
+    for seed in range(10 if name != "erf" else 1):      # math.erf is a Python loop
+        if name in BINARY:
+            _binary_case(lib, name, dt, 1_000_000, seed)
+        else:
+            _unary_case(lib, name, dt, 1_000_000, seed)
+
+
+@needs_cxx
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_float32_exhaustive(lib, name):
+    """Every float32 bit pattern: at most 1 ulp from the C library's double function
+    rounded to float (the correctly rounded value but for rare near-ties)."""
+    worst = ctypes.c_uint(0)
+    fn = getattr(lib, "sweep_float32")
+    fn.restype = ctypes.c_double
+    m = fn(list(UNARY).index(name), 0, 0xFFFFFFFF, ctypes.byref(worst))
+    x = np.array([worst.value], np.uint32).view(np.float32)[0]
+    assert m <= 1, f"{name}[float32]: {m} ulp at x={x!r}"
+
+
+# ---------------------------------------------------------------------------
+# vectorization
+
+
+def _is_gcc():
+    if COMPILER is None:
+        return False
+    out = subprocess.run([*COMPILER.argv, "--version"], capture_output=True, text=True).stdout
+    return "Free Software Foundation" in out and "clang" not in out.lower()
+
+
+def _vector_loops_source(dt):
+    t = CTYPE[dt]
+    lines = ['#include "ftmath.h"', "using namespace ftm;"]
+    where = {}
+    for name in list(UNARY) + list(BINARY):
+        args = "x[i]" if name in UNARY else "x[i], y[i]"
+        lines.append(f"void v_{dt}_{name}(const {t}* __restrict x, const {t}* __restrict y, "
+                     f"{t}* __restrict o, long n) {{")
+        lines.append(f"  for (long i = 0; i < n; i++) o[i] = {name}({args}); }}")
+        where[len(lines)] = (name, dt)
+    return "\n".join(lines) + "\n", where
+
+
+@needs_cxx
+@pytest.mark.skipif(not _is_gcc(), reason="-fopt-info-vec-optimized is GCC's")
+def test_loops_vectorize(tmp_path):
+    """Each `out[i] = f(in[i])` loop is vectorized with the toolchain's flags and the
+    baseline ISA (SSE2), but those of SCALAR. One compile per dtype, both at once."""
+    procs, wheres, vectorized = [], {}, set()
+    for dt in CTYPE:
+        source, wheres[dt] = _vector_loops_source(dt)
+        src = tmp_path / f"{dt}.cc"
+        src.write_text(source)
+        procs.append((dt, subprocess.Popen(
+            [a for a in compile_command("-fopt-info-vec-optimized", "-c", "-o",
+                                        str(tmp_path / f"{dt}.o"), str(src))
+             if a != toolchain.MARCH_FLAG],          # the baseline ISA
+            stderr=subprocess.PIPE, text=True)))
+    for dt, proc in procs:
+        _, err = proc.communicate()
+        assert proc.returncode == 0, err
+        for m in re.finditer(rf"{dt}\.cc:(\d+):\d+: optimized: loop vectorized", err):
+            if int(m.group(1)) in wheres[dt]:
+                vectorized.add(wheres[dt][int(m.group(1))])
+    expected = {nd for w in wheres.values() for nd in w.values()}
+    missing = sorted(expected - vectorized - SCALAR)
+    assert not missing, f"loops not vectorized: {missing}"
+    assert not (vectorized & SCALAR), f"now vectorized, take out of SCALAR: {vectorized & SCALAR}"
+
+
+def _has_avx512f():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx512f" in f.read()
+    except OSError:
+        return False
+
+
+@needs_cxx
+@pytest.mark.skipif(not (_is_gcc() and _has_avx512f()), reason="needs GCC and an AVX-512 CPU")
+def test_double_trig_vectorizes_with_avx512(tmp_path):
+    """With -march=native on an AVX-512 CPU the double sin/cos/tan are ftm's and vectorize."""
+    src = tmp_path / "t.cc"
+    src.write_text('#include "ftmath.h"\nusing namespace ftm;\n' + "".join(
+        f"void v_{f}(const double* __restrict x, double* __restrict o, long n) {{\n"
+        f"  for (long i = 0; i < n; i++) o[i] = {f}(x[i]); }}\n" for f in ("sin", "cos", "tan")))
+    r = subprocess.run(compile_command("-march=native", "-fopt-info-vec-optimized", "-c", "-o",
+                                       str(tmp_path / "t.o"), str(src)),
+                       capture_output=True, text=True, check=True)
+    lines = {int(m.group(1)) for m in re.finditer(r"t\.cc:(\d+):\d+: optimized: loop vectorized",
+                                                   r.stderr)}
+    assert {4, 6, 8} <= lines, r.stderr
+
+
+# ---------------------------------------------------------------------------
+# timing table (not a test): python tests/test_native_math.py
+
+
+def timing_table(extra_flags=(), n=1 << 16, reps=50):
+    """ns/element of ftm::f and the C library's f over n points, float32 and float64
+    (best of reps), compiled with the toolchain's flags plus extra_flags (-march=native)."""
+    lines = ['#include "ftmath.h"', 'extern "C" {']
+    for dt, t in CTYPE.items():
+        for name in UNARY:
+            libm = {"rsqrt": "1 / __builtin_sqrt", "round": "__builtin_round"}.get(
+                name, f"__builtin_{name}") + ("f" if dt == "float32" and name != "rsqrt" else "")
+            lines.append(f"void l_{dt}_{name}(const {t}* __restrict x, {t}* __restrict o, long n)"
+                         f" {{ for (long i = 0; i < n; i++) o[i] = {libm}(x[i]); }}")
+            lines.append(f"void f_{dt}_{name}(const {t}* __restrict x, {t}* __restrict o, long n)"
+                         f" {{ for (long i = 0; i < n; i++) o[i] = ftm::{name}(x[i]); }}")
+    lines.append("}")
+    with tempfile.TemporaryDirectory() as d:
+        src, so = os.path.join(d, "t.cc"), os.path.join(d, "t.so")
+        with open(src, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        subprocess.run(compile_command(*extra_flags, "-o", so, src), check=True)
+        lib = ctypes.CDLL(so)
+        print(f"| function | float32 ftm | float32 libm | float64 ftm | float64 libm |  (ns/element, n={n})")
+        print("|---|---|---|---|---|")
+        rng = np.random.default_rng(0)
+        for name in UNARY:
+            row = []
+            for dt in CTYPE:
+                x = rng.uniform(-1, 1, n).astype(dt) * (UNARY[name][2] if UNARY[name][2] < 1e3 else 10)
+                if name in ("log", "log1p", "sqrt", "rsqrt", "acosh"):
+                    x = np.abs(x) + 1
+                o = np.empty_like(x)
+                for kind in "fl":
+                    fn = getattr(lib, f"{kind}_{dt}_{name}")
+                    best = math.inf
+                    for _ in range(reps):
+                        t0 = time.perf_counter()
+                        fn(ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(o.ctypes.data),
+                           ctypes.c_long(n))
+                        best = min(best, time.perf_counter() - t0)
+                    row.append(f"{best / n * 1e9:.2f}")
+            print(f"| {name} | " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    timing_table(sys.argv[1:])

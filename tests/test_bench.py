@@ -18,6 +18,7 @@ from bench import harness  # noqa: E402
 from bench import workloads_ad as wad  # noqa: E402
 from bench import workloads_core as wcore  # noqa: E402
 from bench import workloads_rows as wr  # noqa: E402
+from conftest import fd_grad  # noqa: E402
 
 harness.discover(verbose=False)
 
@@ -118,25 +119,17 @@ def test_wgan_gp_floor_matches_finite_differences():
 def test_row_floors_match_finite_differences():
     """The softmax and layernorm floors of bench/workloads_rows.py, in float64."""
     x, w, g, b = wr.row_data(rows=3, cols=5, dtype=np.float64)
-    h = 1e-6
-
-    def fd(f, a):
-        out = np.zeros_like(a)
-        for idx in np.ndindex(a.shape):
-            e = np.zeros_like(a)
-            e[idx] = h
-            out[idx] = (f(a + e) - f(a - e)) / (2 * h)
-        return out
     loss, gx = wr.softmax_value_and_grad_floor(x, w)
     assert loss == pytest.approx(np.sum(wr.softmax_floor(x) * w), rel=1e-12)
-    np.testing.assert_allclose(gx, fd(lambda z: np.sum(wr.softmax_floor(z) * w), x),
+    np.testing.assert_allclose(gx, fd_grad(lambda z: np.sum(wr.softmax_floor(z) * w), x),
                                rtol=1e-6, atol=1e-9)
     loss, grads = wr.layernorm_value_and_grad_floor(x, g, b, w)
     ln = lambda x, g, b: np.sum(wr.layernorm_floor(x, g, b) * w)  # noqa: E731
     assert loss == pytest.approx(ln(x, g, b), rel=1e-12)
-    for got, want in zip(grads, (fd(lambda z: ln(z, g, b), x), fd(lambda z: ln(x, z, b), g),
-                                 fd(lambda z: ln(x, g, z), b)), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+    want = (fd_grad(lambda z: ln(z, g, b), x), fd_grad(lambda z: ln(x, z, b), g),
+            fd_grad(lambda z: ln(x, g, z), b))
+    for got, w_ in zip(grads, want, strict=True):
+        np.testing.assert_allclose(got, w_, rtol=1e-6, atol=1e-9)
 
 
 # ---------------------------------------------------------------------------

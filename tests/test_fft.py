@@ -8,21 +8,13 @@ import functrans.numpy as fnp
 from functrans.core import DTypeError, ShapeError
 from functrans.primitives.fft import fft as fft_prim
 
+from conftest import fd_grad
+
 NORMS = [None, "backward", "ortho", "forward"]
 rng = np.random.default_rng(0)
 X = rng.standard_normal((4, 6))
 Z = X + 1j * rng.standard_normal((4, 6))
 X3 = rng.standard_normal((3, 4, 5))
-
-
-def _fd_grad(f, x, eps=1e-6):
-    """Central differences of a real scalar f at a float64 x."""
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[i] = eps
-        g[i] = (f(x + e) - f(x - e)) / (2 * eps)
-    return g
 
 
 @pytest.mark.parametrize("norm", NORMS)
@@ -147,7 +139,7 @@ def test_repeated_axes_transform_again(name, s, axes):
 def test_gradients_against_central_differences(name):
     f = LOSSES[name]
     g = ft.grad(f)(X)
-    np.testing.assert_allclose(g, _fd_grad(lambda x: float(f(x)), X), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(g, fd_grad(lambda x: float(f(x)), X), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(ft.jit(ft.grad(f))(X), g, rtol=1e-12, atol=1e-12)
 
 

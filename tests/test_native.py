@@ -159,6 +159,27 @@ def test_config_switch():
         ft.config.update("cpu_backend", saved)
 
 
+def test_a_backend_switch_recompiles_ft_compile(native_backend):
+    """ft.compile's forward and backward executables follow ft.config.cpu_backend (they
+    were kept from the first backend)."""
+    @ft.compile
+    def f(x):
+        return (ft.tanh(x * 1.5 + 0.25) * x - x * x + 1.0).exp().sum()
+    data = np.linspace(-1, 1, 64, dtype=np.float32)
+    grads = []
+    compiles = []
+    for mode in ("native", "numpy", "native"):
+        ft.config.update("cpu_backend", mode)
+        before = ft.jit_stats()["compiles"]
+        for _ in range(3):                  # the first call records, later ones compile
+            x = ft.tensor(data, requires_grad=True)
+            f(x).backward()
+        compiles.append(ft.jit_stats()["compiles"] - before)
+        grads.append(x.grad.numpy())
+    assert all(c >= 2 for c in compiles[:2]), compiles      # forward and backward, anew
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(grads[2], grads[0])
+
 def test_environment_variable_selects_the_backend():
     code = "import functrans as ft; print(ft.config.cpu_backend)"
     for mode in ("numpy", "native"):

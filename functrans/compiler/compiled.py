@@ -43,6 +43,7 @@ import numpy as np
 from .. import passes, primitives, tree_util
 from ..core import (ClosedJaxpr, ConcretizationTypeError, Tracer, _state, new_dynamic_main,
                    short_dtype)
+from ..core.config import config
 from ..facade import lower
 from ..facade import dtypes as D
 from ..facade.capture_state import _tls, active as _active
@@ -354,7 +355,7 @@ class _Entry:
         self.stats = _new_stats()  # the owner's counters (compile time of lazy parts)
 
     def exe(self, which, device):
-        key = (which, device)
+        key = (which, device, config.cpu_backend)     # a backend switch compiles anew
         exe = self.exes.get(key)
         if exe is None:
             closed = self.fwd if which == "fwd" else self.prog.known

@@ -141,3 +141,49 @@ def test_torch_errors(call, err, msg):
         call()
     assert str(info.value).startswith(msg)
     assert issubclass(ft.linalg.LinAlgError, RuntimeError)
+
+
+# ---------------------------------------------------------------------------
+# ft.linalg.eig / eigvals / pinv (torch's names on Tensors)
+
+def test_facade_eig_values_and_phase_free_gradients():
+    rng = np.random.default_rng(3)
+    a0 = rng.standard_normal((4, 4))
+    a = ft.tensor(a0, requires_grad=True)
+    w, v = ft.linalg.eig(a)
+    assert w.dtype == ft.complex128 and v.dtype == ft.complex128
+    np.testing.assert_allclose(np.sort_complex(w.detach().numpy()),
+                               np.sort_complex(np.linalg.eigvals(a0)), atol=1e-12)
+    np.testing.assert_allclose(a0 @ v.detach().numpy(),
+                               v.detach().numpy() * w.detach().numpy(), atol=1e-12)
+    # sum |lambda|^2 and sum |v_ij|^4 do not depend on the eigenvectors' phases
+    loss = (ft.linalg.eigvals(a).abs() ** 2).sum() + (v.abs() ** 4).sum()
+    loss.backward()
+
+    def ref(m):
+        lam, vec = np.linalg.eig(m)
+        vec = vec / np.linalg.norm(vec, axis=0)
+        return np.sum(np.abs(lam) ** 2) + np.sum(np.abs(vec) ** 4)
+    np.testing.assert_allclose(a.grad.numpy(), fd_grad(ref, a0), rtol=1e-6, atol=1e-7)
+    with pytest.raises(RuntimeError, match="linalg.eig: A must be batches of square"):
+        ft.linalg.eig(ft.ones(2, 3))
+
+
+def test_facade_pinv_tolerances_and_gradient():
+    rng = np.random.default_rng(4)
+    b0 = rng.standard_normal((5, 3))
+    b = ft.tensor(b0, requires_grad=True)
+    p = ft.linalg.pinv(b)
+    np.testing.assert_allclose(p.detach().numpy(), np.linalg.pinv(b0), atol=1e-12)
+    (p ** 2).sum().backward()
+    np.testing.assert_allclose(b.grad.numpy(), fd_grad(lambda m: np.sum(np.linalg.pinv(m) ** 2),
+                                                        b0), rtol=1e-6, atol=1e-7)
+    c = ft.tensor([[2.0, 0.0], [0.0, 1e-4]], dtype=ft.float64)
+    np.testing.assert_allclose(ft.linalg.pinv(c, atol=1e-3).numpy(), [[0.5, 0.0], [0.0, 0.0]])
+    np.testing.assert_allclose(ft.linalg.pinv(c, rtol=1e-3).numpy(), [[0.5, 0.0], [0.0, 0.0]])
+    np.testing.assert_allclose(ft.linalg.pinv(c).numpy(), [[0.5, 0.0], [0.0, 1e4]])
+    np.testing.assert_allclose(ft.linalg.pinv(c, atol=1e-5, rtol=1e-3).numpy(),  # the larger
+                               [[0.5, 0.0], [0.0, 0.0]])
+    with pytest.raises(RuntimeError, match=r"linalg.pinv\(Float\{\[2\]\}\): expected a tensor "
+                                           "with 2 or more dimensions"):
+        ft.linalg.pinv(ft.tensor([1.0, 2.0]))

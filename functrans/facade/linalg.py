@@ -9,7 +9,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import numpy as fnp
-from ..numpy._linalg import solve_matrices
+from ..numpy._linalg import pinv_tol, solve_matrices
 from . import dtypes as D
 from .creation import empty
 from .methods import matrix_norm_fn, vector_norm_fn
@@ -288,3 +288,39 @@ def eigh(A, UPLO="L"):  # noqa: N803  (torch's name)
 def eigvalsh(A, UPLO="L"):  # noqa: N803
     """torch.linalg.eigvalsh: the eigenvalues of eigh, ascending."""
     return eigh(A, UPLO)[0]
+
+
+EIG = namedtuple("torch_return_types_linalg_eig", ["eigenvalues", "eigenvectors"])
+
+
+def _eig_fn(a):
+    return tuple(fnp.linalg.eig(a))
+
+
+def eig(A):
+    """torch.linalg.eig: eigenvalues and unit eigenvectors of a general square matrix, both
+    complex; each eigenvector's largest-modulus entry is real and positive (torch leaves
+    the phase to LAPACK: losses that do not depend on it get torch's gradients)."""
+    _check_square(A, "linalg.eig")
+    return EIG(*apply_fn("LinalgEigBackward0", _eig_fn, (A,)))
+
+
+def eigvals(A):
+    """torch.linalg.eigvals: the eigenvalues of eig (complex)."""
+    return eig(A)[0]
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False):
+    """torch.linalg.pinv: singular values at or below max(atol, rtol * the largest) count as
+    zero; rtol defaults to max(m, n) * eps, or to 0 when only atol > 0 is given (torch's
+    rule). hermitian=True gives the same values through the SVD (torch uses eigh)."""
+    _check_float(A, "linalg.pinv")
+    if A.ndim < 2:
+        kind = D.type_name(A.dtype).removesuffix("Tensor")
+        raise RuntimeError(f"linalg.pinv({kind}{{{list(A.shape)}}}): expected a tensor with 2 "
+                           "or more dimensions of float, double, cfloat or cdouble types")
+    a = 0.0 if atol is None else float(atol)
+    if rtol is None:
+        rtol = 0.0 if a > 0 else builtins.max(A.shape[-2:]) * float(np.finfo(A.dtype).eps)
+    return apply_fn("LinalgPinvBackward0", pinv_tol, (A,),
+                    static(rtol=float(rtol), atol=a))

@@ -18,8 +18,8 @@ from ._promotion import (
     _as_operand, _broadcast_to_shape, _promote_float, _promote_same_dtype, _shape,
     broadcast_shapes, expand_dims, ravel, reshape, stack)
 from ._shapes import broadcast_arrays, moveaxis, ndim, swapaxes
-from ._elementwise import (absolute, conj, exp, greater, multiply, power, real, sqrt, subtract,
-                           where)
+from ._elementwise import (absolute, conj, exp, greater, maximum, multiply, power, real, sqrt,
+                           subtract, where)
 from ._reductions import max, min, sum
 from ._indexing import diagonal
 
@@ -340,21 +340,23 @@ def _eigvals(a):
     return _eig(a)[0]
 
 
-@functools.partial(custom_jvp, nondiff_argnums=(1,))
-def _pinv_core(x, rtol):
-    """V diag(1/s) Uᵀ over the singular values above rtol times the largest."""
+@functools.partial(custom_jvp, nondiff_argnums=(1, 2))
+def _pinv_core(x, rtol, atol):
+    """V diag(1/s) Uᵀ over the singular values above max(atol, rtol times the largest)."""
     u, s, vh = la.svd(x)
-    keep = greater(s, multiply(_np.asarray(rtol, x.dtype), max(s, axis=-1, keepdims=True)))
+    tol = maximum(_np.asarray(atol, x.dtype),
+                  multiply(_np.asarray(rtol, x.dtype), max(s, axis=-1, keepdims=True)))
+    keep = greater(s, tol)
     s_inv = where(keep, 1 / where(keep, s, _np.ones((), x.dtype)), _np.zeros((), x.dtype))
     return matmul(swapaxes(vh, -1, -2) * expand_dims(s_inv, -2), swapaxes(u, -1, -2))
 
 
 @_pinv_core.defjvp
-def _pinv_jvp(rtol, primals, tangents):
+def _pinv_jvp(rtol, atol, primals, tangents):
     """Golub and Pereyra's derivative of A⁺ at constant rank (the SVD's would need distinct
     singular values): -A⁺ dA A⁺ + A⁺ A⁺ᵀ dAᵀ (I - A A⁺) + (I - A⁺ A) dAᵀ A⁺ᵀ A⁺."""
     (a,), (da,) = primals, tangents
-    p = _pinv_core(a, rtol)
+    p = _pinv_core(a, rtol, atol)
     pt, dat = swapaxes(p, -1, -2), swapaxes(da, -1, -2)
     left = subtract(dat, matmul(matmul(dat, a), p))           # dAᵀ (I - A A⁺)
     right = subtract(dat, matmul(p, matmul(a, dat)))          # (I - A⁺ A) dAᵀ
@@ -372,7 +374,13 @@ def _pinv(a, rcond=None, hermitian=False, *, rtol=None):
     tol = rcond if rcond is not None else rtol
     if tol is None:
         tol = builtins.max(_shape(x)[-2:]) * _np.finfo(x.dtype).eps
-    return _pinv_core(x, float(tol))
+    return _pinv_core(x, float(tol), 0.0)
+
+
+def pinv_tol(a, rtol, atol):
+    """The pseudo-inverse with singular values at or below max(atol, rtol times the
+    largest) counted as zero (torch.linalg.pinv's rule)."""
+    return _pinv_core(_float_matrix(a, "pinv", square=False), float(rtol), float(atol))
 
 
 class linalg:  # noqa: N801  (a namespace, as jax.numpy.linalg)

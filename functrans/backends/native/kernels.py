@@ -131,7 +131,9 @@ def render_function(g):
     """A rendered group (cuda.GroupCode) as (a host function over [0, n), its C entry).
     Groups with a transcendental and at least STREAMS_MIN_SIZE elements loop over STREAMS
     parts of n at once, each of q = ceil(n / STREAMS) elements from min(s q, n - q) (parts
-    may overlap: both compute and store the same values there)."""
+    may overlap: both compute and store the same values there). OpenMP hands out chunks
+    of 2048 iterations dynamically: on a machine whose cores are shared, a static split
+    waits for the slowest thread."""
     params = g.params + ["const long long n", "const int nt"]
     lines = [f"static void {g.name}_body({', '.join(params)}) {{"]
     lines += ["  " + h for h in g.hoisted]
@@ -140,7 +142,7 @@ def render_function(g):
         lines.append(f"  const long long q = (n + {k - 1}) / {k};")
         lines += [f"  const long long o{s} = {s} * q < n - q ? {s} * q : n - q;"
                   for s in range(1, k)]
-    lines.append("  #pragma omp parallel for simd num_threads(nt) schedule(static)")
+    lines.append("  #pragma omp parallel for simd num_threads(nt) schedule(dynamic, 2048)")
     lines.append(f"  for (long long i = 0; i < {'q' if k > 1 else 'n'}; ++i) {{")
     lines += [f"    const long long i{s} = i + o{s};" for s in range(1, k)]
     lines += ["    " + b for b in interleaved(g.body, k)]

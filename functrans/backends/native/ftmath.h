@@ -579,15 +579,18 @@ FTM_INL float exp_f(float x) {
   return p * pow2f(k1) * pow2f(k - k1);
 }
 
-// expm1 = 2 (t em + (t - 1/2)), t = 2^(k-1), em = expm1(r) (no cancellation for k = 0:
-// em itself); |x| < 2^-25 (subnormals, -0) is its own answer
-FTM_INL float expm1_f(float x) {
+// expm1 of x in [-20, 89] (or NaN) = 2 (t em + (t - 1/2)), t = 2^(k-1), em = expm1(r) (no
+// cancellation for k = 0: em itself)
+FTM_INL float expm1_core_f(float x) {
   float k;
-  const float r = exp_reduce_f(clampf(x, -20.0f, 89.0f), k);
+  const float r = exp_reduce_f(x, k);
   const float em = r + r * r * expm1_tail_f(r);
   const float t = pow2f(k - 1.0f);
-  const float res = (t * em + (t - 0.5f)) * 2.0f;
-  return self(ltf(absf(x), 0x1p-25f), x, res);
+  return (t * em + (t - 0.5f)) * 2.0f;
+}
+// expm1: the core on x clamped; |x| < 2^-25 (subnormals, -0) is its own answer
+FTM_INL float expm1_f(float x) {
+  return self(ltf(absf(x), 0x1p-25f), x, expm1_core_f(clampf(x, -20.0f, 89.0f)));
 }
 
 // tanh |x|: below 0.5625 a + a^3 P(a^2), P a degree-5 Chebyshev fit (relative error of
@@ -598,7 +601,7 @@ FTM_INL float tanh_f(float x) {
   const float z = a * a;
   const float small = a + a * z * hornerf(z, 0x1.460e8p-9f, -0x1.1680dcp-7f, 0x1.655dcp-6f,
                                           -0x1.ba12d8p-5f, 0x1.111102p-3f, -0x1.555556p-2f);
-  const float em = expm1_f(2.0f * mincf(a, 10.0f));
+  const float em = expm1_core_f(2.0f * mincf(a, 10.0f));
   return copysignf(self(ltf(a, 0.5625f), small, em / (em + 2.0f)), x);
 }
 

@@ -136,7 +136,7 @@ def render_function(g):
     parts of n at once, each of q = ceil(n / STREAMS) elements from min(s q, n - q) (parts
     may overlap: both compute and store the same values there). OpenMP hands out chunks
     of 2048 iterations dynamically: on a machine whose cores are shared, a static split
-    waits for the slowest thread."""
+    waits for the slowest thread (measured the same within the shared machine's noise)."""
     params = g.params + ["const long long n", "const int nt"]
     lines = [f"static void {g.name}_body({', '.join(params)}) {{"]
     lines += ["  " + h for h in g.hoisted]

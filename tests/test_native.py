@@ -208,8 +208,26 @@ def test_auto_sends_only_worthwhile_groups_native(native_backend):
     assert "native C++" in ft.jit(_long).lower(x).source
     big = np.ones(100_000, np.float32)
     assert "native C++" in ft.jit(_arith).lower(big).source
-    low = ft.jit(_long).lower(big)
+    assert "native C++" in ft.jit(_long).lower(big).source      # float exp, tanh: fast
+    low = ft.jit(_long).lower(big.astype(np.float64))
     assert "numpy: tanh: NumPy's loop is faster than the native one on 100000" in str(low)
+    low = ft.jit(lambda x: fnp.sin(_arith(x))).lower(big)
+    assert "numpy: sin: NumPy's loop is faster than the native one on 100000" in str(low)
+    for dt in (np.float32, np.float64):     # the NumPy backend's erf is a long series
+        assert "native C++" in ft.jit(lambda x: ft.nn.gelu(_arith(x), approximate=False)).lower(
+            big.astype(dt)).source
+
+
+def test_interleaved_streams_give_the_same_values(native_backend, monkeypatch):
+    """A large group with a transcendental loops over four parts of its elements at once
+    (overlapping for sizes not divisible by 4): the same bits as one stream."""
+    x = np.linspace(-4, 4, 10_003, dtype=np.float32)
+    got = ft.jit(_long)(x)
+    assert "const long long i3 = i + o3;" in ft.jit(_long).lower(x).native["source"]
+    monkeypatch.setattr(kernels, "STREAMS", 1)
+    jf = ft.jit(_long)
+    assert "i3" not in jf.lower(x).native["source"]
+    np.testing.assert_array_equal(got, jf(x))
 
 
 def test_without_a_compiler_numpy_runs_and_lower_says_why(native_backend, monkeypatch):

@@ -1,7 +1,9 @@
 """Row workloads (issue 13): softmax and layernorm, whose reductions over the last axis a
 backend may fuse with the elementwise work around them (row groups), forward and forward +
 backward, jitted vs hand-written NumPy floors (and un-jitted eager). Compile time (the
-first call) is in the notes.
+first call) is in the notes. `jit_numpy_backend` is the same jitted function built with
+cpu_backend="numpy", so one run shows what the native row groups gain (`jit` runs them
+natively where a compiler is found); the speedup is in the notes.
 """
 from __future__ import annotations
 
@@ -16,6 +18,18 @@ from .workloads_jit import first_call_seconds
 
 ROWS, COLS = 2048, 512
 EPS = 1e-5
+
+
+def numpy_backend(jitted, *args):
+    """The same jitted function built under cpu_backend="numpy" (an executable keeps the
+    backend it was built with), called on args."""
+    saved = ft.config.cpu_backend
+    ft.config.update("cpu_backend", "numpy")
+    try:
+        exe = jitted.lower(*args).compile()
+    finally:
+        ft.config.update("cpu_backend", saved)
+    return lambda: exe(*args)
 
 
 def row_data(seed=0, rows=ROWS, cols=COLS, dtype=np.float32):
@@ -58,7 +72,8 @@ def jit_softmax_fwd():
     f = ft.jit(F.softmax)
     compile_s = first_call_seconds(f, x)
     return Case({"numpy": lambda: softmax_floor(x), "jit": lambda: f(x),
-                 "eager": lambda: F.softmax(x)}, notes={"compile_s": compile_s})
+                 "jit_numpy_backend": numpy_backend(f, x), "eager": lambda: F.softmax(x)},
+                notes={"compile_s": compile_s})
 
 
 @workload("jit_softmax_fwd_bwd", issue=13, rtol=1e-4, atol=1e-6,
@@ -70,7 +85,8 @@ def jit_softmax_fwd_bwd():
     jvg = ft.jit(vg)
     compile_s = first_call_seconds(jvg, x, w)
     return Case({"numpy": lambda: softmax_value_and_grad_floor(x, w),
-                 "jit": lambda: jvg(x, w), "eager": lambda: vg(x, w)},
+                 "jit": lambda: jvg(x, w), "jit_numpy_backend": numpy_backend(jvg, x, w),
+                 "eager": lambda: vg(x, w)},
                 notes={"compile_s": compile_s})
 
 
@@ -122,6 +138,7 @@ def jit_layernorm_fwd():
     f = ft.jit(layernorm)
     compile_s = first_call_seconds(f, x, g, b)
     return Case({"numpy": lambda: layernorm_floor(x, g, b), "jit": lambda: f(x, g, b),
+                 "jit_numpy_backend": numpy_backend(f, x, g, b),
                  "eager": lambda: layernorm(x, g, b)}, notes={"compile_s": compile_s})
 
 
@@ -134,5 +151,6 @@ def jit_layernorm_fwd_bwd():
     jvg = ft.jit(vg)
     compile_s = first_call_seconds(jvg, x, g, b, w)
     return Case({"numpy": lambda: layernorm_value_and_grad_floor(x, g, b, w),
-                 "jit": lambda: jvg(x, g, b, w), "eager": lambda: vg(x, g, b, w)},
+                 "jit": lambda: jvg(x, g, b, w),
+                 "jit_numpy_backend": numpy_backend(jvg, x, g, b, w), "eager": lambda: vg(x, g, b, w)},
                 notes={"compile_s": compile_s})

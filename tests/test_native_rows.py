@@ -12,6 +12,7 @@ import pytest
 
 import functrans as ft
 import functrans.numpy as fnp
+from functrans.backends import cpu
 from functrans.backends.native import rows
 from functrans.nn import functions as F
 
@@ -166,10 +167,14 @@ def test_an_unrenderable_row_group_falls_back_and_lower_says_why(native_backend)
     assert not any(" rows of " in why for _, b, why in low.info["groups"] if b == "native")
 
 
-def test_auto_sends_row_groups_native_and_shows_the_cpp(native_backend):
-    """cpu_backend="auto" runs a row group natively whatever its size (a fused reduction
-    saves whole passes over memory); the C++ holds the lanes and the row loop."""
-    x = rand((4, 40), np.float32)
+def test_auto_sends_large_row_groups_native_and_shows_the_cpp(native_backend):
+    """cpu_backend="auto" runs a row group natively whatever its ops (a fused reduction
+    saves whole passes over memory) once it is large enough; the C++ holds the lanes and
+    the row loop."""
+    small = rand((4, 40), np.float32)
+    _, low = _jit_under("auto", FUNCS["softmax"], small)
+    assert low.native is None and "row group of 160 elements, below the native" in str(low)
+    x = rand((64, cpu.CONFIG.native_rows_min_size // 64), np.float32)
     _, low = _jit_under("auto", FUNCS["softmax"], x)
     assert_native_rows(low)
     src = low.native["source"]

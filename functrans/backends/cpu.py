@@ -42,6 +42,9 @@ class CpuConfig:
         self.native_max_ops = 500           # ... larger ones too (compile time),
         self.native_math_max_size = 256     # ... and larger ones with a transcendental
         self.native_parallel_min_size = 1 << 15     # smaller native groups use one thread
+        self.native_rows_min_size = 1 << 14     # "auto": smaller row groups stay NumPy (a
+                                                # compile saves little there); larger ones
+                                                # run native whatever their ops
         try:
             self.threads = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
@@ -322,15 +325,15 @@ class _Lowering:
         fusedj = passes.fuse(self.closed, can_fuse=can_fuse_rows if rows else can_fuse,
                              rows=rows)
         prog_eqns, top, blocked, self.native_ids = [], [], set(), set()
-        pending = fusedj.jaxpr.eqns[::-1]
+        pending = [(e, rows) for e in fusedj.jaxpr.eqns[::-1]]
         while pending:
-            e = pending.pop()
-            if rows and e.primitive is passes.fused_p and \
+            e, maybe_row = pending.pop()
+            if maybe_row and e.primitive is passes.fused_p and \
                     passes.row_group_space(e.params["jaxpr"]) is not None:
                 why = self.row_reason(e)
                 if why is not None:         # its elementwise parts fuse as without rows
                     self.report.append((e.params["name"], "numpy", why))
-                    pending.extend(self.unrow(e)[::-1])
+                    pending.extend((u, False) for u in self.unrow(e)[::-1])
                     continue
             top.append(e)
             if e.primitive is passes.fused_p:
@@ -468,6 +471,10 @@ class _Lowering:
 
     def row_reason(self, e):
         """None if row group e runs native (its function rendered), else why it does not."""
+        size = math.prod(passes.row_group_space(e.params["jaxpr"])[0])
+        if self.native[0] == "auto" and size < CONFIG.native_rows_min_size:
+            return (f"row group of {size} elements, below the native threshold of "
+                    f"{CONFIG.native_rows_min_size} (cpu_backend='native' forces it)")
         fn, why = native_rows.row_function(e.params["jaxpr"],
                                            self.ctx._fresh(e.params["name"])[1:])
         if why is None:

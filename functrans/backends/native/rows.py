@@ -10,12 +10,18 @@ rounding of a float sum (a few ulp times log of the row length), not bit for bit
 """
 from __future__ import annotations
 
+import re
+
 from .. import cuda
 from ... import passes
 from ...core import Jaxpr
 from . import kernels
 
 LANES = 16          # partial values of a reduction: one AVX-512 register of float32
+# calls cheaper to make again than to store and load (the template's other calls are kept)
+RECOMPUTED_CALLS = {"fabs", "abs", "ft_max", "ft_min", "floor", "ceil", "round", "rint",
+                    "isfinite"}
+_CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
 ROW_CACHE_BYTES = 32 * 1024     # a thread's row buffers (about half an L1 cache)
 
 
@@ -25,8 +31,8 @@ class HostRowLoops(cuda.RowLoops):
     row_cache_bytes = ROW_CACHE_BYTES
 
     def keep(self, eqn):
-        """Values of a transcendental (exp, log, ...) are kept, not recomputed."""
-        return kernels.costly_math(Jaxpr([], [], [eqn], [])) is not None
+        """Values of a function call (exp, log, sqrt, ...) are kept, not recomputed."""
+        return any(fn not in RECOMPUTED_CALLS for fn in _CALL.findall(cuda.template_for(eqn)))
 
     def elem_pass(self, body):
         return (["#pragma omp simd", "for (long long j = 0; j < cols; ++j) {",

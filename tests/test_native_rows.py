@@ -12,6 +12,7 @@ import pytest
 
 import functrans as ft
 import functrans.numpy as fnp
+from functrans import passes
 from functrans.backends import cpu
 from functrans.backends.native import rows
 from functrans.nn import functions as F
@@ -188,3 +189,19 @@ def test_row_buffers_bounded(native_backend):
     _, low = _jit_under("native", FUNCS["softmax"], x)
     assert_native_rows(low)
     assert "row buffer" not in low.native["source"]
+
+
+def test_a_total_sum_is_split_into_the_row_group(native_backend):
+    """sum(softmax(x) * w): the sum over every axis becomes per-row sums inside the row group
+    then a sum of the rows, so the product is never written out (the only full-shape output
+    left is the gradient)."""
+    x, w = rand((64, 300), np.float32), rand((64, 300), np.float32, 1)
+    vg = ft.value_and_grad(LOSSES["softmax"])
+    (v, g), low = _jit_under("native", vg, x, w)
+    assert_native_rows(low)
+    full = [o for e in low.optimized.jaxpr.eqns if e.primitive is passes.fused_p
+            for o in e.outvars if o.aval.shape == x.shape]
+    assert len(full) == 1, low.optimized
+    (v0, g0), _ = _jit_under("numpy", vg, x, w)
+    np.testing.assert_allclose(v, v0, rtol=1e-5)
+    np.testing.assert_allclose(g, g0, rtol=1e-5, atol=1e-7)

@@ -322,8 +322,11 @@ class _Lowering:
 
     def run(self):
         rows = self.native is not None and not self.native[1]   # native code available
-        fusedj = passes.fuse(self.closed, can_fuse=can_fuse_rows if rows else can_fuse,
-                             rows=rows)
+        if rows:
+            fusedj = passes.fuse(native_rows.split_total_reductions(self.closed),
+                                 can_fuse=can_fuse_rows, rows=True)
+        else:
+            fusedj = passes.fuse(self.closed, can_fuse=can_fuse)
         prog_eqns, top, blocked, self.native_ids = [], [], set(), set()
         pending = [(e, rows) for e in fusedj.jaxpr.eqns[::-1]]
         while pending:

@@ -14,7 +14,7 @@ import re
 
 from .. import cuda
 from ... import passes
-from ...core import Jaxpr
+from ...core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
 from . import kernels
 
 LANES = 16          # partial values of a reduction: one AVX-512 register of float32
@@ -113,3 +113,27 @@ def unsupported(jaxpr) -> str | None:
             if e.primitive in passes.ROW_REDUCTIONS and a.aval.dtype.kind not in "iuf":
                 return f"{e.primitive.name} of {a.aval.dtype.name} not supported natively"
     return kernels.unsupported(Jaxpr([], jaxpr.invars, elementwise, jaxpr.outvars))
+
+
+def split_total_reductions(closed):
+    """A sum (max, min) over every axis of a computed value of rank >= 2 as one over its
+    trailing axes, which a row group fuses, then one over the rows: the value (the product
+    in sum(softmax(x) * w)) is then never written out. The sum's order changes, within its
+    rounding."""
+    j = closed.jaxpr
+    fused = {v for e in j.eqns if passes.fusible(e) for v in e.outvars}
+    eqns = []
+    for e in j.eqns:
+        x = e.invars[0] if e.primitive in passes.ROW_REDUCTIONS else None
+        if x is None or x not in fused or x.aval.ndim < 2 or x.aval.shape[0] < 2 or \
+                tuple(e.params["axes"]) != tuple(range(x.aval.ndim)) or len(e.params) != 1:
+            eqns.append(e)
+            continue
+        out = e.outvars[0].aval
+        per_row = Var(ShapedArray(x.aval.shape[:1], out.dtype, out.weak_type))
+        eqns.append(JaxprEqn(e.primitive, [x], {"axes": tuple(range(1, x.aval.ndim))},
+                             [per_row]))
+        eqns.append(JaxprEqn(e.primitive, [per_row], {"axes": (0,)}, list(e.outvars)))
+    if len(eqns) == len(j.eqns):
+        return closed
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts)

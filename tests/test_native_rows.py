@@ -81,10 +81,10 @@ def _check(f, args, rtol, atol, native=True):
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("name", sorted(FUNCS))
 def test_forward_matches_the_numpy_backend(native_backend, name, dtype):
-    tol = 2e-6 if dtype == np.float32 else 1e-13
+    tol = {np.float16: 2e-3, np.float32: 2e-6, np.float64: 1e-13}[dtype]
     shape = (3, 4, 7) if name == "two_axes" else SHAPES["rows"]
     _check(FUNCS[name], (rand(shape, dtype),), tol, tol)
 

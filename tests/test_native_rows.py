@@ -205,3 +205,23 @@ def test_a_total_sum_is_split_into_the_row_group(native_backend):
     (v0, g0), _ = _jit_under("numpy", vg, x, w)
     np.testing.assert_allclose(v, v0, rtol=1e-5)
     np.testing.assert_allclose(g, g0, rtol=1e-5, atol=1e-7)
+
+
+def test_integer_and_boolean_rows(native_backend):
+    """Integer sums wrap as NumPy's (int32 here), max/min of integers start from the dtype's
+    extremes; a count of a comparison (bool locals held as int) sums exactly; a rank-3 value
+    reduced over its last axis has rows over the first two."""
+    i = (np.arange(-30, 30, dtype=np.int32).reshape(5, 12) * 100_000_000)
+
+    def ints(i):
+        return fnp.sum(i * 3, axis=-1) - fnp.max(i, axis=-1) + fnp.min(i * 2, axis=-1)
+    got, low = _jit_under("native", ints, i)
+    assert_native_rows(low)
+    with np.errstate(over="ignore"):
+        want = (i * 3).sum(-1, dtype=np.int32) - i.max(-1) + (i * 2).min(-1)
+    np.testing.assert_array_equal(got, want)
+    x = rand((3, 4, 21), np.float32)
+
+    def counts(x):
+        return fnp.sum(x > 0.1, axis=-1) + fnp.mean(fnp.abs(x), axis=-1)
+    _check(counts, (x,), 2e-6, 1e-6)

@@ -115,17 +115,18 @@ def unsupported(jaxpr) -> str | None:
     return kernels.unsupported(Jaxpr([], jaxpr.invars, elementwise, jaxpr.outvars))
 
 
-def split_total_reductions(closed):
-    """A sum (max, min) over every axis of a computed value of rank >= 2 as one over its
-    trailing axes, which a row group fuses, then one over the rows: the value (the product
-    in sum(softmax(x) * w)) is then never written out. The sum's order changes, within its
-    rounding."""
+def split_total_reductions(closed, min_size=0):
+    """A sum (max, min) over every axis of a computed value of rank >= 2 (and min_size
+    elements) as one over its trailing axes, which a row group fuses, then one over the
+    rows: the value (the product in sum(softmax(x) * w)) is then never written out. The
+    sum's order changes, within its rounding."""
     j = closed.jaxpr
     fused = {v for e in j.eqns if passes.fusible(e) for v in e.outvars}
     eqns = []
     for e in j.eqns:
         x = e.invars[0] if e.primitive in passes.ROW_REDUCTIONS else None
         if x is None or x not in fused or x.aval.ndim < 2 or x.aval.shape[0] < 2 or \
+                x.aval.size < min_size or \
                 tuple(e.params["axes"]) != tuple(range(x.aval.ndim)) or len(e.params) != 1:
             eqns.append(e)
             continue

@@ -324,8 +324,7 @@ class _Lowering:
         rows = self.native is not None and not self.native[1]   # native code available
         # "auto": reductions too small for a native row group change nothing (today's fusion)
         min_size = CONFIG.native_rows_min_size if rows and self.native[0] == "auto" else 0
-        rows = rows and any(e.primitive in passes.ROW_REDUCTIONS and
-                            e.invars[0].aval.size >= min_size for e in self.closed.jaxpr.eqns)
+        rows = rows and native_rows.has_row_reductions(self.closed, min_size)
         if rows:
             fusedj = passes.fuse(native_rows.split_total_reductions(self.closed, min_size),
                                  can_fuse=can_fuse_rows, rows=True)

@@ -124,10 +124,8 @@ def split_total_reductions(closed, min_size=0):
     fused = {v for e in j.eqns if passes.fusible(e) for v in e.outvars}
     eqns = []
     for e in j.eqns:
-        x = e.invars[0] if e.primitive in passes.ROW_REDUCTIONS else None
-        if x is None or x not in fused or x.aval.ndim < 2 or x.aval.shape[0] < 2 or \
-                x.aval.size < min_size or \
-                tuple(e.params["axes"]) != tuple(range(x.aval.ndim)) or len(e.params) != 1:
+        x = e.invars[0]
+        if not _total_reduction(e) or x not in fused or x.aval.size < min_size:
             eqns.append(e)
             continue
         out = e.outvars[0].aval
@@ -138,3 +136,19 @@ def split_total_reductions(closed, min_size=0):
     if len(eqns) == len(j.eqns):
         return closed
     return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts)
+
+
+def _total_reduction(e) -> bool:
+    """A reduction over every axis of a value of rank >= 2 and more than one row."""
+    if e.primitive not in passes.ROW_REDUCTIONS or len(e.params) != 1:
+        return False
+    shape = e.invars[0].aval.shape
+    return len(shape) >= 2 and shape[0] > 1 and tuple(e.params["axes"]) == tuple(range(len(shape)))
+
+
+def has_row_reductions(closed, min_size=0) -> bool:
+    """Whether a program holds a reduction a row group may take (over trailing axes, or over
+    every axis, split) of at least min_size elements."""
+    return any(e.primitive in passes.ROW_REDUCTIONS and e.invars[0].aval.size >= min_size
+               and (passes.row_space(e) is not None or _total_reduction(e))
+               for e in closed.jaxpr.eqns)

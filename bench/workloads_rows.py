@@ -1,9 +1,13 @@
 """Row workloads (issue 13): softmax and layernorm, whose reductions over the last axis a
 backend may fuse with the elementwise work around them (row groups), forward and forward +
 backward, jitted vs hand-written NumPy floors (and un-jitted eager). Compile time (the
-first call) is in the notes.
+first call) is in the notes. `jit_numpy_backend` is the same jitted function built with
+cpu_backend="numpy", so one run shows what the native row groups gain (`jit` runs them
+natively where a compiler is found); the speedup is in the notes.
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -16,6 +20,30 @@ from .workloads_jit import first_call_seconds
 
 ROWS, COLS = 2048, 512
 EPS = 1e-5
+
+
+def numpy_backend(jitted, *args):
+    """The same jitted function built under cpu_backend="numpy" (an executable keeps the
+    backend it was built with), called on args."""
+    saved = ft.config.cpu_backend
+    ft.config.update("cpu_backend", "numpy")
+    try:
+        exe = jitted.lower(*args).compile()
+    finally:
+        ft.config.update("cpu_backend", saved)
+    return lambda: exe(*args)
+
+
+def speedup(native, numpy_backend, calls=7):
+    """How many times faster `native` runs than `numpy_backend` (best of alternate calls):
+    the row groups' gain in one figure."""
+    best = [float("inf"), float("inf")]
+    for _ in range(calls):
+        for k, fn in enumerate((native, numpy_backend)):
+            t0 = time.perf_counter()
+            fn()
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return round(best[1] / best[0], 2)
 
 
 def row_data(seed=0, rows=ROWS, cols=COLS, dtype=np.float32):
@@ -57,8 +85,10 @@ def jit_softmax_fwd():
     x = row_data()[0]
     f = ft.jit(F.softmax)
     compile_s = first_call_seconds(f, x)
-    return Case({"numpy": lambda: softmax_floor(x), "jit": lambda: f(x),
-                 "eager": lambda: F.softmax(x)}, notes={"compile_s": compile_s})
+    jit, nb = (lambda: f(x)), numpy_backend(f, x)
+    return Case({"numpy": lambda: softmax_floor(x), "jit": jit, "jit_numpy_backend": nb,
+                 "eager": lambda: F.softmax(x)},
+                notes={"compile_s": compile_s, "speedup_vs_numpy_backend": speedup(jit, nb)})
 
 
 @workload("jit_softmax_fwd_bwd", issue=13, rtol=1e-4, atol=1e-6,
@@ -69,9 +99,10 @@ def jit_softmax_fwd_bwd():
     vg = ft.value_and_grad(softmax_loss)
     jvg = ft.jit(vg)
     compile_s = first_call_seconds(jvg, x, w)
-    return Case({"numpy": lambda: softmax_value_and_grad_floor(x, w),
-                 "jit": lambda: jvg(x, w), "eager": lambda: vg(x, w)},
-                notes={"compile_s": compile_s})
+    jit, nb = (lambda: jvg(x, w)), numpy_backend(jvg, x, w)
+    return Case({"numpy": lambda: softmax_value_and_grad_floor(x, w), "jit": jit,
+                 "jit_numpy_backend": nb, "eager": lambda: vg(x, w)},
+                notes={"compile_s": compile_s, "speedup_vs_numpy_backend": speedup(jit, nb)})
 
 
 # ---------------------------------------------------------------------------
@@ -121,8 +152,10 @@ def jit_layernorm_fwd():
     x, _, g, b = row_data()
     f = ft.jit(layernorm)
     compile_s = first_call_seconds(f, x, g, b)
-    return Case({"numpy": lambda: layernorm_floor(x, g, b), "jit": lambda: f(x, g, b),
-                 "eager": lambda: layernorm(x, g, b)}, notes={"compile_s": compile_s})
+    jit, nb = (lambda: f(x, g, b)), numpy_backend(f, x, g, b)
+    return Case({"numpy": lambda: layernorm_floor(x, g, b), "jit": jit,
+                 "jit_numpy_backend": nb, "eager": lambda: layernorm(x, g, b)},
+                notes={"compile_s": compile_s, "speedup_vs_numpy_backend": speedup(jit, nb)})
 
 
 @workload("jit_layernorm_fwd_bwd", issue=13, rtol=1e-4, atol=1e-5,
@@ -133,6 +166,7 @@ def jit_layernorm_fwd_bwd():
     vg = ft.value_and_grad(layernorm_loss, argnums=(0, 1, 2))
     jvg = ft.jit(vg)
     compile_s = first_call_seconds(jvg, x, g, b, w)
-    return Case({"numpy": lambda: layernorm_value_and_grad_floor(x, g, b, w),
-                 "jit": lambda: jvg(x, g, b, w), "eager": lambda: vg(x, g, b, w)},
-                notes={"compile_s": compile_s})
+    jit, nb = (lambda: jvg(x, g, b, w)), numpy_backend(jvg, x, g, b, w)
+    return Case({"numpy": lambda: layernorm_value_and_grad_floor(x, g, b, w), "jit": jit,
+                 "jit_numpy_backend": nb, "eager": lambda: vg(x, g, b, w)},
+                notes={"compile_s": compile_s, "speedup_vs_numpy_backend": speedup(jit, nb)})

@@ -23,7 +23,7 @@ import numpy as np
 from .. import passes
 from . import Lowered
 from .memory import BUDGET
-from .native import kernels as native_kernels, toolchain
+from .native import kernels as native_kernels, rows as native_rows, toolchain
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
 from ..core.config import config
 from ..primitives.linalg import dot_general_p
@@ -42,6 +42,9 @@ class CpuConfig:
         self.native_max_ops = 500           # ... larger ones too (compile time),
         self.native_math_max_size = 256     # ... and larger ones with a transcendental
         self.native_parallel_min_size = 1 << 15     # smaller native groups use one thread
+        self.native_rows_min_size = 1 << 14     # "auto": smaller row groups stay NumPy (a
+                                                # compile saves little there); larger ones
+                                                # run native whatever their ops
         try:
             self.threads = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
@@ -162,6 +165,12 @@ def can_fuse(eqn):
     return passes.fusible(eqn)
 
 
+def can_fuse_rows(eqn):
+    """The predicate with native row groups: also reductions over trailing axes and
+    reshapes of per-row values that the host row renderer takes (native_rows)."""
+    return passes.fusible(eqn) or native_rows.can_fuse(eqn)
+
+
 # ---------------------------------------------------------------------------
 # code generation
 
@@ -279,7 +288,7 @@ def _block_inplace(eqn, i, o):
 class _Lowering:
     def __init__(self, closed: ClosedJaxpr, donated, name, alias_outputs=False, native=None):
         self.native = native          # None, or (mode, the reason it is unavailable or None)
-        self.native_groups: list = []     # cuda.GroupCode of each native group
+        self.native_groups: list = []     # cuda.GroupCode / RowFunction of each native group
         self.report: list = []            # (group name, backend, why) of each fusion group
         self.closed = closed
         self.alias_outputs = alias_outputs
@@ -295,6 +304,7 @@ class _Lowering:
                                       # per-thread temporaries of blocked groups
         self.info = {"blocked_groups": 0, "unblocked_groups": 0, "native_groups": 0}
         self.natives: list = []       # (global name, C entry point, n, threads) per group
+        self.row_functions: dict = {}     # id(fused eqn) -> native_rows.RowFunction
         self.library = None           # the compiled .so of the native groups
 
     # -- naming -----------------------------------------------------------
@@ -311,9 +321,27 @@ class _Lowering:
     # -- the program ------------------------------------------------------
 
     def run(self):
-        fusedj = passes.fuse(self.closed, can_fuse=can_fuse)
-        prog_eqns, blocked, self.native_ids = [], set(), set()
-        for e in fusedj.jaxpr.eqns:
+        rows = self.native is not None and not self.native[1]   # native code available
+        # "auto": reductions too small for a native row group change nothing (today's fusion)
+        min_size = CONFIG.native_rows_min_size if rows and self.native[0] == "auto" else 0
+        rows = rows and native_rows.has_row_reductions(self.closed, min_size)
+        if rows:
+            fusedj = passes.fuse(native_rows.split_total_reductions(self.closed, min_size),
+                                 can_fuse=can_fuse_rows, rows=True)
+        else:
+            fusedj = passes.fuse(self.closed, can_fuse=can_fuse)
+        prog_eqns, top, blocked, self.native_ids = [], [], set(), set()
+        pending = [(e, rows) for e in fusedj.jaxpr.eqns[::-1]]
+        while pending:
+            e, maybe_row = pending.pop()
+            if maybe_row and e.primitive is passes.fused_p and \
+                    passes.row_group_space(e.params["jaxpr"]) is not None:
+                why = self.row_reason(e)
+                if why is not None:         # its elementwise parts fuse as without rows
+                    self.report.append((e.params["name"], "numpy", why))
+                    pending.extend((u, False) for u in self.unrow(e)[::-1])
+                    continue
+            top.append(e)
             if e.primitive is passes.fused_p:
                 size = e.outvars[0].aval.size
                 ops = sum(m.primitive is not broadcast_in_dim_p
@@ -336,6 +364,7 @@ class _Lowering:
             else:
                 prog_eqns.append(e)
         j = fusedj.jaxpr
+        fusedj = ClosedJaxpr(Jaxpr(j.constvars, j.invars, top, j.outvars), fusedj.consts)
         self.fusedj = fusedj
         prog = Jaxpr(j.constvars, j.invars, prog_eqns, j.outvars)
         self.prog = prog
@@ -446,8 +475,28 @@ class _Lowering:
 
     # -- native fusion groups ---------------------------------------------
 
+    def row_reason(self, e):
+        """None if row group e runs native (its function rendered), else why it does not."""
+        size = math.prod(passes.row_group_space(e.params["jaxpr"])[0])
+        if self.native[0] == "auto" and size < CONFIG.native_rows_min_size:
+            return (f"row group of {size} elements, below the native threshold of "
+                    f"{CONFIG.native_rows_min_size} (cpu_backend='native' forces it)")
+        fn, why = native_rows.row_function(e.params["jaxpr"],
+                                           self.ctx._fresh(e.params["name"])[1:])
+        if why is None:
+            self.row_functions[id(e)] = fn
+        return why
+
+    def unrow(self, e):
+        """A row group's equations fused as a backend without row groups fuses them."""
+        inner = e.params["jaxpr"]
+        sub = Jaxpr([], inner.invars, inner.eqns, inner.outvars)
+        return passes.fuse(ClosedJaxpr(sub, []), can_fuse=can_fuse).jaxpr.eqns
+
     def native_reason(self, e, ops):
         """None if fusion group e runs native, else why it runs NumPy code."""
+        if id(e) in self.row_functions:
+            return None
         if self.native is None:
             return "cpu_backend='numpy'"
         mode, unavailable = self.native
@@ -472,19 +521,22 @@ class _Lowering:
 
     def emit_native(self, e, outs):
         inner = e.params["jaxpr"]
-        g = native_kernels.render_group(inner, self.ctx._fresh(e.params["name"])[1:])
+        g = self.row_functions.get(id(e))
+        if g is None:
+            g = native_kernels.render_group(inner, self.ctx._fresh(e.params["name"])[1:])
+            n, what = g.size, f"{g.size} elements"
+        else:
+            n, what = g.rows, f"{g.rows} rows of {g.cols}"
         self.native_groups.append(g)
-        size = g.size
-        threads = CONFIG.threads if size >= CONFIG.native_parallel_min_size else 1
+        threads = CONFIG.threads if g.size >= CONFIG.native_parallel_min_size else 1
         fn = self.ctx._fresh(f"N_{g.name}")
         self.ctx.globals[fn] = None             # bound to the kernel by build()
-        self.natives.append((fn, g.name, size, threads))
+        self.natives.append((fn, g.name, n, threads))
         args = ", ".join([self.atom(a, as_scalar=False) for a in e.invars] + list(outs))
         ops = sum(m.primitive is not broadcast_in_dim_p for m in inner.eqns)
         self.report.append((e.params["name"], "native",
-                            f"C++ function {g.name}: {ops} ops on {size} elements, "
-                            f"{threads} thread(s)"))
-        return [f"# {e.params['name']}: native C++ {g.name}, {ops} ops on {size} elements, "
+                            f"C++ function {g.name}: {ops} ops on {what}, {threads} thread(s)"))
+        return [f"# {e.params['name']}: native C++ {g.name}, {ops} ops on {what}, "
                 f"{threads} thread(s)",
                 f"{fn}({args}) or _retry({fn}, {args})"]
 

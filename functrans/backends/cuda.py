@@ -392,11 +392,68 @@ class RowBody:
         self.rows, self.cols = rows, cols
 
 
-def row_body(jaxpr) -> RowBody:
+class RowReduction:
+    """One reduction of a row pass: accumulator `acc` of C type `ct` starting at `init`,
+    combined by `op` ("{0}", "{1}": two partial values) with `operand` per element; its
+    row value goes to the const local `out` (`half`: rounded to float16 first)."""
+
+    def __init__(self, ct, acc, init, op, operand, out, half, prim):
+        self.ct, self.acc, self.init, self.op, self.operand = ct, acc, init, op, operand
+        self.out, self.half, self.prim = out, half, prim
+
+    def result(self, value) -> str:
+        """The line defining `out` from the combined accumulator `value`."""
+        if self.half:
+            value = f"__half2float(__float2half_rn({value}))"
+        return f"const {self.ct} {self.out} = {value};  // {self.prim}"
+
+
+class RowLoops:
+    """How a row body walks one row: the block's threads take strided shares of the
+    elements; a reduction then combines their partial values in a shared-memory tree of a
+    fixed order (deterministic for a given block size). The host's form is in
+    native/rows.py."""
+
+    row_cache_bytes = 0     # per-row buffers of values computed once, read in later passes
+
+    def keep(self, eqn) -> bool:
+        """Whether a value this equation defines is worth a row buffer (row_cache_bytes)."""
+        return False
+
+    def elem_pass(self, body):
+        """Lines running `body` (element lines over the flat index `i`) on each element."""
+        return (["for (long long j = tid; j < cols; j += nthr) {",
+                 "  const long long i = base + j;"] + ["  " + b for b in body] + ["}"])
+
+    def row_stores(self, stores):
+        """Lines storing the per-row outputs (once a row)."""
+        return ["if (tid == 0) {"] + ["  " + st for st in stores] + ["}"]
+
+    def reduce_pass(self, reds, body):
+        """Lines running `body` on each element, accumulating each RowReduction's operand,
+        then defining each one's `out` for the whole row."""
+        lines = [f"{r.ct} {r.acc} = {r.init};" for r in reds]
+        lines += self.elem_pass(body + [f"{r.acc} = {r.op.format(r.acc, r.operand)};"
+                                        for r in reds])
+        for r in reds:
+            sh = f"sh_{r.acc}"
+            lines += [f"__shared__ {r.ct} {sh}[{THREADS_PER_BLOCK}];",
+                      f"{sh}[tid] = {r.acc};", "__syncthreads();",
+                      "for (unsigned s = 1; s < nthr; s *= 2) {   // a fixed tree: deterministic",
+                      f"  if (tid % (2 * s) == 0 && tid + s < nthr) {sh}[tid] = "
+                      f"{r.op.format(f'{sh}[tid]', f'{sh}[tid + s]')};",
+                      "  __syncthreads();", "}", r.result(f"{sh}[0]"),
+                      "__syncthreads();   // all have read it before the next row writes it"]
+        return lines
+
+
+def row_body(jaxpr, loops=RowLoops(), local_type=compute_type) -> RowBody:
     """Render a row group: per row, one pass over the row's elements per reduction depth
-    (each thread a strided share, then a shared-memory tree in a fixed order: deterministic
-    for a given block size), the per-row values after each, and a last pass for the
-    full-shape outputs. Full-shape values are recomputed in each pass, never stored."""
+    (`loops` says how a pass walks the row and combines partial values), the per-row values
+    after each, and a last pass for the full-shape outputs. Full-shape values are recomputed
+    in each pass that reads them, except those `loops.keep` within `loops.row_cache_bytes`:
+    a row buffer holds them from the first pass on. local_type(dtype): the C type of the
+    locals."""
     full, k = passes.row_group_space(jaxpr)
     rows, cols = math.prod(full[:k]), math.prod(full[k:])
     params, hoisted = [], []
@@ -417,11 +474,13 @@ def row_body(jaxpr) -> RowBody:
 
     def ref(a):
         if type(a) is Literal:
-            return hoist_literal(a, lit_cache, hoisted, fresh)
+            return hoist_literal(a, lit_cache, hoisted, fresh, local_type)
         return elem[a][0] if a in elem else name[a]
 
     def dep(a):
         return depth.get(a, 0) if type(a) is Var else 0
+
+    keepable: set = set()       # full-shape vars whose equation loops.keep
 
     def define_elem(v, ct, expr, reads, pos):
         nm = fresh("e")
@@ -431,7 +490,7 @@ def row_body(jaxpr) -> RowBody:
 
     ptr_of = {}
     for i, v in enumerate(jaxpr.invars):
-        dt, ct = v.aval.dtype, compute_type(v.aval.dtype)
+        dt, ct = v.aval.dtype, local_type(v.aval.dtype)
         params.append(f"const {ctype(dt)}* __restrict__ in{i}")
         ptr_of[v] = f"in{i}"
         if v.aval.shape == full:
@@ -446,7 +505,7 @@ def row_body(jaxpr) -> RowBody:
         # other shapes: read by broadcasts along other axes, at their own index
     for pos, e in enumerate(jaxpr.eqns):
         ov = e.outvars[0]
-        ct = compute_type(ov.aval.dtype)
+        ct = local_type(ov.aval.dtype)
         d = max((dep(a) for a in e.invars), default=0)
         if e.primitive in passes.ROW_REDUCTIONS:
             acc = fresh("a")
@@ -469,59 +528,83 @@ def row_body(jaxpr) -> RowBody:
         elif ov.aval.shape == full:
             define_elem(ov, ct, eqn_expr(e, [ref(a) for a in e.invars]), e.invars, pos)
             depth[ov] = d
+            if loops.keep(e):
+                keepable.add(ov)
         else:
             name[ov], depth[ov] = fresh("r"), d
             row_lines.setdefault(d, []).append(
                 f"const {ct} {name[ov]} = {eqn_expr(e, [ref(a) for a in e.invars])};"
                 f"  // {e.primitive.name}")
 
-    def elem_pass(targets, tail):
+    def closure(targets, stop=()):
+        """The full-shape values that targets read (not past those in stop)."""
         need, stack = set(), [t for t in targets if type(t) is Var and t in elem]
         while stack:
             v = stack.pop()
             if v not in need:
                 need.add(v)
-                stack.extend(deps[v])
-        body = [elem[v][1] for v in sorted(need, key=order.get)]
-        return (["for (long long j = tid; j < cols; j += nthr) {", "  const long long i = base + j;"]
-                + ["  " + b for b in body + tail] + ["}"])
+                if v not in stop:
+                    stack.extend(deps[v])
+        return need
+
+    elem_outs = [(i, v) for i, v in enumerate(jaxpr.outvars) if v.aval.shape == full]
+    pass_targets = [[e.invars[0] for e, _ in reductions[d]] for d in sorted(reductions)]
+    pass_targets.append([v for _, v in elem_outs])
+    kept: dict = {}             # var -> its row buffer
+    stored: set = set()         # kept vars whose buffer a pass has filled
+    budget = loops.row_cache_bytes
+    needs = [closure(t) for t in pass_targets]
+    for p, need in enumerate(needs[:-1]):
+        later = set().union(*needs[p + 1:])
+        for v in sorted(need & later & keepable, key=order.get):
+            nbytes = cols * np.dtype(v.aval.dtype).itemsize
+            if v not in kept and nbytes <= budget:
+                kept[v] = fresh("rb")
+                budget -= nbytes
+
+    def needed(targets):
+        """The lines defining the full-shape values that targets read, in order: a kept
+        value is read from its row buffer once a pass has filled it."""
+        out = []
+        filled = set(stored)
+        for v in sorted(closure(targets, filled), key=order.get):
+            nm, line = elem[v]
+            if v in filled:
+                out.append(f"const {local_type(v.aval.dtype)} {nm} = {kept[v]}[i - base];")
+                continue
+            out.append(line)
+            if v in kept:
+                out.append(f"{kept[v]}[i - base] = {nm};")
+                stored.add(v)
+        return out
 
     lines = [f"const long long base = r * {cols}LL;"] + row_lines.get(0, [])
+    lines += [f"alignas(64) {local_type(v.aval.dtype)} {b}[{cols}];  // row buffer"
+              for v, b in kept.items()]
     for d in sorted(reductions):
         group = reductions[d]
-        for e, acc in group:
-            ct = compute_type(e.outvars[0].aval.dtype)
-            lines.append(f"{ct} {acc} = {_reduce_init(e.primitive, e.outvars[0].aval.dtype)};")
-        lines += elem_pass([e.invars[0] for e, _ in group],
-                           [f"{acc} = {REDUCE_OPS[e.primitive.name].format(acc, ref(e.invars[0]))};"
-                            for e, acc in group])
+        reds = []
         for e, acc in group:
             ov = e.outvars[0]
-            ct = compute_type(ov.aval.dtype)
-            op = REDUCE_OPS[e.primitive.name].format(f"sh_{acc}[tid]", f"sh_{acc}[tid + s]")
-            value = (f"__half2float(__float2half_rn(sh_{acc}[0]))"
-                     if ov.aval.dtype == np.float16 else f"sh_{acc}[0]")
-            lines += [f"__shared__ {ct} sh_{acc}[{THREADS_PER_BLOCK}];",
-                      f"sh_{acc}[tid] = {acc};", "__syncthreads();",
-                      "for (unsigned s = 1; s < nthr; s *= 2) {   // a fixed tree: deterministic",
-                      f"  if (tid % (2 * s) == 0 && tid + s < nthr) sh_{acc}[tid] = {op};",
-                      "  __syncthreads();", "}",
-                      f"const {ct} {name[ov]} = {value};  // {e.primitive.name}",
-                      "__syncthreads();   // all have read it before the next row writes it"]
+            reds.append(RowReduction(
+                compute_type(ov.aval.dtype), acc, _reduce_init(e.primitive, ov.aval.dtype),
+                REDUCE_OPS[e.primitive.name], ref(e.invars[0]), name[ov],
+                ov.aval.dtype == np.float16, e.primitive.name))
+        lines += loops.reduce_pass(reds, needed([e.invars[0] for e, _ in group]))
         lines += row_lines.get(d, [])
     stores = []
     for i, v in enumerate(jaxpr.outvars):
         dt = v.aval.dtype
         params.append(f"{ctype(dt)}* __restrict__ out{i}")
-    elem_outs = [(i, v) for i, v in enumerate(jaxpr.outvars) if v.aval.shape == full]
     if elem_outs:
-        lines += elem_pass([v for _, v in elem_outs],
-                           [_store(f"out{i}", "i", v.aval.dtype, ref(v)) for i, v in elem_outs])
+        lines += loops.elem_pass(needed([v for _, v in elem_outs])
+                                 + [_store(f"out{i}", "i", v.aval.dtype, ref(v))
+                                    for i, v in elem_outs])
     for i, v in enumerate(jaxpr.outvars):
         if v.aval.shape != full:
             stores.append(_store(f"out{i}", "r", v.aval.dtype, ref(v)))
     if stores:
-        lines += ["if (tid == 0) {"] + ["  " + st for st in stores] + ["}"]
+        lines += loops.row_stores(stores)
     params.append("const long long rows")
     hoisted.append(f"const long long cols = {cols}LL;")
     return RowBody(params, hoisted, lines, rows, cols)

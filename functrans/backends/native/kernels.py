@@ -150,20 +150,26 @@ def render_function(g):
     lines += [f"    const long long i{s} = i + o{s};" for s in range(1, k)]
     lines += ["    " + b for b in interleaved(g.body, k)]
     lines += ["  }", "}"]
+    return "\n".join(lines), entry_point(g.name, g.params)
+
+
+def entry_point(name, params) -> str:
+    """The C entry `NAME(void* const* p, long long n, int nt)` of `ftk::NAME_body(params...,
+    n, nt)`: p[k] is the k-th array parameter."""
     casts = []
-    for k, p in enumerate(g.params):
+    for k, p in enumerate(params):
         ptype = p.rsplit(" ", 2)[0].replace(" __restrict__", "")   # "const float*"
         casts.append(f"({ptype})p[{k}]")
-    entry = (f'extern "C" void {g.name}(void* const* p, long long n, int nt) '
-             f'{{ ftk::{g.name}_body({", ".join(casts + ["n", "nt"])}); }}')
-    return "\n".join(lines), entry
+    return (f'extern "C" void {name}(void* const* p, long long n, int nt) '
+            f'{{ ftk::{name}_body({", ".join(casts + ["n", "nt"])}); }}')
 
 
 def render_program(groups) -> str:
-    """One C++ translation unit for the native groups of a program."""
+    """One C++ translation unit for the native groups of a program (cuda.GroupCode, or any
+    group with a `function()` giving its (C++ function, C entry))."""
     bodies, entries = [], []
     for g in groups:
-        body, entry = render_function(g)
+        body, entry = g.function() if hasattr(g, "function") else render_function(g)
         bodies.append(body)
         entries.append(entry)
     return "\n".join([HOST_PRELUDE, "namespace ftk {", "using namespace ftm;", cuda.PRELUDE,

@@ -1,0 +1,154 @@
+"""Row groups as host C++ functions: the body `cuda.row_body` renders from the primitives'
+expression templates (the CUDA row kernel's lines), walked by one thread a row, OpenMP
+over blocks of rows, each pass over a row's elements a loop the compiler vectorizes.
+
+A reduction accumulates into LANES partial values (element j of the row into lane
+j % LANES), combined at the end of the row by a fixed tree: the compiler vectorizes this
+without reassociating anything (no fast-math), and the result is deterministic. The
+summation order differs from NumPy's pairwise sum, so sums agree within the usual
+rounding of a float sum (a few ulp times log of the row length), not bit for bit.
+"""
+from __future__ import annotations
+
+import re
+
+from .. import cuda
+from ... import passes
+from ...core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
+from . import kernels
+
+LANES = 16          # partial values of a reduction: one AVX-512 register of float32
+# calls cheaper to make again than to store and load (the template's other calls are kept)
+RECOMPUTED_CALLS = {"fabs", "abs", "ft_max", "ft_min", "floor", "ceil", "round", "rint",
+                    "isfinite"}
+_CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
+ROW_CACHE_BYTES = 32 * 1024     # a thread's row buffers (about half an L1 cache)
+
+
+class HostRowLoops(cuda.RowLoops):
+    """cuda.RowLoops on one host thread a row (tid = 0, nthr = 1)."""
+
+    row_cache_bytes = ROW_CACHE_BYTES
+
+    def keep(self, eqn):
+        """Values of a function call (exp, log, sqrt, ...) are kept, not recomputed."""
+        return any(fn not in RECOMPUTED_CALLS for fn in _CALL.findall(cuda.template_for(eqn)))
+
+    def elem_pass(self, body):
+        return (["#pragma omp simd", "for (long long j = 0; j < cols; ++j) {",
+                 "  const long long i = base + j;"] + ["  " + b for b in body] + ["}"])
+
+    def row_stores(self, stores):
+        return stores
+
+    def reduce_pass(self, reds, body):
+        j0 = f"j_{reds[0].acc}"
+        accumulate = [f"{r.acc}[l] = {r.op.format(f'{r.acc}[l]', r.operand)};" for r in reds]
+        lines = [f"{r.ct} {r.acc}[{LANES}];" for r in reds]
+        lines.append(f"for (int l = 0; l < {LANES}; ++l) {{ "
+                     + " ".join(f"{r.acc}[l] = {r.init};" for r in reds) + " }")
+        lines += [f"long long {j0} = 0;",
+                  f"for (; {j0} + {LANES} <= cols; {j0} += {LANES}) {{",
+                  "  #pragma omp simd",
+                  f"  for (int l = 0; l < {LANES}; ++l) {{",
+                  f"    const long long i = base + {j0} + l;"]
+        lines += ["    " + b for b in body + accumulate] + ["  }", "}"]
+        lines += [f"for (int l = 0; l < cols - {j0}; ++l) {{   // the row's last elements",
+                  f"  const long long i = base + {j0} + l;"]
+        lines += ["  " + b for b in body + accumulate] + ["}"]
+        lines += [f"for (int w = {LANES // 2}; w > 0; w /= 2) {{   // a fixed tree: deterministic",
+                  "  for (int l = 0; l < w; ++l) { "
+                  + " ".join(f"{r.acc}[l] = {r.op.format(f'{r.acc}[l]', f'{r.acc}[l + w]')};"
+                             for r in reds) + " }", "}"]
+        return lines + [r.result(f"{r.acc}[0]") for r in reds]
+
+
+HOST_LOOPS = HostRowLoops()
+
+
+class RowFunction:
+    """A row group rendered for the host: name, size (elements), rows, and its C++ text."""
+
+    def __init__(self, jaxpr, name):
+        self.name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+        b = cuda.row_body(jaxpr, HOST_LOOPS, kernels.local_type)
+        self.rows, self.cols, self.size = b.rows, b.cols, b.rows * b.cols
+        lines = [f"static void {self.name}_body({', '.join(b.params + ['const int nt'])}) {{"]
+        lines += ["  " + h for h in b.hoisted]
+        lines.append("  #pragma omp parallel for num_threads(nt) schedule(static)")
+        lines.append("  for (long long r = 0; r < rows; ++r) {")
+        lines += ["    " + x for x in b.lines]
+        lines += ["  }", "}"]
+        self.body = "\n".join(lines)
+        self.entry = kernels.entry_point(self.name, b.params[:-1])
+
+    def function(self):
+        """(the C++ function, its C entry point), as kernels.render_function."""
+        return self.body, self.entry
+
+
+def can_fuse(eqn) -> bool:
+    """A reduction over trailing axes or a reshape of per-row values, of a dtype the host
+    renders (integer or float; cuda.can_fuse_rows's check)."""
+    return passes.row_space(eqn) is not None and cuda.can_fuse_rows(eqn)
+
+
+def row_function(jaxpr, name):
+    """(RowFunction, None) for a row group the host renders, else (None, why not)."""
+    why = unsupported(jaxpr)
+    if why is not None:
+        return None, why
+    try:
+        return RowFunction(jaxpr, name), None
+    except cuda.CudaLoweringError as e:
+        return None, str(e)
+
+
+def unsupported(jaxpr) -> str | None:
+    """Why a row group cannot become a native function (None: it can)."""
+    elementwise = [e for e in jaxpr.eqns if e.primitive not in passes.ROW_REDUCTIONS
+                   and e.primitive not in passes.ROW_ALIASES]
+    for e in jaxpr.eqns:
+        for a in list(e.invars) + list(e.outvars):
+            if e.primitive in passes.ROW_REDUCTIONS and a.aval.dtype.kind not in "iuf":
+                return f"{e.primitive.name} of {a.aval.dtype.name} not supported natively"
+    return kernels.unsupported(Jaxpr([], jaxpr.invars, elementwise, jaxpr.outvars))
+
+
+def split_total_reductions(closed, min_size=0):
+    """A sum (max, min) over every axis of a computed value of rank >= 2 (and min_size
+    elements) as one over its trailing axes, which a row group fuses, then one over the
+    rows: the value (the product in sum(softmax(x) * w)) is then never written out. The
+    sum's order changes, within its rounding."""
+    j = closed.jaxpr
+    fused = {v for e in j.eqns if passes.fusible(e) for v in e.outvars}
+    eqns = []
+    for e in j.eqns:
+        x = e.invars[0]
+        if not _total_reduction(e) or x not in fused or x.aval.size < min_size:
+            eqns.append(e)
+            continue
+        out = e.outvars[0].aval
+        per_row = Var(ShapedArray(x.aval.shape[:1], out.dtype, out.weak_type))
+        eqns.append(JaxprEqn(e.primitive, [x], {"axes": tuple(range(1, x.aval.ndim))},
+                             [per_row]))
+        eqns.append(JaxprEqn(e.primitive, [per_row], {"axes": (0,)}, list(e.outvars)))
+    if len(eqns) == len(j.eqns):
+        return closed
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts)
+
+
+def _total_reduction(e) -> bool:
+    """A reduction over every axis of a value of rank >= 2 and more than one row."""
+    if e.primitive not in passes.ROW_REDUCTIONS or len(e.params) != 1:
+        return False
+    shape = e.invars[0].aval.shape
+    return len(shape) >= 2 and shape[0] > 1 and tuple(e.params["axes"]) == tuple(range(len(shape)))
+
+
+def has_row_reductions(closed, min_size=0) -> bool:
+    """Whether a program holds a reduction a row group may take (over trailing axes, or over
+    every axis, split) of at least min_size elements."""
+    return any(e.primitive in passes.ROW_REDUCTIONS and e.invars[0].aval.size >= min_size
+               and (passes.row_space(e) is not None or _total_reduction(e))
+               for e in closed.jaxpr.eqns)

@@ -1,0 +1,227 @@
+"""Row groups on the native CPU backend: reductions over trailing axes fused with the
+elementwise work around them (softmax, layernorm, logsumexp, mean/var/std, max/min) run as
+one C++ function each, and agree with the NumPy backend and with float64 central
+differences, forward and jitted `ft.grad`, over dtypes, keepdims, one row, one column, odd
+column counts and rows of -inf/NaN; `lower()` says which groups ran natively and why not."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import functrans as ft
+import functrans.numpy as fnp
+from functrans import passes
+from functrans.backends import cpu
+from functrans.backends.native import rows
+from functrans.nn import functions as F
+
+from conftest import fd_grad
+
+EPS = 1e-5
+
+
+def layernorm(x, g, b):
+    mu = fnp.mean(x, axis=-1, keepdims=True)
+    var = fnp.mean((x - mu) ** 2, axis=-1, keepdims=True)
+    return (x - mu) / fnp.sqrt(var + EPS) * g + b
+
+
+FUNCS = {   # name: (function of x (and the last axis's scale/shift), row-group outputs)
+    "softmax": lambda x: F.softmax(x),
+    "log_softmax": lambda x: F.log_softmax(x),
+    "logsumexp": lambda x: fnp.logsumexp(x, axis=-1),
+    "logsumexp_keepdims": lambda x: fnp.logsumexp(x, axis=-1, keepdims=True),
+    "mean_var_std": lambda x: (fnp.mean(x, axis=-1), fnp.var(x, axis=-1, keepdims=True),
+                               fnp.std(x, axis=-1)),
+    "two_axes": lambda x: (x - fnp.mean(x, axis=(-2, -1), keepdims=True))
+    / fnp.std(x, axis=(-2, -1), keepdims=True),
+    "max_min": lambda x: (fnp.max(x, axis=-1) - fnp.min(x, axis=-1, keepdims=True).squeeze(-1)
+                          + fnp.sum(x * x, axis=-1)),
+    "centered_max": lambda x: x - fnp.max(x, axis=-1, keepdims=True) * 0.5,
+}
+SHAPES = {"rows": (6, 33), "one_row": (1, 17), "one_column": (5, 1), "short_rows": (3, 5),
+          "exact_lanes": (4, 32), "long_rows": (2, 5000)}
+
+
+def rand(shape, dtype, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _jit_under(backend, f, *args):
+    """jit(f)(*args) built under cpu_backend=backend, with its lowering."""
+    saved = ft.config.cpu_backend
+    ft.config.update("cpu_backend", backend)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ft.RetraceWarning)
+            jf = ft.jit(f)
+            return jf(*args), jf.lower(*args)
+    finally:
+        ft.config.update("cpu_backend", saved)
+
+
+def _leaves(t):
+    return [np.asarray(a) for a in (t if isinstance(t, (tuple, list)) else (t,))]
+
+
+def assert_native_rows(low):
+    groups = low.info["groups"]
+    assert any(b == "native" and " rows of " in why for _, b, why in groups), groups
+
+
+def _check(f, args, rtol, atol, native=True):
+    want, _ = _jit_under("numpy", f, *args)
+    got, low = _jit_under("native", f, *args)
+    if native:
+        assert_native_rows(low)
+    for g, w in zip(_leaves(got), _leaves(want), strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(FUNCS))
+def test_forward_matches_the_numpy_backend(native_backend, name, dtype):
+    tol = {np.float16: 2e-3, np.float32: 2e-6, np.float64: 1e-13}[dtype]
+    shape = (3, 4, 7) if name == "two_axes" else SHAPES["rows"]
+    _check(FUNCS[name], (rand(shape, dtype),), tol, tol)
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_row_and_column_counts(native_backend, shape):
+    """One row, one column (no row group: nothing to reduce per row), rows shorter than the
+    lanes, a multiple of them, longer than the row buffers."""
+    x = rand(SHAPES[shape], np.float32)
+    native = shape != "one_column"
+    _check(FUNCS["softmax"], (x,), 2e-6, 2e-7, native)
+    _check(FUNCS["mean_var_std"], (x,), 2e-5, 2e-6, native)
+
+
+def test_layernorm_with_scale_and_shift(native_backend):
+    for dtype, tol in ((np.float32, 2e-5), (np.float64, 1e-12)):
+        x, g, b = rand((8, 37), dtype), rand(37, dtype, 1), rand(37, dtype, 2)
+        _check(layernorm, (x, g, b), tol, tol)
+
+
+def test_rows_of_inf_and_nan_follow_numpy(native_backend):
+    """softmax of a row of -inf is NaN (-inf - -inf), as NumPy's; a NaN propagates through
+    max, min and sums; +inf rows too."""
+    x = rand((6, 19), np.float32)
+    x[1] = -np.inf
+    x[2, 5] = np.nan
+    x[3, 0] = np.inf
+    x[4, 18] = -np.inf
+    want = np.exp(x - x.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    got, low = _jit_under("native", FUNCS["softmax"], x)
+    assert_native_rows(low)
+    assert np.isnan(got[1]).all() and np.isnan(got[2]).all()
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
+    for name in ("logsumexp", "max_min", "mean_var_std"):
+        _check(FUNCS[name], (x,), 2e-6, 1e-6)
+
+
+LOSSES = {
+    "softmax": lambda x, w: fnp.sum(F.softmax(x) * w),
+    "log_softmax": lambda x, w: fnp.sum(F.log_softmax(x) * w),
+    "logsumexp": lambda x, w: fnp.sum(fnp.logsumexp(x * w, axis=-1)),
+    "layernorm": lambda x, w: fnp.sum(layernorm(x, w[0], w[1]) * w),
+    "mean_var_std": lambda x, w: fnp.sum(fnp.var(x * w, axis=-1) + fnp.std(x, axis=-1)
+                                         * fnp.mean(w, axis=-1)),
+    "two_axes": lambda x, w: fnp.sum(FUNCS["two_axes"](x) * w),
+    "max_min": lambda x, w: fnp.sum(FUNCS["max_min"](x * w)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_jitted_grad_matches_numpy_backend_and_finite_differences(native_backend, name):
+    shape = (3, 4, 7) if name == "two_axes" else (5, 19)
+    x, w = rand(shape, np.float64), rand(shape, np.float64, 1)
+    loss = LOSSES[name]
+    grad = ft.grad(loss)
+    got, low = _jit_under("native", grad, x, w)
+    assert_native_rows(low)
+    want, _ = _jit_under("numpy", grad, x, w)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    fd = fd_grad(lambda v: loss(v, w), x)
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-6)
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    got32, _ = _jit_under("native", grad, x32, w32)
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(got32, want, rtol=5e-4, atol=5e-5)
+
+
+def test_an_unrenderable_row_group_falls_back_and_lower_says_why(native_backend):
+    """Integer pow stays on NumPy: the row group holding it runs as it would without row
+    groups (its elementwise part fused on its own), and lower() names the reason."""
+    i = np.arange(-12, 12, dtype=np.int32).reshape(4, 6)
+    p = np.arange(24, dtype=np.int32).reshape(4, 6) % 4
+
+    def f(i, p):
+        return fnp.sum(fnp.power(i, p) + i * 2, axis=-1) - fnp.max(i, axis=-1)
+    got, low = _jit_under("native", f, i, p)
+    np.testing.assert_array_equal(got, (i ** p + i * 2).sum(-1) - i.max(-1))
+    reasons = [why for _, b, why in low.info["groups"] if b == "numpy"]
+    assert any("integer pow stays on NumPy" in r for r in reasons), low.info["groups"]
+    assert not any(" rows of " in why for _, b, why in low.info["groups"] if b == "native")
+
+
+def test_auto_sends_large_row_groups_native_and_shows_the_cpp(native_backend):
+    """cpu_backend="auto" runs a row group natively whatever its ops (a fused reduction
+    saves whole passes over memory) once it is large enough; the C++ holds the lanes and
+    the row loop."""
+    small = rand((4, 40), np.float32)
+    _, low = _jit_under("auto", FUNCS["softmax"], small)
+    assert low.native is None and " rows of " not in str(low)  # fused as without row groups
+    x = rand((64, cpu.CONFIG.native_rows_min_size // 64), np.float32)
+    _, low = _jit_under("auto", FUNCS["softmax"], x)
+    assert_native_rows(low)
+    src = low.native["source"]
+    assert f"[{rows.LANES}];" in src and "for (long long r = 0; r < rows; ++r)" in src
+    assert "row buffer" in src          # exp(x - max) computed once, read by the last pass
+
+
+def test_row_buffers_bounded(native_backend):
+    """A row longer than the buffer budget recomputes its values instead."""
+    x = rand((2, rows.ROW_CACHE_BYTES // 4 + 1), np.float32)
+    _, low = _jit_under("native", FUNCS["softmax"], x)
+    assert_native_rows(low)
+    assert "row buffer" not in low.native["source"]
+
+
+def test_a_total_sum_is_split_into_the_row_group(native_backend):
+    """sum(softmax(x) * w): the sum over every axis becomes per-row sums inside the row group
+    then a sum of the rows, so the product is never written out (the only full-shape output
+    left is the gradient)."""
+    x, w = rand((64, 300), np.float32), rand((64, 300), np.float32, 1)
+    vg = ft.value_and_grad(LOSSES["softmax"])
+    (v, g), low = _jit_under("native", vg, x, w)
+    assert_native_rows(low)
+    full = [o for e in low.optimized.jaxpr.eqns if e.primitive is passes.fused_p
+            for o in e.outvars if o.aval.shape == x.shape]
+    assert len(full) == 1, low.optimized
+    (v0, g0), _ = _jit_under("numpy", vg, x, w)
+    np.testing.assert_allclose(v, v0, rtol=1e-5)
+    np.testing.assert_allclose(g, g0, rtol=1e-5, atol=1e-7)
+
+
+def test_integer_and_boolean_rows(native_backend):
+    """Integer sums wrap as NumPy's (int32 here), max/min of integers start from the dtype's
+    extremes; a count of a comparison (bool locals held as int) sums exactly; a rank-3 value
+    reduced over its last axis has rows over the first two."""
+    i = (np.arange(-30, 30, dtype=np.int32).reshape(5, 12) * 100_000_000)
+
+    def ints(i):
+        return fnp.sum(i * 3, axis=-1) - fnp.max(i, axis=-1) + fnp.min(i * 2, axis=-1)
+    got, low = _jit_under("native", ints, i)
+    assert_native_rows(low)
+    with np.errstate(over="ignore"):
+        want = (i * 3).sum(-1, dtype=np.int32) - i.max(-1) + (i * 2).min(-1)
+    np.testing.assert_array_equal(got, want)
+    x = rand((3, 4, 21), np.float32)
+
+    def counts(x):
+        return fnp.sum(x > 0.1, axis=-1) + fnp.mean(fnp.abs(x), axis=-1)
+    _check(counts, (x,), 2e-6, 1e-6)

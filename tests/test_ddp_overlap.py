@@ -1,7 +1,8 @@
-"""DistributedDataParallel's steady state in 2-process MPI jobs: gradients live in the
-buckets' flat buffers (views), the per-step all-reduces skip the agreement round, and the
-failures that round used to catch still give errors. References: one process on the whole
-batch, float64."""
+"""DistributedDataParallel's step in 2-process MPI jobs: the buckets' all-reduces start
+during the backward (the engine hands out each leaf gradient as soon as it is final),
+gradients live in the buckets' flat buffers (views), the per-step all-reduces skip the
+agreement round, and the failures that round used to catch still give errors.
+References: one process on the whole batch, float64."""
 from __future__ import annotations
 
 from mpi_jobs import needs_mpi, run_job
@@ -136,3 +137,35 @@ def test_mismatches_without_the_agreement_round_still_raise(tmp_path):
     assert "iallreduce: timed out after 2 s on rank 0 of 2" in err
     assert "the other ranks did not take part" in err
     assert 2 <= res[0]["waited"] < 30
+
+
+OVERLAP_JOB = COMMON + """
+model, ref = make(), make()
+ddp = DDP(model, bucket_cap_mb=0.0001)          # several buckets, the last layer's first
+last = model[0].weight                          # the last gradient the backward computes
+seen = []
+last.register_hook(lambda g: seen.append([b.req is not None for b in ddp._bucket_list]))
+out = {"buckets": [[tuple(p.shape) for p in b.params] for b in ddp._bucket_list],
+       "launched": [], "err": []}
+for step in range(3):                           # node by node, then the compiled program
+    model.zero_grad()
+    ref.zero_grad()
+    mse(ddp, X[mine], Y[mine]).backward()
+    mse(ref, X, Y).backward()
+    out["err"].append(max(float(np.abs(p.grad.numpy() - q.grad.numpy()).max())
+                          for p, q in zip(model.parameters(), ref.parameters())))
+out["launched"] = seen
+report(out)
+"""
+
+
+def test_buckets_start_during_the_backward(tmp_path):
+    res = run_job(tmp_path, OVERLAP_JOB)
+    for o in res:
+        assert o["buckets"][0] == [[1], [1, 16]] and [16, 6] in o["buckets"][-1]
+        assert len(o["launched"]) == 3
+        for launched in o["launched"]:
+            # when the first layer's weight gradient arrives, the last layer's bucket is
+            # already on its way, the weight's own not yet
+            assert launched[0] is True and launched[-1] is False, launched
+        assert max(o["err"]) < 1e-10

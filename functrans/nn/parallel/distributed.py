@@ -180,6 +180,7 @@ class DistributedDataParallel(Module):
         self._verify_layout()
         self._queue = None            # the callback queue of the backward averaging now
         self._launched = 0            # buckets launched in this backward, in order
+        self._tested = 0              # of which found complete by _progress
         self._calls = 0               # backward calls that reached the model so far
         self._counted = None          # the callback queue of the last call counted
         for bucket in self._bucket_list:
@@ -243,7 +244,7 @@ class DistributedDataParallel(Module):
             if not self.require_backward_grad_sync:
                 return
             if self._queue is not queue:                   # the first hook of a backward
-                self._queue, self._launched = queue, 0
+                self._queue, self._launched, self._tested = queue, 0, 0
                 for b in self._bucket_list:
                     if b.req is not None:
                         raise RuntimeError(
@@ -257,7 +258,16 @@ class DistributedDataParallel(Module):
                 bucket.pending -= 1
                 if bucket.pending == 0 and _concrete(p._grad):
                     self._launch_ready()
+                elif self._launched:
+                    self._progress()
         return ready
+
+    def _progress(self):
+        """Test the oldest bucket in flight: MPI moves a non-blocking collective's data
+        only inside MPI calls (MPICH's shared memory), so later hooks let it go on."""
+        bl = self._bucket_list
+        while self._tested < self._launched and bl[self._tested].req.test():
+            self._tested += 1
 
     def _launch_ready(self):
         """Launch, in bucket order, every complete bucket whose predecessors are launched."""

@@ -220,8 +220,9 @@ class Communicator:
 
     def _poll(self, name, reqs, why):
         """Poll the requests until all complete or FUNCTRANS_COLLECTIVE_TIMEOUT: spin (MPI
-        progresses only while polled) for SPIN_S, then sleep between polls, at most 2 ms;
-        on expiry a CollectiveError naming the collective and why() it did not finish."""
+        progresses only while polled; yielding the CPU between polls, to a rank that shares
+        the core) for SPIN_S, then sleep between polls, at most 2 ms; on expiry a
+        CollectiveError naming the collective and why() it did not finish."""
         testall = self.MPI.Request.Testall
         if testall(reqs):
             return
@@ -238,6 +239,8 @@ class Communicator:
             if now - start > SPIN_S:
                 pause = min(max(pause * 2, 1e-5), 0.002)
                 time.sleep(pause)
+            else:
+                os.sched_yield()
 
     # -- collectives -------------------------------------------------------------------
     def _prepare_allreduce(self, name, x, op, out, agree=True):

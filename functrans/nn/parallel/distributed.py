@@ -207,7 +207,8 @@ class DistributedDataParallel(Module):
                              for b in self._bucket_list]).encode()
         mine = np.array([len(self._bucket_list), sum(b.size for b in self._bucket_list),
                          zlib.crc32(layout)], np.int64)
-        table = np.asarray(self._comm.allgather(mine))
+        table = self._comm.allgather(mine)
+        table = table.get() if hasattr(table, "get") else table     # CuPy with NCCL
         if (table != mine).any():
             listing = "; ".join(f"rank {r}: {int(t[0])} buckets, {int(t[1])} gradient "
                                 f"elements" for r, t in enumerate(table))

@@ -112,13 +112,13 @@ def _program_of(jaxpr: Jaxpr) -> _Program:
 # the straight-line tier
 
 
-def straight_line(jaxpr: Jaxpr, deliver=()):
+def straight_line(jaxpr: Jaxpr, deliver=None):
     """jaxpr (consts as leading arguments) as Python source with one line per equation,
     each calling impl(xp, ...) bound to its params: a function (xp, *vals) -> outputs.
     Literals and the bound implementations live in the function's globals. With `deliver`
-    (output positions) it is (xp, cb, *vals) and calls cb(position, value) right after the
-    equation that computes each of those outputs (outputs that no equation computes are
-    not handed out): the facade engine hands out leaf gradients as soon as they are final."""
+    ({equation index: [output positions]}) it is (xp, cb, *vals) and calls cb(position,
+    value) right after that equation for each of those outputs (computed by then): the
+    facade engine hands out leaf gradients as soon as they are final."""
     names: dict = {}
     glob: dict = {}
 
@@ -128,12 +128,9 @@ def straight_line(jaxpr: Jaxpr, deliver=()):
             glob[key] = a.val
             return key
         return names.setdefault(a, f"v{len(names)}")
-    at: dict = {}
-    for i in deliver:
-        if type(jaxpr.outvars[i]) is not Literal:
-            at.setdefault(jaxpr.outvars[i], []).append(i)
     args = [name(v) for v in jaxpr.constvars + jaxpr.invars]
-    head = "xp, cb" if deliver else "xp"
+    head = "xp, cb" if deliver is not None else "xp"
+    deliver = deliver or {}
     lines = [f"def run({', '.join([head] + args)}):"]
     for i, eqn in enumerate(jaxpr.eqns):
         fn = f"f{i}"
@@ -143,12 +140,10 @@ def straight_line(jaxpr: Jaxpr, deliver=()):
         outs = ", ".join(name(v) for v in eqn.outvars)
         if eqn.primitive.multiple_results and not eqn.outvars:
             lines.append(f"    {fn}({ins})")
-            continue
-        if eqn.primitive.multiple_results:
-            outs += ","
-        lines.append(f"    {outs} = {fn}({ins})")
-        if at:
-            lines += [f"    cb({k}, {name(v)})" for v in eqn.outvars for k in at.get(v, ())]
+        else:
+            lines.append(f"    {outs}{',' if eqn.primitive.multiple_results else ''} = "
+                         f"{fn}({ins})")
+        lines += [f"    cb({k}, {name(jaxpr.outvars[k])})" for k in deliver.get(i, ())]
     lines.append(f"    return [{', '.join(name(a) for a in jaxpr.outvars)}]")
     exec(compile("\n".join(lines), f"<jaxpr {id(jaxpr):x}>", "exec"), glob)
     return glob["run"]

@@ -52,3 +52,27 @@ def test_a_leaf_used_twice_and_inputs_given():
         np.testing.assert_allclose(calls[-1], 2 * w.detach().numpy() + b.detach().numpy())
         assert b.grad is None
     assert len(calls) == 3
+
+
+def test_an_optimizer_step_in_the_post_accumulate_hook():
+    """torch's "optimizer step in backward": the hook updates the parameter in place; the
+    gradients computed after it must not read the updated value (the program hands a leaf
+    out only once no later equation reads its saved value)."""
+    m, ref = _model(), _model()
+    lr = 0.1
+
+    def step(p):
+        with ft.no_grad():
+            p.add_(p.grad, alpha=-lr)
+        p.grad = None
+    for p in m.parameters():
+        p.register_post_accumulate_grad_hook(step)
+    opt = ft.optim.SGD(ref.parameters(), lr=lr)
+    x = ft.tensor(np.random.default_rng(0).standard_normal((5, 4)))
+    for _ in range(4):                      # node by node, then the compiled program
+        (m(x) ** 2).sum().backward()
+        opt.zero_grad()
+        (ref(x) ** 2).sum().backward()
+        opt.step()
+        for p, q in zip(m.parameters(), ref.parameters()):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-13)

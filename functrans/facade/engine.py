@@ -235,8 +235,8 @@ def _execute(prog, nodes, hooked, fns, root_cts, create_graph, early=None):
         with np.errstate(all="ignore"):     # torch's backward does not warn about inf/nan
             if early is not None and prog.early is not None:
                 early.owned = seen
-                outs = _early_program(prog, early.indices)(xp, early, *prog.closed.consts,
-                                                           *vals, *root_cts)
+                outs = _early_program(prog, early.aliases(vals))(
+                    xp, early, *prog.closed.consts, *vals, *root_cts)
             else:
                 outs = prog.fn(xp, *vals, *root_cts)
     finally:
@@ -245,25 +245,34 @@ def _execute(prog, nodes, hooked, fns, root_cts, create_graph, early=None):
     return [None if i in done else _own(o, seen) for i, o in enumerate(outs)]
 
 
-def _early_program(prog, indices):
-    """prog's straight-line code calling early(i, value) as soon as output i is computed."""
-    fn = prog.early.get(indices)
+def _early_program(prog, aliases):
+    """prog's straight-line code calling early(i, value) as soon as output i is final and
+    no later equation reads a saved value of its leaf; aliases: (i, input positions of
+    those saved values) per early output."""
+    fn = prog.early.get(aliases)
     if fn is None:
         if len(prog.early) > 8:
             prog.early.clear()
-        fn = prog.early[indices] = straight_line(_eager_order(prog.closed.jaxpr, indices),
-                                                 indices)
+        fn = prog.early[aliases] = straight_line(*_eager_order(prog.closed.jaxpr, aliases))
     return fn
 
 
-def _eager_order(jaxpr, positions):
-    """jaxpr with its equations reordered so that the outputs at `positions` are computed
-    as early as they can be: the one needing the fewest equations first (as torch's engine
-    accumulates the last layer's gradients first); effectful equations (hooks) keep their
-    relative order. The same equations on the same values: the same numbers."""
-    producer, deps, last_effect = {}, [], None
+def _eager_order(jaxpr, aliases):
+    """(jaxpr with its equations reordered, {equation: outputs to hand out after it}): each
+    early output i after the equations computing it and those reading its leaf's saved
+    values (a post-accumulate hook may update the leaf in place, as an optimizer step in
+    backward does; torch's engine too has finished with them by then), the one needing the
+    fewest equations first (torch accumulates the last layer's gradients first);
+    effectful equations (hooks) keep their relative order. The same equations on the same
+    values: the same numbers."""
+    producer, readers, deps, last_effect = {}, {}, [], None
     for i, e in enumerate(jaxpr.eqns):
-        d = {producer[v] for v in e.invars if type(v) is Var and v in producer}
+        d = set()
+        for v in e.invars:
+            if type(v) is Var:
+                readers.setdefault(v, []).append(i)
+                if v in producer:
+                    d.add(producer[v])
         if e.primitive.effectful:
             if last_effect is not None:
                 d.add(last_effect)
@@ -272,24 +281,27 @@ def _eager_order(jaxpr, positions):
         for v in e.outvars:
             producer[v] = i
     cones = []
-    for p in positions:
-        v = jaxpr.outvars[p]
-        if type(v) is Var and v in producer:
-            cone, stack = set(), [producer[v]]
-            while stack:
-                j = stack.pop()
-                if j not in cone:
-                    cone.add(j)
-                    stack.extend(deps[j])
-            cones.append(cone)
-    order, placed = [], set()
-    for cone in sorted(cones, key=len):
+    for i, saved in aliases:
+        v = jaxpr.outvars[i]
+        if type(v) is not Var or v not in producer:
+            continue                    # not computed by the program: handed out after it
+        cone, stack = set(), [producer[v]]
+        stack += [r for j in saved for r in readers.get(jaxpr.invars[j], ())]
+        while stack:
+            j = stack.pop()
+            if j not in cone:
+                cone.add(j)
+                stack.extend(deps[j])
+        cones.append((len(cone), i, cone))
+    order, placed, deliver = [], set(), {}
+    for _, i, cone in sorted(cones):
         new = sorted(cone - placed)
         order += new
         placed.update(new)
+        deliver.setdefault(len(order) - 1, []).append(i)
     order += [i for i in range(len(jaxpr.eqns)) if i not in placed]
     return Jaxpr(jaxpr.constvars, jaxpr.invars, [jaxpr.eqns[i] for i in order],
-                 jaxpr.outvars)
+                 jaxpr.outvars), deliver
 
 
 class _Early:
@@ -312,6 +324,22 @@ class _Early:
         self.indices = frozenset(self.targets)
         self.deliver, self.done, self.owned = deliver, set(), set()
         return self
+
+    def aliases(self, vals):
+        """(i, positions in vals of values that share the memory of output i's leaves)."""
+        by_base = {}
+        for j, v in enumerate(vals):
+            b = getattr(v, "base", None)
+            by_base.setdefault(id(v if b is None else b), []).append(j)
+        res = []
+        for i in sorted(self.indices):
+            pos = set()
+            for t in self.targets[i]:
+                d = t._data
+                b = getattr(d, "base", None)
+                pos.update(by_base.get(id(d if b is None else b), ()))
+            res.append((i, tuple(sorted(pos))))
+        return tuple(res)
 
     def __call__(self, i, g):
         """Output i (a position in the targets without repeats) is final: deliver it."""

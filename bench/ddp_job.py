@@ -38,8 +38,9 @@ def _timed(obj, name, acc):
 
 
 def _reduce_all(net):
-    """What DDP does in a backward once every gradient is there: every bucket filled and
-    all-reduced in order, waited, the averages written to .grad."""
+    """What DDP does in a backward once every gradient is there: every bucket filled (its
+    used-flags; the gradients are views of the buffers already) and all-reduced in order,
+    waited, divided in place."""
     for b in net._bucket_list:
         b.reset()
         b.ready = [True] * len(b.params)

@@ -112,10 +112,13 @@ def _program_of(jaxpr: Jaxpr) -> _Program:
 # the straight-line tier
 
 
-def straight_line(jaxpr: Jaxpr):
+def straight_line(jaxpr: Jaxpr, deliver=None):
     """jaxpr (consts as leading arguments) as Python source with one line per equation,
     each calling impl(xp, ...) bound to its params: a function (xp, *vals) -> outputs.
-    Literals and the bound implementations live in the function's globals."""
+    Literals and the bound implementations live in the function's globals. With `deliver`
+    ({equation index: [output positions]}) it is (xp, cb, *vals) and calls cb(position,
+    value) right after that equation for each of those outputs (computed by then): the
+    facade engine hands out leaf gradients as soon as they are final."""
     names: dict = {}
     glob: dict = {}
 
@@ -126,7 +129,9 @@ def straight_line(jaxpr: Jaxpr):
             return key
         return names.setdefault(a, f"v{len(names)}")
     args = [name(v) for v in jaxpr.constvars + jaxpr.invars]
-    lines = [f"def run(xp, {', '.join(args)}):" if args else "def run(xp):"]
+    head = "xp, cb" if deliver is not None else "xp"
+    deliver = deliver or {}
+    lines = [f"def run({', '.join([head] + args)}):"]
     for i, eqn in enumerate(jaxpr.eqns):
         fn = f"f{i}"
         glob[fn] = functools.partial(eqn.primitive.impl, **eqn.params) if eqn.params \
@@ -135,10 +140,10 @@ def straight_line(jaxpr: Jaxpr):
         outs = ", ".join(name(v) for v in eqn.outvars)
         if eqn.primitive.multiple_results and not eqn.outvars:
             lines.append(f"    {fn}({ins})")
-            continue
-        if eqn.primitive.multiple_results:
-            outs += ","
-        lines.append(f"    {outs} = {fn}({ins})")
+        else:
+            lines.append(f"    {outs}{',' if eqn.primitive.multiple_results else ''} = "
+                         f"{fn}({ins})")
+        lines += [f"    cb({k}, {name(jaxpr.outvars[k])})" for k in deliver.get(i, ())]
     lines.append(f"    return [{', '.join(name(a) for a in jaxpr.outvars)}]")
     exec(compile("\n".join(lines), f"<jaxpr {id(jaxpr):x}>", "exec"), glob)
     return glob["run"]

@@ -23,10 +23,11 @@ exchange polls with a deadline of `FUNCTRANS_COLLECTIVE_TIMEOUT` seconds (defaul
 on expiry the error names the collective and the ranks that did not arrive (skipped the
 collective, died or are stuck). After such an error the communicator is out of step: end
 the job. Once every rank has agreed, the data moves with MPI's own blocking calls, as
-fast as raw mpi4py (polling MPI_Test from Python measured 2-5x slower than MPI_Wait on
-MPICH's shared memory); a rank that dies during that transfer ends the job through
-mpiexec. `iallreduce` agrees before returning (a short blocking exchange), then only
-the data travels in the background; `Request.test()` progresses it, `wait()` ends it.
+fast as raw mpi4py; a rank that dies during that transfer ends the job through mpiexec.
+`iallreduce` agrees before returning (a short blocking exchange), then only the data
+travels in the background; `Request.test()` progresses it, `wait()` polls it (MPI_Test,
+as fast as MPI_Wait here) with the same deadline. `iallreduce(..., agree=False)` skips
+the agreement, for callers that checked the sequence of collectives once (DDP's buckets).
 """
 from __future__ import annotations
 
@@ -101,18 +102,23 @@ def _describe(meta):
 
 
 class Request:
-    """A pending non-blocking collective; `wait()` returns its result."""
+    """A pending non-blocking collective; `wait()` returns its result. `comm` and `name`
+    (given for MPI requests) make `wait()` poll with the collective deadline."""
 
-    def __init__(self, req, result):
-        self._req, self._result = req, result
+    def __init__(self, req, result, comm=None, name="iallreduce"):
+        self._req, self._result, self._comm, self._name = req, result, comm, name
 
     def test(self) -> bool:
         """Whether the collective has completed (progresses it)."""
         return self._req is None or self._req.Test()
 
     def wait(self):
+        """The result, once every rank has taken part; a CollectiveError after
+        FUNCTRANS_COLLECTIVE_TIMEOUT seconds if some rank does not."""
         if self._req is not None:
-            self._req.Wait()
+            self._comm._poll(self._name, [self._req], lambda: (
+                "the other ranks did not take part (a rank skipped the collective, "
+                "started a different one, died or is stuck)"))
             self._req = None
         return self._result
 
@@ -134,7 +140,10 @@ class SingleProcess:
         out[...] = x
         return out
 
-    def iallreduce(self, x, op="sum", out=None):
+    def iallreduce(self, x, op="sum", out=None, agree=True):
+        if out is x:
+            _check_op("iallreduce", op)
+            return Request(None, out)
         return Request(None, self.allreduce(x, op, out))
 
     def allgather(self, x):
@@ -200,34 +209,45 @@ class Communicator:
                 f"every rank must call the same collective with the same shape and dtype")
 
     def _wait(self, name, by_rank):
-        """Poll the agreement's receives (rank -> request) until all complete or the
-        timeout: spin (MPI progresses only while polled) for SPIN_S, then sleep between
-        polls, at most 2 ms; on expiry, cancel and name the ranks not heard from."""
-        reqs = list(by_rank.values())
+        """Wait for the agreement's receives (rank -> request); on expiry cancel them and
+        name the ranks not heard from."""
+        def missing():
+            late = sorted(r for r, q in by_rank.items() if not q.Test())
+            for r in late:
+                by_rank[r].Cancel()
+            return f"rank(s) {late} did not arrive (a rank skipped the collective, died or is stuck)"
+        self._poll(name, list(by_rank.values()), missing)
+
+    def _poll(self, name, reqs, why):
+        """Poll the requests until all complete or FUNCTRANS_COLLECTIVE_TIMEOUT: spin (MPI
+        progresses only while polled; yielding the CPU between polls, to a rank that shares
+        the core) for SPIN_S, then sleep between polls, at most 2 ms; on expiry a
+        CollectiveError naming the collective and why() it did not finish."""
+        testall = self.MPI.Request.Testall
+        if testall(reqs):
+            return
         timeout = collective_timeout()
         start = time.perf_counter()
         deadline = start + timeout
         pause = 0.0
-        while not self.MPI.Request.Testall(reqs):
+        while not testall(reqs):
             now = time.perf_counter()
             if now > deadline:
-                missing = sorted(r for r, q in by_rank.items() if not q.Test())
-                for r in missing:
-                    by_rank[r].Cancel()
                 raise CollectiveError(
                     f"{name}: timed out after {timeout:g} s on rank {self.rank} of "
-                    f"{self.size}: rank(s) {missing} did not arrive (a rank skipped the "
-                    f"collective, died or is stuck; set FUNCTRANS_COLLECTIVE_TIMEOUT to "
-                    f"wait longer)")
+                    f"{self.size}: {why()}; set FUNCTRANS_COLLECTIVE_TIMEOUT to wait longer")
             if now - start > SPIN_S:
                 pause = min(max(pause * 2, 1e-5), 0.002)
                 time.sleep(pause)
+            else:
+                os.sched_yield()
 
     # -- collectives -------------------------------------------------------------------
-    def _prepare_allreduce(self, name, x, op, out):
+    def _prepare_allreduce(self, name, x, op, out, agree=True):
         _check_op(name, op)
         x = _contiguous(x)
-        self._agree(name, x, op)
+        if agree:
+            self._agree(name, x, op)
         if out is None:
             out = np.empty_like(x)
         elif out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
@@ -240,11 +260,14 @@ class Communicator:
         self.comm.Allreduce(self.MPI.IN_PLACE if out is x else x, out, op=self._ops[op])
         return out
 
-    def iallreduce(self, x, op="sum", out=None):
-        x, out = self._prepare_allreduce("iallreduce", x, op, out)
+    def iallreduce(self, x, op="sum", out=None, agree=True):
+        """agree=False skips the agreement round: for a caller that has checked once that
+        every rank calls the same sequence (DistributedDataParallel's buckets); a mismatch
+        then surfaces only as the wait's timeout, or not at all."""
+        x, out = self._prepare_allreduce("iallreduce", x, op, out, agree)
         req = self.comm.Iallreduce(self.MPI.IN_PLACE if out is x else x, out,
                                    op=self._ops[op])
-        return Request(req, out)
+        return Request(req, out, self, "iallreduce")
 
     def allgather(self, x):
         x = _contiguous(x)

@@ -70,11 +70,13 @@ class NcclCommunicator:
     def _stream(self):
         return self.cp.cuda.get_current_stream().ptr
 
-    def _start_allreduce(self, name, x, op):
+    def _start_allreduce(self, name, x, op, out=None, agree=True):
         _check_op(name, op)
         x = self.cp.asarray(x, order="C")
-        self._agree(name, x, op)
-        out = self.cp.empty_like(x)
+        if agree:
+            self._agree(name, x, op)
+        if out is None:
+            out = self.cp.empty_like(x)
         self.comm.allReduce(x.data.ptr, out.data.ptr, x.size, self._dtype(name, x),
                             self._ops[op], self._stream())
         return out
@@ -84,8 +86,10 @@ class NcclCommunicator:
         self._wait("allreduce")
         return out
 
-    def iallreduce(self, x, op="sum"):
-        return _NcclRequest(self, "iallreduce", self._start_allreduce("iallreduce", x, op))
+    def iallreduce(self, x, op="sum", out=None, agree=True):
+        """out=x: in place; agree=False: no agreement round (as backends.mpi)."""
+        return _NcclRequest(self, "iallreduce",
+                            self._start_allreduce("iallreduce", x, op, out, agree))
 
     def allgather(self, x):
         x = self.cp.asarray(x, order="C")

@@ -144,18 +144,23 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     with _grad_mode(create_graph), _final_callbacks():
         cts = _root_cts(roots, grads, create_graph, "grad_tensors")
         res, targets = engine.run_backward(roots, cts, targets, retain_graph, create_graph,
-                                           anomaly=ANOMALY.enabled)
+                                           anomaly=ANOMALY.enabled, deliver=_accumulate)
         for t, g in zip(targets, res):
-            if g is None:
-                continue
-            if t._grad_fn is None:
-                g = _leaf_hooks(t, g, create_graph)
-            g = g if isinstance(g, Tensor) else wrap(g)
-            engine.accumulate_grad(t, g, create_graph)
-            post = t.__dict__.get("_post_hooks") if t._grad_fn is None else None
-            if post:
-                for fn in list(post.values()):
-                    fn(t)
+            if g is not None:
+                _accumulate(t, g, create_graph)
+
+
+def _accumulate(t, g, create_graph=False):
+    """t's hooks on g, t.grad += g, then t's post-accumulate hooks (torch's AccumulateGrad
+    node); the engine calls it during the backward for leaves with post-accumulate hooks."""
+    if t._grad_fn is None:
+        g = _leaf_hooks(t, g, create_graph)
+    g = g if isinstance(g, Tensor) else wrap(g)
+    engine.accumulate_grad(t, g, create_graph)
+    post = t.__dict__.get("_post_hooks") if t._grad_fn is None else None
+    if post:
+        for fn in list(post.values()):
+            fn(t)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import Tracer, _thread_state, array_module
+from ..core import Jaxpr, Tracer, Var, _thread_state, array_module
 from .. import passes
-from ..runtime import gc_paused, program as concrete_program
+from ..runtime import gc_paused, program as concrete_program, straight_line
 from .grad_mode import STATE as GRAD_STATE
 from .record import ANOMALY
 from .interpret import run_node_by_node
@@ -34,7 +34,7 @@ from .tensor import Tensor, traced_hooks, wrap
 class Program:
     """A cached backward program: the compiled function, the keys of its value inputs,
     where to fetch them, the retained values it captures and the nodes it replays."""
-    __slots__ = ("closed", "fn", "fetch", "captures", "keys", "replayed")
+    __slots__ = ("closed", "fn", "fetch", "captures", "keys", "replayed", "early")
 
 
 _CACHE: dict = {}
@@ -80,7 +80,12 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None, ke
     prog = Program()
     prog.closed = closed
     prog.keys = [ks[0] for ks in keys]
-    prog.fn = _program_fn(closed, spec) if not create_graph else None
+    prog.fn = prog.early = None
+    if not create_graph:
+        prog.fn, fused = _program_fn(closed, spec)
+        # the variants that hand out leaf gradients early, by output positions (straight-
+        # line code; not across an ft.compile node, whose program is fused)
+        prog.early = None if fused else {}
     prog.captures = list(spec.captures)
     prog.replayed = tuple(rn.pos for rn in spec.nodes)    # the nodes this backward executes
     index = _holder_index(spec)
@@ -92,14 +97,15 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None, ke
 
 
 def _program_fn(closed, spec):
-    """The compiled backward program; one that crosses an ft.compile node is lowered by the
-    jit pipeline (optimized and fused) instead of straight-line impl calls."""
+    """The compiled backward program and whether it is fused: one that crosses an
+    ft.compile node is lowered by the jit pipeline (optimized and fused) instead of
+    straight-line impl calls."""
     fn = concrete_program(closed)
     for rn in spec.nodes:
         for st in rn.info.steps:
             if st.prim.name == "compiled":      # its `prog` param is compiler.capture's
-                return st.params["prog"].fused_program(closed, fn)
-    return fn
+                return st.params["prog"].fused_program(closed, fn), True
+    return fn, False
 
 
 def _holder_index(spec):
@@ -155,12 +161,16 @@ def _fetch_inputs(prog, nodes):
     return vals
 
 
-def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=False):
+def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=False,
+                 deliver=None):
     """Differentiate roots (tensors) w.r.t. targets (tensors; None: every leaf of the graph).
 
     Returns (gradients, targets): one array (a Tensor under create_graph) per target, None
     for a target the roots do not depend on. root_cts are arrays (Tensors under
-    create_graph). Saved values are freed unless retain_graph."""
+    create_graph). Saved values are freed unless retain_graph. deliver(t, g): called
+    while the backward runs, as soon as g is final, for the leaf targets t that have
+    post-accumulate hooks (their result is then None); not under create_graph, anomaly
+    mode or an ft.compile capture."""
     root_fns = []
     for t in roots:
         root_fns.append(t._grad_fn if t._grad_fn is not None else edge_of(t)[0])
@@ -177,13 +187,17 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     if not uniq:
         return [None] * len(targets), targets
     root_cts = [torch_convention(c) for c in root_cts]
+    early = None
+    if deliver is not None and not (create_graph or anomaly or _thread_state.depth):
+        early = _Early.of(targets, tkeys, uniq, deliver)
     key = _program_key(structure, uniq, root_keys, create_graph)
     prog = None if anomaly else _CACHE.get(key)
     if anomaly or (prog is None and not create_graph and not _thread_state.depth
                    and _on_cpu(root_cts) and first_seen(key)):
         outs, captures, replayed = run_node_by_node(nodes, pos, uniq, root_keys, root_cts,
                                                     create_graph, structure,
-                                                    check_nan=anomaly and ANOMALY.check_nan)
+                                                    check_nan=anomaly and ANOMALY.check_nan,
+                                                    early=early)
     else:
         if prog is not None:
             CACHE_STATS["hits"] += 1
@@ -191,10 +205,10 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
         else:
             prog, hooked, fns = get_program(nodes, pos, uniq, root_keys, create_graph,
                                             structure, key)
-        outs = _execute(prog, nodes, hooked, fns, root_cts, create_graph)
+        outs = _execute(prog, nodes, hooked, fns, root_cts, create_graph, early)
         captures, replayed = prog.captures, prog.replayed
     outs = [torch_convention(o) for o in outs]
-    res = dict(zip(uniq, outs[:len(uniq)]))
+    res = dict(zip(uniq, outs[:len(uniq)]))        # None where delivered early
     _deliver_captures(captures, nodes, outs[len(uniq):], create_graph)
     if not retain_graph:
         free_graph([nodes[p] for p in replayed])
@@ -205,7 +219,7 @@ def _on_cpu(arrays):
     return all(type(a) is np.ndarray for a in arrays)
 
 
-def _execute(prog, nodes, hooked, fns, root_cts, create_graph):
+def _execute(prog, nodes, hooked, fns, root_cts, create_graph, early=None):
     vals = _fetch_inputs(prog, nodes)
     if _thread_state.depth and _any_traced(vals, root_cts):    # inside ft.compile's capture
         return traced_hooks().run_program(prog, nodes, hooked, fns, vals, root_cts,
@@ -217,11 +231,122 @@ def _execute(prog, nodes, hooked, fns, root_cts, create_graph):
         if create_graph:
             return eval_jaxpr_facade(prog, nodes, vals, root_cts)
         xp = array_module(*vals) if vals else np
+        seen = _input_ids(vals, root_cts)
         with np.errstate(all="ignore"):     # torch's backward does not warn about inf/nan
-            outs = prog.fn(xp, *vals, *root_cts)
+            if early is not None and prog.early is not None:
+                early.owned = seen
+                outs = _early_program(prog, early.aliases(vals))(
+                    xp, early, *prog.closed.consts, *vals, *root_cts)
+            else:
+                outs = prog.fn(xp, *vals, *root_cts)
     finally:
         RUN.stack.pop()
-    return _own_outputs(outs, vals, root_cts)
+    done = early.done if early is not None else ()
+    return [None if i in done else _own(o, seen) for i, o in enumerate(outs)]
+
+
+def _early_program(prog, aliases):
+    """prog's straight-line code calling early(i, value) as soon as output i is final and
+    no later equation reads a saved value of its leaf; aliases: (i, input positions of
+    those saved values) per early output."""
+    fn = prog.early.get(aliases)
+    if fn is None:
+        if len(prog.early) > 8:
+            prog.early.clear()
+        fn = prog.early[aliases] = straight_line(*_eager_order(prog.closed.jaxpr, aliases))
+    return fn
+
+
+def _eager_order(jaxpr, aliases):
+    """(jaxpr with its equations reordered, {equation: outputs to hand out after it}): each
+    early output i after the equations computing it and those reading its leaf's saved
+    values (a post-accumulate hook may update the leaf in place, as an optimizer step in
+    backward does; torch's engine too has finished with them by then), the one needing the
+    fewest equations first (torch accumulates the last layer's gradients first);
+    effectful equations (hooks) keep their relative order. The same equations on the same
+    values: the same numbers."""
+    producer, readers, deps, last_effect = {}, {}, [], None
+    for i, e in enumerate(jaxpr.eqns):
+        d = set()
+        for v in e.invars:
+            if type(v) is Var:
+                readers.setdefault(v, []).append(i)
+                if v in producer:
+                    d.add(producer[v])
+        if e.primitive.effectful:
+            if last_effect is not None:
+                d.add(last_effect)
+            last_effect = i
+        deps.append(d)
+        for v in e.outvars:
+            producer[v] = i
+    cones = []
+    for i, saved in aliases:
+        v = jaxpr.outvars[i]
+        if type(v) is not Var or v not in producer:
+            continue                    # not computed by the program: handed out after it
+        cone, stack = set(), [producer[v]]
+        stack += [r for j in saved for r in readers.get(jaxpr.invars[j], ())]
+        while stack:
+            j = stack.pop()
+            if j not in cone:
+                cone.add(j)
+                stack.extend(deps[j])
+        cones.append((len(cone), i, cone))
+    order, placed, deliver = [], set(), {}
+    for _, i, cone in sorted(cones):
+        new = sorted(cone - placed)
+        order += new
+        placed.update(new)
+        deliver.setdefault(len(order) - 1, []).append(i)
+    order += [i for i in range(len(jaxpr.eqns)) if i not in placed]
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, [jaxpr.eqns[i] for i in order],
+                 jaxpr.outvars), deliver
+
+
+class _Early:
+    """The leaf targets with post-accumulate hooks, handed to `deliver` as soon as their
+    gradient is final (torch runs a leaf's AccumulateGrad node, and so its hooks, when its
+    gradient is ready): DistributedDataParallel starts its all-reduces during backward."""
+    __slots__ = ("indices", "targets", "deliver", "done", "owned")
+
+    @staticmethod
+    def of(targets, tkeys, uniq, deliver):
+        """None when no target has post-accumulate hooks."""
+        by_key = {}
+        for t, k in zip(targets, tkeys):
+            if k is not None and t._grad_fn is None and t.__dict__.get("_post_hooks"):
+                by_key.setdefault(k, []).append(t)
+        if not by_key:
+            return None
+        self = _Early()
+        self.targets = {i: by_key[k] for i, k in enumerate(uniq) if k in by_key}
+        self.indices = frozenset(self.targets)
+        self.deliver, self.done, self.owned = deliver, set(), set()
+        return self
+
+    def aliases(self, vals):
+        """(i, positions in vals of values that share the memory of output i's leaves)."""
+        by_base = {}
+        for j, v in enumerate(vals):
+            b = getattr(v, "base", None)
+            by_base.setdefault(id(v if b is None else b), []).append(j)
+        res = []
+        for i in sorted(self.indices):
+            pos = set()
+            for t in self.targets[i]:
+                d = t._data
+                b = getattr(d, "base", None)
+                pos.update(by_base.get(id(d if b is None else b), ()))
+            res.append((i, tuple(sorted(pos))))
+        return tuple(res)
+
+    def __call__(self, i, g):
+        """Output i (a position in the targets without repeats) is final: deliver it."""
+        g = torch_convention(_own(g, self.owned))
+        self.done.add(i)
+        for t in self.targets[i]:
+            self.deliver(t, g)
 
 
 def _any_traced(vals, root_cts):
@@ -234,24 +359,25 @@ def _any_traced(vals, root_cts):
     return False
 
 
-def _own_outputs(outs, vals, root_cts):
-    """Gradients handed to users must be fresh, writable, contiguous arrays."""
+def _input_ids(vals, root_cts):
     seen = {id(v) for v in vals}
     seen.update(id(c) for c in root_cts)
-    res = []
-    for o in outs:
-        if type(o) is not np.ndarray:
-            o = np.asarray(o) if not hasattr(o, "__cuda_array_interface__") else o
-            if type(o) is np.ndarray and o.base is None and id(o) not in seen:
-                seen.add(id(o))
-                res.append(o)
-                continue
-        if (id(o) in seen or not o.flags.writeable or not o.flags.c_contiguous
-                or o.base is not None):
-            o = o.copy()
-        seen.add(id(o))
-        res.append(o)
-    return res
+    return seen
+
+
+def _own(o, seen):
+    """Gradients handed to users must be fresh, writable, contiguous arrays: o, or a copy
+    when it is one of `seen` (ids of the inputs and of the outputs already handed out)."""
+    if type(o) is not np.ndarray:
+        o = np.asarray(o) if not hasattr(o, "__cuda_array_interface__") else o
+        if type(o) is np.ndarray and o.base is None and id(o) not in seen:
+            seen.add(id(o))
+            return o
+    if (id(o) in seen or not o.flags.writeable or not o.flags.c_contiguous
+            or o.base is not None):
+        o = o.copy()
+    seen.add(id(o))
+    return o
 
 
 def _deliver_captures(captures, nodes, cap_vals, create_graph):

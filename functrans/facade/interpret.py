@@ -19,11 +19,15 @@ from .tensor import wrap
 
 
 def run_node_by_node(nodes, pos, targets, root_keys, root_cts, create_graph, structure,
-                     check_nan=False):
+                     check_nan=False, early=None):
     """Backward node by node: (outputs like the derived program's, capture keys, the nodes
-    run). check_nan: raise at the first node whose gradient has a NaN (anomaly mode)."""
+    run). check_nan: raise at the first node whose gradient has a NaN (anomaly mode).
+    early(i, g): called for the targets at early.indices as soon as the last node that
+    contributes to them has run (their output is then None)."""
     parts, hooked, retained, fns = structure
     spec = make_spec(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph)
+    order = spec.nodes[::-1]
+    due = _due(order, targets, spec, early)
     add = (lambda a, b: a + b)
     ct = {}
     for k, c in zip(root_keys, root_cts):
@@ -34,7 +38,10 @@ def run_node_by_node(nodes, pos, targets, root_keys, root_cts, create_graph, str
                      create_graph, wrap)
     RUN.stack.append(run)
     try:
-        for rn in reversed(spec.nodes):
+        for step, rn in enumerate(order):
+            if step in due:
+                for k, i in due.pop(step):
+                    early(i, _fresh(_final(ct.pop(k, None), k, spec, run, create_graph)))
             node = nodes[rn.pos]
             info = rn.info
             outs = []
@@ -68,11 +75,17 @@ def run_node_by_node(nodes, pos, targets, root_keys, root_cts, create_graph, str
                 if g is None:
                     continue
                 ct[k] = add(ct[k], g) if k in ct else g
+        for k, i in due.pop(len(order), ()):
+            early(i, _fresh(_final(ct.pop(k, None), k, spec, run, create_graph)))
         res = []
-        for k in targets:
-            c = ct.get(k) if k in spec.args else captured.get(k)
-            if c is not None and k in spec.args and k in spec.taps:
-                c = _tap(c, spec.taps[k], run, create_graph)
+        for i, k in enumerate(targets):
+            if early is not None and i in early.done:
+                res.append(None)
+                continue
+            if k in spec.args:
+                res.append(_final(ct.get(k), k, spec, run, create_graph))
+                continue
+            c = captured.get(k)
             if c is None:
                 a = spec.avals[k]
                 c = np.zeros(a.shape, a.dtype)
@@ -88,9 +101,41 @@ def run_node_by_node(nodes, pos, targets, root_keys, root_cts, create_graph, str
     finally:
         RUN.stack.pop()
     if not create_graph:
-        res = [np.array(r, copy=True) if isinstance(r, (np.ndarray, np.generic)) else r
-               for r in res]
+        res = [_fresh(r) for r in res]
     return res, list(spec.captures), [rn.pos for rn in spec.nodes]
+
+
+def _fresh(r):
+    return np.array(r, copy=True) if isinstance(r, (np.ndarray, np.generic)) else r
+
+
+def _due(order, targets, spec, early):
+    """Step (in `order`) -> [(key, target index)] of the early targets: delivered before that
+    step runs, once every node that adds to their cotangent has run."""
+    if early is None:
+        return {}
+    last = {}
+    for i in early.indices:
+        last[targets[i]] = (0, i)
+    for step, rn in enumerate(order):
+        for k, m in zip(rn.in_keys, rn.info.mask):
+            if m and k in last:
+                last[k] = (step + 1, last[k][1])
+    due = {}
+    for k, (step, i) in last.items():
+        due.setdefault(step, []).append((k, i))
+    return due
+
+
+def _final(c, k, spec, run, create_graph):
+    """A leaf target's gradient once complete: its tensor hooks run, zeros if none came."""
+    if c is not None and k in spec.taps:
+        c = _tap(c, spec.taps[k], run, create_graph)
+    if c is None:
+        a = spec.avals[k]
+        c = np.zeros(a.shape, a.dtype)
+        return wrap(c) if create_graph else c
+    return c
 
 
 def _tap(c, hook, run, create_graph):

@@ -4,14 +4,20 @@ group (ft.distributed), with torch's bucketed gradient averaging.
 How it works. At construction rank 0's parameters and buffers are broadcast to every
 rank, and the parameters are grouped into buckets (reverse registration order, about the
 order in which backward produces their gradients; a first bucket of at most 1 MB, then
-`bucket_cap_mb`; one dtype per bucket). A post-accumulate-grad hook on each parameter
-marks it ready; when a bucket is complete (and every bucket before it has been launched,
-so that all ranks start the same collectives in the same order) its gradients are copied
-into one flat buffer and a non-blocking all-reduce (MPI Iallreduce) starts, while the
-rest of the backward call accumulates the other gradients. The first hook of a backward
-queues a callback at the end of that backward call (`Variable._execution_engine.
-queue_callback`), which launches the buckets still incomplete, waits for all of them and
-writes the averages into `.grad` before `backward()` returns.
+`bucket_cap_mb`; one dtype per bucket); every rank checks once that all ranks have the
+same buckets. A post-accumulate-grad hook on each parameter marks it ready; when a bucket
+is complete (and every bucket before it has been launched, so that all ranks start the
+same collectives in the same order) a non-blocking all-reduce (MPI Iallreduce, without
+the collectives' per-call agreement round) of its flat buffer starts, while the rest of
+the backward call goes on. Gradients live in that buffer: after the first synced backward
+each parameter's `.grad` is a view of its slot, so accumulation writes straight into it
+(a gradient found elsewhere, after zero_grad(set_to_none=True) or an assigned `.grad`, is
+copied in once). The first hook of a backward queues a callback at the end of that
+backward call (`Variable._execution_engine.queue_callback`), which launches the buckets
+still incomplete, waits for all of them (polling, with the collective timeout) and
+divides the buffers by the world size in place before `backward()` returns. Each buffer
+also sums the number of backward calls through the model, which tells the ranks when they
+are out of step (`no_sync()` on some ranks only) instead of averaging different steps.
 
 Unused parameters. A parameter that got no gradient on this rank contributes zeros, so
 every rank takes part in every bucket; each bucket also sums a used-flag per parameter.
@@ -32,6 +38,10 @@ gradients of the whole loss (penalty included) like any other.
 from __future__ import annotations
 
 import contextlib
+import json
+import zlib
+
+import numpy as np
 
 from ...core import Tracer, array_module
 from ...distributed import default_communicator
@@ -49,9 +59,12 @@ FIRST_BUCKET_BYTES = 1 * _MB        # torch's dist._DEFAULT_FIRST_BUCKET_BYTES
 
 
 class _Bucket:
-    """Parameters averaged by one all-reduce: their offsets in a flat buffer, whose tail
-    holds one used-flag per parameter."""
-    __slots__ = ("params", "offsets", "size", "dtype", "buf", "ready", "pending", "req")
+    """Parameters averaged by one all-reduce of a flat buffer: each gradient at its offset
+    (after the first synced backward a parameter's `.grad` is a view of its slot, so
+    accumulation writes straight into the buffer), then one used-flag per parameter and
+    the number of backward calls through the model (equal on all ranks when in step)."""
+    __slots__ = ("params", "offsets", "size", "dtype", "buf", "views", "ready", "pending",
+                 "req", "stash")
 
     def __init__(self, params, dtype):
         self.params, self.dtype = params, dtype
@@ -60,28 +73,69 @@ class _Bucket:
             self.offsets.append(n)
             n += p._data.size
         self.size = n
-        self.buf = None
+        self.buf = self.views = None
         self.reset()
 
     def reset(self):
         self.ready = [False] * len(self.params)
         self.pending = len(self.params)
         self.req = None
+        self.stash = {}
 
-    def fill(self, xp):
-        """Copy the gradients (zeros where none) and the used-flags into the flat buffer."""
+    def _allocate(self, xp):
+        """The flat buffer (gradients, used-flags, backward count) and each slot's view."""
+        self.buf = xp.zeros(self.size + len(self.params) + 1, self.dtype)
+        self.views = [self.buf[off:off + p._data.size].reshape(p._data.shape)
+                      for p, off in zip(self.params, self.offsets)]
+
+    def fill(self, xp, calls):
+        """Ready gradients into their slots (a copy only for one not yet a view: first
+        backward, zero_grad(set_to_none=True), an assigned `.grad`), zeros in the slots of
+        the others (their own `.grad` stashed if it is the view), flags, the call count."""
         if self.buf is None or type(self.buf) is not xp.ndarray:
-            self.buf = xp.empty(self.size + len(self.params), self.dtype)
-        buf = self.buf
-        for i, (p, off) in enumerate(zip(self.params, self.offsets)):
-            n = p._data.size
+            self._allocate(xp)
+        buf, views = self.buf, self.views
+        for i, p in enumerate(self.params):
+            v, g = views[i], p._grad
             if self.ready[i]:
-                buf[off:off + n] = p._grad._data.reshape(-1)
-                buf[self.size + i] = 1
+                if g._data is not v:
+                    v[...] = g._data
+                    p._grad = wrap(v)
             else:
-                buf[off:off + n] = 0
-                buf[self.size + i] = 0
+                if g is not None and g._data is v:
+                    self.stash[i] = v.copy()
+                v[...] = 0
+        buf[self.size:-1] = xp.asarray(self.ready, self.dtype)
+        buf[-1] = calls
         return buf
+
+    def finish(self, size, calls, comm):
+        """Wait for the all-reduce; `.grad` = the average for a parameter used on some rank,
+        unchanged for one used on none."""
+        buf = self.req.wait()
+        self.req = None
+        if buf[-1] != calls * size:
+            raise RuntimeError(
+                f"DistributedDataParallel: rank {comm.rank} of {size} averaged its gradients "
+                f"with ranks that made a different number of backward calls through the "
+                f"model (their counts summed to {buf[-1].item():g}, expected {size} x "
+                f"{calls}): every rank must make the same backward calls, with `no_sync()` "
+                f"on all ranks or on none")
+        grads = buf[:self.size]
+        if size > 1:
+            grads /= size
+        flags = buf[self.size:-1]
+        for i, p in enumerate(self.params):
+            if self.ready[i]:
+                p._grad._bump("DistributedDataParallel")
+            elif flags[i] == 0:                  # unused on every rank: .grad untouched
+                if i in self.stash:
+                    self.views[i][...] = self.stash[i]
+            elif p._grad is not None and p._grad._data is self.views[i]:
+                p._grad._bump("DistributedDataParallel")
+            else:
+                p._grad = wrap(self.views[i])
+        self.stash = {}
 
 
 def _buckets(params, cap_bytes):
@@ -123,8 +177,12 @@ class DistributedDataParallel(Module):
         self._sync_module_states(module.named_parameters())
         self._sync_module_states(module.named_buffers())
         self._bucket_list = _buckets(params, max(int(bucket_cap_mb * _MB), 1))
+        self._verify_layout()
         self._queue = None            # the callback queue of the backward averaging now
         self._launched = 0            # buckets launched in this backward, in order
+        self._tested = 0              # of which found complete by _progress
+        self._calls = 0               # backward calls that reached the model so far
+        self._counted = None          # the callback queue of the last call counted
         for bucket in self._bucket_list:
             for i, p in enumerate(bucket.params):
                 p.register_post_accumulate_grad_hook(self._hook(bucket, i))
@@ -140,6 +198,24 @@ class DistributedDataParallel(Module):
                 raise RuntimeError(f"DistributedDataParallel: broadcasting {name!r} "
                                    f"({tuple(t.shape)}, {t.dtype}) from rank 0 failed: "
                                    f"{e}") from e
+
+    def _verify_layout(self):
+        """Check once that every rank has the same buckets (parameter shapes, dtypes,
+        order; torch's _verify_param_shape_across_processes), so that the per-step
+        all-reduces can skip the collectives' agreement round."""
+        layout = json.dumps([[str(b.dtype), [list(p.shape) for p in b.params]]
+                             for b in self._bucket_list]).encode()
+        mine = np.array([len(self._bucket_list), sum(b.size for b in self._bucket_list),
+                         zlib.crc32(layout)], np.int64)
+        table = self._comm.allgather(mine)
+        table = table.get() if hasattr(table, "get") else table     # CuPy with NCCL
+        if (table != mine).any():
+            listing = "; ".join(f"rank {r}: {int(t[0])} buckets, {int(t[1])} gradient "
+                                f"elements" for r, t in enumerate(table))
+            raise RuntimeError(
+                f"DistributedDataParallel: the ranks' gradient buckets differ ({listing}); "
+                f"every rank must wrap the same model (parameter shapes, dtypes and order) "
+                f"with the same bucket_cap_mb")
 
     def forward(self, *args, **kwargs):
         if self.broadcast_buffers and self._comm.size > 1:
@@ -162,11 +238,20 @@ class DistributedDataParallel(Module):
     # -- the reduction ---------------------------------------------------------------------
     def _hook(self, bucket, i):
         def ready(p):
+            queue = CALLBACKS.stack[-1]
+            if self._counted is not queue:
+                self._counted = queue
+                self._calls += 1
             if not self.require_backward_grad_sync:
                 return
-            if self._queue is not CALLBACKS.stack[-1]:     # the first hook of a backward
-                self._queue, self._launched = CALLBACKS.stack[-1], 0
+            if self._queue is not queue:                   # the first hook of a backward
+                self._queue, self._launched, self._tested = queue, 0, 0
                 for b in self._bucket_list:
+                    if b.req is not None:
+                        raise RuntimeError(
+                            "DistributedDataParallel: an earlier backward raised after "
+                            "starting its gradient all-reduces; the ranks are out of step, "
+                            "end the job")
                     b.reset()
                 queue_callback(self._finish)
             if not bucket.ready[i]:
@@ -174,7 +259,16 @@ class DistributedDataParallel(Module):
                 bucket.pending -= 1
                 if bucket.pending == 0 and _concrete(p._grad):
                     self._launch_ready()
+                elif self._launched:
+                    self._progress()
         return ready
+
+    def _progress(self):
+        """Test the oldest bucket in flight: MPI moves a non-blocking collective's data
+        only inside MPI calls (MPICH's shared memory), so later hooks let it go on."""
+        bl = self._bucket_list
+        while self._tested < self._launched and bl[self._tested].req.test():
+            self._tested += 1
 
     def _launch_ready(self):
         """Launch, in bucket order, every complete bucket whose predecessors are launched."""
@@ -183,8 +277,9 @@ class DistributedDataParallel(Module):
             self._launch(bl[self._launched])
 
     def _launch(self, bucket):
-        buf = bucket.fill(array_module(bucket.params[0]._data))
-        bucket.req = self._comm.iallreduce(buf, "sum", out=buf)
+        step = self._calls % _step_modulus(bucket.dtype, self._comm.size)
+        buf = bucket.fill(array_module(bucket.params[0]._data), step)
+        bucket.req = self._comm.iallreduce(buf, "sum", out=buf, agree=False)
         self._launched += 1
 
     def _finish(self):
@@ -201,22 +296,17 @@ class DistributedDataParallel(Module):
             self._launch(bl[self._launched])
         size = self._comm.size
         for bucket in bl:
-            buf = bucket.req.wait()
-            bucket.req = None
-            for i, (p, off) in enumerate(zip(bucket.params, bucket.offsets)):
-                if buf[bucket.size + i] == 0:
-                    continue                     # unused on every rank: .grad untouched
-                avg = (buf[off:off + p._data.size] / size).reshape(p._data.shape)
-                g = p._grad
-                if g is None or not bucket.ready[i]:
-                    p._grad = wrap(avg)
-                else:
-                    g._data[...] = avg
-                    g._bump("DistributedDataParallel")
+            bucket.finish(size, self._calls % _step_modulus(bucket.dtype, size), self._comm)
 
     def __getstate__(self):
         raise TypeError("DistributedDataParallel cannot be pickled; save "
                         "`ddp.module.state_dict()` instead")
+
+
+def _step_modulus(dtype, size):
+    """Backward calls are counted modulo this, so that the counts' sum over the ranks is
+    exact in the bucket's dtype."""
+    return max(min(1 << 16, (2 << np.finfo(dtype).nmant) // max(size, 1)), 1)
 
 
 def _concrete(g):

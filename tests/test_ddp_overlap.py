@@ -1,0 +1,171 @@
+"""DistributedDataParallel's step in 2-process MPI jobs: the buckets' all-reduces start
+during the backward (the engine hands out each leaf gradient as soon as it is final),
+gradients live in the buckets' flat buffers (views), the per-step all-reduces skip the
+agreement round, and the failures that round used to catch still give errors.
+References: one process on the whole batch, float64."""
+from __future__ import annotations
+
+from mpi_jobs import needs_mpi, run_job
+
+pytestmark = needs_mpi
+
+COMMON = """
+import numpy as np
+import functrans as ft
+import functrans.distributed as dist
+from functrans.nn.parallel import DistributedDataParallel as DDP
+from mpi_jobs import report
+
+dist.init_process_group(backend="mpi")
+r = dist.get_rank()
+rng = np.random.default_rng(0)
+X, Y = ft.tensor(rng.standard_normal((8, 6))), ft.tensor(rng.standard_normal((8, 1)))
+mine = slice(4 * r, 4 * r + 4)
+
+
+def make():
+    ft.manual_seed(0)
+    return ft.nn.Sequential(ft.nn.Linear(6, 16), ft.nn.Tanh(), ft.nn.Linear(16, 1)).double()
+
+
+def mse(m, x, y):
+    return ((m(x) - y) ** 2).mean()
+
+
+def first(m, x):                  # uses the first layer only
+    return (m[0](x) ** 2).mean()
+"""
+
+VIEWS_JOB = COMMON + """
+model, ref = make(), make()
+ddp = DDP(model, bucket_cap_mb=0.0001)
+
+
+def views():
+    return all(np.shares_memory(p.grad._data, b.buf) for b in ddp._bucket_list
+               for p in b.params)
+
+
+def err(ps=None):
+    pairs = list(zip(model.parameters(), ref.parameters()))
+    return max(float(np.abs(p.grad.numpy() - q.grad.numpy()).max()) for p, q in pairs)
+
+
+out = {"buckets": len(ddp._bucket_list)}
+for how in ("first", "set_to_none=False", "set_to_none=True", "assigned", "accumulated"):
+    if how.startswith("set_to_none"):
+        none = how.endswith("True")
+        model.zero_grad(set_to_none=none)
+        ref.zero_grad(set_to_none=none)
+    elif how == "assigned":
+        for p, q in zip(model.parameters(), ref.parameters()):
+            p.grad, q.grad = ft.ones_like(p), ft.ones_like(q)
+    mse(ddp, X[mine], Y[mine]).backward()
+    mse(ref, X, Y).backward()
+    out[how] = [views(), err()]
+
+# the last layer unused on rank 1 only: its gradient is rank 0's over the world size
+model.zero_grad(set_to_none=False)
+ref.zero_grad(set_to_none=False)
+(mse(ddp, X[mine], Y[mine]) if r == 0 else first(ddp.module, X[mine])).backward()
+(0.5 * (mse(ref, X[:4], Y[:4]) + first(ref, X[4:]))).backward()
+out["unused_on_one_rank"] = [views(), err()]
+
+# unused on every rank: the last layer's .grad (views) keeps its values
+before = [p.grad.numpy().copy() for p in model[2].parameters()]
+first(ddp.module, X[mine]).backward()
+out["unused_kept"] = all(np.array_equal(b, p.grad.numpy())
+                         for b, p in zip(before, model[2].parameters()))
+out["first_layer_err"] = max(float(np.abs(p.grad.numpy() - q.grad.numpy() - g).max())
+                             for p, q, g in zip(model[0].parameters(), ref[0].parameters(),
+                                                ft.autograd.grad(first(ref, X),
+                                                                 list(ref[0].parameters()))))
+report(out)
+"""
+
+
+def test_gradients_are_bucket_views_and_stay_correct(tmp_path):
+    res = run_job(tmp_path, VIEWS_JOB)
+    for o in res:
+        assert o["buckets"] >= 3
+        for how in ("first", "set_to_none=False", "set_to_none=True", "assigned",
+                    "accumulated", "unused_on_one_rank"):
+            is_view, e = o[how]
+            assert is_view, how
+            assert e < 1e-10, (how, e)
+        assert o["unused_kept"]
+        assert o["first_layer_err"] < 1e-10
+
+
+FAILURES_JOB = COMMON + """
+out = {}
+try:                                    # different buckets across ranks
+    DDP(make(), bucket_cap_mb=(25, 0.0001)[r])
+except RuntimeError as e:
+    out["layout"] = str(e)
+
+ddp = DDP(make())                       # no_sync on rank 0 only: out of step
+if r == 0:
+    with ddp.no_sync():
+        mse(ddp, X[mine], Y[mine]).backward()
+try:
+    mse(ddp, X[mine], Y[mine]).backward()
+except RuntimeError as e:
+    out["out_of_step"] = str(e)
+
+ddp = DDP(make())                       # rank 1 stalls: rank 0 times out
+if r == 0:
+    import time
+    start = time.perf_counter()
+    try:
+        mse(ddp, X[mine], Y[mine]).backward()
+    except RuntimeError as e:
+        out["stalled"] = str(e)
+        out["waited"] = time.perf_counter() - start
+report(out)
+"""
+
+
+def test_mismatches_without_the_agreement_round_still_raise(tmp_path):
+    res = run_job(tmp_path, FAILURES_JOB, timeout=60,
+                  env={"FUNCTRANS_COLLECTIVE_TIMEOUT": "2"})
+    for r, o in enumerate(res):
+        assert "gradient buckets differ" in o["layout"] and "rank 0: 1 buckets" in o["layout"] and "rank 1: 3 buckets" in o["layout"]
+        assert "different number of backward calls" in o["out_of_step"]
+        assert "no_sync()" in o["out_of_step"]
+    err = res[0]["stalled"]
+    assert "iallreduce: timed out after 2 s on rank 0 of 2" in err
+    assert "the other ranks did not take part" in err
+    assert 2 <= res[0]["waited"] < 30
+
+
+OVERLAP_JOB = COMMON + """
+model, ref = make(), make()
+ddp = DDP(model, bucket_cap_mb=0.0001)          # several buckets, the last layer's first
+last = model[0].weight                          # the last gradient the backward computes
+seen = []
+last.register_hook(lambda g: seen.append([b.req is not None for b in ddp._bucket_list]))
+out = {"buckets": [[tuple(p.shape) for p in b.params] for b in ddp._bucket_list],
+       "launched": [], "err": []}
+for step in range(3):                           # node by node, then the compiled program
+    model.zero_grad()
+    ref.zero_grad()
+    mse(ddp, X[mine], Y[mine]).backward()
+    mse(ref, X, Y).backward()
+    out["err"].append(max(float(np.abs(p.grad.numpy() - q.grad.numpy()).max())
+                          for p, q in zip(model.parameters(), ref.parameters())))
+out["launched"] = seen
+report(out)
+"""
+
+
+def test_buckets_start_during_the_backward(tmp_path):
+    res = run_job(tmp_path, OVERLAP_JOB)
+    for o in res:
+        assert o["buckets"][0] == [[1], [1, 16]] and [16, 6] in o["buckets"][-1]
+        assert len(o["launched"]) == 3
+        for launched in o["launched"]:
+            # when the first layer's weight gradient arrives, the last layer's bucket is
+            # already on its way, the weight's own not yet
+            assert launched[0] is True and launched[-1] is False, launched
+        assert max(o["err"]) < 1e-10

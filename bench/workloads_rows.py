@@ -22,7 +22,7 @@ ROWS, COLS = 2048, 512
 EPS = 1e-5
 
 
-def numpy_backend(jitted, *args):
+def _numpy_backend(jitted, args):
     """The same jitted function built under cpu_backend="numpy" (an executable keeps the
     backend it was built with), called on args."""
     saved = ft.config.cpu_backend
@@ -44,6 +44,17 @@ def speedup(native, numpy_backend, calls=7):
             fn()
             best[k] = min(best[k], time.perf_counter() - t0)
     return round(best[1] / best[0], 2)
+
+
+def row_case(fn, args, floor):
+    """fn(*args) against floor(*args): jitted (compile time in the notes), jitted under
+    the NumPy backend (the speedup in the notes), and un-jitted."""
+    f = ft.jit(fn)
+    compile_s = first_call_seconds(f, *args)
+    jit, nb = (lambda: f(*args)), _numpy_backend(f, args)
+    return Case({"numpy": lambda: floor(*args), "jit": jit, "jit_numpy_backend": nb,
+                 "eager": lambda: fn(*args)},
+                notes={"compile_s": compile_s, "speedup_vs_numpy_backend": speedup(jit, nb)})
 
 
 def row_data(seed=0, rows=ROWS, cols=COLS, dtype=np.float32):
@@ -82,13 +93,7 @@ def softmax_value_and_grad_floor(x, w):
 @workload("jit_softmax_fwd", issue=13, rtol=1e-5,
           description=f"softmax over the last axis of f32[{ROWS},{COLS}], jitted vs NumPy")
 def jit_softmax_fwd():
-    x = row_data()[0]
-    f = ft.jit(F.softmax)
-    compile_s = first_call_seconds(f, x)
-    jit, nb = (lambda: f(x)), numpy_backend(f, x)
-    return Case({"numpy": lambda: softmax_floor(x), "jit": jit, "jit_numpy_backend": nb,
-                 "eager": lambda: F.softmax(x)},
-                notes={"compile_s": compile_s, "speedup_vs_numpy_backend": speedup(jit, nb)})
+    return row_case(F.softmax, row_data()[:1], softmax_floor)
 
 
 @workload("jit_softmax_fwd_bwd", issue=13, rtol=1e-4, atol=1e-6,
@@ -96,13 +101,7 @@ def jit_softmax_fwd():
                       "vs hand-written NumPy")
 def jit_softmax_fwd_bwd():
     x, w, _, _ = row_data()
-    vg = ft.value_and_grad(softmax_loss)
-    jvg = ft.jit(vg)
-    compile_s = first_call_seconds(jvg, x, w)
-    jit, nb = (lambda: jvg(x, w)), numpy_backend(jvg, x, w)
-    return Case({"numpy": lambda: softmax_value_and_grad_floor(x, w), "jit": jit,
-                 "jit_numpy_backend": nb, "eager": lambda: vg(x, w)},
-                notes={"compile_s": compile_s, "speedup_vs_numpy_backend": speedup(jit, nb)})
+    return row_case(ft.value_and_grad(softmax_loss), (x, w), softmax_value_and_grad_floor)
 
 
 # ---------------------------------------------------------------------------
@@ -150,12 +149,7 @@ def layernorm_value_and_grad_floor(x, g, b, w):
                       "shift), jitted vs NumPy")
 def jit_layernorm_fwd():
     x, _, g, b = row_data()
-    f = ft.jit(layernorm)
-    compile_s = first_call_seconds(f, x, g, b)
-    jit, nb = (lambda: f(x, g, b)), numpy_backend(f, x, g, b)
-    return Case({"numpy": lambda: layernorm_floor(x, g, b), "jit": jit,
-                 "jit_numpy_backend": nb, "eager": lambda: layernorm(x, g, b)},
-                notes={"compile_s": compile_s, "speedup_vs_numpy_backend": speedup(jit, nb)})
+    return row_case(layernorm, (x, g, b), layernorm_floor)
 
 
 @workload("jit_layernorm_fwd_bwd", issue=13, rtol=1e-4, atol=1e-5,
@@ -163,10 +157,5 @@ def jit_layernorm_fwd():
                       f"f32[{ROWS},{COLS}], jitted vs hand-written NumPy")
 def jit_layernorm_fwd_bwd():
     x, w, g, b = row_data()
-    vg = ft.value_and_grad(layernorm_loss, argnums=(0, 1, 2))
-    jvg = ft.jit(vg)
-    compile_s = first_call_seconds(jvg, x, g, b, w)
-    jit, nb = (lambda: jvg(x, g, b, w)), numpy_backend(jvg, x, g, b, w)
-    return Case({"numpy": lambda: layernorm_value_and_grad_floor(x, g, b, w), "jit": jit,
-                 "jit_numpy_backend": nb, "eager": lambda: vg(x, g, b, w)},
-                notes={"compile_s": compile_s, "speedup_vs_numpy_backend": speedup(jit, nb)})
+    return row_case(ft.value_and_grad(layernorm_loss, argnums=(0, 1, 2)), (x, g, b, w),
+                    layernorm_value_and_grad_floor)

@@ -4,6 +4,11 @@ returning a `Lowered`."""
 from __future__ import annotations
 
 
+def identifier(name: str) -> str:
+    """name with each character a C or Python identifier cannot hold replaced by '_'."""
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
 class Lowered:
     """What `f.lower(*args)` returns: the traced jaxpr, the optimized jaxpr and the
     generated code; `str()` shows all three and `compile()` builds the executable."""

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import passes
-from . import Lowered
+from . import Lowered, identifier
 from .memory import BUDGET
 from .native import kernels as native_kernels, rows as native_rows, toolchain
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
@@ -197,7 +197,7 @@ class _Ctx:
 
     def _fresh(self, hint):
         """_hint, or _hint_2, _hint_3, ... when taken."""
-        hint = "".join(c if c.isalnum() else "_" for c in hint)
+        hint = identifier(hint)
         name, k = f"_{hint}", 1
         while name in self.globals or name in self._taken:
             k += 1
@@ -466,7 +466,7 @@ class _Lowering:
                 rets.append(self.names[a])
         body.append(f"return [{', '.join(rets)}]")
         scratch_args = [f"s{s}=None" for s, _, _ in self.scratch]
-        fname = "".join(c if c.isalnum() else "_" for c in self.name) or "jitted"
+        fname = identifier(self.name) or "jitted"
         head = f"def {fname}({', '.join(args + scratch_args)}):"
         src = "\n".join([head] + ["    " + ln for ln in body])
         self.source = "\n\n".join(self.block_sources + [src])

@@ -18,7 +18,7 @@ import threading
 import numpy as np
 
 from .. import passes
-from . import Lowered
+from . import Lowered, identifier
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Var, cupy_array_module,
                     short_dtype)
 from ..core.devices import cupy_module
@@ -280,7 +280,7 @@ def render_group(jaxpr, name, local_type=compute_type) -> GroupCode:
     the C type of the locals (the host's vectorizer wants bools held as int)."""
     shape = tuple(jaxpr.eqns[-1].outvars[0].aval.shape)
     size = math.prod(shape)
-    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    name = identifier(name)
     params, hoisted, body, stores = [], [], [], []
     local: dict = {}
     n = [0]
@@ -613,7 +613,7 @@ def row_body(jaxpr, loops=RowLoops(), local_type=compute_type) -> RowBody:
 def render_row_kernel(jaxpr, name) -> Kernel:
     """A row group as one CUDA kernel: a block per row (grid-stride over the rows), launched
     with any number of threads up to THREADS_PER_BLOCK."""
-    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    name = identifier(name)
     b = row_body(jaxpr)
     lines = [f'extern "C" __global__ void {name}({", ".join(b.params)}) {{']
     lines += ["  " + h for h in b.hoisted]
@@ -747,7 +747,7 @@ class _Program:
             else:
                 rets.append(self.names[a])
         body.append(f"return [{', '.join(rets)}]")
-        fname = "".join(c if c.isalnum() else "_" for c in self.name) or "jitted"
+        fname = identifier(self.name) or "jitted"
         self.fname = fname
         consts = [f"k{i}=_K{i}" for i in range(len(j.constvars))]
         self.source = "\n".join([f"def {fname}({', '.join(args + consts)}):"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .. import cuda
+from .. import cuda, identifier
 from ... import passes
 from ...core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
 from . import kernels
@@ -70,7 +70,7 @@ class RowFunction:
     """A row group rendered for the host: name, size (elements), rows, and its C++ text."""
 
     def __init__(self, jaxpr, name):
-        self.name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+        self.name = identifier(name)
         b = cuda.row_body(jaxpr, HOST_LOOPS, kernels.local_type)
         self.rows, self.cols, self.size = b.rows, b.cols, b.rows * b.cols
         lines = [f"static void {self.name}_body({', '.join(b.params + ['const int nt'])}) {{"]

@@ -17,6 +17,8 @@ import subprocess
 import tempfile
 import threading
 
+from .. import identifier
+
 BASE_FLAGS = ("-std=c++17", "-O3", "-fno-fast-math", "-ffp-contract=off", "-fno-math-errno",
               "-fwrapv", "-fopenmp-simd", "-fPIC", "-shared")
 OPENMP_FLAG = "-fopenmp"
@@ -219,7 +221,7 @@ def library_path(source: str, name: str, compiler: Compiler | None = None,
                  _headers_digest(), _machine_digest(), " ".join(include)):
         h.update(part.encode())
         h.update(b"\0")
-    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name)[:40] or "lib"
+    safe = identifier(name)[:40] or "lib"
     return os.path.join(cache_dir(), f"{safe}-{h.hexdigest()[:32]}.so")
 
 

@@ -86,18 +86,10 @@ def run_node_by_node(nodes, pos, targets, root_keys, root_cts, create_graph, str
                 res.append(_final(ct.get(k), k, spec, run, create_graph))
                 continue
             c = captured.get(k)
-            if c is None:
-                a = spec.avals[k]
-                c = np.zeros(a.shape, a.dtype)
-                c = wrap(c) if create_graph else c
-            res.append(c)
+            res.append(c if c is not None else _zeros(k, spec, create_graph))
         for k in spec.captures:
             c = captured.get(k, ct.get(k))
-            if c is None:
-                a = spec.avals[k]
-                c = wrap(np.zeros(a.shape, a.dtype)) if create_graph else np.zeros(a.shape,
-                                                                                     a.dtype)
-            res.append(c)
+            res.append(c if c is not None else _zeros(k, spec, create_graph))
     finally:
         RUN.stack.pop()
     if not create_graph:
@@ -131,11 +123,14 @@ def _final(c, k, spec, run, create_graph):
     """A leaf target's gradient once complete: its tensor hooks run, zeros if none came."""
     if c is not None and k in spec.taps:
         c = _tap(c, spec.taps[k], run, create_graph)
-    if c is None:
-        a = spec.avals[k]
-        c = np.zeros(a.shape, a.dtype)
-        return wrap(c) if create_graph else c
-    return c
+    return c if c is not None else _zeros(k, spec, create_graph)
+
+
+def _zeros(k, spec, create_graph):
+    """The gradient of value k when nothing reached it (a Tensor under create_graph)."""
+    a = spec.avals[k]
+    c = np.zeros(a.shape, a.dtype)
+    return wrap(c) if create_graph else c
 
 
 def _tap(c, hook, run, create_graph):

@@ -92,28 +92,33 @@ def _calls(e):
     return _CALL.findall(cuda.template_for(e))
 
 
+def _first_calling_beyond(jaxpr, allowed):
+    """The first primitive of the group whose template calls a function outside
+    allowed(eqn), or None."""
+    for e in jaxpr.eqns:
+        if e.primitive is not broadcast_in_dim_p and set(_calls(e)) - allowed(e):
+            return e.primitive.name
+    return None
+
+
 def transcendental(jaxpr):
     """The first primitive of the group whose template calls a function beyond
     CHEAP_CALLS (a long chain of arithmetic per element), or None."""
-    for e in jaxpr.eqns:
-        if e.primitive is not broadcast_in_dim_p and set(_calls(e)) - CHEAP_CALLS:
-            return e.primitive.name
-    return None
+    return _first_calling_beyond(jaxpr, lambda e: CHEAP_CALLS)
+
+
+_FAST = CHEAP_CALLS | FASTER_THAN_NUMPY
+_FAST_FLOAT = _FAST | FAST_FLOAT_CALLS
 
 
 def costly_math(jaxpr):
     """The first primitive of the group whose template calls a function NumPy computes
     faster on large arrays (beyond CHEAP_CALLS and FASTER_THAN_NUMPY, and for float
     operands FAST_FLOAT_CALLS), or None."""
-    for e in jaxpr.eqns:
-        if e.primitive is broadcast_in_dim_p:
-            continue
-        fast = CHEAP_CALLS | FASTER_THAN_NUMPY
-        if e.invars and cuda.compute_type(e.invars[0].aval.dtype) == "float":
-            fast = fast | FAST_FLOAT_CALLS
-        if set(_calls(e)) - fast:
-            return e.primitive.name
-    return None
+    def fast(e):
+        is_float = e.invars and cuda.compute_type(e.invars[0].aval.dtype) == "float"
+        return _FAST_FLOAT if is_float else _FAST
+    return _first_calling_beyond(jaxpr, fast)
 
 
 def interleaved(body, k):

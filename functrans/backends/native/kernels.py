@@ -52,7 +52,7 @@ FASTER_THAN_NUMPY = {"erf"}
 _CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
 _STREAM_J = re.compile(r"\bi\b|\bv(\d+)\b")
 STREAMS_MIN_SIZE = 1 << 12
-STREAMS = 4
+STREAMS = 8
 
 
 def unsupported(jaxpr) -> str | None:

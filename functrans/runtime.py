@@ -112,13 +112,10 @@ def _program_of(jaxpr: Jaxpr) -> _Program:
 # the straight-line tier
 
 
-def straight_line(jaxpr: Jaxpr, deliver=None):
+def straight_line(jaxpr: Jaxpr):
     """jaxpr (consts as leading arguments) as Python source with one line per equation,
     each calling impl(xp, ...) bound to its params: a function (xp, *vals) -> outputs.
-    Literals and the bound implementations live in the function's globals. With `deliver`
-    ({equation index: [output positions]}) it is (xp, cb, *vals) and calls cb(position,
-    value) right after that equation for each of those outputs (computed by then): the
-    facade engine hands out leaf gradients as soon as they are final."""
+    Literals and the bound implementations live in the function's globals."""
     names: dict = {}
     glob: dict = {}
 
@@ -129,9 +126,7 @@ def straight_line(jaxpr: Jaxpr, deliver=None):
             return key
         return names.setdefault(a, f"v{len(names)}")
     args = [name(v) for v in jaxpr.constvars + jaxpr.invars]
-    head = "xp, cb" if deliver is not None else "xp"
-    deliver = deliver or {}
-    lines = [f"def run({', '.join([head] + args)}):"]
+    lines = [f"def run({', '.join(['xp'] + args)}):"]
     for i, eqn in enumerate(jaxpr.eqns):
         fn = f"f{i}"
         glob[fn] = functools.partial(eqn.primitive.impl, **eqn.params) if eqn.params \
@@ -143,7 +138,6 @@ def straight_line(jaxpr: Jaxpr, deliver=None):
         else:
             lines.append(f"    {outs}{',' if eqn.primitive.multiple_results else ''} = "
                          f"{fn}({ins})")
-        lines += [f"    cb({k}, {name(jaxpr.outvars[k])})" for k in deliver.get(i, ())]
     lines.append(f"    return [{', '.join(name(a) for a in jaxpr.outvars)}]")
     exec(compile("\n".join(lines), f"<jaxpr {id(jaxpr):x}>", "exec"), glob)
     return glob["run"]
@@ -156,8 +150,11 @@ def straight_line(jaxpr: Jaxpr, deliver=None):
 def hot_program(jaxpr: Jaxpr):
     """jaxpr (consts as leading arguments) lowered by the CPU backend, its outputs allowed
     to alias its inputs: exe(*vals) -> outputs; False (stay straight-line code) for
-    effects, a failed lowering or buffers larger than the whole byte budget."""
-    if not jaxpr.eqns or any(e.primitive.effectful for e in jaxpr.eqns):
+    effects, a failed lowering or buffers larger than the whole byte budget. An effect
+    declared hot_safe (its operands are never scratch buffers a callback could keep) is
+    lowered like any other equation."""
+    if not jaxpr.eqns or any(e.primitive.effectful and not e.primitive.extra.get("hot_safe")
+                             for e in jaxpr.eqns):
         return False                    # callbacks run as written
     flat = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
     try:

@@ -880,6 +880,8 @@ EXTERNAL: dict[str, str] = {
     "module_hook_call": "test_compile.py",
     # jax.debug.print's host callback
     "debug_print": "test_jax_api.py",
+    # the engine's early delivery of final leaf gradients
+    "deliver_gradients": "test_early_delivery.py",
 }
 
 # ---------------------------------------------------------------------------

@@ -7,6 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 import functrans as ft
+from functrans import runtime
+
+hot_program = runtime.hot_program
 
 
 def _model():
@@ -54,10 +57,20 @@ def test_a_leaf_used_twice_and_inputs_given():
     assert len(calls) == 3
 
 
-def test_an_optimizer_step_in_the_post_accumulate_hook():
+def test_an_optimizer_step_in_the_post_accumulate_hook(monkeypatch):
     """torch's "optimizer step in backward": the hook updates the parameter in place; the
     gradients computed after it must not read the updated value (the program hands a leaf
-    out only once no later equation reads its saved value)."""
+    out only once no later equation reads its saved value), in every tier of the program:
+    node by node, straight-line code and, once hot, the lowered program (where the
+    delivery equation reads the results of the equations that must run before it)."""
+    lowered = []
+
+    def spy(jaxpr):
+        exe = hot_program(jaxpr)
+        if any(e.primitive.name == "deliver_gradients" for e in jaxpr.eqns):
+            lowered.append(exe)
+        return exe
+    monkeypatch.setattr(runtime, "hot_program", spy)
     m, ref = _model(), _model()
     lr = 0.1
 
@@ -69,10 +82,55 @@ def test_an_optimizer_step_in_the_post_accumulate_hook():
         p.register_post_accumulate_grad_hook(step)
     opt = ft.optim.SGD(ref.parameters(), lr=lr)
     x = ft.tensor(np.random.default_rng(0).standard_normal((5, 4)))
-    for _ in range(4):                      # node by node, then the compiled program
+    for _ in range(runtime.HOT_RUNS + 4):
         (m(x) ** 2).sum().backward()
         opt.zero_grad()
         (ref(x) ** 2).sum().backward()
         opt.step()
         for p, q in zip(m.parameters(), ref.parameters()):
             np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-13)
+    assert lowered and lowered[0] and "deliver_gradients" in lowered[0].source
+
+
+class _Scaled(ft.nn.Module):
+    """tanh(x W) * s: the backward reads the leaf s elementwise (g * s), in one fusible
+    chain with the tanh derivative that follows it."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = ft.nn.Linear(4, 8).double()
+        self.s = ft.nn.Parameter(ft.linspace(0.5, 1.5, 8, dtype=ft.float64))
+        self.out = ft.nn.Linear(8, 1).double()
+
+    def forward(self, x):
+        return self.out(ft.tanh(self.lin(x)) * self.s)
+
+
+def test_an_optimizer_step_in_the_hook_of_a_leaf_read_elementwise(monkeypatch):
+    """The lowered program fuses elementwise chains and places a group at its last member:
+    the equation reading the leaf s (g * s) must still run before s's hook updates it."""
+    ft.manual_seed(0)
+    m = _Scaled()
+    ft.manual_seed(0)
+    ref = _Scaled()
+    lr = 0.1
+
+    def step(p):
+        with ft.no_grad():
+            p.add_(p.grad, alpha=-lr)
+        p.grad = None
+    m.s.register_post_accumulate_grad_hook(step)
+    opt = ft.optim.SGD(ref.parameters(), lr=lr)
+    x = ft.tensor(np.random.default_rng(1).standard_normal((5, 4)))
+    for _ in range(runtime.HOT_RUNS + 4):
+        for p in m.parameters():
+            p.grad = None
+        (m(x) ** 2).sum().backward()
+        with ft.no_grad():
+            for p in (m.lin.weight, m.lin.bias, m.out.weight, m.out.bias):
+                p.add_(p.grad, alpha=-lr)
+        opt.zero_grad()
+        (ref(x) ** 2).sum().backward()
+        opt.step()
+        for p, q in zip(m.parameters(), ref.parameters()):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-12)

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import Jaxpr, Tracer, Var, _thread_state, array_module
+from ..core import (ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Tracer, Var, _thread_state,
+                    array_module)
 from .. import passes
-from ..runtime import gc_paused, program as concrete_program, straight_line
+from ..runtime import gc_paused, program as concrete_program
 from .grad_mode import STATE as GRAD_STATE
 from .record import ANOMALY
 from .interpret import run_node_by_node
@@ -25,7 +26,7 @@ from .lower import derive_program, index_graph, make_spec, prune_inputs, value_k
 from .node import edge_of
 from .ops import eval_jaxpr_facade
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
-                       torch_convention)
+                       deliver_p, torch_convention)
 from .tensor import Tensor, traced_hooks, wrap
 
 # ---------------------------------------------------------------------------
@@ -225,7 +226,7 @@ def _execute(prog, nodes, hooked, fns, root_cts, create_graph, early=None):
         return traced_hooks().run_program(prog, nodes, hooked, fns, vals, root_cts,
                                           create_graph)
     hooks = [[nodes[p].hooks[j]] for p, j in hooked]
-    run = RunContext(hooks, [nodes[p] for p in fns], create_graph, wrap)
+    run = RunContext(hooks, [nodes[p] for p in fns], create_graph, wrap, early)
     RUN.stack.append(run)
     try:
         if create_graph:
@@ -235,8 +236,7 @@ def _execute(prog, nodes, hooked, fns, root_cts, create_graph, early=None):
         with np.errstate(all="ignore"):     # torch's backward does not warn about inf/nan
             if early is not None and prog.early is not None:
                 early.owned = seen
-                outs = _early_program(prog, early.aliases(vals))(
-                    xp, early, *prog.closed.consts, *vals, *root_cts)
+                outs = _early_program(prog, early.aliases(vals))(xp, *vals, *root_cts)
             else:
                 outs = prog.fn(xp, *vals, *root_cts)
     finally:
@@ -246,26 +246,31 @@ def _execute(prog, nodes, hooked, fns, root_cts, create_graph, early=None):
 
 
 def _early_program(prog, aliases):
-    """prog's straight-line code calling early(i, value) as soon as output i is final and
-    no later equation reads a saved value of its leaf; aliases: (i, input positions of
-    those saved values) per early output."""
+    """prog with `deliver_gradients` equations that hand output i to the run context's
+    early(i, value) as soon as it is final and no later equation reads a saved value of
+    its leaf, run through the runtime's tiers like prog (lowered once hot); aliases: (i,
+    input positions of those saved values) per early output."""
     fn = prog.early.get(aliases)
     if fn is None:
         if len(prog.early) > 8:
             prog.early.clear()
-        fn = prog.early[aliases] = straight_line(*_eager_order(prog.closed.jaxpr, aliases))
+        jaxpr = _eager_order(prog.closed.jaxpr, aliases)
+        fn = prog.early[aliases] = concrete_program(ClosedJaxpr(jaxpr, prog.closed.consts))
     return fn
 
 
 def _eager_order(jaxpr, aliases):
-    """(jaxpr with its equations reordered, {equation: outputs to hand out after it}): each
+    """jaxpr with its equations reordered and `deliver_gradients` equations added: each
     early output i after the equations computing it and those reading its leaf's saved
     values (a post-accumulate hook may update the leaf in place, as an optimizer step in
-    backward does; torch's engine too has finished with them by then), the one needing the
+    backward does; torch's engine too has finished with them by then; the delivery reads
+    their results, so that no later schedule moves them past it), the one needing the
     fewest equations first (torch accumulates the last layer's gradients first);
     effectful equations (hooks) keep their relative order. The same equations on the same
     values: the same numbers."""
     producer, readers, deps, last_effect = {}, {}, [], None
+    views = {v: {v} for v in jaxpr.invars}  # input -> the values that may share its memory
+    roots = {v: (v,) for v in jaxpr.invars}
     for i, e in enumerate(jaxpr.eqns):
         d = set()
         for v in e.invars:
@@ -273,6 +278,12 @@ def _eager_order(jaxpr, aliases):
                 readers.setdefault(v, []).append(i)
                 if v in producer:
                     d.add(producer[v])
+        if not e.primitive.fresh:                   # its result may be a view (a reshape...)
+            r = tuple({b for v in e.invars if type(v) is Var for b in roots.get(v, ())})
+            for o in e.outvars:
+                roots[o] = r
+                for b in r:
+                    views[b].add(o)
         if e.primitive.effectful:
             if last_effect is not None:
                 d.add(last_effect)
@@ -285,23 +296,36 @@ def _eager_order(jaxpr, aliases):
         v = jaxpr.outvars[i]
         if type(v) is not Var or v not in producer:
             continue                    # not computed by the program: handed out after it
-        cone, stack = set(), [producer[v]]
-        stack += [r for j in saved for r in readers.get(jaxpr.invars[j], ())]
+        first = sorted({r for j in saved for a in views[jaxpr.invars[j]]
+                        for r in readers.get(a, ())})
+        cone, stack = set(), [producer[v]] + first
         while stack:
             j = stack.pop()
             if j not in cone:
                 cone.add(j)
                 stack.extend(deps[j])
-        cones.append((len(cone), i, cone))
-    order, placed, deliver = [], set(), {}
-    for _, i, cone in sorted(cones):
+        cones.append((len(cone), i, cone, first))
+    eqns, placed, pending = [], set(), ([], [])
+    for _, i, cone, first in sorted(cones):
         new = sorted(cone - placed)
-        order += new
+        if new and pending[0]:
+            eqns.append(_delivery(jaxpr, *pending))
+            pending = ([], [])
+        eqns += [jaxpr.eqns[j] for j in new]
         placed.update(new)
-        deliver.setdefault(len(order) - 1, []).append(i)
-    order += [i for i in range(len(jaxpr.eqns)) if i not in placed]
-    return Jaxpr(jaxpr.constvars, jaxpr.invars, [jaxpr.eqns[i] for i in order],
-                 jaxpr.outvars), deliver
+        pending[0].append(i)
+        pending[1].extend(jaxpr.eqns[j].outvars[0] for j in first if jaxpr.eqns[j].outvars)
+    if pending[0]:
+        eqns.append(_delivery(jaxpr, *pending))
+    eqns += [e for j, e in enumerate(jaxpr.eqns) if j not in placed]
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
+
+
+def _delivery(jaxpr, outputs, after):
+    """The equation handing out jaxpr's outputs at positions `outputs` (their values
+    computed by then), reading `after` (results of equations that must run first)."""
+    return JaxprEqn(deliver_p, [jaxpr.outvars[i] for i in outputs] + after,
+                    {"outputs": tuple(outputs)}, [Var(ShapedArray((), np.bool_))])
 
 
 class _Early:

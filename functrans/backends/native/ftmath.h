@@ -590,12 +590,19 @@ FTM_INL float expm1_tail_f(float r) {
                  0x1.555556p-5f, 0x1.555556p-3f, 0x1.0p-1f);
 }
 
-// exp: 2^k (1 + expm1(r)), 2^k applied in two steps so that a subnormal result rounds once;
+// e^r = 1 + r + r^2 Q(r) for |r| <= 0.35, Q a degree-4 fit (its error in e^r < 0.07 ulp):
+// enough where e^r is not cancelled against 1 (exp, tanh; expm1 keeps the longer series)
+FTM_INL float exp_tail_f(float r) {
+  return hornerf(r, 0x1.6a2438p-10f, 0x1.1239ep-7f, 0x1.5558f2p-5f, 0x1.555492p-3f,
+                 0x1.fffffcp-2f);
+}
+
+// exp: 2^k e^r, 2^k applied in two steps so that a subnormal result rounds once;
 // NaN and the overflow/underflow ends follow from the clamp
 FTM_INL float exp_f(float x) {
   float k;
   const float r = exp_reduce_f(clampf(x, -104.0f, 89.0f), k);
-  const float p = 1.0f + (r + r * r * expm1_tail_f(r));
+  const float p = 1.0f + FTM_MADDF(r * r, exp_tail_f(r), r);
   const float k1 = (k * 0.5f + MAGICF) - MAGICF;
   return p * pow2f(k1) * pow2f(k - k1);
 }
@@ -612,13 +619,6 @@ FTM_INL float expm1_core_f(float x) {
 // expm1: the core on x clamped; |x| < 2^-25 (subnormals, -0) is its own answer
 FTM_INL float expm1_f(float x) {
   return self(ltf(absf(x), 0x1p-25f), x, expm1_core_f(clampf(x, -20.0f, 89.0f)));
-}
-
-// e^r = 1 + r + r^2 Q(r) for |r| <= 0.35, Q a degree-4 fit (its error in e^r < 0.07 ulp):
-// enough where e^r is not cancelled against 1 (tanh; expm1 keeps the longer series)
-FTM_INL float exp_tail_f(float r) {
-  return hornerf(r, 0x1.6a2438p-10f, 0x1.1239ep-7f, 0x1.5558f2p-5f, 0x1.555492p-3f,
-                 0x1.fffffcp-2f);
 }
 
 // tanh |x|: below 0.5625 a + a^3 P(a^2), P a degree-5 Chebyshev fit (relative error of

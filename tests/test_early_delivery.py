@@ -5,6 +5,7 @@ the backward, node by node and in the compiled program alike, with the same numb
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import functrans as ft
 from functrans import runtime
@@ -134,3 +135,55 @@ def test_an_optimizer_step_in_the_hook_of_a_leaf_read_elementwise(monkeypatch):
         opt.step()
         for p, q in zip(m.parameters(), ref.parameters()):
             np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-12)
+
+
+def test_a_hook_may_update_the_parameters_its_ops_saved():
+    """torch runs a leaf's hooks once the ops it went into have run their backward: a hook
+    on the last bias may update the last weight in place (the linear op already read it)."""
+    ft.manual_seed(0)
+    m = ft.nn.Sequential(ft.nn.Linear(4, 8), ft.nn.Tanh(), ft.nn.Linear(8, 3)).double()
+    x = ft.tensor(np.random.default_rng(0).standard_normal((5, 4)))
+    w2, b2 = m[2].weight, m[2].bias
+
+    def hook(p):
+        with ft.no_grad():
+            w2.add_(0.5)
+    b2.register_post_accumulate_grad_hook(hook)
+    for _ in range(runtime.HOT_RUNS + 4):
+        before = [p.detach().clone() for p in m.parameters()]
+        ref = ft.nn.Sequential(ft.nn.Linear(4, 8), ft.nn.Tanh(), ft.nn.Linear(8, 3)).double()
+        with ft.no_grad():
+            for q, b in zip(ref.parameters(), before):
+                q.copy_(b)
+        want = ft.autograd.grad((ref(x) ** 2).sum(), list(ref.parameters()))
+        m.zero_grad()
+        (m(x) ** 2).sum().backward()
+        for p, w in zip(m.parameters(), want):
+            np.testing.assert_allclose(p.grad.numpy(), w.numpy(), rtol=1e-13)
+
+
+def test_a_hook_updating_a_value_backward_still_needs_raises():
+    """A hook on the last bias updating the first weight, which the first layer saved for
+    the input's gradient and has not read yet: torch's in-place error, in every tier (node
+    by node when its node runs, in the program once the hook has run), and nothing stays
+    half done for the next backward."""
+    ft.manual_seed(0)
+    m = ft.nn.Sequential(ft.nn.Linear(4, 8), ft.nn.Tanh(), ft.nn.Linear(8, 3)).double()
+    x = ft.tensor(np.random.default_rng(0).standard_normal((5, 4)), requires_grad=True)
+    w1, b2 = m[0].weight, m[2].bias
+
+    def hook(p):
+        with ft.no_grad():
+            w1.add_(0.5)
+    handle = b2.register_post_accumulate_grad_hook(hook)
+    for _ in range(runtime.HOT_RUNS + 4):
+        m.zero_grad()
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            (m(x) ** 2).sum().backward()
+    handle.remove()
+    m.zero_grad()
+    x.grad = None
+    (m(x) ** 2).sum().backward()
+    want = ft.autograd.grad((m(x) ** 2).sum(), [x] + list(m.parameters()))
+    for g, w in zip([x.grad] + [p.grad for p in m.parameters()], want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-13)

@@ -35,7 +35,7 @@ from .tensor import Tensor, traced_hooks, wrap
 class Program:
     """A cached backward program: the compiled function, the keys of its value inputs,
     where to fetch them, the retained values it captures and the nodes it replays."""
-    __slots__ = ("closed", "fn", "fetch", "captures", "keys", "replayed", "early")
+    __slots__ = ("closed", "fn", "fetch", "captures", "keys", "replayed", "early", "saved_by")
 
 
 _CACHE: dict = {}
@@ -87,6 +87,7 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None, ke
         # the variants that hand out leaf gradients early, by output positions (straight-
         # line code; not across an ft.compile node, whose program is fused)
         prog.early = None if fused else {}
+    prog.saved_by = None
     prog.captures = list(spec.captures)
     prog.replayed = tuple(rn.pos for rn in spec.nodes)    # the nodes this backward executes
     index = _holder_index(spec)
@@ -235,14 +236,37 @@ def _execute(prog, nodes, hooked, fns, root_cts, create_graph, early=None):
         seen = _input_ids(vals, root_cts)
         with np.errstate(all="ignore"):     # torch's backward does not warn about inf/nan
             if early is not None and prog.early is not None:
-                early.owned = seen
-                outs = _early_program(prog, early.aliases(vals))(xp, *vals, *root_cts)
+                early.owned, early.nodes, early.fetch = seen, nodes, prog.fetch
+                outs = _early_program(prog, early.aliases(vals, _saved_by(prog, nodes)))(
+                    xp, *vals, *root_cts)
             else:
                 outs = prog.fn(xp, *vals, *root_cts)
     finally:
         RUN.stack.pop()
     done = early.done if early is not None else ()
     return [None if i in done else _own(o, seen) for i, o in enumerate(outs)]
+
+
+def _saved_by(prog, nodes):
+    """Value key of a node input -> the program inputs holding leaves (parameters) saved by
+    the nodes that take it (for a leaf with hooks: by the ops it went into), computed once
+    per program."""
+    if prog.saved_by is None:
+        leaves = {}
+        for j, holders in enumerate(prog.fetch):
+            for p, s in holders:
+                n = nodes[p]
+                e = n.edges[s] if s < n.info.n_in else None
+                if e is not None and e[0].info is None:
+                    leaves.setdefault(p, set()).add(j)
+        res = {}
+        for p in prog.replayed:
+            if p in leaves:
+                for e in nodes[p].edges:
+                    if e is not None:
+                        res.setdefault((e[0].pos, e[1]), set()).update(leaves[p])
+        prog.saved_by = res
+    return prog.saved_by
 
 
 def _early_program(prog, aliases):
@@ -318,21 +342,42 @@ def _eager_order(jaxpr, aliases):
     if pending[0]:
         eqns.append(_delivery(jaxpr, *pending))
     eqns += [e for j, e in enumerate(jaxpr.eqns) if j not in placed]
-    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, _with_checks(jaxpr, eqns), jaxpr.outvars)
 
 
 def _delivery(jaxpr, outputs, after):
     """The equation handing out jaxpr's outputs at positions `outputs` (their values
     computed by then), reading `after` (results of equations that must run first)."""
     return JaxprEqn(deliver_p, [jaxpr.outvars[i] for i in outputs] + after,
-                    {"outputs": tuple(outputs)}, [Var(ShapedArray((), np.bool_))])
+                    {"outputs": tuple(outputs), "check": ()}, [Var(ShapedArray((), np.bool_))])
+
+
+def _with_checks(jaxpr, eqns):
+    """Each delivery equation given `check`: the positions of the inputs (or of values
+    sharing their memory) that equations after it read, whose version counters it checks
+    once the hooks have run."""
+    pos = {v: j for j, v in enumerate(jaxpr.invars)}
+    roots = {v: {j} for v, j in pos.items()}
+    for e in eqns:
+        if not e.primitive.fresh:
+            r = set().union(*[roots.get(v, ()) for v in e.invars if type(v) is Var])
+            for o in e.outvars:
+                roots[o] = r
+    out, later = [], set()
+    for e in reversed(eqns):
+        if e.primitive is deliver_p:
+            e = e._replace(params={**e.params, "check": tuple(sorted(later))})
+        else:
+            later.update(j for v in e.invars if type(v) is Var for j in roots.get(v, ()))
+        out.append(e)
+    return out[::-1]
 
 
 class _Early:
     """The leaf targets with post-accumulate hooks, handed to `deliver` as soon as their
     gradient is final (torch runs a leaf's AccumulateGrad node, and so its hooks, when its
     gradient is ready): DistributedDataParallel starts its all-reduces during backward."""
-    __slots__ = ("indices", "targets", "deliver", "done", "owned")
+    __slots__ = ("indices", "targets", "keys", "deliver", "done", "owned", "nodes", "fetch")
 
     @staticmethod
     def of(targets, tkeys, uniq, deliver):
@@ -345,19 +390,24 @@ class _Early:
             return None
         self = _Early()
         self.targets = {i: by_key[k] for i, k in enumerate(uniq) if k in by_key}
+        self.keys = {i: k for i, k in enumerate(uniq) if k in by_key}
         self.indices = frozenset(self.targets)
         self.deliver, self.done, self.owned = deliver, set(), set()
         return self
 
-    def aliases(self, vals):
-        """(i, positions in vals of values that share the memory of output i's leaves)."""
+    def aliases(self, vals, saved_by):
+        """(i, positions in vals to be read before output i is handed out) per early output:
+        values that share the memory of its leaves (a hook may update a leaf in place) and
+        the parameters saved by the ops its leaves went into (torch runs a leaf's hooks once
+        those ops' backward nodes have run: a hook may update the other parameters they
+        read, as an optimizer step does)."""
         by_base = {}
         for j, v in enumerate(vals):
             b = getattr(v, "base", None)
             by_base.setdefault(id(v if b is None else b), []).append(j)
         res = []
         for i in sorted(self.indices):
-            pos = set()
+            pos = set(saved_by.get(self.keys[i], ()))
             for t in self.targets[i]:
                 d = t._data
                 b = getattr(d, "base", None)
@@ -371,6 +421,25 @@ class _Early:
         self.done.add(i)
         for t in self.targets[i]:
             self.deliver(t, g)
+
+    def verify(self, positions):
+        """The saved values at these program inputs, still to be read, must not have been
+        modified in place by the hooks that just ran (torch's version counter check; the
+        node-by-node interpreter checks each node's values when it runs)."""
+        for j in positions:
+            for p, s in self.fetch[j] if j < len(self.fetch) else ():
+                n = self.nodes[p]
+                if n.vers:
+                    try:
+                        _check_version(n, s)
+                    except RuntimeError as e:
+                        raise RuntimeError(
+                            f"{e} It was modified during this backward, by a "
+                            "post-accumulate-grad hook: the engine runs a tensor's hooks as "
+                            "soon as its gradient is final, possibly before backward has read "
+                            "every value it saved; modify other tensors after backward "
+                            "returns (or in a callback queued with "
+                            "ft.autograd.Variable._execution_engine.queue_callback)") from None
 
 
 def _any_traced(vals, root_cts):

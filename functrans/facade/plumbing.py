@@ -275,16 +275,19 @@ def _fhook_run(xp, *vals, ref):
     return np.zeros((), np.bool_)
 
 
-def _deliver_impl(xp, *vals, outputs):
+def _deliver_impl(xp, *vals, outputs, check):
     run = _current_run()
     for i, g in zip(outputs, vals):
         run.early(i, g)
+    if check:
+        run.early.verify(check)
     return np.zeros((), np.bool_)
 
 
 # the engine's early delivery of final leaf gradients (engine._early_program): the
 # program's outputs `outputs` are final, handed to the run context's `early` (which runs
-# their post-accumulate hooks). Operands past len(outputs) are values of the equations
+# their post-accumulate hooks), which then checks that the hooks left the saved values at
+# the program inputs `check` (read by later equations) unmodified. Operands past len(outputs) are values of the equations
 # that must run first (those reading the leaves' saved values), so that no schedule of the
 # lowered program moves them after the hooks, which may update the leaves in place (the
 # fusion pass places a group at its last member; a group read by the delivery closes

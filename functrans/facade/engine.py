@@ -293,8 +293,7 @@ def _eager_order(jaxpr, aliases):
     effectful equations (hooks) keep their relative order. The same equations on the same
     values: the same numbers."""
     producer, readers, deps, last_effect = {}, {}, [], None
-    views = {v: {v} for v in jaxpr.invars}  # input -> the values that may share its memory
-    roots = {v: (v,) for v in jaxpr.invars}
+    roots = _memory_roots(jaxpr.invars, jaxpr.eqns)
     for i, e in enumerate(jaxpr.eqns):
         d = set()
         for v in e.invars:
@@ -302,12 +301,6 @@ def _eager_order(jaxpr, aliases):
                 readers.setdefault(v, []).append(i)
                 if v in producer:
                     d.add(producer[v])
-        if not e.primitive.fresh:                   # its result may be a view (a reshape...)
-            r = tuple({b for v in e.invars if type(v) is Var for b in roots.get(v, ())})
-            for o in e.outvars:
-                roots[o] = r
-                for b in r:
-                    views[b].add(o)
         if e.primitive.effectful:
             if last_effect is not None:
                 d.add(last_effect)
@@ -320,8 +313,8 @@ def _eager_order(jaxpr, aliases):
         v = jaxpr.outvars[i]
         if type(v) is not Var or v not in producer:
             continue                    # not computed by the program: handed out after it
-        first = sorted({r for j in saved for a in views[jaxpr.invars[j]]
-                        for r in readers.get(a, ())})
+        saved = set(saved)
+        first = sorted({r for a, js in roots.items() if js & saved for r in readers.get(a, ())})
         cone, stack = set(), [producer[v]] + first
         while stack:
             j = stack.pop()
@@ -342,7 +335,21 @@ def _eager_order(jaxpr, aliases):
     if pending[0]:
         eqns.append(_delivery(jaxpr, *pending))
     eqns += [e for j, e in enumerate(jaxpr.eqns) if j not in placed]
-    return Jaxpr(jaxpr.constvars, jaxpr.invars, _with_checks(jaxpr, eqns), jaxpr.outvars)
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, _with_checks(eqns, roots), jaxpr.outvars)
+
+
+def _memory_roots(invars, eqns):
+    """var -> the positions of the inputs whose memory it may share: the inputs themselves
+    and the results of equations that may return views (not `fresh`: a reshape, a
+    broadcast) of them."""
+    roots = {v: frozenset((j,)) for j, v in enumerate(invars)}
+    for e in eqns:
+        if not e.primitive.fresh:
+            r = frozenset().union(*[roots.get(v, ()) for v in e.invars if type(v) is Var])
+            if r:
+                for o in e.outvars:
+                    roots[o] = r
+    return roots
 
 
 def _delivery(jaxpr, outputs, after):
@@ -352,17 +359,10 @@ def _delivery(jaxpr, outputs, after):
                     {"outputs": tuple(outputs), "check": ()}, [Var(ShapedArray((), np.bool_))])
 
 
-def _with_checks(jaxpr, eqns):
-    """Each delivery equation given `check`: the positions of the inputs (or of values
-    sharing their memory) that equations after it read, whose version counters it checks
-    once the hooks have run."""
-    pos = {v: j for j, v in enumerate(jaxpr.invars)}
-    roots = {v: {j} for v, j in pos.items()}
-    for e in eqns:
-        if not e.primitive.fresh:
-            r = set().union(*[roots.get(v, ()) for v in e.invars if type(v) is Var])
-            for o in e.outvars:
-                roots[o] = r
+def _with_checks(eqns, roots):
+    """Each delivery equation given `check`: the positions of the inputs that equations
+    after it read (directly or through views; `roots` as _memory_roots), whose version
+    counters it checks once the hooks have run."""
     out, later = [], set()
     for e in reversed(eqns):
         if e.primitive is deliver_p:

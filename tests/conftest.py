@@ -49,6 +49,17 @@ def native_backend():
     ft.config.update("cpu_backend", saved)
 
 
+@pytest.fixture
+def numpy_backend():
+    """Fusion groups run the NumPy backend's generated code in this test (one about that
+    code itself: its blocks, its buffer reuse, its source), whatever
+    $FUNCTRANS_CPU_BACKEND says."""
+    saved = ft.config.cpu_backend
+    ft.config.update("cpu_backend", "numpy")
+    yield
+    ft.config.update("cpu_backend", saved)
+
+
 @pytest.fixture(autouse=True)
 def _trace_stack_unchanged():
     """A test that leaves the interpreter stack changed has found a state leak."""

@@ -58,7 +58,7 @@ def blocked_config():
 
 
 @pytest.fixture
-def blocked():
+def blocked(numpy_backend):
     with blocked_config():
         yield
 
@@ -392,7 +392,7 @@ def test_concurrent_calls_from_threads(blocked):
 # donation
 
 
-def test_donated_buffers_are_reused_for_outputs():
+def test_donated_buffers_are_reused_for_outputs(numpy_backend):
     f = ft.jit(lambda w, g: w - 0.1 * g, donate_argnums=0)
     w, g = rand(1000), rand(1000, seed=1)
     want = w - F32(0.1) * g
@@ -491,7 +491,7 @@ def test_runtime_error_then_success():
 # lower(): the optimized jaxpr and the generated code
 
 
-def test_lower_shows_optimized_jaxpr_and_code():
+def test_lower_shows_optimized_jaxpr_and_code(numpy_backend):
     f = ft.jit(lambda x: fnp.sin(x) * fnp.sin(x) + fnp.cos(x))
     low = f.lower(rand(5))
     text = str(low)

@@ -287,12 +287,12 @@ def _deliver_impl(xp, *vals, outputs, check):
 # the engine's early delivery of final leaf gradients (engine._early_program): the
 # program's outputs `outputs` are final, handed to the run context's `early` (which runs
 # their post-accumulate hooks), which then checks that the hooks left the saved values at
-# the program inputs `check` (read by later equations) unmodified. Operands past len(outputs) are values of the equations
-# that must run first (those reading the leaves' saved values), so that no schedule of the
-# lowered program moves them after the hooks, which may update the leaves in place (the
-# fusion pass places a group at its last member; a group read by the delivery closes
-# there). What it hands out are program outputs, never a lowered program's scratch
-# buffers, and it keeps nothing else: safe in hot code.
+# the program inputs `check` (read by later equations) unmodified. Operands past
+# len(outputs) are values of the equations that must run first (those reading the leaves'
+# saved values), so that no schedule of the lowered program moves them after the hooks,
+# which may update the leaves in place (the fusion pass places a group at its last member;
+# a group read by the delivery closes there). What it hands out are program outputs, never
+# a lowered program's scratch buffers, and it keeps nothing else: safe in hot code.
 deliver_p = defprim("deliver_gradients", _deliver_impl, lambda *a, **p: _TOKEN,
                     effectful=True, memo=False, hot_safe=True)
 

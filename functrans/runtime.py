@@ -126,7 +126,7 @@ def straight_line(jaxpr: Jaxpr):
             return key
         return names.setdefault(a, f"v{len(names)}")
     args = [name(v) for v in jaxpr.constvars + jaxpr.invars]
-    lines = [f"def run({', '.join(['xp'] + args)}):"]
+    lines = [f"def run(xp, {', '.join(args)}):" if args else "def run(xp):"]
     for i, eqn in enumerate(jaxpr.eqns):
         fn = f"f{i}"
         glob[fn] = functools.partial(eqn.primitive.impl, **eqn.params) if eqn.params \
@@ -135,9 +135,10 @@ def straight_line(jaxpr: Jaxpr):
         outs = ", ".join(name(v) for v in eqn.outvars)
         if eqn.primitive.multiple_results and not eqn.outvars:
             lines.append(f"    {fn}({ins})")
-        else:
-            lines.append(f"    {outs}{',' if eqn.primitive.multiple_results else ''} = "
-                         f"{fn}({ins})")
+            continue
+        if eqn.primitive.multiple_results:
+            outs += ","
+        lines.append(f"    {outs} = {fn}({ins})")
     lines.append(f"    return [{', '.join(name(a) for a in jaxpr.outvars)}]")
     exec(compile("\n".join(lines), f"<jaxpr {id(jaxpr):x}>", "exec"), glob)
     return glob["run"]

@@ -84,8 +84,8 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None, ke
     prog.fn = prog.early = None
     if not create_graph:
         prog.fn, fused = _program_fn(closed, spec)
-        # the variants that hand out leaf gradients early, by output positions (straight-
-        # line code; not across an ft.compile node, whose program is fused)
+        # the variants that hand out leaf gradients early, by their saved inputs
+        # (_early_program; not across an ft.compile node, whose program is fused)
         prog.early = None if fused else {}
     prog.saved_by = None
     prog.captures = list(spec.captures)
@@ -401,17 +401,14 @@ class _Early:
         the parameters saved by the ops its leaves went into (torch runs a leaf's hooks once
         those ops' backward nodes have run: a hook may update the other parameters they
         read, as an optimizer step does)."""
-        by_base = {}
+        by_owner = {}
         for j, v in enumerate(vals):
-            b = getattr(v, "base", None)
-            by_base.setdefault(id(v if b is None else b), []).append(j)
+            by_owner.setdefault(_owner(v), []).append(j)
         res = []
         for i in sorted(self.indices):
             pos = set(saved_by.get(self.keys[i], ()))
             for t in self.targets[i]:
-                d = t._data
-                b = getattr(d, "base", None)
-                pos.update(by_base.get(id(d if b is None else b), ()))
+                pos.update(by_owner.get(_owner(t._data), ()))
             res.append((i, tuple(sorted(pos))))
         return tuple(res)
 
@@ -440,6 +437,12 @@ class _Early:
                             "every value it saved; modify other tensors after backward "
                             "returns (or in a callback queued with "
                             "ft.autograd.Variable._execution_engine.queue_callback)") from None
+
+
+def _owner(a):
+    """The id of the array owning a's memory (a itself, or the base of a view)."""
+    b = getattr(a, "base", None)
+    return id(a if b is None else b)
 
 
 def _any_traced(vals, root_cts):

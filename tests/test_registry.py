@@ -143,7 +143,17 @@ def test_declared_commutative(name, data):
     """commutative=True (CSE merges x op y with y op x) holds on the case's operands."""
     p, case, params, args, rng, gen = _draw(data, name, deriv=False)
     assert len(args) == 2
-    np.testing.assert_array_equal(p.bind(*args, **params), p.bind(args[1], args[0], **params))
+    out = np.asarray(p.bind(*args, **params))
+    swapped = np.asarray(p.bind(args[1], args[0], **params))
+    if name == "mul" and np.iscomplexobj(out):
+        # NumPy 2's complex product rounds a*b's imaginary part with one fused multiply-add,
+        # so b*a may differ in the last bit (a third of random complex128 pairs): commutative
+        # up to that rounding, as a merged CSE product is; relative to |a| |b| (cancellation)
+        bound = 4 * np.finfo(out.dtype).eps * np.abs(np.asarray(args[0])) * np.abs(
+            np.asarray(args[1]))
+        assert np.all(np.abs(out - swapped) <= bound), (out, swapped)
+    else:
+        np.testing.assert_array_equal(out, swapped)
 
 
 # ---------------------------------------------------------------------------

@@ -38,9 +38,9 @@ def _timed(obj, name, acc):
 
 
 def _reduce_all(net):
-    """What DDP does in a backward once every gradient is there: every bucket filled (its
-    used-flags; the gradients are views of the buffers already) and all-reduced in order,
-    waited, divided in place."""
+    """What DDP does in a backward once every gradient is there: every bucket filled (the
+    gradients are views of the buffers or solo buckets' own arrays already) and all-reduced
+    in order, with the flags and call counts, waited, divided in place."""
     for b in net._bucket_list:
         b.reset()
         b.ready = [True] * len(b.params)
@@ -75,7 +75,7 @@ def main(mode, steps, out):
     res = {"step_s": float(np.median(times)), "reduce_s": float(np.median(reduce))}
     if mode == "ddp":
         from mpi4py import MPI
-        n = sum(b.size + len(b.params) for b in net._bucket_list)
+        n = sum(b.size for b in net._bucket_list)
         buf = np.ones(n, np.float32)
         raw, synced = [], []
         for _ in range(steps):

@@ -5,6 +5,7 @@ agreement round, and the failures that round used to catch still give errors.
 References: one process on the whole batch, float64."""
 from __future__ import annotations
 
+import pytest
 from mpi_jobs import needs_mpi, run_job
 
 pytestmark = needs_mpi
@@ -37,7 +38,11 @@ def first(m, x):                  # uses the first layer only
 """
 
 VIEWS_JOB = COMMON + """
+from functrans.nn.parallel import distributed as D
+D.SOLO_BYTES = SOLO_THRESHOLD
 model, ref = make(), make()
+held = []                         # the first layer's weight gradient as the engine made it
+model[0].weight.register_post_accumulate_grad_hook(lambda p: held.append(p.grad._data))
 ddp = DDP(model, bucket_cap_mb=0.0001)
 
 
@@ -52,7 +57,8 @@ def err(ps=None):
 
 
 out = {"buckets": len(ddp._bucket_list)}
-for how in ("first", "set_to_none=False", "set_to_none=True", "assigned", "accumulated"):
+for how in ("first", "set_to_none=False", "set_to_none=True", "assigned", "accumulated",
+            "assigned_view"):
     if how.startswith("set_to_none"):
         none = how.endswith("True")
         model.zero_grad(set_to_none=none)
@@ -60,9 +66,15 @@ for how in ("first", "set_to_none=False", "set_to_none=True", "assigned", "accum
     elif how == "assigned":
         for p, q in zip(model.parameters(), ref.parameters()):
             p.grad, q.grad = ft.ones_like(p), ft.ones_like(q)
+    elif how == "assigned_view":               # views of larger arrays: copied, not reduced
+        for p, q in zip(model.parameters(), ref.parameters()):
+            p.grad = ft.ones((2,) + tuple(p.shape), dtype=p.dtype)[1]
+            q.grad = ft.ones_like(q)
+    held.clear()
     mse(ddp, X[mine], Y[mine]).backward()
     mse(ref, X, Y).backward()
     out[how] = [views(), err()]
+    out.setdefault("kept", []).append(held[0] is model[0].weight.grad._data)
 
 # the last layer unused on rank 1 only: its gradient is rank 0's over the world size
 model.zero_grad(set_to_none=False)
@@ -84,12 +96,21 @@ report(out)
 """
 
 
-def test_gradients_are_bucket_views_and_stay_correct(tmp_path):
-    res = run_job(tmp_path, VIEWS_JOB)
+@pytest.mark.parametrize("solo", [1 << 18, 200, 0], ids=["shared", "mixed", "all_solo"])
+def test_gradients_are_bucket_views_and_stay_correct(tmp_path, solo):
+    """Shared buffers, and parameters of SOLO_BYTES or more all-reduced in their own
+    gradient arrays (200 bytes: the first layer's weight alone; 0: every parameter)."""
+    res = run_job(tmp_path, VIEWS_JOB.replace("SOLO_THRESHOLD", str(solo)))
     for o in res:
-        assert o["buckets"] >= 3
+        assert o["buckets"] == {1 << 18: 3, 200: 3, 0: 4}[solo]
+        # the gradient array the hooks saw is .grad's after the averaging: always for a
+        # solo bucket (reduced in place, never copied); for a shared one only when .grad
+        # was its view already (set_to_none=False, accumulated), else it was copied in
+        shared = [False, True, False, False, True, False]
+        solo_kept = [True] * 5 + [False]
+        assert o["kept"] == (shared if solo == 1 << 18 else solo_kept), o["kept"]
         for how in ("first", "set_to_none=False", "set_to_none=True", "assigned",
-                    "accumulated", "unused_on_one_rank"):
+                    "accumulated", "assigned_view", "unused_on_one_rank"):
             is_view, e = o[how]
             assert is_view, how
             assert e < 1e-10, (how, e)

@@ -44,6 +44,7 @@ OPS = ("sum", "max", "min", "prod")
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
 _META_BYTES = 1024
 SPIN_S = 0.2                            # poll without sleeping this long first
+POLL_BURST = 16                         # tests between two yields of the CPU
 _INSTALL = "pip install functrans[mpi]  (mpi4py and an MPI, e.g. the mpich wheel)"
 
 
@@ -121,6 +122,14 @@ class Request:
                 "started a different one, died or is stuck)"))
             self._req = None
         return self._result
+
+
+def _burst(testall, reqs):
+    """Whether the requests completed within POLL_BURST tests."""
+    for _ in range(POLL_BURST):
+        if testall(reqs):
+            return True
+    return False
 
 
 def _copy(x):
@@ -220,9 +229,12 @@ class Communicator:
 
     def _poll(self, name, reqs, why):
         """Poll the requests until all complete or FUNCTRANS_COLLECTIVE_TIMEOUT: spin (MPI
-        progresses only while polled; yielding the CPU between polls, to a rank that shares
-        the core) for SPIN_S, then sleep between polls, at most 2 ms; on expiry a
-        CollectiveError naming the collective and why() it did not finish."""
+        progresses only while polled) in bursts of POLL_BURST tests, yielding the CPU
+        between bursts (to a rank that shares the core), for SPIN_S, then sleep between
+        polls, at most 2 ms; on expiry a CollectiveError naming the collective and why()
+        it did not finish. (A yield after every test made MPICH's shared-memory transfers
+        slower: DDP's reduction of 2.7 MB took 0.61-0.96 ms, 0.57-0.91 in bursts of 16,
+        as fast as a blocking MPI_Waitall.)"""
         testall = self.MPI.Request.Testall
         if testall(reqs):
             return
@@ -230,7 +242,7 @@ class Communicator:
         start = time.perf_counter()
         deadline = start + timeout
         pause = 0.0
-        while not testall(reqs):
+        while not _burst(testall, reqs):
             now = time.perf_counter()
             if now > deadline:
                 raise CollectiveError(

@@ -63,11 +63,11 @@ def _best(step, reps=5):
     return best
 
 
-def _ratio(make_step, reps=7):
+def _ratio(make_step, reps=7, n=N):
     """Best 4n time over best n time, the two sizes timed alternately so that a slow
     spell of the machine touches both."""
-    make_step(N)()                      # warm-up: first-use caches of the rules
-    small, large = make_step(N), make_step(4 * N)
+    make_step(n)()                      # warm-up: first-use caches of the rules
+    small, large = make_step(n), make_step(4 * n)
     t_small = t_large = float("inf")
     for _ in range(reps):
         t_small = min(t_small, _best(small, 1))
@@ -124,9 +124,7 @@ def fuse_merging_many_groups():
             return y
         closed = ft.make_jaxpr(f)(X)
         return lambda: passes.fuse(closed)
-    n = 2000
-    make(n)()
-    return _best(make(4 * n), 3) / _best(make(n), 3)
+    return _ratio(make, reps=5, n=2000)
 
 
 @growth

@@ -604,14 +604,20 @@ FTM_INL float exp_tail_f(float r) {
                  0x1.fffffcp-2f);
 }
 
-// exp: 2^k e^r, 2^k applied in two steps so that a subnormal result rounds once;
-// NaN and the overflow/underflow ends follow from the clamp
+// exp: 2^k e^r, 2^k applied in two steps (k1 = floor(k / 2) and k - k1, from the bits of
+// the rounded k) so that a subnormal result rounds once; x clamped to [-104, 89] on the
+// bits of |x| (a min by sign), so that the overflow/underflow ends follow; NaN selected
+// back at the end. About 40 instructions per 16 floats (a float clamp keeping NaN: 57)
 FTM_INL float exp_f(float x) {
-  float k;
-  const float r = exp_reduce_f(clampf(x, -104.0f, 89.0f), k);
-  const float p = 1.0f + FTM_MADDF(r * r, exp_tail_f(r), r);
-  const float k1 = (k * 0.5f + MAGICF) - MAGICF;
-  return p * pow2f(k1) * pow2f(k - k1);
+  const u32 ax = fbits(x) & ~SIGNF;
+  const u32 cap = fbits(89.0f) ^ (negf(x) & (fbits(89.0f) ^ fbits(104.0f)));
+  float k, kb;
+  const float r = exp_reduce_f(flt((ax < cap ? ax : cap) | (fbits(x) & SIGNF)), k, kb);
+  const u32 ki = fbits(kb) - fbits(MAGICF);          // k as a two's complement integer
+  const u32 k1 = (u32)((int)ki >> 1);
+  const float s1 = flt((k1 + 127u) << 23), s2 = flt((ki - k1 + 127u) << 23);
+  const float p = FTM_MADDF(FTM_MADDF(r * r, exp_tail_f(r), r), s1, s1);
+  return self(isnanf(x), x, p * s2);
 }
 
 // expm1 of x in [-20, 89] (or NaN) = 2 (t em + (t - 1/2)), t = 2^(k-1), em = expm1(r) (no

@@ -557,15 +557,14 @@ FTM_INL u32 isnanf(float x) { return ltf(INFF, absf(x)); }
 FTM_INL u32 iszerof(float x) { return ~nonzerof(fbits(x) << 1); }
 FTM_INL float self(u32 m, float a, float b) { return flt((fbits(a) & m) | (fbits(b) & ~m)); }
 FTM_INL float mincf(float a, float c) { return self(ltf(c, a) & ~isnanf(a), c, a); }
+FTM_INL u32 minu(u32 a, u32 b) { return a < b ? a : b; }   // of the bits of floats >= 0
 FTM_INL float clampf(float x, float lo, float hi) {
   const u32 num = ~isnanf(x);
   x = self(~negf(x) & ltf(hi, x) & num, hi, x);
   return self(negf(x) & ltf(-lo, absf(x)) & num, lo, x);
 }
-// 2^k for an integer-valued k in [-126, 127], from k or from kb = MAGICF + k (whose bits
-// hold k)
-FTM_INL float pow2f_rounded(float kb) { return flt((fbits(kb) - fbits(MAGICF) + 127) << 23); }
-FTM_INL float pow2f(float k) { return pow2f_rounded(k + MAGICF); }
+// 2^k for an integer k in [-126, 127] (two's complement in a u32)
+FTM_INL float pow2f(u32 k) { return flt((k + 127u) << 23); }
 // The float polynomials' steps c0 x + c1 are fused multiply-adds where the CPU has them
 // (one rounding instead of two: the accuracy bounds hold either way; the user's own
 // operations are never contracted)
@@ -580,15 +579,13 @@ template <typename... C> FTM_INL float hornerf(float x, float c0, float c1, C...
 }
 
 // x = k ln 2 + r, |r| <= 0.35: ln 2 = C1 + C2 with C1 of 9 bits, so that k C1 and x - k C1
-// are exact; returns r, k in k and MAGICF + k in kb
-FTM_INL float exp_reduce_f(float x, float &k, float &kb) {
-  kb = FTM_MADDF(x, 0x1.715476p+0f, MAGICF);
-  k = kb - MAGICF;
+// are exact; returns r, and k as a two's complement integer in ki (the bits of the
+// rounded MAGICF + k hold it)
+FTM_INL float exp_reduce_f(float x, u32 &ki) {
+  const float kb = FTM_MADDF(x, 0x1.715476p+0f, MAGICF);
+  ki = fbits(kb) - fbits(MAGICF);
+  const float k = kb - MAGICF;
   return FTM_MADDF(k, 0x1.bd0106p-13f, FTM_MADDF(k, -0x1.63p-1f, x));
-}
-FTM_INL float exp_reduce_f(float x, float &k) {
-  float kb;
-  return exp_reduce_f(x, k, kb);
 }
 // expm1(r) - r - r^2/2 over r^2 ... : (expm1(r) - r) / r^2 by its Taylor series to r^6
 // (expm1's truncation < 2^-31 relative for |r| <= 0.35)
@@ -607,26 +604,24 @@ FTM_INL float exp_tail_f(float r) {
 // exp: 2^k e^r, 2^k applied in two steps (k1 = floor(k / 2) and k - k1, from the bits of
 // the rounded k) so that a subnormal result rounds once; x clamped to [-104, 89] on the
 // bits of |x| (a min by sign), so that the overflow/underflow ends follow; NaN selected
-// back at the end. About 40 instructions per 16 floats (a float clamp keeping NaN: 57)
+// back at the end. About 47 instructions per 16 floats (a float clamp keeping NaN: 57)
 FTM_INL float exp_f(float x) {
-  const u32 ax = fbits(x) & ~SIGNF;
   const u32 cap = fbits(89.0f) ^ (negf(x) & (fbits(89.0f) ^ fbits(104.0f)));
-  float k, kb;
-  const float r = exp_reduce_f(flt((ax < cap ? ax : cap) | (fbits(x) & SIGNF)), k, kb);
-  const u32 ki = fbits(kb) - fbits(MAGICF);          // k as a two's complement integer
+  u32 ki;
+  const float r = exp_reduce_f(flt(minu(fbits(x) & ~SIGNF, cap) | (fbits(x) & SIGNF)), ki);
   const u32 k1 = (u32)((int)ki >> 1);
-  const float s1 = flt((k1 + 127u) << 23), s2 = flt((ki - k1 + 127u) << 23);
+  const float s1 = pow2f(k1);
   const float p = FTM_MADDF(FTM_MADDF(r * r, exp_tail_f(r), r), s1, s1);
-  return self(isnanf(x), x, p * s2);
+  return self(isnanf(x), x, p * pow2f(ki - k1));
 }
 
 // expm1 of x in [-20, 89] (or NaN) = 2 (t em + (t - 1/2)), t = 2^(k-1), em = expm1(r) (no
 // cancellation for k = 0: em itself)
 FTM_INL float expm1_core_f(float x) {
-  float k;
-  const float r = exp_reduce_f(x, k);
+  u32 ki;
+  const float r = exp_reduce_f(x, ki);
   const float em = r + r * r * expm1_tail_f(r);
-  const float t = pow2f(k - 1.0f);
+  const float t = pow2f(ki - 1u);
   return (t * em + (t - 0.5f)) * 2.0f;
 }
 // expm1: the core on x clamped; |x| < 2^-25 (subnormals, -0) is its own answer
@@ -646,10 +641,9 @@ FTM_INL float tanh_f(float x) {
   const float small = FTM_MADDF(a * z, hornerf(z, 0x1.460e8p-9f, -0x1.1680dcp-7f,
                                                0x1.655dcp-6f, -0x1.ba12d8p-5f,
                                                0x1.111102p-3f, -0x1.555556p-2f), a);
-  const u32 ab = fbits(a), cb = fbits(9.5f);
-  float k, kb;
-  const float r = exp_reduce_f(2.0f * flt(ab < cb ? ab : cb), k, kb);
-  const float s = pow2f_rounded(kb);
+  u32 ki;
+  const float r = exp_reduce_f(2.0f * flt(minu(fbits(a), fbits(9.5f))), ki);
+  const float s = pow2f(ki);
   const float e = FTM_MADDF(FTM_MADDF(r * r, exp_tail_f(r), r), s, s);
   return copysignf(self(ltf(a, 0.5625f) | isnanf(a), small, 1.0f - 2.0f / (e + 1.0f)), x);
 }

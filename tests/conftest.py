@@ -36,6 +36,14 @@ def _cpu_backend_for_the_suite(tmp_path_factory):
     ft.config.update("cpu_backend", saved)
 
 
+def _cpu_backend(mode):
+    """ft.config's cpu_backend set to mode for one test, then restored."""
+    saved = ft.config.cpu_backend
+    ft.config.update("cpu_backend", mode)
+    yield
+    ft.config.update("cpu_backend", saved)
+
+
 @pytest.fixture
 def native_backend():
     """Fusion groups compile to native code in this test (skipped without a compiler)."""
@@ -43,10 +51,7 @@ def native_backend():
         toolchain.find_compiler()
     except toolchain.ToolchainError as e:
         pytest.skip(str(e))
-    saved = ft.config.cpu_backend
-    ft.config.update("cpu_backend", "native")
-    yield
-    ft.config.update("cpu_backend", saved)
+    yield from _cpu_backend("native")
 
 
 @pytest.fixture
@@ -54,10 +59,7 @@ def numpy_backend():
     """Fusion groups run the NumPy backend's generated code in this test (one about that
     code itself: its blocks, its buffer reuse, its source), whatever
     $FUNCTRANS_CPU_BACKEND says."""
-    saved = ft.config.cpu_backend
-    ft.config.update("cpu_backend", "numpy")
-    yield
-    ft.config.update("cpu_backend", saved)
+    yield from _cpu_backend("numpy")
 
 
 @pytest.fixture(autouse=True)

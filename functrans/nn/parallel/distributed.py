@@ -319,12 +319,11 @@ class DistributedDataParallel(Module):
         meta = xp.asarray([float(u) for b in bl for u in b.ready] + [calls], xp.float64)
         req = self._comm.iallreduce(meta, "sum", out=meta, agree=False)
         size, comm = self._comm.size, self._comm
-        for bucket in bl:
-            bucket.req.wait()
         meta = req.wait()
         meta = meta.get() if hasattr(meta, "get") else meta            # CuPy with NCCL
         if meta[-1] != calls * size:
             for bucket in bl:
+                bucket.req.wait()
                 bucket.req = None
             raise RuntimeError(
                 f"DistributedDataParallel: rank {comm.rank} of {size} averaged its gradients "

@@ -38,15 +38,14 @@ def _timed(obj, name, acc):
 
 
 def _reduce_all(net):
-    """What DDP does in a backward once every gradient is there: every bucket filled (the
-    gradients are views of the buffers or solo buckets' own arrays already) and all-reduced
-    in order, with the flags and call counts, waited, divided in place."""
+    """What DDP does in a backward once every gradient is there: every bucket complete,
+    then the end-of-backward reduction (launches, flags and call counts, waits, averages;
+    or the shared-memory reduction)."""
     for b in net._bucket_list:
         b.reset()
         b.ready = [True] * len(b.params)
         b.pending = 0
     net._launched = 0
-    net._launch_ready()
     net._finish()
 
 

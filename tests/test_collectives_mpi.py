@@ -51,6 +51,19 @@ out["t_broadcast"] = w.broadcast(np.arange(3.0) + r, root=1)
 w.barrier()
 out["t_scalar"] = w.allreduce(np.float32(r + 1))
 
+# shared memory: uneven counts, two dtypes, a post step; each share written to every rank
+win = w.shared_window(256)
+mine = win.segment(r)
+a, b = mine[:148].view(np.float32), mine[192:232].view(np.float64)
+a[:] = np.arange(37) * (r + 1)
+b[:] = np.arange(5) + 0.5 * r
+win.fence("test")
+win.allreduce_share(0, np.float32, 37, lambda share: share.__imul__(2))
+win.allreduce_share(192, np.float64, 5)
+win.fence("test")
+out["t_shared_a"], out["t_shared_b"] = a, b
+out["t_shared_own"] = [np.shares_memory(win.segment(k), mine) for k in range(2)]
+
 # data parallelism: each process holds 3 rows of the batch; float64
 rng = np.random.default_rng(0)
 w0 = rng.standard_normal((4, 2))
@@ -137,6 +150,9 @@ def test_transport_methods(values):
         np.testing.assert_array_equal(v["t_prod"], [0.0, 2.0, 6.0])
         np.testing.assert_array_equal(v["t_broadcast"], [1.0, 2.0, 3.0])
         assert v["t_scalar"] == 3.0
+        np.testing.assert_array_equal(v["t_shared_a"], np.arange(37) * 3 * 2)
+        np.testing.assert_array_equal(v["t_shared_b"], 2 * np.arange(5) + 0.5)
+        assert list(v["t_shared_own"]) == [k == r for k in range(2)]
 
 
 def _reference():

@@ -1,8 +1,10 @@
-"""DistributedDataParallel's step in 2-process MPI jobs: the buckets' all-reduces start
-during the backward (the engine hands out each leaf gradient as soon as it is final),
-gradients live in the buckets' flat buffers (views), the per-step all-reduces skip the
-agreement round, and the failures that round used to catch still give errors.
-References: one process on the whole batch, float64."""
+"""DistributedDataParallel's step in 2-process MPI jobs, on both of its paths. Messages
+(several machines; here with SHARED_MEMORY off): the buckets' all-reduces start during
+the backward (the engine hands out each leaf gradient as soon as it is final), gradients
+live in the buckets' flat buffers (views) or solo arrays, the per-step all-reduces skip
+the agreement round, and the failures that round used to catch still give errors. Shared
+memory (one machine): the gradients live in the rank's MPI shared-memory window and the
+same cases hold. References: one process on the whole batch, float64."""
 from __future__ import annotations
 
 import pytest
@@ -40,6 +42,7 @@ def first(m, x):                  # uses the first layer only
 VIEWS_JOB = COMMON + """
 from functrans.nn.parallel import distributed as D
 D.SOLO_BYTES = SOLO_THRESHOLD
+D.SHARED_MEMORY = SHM
 model, ref = make(), make()
 held = []                         # the first layer's weight gradient as the engine made it
 model[0].weight.register_post_accumulate_grad_hook(lambda p: held.append(p.grad._data))
@@ -47,8 +50,10 @@ ddp = DDP(model, bucket_cap_mb=0.0001)
 
 
 def views():
-    return all(np.shares_memory(p.grad._data, b.buf) for b in ddp._bucket_list
-               for p in b.params)
+    w = ddp._window
+    return all(np.shares_memory(p.grad._data, b.buf) and (
+        w is None or np.shares_memory(p.grad._data, w.segment(r)))
+        for b in ddp._bucket_list for p in b.params)
 
 
 def err(ps=None):
@@ -96,19 +101,23 @@ report(out)
 """
 
 
-@pytest.mark.parametrize("solo", [1 << 18, 200, 0], ids=["shared", "mixed", "all_solo"])
-def test_gradients_are_bucket_views_and_stay_correct(tmp_path, solo):
+@pytest.mark.parametrize("solo, shm", [(1 << 18, False), (200, False), (0, False),
+                                       (0, True)],
+                         ids=["shared", "mixed", "all_solo", "shared_memory"])
+def test_gradients_are_bucket_views_and_stay_correct(tmp_path, solo, shm):
     """Shared buffers, and parameters of SOLO_BYTES or more all-reduced in their own
-    gradient arrays (200 bytes: the first layer's weight alone; 0: every parameter)."""
-    res = run_job(tmp_path, VIEWS_JOB.replace("SOLO_THRESHOLD", str(solo)))
+    gradient arrays (200 bytes: the first layer's weight alone; 0: every parameter); on
+    the shared-memory path, one region of the window per dtype (SOLO_BYTES plays no part)."""
+    res = run_job(tmp_path, VIEWS_JOB.replace("SOLO_THRESHOLD", str(solo))
+                  .replace("SHM", repr(shm)))
     for o in res:
-        assert o["buckets"] == {1 << 18: 3, 200: 3, 0: 4}[solo]
+        assert o["buckets"] == (1 if shm else {1 << 18: 3, 200: 3, 0: 4}[solo])
         # the gradient array the hooks saw is .grad's after the averaging: always for a
         # solo bucket (reduced in place, never copied); for a shared one only when .grad
         # was its view already (set_to_none=False, accumulated), else it was copied in
         shared = [False, True, False, False, True, False]
         solo_kept = [True] * 5 + [False]
-        assert o["kept"] == (shared if solo == 1 << 18 else solo_kept), o["kept"]
+        assert o["kept"] == (shared if shm or solo == 1 << 18 else solo_kept), o["kept"]
         for how in ("first", "set_to_none=False", "set_to_none=True", "assigned",
                     "accumulated", "assigned_view", "unused_on_one_rank"):
             is_view, e = o[how]
@@ -119,6 +128,8 @@ def test_gradients_are_bucket_views_and_stay_correct(tmp_path, solo):
 
 
 FAILURES_JOB = COMMON + """
+from functrans.nn.parallel import distributed as D
+D.SHARED_MEMORY = SHM
 out = {}
 try:                                    # different buckets across ranks
     DDP(make(), bucket_cap_mb=(25, 0.0001)[r])
@@ -147,20 +158,28 @@ report(out)
 """
 
 
-def test_mismatches_without_the_agreement_round_still_raise(tmp_path):
-    res = run_job(tmp_path, FAILURES_JOB, timeout=60,
+@pytest.mark.parametrize("shm", [False, True], ids=["messages", "shared_memory"])
+def test_mismatches_without_the_agreement_round_still_raise(tmp_path, shm):
+    res = run_job(tmp_path, FAILURES_JOB.replace("SHM", repr(shm)), timeout=60,
                   env={"FUNCTRANS_COLLECTIVE_TIMEOUT": "2"})
     for r, o in enumerate(res):
         assert "gradient buckets differ" in o["layout"] and "rank 0: 1 buckets" in o["layout"] and "rank 1: 3 buckets" in o["layout"]
         assert "different number of backward calls" in o["out_of_step"]
         assert "no_sync()" in o["out_of_step"]
     err = res[0]["stalled"]
-    assert "iallreduce: timed out after 2 s on rank 0 of 2" in err
-    assert "the other ranks did not take part" in err
+    if shm:
+        assert ("DistributedDataParallel's shared-memory gradient reduction: timed out "
+                "after 2 s on rank 0 of 2") in err
+        assert "the other ranks did not reach the shared-memory reduction" in err
+    else:
+        assert "iallreduce: timed out after 2 s on rank 0 of 2" in err
+        assert "the other ranks did not take part" in err
     assert 2 <= res[0]["waited"] < 30
 
 
 OVERLAP_JOB = COMMON + """
+from functrans.nn.parallel import distributed as D
+D.SHARED_MEMORY = False                         # the message path overlaps
 model, ref = make(), make()
 ddp = DDP(model, bucket_cap_mb=0.0001)          # several buckets, the last layer's first
 last = model[0].weight                          # the last gradient the backward computes

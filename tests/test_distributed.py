@@ -84,8 +84,10 @@ import numpy as np
 import functrans as ft
 import functrans.distributed as dist
 from functrans.nn.parallel import DistributedDataParallel as DDP
+from functrans.nn.parallel import distributed as D
 from mpi_jobs import report
 
+D.SHARED_MEMORY = SHM
 dist.init_process_group(backend="mpi")
 r, n = dist.get_rank(), dist.get_world_size()
 out = {}
@@ -121,6 +123,7 @@ model = make(seed=100 + r)
 ref = make(seed=100)
 ddp = DDP(model, bucket_cap_mb=BUCKET_MB)
 out["buckets"] = len(ddp._bucket_list)
+out["shared"] = ddp._window is not None
 out["params"] = [p.detach().numpy() for p in model.parameters()]
 out["broadcast_err"] = err([p.detach().numpy() for p in model.parameters()],
                            [p.detach().numpy() for p in ref.parameters()])
@@ -189,10 +192,16 @@ report(out)
 """
 
 
-@pytest.mark.parametrize("bucket_mb", [25, 0.0001], ids=["one bucket", "several buckets"])
-def test_ddp_matches_one_process_on_the_whole_batch(tmp_path, bucket_mb):
-    res = run_job(tmp_path, DDP_JOB.replace("BUCKET_MB", repr(bucket_mb)))
+@pytest.mark.parametrize("bucket_mb, shm", [(25, True), (25, False), (0.0001, False)],
+                         ids=["shared memory", "messages, one bucket",
+                              "messages, several buckets"])
+def test_ddp_matches_one_process_on_the_whole_batch(tmp_path, bucket_mb, shm):
+    """On one machine the gradients are averaged in MPI's shared memory (one region per
+    dtype); with messages (several machines, or SHARED_MEMORY off) in buckets."""
+    res = run_job(tmp_path, DDP_JOB.replace("BUCKET_MB", repr(bucket_mb))
+                  .replace("SHM", repr(shm)))
     for o in res:
+        assert o["shared"] == shm
         assert (o["buckets"] == 1) == (bucket_mb == 25) and o["buckets"] >= 1
         if bucket_mb != 25:
             assert o["buckets"] >= 3

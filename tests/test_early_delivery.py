@@ -45,6 +45,29 @@ def test_post_accumulate_hooks_run_as_soon_as_the_gradient_is_final():
     np.testing.assert_allclose(m[2].bias.grad.numpy(), 2 * want[3].numpy(), rtol=1e-13)
 
 
+def test_hooks_that_need_no_early_delivery_run_after_the_backward():
+    """A hook function with `deliver_early = False` (DistributedDataParallel's on one
+    machine) is run after the whole backward, like torch's ordering of the hooks among
+    themselves; its gradient is the same."""
+    m, ref = _model(), _model()
+    x = ft.tensor(np.random.default_rng(0).standard_normal((5, 4)))
+    first, last = m[0].weight, m[2].weight
+    seen = []
+
+    def late(p):
+        seen.append(first.grad is not None)
+    late.deliver_early = False
+    last.register_post_accumulate_grad_hook(late)
+    want = ft.autograd.grad((ref(x) ** 2).sum(), list(ref.parameters()))
+    for step in range(4):                   # node by node, then the compiled program
+        m.zero_grad()
+        (m(x) ** 2).sum().backward()
+        assert seen[-1] is True             # the first layer's gradient was there already
+        for p, w in zip(m.parameters(), want):
+            np.testing.assert_allclose(p.grad.numpy(), w.numpy(), rtol=1e-13)
+    assert len(seen) == 4
+
+
 def test_a_leaf_used_twice_and_inputs_given():
     w = ft.tensor([1.5, -2.0], requires_grad=True)
     b = ft.tensor([0.5, 0.25], requires_grad=True)

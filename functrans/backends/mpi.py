@@ -28,6 +28,13 @@ fast as raw mpi4py; a rank that dies during that transfer ends the job through m
 travels in the background; `Request.test()` progresses it, `wait()` polls it (MPI_Test,
 as fast as MPI_Wait here) with the same deadline. `iallreduce(..., agree=False)` skips
 the agreement, for callers that checked the sequence of collectives once (DDP's buckets).
+
+`comm.shared_window(nbytes)`, when every rank runs on this machine, is MPI's shared
+memory (an MPI-3 window, MPI_Win_allocate_shared): each rank's segment can be read and
+written by all, so a reduction is the ranks' own loads and stores between two fences
+(`SharedWindow.fence`, `SharedWindow.allreduce_share`) instead of messages that MPI copies
+through its own buffers; DDP's one-machine path (4 to 7 times faster than MPI_Allreduce
+for its 2.7 MB here).
 """
 from __future__ import annotations
 
@@ -43,6 +50,7 @@ from ..core import FunctransError
 OPS = ("sum", "max", "min", "prod")
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
 _META_BYTES = 1024
+_LINE = 64                              # bytes: shares and regions start on cache lines
 SPIN_S = 0.2                            # poll without sleeping this long first
 POLL_BURST = 16                         # tests between two yields of the CPU
 _INSTALL = "pip install functrans[mpi]  (mpi4py and an MPI, e.g. the mpich wheel)"
@@ -172,6 +180,10 @@ class SingleProcess:
 
     def barrier(self):
         pass
+
+    def shared_window(self, nbytes):
+        """None: a one-process world has nothing to share (see Communicator's)."""
+        return None
 
 
 class Communicator:
@@ -324,3 +336,71 @@ class Communicator:
 
     def barrier(self):
         self._agree("barrier", None)         # every rank has sent to and heard from all
+
+    def shared_window(self, nbytes):
+        """A SharedWindow of nbytes per rank when every rank runs on this machine and its
+        shared memory (/dev/shm) has room for twice the total; else None (the caller uses
+        messages). Collective: every rank calls it, and all get a window or all None."""
+        MPI = self.MPI
+        node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        try:
+            room = os.statvfs("/dev/shm")
+            free = room.f_bavail * room.f_frsize
+        except OSError:
+            free = 0
+        ok = node.Get_size() == self.size and 2 * nbytes * self.size <= free
+        if not self.comm.allreduce(int(ok), op=MPI.MIN):
+            node.Free()
+            return None
+        return SharedWindow(self, node, nbytes)
+
+
+class SharedWindow:
+    """nbytes of memory per rank that every rank of a one-machine job reads and writes: an
+    MPI-3 shared-memory window. `segment(r)` is rank r's bytes; `fence(name)` orders the
+    ranks' stores (MPI_Win_sync, a barrier polled with the collective deadline, MPI_Win_sync);
+    `allreduce_share(...)` sums this rank's share of a region over every rank's segment."""
+
+    def __init__(self, comm, node, nbytes):
+        self._comm, self._node = comm, node
+        self._win = comm.MPI.Win.Allocate_shared(max(nbytes, 1), 1, comm=node)
+        self._win.Lock_all(comm.MPI.MODE_NOCHECK)     # a passive epoch, for Win_sync
+        self.rank, self.size, self.nbytes = comm.rank, comm.size, nbytes
+        self._segments = [np.frombuffer(self._win.Shared_query(r)[0], np.uint8,
+                                        count=nbytes) for r in range(self.size)]
+
+    def segment(self, rank):
+        """Rank's nbytes, as uint8 (view them as any dtype at an aligned offset)."""
+        return self._segments[rank]
+
+    def fence(self, name):
+        """Return when every rank has called fence: the stores each made before are seen
+        by all after. A CollectiveError naming `name` after FUNCTRANS_COLLECTIVE_TIMEOUT."""
+        self._win.Sync()
+        self._comm._poll(name, [self._node.Ibarrier()], lambda: (
+            "the other ranks did not reach the shared-memory reduction (a rank skipped "
+            "it, died or is stuck)"))
+        self._win.Sync()
+
+    def allreduce_share(self, offset, dtype, count, post=None):
+        """Between two fences: the sum over every rank's segment of this rank's share (a
+        1/size slice, on cache lines) of the count elements of dtype at offset, post(share)
+        applied in place, written into every rank's segment."""
+        dtype = np.dtype(dtype)
+        per_line = max(_LINE // dtype.itemsize, 1)
+        lines = -(-count // per_line)
+        lo = min(lines * self.rank // self.size * per_line, count)
+        hi = min(lines * (self.rank + 1) // self.size * per_line, count)
+        if lo == hi:
+            return
+        start, stop = offset + lo * dtype.itemsize, offset + hi * dtype.itemsize
+        parts = [s[start:stop].view(dtype) for s in self._segments]
+        acc = parts[self.rank]
+        for r, part in enumerate(parts):
+            if r != self.rank:
+                np.add(acc, part, out=acc)
+        if post is not None:
+            post(acc)
+        for r, part in enumerate(parts):
+            if r != self.rank:
+                part[...] = acc

@@ -376,7 +376,9 @@ def _with_checks(eqns, roots):
 class _Early:
     """The leaf targets with post-accumulate hooks, handed to `deliver` as soon as their
     gradient is final (torch runs a leaf's AccumulateGrad node, and so its hooks, when its
-    gradient is ready): DistributedDataParallel starts its all-reduces during backward."""
+    gradient is ready): DistributedDataParallel starts its all-reduces during backward. A
+    hook function with `deliver_early = False` runs after the whole backward instead, as
+    every hook under an ft.compile capture (no reordered program for it)."""
     __slots__ = ("indices", "targets", "keys", "deliver", "done", "owned", "nodes", "fetch")
 
     @staticmethod
@@ -384,7 +386,9 @@ class _Early:
         """None when no target has post-accumulate hooks."""
         by_key = {}
         for t, k in zip(targets, tkeys):
-            if k is not None and t._grad_fn is None and t.__dict__.get("_post_hooks"):
+            post = t.__dict__.get("_post_hooks") if k is not None and t._grad_fn is None \
+                else None
+            if post and any(getattr(fn, "deliver_early", True) for fn in post.values()):
                 by_key.setdefault(k, []).append(t)
         if not by_key:
             return None

@@ -61,6 +61,9 @@ __all__ = ["DistributedDataParallel"]
 _MB = 1024 * 1024
 FIRST_BUCKET_BYTES = 1 * _MB        # torch's dist._DEFAULT_FIRST_BUCKET_BYTES
 SOLO_BYTES = 256 * 1024             # a gradient this big is all-reduced in its own array
+SHARED_MEMORY = True                # one machine, NumPy: reduce in MPI's shared memory
+_LINE = 64                          # bytes: the shared-memory regions start on cache lines
+_SHARED = "DistributedDataParallel's shared-memory gradient reduction"
 _CALLS_MODULUS = 1 << 20            # backward calls are counted modulo this (exact sums)
 
 
@@ -108,9 +111,7 @@ class _Bucket:
                 p._grad = wrap(self.buf)
             return self.buf
         if self.buf is None or type(self.buf) is not xp.ndarray:
-            self.buf = xp.zeros(self.size, self.dtype)
-            self.views = [self.buf[off:off + p._data.size].reshape(p._data.shape)
-                          for p, off in zip(self.params, self.offsets)]
+            self.bind(xp.zeros(self.size, self.dtype))
         views = self.views
         for i, p in enumerate(self.params):
             v, g = views[i], p._grad
@@ -124,14 +125,24 @@ class _Bucket:
                 v[...] = 0
         return self.buf
 
+    def bind(self, buf):
+        """Keep the gradients in buf (a shared-memory window's region) from now on."""
+        self.buf = buf
+        self.views = [buf[off:off + p._data.size].reshape(p._data.shape)
+                      for p, off in zip(self.params, self.offsets)]
+
     def finish(self, size, used):
-        """Wait for the all-reduce; `.grad` = the average for a parameter used on some rank
-        (`used[i]`: on how many), unchanged for one used on none."""
+        """Wait for the all-reduce, average, then settle(used)."""
         buf = self.req.wait()
         self.req = None
         if size > 1 and any(used):
             _average(buf, size)
-        grads = [buf] if self.solo else self.views
+        self.settle(used)
+
+    def settle(self, used):
+        """After the reduction: `.grad` = the average for a parameter used on some rank
+        (`used[i]`: on how many), unchanged for one used on none."""
+        grads = [self.buf] if self.solo else self.views
         for i, p in enumerate(self.params):
             if self.ready[i]:
                 p._grad._bump("DistributedDataParallel")
@@ -197,6 +208,10 @@ class DistributedDataParallel(Module):
         self._sync_module_states(module.named_buffers())
         self._bucket_list = _buckets(params, max(int(bucket_cap_mb * _MB), 1))
         self._verify_layout()
+        self._window = self._metas = None
+        if SHARED_MEMORY and self._comm.size > 1 and all(
+                array_module(p._data) is np for p in params):
+            self._share(params)
         self._queue = None            # the callback queue of the backward averaging now
         self._launched = 0            # buckets launched in this backward, in order
         self._tested = 0              # of which found complete by _progress
@@ -235,6 +250,27 @@ class DistributedDataParallel(Module):
                 f"DistributedDataParallel: the ranks' gradient buckets differ ({listing}); "
                 f"every rank must wrap the same model (parameter shapes, dtypes and order) "
                 f"with the same bucket_cap_mb")
+
+    def _share(self, params):
+        """On one machine: one bucket per dtype, its buffer a region of an MPI shared-memory
+        window (with the used-flags and call count after the regions), when the
+        communicator offers one; else the message buckets stay."""
+        buckets = [_Bucket([p for p in reversed(params) if p._data.dtype == dt], dt)
+                   for dt in dict.fromkeys(p._data.dtype for p in reversed(params))]
+        offsets, n = [], 0
+        for b in buckets:
+            offsets.append(n)
+            n += -(-b.size * b.dtype.itemsize // _LINE) * _LINE
+        meta = (len(params) + 1) * 8
+        window = getattr(self._comm, "shared_window", lambda nbytes: None)(n + meta)
+        if window is None:
+            return
+        mine = window.segment(window.rank)
+        for b, off in zip(buckets, offsets):
+            b.bind(mine[off:off + b.size * b.dtype.itemsize].view(b.dtype))
+        self._bucket_list, self._offsets, self._window = buckets, offsets, window
+        self._metas = [window.segment(r)[n:n + meta].view(np.float64)
+                       for r in range(window.size)]
 
     def forward(self, *args, **kwargs):
         if self.broadcast_buffers and self._comm.size > 1:
@@ -276,10 +312,13 @@ class DistributedDataParallel(Module):
             if not bucket.ready[i]:
                 bucket.ready[i] = True
                 bucket.pending -= 1
+                if self._window is not None:                # reduced at the end
+                    return
                 if bucket.pending == 0 and _concrete(p._grad):
                     self._launch_ready()
                 elif self._launched:
                     self._progress()
+        ready.deliver_early = self._window is None    # shared memory: nothing to start
         return ready
 
     def _progress(self):
@@ -311,6 +350,8 @@ class DistributedDataParallel(Module):
             for bucket in self._bucket_list:
                 _average_recorded(bucket, self._comm.size)
             return
+        if self._window is not None:
+            return self._reduce_shared()
         bl = self._bucket_list
         while self._launched < len(bl):
             self._launch(bl[self._launched])
@@ -318,24 +359,57 @@ class DistributedDataParallel(Module):
         calls = self._calls % _CALLS_MODULUS
         meta = xp.asarray([float(u) for b in bl for u in b.ready] + [calls], xp.float64)
         req = self._comm.iallreduce(meta, "sum", out=meta, agree=False)
-        size, comm = self._comm.size, self._comm
         meta = req.wait()
         meta = meta.get() if hasattr(meta, "get") else meta            # CuPy with NCCL
-        if meta[-1] != calls * size:
+        if meta[-1] != calls * self._comm.size:
             for bucket in bl:
                 bucket.req.wait()
                 bucket.req = None
-            raise RuntimeError(
-                f"DistributedDataParallel: rank {comm.rank} of {size} averaged its gradients "
-                f"with ranks that made a different number of backward calls through the "
-                f"model (their counts summed to {meta[-1]:g}, expected {size} x {calls}): "
-                f"every rank must make the same backward calls, with `no_sync()` on all "
-                f"ranks or on none")
+            self._out_of_step(meta[-1], calls)
         k = 0
         for bucket in bl:
             n = len(bucket.params)
-            bucket.finish(size, meta[k:k + n])
+            bucket.finish(self._comm.size, meta[k:k + n])
             k += n
+
+    def _reduce_shared(self):
+        """The one-machine reduction: every gradient into this rank's window regions, the
+        flags and call count after them; a fence; each rank sums its share of every region
+        over all ranks' windows, averages it and writes it back into all; a fence. (MPI
+        moves nothing here: the ranks' own loads and stores, once each.)"""
+        bl, window, size = self._bucket_list, self._window, self._comm.size
+        if any(array_module(b.params[0]._data) is not np for b in bl):
+            raise RuntimeError(
+                "DistributedDataParallel: the parameters left the CPU after the model was "
+                "wrapped; move the module to its device before wrapping it")
+        for bucket in bl:
+            bucket.fill(np)
+        calls = self._calls % _CALLS_MODULUS
+        self._metas[window.rank][:] = [u for b in bl for u in b.ready] + [calls]
+        window.fence(_SHARED)
+        meta = self._metas[0].copy()
+        for m in self._metas[1:]:
+            meta += m
+        if meta[-1] != calls * size:
+            self._out_of_step(meta[-1], calls)
+        for bucket, off in zip(bl, self._offsets):
+            window.allreduce_share(off, bucket.dtype, bucket.size,
+                                   lambda share: _average(share, size))
+        window.fence(_SHARED)
+        k = 0
+        for bucket in bl:
+            n = len(bucket.params)
+            bucket.settle(meta[k:k + n])
+            k += n
+
+    def _out_of_step(self, total, calls):
+        size = self._comm.size
+        raise RuntimeError(
+            f"DistributedDataParallel: rank {self._comm.rank} of {size} averaged its "
+            f"gradients with ranks that made a different number of backward calls through "
+            f"the model (their counts summed to {total:g}, expected {size} x {calls}): "
+            f"every rank must make the same backward calls, with `no_sync()` on all ranks "
+            f"or on none")
 
     def __getstate__(self):
         raise TypeError("DistributedDataParallel cannot be pickled; save "

@@ -1,7 +1,8 @@
 """One process of the ddp_weak_scaling workload (run by workloads_distributed.py through
 `functrans.distributed.run.command`): times the facade MLP 784-512-512-10 SGD training
-step, batch 128 per process, under DistributedDataParallel ("ddp") or without any
-communication ("alone"); with "ddp" also the time spent in DDP's gradient all-reduce per
+step, batch 128 per process, under DistributedDataParallel ("ddp"; "ddp-messages" with
+its shared-memory path off, as on several machines) or without any communication
+("alone"); with "ddp" also the time spent in DDP's gradient all-reduce per
 step (as the step sees it: waiting for the other rank included) and alone with the ranks
 in step, and a raw mpi4py Allreduce of the same bytes. Writes rank<r>.json into the folder
 given as the last argument.
@@ -18,6 +19,7 @@ import numpy as np
 import functrans as ft
 import functrans.distributed as dist
 from functrans.nn.parallel import DistributedDataParallel as DDP
+from functrans.nn.parallel import distributed as D
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.workloads_facade_nn import (LR, MOMENTUM, _mlp_data, _mlp_model,  # noqa: E402
@@ -50,15 +52,16 @@ def _reduce_all(net):
 
 
 def main(mode, steps, out):
+    D.SHARED_MEMORY = mode != "ddp-messages"
     dist.init_process_group(backend="mpi")
     rank = dist.get_rank()
     x, y = _mlp_data(seed=rank)
     tx, ty = ft.tensor(x), ft.tensor(y)
     model = _mlp_model()
-    net = DDP(model) if mode == "ddp" else model
+    net = DDP(model) if mode.startswith("ddp") else model
     opt = ft.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     reduce_s = [0.0]
-    if mode == "ddp":
+    if mode.startswith("ddp"):
         _timed(net, "_launch", reduce_s)
         _timed(net, "_finish", reduce_s)
     for _ in range(10):
@@ -72,7 +75,7 @@ def main(mode, steps, out):
         times.append(time.perf_counter() - t0)
         reduce.append(reduce_s[0])
     res = {"step_s": float(np.median(times)), "reduce_s": float(np.median(reduce))}
-    if mode == "ddp":
+    if mode.startswith("ddp"):
         from mpi4py import MPI
         n = sum(b.size for b in net._bucket_list)
         buf = np.ones(n, np.float32)

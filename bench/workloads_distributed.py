@@ -1,15 +1,17 @@
 """Data-parallel workload (issue 14): weak scaling of the facade MLP 784-512-512-10 SGD
 training step, batch 128 per process, one BLAS/OpenMP thread per process, one process
-vs two under DistributedDataParallel, each job launched on loopback like
+vs two under DistributedDataParallel (and two under its message path, as on several
+machines, for comparison), each job launched on loopback like
 `python -m functrans.distributed.run` (bench/ddp_job.py is one process of it).
 
-Notes (medians over ROUNDS rounds of the three jobs, each ratio within its round):
+Notes (medians over ROUNDS rounds of the four jobs, each ratio within its round):
 efficiency = t(1 process) / t(2 processes, DDP) (issue target >= 0.85), the ceiling
 of two processes that do not communicate at all, and the time per step spent in DDP's
-gradient all-reduce (launches and the final wait, copies included: in the step, where it
-includes waiting for the other rank, and alone after a barrier) against a raw mpi4py
-Allreduce of the same bytes after a barrier (target <= 1.2x, for the latter). The timed variants are the
-in-process step (facade) against its hand-written NumPy floor, so the table shows the
+gradient reduction (on one machine the shared-memory reduction, copies in included; with
+messages the launches and the final wait: in the step, where it includes waiting for the
+other rank, and alone after a barrier) against a raw mpi4py Allreduce of the same bytes
+after a barrier (target <= 1.2x, for the latter). The timed variants are the in-process
+step (facade) against its hand-written NumPy floor, so the table shows the
 single-process cost on this machine at the same moment.
 """
 from __future__ import annotations
@@ -60,16 +62,19 @@ ROUNDS = 3
                       "1 process vs 2 under DistributedDataParallel (notes: efficiency, "
                       "gradient all-reduce vs raw mpi4py Allreduce)")
 def ddp_weak_scaling():
-    """ROUNDS rounds of three jobs back to back (one process, two that do not communicate,
-    two under DDP); each ratio is taken within a round, then the median over the rounds:
+    """ROUNDS rounds of four jobs back to back (one process, two that do not communicate,
+    two under DDP, two under DDP's message path); each ratio is taken within a round, then the median over the rounds:
     the machine's load drifts between jobs more than the figures differ."""
     rounds = []
     for _ in range(ROUNDS):
         one, ceiling, ddp = _job(1, "alone"), _job(2, "alone"), _job(2, "ddp")
+        messages = _job(2, "ddp-messages")
         t1, t2 = _slowest(one, "step_s"), _slowest(ddp, "step_s")
         synced, raw = _slowest(ddp, "synced_reduce_s"), _slowest(ddp, "raw_allreduce_s")
         rounds.append({"t1": t1, "t2": t2, "efficiency": t1 / t2,
                        "ceiling": t1 / _slowest(ceiling, "step_s"),
+                       "messages": t1 / _slowest(messages, "step_s"),
+                       "messages_ratio": _slowest(messages, "synced_reduce_s") / raw,
                        "in_step": _slowest(ddp, "reduce_s"), "synced": synced, "raw": raw,
                        "ratio": synced / raw})
 
@@ -79,9 +84,11 @@ def ddp_weak_scaling():
              "efficiency": med("efficiency"), "efficiency_target": 0.85,
              "efficiency_rounds": [round(r["efficiency"], 3) for r in rounds],
              "ceiling_no_communication": med("ceiling"),
+             "efficiency_messages": med("messages"),
              "ddp_reduction_in_step_ms": med("in_step", 1e3),
              "ddp_reduction_ms": med("synced", 1e3),
              "raw_mpi4py_allreduce_ms": med("raw", 1e3),
              "allreduce_ratio": med("ratio", digits=2), "allreduce_ratio_target": 1.2,
+             "allreduce_ratio_messages": med("messages_ratio", digits=2),
              "allreduce_floats": ddp[0]["allreduce_floats"], "buckets": ddp[0]["buckets"]}
     return Case(facade_mlp_train_step(), notes=notes)

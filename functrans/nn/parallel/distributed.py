@@ -23,6 +23,16 @@ timeout) and divides the gradients by the world size in place before `backward()
 returns. The summed call counts tell the ranks when they are out of step (`no_sync()` on
 some ranks only) instead of averaging different steps.
 
+One machine. When every rank runs on this machine (MPI, NumPy arrays; SHARED_MEMORY),
+the gradients live instead in one region per dtype of the rank's MPI shared-memory
+window, flags and call count after them. The end-of-backward callback copies in the
+gradients not there yet, fences, sums this rank's share of every region over all ranks'
+windows, averages it and writes it back into each, and fences again: the ranks' own loads
+and stores, where MPI's shared-memory all-reduce copies through its buffers (2.7 MB: 0.11
+to 0.17 ms against 0.7 to 0.8 ms for MPI_Allreduce). Nothing is started during the
+backward: with one core per rank there is nothing to overlap the reduction with, so the
+hooks ask for no early delivery.
+
 Unused parameters. A parameter that got no gradient on this rank contributes zeros, so
 every rank takes part in every bucket; the flags say on how many ranks each parameter
 was used. A parameter used on some rank gets the average (sum / world size) in `.grad`;

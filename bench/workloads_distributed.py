@@ -54,7 +54,7 @@ def _slowest(res, key):
     return max(r[key] for r in res)
 
 
-ROUNDS = 3
+ROUNDS = 5
 
 
 @workload("ddp_weak_scaling", issue=14, rtol=2e-4, atol=1e-6, settings={"budget_s": 6.0},

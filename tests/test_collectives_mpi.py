@@ -52,16 +52,23 @@ w.barrier()
 out["t_scalar"] = w.allreduce(np.float32(r + 1))
 
 # shared memory: uneven counts, two dtypes, a post step; each share written to every rank
-win = w.shared_window(256)
+win = w.shared_window(576)
 mine = win.segment(r)
-a, b = mine[:148].view(np.float32), mine[192:232].view(np.float64)
+a, b, c = (mine[:148].view(np.float32), mine[192:232].view(np.float64),
+           mine[256:576].view(np.float64))
 a[:] = np.arange(37) * (r + 1)
 b[:] = np.arange(5) + 0.5 * r
+lo, hi = win.share(40, np.float64)         # c: this rank's terms in [lo + 2, hi - 1) are
+c[:] = np.arange(40.0) + 100 * r           # read from `own`, not from the window
+src = c[lo + 2:hi - 1].copy()
+c[lo + 2:hi - 1] = np.nan
 win.fence("test")
 win.allreduce_share(0, np.float32, 37, lambda share: share.__imul__(2))
 win.allreduce_share(192, np.float64, 5)
+win.allreduce_share(256, np.float64, 40, own=[(lo + 2, src)])
 win.fence("test")
-out["t_shared_a"], out["t_shared_b"] = a, b
+out["t_shared_a"], out["t_shared_b"], out["t_shared_c"] = a, b, c
+out["t_shared_shares"] = [lo, hi]
 out["t_shared_own"] = [np.shares_memory(win.segment(k), mine) for k in range(2)]
 
 # data parallelism: each process holds 3 rows of the batch; float64
@@ -152,6 +159,8 @@ def test_transport_methods(values):
         assert v["t_scalar"] == 3.0
         np.testing.assert_array_equal(v["t_shared_a"], np.arange(37) * 3 * 2)
         np.testing.assert_array_equal(v["t_shared_b"], 2 * np.arange(5) + 0.5)
+        np.testing.assert_array_equal(v["t_shared_c"], 2 * np.arange(40.0) + 100)
+        assert list(v["t_shared_shares"]) == [[0, 16], [16, 40]][r]   # on 8-float lines
         assert list(v["t_shared_own"]) == [k == r for k in range(2)]
 
 

@@ -382,25 +382,43 @@ class SharedWindow:
             "it, died or is stuck)"))
         self._win.Sync()
 
-    def allreduce_share(self, offset, dtype, count, post=None):
-        """Between two fences: the sum over every rank's segment of this rank's share (a
-        1/size slice, on cache lines) of the count elements of dtype at offset, post(share)
-        applied in place, written into every rank's segment."""
-        dtype = np.dtype(dtype)
-        per_line = max(_LINE // dtype.itemsize, 1)
+    def share(self, count, dtype):
+        """This rank's share [lo, hi) of count elements of dtype: a 1/size slice, cut on
+        cache lines (so no two ranks write the same line)."""
+        per_line = max(_LINE // np.dtype(dtype).itemsize, 1)
         lines = -(-count // per_line)
         lo = min(lines * self.rank // self.size * per_line, count)
-        hi = min(lines * (self.rank + 1) // self.size * per_line, count)
+        return lo, min(lines * (self.rank + 1) // self.size * per_line, count)
+
+    def allreduce_share(self, offset, dtype, count, post=None, own=()):
+        """Between two fences: the sum over every rank's segment of this rank's share of
+        the count elements of dtype at offset, post(share) applied in place, written into
+        every rank's segment. own: (start, array) pieces inside the share to read as this
+        rank's terms in place of its segment (the caller did not copy them in)."""
+        dtype = np.dtype(dtype)
+        lo, hi = self.share(count, dtype)
         if lo == hi:
             return
-        start, stop = offset + lo * dtype.itemsize, offset + hi * dtype.itemsize
-        parts = [s[start:stop].view(dtype) for s in self._segments]
-        acc = parts[self.rank]
-        for r, part in enumerate(parts):
-            if r != self.rank:
-                np.add(acc, part, out=acc)
+        start = offset + lo * dtype.itemsize
+        parts = [s[start:offset + hi * dtype.itemsize].view(dtype) for s in self._segments]
+        acc, others = parts[self.rank], [p for r, p in enumerate(parts) if r != self.rank]
+        done = lo
+        for a, src in sorted(own, key=lambda piece: piece[0]) + [(hi, None)]:
+            if done < a:                                      # terms in the segment
+                _sum_into(acc[done - lo:a - lo], None, others, done - lo)
+            if src is not None:
+                _sum_into(acc[a - lo:a - lo + src.size], src, others, a - lo)
+                a += src.size
+            done = a
         if post is not None:
             post(acc)
-        for r, part in enumerate(parts):
-            if r != self.rank:
-                part[...] = acc
+        for part in others:
+            part[...] = acc
+
+
+def _sum_into(dst, first, others, at):
+    """dst = first (dst itself when None) + the others' elements from at on."""
+    n = dst.size
+    np.add(dst if first is None else first, others[0][at:at + n], out=dst)
+    for part in others[1:]:
+        np.add(dst, part[at:at + n], out=dst)

@@ -135,6 +135,34 @@ class _Bucket:
                 v[...] = 0
         return self.buf
 
+    def fill_around(self, lo, hi, segment):
+        """fill on the shared-memory path, with [lo, hi) this rank's share of the buffer:
+        the part of a gradient not yet in its slot that falls in the share is not copied
+        but returned, as (start, flat source) pieces that the share's sum reads in place
+        of the slot (each slot is written once: half the copying, with two ranks). A
+        gradient that may overlap the window (segment) is copied whole."""
+        pieces = []
+        for i, p in enumerate(self.params):
+            v, g = self.views[i], p._grad
+            if not self.ready[i]:
+                if g is not None and g._data is v:
+                    self.stash[i] = v.copy()
+                v[...] = 0
+                continue
+            if g._data is v:
+                continue
+            src, off, n = g._data, self.offsets[i], v.size
+            a, b = max(off, lo), min(off + n, hi)
+            if a >= b or src.dtype != self.dtype or np.may_share_memory(src, segment):
+                v[...] = src
+            else:
+                flat = src.reshape(-1)
+                self.buf[off:a] = flat[:a - off]
+                self.buf[b:off + n] = flat[b - off:]
+                pieces.append((a, flat[a - off:b - off]))
+            p._grad = wrap(v)
+        return pieces
+
     def bind(self, buf):
         """Keep the gradients in buf (a shared-memory window's region) from now on."""
         self.buf = buf
@@ -383,7 +411,8 @@ class DistributedDataParallel(Module):
             k += n
 
     def _reduce_shared(self):
-        """The one-machine reduction: every gradient into this rank's window regions, the
+        """The one-machine reduction: every gradient into this rank's window regions (a
+        fresh one's part in this rank's share read in place by the sum instead), the
         flags and call count after them; a fence; each rank sums its share of every region
         over all ranks' windows, averages it and writes it back into all; a fence. (MPI
         moves nothing here: the ranks' own loads and stores, once each.)"""
@@ -392,8 +421,8 @@ class DistributedDataParallel(Module):
             raise RuntimeError(
                 "DistributedDataParallel: the parameters left the CPU after the model was "
                 "wrapped; move the module to its device before wrapping it")
-        for bucket in bl:
-            bucket.fill(np)
+        mine = window.segment(window.rank)
+        pieces = [b.fill_around(*window.share(b.size, b.dtype), mine) for b in bl]
         calls = self._calls % _CALLS_MODULUS
         self._metas[window.rank][:] = [u for b in bl for u in b.ready] + [calls]
         window.fence(_SHARED)
@@ -402,9 +431,9 @@ class DistributedDataParallel(Module):
             meta += m
         if meta[-1] != calls * size:
             self._out_of_step(meta[-1], calls)
-        for bucket, off in zip(bl, self._offsets):
+        for bucket, off, own in zip(bl, self._offsets, pieces):
             window.allreduce_share(off, bucket.dtype, bucket.size,
-                                   lambda share: _average(share, size))
+                                   lambda share: _average(share, size), own)
         window.fence(_SHARED)
         k = 0
         for bucket in bl:

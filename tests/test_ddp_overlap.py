@@ -144,6 +144,10 @@ try:
     mse(ddp, X[mine], Y[mine]).backward()
 except RuntimeError as e:
     out["out_of_step"] = str(e)
+params = list(ddp.module.parameters())          # .grad: this rank's own sums (shared memory)
+local = ft.autograd.grad(mse(ddp.module, X[mine], Y[mine]), params)
+out["kept_local"] = max(float(np.abs(p.grad.numpy() - (2 - r) * g.numpy()).max())
+                        for p, g in zip(params, local))
 
 ddp = DDP(make())                       # rank 1 stalls: rank 0 times out
 if r == 0:
@@ -166,6 +170,8 @@ def test_mismatches_without_the_agreement_round_still_raise(tmp_path, shm):
         assert "gradient buckets differ" in o["layout"] and "rank 0: 1 buckets" in o["layout"] and "rank 1: 3 buckets" in o["layout"]
         assert "different number of backward calls" in o["out_of_step"]
         assert "no_sync()" in o["out_of_step"]
+        if shm:         # (messages: the buffers were all-reduced already, in place)
+            assert o["kept_local"] < 1e-12
     err = res[0]["stalled"]
     if shm:
         assert ("DistributedDataParallel's shared-memory gradient reduction: timed out "

@@ -50,7 +50,7 @@ from ..core import FunctransError
 OPS = ("sum", "max", "min", "prod")
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
 _META_BYTES = 1024
-_LINE = 64                              # bytes: shares and regions start on cache lines
+CACHE_LINE = 64                         # bytes: shares and regions start on cache lines
 SPIN_S = 0.2                            # poll without sleeping this long first
 POLL_BURST = 16                         # tests between two yields of the CPU
 _INSTALL = "pip install functrans[mpi]  (mpi4py and an MPI, e.g. the mpich wheel)"
@@ -180,10 +180,6 @@ class SingleProcess:
 
     def barrier(self):
         pass
-
-    def shared_window(self, nbytes):
-        """None: a one-process world has nothing to share (see Communicator's)."""
-        return None
 
 
 class Communicator:
@@ -385,7 +381,7 @@ class SharedWindow:
     def share(self, count, dtype):
         """This rank's share [lo, hi) of count elements of dtype: a 1/size slice, cut on
         cache lines (so no two ranks write the same line)."""
-        per_line = max(_LINE // np.dtype(dtype).itemsize, 1)
+        per_line = max(CACHE_LINE // np.dtype(dtype).itemsize, 1)
         lines = -(-count // per_line)
         lo = min(lines * self.rank // self.size * per_line, count)
         return lo, min(lines * (self.rank + 1) // self.size * per_line, count)

@@ -57,6 +57,7 @@ import zlib
 
 import numpy as np
 
+from ...backends.mpi import CACHE_LINE
 from ...core import Tracer, array_module
 from ...distributed import default_communicator
 from ...higher_order.collectives import ProcessAxis, psum_p
@@ -72,7 +73,6 @@ _MB = 1024 * 1024
 FIRST_BUCKET_BYTES = 1 * _MB        # torch's dist._DEFAULT_FIRST_BUCKET_BYTES
 SOLO_BYTES = 256 * 1024             # a gradient this big is all-reduced in its own array
 SHARED_MEMORY = True                # one machine, NumPy: reduce in MPI's shared memory
-_LINE = 64                          # bytes: the shared-memory regions start on cache lines
 _SHARED = "DistributedDataParallel's shared-memory gradient reduction"
 _CALLS_MODULUS = 1 << 20            # backward calls are counted modulo this (exact sums)
 
@@ -298,7 +298,7 @@ class DistributedDataParallel(Module):
         offsets, n = [], 0
         for b in buckets:
             offsets.append(n)
-            n += -(-b.size * b.dtype.itemsize // _LINE) * _LINE
+            n += -(-b.size * b.dtype.itemsize // CACHE_LINE) * CACHE_LINE
         meta = (len(params) + 1) * 8
         window = getattr(self._comm, "shared_window", lambda nbytes: None)(n + meta)
         if window is None:
@@ -430,6 +430,9 @@ class DistributedDataParallel(Module):
         for m in self._metas[1:]:
             meta += m
         if meta[-1] != calls * size:
+            for bucket, own in zip(bl, pieces):         # .grad: this rank's gradients
+                for a, src in own:
+                    bucket.buf[a:a + src.size] = src
             self._out_of_step(meta[-1], calls)
         for bucket, off, own in zip(bl, self._offsets, pieces):
             window.allreduce_share(off, bucket.dtype, bucket.size,

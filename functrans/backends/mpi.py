@@ -33,7 +33,7 @@ the agreement, for callers that checked the sequence of collectives once (DDP's 
 memory (an MPI-3 window, MPI_Win_allocate_shared): each rank's segment can be read and
 written by all, so a reduction is the ranks' own loads and stores between two fences
 (`SharedWindow.fence`, `SharedWindow.allreduce_share`) instead of messages that MPI copies
-through its own buffers; DDP's one-machine path (4 to 7 times faster than MPI_Allreduce
+through its own buffers; DDP's one-machine path (about 3 times faster than MPI_Allreduce
 for its 2.7 MB here).
 """
 from __future__ import annotations

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 import functrans
-from functrans.backends import threads
+from functrans.backends import memory, threads
 from functrans.backends.native import toolchain
 from functrans.core import devices as _devices
 
@@ -84,6 +84,7 @@ def report() -> str:
         rows.append(("BLAS", ", ".join(f"{k}={v}" for k, v in lib.items())))
     env = {k: os.environ[k] for k in threads.ENV_VARS if k in os.environ}
     rows.append(("thread env", ", ".join(f"{k}={v}" for k, v in env.items()) or "(none set)"))
+    rows.append(("malloc", memory.MALLOC))
     rows.append(("threadpoolctl", _version("threadpoolctl")))
     rows.append(("C compiler", _compiler()))
     rows.append(("MPI", _mpi()))

@@ -243,3 +243,45 @@ def test_without_room_in_shared_memory_messages_carry_the_gradients(tmp_path):
     for o in run_job(tmp_path, FALLBACK_JOB):
         assert o["window"] is False and o["buckets"] == 1
         assert o["err"] < 1e-10
+
+
+THREE_JOB = """
+import numpy as np
+import functrans as ft
+import functrans.distributed as dist
+from functrans.nn.parallel import DistributedDataParallel as DDP
+from mpi_jobs import report
+
+dist.init_process_group(backend="mpi")
+r, n = dist.get_rank(), dist.get_world_size()
+rng = np.random.default_rng(0)
+X, Y = ft.tensor(rng.standard_normal((12, 6))), ft.tensor(rng.standard_normal((12, 1)))
+mine = slice(4 * r, 4 * r + 4)
+
+
+def make():
+    ft.manual_seed(0)
+    return ft.nn.Sequential(ft.nn.Linear(6, 40), ft.nn.Tanh(), ft.nn.Linear(40, 1)).double()
+
+
+model, ref = make(), make()
+ddp = DDP(model)
+out = {"window": ddp._window is not None, "err": []}
+for step in range(3):
+    model.zero_grad(set_to_none=step != 1)
+    ref.zero_grad(set_to_none=step != 1)
+    ((ddp(X[mine]) - Y[mine]) ** 2).mean().backward()
+    ((ref(X) - Y) ** 2).mean().backward()
+    out["err"].append(max(float(np.abs(p.grad.numpy() - q.grad.numpy()).max())
+                          for p, q in zip(model.parameters(), ref.parameters())))
+report(out)
+"""
+
+
+def test_three_ranks_share_the_sum(tmp_path):
+    """Three ranks (a share each, a world size that is not a power of two): the same
+    gradients as one process on the whole batch."""
+    res = run_job(tmp_path, THREE_JOB, n=3, timeout=120)
+    for o in res:
+        assert o["window"] is True
+        assert max(o["err"]) < 1e-10, o["err"]

@@ -20,9 +20,9 @@ from functrans.nn.parallel import DistributedDataParallel as DDP
 from mpi_jobs import report
 
 dist.init_process_group(backend="mpi")
-r = dist.get_rank()
+r, rows = dist.get_rank(), 4 * dist.get_world_size()
 rng = np.random.default_rng(0)
-X, Y = ft.tensor(rng.standard_normal((8, 6))), ft.tensor(rng.standard_normal((8, 1)))
+X, Y = ft.tensor(rng.standard_normal((rows, 6))), ft.tensor(rng.standard_normal((rows, 1)))
 mine = slice(4 * r, 4 * r + 4)
 
 
@@ -245,33 +245,15 @@ def test_without_room_in_shared_memory_messages_carry_the_gradients(tmp_path):
         assert o["err"] < 1e-10
 
 
-THREE_JOB = """
-import numpy as np
-import functrans as ft
-import functrans.distributed as dist
-from functrans.nn.parallel import DistributedDataParallel as DDP
-from mpi_jobs import report
-
-dist.init_process_group(backend="mpi")
-r, n = dist.get_rank(), dist.get_world_size()
-rng = np.random.default_rng(0)
-X, Y = ft.tensor(rng.standard_normal((12, 6))), ft.tensor(rng.standard_normal((12, 1)))
-mine = slice(4 * r, 4 * r + 4)
-
-
-def make():
-    ft.manual_seed(0)
-    return ft.nn.Sequential(ft.nn.Linear(6, 40), ft.nn.Tanh(), ft.nn.Linear(40, 1)).double()
-
-
+THREE_JOB = COMMON + """
 model, ref = make(), make()
 ddp = DDP(model)
 out = {"window": ddp._window is not None, "err": []}
 for step in range(3):
     model.zero_grad(set_to_none=step != 1)
     ref.zero_grad(set_to_none=step != 1)
-    ((ddp(X[mine]) - Y[mine]) ** 2).mean().backward()
-    ((ref(X) - Y) ** 2).mean().backward()
+    mse(ddp, X[mine], Y[mine]).backward()
+    mse(ref, X, Y).backward()
     out["err"].append(max(float(np.abs(p.grad.numpy() - q.grad.numpy()).max())
                           for p, q in zip(model.parameters(), ref.parameters())))
 report(out)

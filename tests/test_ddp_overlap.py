@@ -245,10 +245,12 @@ def test_without_room_in_shared_memory_messages_carry_the_gradients(tmp_path):
         assert o["err"] < 1e-10
 
 
-THREE_JOB = COMMON + """
+RANKS_JOB = COMMON + """
 model, ref = make(), make()
 ddp = DDP(model)
-out = {"window": ddp._window is not None, "err": []}
+w = ddp._window
+out = {"window": w is not None, "machines": w and w.machines, "local": w and w.size,
+       "err": []}
 for step in range(3):
     model.zero_grad(set_to_none=step != 1)
     ref.zero_grad(set_to_none=step != 1)
@@ -260,10 +262,16 @@ report(out)
 """
 
 
-def test_three_ranks_share_the_sum(tmp_path):
-    """Three ranks (a share each, a world size that is not a power of two): the same
-    gradients as one process on the whole batch."""
-    res = run_job(tmp_path, THREE_JOB, n=3, timeout=120)
+@pytest.mark.parametrize("n, per_node", [(3, None), (4, 2), (2, 1)],
+                         ids=["three ranks", "two machines of two", "two machines of one"])
+def test_any_number_of_ranks_and_machines(tmp_path, n, per_node):
+    """Three ranks (a world size that is not a power of two); several machines, simulated
+    by FUNCTRANS_RANKS_PER_NODE (each rank's share summed in its machine's shared memory,
+    then by MPI across the machines): the same gradients as one process on the whole
+    batch."""
+    env = {"FUNCTRANS_RANKS_PER_NODE": str(per_node)} if per_node else None
+    res = run_job(tmp_path, RANKS_JOB, n=n, timeout=120, env=env)
     for o in res:
         assert o["window"] is True
+        assert (o["machines"], o["local"]) == ((1, 3) if n == 3 else (n // per_node, per_node))
         assert max(o["err"]) < 1e-10, o["err"]

@@ -334,34 +334,46 @@ class Communicator:
         self._agree("barrier", None)         # every rank has sent to and heard from all
 
     def shared_window(self, nbytes):
-        """A SharedWindow of nbytes per rank when every rank runs on this machine and its
-        shared memory (/dev/shm) has room for twice the total; else None (the caller uses
-        messages). Collective: every rank calls it, and all get a window or all None."""
+        """A SharedWindow of nbytes per rank over the ranks on this machine, when every
+        machine runs as many ranks and its shared memory (/dev/shm) has room for twice its
+        total; else None (the caller uses messages). With several machines, each rank's
+        share is summed across them by one MPI all-reduce among the ranks of the same local
+        rank. FUNCTRANS_RANKS_PER_NODE=k treats every k consecutive ranks as one machine
+        (to run the several-machine path on one). Collective: all get a window or all None."""
         MPI = self.MPI
-        node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        per = int(os.environ.get("FUNCTRANS_RANKS_PER_NODE", "0") or 0)
+        node = (self.comm.Split(self.rank // per, key=self.rank) if per > 0 else
+                self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank))
+        local, n_local = node.Get_rank(), node.Get_size()
         try:
             room = os.statvfs("/dev/shm")
             free = room.f_bavail * room.f_frsize
         except OSError:
             free = 0
-        ok = node.Get_size() == self.size and 2 * nbytes * self.size <= free
-        if not self.comm.allreduce(int(ok), op=MPI.MIN):
+        ok = 2 * nbytes * n_local <= free
+        sizes = np.array([-n_local, n_local, int(ok)], np.int64)   # the minima of each
+        self.comm.Allreduce(MPI.IN_PLACE, sizes, op=MPI.MIN)
+        if -sizes[0] != sizes[1] or not sizes[2]:
             node.Free()
             return None
-        return SharedWindow(self, node, nbytes)
+        cross = None if n_local == self.size else self.comm.Split(local, key=self.rank)
+        return SharedWindow(self, node, nbytes, cross)
 
 
 class SharedWindow:
-    """nbytes of memory per rank that every rank of a one-machine job reads and writes: an
-    MPI-3 shared-memory window. `segment(r)` is rank r's bytes; `fence(name)` orders the
-    ranks' stores (MPI_Win_sync, a barrier polled with the collective deadline, MPI_Win_sync);
-    `allreduce_share(...)` sums this rank's share of a region over every rank's segment."""
+    """nbytes of memory per rank that every rank on one machine reads and writes: an MPI-3
+    shared-memory window over the machine's ranks (`rank`, `size`: this rank's place among
+    them). `segment(r)` is local rank r's bytes; `fence(name)` orders the machine's stores
+    (MPI_Win_sync, a barrier polled with the collective deadline, MPI_Win_sync);
+    `allreduce_share(...)` sums this rank's share of a region over every rank of the job;
+    `across(x)` sums x over the machines (each machine's ranks hold the same x)."""
 
-    def __init__(self, comm, node, nbytes):
-        self._comm, self._node = comm, node
+    def __init__(self, comm, node, nbytes, cross=None):
+        self._comm, self._node, self._cross = comm, node, cross
         self._win = comm.MPI.Win.Allocate_shared(max(nbytes, 1), 1, comm=node)
         self._win.Lock_all(comm.MPI.MODE_NOCHECK)     # a passive epoch, for Win_sync
-        self.rank, self.size, self.nbytes = comm.rank, comm.size, nbytes
+        self.rank, self.size, self.nbytes = node.Get_rank(), node.Get_size(), nbytes
+        self.machines = 1 if cross is None else cross.Get_size()
         self._segments = [np.frombuffer(self._win.Shared_query(r)[0], np.uint8,
                                         count=nbytes) for r in range(self.size)]
 
@@ -387,10 +399,11 @@ class SharedWindow:
         return lo, min(lines * (self.rank + 1) // self.size * per_line, count)
 
     def allreduce_share(self, offset, dtype, count, post=None, own=()):
-        """Between two fences: the sum over every rank's segment of this rank's share of
-        the count elements of dtype at offset, post(share) applied in place, written into
-        every rank's segment. own: (start, array) pieces inside the share to read as this
-        rank's terms in place of its segment (the caller did not copy them in)."""
+        """Between two fences: the sum over every rank of the job (this machine's
+        segments, then `across` the machines) of this rank's share of the count elements
+        of dtype at offset, post(share) applied in place, written into every segment of
+        this machine. own: (start, array) pieces inside the share to read as this rank's
+        terms in place of its segment (the caller did not copy them in)."""
         dtype = np.dtype(dtype)
         lo, hi = self.share(count, dtype)
         if lo == hi:
@@ -406,15 +419,29 @@ class SharedWindow:
                 _sum_into(acc[a - lo:a - lo + src.size], src, others, a - lo)
                 a += src.size
             done = a
+        self.across(acc)
         if post is not None:
             post(acc)
         for part in others:
             part[...] = acc
 
+    def across(self, x):
+        """x summed in place over the machines (one MPI all-reduce among the ranks of this
+        local rank, polled with the collective deadline); x itself on one machine."""
+        if self._cross is not None:
+            req = self._cross.Iallreduce(self._comm.MPI.IN_PLACE, x, op=self._comm.MPI.SUM)
+            self._comm._poll("DistributedDataParallel's reduction across machines", [req],
+                             lambda: "the other machines' ranks did not take part")
+        return x
+
 
 def _sum_into(dst, first, others, at):
     """dst = first (dst itself when None) + the others' elements from at on."""
     n = dst.size
+    if not others:                                      # one rank on its machine
+        if first is not None:
+            dst[...] = first
+        return
     np.add(dst if first is None else first, others[0][at:at + n], out=dst)
     for part in others[1:]:
         np.add(dst, part[at:at + n], out=dst)

@@ -23,15 +23,18 @@ timeout) and divides the gradients by the world size in place before `backward()
 returns. The summed call counts tell the ranks when they are out of step (`no_sync()` on
 some ranks only) instead of averaging different steps.
 
-One machine. When every rank runs on this machine (MPI, NumPy arrays; SHARED_MEMORY),
-the gradients live instead in one region per dtype of the rank's MPI shared-memory
-window, flags and call count after them. The end-of-backward callback copies in the
-gradients not there yet, fences, sums this rank's share of every region over all ranks'
-windows, averages it and writes it back into each, and fences again: the ranks' own loads
-and stores, where MPI's shared-memory all-reduce copies through its buffers (2.7 MB: 0.11
-to 0.16 ms against 0.32 to 0.48 ms for MPI_Allreduce). Nothing is started during the
-backward: with one core per rank there is nothing to overlap the reduction with, so the
-hooks ask for no early delivery.
+Shared memory. With MPI and NumPy arrays (SHARED_MEMORY), when every machine runs as
+many ranks, the gradients live instead in one region per dtype of the rank's MPI
+shared-memory window over its machine, flags and call count after them. The
+end-of-backward callback copies in the gradients not there yet, fences, sums this rank's
+share of every region over the machine's windows (and across machines, one MPI all-reduce
+of the share among the ranks of the same local rank), averages it and writes it back
+into each window, and fences again: on one machine the ranks' own loads and stores, where
+MPI's shared-memory all-reduce copies through its buffers (2.7 MB: 0.11 to 0.16 ms
+against 0.32 to 0.48 ms for MPI_Allreduce). Nothing is started during the backward: with
+one core per rank there is nothing to overlap the reduction with, so the hooks ask for no
+early delivery. The buckets above carry the gradients with NCCL, or when the machines
+run different numbers of ranks or /dev/shm lacks room.
 
 Unused parameters. A parameter that got no gradient on this rank contributes zeros, so
 every rank takes part in every bucket; the flags say on how many ranks each parameter
@@ -72,7 +75,7 @@ __all__ = ["DistributedDataParallel"]
 _MB = 1024 * 1024
 FIRST_BUCKET_BYTES = 1 * _MB        # torch's dist._DEFAULT_FIRST_BUCKET_BYTES
 SOLO_BYTES = 256 * 1024             # a gradient this big is all-reduced in its own array
-SHARED_MEMORY = True                # one machine, NumPy: reduce in MPI's shared memory
+SHARED_MEMORY = True                # MPI, NumPy: reduce in each machine's shared memory
 _SHARED = "DistributedDataParallel's shared-memory gradient reduction"
 _CALLS_MODULUS = 1 << 20            # backward calls are counted modulo this (exact sums)
 
@@ -290,9 +293,9 @@ class DistributedDataParallel(Module):
                 f"with the same bucket_cap_mb")
 
     def _share(self, params):
-        """On one machine: one bucket per dtype, its buffer a region of an MPI shared-memory
-        window (with the used-flags and call count after the regions), when the
-        communicator offers one; else the message buckets stay."""
+        """One bucket per dtype, its buffer a region of an MPI shared-memory window over
+        the machine's ranks (with the used-flags and call count after the regions), when
+        the communicator offers one; else the message buckets stay."""
         buckets = [_Bucket([p for p in reversed(params) if p._data.dtype == dt], dt)
                    for dt in dict.fromkeys(p._data.dtype for p in reversed(params))]
         offsets, n = [], 0
@@ -411,11 +414,12 @@ class DistributedDataParallel(Module):
             k += n
 
     def _reduce_shared(self):
-        """The one-machine reduction: every gradient into this rank's window regions (a
+        """The shared-memory reduction: every gradient into this rank's window regions (a
         fresh one's part in this rank's share read in place by the sum instead), the
         flags and call count after them; a fence; each rank sums its share of every region
-        over all ranks' windows, averages it and writes it back into all; a fence. (MPI
-        moves nothing here: the ranks' own loads and stores, once each.)"""
+        over its machine's windows (then across the machines), averages it and writes it
+        back into all; a fence. (On one machine MPI moves nothing here: the ranks' own
+        loads and stores, once each.)"""
         bl, window, size = self._bucket_list, self._window, self._comm.size
         if any(array_module(b.params[0]._data) is not np for b in bl):
             raise RuntimeError(
@@ -429,6 +433,7 @@ class DistributedDataParallel(Module):
         meta = self._metas[0].copy()
         for m in self._metas[1:]:
             meta += m
+        window.across(meta)                             # several machines: their sum
         if meta[-1] != calls * size:
             for bucket, own in zip(bl, pieces):         # .grad: this rank's gradients
                 for a, src in own:

@@ -341,7 +341,10 @@ class Communicator:
         rank. FUNCTRANS_RANKS_PER_NODE=k treats every k consecutive ranks as one machine
         (to run the several-machine path on one). Collective: all get a window or all None."""
         MPI = self.MPI
-        per = int(os.environ.get("FUNCTRANS_RANKS_PER_NODE", "0") or 0)
+        per = os.environ.get("FUNCTRANS_RANKS_PER_NODE", "") or "0"
+        if not per.isdigit():
+            raise ValueError(f"FUNCTRANS_RANKS_PER_NODE must be a number of ranks, got {per!r}")
+        per = int(per)
         node = (self.comm.Split(self.rank // per, key=self.rank) if per > 0 else
                 self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank))
         local, n_local = node.Get_rank(), node.Get_size()
@@ -430,7 +433,7 @@ class SharedWindow:
         local rank, polled with the collective deadline); x itself on one machine."""
         if self._cross is not None:
             req = self._cross.Iallreduce(self._comm.MPI.IN_PLACE, x, op=self._comm.MPI.SUM)
-            self._comm._poll("DistributedDataParallel's reduction across machines", [req],
+            self._comm._poll("the shared-memory reduction across machines", [req],
                              lambda: "the other machines' ranks did not take part")
         return x
 

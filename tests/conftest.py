@@ -26,18 +26,16 @@ def _cpu_backend_for_the_suite(tmp_path_factory):
     """The suite runs the NumPy CPU backend unless $FUNCTRANS_CPU_BACKEND says otherwise;
     the tests of the native backend ask for it (`native_backend`). Compiled libraries go
     to a cache directory of this session (unless $FUNCTRANS_CACHE_DIR names one)."""
-    saved = ft.config.cpu_backend
-    ft.config.update("cpu_backend", os.environ.get("FUNCTRANS_CPU_BACKEND", "numpy"))
     mp = pytest.MonkeyPatch()
     if not os.environ.get("FUNCTRANS_CACHE_DIR"):
         mp.setenv("FUNCTRANS_CACHE_DIR", str(tmp_path_factory.mktemp("native_cache")))
-    yield
+    yield from _cpu_backend(os.environ.get("FUNCTRANS_CPU_BACKEND", "numpy"))
     mp.undo()
-    ft.config.update("cpu_backend", saved)
 
 
 def _cpu_backend(mode):
-    """ft.config's cpu_backend set to mode for one test, then restored."""
+    """ft.config's cpu_backend set to mode while the caller's fixture is active, then
+    restored."""
     saved = ft.config.cpu_backend
     ft.config.update("cpu_backend", mode)
     yield

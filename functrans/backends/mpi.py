@@ -29,12 +29,13 @@ travels in the background; `Request.test()` progresses it, `wait()` polls it (MP
 as fast as MPI_Wait here) with the same deadline. `iallreduce(..., agree=False)` skips
 the agreement, for callers that checked the sequence of collectives once (DDP's buckets).
 
-`comm.shared_window(nbytes)`, when every rank runs on this machine, is MPI's shared
-memory (an MPI-3 window, MPI_Win_allocate_shared): each rank's segment can be read and
-written by all, so a reduction is the ranks' own loads and stores between two fences
+`comm.shared_window(nbytes)` is MPI's shared memory over each machine's ranks (an MPI-3
+window, MPI_Win_allocate_shared): each rank's segment can be read and written by the
+machine's ranks, so a reduction is their own loads and stores between two fences
 (`SharedWindow.fence`, `SharedWindow.allreduce_share`) instead of messages that MPI copies
-through its own buffers; DDP's one-machine path (about 3 times faster than MPI_Allreduce
-for its 2.7 MB here).
+through its own buffers, plus one MPI all-reduce per share across machines; DDP's
+shared-memory path (about 3 times faster than MPI_Allreduce for its 2.7 MB on one
+machine here).
 """
 from __future__ import annotations
 

@@ -125,25 +125,16 @@ class _Bucket:
             return self.buf
         if self.buf is None or type(self.buf) is not xp.ndarray:
             self.bind(xp.zeros(self.size, self.dtype))
-        views = self.views
-        for i, p in enumerate(self.params):
-            v, g = views[i], p._grad
-            if self.ready[i]:
-                if g._data is not v:
-                    v[...] = g._data
-                    p._grad = wrap(v)
-            else:
-                if g is not None and g._data is v:
-                    self.stash[i] = v.copy()
-                v[...] = 0
+        self.fill_around(0, 0, None)
         return self.buf
 
     def fill_around(self, lo, hi, segment):
-        """fill on the shared-memory path, with [lo, hi) this rank's share of the buffer:
-        the part of a gradient not yet in its slot that falls in the share is not copied
-        but returned, as (start, flat source) pieces that the share's sum reads in place
-        of the slot (each slot is written once: half the copying, with two ranks). A
-        gradient that may overlap the window (segment) is copied whole."""
+        """The shared buffer's fill, with [lo, hi) this rank's share of the buffer on the
+        shared-memory path (empty: everything copied in): the part of a gradient not yet
+        in its slot that falls in the share is not copied but returned, as (start, flat
+        source) pieces that the share's sum reads in place of the slot (each slot is
+        written once: half the copying, with two ranks). A gradient that may overlap the
+        window (segment) is copied whole."""
         pieces = []
         for i, p in enumerate(self.params):
             v, g = self.views[i], p._grad
@@ -398,7 +389,7 @@ class DistributedDataParallel(Module):
             self._launch(bl[self._launched])
         xp = array_module(bl[0].params[0]._data)
         calls = self._calls % _CALLS_MODULUS
-        meta = xp.asarray([float(u) for b in bl for u in b.ready] + [calls], xp.float64)
+        meta = xp.asarray(self._flags(calls), xp.float64)
         req = self._comm.iallreduce(meta, "sum", out=meta, agree=False)
         meta = req.wait()
         meta = meta.get() if hasattr(meta, "get") else meta            # CuPy with NCCL
@@ -407,11 +398,8 @@ class DistributedDataParallel(Module):
                 bucket.req.wait()
                 bucket.req = None
             self._out_of_step(meta[-1], calls)
-        k = 0
-        for bucket in bl:
-            n = len(bucket.params)
-            bucket.finish(self._comm.size, meta[k:k + n])
-            k += n
+        for bucket, used in self._by_bucket(meta):
+            bucket.finish(self._comm.size, used)
 
     def _reduce_shared(self):
         """The shared-memory reduction: every gradient into this rank's window regions (a
@@ -428,7 +416,7 @@ class DistributedDataParallel(Module):
         mine = window.segment(window.rank)
         pieces = [b.fill_around(*window.share(b.size, b.dtype), mine) for b in bl]
         calls = self._calls % _CALLS_MODULUS
-        self._metas[window.rank][:] = [u for b in bl for u in b.ready] + [calls]
+        self._metas[window.rank][:] = self._flags(calls)
         window.fence(_SHARED)
         meta = self._metas[0].copy()
         for m in self._metas[1:]:
@@ -443,10 +431,20 @@ class DistributedDataParallel(Module):
             window.allreduce_share(off, bucket.dtype, bucket.size,
                                    lambda share: _average(share, size), own)
         window.fence(_SHARED)
+        for bucket, used in self._by_bucket(meta):
+            bucket.settle(used)
+
+    def _flags(self, calls):
+        """Each parameter's used-flag (1.0 when it got a gradient in this backward), then
+        the backward-call count: what the ranks sum at the end of a backward."""
+        return [float(u) for b in self._bucket_list for u in b.ready] + [calls]
+
+    def _by_bucket(self, meta):
+        """(bucket, its parameters' summed flags) for the summed flags in meta."""
         k = 0
-        for bucket in bl:
+        for bucket in self._bucket_list:
             n = len(bucket.params)
-            bucket.settle(meta[k:k + n])
+            yield bucket, meta[k:k + n]
             k += n
 
     def _out_of_step(self, total, calls):

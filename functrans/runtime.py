@@ -55,18 +55,21 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
 
 
 def program(closed: ClosedJaxpr):
-    """closed as a function (xp, *args) -> outputs on concrete arrays (run through the
-    tiers; xp is implied by the arguments)."""
+    """closed as a function (xp, *args, dests=None) -> outputs on concrete arrays (run
+    through the tiers; xp is implied by the arguments). dests: see _run."""
     jaxpr, consts = closed.jaxpr, list(closed.consts)
 
-    def call(xp, *args):
-        return _run(jaxpr, [*consts, *args])
+    def call(xp, *args, dests=None):
+        return _run(jaxpr, [*consts, *args], dests)
     call.closed = closed
     return call
 
 
-def _run(jaxpr: Jaxpr, vals: list):
-    """Run a jaxpr on vals (its consts, then its arguments) in the tier it has reached."""
+def _run(jaxpr: Jaxpr, vals: list, dests=None):
+    """Run a jaxpr on vals (its consts, then its arguments) in the tier it has reached.
+    dests: None, or per output None or an array the hot tier may write it into (a
+    C-contiguous array of its shape and dtype that shares no memory with vals); the
+    caller checks which outputs came back in them (`out is dest`)."""
     jaxpr._runs += 1
     if jaxpr._runs == 1:
         return eval_impls(jaxpr, vals)
@@ -80,7 +83,7 @@ def _run(jaxpr: Jaxpr, vals: list):
         if hot is None and prog.runs >= HOT_RUNS:
             hot = prog.hot = hot_program(jaxpr)
         if hot:
-            return hot(*vals)
+            return hot(*vals, dests=dests)
     return prog.straight(xp, *vals)
 
 
@@ -150,7 +153,7 @@ def straight_line(jaxpr: Jaxpr):
 
 def hot_program(jaxpr: Jaxpr):
     """jaxpr (consts as leading arguments) lowered by the CPU backend, its outputs allowed
-    to alias its inputs: exe(*vals) -> outputs; False (stay straight-line code) for
+    to alias its inputs: exe(*vals, dests=None) -> outputs (dests: _run); False (stay straight-line code) for
     effects, a failed lowering or buffers larger than the whole byte budget. An effect
     declared hot_safe (its operands are never scratch buffers a callback could keep) is
     lowered like any other equation."""
@@ -160,7 +163,7 @@ def hot_program(jaxpr: Jaxpr):
     flat = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
     try:
         exe = lower_jaxpr(ClosedJaxpr(flat, []), "cpu", (), "program",
-                          alias_outputs=True, native=False).compile()
+                          alias_outputs=True, native=False, destinations=True).compile()
     except Exception as e:      # a lowering bug must not break un-jitted code: say so, go on
         warnings.warn(f"functrans: the CPU lowering of a hot program failed ({type(e).__name__}: "
                       f"{e}); it keeps running as straight-line code. Please report this.",
@@ -176,7 +179,7 @@ def hot_program(jaxpr: Jaxpr):
 
 
 def lower_jaxpr(closed: ClosedJaxpr, backend="cpu", donated=(), name="jitted", optimize=True,
-                alias_outputs=False, native=True):
+                alias_outputs=False, native=True, destinations=False):
     """Optimize a ClosedJaxpr and lower it for a backend ("cpu" or "cuda"): a Lowered.
     native=False keeps CPU fusion groups on NumPy code (the hot tier of un-jitted
     programs: no compiler run in the middle of eager code)."""
@@ -185,7 +188,7 @@ def lower_jaxpr(closed: ClosedJaxpr, backend="cpu", donated=(), name="jitted", o
     t1 = time.perf_counter()
     if backend == "cpu":
         lowered = cpu.lower(optimized, donated=donated, name=name, alias_outputs=alias_outputs,
-                            native=native)
+                            native=native, destinations=destinations)
     elif backend == "cuda":
         lowered = cuda.lower(optimized, donated=donated, name=name)
     else:

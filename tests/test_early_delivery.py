@@ -210,3 +210,48 @@ def test_a_hook_updating_a_value_backward_still_needs_raises():
     want = ft.autograd.grad((m(x) ** 2).sum(), [x] + list(m.parameters()))
     for g, w in zip([x.grad] + [p.grad for p in m.parameters()], want):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-13)
+
+
+@pytest.mark.parametrize("early", [False, True], ids=["after", "early"])
+def test_a_hook_may_name_the_array_that_holds_the_next_fresh_gradient(early):
+    """A post-accumulate hook function with `grad_buffer(tensor) -> array` (DDP's on one
+    machine: the slot in the shared-memory window) has a fresh gradient (`.grad` None)
+    computed straight into that array once the program is hot: `.grad` is then a view of
+    it, with the same values; an array that does not fit (shape, dtype, layout, memory
+    the backward reads) is not used, and an existing `.grad` is accumulated into as
+    usual. Both when the hooks run after the backward and during it."""
+    m, ref = _model(), _model()
+    x = ft.tensor(np.random.default_rng(0).standard_normal((5, 4)))
+    want = ft.autograd.grad((ref(x) ** 2).sum(), list(ref.parameters()))
+    w0, w2 = m[0].weight, m[2].weight
+    slots = {"w0": np.empty(w0.shape), "w2": np.empty(w2.shape)}
+    in_hook = []
+    for name, p in (("w0", w0), ("w2", w2)):
+        def hook(p, name=name):
+            in_hook.append(p.grad._data is slots[name])
+        hook.grad_buffer = lambda p, name=name: slots[name]
+        hook.deliver_early = early
+        p.register_post_accumulate_grad_hook(hook)
+    for step in range(runtime.HOT_RUNS + 3):
+        m.zero_grad()
+        (m(x) ** 2).sum().backward()
+        for p, w in zip(m.parameters(), want):
+            np.testing.assert_allclose(p.grad.numpy(), w.numpy(), rtol=1e-13)
+    # hot: computed in place (no copy), and so the hooks saw it
+    assert w0.grad._data is slots["w0"] and w2.grad._data is slots["w2"]
+    assert in_hook[-2:] == [True, True]
+    (m(x) ** 2).sum().backward()                    # accumulates into the slots
+    np.testing.assert_allclose(slots["w0"], 2 * want[0].numpy(), rtol=1e-13)
+    readonly = np.empty(w2.shape)
+    readonly.flags.writeable = False
+    for bad in (np.empty(w2.shape, np.float32), np.empty((w2.shape[0], 2 * w2.shape[1]))[:, ::2],
+                np.empty((w2.shape[0] + 1, w2.shape[1])), readonly,
+                w2._data):                          # read by the backward (layer 1's grads)
+        slots["w2"] = bad
+        before = bad.copy()
+        m.zero_grad()
+        (m(x) ** 2).sum().backward()
+        assert w2.grad._data is not bad
+        np.testing.assert_array_equal(bad, before)
+        np.testing.assert_allclose(w2.grad.numpy(), want[2].numpy(), rtol=1e-13)
+        np.testing.assert_allclose(w0.grad.numpy(), want[0].numpy(), rtol=1e-13)

@@ -127,3 +127,46 @@ def test_block_temporaries_count_against_the_budget(monkeypatch):
     assert runtime.hot_program(closed.jaxpr) is False
     np.testing.assert_allclose(exe(x)[0], core.eval_jaxpr(closed.jaxpr, [], x)[0],
                                rtol=1e-12)
+
+
+def test_hot_programs_write_outputs_into_given_destinations():
+    """A hot program writes an output computed into a buffer of its own (a matmul, a fused
+    group) into the array given for it in `dests`, and returns that array; other outputs,
+    and every output without dests, come back as usual with the same values."""
+    def f(x, w):
+        h = x @ w
+        return h, fnp.tanh(h) * 2.0 + x @ w, fnp.sum(h, axis=0)
+    x, w = _rand(4, 6), _rand(6, 5)
+    closed = ft.make_jaxpr(f)(x, w)
+    exe = runtime.hot_program(closed.jaxpr)
+    assert exe
+    want = exe(x, w)
+    dests = [np.full((4, 5), np.nan), np.full((4, 5), np.nan), np.full(5, np.nan)]
+    got = exe(x, w, dests=dests)
+    for g, wnt in zip(got, want):
+        np.testing.assert_allclose(g, wnt, rtol=1e-14)
+    written = [g is d for g, d in zip(got, dests)]
+    assert written[0] and written[1]            # the matmul and the fused group
+    assert np.isnan(dests[2]).all() or written[2]     # untouched unless written whole
+    partial = [None, np.zeros((4, 5)), None]
+    got = exe(x, w, dests=partial)
+    assert got[0] is not partial[0] and got[1] is partial[1]
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-14)
+
+
+def test_destinations_are_a_hint_below_the_hot_tier():
+    """runtime.program(closed)(xp, *args, dests=...) is valid in every tier: before the
+    program is hot the outputs are fresh arrays (the caller checks `out is dest`)."""
+    def f(x):
+        return fnp.exp(x) @ x.T
+    x = _rand(3, 3)
+    closed = ft.make_jaxpr(f)(x)
+    call = runtime.program(closed)
+    want = np.exp(x) @ x.T
+    hits = []
+    for _ in range(runtime.HOT_RUNS + 2):
+        d = np.empty((3, 3))
+        out = call(np, x, dests=[d])[0]
+        np.testing.assert_allclose(out, want, rtol=1e-14)
+        hits.append(out is d)
+    assert not hits[0] and hits[-1]

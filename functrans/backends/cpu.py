@@ -10,6 +10,7 @@ interpreted per equation at run time.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import math
@@ -286,12 +287,14 @@ def _block_inplace(eqn, i, o):
 
 
 class _Lowering:
-    def __init__(self, closed: ClosedJaxpr, donated, name, alias_outputs=False, native=None):
+    def __init__(self, closed: ClosedJaxpr, donated, name, alias_outputs=False, native=None,
+                 destinations=False):
         self.native = native          # None, or (mode, the reason it is unavailable or None)
         self.native_groups: list = []     # cuda.GroupCode / RowFunction of each native group
         self.report: list = []            # (group name, backend, why) of each fusion group
         self.closed = closed
         self.alias_outputs = alias_outputs
+        self.destinations = destinations
         self.name = name
         self.ctx = _Ctx()
         self.donated = tuple(donated) + (False,) * (len(closed.jaxpr.invars) - len(donated))
@@ -410,7 +413,7 @@ class _Lowering:
         ufunc_only = {v for v, es in readers.items() if v not in outs_set and all(
             id(r) not in blocked and _kind(r, blocked) == "out"
             and r.primitive is not dot_general_p for r in es)}
-        allocated = set()
+        allocated, dest_of = set(), self.dest_slots(j.outvars, plan)
         for idx, e in enumerate(prog.eqns):
             k = _kind(e, blocked)
             if k == "out":
@@ -422,7 +425,11 @@ class _Lowering:
                         allocated.add(s)
                         shape, dt = plan.slots[s]
                         if plan.escapes[s]:
-                            body.append(f"{nm} = _empty({shape!r}, {self.ctx.dtype(dt)})")
+                            new = f"_empty({shape!r}, {self.ctx.dtype(dt)})"
+                            i = dest_of.get(s)
+                            if i is not None:
+                                new += f" if dests is None or dests[{i}] is None else dests[{i}]"
+                            body.append(f"{nm} = {new}")
                         else:
                             self.scratch.append((s, shape, dt))
                     self.names[o] = nm
@@ -466,12 +473,27 @@ class _Lowering:
                 rets.append(self.names[a])
         body.append(f"return [{', '.join(rets)}]")
         scratch_args = [f"s{s}=None" for s, _, _ in self.scratch]
+        if self.destinations:
+            scratch_args.append("*, dests=None")
         fname = identifier(self.name) or "jitted"
         head = f"def {fname}({', '.join(args + scratch_args)}):"
         src = "\n".join([head] + ["    " + ln for ln in body])
         self.source = "\n\n".join(self.block_sources + [src])
         self.fname = fname
         return self
+
+    def dest_slots(self, outvars, plan):
+        """slot -> output index, for the outputs a caller may give arrays to write into
+        (destinations): those written whole into a buffer allocated per call, once each."""
+        if not self.destinations:
+            return {}
+        res, seen = {}, collections.Counter(a for a in outvars if type(a) is Var)
+        for i, (a, copy) in enumerate(zip(outvars, plan.copy_out)):
+            if type(a) is Var and not copy and seen[a] == 1 and a in plan.slot_of:
+                s = plan.slot_of[a]
+                if plan.escapes[s] and plan.donor[s] is None:
+                    res[s] = i
+        return res
 
     # -- native fusion groups ---------------------------------------------
 
@@ -690,9 +712,13 @@ class CpuExecutable:
         with self._lock:
             self._hold()
 
-    def __call__(self, *args):
+    def __call__(self, *args, dests=None):
+        """dests (a program lowered with destinations=True): per output, None or a
+        C-contiguous array of its shape and dtype, sharing no memory with the arguments, to
+        write it into where the plan allows (the output returned is then that array)."""
         if len(args) != self.n_in:
             raise TypeError(f"{self.name} takes {self.n_in} flat arguments, got {len(args)}")
+        kw = {} if dests is None else {"dests": dests}
         with self._lock:
             if self._held:
                 if self.nbytes:
@@ -700,10 +726,10 @@ class CpuExecutable:
             elif not self._hold():          # larger than the whole budget: buffers per call
                 self._allocate()
                 try:
-                    return self.fn(*args)
+                    return self.fn(*args, **kw)
                 finally:
                     self._free()
-            return self.fn(*args)
+            return self.fn(*args, **kw)
 
     def _hold(self):
         """Charge the budget and allocate the buffers (False: they exceed the budget)."""
@@ -749,13 +775,15 @@ def native_setting():
     return mode, None
 
 
-def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False, native=True):
+def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False, native=True,
+          destinations=False):
     """Lower an optimized ClosedJaxpr to generated NumPy code, its fusion groups to native
     C++ functions where `ft.config.cpu_backend` and the toolchain allow (native=False: NumPy
     only): a Lowered. alias_outputs: outputs may be inputs (or one another) instead of
-    copies, for internal programs whose results nobody writes to."""
+    copies, for internal programs whose results nobody writes to. destinations: the
+    executable takes `dests`, arrays its outputs may be written into (CpuExecutable)."""
     setting = native_setting() if native else None
-    lw = _Lowering(closed, donated, name, alias_outputs, setting).run()
+    lw = _Lowering(closed, donated, name, alias_outputs, setting, destinations).run()
     native_info = None
     if lw.native_groups:
         src = native_kernels.render_program(lw.native_groups)
@@ -766,7 +794,8 @@ def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False, n
             warnings.warn(f"functrans: {e}\nThe program {name!r} runs NumPy code instead.",
                           RuntimeWarning, stacklevel=2)
             why = f"compile failed: {str(e).splitlines()[0]}"
-            lw = _Lowering(closed, donated, name, alias_outputs, (setting[0], why)).run()
+            lw = _Lowering(closed, donated, name, alias_outputs, (setting[0], why),
+                           destinations).run()
         else:
             native_info = {"source": src, "library": lw.library}
     info = dict(lw.info, scratch_buffers=len(lw.scratch), plan=repr(lw.plan), groups=lw.report)

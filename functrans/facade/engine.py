@@ -35,7 +35,8 @@ from .tensor import Tensor, traced_hooks, wrap
 class Program:
     """A cached backward program: the compiled function, the keys of its value inputs,
     where to fetch them, the retained values it captures and the nodes it replays."""
-    __slots__ = ("closed", "fn", "fetch", "captures", "keys", "replayed", "early", "saved_by")
+    __slots__ = ("closed", "fn", "fused", "fetch", "captures", "keys", "replayed", "early",
+                 "saved_by")
 
 
 _CACHE: dict = {}
@@ -82,11 +83,12 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None, ke
     prog.closed = closed
     prog.keys = [ks[0] for ks in keys]
     prog.fn = prog.early = None
+    prog.fused = False
     if not create_graph:
-        prog.fn, fused = _program_fn(closed, spec)
+        prog.fn, prog.fused = _program_fn(closed, spec)
         # the variants that hand out leaf gradients early, by their saved inputs
         # (_early_program; not across an ft.compile node, whose program is fused)
-        prog.early = None if fused else {}
+        prog.early = None if prog.fused else {}
     prog.saved_by = None
     prog.captures = list(spec.captures)
     prog.replayed = tuple(rn.pos for rn in spec.nodes)    # the nodes this backward executes
@@ -189,9 +191,10 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     if not uniq:
         return [None] * len(targets), targets
     root_cts = [torch_convention(c) for c in root_cts]
-    early = None
+    early = dests = None
     if deliver is not None and not (create_graph or anomaly or _thread_state.depth):
         early = _Early.of(targets, tkeys, uniq, deliver)
+        dests = _destinations(targets, tkeys, uniq)
     key = _program_key(structure, uniq, root_keys, create_graph)
     prog = None if anomaly else _CACHE.get(key)
     if anomaly or (prog is None and not create_graph and not _thread_state.depth
@@ -207,7 +210,7 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
         else:
             prog, hooked, fns = get_program(nodes, pos, uniq, root_keys, create_graph,
                                             structure, key)
-        outs = _execute(prog, nodes, hooked, fns, root_cts, create_graph, early)
+        outs = _execute(prog, nodes, hooked, fns, root_cts, create_graph, early, dests)
         captures, replayed = prog.captures, prog.replayed
     outs = [torch_convention(o) for o in outs]
     res = dict(zip(uniq, outs[:len(uniq)]))        # None where delivered early
@@ -221,7 +224,7 @@ def _on_cpu(arrays):
     return all(type(a) is np.ndarray for a in arrays)
 
 
-def _execute(prog, nodes, hooked, fns, root_cts, create_graph, early=None):
+def _execute(prog, nodes, hooked, fns, root_cts, create_graph, early=None, dests=None):
     vals = _fetch_inputs(prog, nodes)
     if _thread_state.depth and _any_traced(vals, root_cts):    # inside ft.compile's capture
         return traced_hooks().run_program(prog, nodes, hooked, fns, vals, root_cts,
@@ -235,16 +238,60 @@ def _execute(prog, nodes, hooked, fns, root_cts, create_graph, early=None):
         xp = array_module(*vals) if vals else np
         seen = _input_ids(vals, root_cts)
         with np.errstate(all="ignore"):     # torch's backward does not warn about inf/nan
+            dests = (_usable(dests, prog.closed.jaxpr.outvars, vals, root_cts)
+                     if dests and not prog.fused and xp is np else None)
+            kw = {"dests": dests} if dests else {}
             if early is not None and prog.early is not None:
                 early.owned, early.nodes, early.fetch = seen, nodes, prog.fetch
+                early.dests = dests
                 outs = _early_program(prog, early.aliases(vals, _saved_by(prog, nodes)))(
-                    xp, *vals, *root_cts)
+                    xp, *vals, *root_cts, **kw)
             else:
-                outs = prog.fn(xp, *vals, *root_cts)
+                outs = prog.fn(xp, *vals, *root_cts, **kw)
     finally:
         RUN.stack.pop()
     done = early.done if early is not None else ()
-    return [None if i in done else _own(o, seen) for i, o in enumerate(outs)]
+    return [None if i in done else _owned(o, i, dests, seen) for i, o in enumerate(outs)]
+
+
+def _owned(o, i, dests, seen):
+    """_own(o, seen), except for an output written into its destination (dests)."""
+    return o if dests and o is dests[i] else _own(o, seen)
+
+
+def _destinations(targets, tkeys, uniq):
+    """{output index: array} for the leaf targets whose `.grad` is None and one of whose
+    post-accumulate hooks names, by a `grad_buffer(tensor)` attribute, an array to hold
+    the next fresh gradient (DistributedDataParallel: its slot in the shared-memory
+    window, which then needs no copy); None without any."""
+    res = None
+    for t, k in zip(targets, tkeys):
+        post = t.__dict__.get("_post_hooks") if k is not None and t._grad is None else None
+        if not post:
+            continue
+        for fn in post.values():
+            buffer = getattr(fn, "grad_buffer", None)
+            a = buffer(t) if buffer is not None else None
+            if a is not None:
+                if res is None:
+                    res, where = {}, {k: i for i, k in enumerate(uniq)}
+                res[where[k]] = a
+                break
+    return res
+
+
+def _usable(dests, outvars, vals, root_cts):
+    """The destinations as the program's `dests` list: those of the output's shape and
+    dtype, C-contiguous, writable and not a view of memory the program reads."""
+    read = {_owner(v) for v in vals}
+    read.update(_owner(c) for c in root_cts)
+    res = [None] * len(outvars)
+    for i, a in dests.items():
+        aval = outvars[i].aval
+        if (type(a) is np.ndarray and a.shape == aval.shape and a.dtype == aval.dtype
+                and a.flags.c_contiguous and a.flags.writeable and _owner(a) not in read):
+            res[i] = a
+    return res
 
 
 def _saved_by(prog, nodes):
@@ -379,7 +426,8 @@ class _Early:
     gradient is ready): DistributedDataParallel starts its all-reduces during backward. A
     hook function with `deliver_early = False` runs after the whole backward instead, as
     every hook under an ft.compile capture (no reordered program for it)."""
-    __slots__ = ("indices", "targets", "keys", "deliver", "done", "owned", "nodes", "fetch")
+    __slots__ = ("indices", "targets", "keys", "deliver", "done", "owned", "nodes", "fetch",
+                 "dests")
 
     @staticmethod
     def of(targets, tkeys, uniq, deliver):
@@ -397,6 +445,7 @@ class _Early:
         self.keys = {i: k for i, k in enumerate(uniq) if k in by_key}
         self.indices = frozenset(self.targets)
         self.deliver, self.done, self.owned = deliver, set(), set()
+        self.dests = None
         return self
 
     def aliases(self, vals, saved_by):
@@ -418,7 +467,7 @@ class _Early:
 
     def __call__(self, i, g):
         """Output i (a position in the targets without repeats) is final: deliver it."""
-        g = torch_convention(_own(g, self.owned))
+        g = torch_convention(_owned(g, i, self.dests, self.owned))
         self.done.add(i)
         for t in self.targets[i]:
             self.deliver(t, g)

@@ -351,6 +351,8 @@ class DistributedDataParallel(Module):
                 elif self._launched:
                     self._progress()
         ready.deliver_early = self._window is None    # shared memory: nothing to start
+        # a fresh gradient is computed straight into its slot (the engine's hot programs)
+        ready.grad_buffer = lambda p: None if bucket.views is None else bucket.views[i]
         return ready
 
     def _progress(self):

@@ -153,8 +153,9 @@ def straight_line(jaxpr: Jaxpr):
 
 def hot_program(jaxpr: Jaxpr):
     """jaxpr (consts as leading arguments) lowered by the CPU backend, its outputs allowed
-    to alias its inputs: exe(*vals, dests=None) -> outputs (dests: _run); False (stay straight-line code) for
-    effects, a failed lowering or buffers larger than the whole byte budget. An effect
+    to alias its inputs: exe(*vals, dests=None) -> outputs (dests: _run); False (stay
+    straight-line code) for effects, a failed lowering or buffers larger than the whole
+    byte budget. An effect
     declared hot_safe (its operands are never scratch buffers a callback could keep) is
     lowered like any other equation."""
     if not jaxpr.eqns or any(e.primitive.effectful and not e.primitive.extra.get("hot_safe")

@@ -274,7 +274,7 @@ def _destinations(targets, tkeys, uniq):
             a = buffer(t) if buffer is not None else None
             if a is not None:
                 if res is None:
-                    res, where = {}, {k: i for i, k in enumerate(uniq)}
+                    res, where = {}, {key: i for i, key in enumerate(uniq)}
                 res[where[k]] = a
                 break
     return res

@@ -10,9 +10,10 @@ is complete (and every bucket before it has been launched, so that all ranks sta
 same collectives in the same order) a non-blocking all-reduce (MPI Iallreduce, without
 the collectives' per-call agreement round) of its flat buffer starts, while the rest of
 the backward call goes on. Gradients live in that buffer: after the first synced backward
-each parameter's `.grad` is a view of its slot, so accumulation writes straight into it
-(a gradient found elsewhere, after zero_grad(set_to_none=True) or an assigned `.grad`, is
-copied in once). A parameter of at least SOLO_BYTES (256 KB) is a bucket of its own,
+each parameter's `.grad` is a view of its slot, so accumulation writes straight into it;
+a fresh gradient (after zero_grad(set_to_none=True)) is computed into it by the engine's
+hot backward program (the hook's `grad_buffer`), and one found elsewhere (an assigned
+`.grad`, the first steps) is copied in once. A parameter of at least SOLO_BYTES (256 KB) is a bucket of its own,
 all-reduced in place in its gradient's array, so a fresh gradient is never copied (the
 copy of a large one costs more than the extra collective). The first hook of a backward
 queues a callback at the end of that backward call
@@ -110,8 +111,9 @@ class _Bucket:
         """The array to all-reduce. Solo: the gradient itself when it is a plain owned
         contiguous array (engine-made gradients are), else a copy that becomes `.grad`;
         zeros when the parameter got no gradient here. Shared: ready gradients into their
-        slots (a copy only for one not yet a view: first backward,
-        zero_grad(set_to_none=True), an assigned `.grad`), zeros in the slots of the others
+        slots (a copy only for one not yet a view: the first backward calls,
+        zero_grad(set_to_none=True) before the backward program is hot, an assigned
+        `.grad`), zeros in the slots of the others
         (their own `.grad` stashed if it is the view)."""
         if self.solo:
             p = self.params[0]

@@ -255,3 +255,21 @@ def test_a_hook_may_name_the_array_that_holds_the_next_fresh_gradient(early):
         np.testing.assert_array_equal(bad, before)
         np.testing.assert_allclose(w2.grad.numpy(), want[2].numpy(), rtol=1e-13)
         np.testing.assert_allclose(w0.grad.numpy(), want[0].numpy(), rtol=1e-13)
+
+
+def test_one_array_named_for_two_leaves_holds_only_one_gradient():
+    a = ft.tensor(np.arange(3.0), requires_grad=True)
+    b = ft.tensor(np.arange(3.0) + 1, requires_grad=True)
+    shared = np.empty(3)
+    for t in (a, b):
+        def hook(p):
+            pass
+        hook.grad_buffer = lambda p: shared
+        hook.deliver_early = False
+        t.register_post_accumulate_grad_hook(hook)
+    for _ in range(runtime.HOT_RUNS + 3):
+        a.grad = b.grad = None
+        (ft.sin(a) * 2.0 + ft.exp(b) * 3.0).sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), 2 * np.cos(np.arange(3.0)), rtol=1e-14)
+        np.testing.assert_allclose(b.grad.numpy(), 3 * np.exp(np.arange(3.0) + 1), rtol=1e-14)
+    assert (a.grad._data is shared) != (b.grad._data is shared)

@@ -282,15 +282,19 @@ def _destinations(targets, tkeys, uniq):
 
 def _usable(dests, outvars, vals, root_cts):
     """The destinations as the program's `dests` list: those of the output's shape and
-    dtype, C-contiguous, writable and not a view of memory the program reads."""
+    dtype, C-contiguous, writable, not a view of memory the program reads, and each given
+    once (different arrays must not overlap: the hooks' promise, as DDP's disjoint slots;
+    checking every pair would cost more than the copies saved)."""
     read = {_owner(v) for v in vals}
     read.update(_owner(c) for c in root_cts)
-    res = [None] * len(outvars)
+    res, given = [None] * len(outvars), set()
     for i, a in dests.items():
         aval = outvars[i].aval
         if (type(a) is np.ndarray and a.shape == aval.shape and a.dtype == aval.dtype
-                and a.flags.c_contiguous and a.flags.writeable and _owner(a) not in read):
+                and a.flags.c_contiguous and a.flags.writeable and _owner(a) not in read
+                and id(a) not in given):
             res[i] = a
+            given.add(id(a))
     return res
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from mpi_jobs import launch, needs_mpi, run_job
 
+from functrans.distributed.run import find_mpiexec
+
 pytestmark = needs_mpi
 
 LAUNCHER = [sys.executable, "-m", "functrans.distributed.run", "-n", "2"]
@@ -329,12 +331,18 @@ def _job_pids(root):
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="needs Linux's /proc/net")
-@pytest.mark.parametrize("pm", ["hydra", "gforker"])
+@pytest.mark.parametrize("pm", [None, "hydra", "gforker"], ids=["default", "hydra", "gforker"])
 def test_a_local_job_uses_loopback_and_shared_memory_only(tmp_path, pm):
     """While a 2-process job of the launcher runs, none of its processes holds a socket
-    bound to or connected to an address other than loopback. The one exception, with the
-    default process manager: Hydra's control port, which mpiexec opens on the wildcard
-    address (its proxies connect to it over loopback); gforker opens no socket at all."""
+    bound to or connected to an address other than loopback. The one exception, with
+    `--pm hydra`: Hydra's control port, which mpiexec opens on the wildcard address (its
+    proxies connect to it over loopback); gforker, the default where MPICH installed it,
+    opens no socket at all."""
+    if pm is None:
+        gforker = os.access(find_mpiexec() + ".gforker", os.X_OK)
+        flags, pm = [], "gforker" if gforker else "hydra"
+    else:
+        flags = ["--pm", pm]
     proc, out, _ = launch(tmp_path, """
         import os, time
         import functrans as ft
@@ -344,7 +352,7 @@ def test_a_local_job_uses_loopback_and_shared_memory_only(tmp_path, pm):
         open(os.path.join(os.environ["FT_MPI_JOB_OUT"], f"up{dist.get_rank()}"), "w").close()
         time.sleep(2)
         dist.barrier()
-    """, launcher=LAUNCHER[:3] + ["--pm", pm] + LAUNCHER[3:])
+    """, launcher=LAUNCHER[:3] + flags + LAUNCHER[3:])
     try:
         deadline = time.time() + 30
         while len([f for f in os.listdir(out) if f.startswith("up")]) < 2:

@@ -1,10 +1,12 @@
 """`python -m functrans.distributed.run -n N [--hosts h1,h2] script.py args...`: launch N
 processes of a script through the installed `mpiexec` (MPICH's, from the `mpi` extra).
 
-Single-machine jobs (no --hosts) are bound to loopback and shared memory: MPICH's
-`mpiexec -launcher fork -iface lo`, and UCX / libfabric told the same in the environment,
-so the ranks open no socket on the machine's network address (Hydra's own control port
-listens on the wildcard address; `--pm gforker` avoids even that: see `command`). Each
+Single-machine jobs (no --hosts) are bound to shared memory and loopback: MPICH's
+fork-only process manager `mpiexec.gforker`, which opens no socket, and UCX / libfabric
+told to stay on shared memory and loopback in the environment, so no process of the job
+listens on or connects to the machine's network address (without gforker, Hydra's
+`mpiexec -launcher fork -iface lo`, whose own control port listens on the wildcard
+address: see `command`). Each
 rank runs the script through this module's rank wrapper, which records how the rank ended: an
 uncaught exception is printed with the rank's number and aborts the whole job (the others
 would otherwise wait for it forever), and a rank that dies without finishing (killed, a
@@ -39,18 +41,20 @@ def find_mpiexec():
     return found
 
 
-def command(n, argv, hosts=None, pm="hydra"):
+def command(n, argv, hosts=None, pm=None):
     """The command line that starts n processes of argv, and the environment it needs.
 
-    On one machine: MPICH's `mpiexec -launcher fork -iface lo` (pm="hydra"), or its
-    fork-only process manager `mpiexec.gforker` (pm="gforker", when installed beside
-    mpiexec); the ranks' own traffic is kept on shared memory and loopback by
-    LOOPBACK_ENV. Hydra's control port listens on the wildcard address (0.0.0.0) even
-    then (only its own processes connect to it, over loopback); gforker talks to the ranks
-    over pipes and opens no socket, but MPICH's collectives ran 10-20x slower under it
-    here, so Hydra is the default. With hosts: `mpiexec -hosts h1,h2` (Hydra, over ssh)."""
+    On one machine: MPICH's fork-only process manager `mpiexec.gforker` (pm="gforker"),
+    which talks to the ranks over pipes and opens no socket, or `mpiexec -launcher fork
+    -iface lo` (pm="hydra"), whose control port listens on the wildcard address (0.0.0.0)
+    even then (only its own processes connect to it, over loopback); pm=None: gforker when
+    it is installed beside mpiexec (MPICH's wheel has it), else Hydra. The ranks' own
+    traffic is kept on shared memory and loopback by LOOPBACK_ENV. With hosts: `mpiexec
+    -hosts h1,h2` (Hydra, over ssh)."""
     mpiexec = find_mpiexec()
     env = {}
+    if pm is None and not hosts:
+        pm = "gforker" if os.access(mpiexec + ".gforker", os.X_OK) else "hydra"
     if hosts:
         cmd = [mpiexec, "-hosts", hosts]
     elif pm == "gforker":
@@ -72,7 +76,7 @@ def command(n, argv, hosts=None, pm="hydra"):
     return cmd + ["-n", str(n), *argv], env
 
 
-def launch(n, script, args=(), hosts=None, env=None, pm="hydra"):
+def launch(n, script, args=(), hosts=None, env=None, pm=None):
     """Run the job to its end; returns mpiexec's exit code, after naming any rank that
     died without finishing."""
     argv = [sys.executable, "-m", "functrans.distributed.run", "--rank", script, *args]
@@ -162,9 +166,10 @@ def main(argv=None):
     p.add_argument("-n", "--nproc", type=int, default=1, help="number of processes")
     p.add_argument("--hosts", default=None,
                    help="comma-separated host names (passed to mpiexec -hosts)")
-    p.add_argument("--pm", choices=("hydra", "gforker"), default="hydra",
-                   help="process manager of a single-machine job: hydra (default; its "
-                        "control port listens on every address) or gforker (no socket)")
+    p.add_argument("--pm", choices=("hydra", "gforker"), default=None,
+                   help="process manager of a single-machine job: gforker (no socket; the "
+                        "default when installed) or hydra (its control port listens on "
+                        "every address)")
     p.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)

@@ -48,7 +48,9 @@ def command(n, argv, hosts=None, pm=None):
     which talks to the ranks over pipes and opens no socket, or `mpiexec -launcher fork
     -iface lo` (pm="hydra"), whose control port listens on the wildcard address (0.0.0.0)
     even then (only its own processes connect to it, over loopback); pm=None: gforker when
-    it is installed beside mpiexec (MPICH's wheel has it), else Hydra. The ranks' own
+    it is installed beside mpiexec (MPICH's wheel has it), else Hydra. (gforker may
+    linger about 2 s after the last rank exits: it sleeps when that rank's pipes close
+    before it is reaped.) The ranks' own
     traffic is kept on shared memory and loopback by LOOPBACK_ENV. With hosts: `mpiexec
     -hosts h1,h2` (Hydra, over ssh)."""
     mpiexec = find_mpiexec()

@@ -6,10 +6,10 @@ fork-only process manager `mpiexec.gforker`, which opens no socket, and UCX / li
 told to stay on shared memory and loopback in the environment, so no process of the job
 listens on or connects to the machine's network address (without gforker, Hydra's
 `mpiexec -launcher fork -iface lo`, whose own control port listens on the wildcard
-address: see `command`). Each
-rank runs the script through this module's rank wrapper, which records how the rank ended: an
-uncaught exception is printed with the rank's number and aborts the whole job (the others
-would otherwise wait for it forever), and a rank that dies without finishing (killed, a
+address: see `command`). Each rank runs the script through this module's rank wrapper,
+which records how the rank ended: an uncaught exception is printed with the rank's
+number and aborts the whole job (the others would otherwise wait for it forever), and a
+rank that dies without finishing (killed, a
 crash, `os._exit`) is named by the launcher when mpiexec returns.
 """
 from __future__ import annotations
@@ -50,9 +50,8 @@ def command(n, argv, hosts=None, pm=None):
     even then (only its own processes connect to it, over loopback); pm=None: gforker when
     it is installed beside mpiexec (MPICH's wheel has it), else Hydra. (gforker may
     linger about 2 s after the last rank exits: it sleeps when that rank's pipes close
-    before it is reaped.) The ranks' own
-    traffic is kept on shared memory and loopback by LOOPBACK_ENV. With hosts: `mpiexec
-    -hosts h1,h2` (Hydra, over ssh)."""
+    before it is reaped.) The ranks' own traffic is kept on shared memory and loopback by
+    LOOPBACK_ENV. With hosts: `mpiexec -hosts h1,h2` (Hydra, over ssh)."""
     mpiexec = find_mpiexec()
     env = {}
     if pm is None and not hosts:

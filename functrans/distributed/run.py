@@ -9,8 +9,8 @@ listens on or connects to the machine's network address (without gforker, Hydra'
 address: see `command`). Each rank runs the script through this module's rank wrapper,
 which records how the rank ended: an uncaught exception is printed with the rank's
 number and aborts the whole job (the others would otherwise wait for it forever), and a
-rank that dies without finishing (killed, a
-crash, `os._exit`) is named by the launcher when mpiexec returns.
+rank that dies without finishing (killed, a crash, `os._exit`) is named by the launcher
+when mpiexec returns.
 """
 from __future__ import annotations
 

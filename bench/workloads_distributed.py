@@ -63,8 +63,9 @@ ROUNDS = 5
                       "gradient all-reduce vs raw mpi4py Allreduce)")
 def ddp_weak_scaling():
     """ROUNDS rounds of four jobs back to back (one process, two that do not communicate,
-    two under DDP, two under DDP's message path); each ratio is taken within a round, then the median over the rounds:
-    the machine's load drifts between jobs more than the figures differ."""
+    two under DDP, two under DDP's message path); each ratio is taken within a round, then
+    the median over the rounds: the machine's load drifts between jobs more than the
+    figures differ."""
     rounds = []
     for _ in range(ROUNDS):
         one, ceiling, ddp = _job(1, "alone"), _job(2, "alone"), _job(2, "ddp")

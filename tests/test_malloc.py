@@ -13,14 +13,7 @@ from functrans.backends import memory
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _glibc():
-    try:
-        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
-    except (AttributeError, ValueError, OSError):
-        return False
-
-
-GLIBC = _glibc()
+GLIBC = memory.glibc_version() is not None
 DEFAULT_ENV = {k: v for k, v in os.environ.items()
                if not k.startswith("MALLOC_") and k != "FUNCTRANS_MALLOC"}
 

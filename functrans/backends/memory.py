@@ -110,6 +110,14 @@ class ProgramMemory:
 BUDGET = ProgramMemory()
 
 
+def glibc_version():
+    """The C library's version ("glibc 2.36") when it is glibc, else None."""
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION") or None
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def tune_malloc(environ=os.environ) -> str:
     """Set glibc's malloc to keep freed heap memory for reuse: blocks under HEAP_MMAP_BYTES
     from the heap, its free top handed back to the system only above HEAP_TRIM_BYTES.
@@ -124,12 +132,12 @@ def tune_malloc(environ=os.environ) -> str:
     mine = [v for v in _USER_MALLOC_VARS if v in environ]
     if mine:
         return f"system ({mine[0]} is set)"
+    glibc = glibc_version()
     try:
-        glibc = os.confstr("CS_GNU_LIBC_VERSION")
-        mallopt = ctypes.CDLL(None).mallopt
-    except (AttributeError, ValueError, OSError):
-        glibc = None
-    if not glibc:
+        mallopt = ctypes.CDLL(None).mallopt if glibc else None
+    except (AttributeError, OSError):
+        mallopt = None
+    if mallopt is None:
         return "system (not glibc)"
     if mallopt(_M_MMAP_THRESHOLD, HEAP_MMAP_BYTES) and mallopt(_M_TRIM_THRESHOLD,
                                                                 HEAP_TRIM_BYTES):

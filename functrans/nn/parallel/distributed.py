@@ -13,10 +13,10 @@ the backward call goes on. Gradients live in that buffer: after the first synced
 each parameter's `.grad` is a view of its slot, so accumulation writes straight into it;
 a fresh gradient (after zero_grad(set_to_none=True)) is computed into it by the engine's
 hot backward program (the hook's `grad_buffer`), and one found elsewhere (an assigned
-`.grad`, the first steps) is copied in once. A parameter of at least SOLO_BYTES (256 KB) is a bucket of its own,
-all-reduced in place in its gradient's array, so a fresh gradient is never copied (the
-copy of a large one costs more than the extra collective). The first hook of a backward
-queues a callback at the end of that backward call
+`.grad`, the first steps) is copied in once. A parameter of at least SOLO_BYTES (256 KB)
+is a bucket of its own, all-reduced in place in its gradient's array, so a fresh gradient
+is never copied (the copy of a large one costs more than the extra collective). The
+first hook of a backward queues a callback at the end of that backward call
 (`Variable._execution_engine.queue_callback`), which launches the buckets still
 incomplete and one small all-reduce of the used-flags (below) and of each rank's number
 of backward calls through the model, waits for all of them (polling, with the collective
@@ -113,8 +113,8 @@ class _Bucket:
         zeros when the parameter got no gradient here. Shared: ready gradients into their
         slots (a copy only for one not yet a view: the first backward calls,
         zero_grad(set_to_none=True) before the backward program is hot, an assigned
-        `.grad`), zeros in the slots of the others
-        (their own `.grad` stashed if it is the view)."""
+        `.grad`), zeros in the slots of the others (their own `.grad` stashed if it is the
+        view)."""
         if self.solo:
             p = self.params[0]
             if not self.ready[0]:

@@ -323,7 +323,7 @@ class _Derived:
 
 
 def _eqn_key(prim, params, ins):
-    return (prim, _params_key(params), tuple([a if type(a) is Var else _literal_key(a)
+    return (prim, None if params is None else _params_key(params), tuple([a if type(a) is Var else _literal_key(a)
                                               for a in ins]))
 
 
@@ -332,33 +332,50 @@ def _literal_key(a):
     return (v.item() if np.size(v) == 1 else ("array", id(v)), a.aval)
 
 
-def _reuse(eqns, table, env, alias=None):
+def _reuse(eqns, table, env, alias=None, extended=None):
     """Equations whose primitive, params and (renamed) inputs match a table entry
     (outputs, their availability or None for all) are dropped and their outputs renamed
     to the entry's; the rest are kept (and entered). An output that is not available is
     still computed, but named by the entry's output in later keys, so the equations that
-    read it find their entries (`alias`: such names given from the start)."""
+    read it find their entries (`alias`: such names given from the start).
+
+    `extended`: (primitive, inputs) -> table entry, for primitives whose partial
+    evaluation keeps the equation's outputs first and appends residuals (a scan's known
+    part: other params, more outputs). Such an equation is kept (it computes the
+    residuals) but its leading outputs are renamed to the entry's like a hit, so what
+    reads them reads the recorded values rather than recomputing everything downstream
+    from inputs no node saved."""
     kept = []
     alias = {} if alias is None else alias
     for e in eqns:
         ins = [env.get(a, a) if type(a) is Var else a for a in e.invars]
-        key = _eqn_key(e.primitive, e.params,
-                       [alias.get(a, a) if type(a) is Var else a for a in ins] if alias else ins)
+        named = [alias.get(a, a) if type(a) is Var else a for a in ins] if alias else ins
+        key = _eqn_key(e.primitive, e.params, named)
         hit = table.get(key)
         if hit is not None and [v.aval for v in hit[0]] == [v.aval for v in e.outvars]:
             outs, avail = hit
             if avail is None:
                 env.update(zip(e.outvars, outs))
                 continue
-            for v, h, a in zip(e.outvars, outs, avail):
-                if a:
-                    env[v] = h
-                else:
-                    alias[v] = h
+            _rename(e.outvars, outs, avail, env, alias)
         else:
             table[key] = (e.outvars, None)
+            hit = extended.get(_eqn_key(e.primitive, None, named)) if extended else None
+            if hit is not None and [v.aval for v in hit[0]] == [
+                    v.aval for v in e.outvars[:len(hit[0])]]:
+                outs, avail = hit
+                _rename(e.outvars, outs, avail or [True] * len(outs), env, alias)
         kept.append(JaxprEqn(e.primitive, ins, e.params, e.outvars))
     return kept
+
+
+def _rename(outvars, outs, avail, env, alias):
+    """Name outvars by the entry's outputs: read where available, else an alias for keys."""
+    for v, h, a in zip(outvars, outs, avail):
+        if a:
+            env[v] = h
+        else:
+            alias[v] = h
 
 
 DERIVE_STATS = {"derived": 0}     # how many programs were derived (vjp and backward())
@@ -386,17 +403,19 @@ def derive(avals, eqns, n_in, consts, out_idx, available, captures=()):
     n_known_out = len(known.jaxpr.outvars) - num_res
     # the known part recomputes the forward: point it at the recorded values instead
     eqn_out_idx = [i for _, _, _, oi in eqns for i in oi]
-    table = {}
+    table, extended = {}, {}
     for e, (_, _, _, oi) in zip(jeqns, eqns):
         avail = [available[i] for i in oi]
-        table[_eqn_key(e.primitive, e.params, e.invars)] = (
-            e.outvars, None if all(avail) else avail)
+        entry = (e.outvars, None if all(avail) else avail)
+        table[_eqn_key(e.primitive, e.params, e.invars)] = entry
+        if e.primitive.extra.get("known_outputs_first"):
+            extended[_eqn_key(e.primitive, None, e.invars)] = entry
     env = dict(zip(known.jaxpr.invars, forward.invars))
     # array literals of the tape became constants of the known part: key them alike
     lits = {id(a.val): a for e in jeqns for a in e.invars if type(a) is Literal}
     alias = {v: lits[id(c)] for v, c in zip(known.jaxpr.constvars, known.consts)
              if id(c) in lits}
-    kept = _reuse(known.jaxpr.eqns, table, env, alias)
+    kept = _reuse(known.jaxpr.eqns, table, env, alias, extended)
     res_out = [env.get(a, a) if type(a) is Var else a
                for a in known.jaxpr.outvars[n_known_out:]]
     residual = dce_jaxpr(Jaxpr(known.jaxpr.constvars, [], kept, res_out))

@@ -342,9 +342,11 @@ def _reuse(eqns, table, env, alias=None, extended=None):
     `extended`: (primitive, inputs) -> table entry, for primitives whose partial
     evaluation keeps the equation's outputs first and appends residuals (a scan's known
     part: other params, more outputs). Such an equation is kept (it computes the
-    residuals) but its leading outputs are renamed to the entry's like a hit, so what
-    reads them reads the recorded values rather than recomputing everything downstream
-    from inputs no node saved."""
+    residuals) and its leading outputs are named by the entry's, as unavailable ones are:
+    the equations downstream then find their entries and read the recorded values rather
+    than recomputing everything after the scan from inputs no node saved, while what
+    reads the outputs themselves reads the kept equation's (so a traced forward's own
+    scan is not kept alive beside it)."""
     kept = []
     alias = {} if alias is None else alias
     for e in eqns:
@@ -363,8 +365,7 @@ def _reuse(eqns, table, env, alias=None, extended=None):
             hit = extended.get(_eqn_key(e.primitive, None, named)) if extended else None
             if hit is not None and [v.aval for v in hit[0]] == [
                     v.aval for v in e.outvars[:len(hit[0])]]:
-                outs, avail = hit
-                _rename(e.outvars, outs, avail or [True] * len(outs), env, alias)
+                alias.update(zip(e.outvars, hit[0]))
         kept.append(JaxprEqn(e.primitive, ins, e.params, e.outvars))
     return kept
 

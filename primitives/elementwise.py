@@ -14,27 +14,84 @@ from .base import (ANY, BOOL_INT, FLOAT, INTEGER, NONCOMPLEX, NUMERIC, REAL, _ze
 # implementations that NumPy lacks
 
 
+# erf: the polynomials of the native backend's erf and erf_f (backends/native/ftmath.h,
+# where their derivation and errors are given; tests/test_native_math.py keeps the two
+# copies equal), evaluated in float64 over each element's own branch
+
+
+def _hex(*cs):
+    return tuple(float.fromhex(c) for c in cs)
+
+
+_ERF_SMALL = _hex(
+    "0x1.5f7919bc67b8cp-58", "-0x1.a2007af3447f6p-54", "0x1.d70b3537f4765p-50",
+    "-0x1.f56f071a885cfp-46", "0x1.f683ae4a97007p-42", "-0x1.d8453cb0c46eap-38",
+    "0x1.9e6ad5e55a730p-34", "-0x1.51d7181c5d36dp-30", "0x1.fcc5720624c1cp-27",
+    "-0x1.5f742ec43e71ap-23", "0x1.b9e6c9dc651a3p-20", "-0x1.f4d25c3e0c2ebp-17",
+    "0x1.f9a326f9b89b7p-14", "-0x1.c02db40040b86p-11", "0x1.565bcd0e6a53fp-8",
+    "-0x1.b82ce31288b51p-6", "0x1.ce2f21a042be2p-4", "-0x1.812746b0379e7p-2",
+    "0x1.20dd750429b6dp+0")
+
+_ERF_BIG = _hex(
+    "-0x1.0ffeb2025a844p-27", "0x1.4780e2b6ae9fcp-26", "0x1.552c0bb09da2bp-27",
+    "-0x1.bdbea062e7bcep-26", "-0x1.c8fc66fc7bc0dp-24", "0x1.09fb2105f8c63p-22",
+    "-0x1.0fc457ffcf943p-22", "0x1.224ef177e028dp-21", "-0x1.97bc0d3524cc9p-20",
+    "0x1.b60406b96cda5p-19", "-0x1.bb86611d19f41p-18", "0x1.cd67bf2fdbdcfp-17",
+    "-0x1.dc4d3878b7d9bp-16", "0x1.e1ece2c18fa69p-15", "-0x1.dffd8fc4d89c6p-14",
+    "0x1.d6db0dfb1669cp-13", "-0x1.c669d83cfbc32p-12", "0x1.af197438ea57dp-11",
+    "-0x1.91bd61dd48183p-10", "0x1.6f7002cabba84p-9", "-0x1.4984fb844f2d2p-8",
+    "0x1.2174217335a2cp-7", "-0x1.f18023477afb8p-7", "0x1.a1b820b70ef9fp-6",
+    "-0x1.56274da105a47p-5", "0x1.10eccd7003927p-4", "-0x1.a72747a5e6b50p-4",
+    "0x1.3e0a99a0ee913p-3")
+
+_ERF_F_SMALL = _hex(
+    "-0x1.56d13291f7b15p-17", "0x1.e05216a679718p-14", "-0x1.be17c2ff1be0bp-11",
+    "0x1.5644dffe941d2p-8", "-0x1.b82bf11e1ef9fp-6", "0x1.ce2f1ddd9a501p-4",
+    "-0x1.812746adc399ep-2")
+
+_ERF_F_BIG = _hex(
+    "-0x1.ec1474p-16", "0x1.52887cp-14", "-0x1.0f255ap-13", "0x1.596f5p-12",
+    "-0x1.df6ca6p-11", "0x1.24139cp-9", "-0x1.55bd16p-8", "0x1.85cb24p-7",
+    "-0x1.acbc3ep-6", "0x1.c4a928p-5", "-0x1.c8c5fp-4", "0x1.b5e79cp-3")
+_ERF_F_SCALE = float.fromhex("0x1.5eaf58p-1")
+
+
+def _horner(t, cs):
+    r = t * cs[0]
+    r += cs[1]
+    for c in cs[2:]:
+        r *= t
+        r += c
+    return r
+
+
 def _erf_impl(xp, x):
-    """erf accurate to ~1e-15: Taylor series below 2.5, continued fraction for erfc above."""
+    """erf within an ulp (float64: ftmath.h's erf, max 0.14 ulp with FMA; float32 and
+    narrower: erf_f's shorter fits, computed in float64 and rounded once). Below 1 an odd
+    polynomial; above, 1 - exp(-a^2) g(a) with g a fit of erfc(a) exp(a^2), a clamped where
+    erfc no longer shows (6 and 3.92). Each element is computed on its own branch only: the
+    previous series over whole arrays made GELU 30x slower than PyTorch's."""
     x = xp.asarray(x)
     dtype = x.dtype
-    z = x.astype(np.float64)
-    a = xp.abs(z)
-    small = xp.minimum(a, 2.5)
-    z2 = small * small
-    term = small.copy()
-    total = small.copy()
-    for n in range(1, 60):
-        term = term * (-z2) / n
-        total = total + term / (2 * n + 1)
-    erf_small = total * (2.0 / math.sqrt(math.pi))
-    big = xp.maximum(a, 2.5)
-    frac = big.copy()
-    for k in range(80, 0, -1):
-        frac = big + (k / 2.0) / frac
-    erfc_big = xp.exp(-big * big) / (math.sqrt(math.pi) * frac)
-    res = xp.where(a < 2.5, erf_small, 1.0 - erfc_big)
-    return (xp.sign(z) * res).astype(dtype)
+    wide = dtype == np.float64
+    a = xp.abs(x.astype(np.float64))
+    out = xp.empty_like(a)
+    small = a < 1.0
+    s = a[small]
+    z = s * s
+    if wide:
+        out[small] = s * _horner(z, _ERF_SMALL)
+    else:
+        out[small] = s * (_ERF_SMALL[-1] + z * _horner(z, _ERF_F_SMALL))   # 2/sqrt(pi) + ...
+    big = ~small                                   # NaN too: it stays NaN there
+    b = xp.minimum(a[big], 6.0 if wide else 3.92)
+    if wide:
+        g = _horner((b - 3.5) * 0.4, _ERF_BIG)
+    else:
+        g = _horner((b - float(np.float32(2.46))) * _ERF_F_SCALE, _ERF_F_BIG)
+    g *= xp.exp(-(b * b))
+    out[big] = 1.0 - g
+    return xp.copysign(out, x).astype(dtype)
 
 
 def _round_impl(xp, x, rounding_method):

@@ -5,6 +5,7 @@ float64, done inside the job by every rank."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -250,7 +251,7 @@ def test_failures_give_clear_errors_on_every_rank(tmp_path):
 
 
 DIE = """
-import os, sys
+import os, signal, sys
 import functrans as ft
 import functrans.distributed as dist
 dist.init_process_group(backend="mpi")
@@ -264,13 +265,26 @@ dist.all_reduce(ft.zeros(3))
     ("os._exit(3)", "rank 1 died without finishing"),
     ("raise ValueError('boom')", "rank 1: ValueError: boom"),
     ("sys.exit(0)", "rank(s) [1] did not arrive"),
-], ids=["killed", "exception", "left early"])
+    # the fork-only process manager reports these but exits 0: the launcher must not
+    ("os.kill(os.getpid(), signal.SIGKILL)", "rank 1 was killed by a signal: Killed"),
+    ("os.kill(os.getpid(), signal.SIGSEGV)", "rank 1 was killed by a signal: Segmentation"),
+], ids=["killed", "exception", "left early", "SIGKILL", "SIGSEGV"])
 def test_a_rank_that_dies_ends_the_job_and_is_named(tmp_path, how, says):
     t0 = time.perf_counter()
     _, output = run_job(tmp_path, DIE.format(how=how), expect_fail=True, timeout=60,
                         launcher=LAUNCHER, env={"FUNCTRANS_COLLECTIVE_TIMEOUT": "3"})
     assert says in output, output
     assert time.perf_counter() - t0 < 30
+
+
+def test_a_rank_killed_by_a_signal_fails_the_job_as_a_shell_would(tmp_path):
+    """Exit code 128 + the signal's number where the process manager said 0 (gforker)."""
+    proc, _, _ = launch(tmp_path, DIE.format(how="os.kill(os.getpid(), signal.SIGKILL)"), 2,
+                        {"FUNCTRANS_COLLECTIVE_TIMEOUT": "3"}, LAUNCHER, ())
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0, output
+    if "signaled with Killed" in output:                 # gforker's report
+        assert proc.returncode == 128 + signal.SIGKILL, output
 
 
 def _sockets_of(pids):

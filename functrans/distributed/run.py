@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import runpy
+import signal
 import shutil
 import subprocess
 import sys
@@ -78,8 +80,13 @@ def command(n, argv, hosts=None, pm=None):
 
 
 def launch(n, script, args=(), hosts=None, env=None, pm=None):
-    """Run the job to its end; returns mpiexec's exit code, after naming any rank that
-    died without finishing."""
+    """Run the job to its end; returns its exit code, after naming any rank that did not
+    finish. A job fails when mpiexec does or when any rank of a local job did not end
+    cleanly: MPICH's fork-only manager exits 0 even when a rank was killed by a signal, so
+    its reports ("[0]1:Return code = 0, signaled with Killed") are read from its error
+    stream (passed through as it comes), and the ranks' own status files are checked.
+    A failure that mpiexec reported as 0 returns 128 + the signal's number, as a shell
+    does, or 1."""
     argv = [sys.executable, "-m", "functrans.distributed.run", "--rank", script, *args]
     cmd, extra = command(n, argv, hosts, pm)
     e = dict(os.environ)
@@ -89,24 +96,69 @@ def launch(n, script, args=(), hosts=None, env=None, pm=None):
     e.update(env or {})
     with tempfile.TemporaryDirectory(prefix="functrans-run-") as status:
         e[_STATUS_DIR] = status
-        rc = subprocess.call(cmd, env=e)
-        if rc != 0:
-            _name_dead_ranks(n, status, rc, bool(hosts))
+        proc = subprocess.Popen(cmd, env=e, stderr=subprocess.PIPE)
+        signals = {}
+        for line in proc.stderr:          # passed through; the manager's reports read
+            sys.stderr.buffer.write(line)
+            sys.stderr.flush()
+            m = _SIGNALED.match(line.decode(errors="replace"))
+            if m:
+                signals[int(m.group(1))] = m.group(2)
+        rc = proc.wait()
+        failed = _ended(n, status, hosts is None, signals)
+        if rc != 0 or failed:
+            _name_dead_ranks(status, rc, bool(hosts), signals)
+        if rc == 0 and failed:
+            culprits = [r for r in failed if signals.get(r) != _TEARDOWN] or failed
+            rc = 128 + _signal_number(signals[culprits[0]]) if culprits[0] in signals else 1
     return rc
 
 
-def _name_dead_ranks(n, status, rc, remote):
-    """Say which ranks started and did not finish (their status files are missing)."""
+# MPICH gforker's report of a rank that ended by a signal: "[0]<rank>:Return code = <rc>,
+# signaled with <name>"
+# gforker ends the other ranks with SIGQUIT when one fails: not what failed the job
+_TEARDOWN = signal.strsignal(signal.SIGQUIT)
+_SIGNALED = re.compile(r"^\[\d+\](\d+):Return code = -?\d+, signaled with (.+?)\s*$")
+
+
+def _signal_number(description):
+    """A signal's number from its description ("Killed", "Segmentation fault"), or 0."""
+    for sig in signal.Signals:
+        if signal.strsignal(sig) == description or sig.name == description:
+            return int(sig)
+    return 0
+
+
+def _statuses(status):
+    """(ranks that started, {rank: how it ended}) from the status files."""
     started = set(int(f.split(".")[0]) for f in os.listdir(status) if f.endswith(".started"))
     ended = {}
     for f in os.listdir(status):
         if f.endswith(".ended"):
             with open(os.path.join(status, f)) as fh:
                 ended[int(f.split(".")[0])] = fh.read().strip()
-    dead = sorted(started - set(ended))
+    return started, ended
+
+
+def _ended(n, status, local, signals):
+    """The ranks that did not end cleanly, lowest first: signaled ones, and for a local
+    job (whose every rank writes here) those that did not end "ok"."""
+    failed = set(signals)
+    if local:
+        _, ended = _statuses(status)
+        failed.update(r for r in range(n) if ended.get(r) != "ok")
+    return sorted(failed)
+
+
+def _name_dead_ranks(status, rc, remote, signals):
+    """Say which ranks did not finish: by a signal, without a status, or how they ended."""
+    started, ended = _statuses(status)
     lines = [f"functrans.distributed.run: the job failed (mpiexec exit code {rc})"]
+    lines += [f"  rank {r} was killed by a signal: {how}" + (
+        " (the process manager ending the job)" if how == _TEARDOWN else "")
+        for r, how in sorted(signals.items())]
     lines += [f"  rank {r} died without finishing (killed, crashed or os._exit)"
-              for r in dead]
+              for r in sorted(started - set(ended) - set(signals))]
     lines += [f"  rank {r}: {how}" for r, how in sorted(ended.items()) if how != "ok"]
     if remote and not started:
         lines.append("  (status of ranks on other hosts is not known here)")

@@ -105,7 +105,7 @@ def launch(n, script, args=(), hosts=None, env=None, pm=None):
             if m:
                 signals[int(m.group(1))] = m.group(2)
         rc = proc.wait()
-        failed = _ended(n, status, hosts is None, signals)
+        failed = _ended(status, signals)
         if rc != 0 or failed:
             _name_dead_ranks(status, rc, bool(hosts), signals)
         if rc == 0 and failed:
@@ -140,14 +140,12 @@ def _statuses(status):
     return started, ended
 
 
-def _ended(n, status, local, signals):
-    """The ranks that did not end cleanly, lowest first: signaled ones, and for a local
-    job (whose every rank writes here) those that did not end "ok"."""
-    failed = set(signals)
-    if local:
-        _, ended = _statuses(status)
-        failed.update(r for r in range(n) if ended.get(r) != "ok")
-    return sorted(failed)
+def _ended(status, signals):
+    """The ranks that did not end cleanly, lowest first: those reported signaled, and
+    those whose status says how they failed (a rank ended by `os._exit(0)` leaves none and
+    counts as the exit code says)."""
+    _, ended = _statuses(status)
+    return sorted(set(signals) | {r for r, how in ended.items() if how != "ok"})
 
 
 def _name_dead_ranks(status, rc, remote, signals):

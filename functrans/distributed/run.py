@@ -81,8 +81,7 @@ def command(n, argv, hosts=None, pm=None):
 
 def launch(n, script, args=(), hosts=None, env=None, pm=None):
     """Run the job to its end; returns its exit code, after naming any rank that did not
-    finish. A job fails when mpiexec does or when any rank of a local job did not end
-    cleanly: MPICH's fork-only manager exits 0 even when a rank was killed by a signal, so
+    finish. A job fails when mpiexec does or when any rank did not end cleanly: MPICH's fork-only manager exits 0 even when a rank was killed by a signal, so
     its reports ("[0]1:Return code = 0, signaled with Killed") are read from its error
     stream (passed through as it comes), and the ranks' own status files are checked.
     A failure that mpiexec reported as 0 returns 128 + the signal's number, as a shell

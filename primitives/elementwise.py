@@ -210,15 +210,36 @@ def _rsqrt_cpu(eqn):
     return emit, _any_input
 
 
-def _logistic_cpu(eqn):
-    dt = eqn.outvars[0].aval.dtype
+def _logistic_impl(xp, x):
+    """1 / (1 + exp(-x)) accurate in both tails: with e = exp(-|x|), which never
+    overflows, 1 / (1 + e) for x >= 0 and e / (1 + e) below (a few ulp, subnormal results
+    included). The former 0.5 tanh(x / 2) + 0.5 lost the negative tail to cancellation:
+    0 below -17 in float32, 13x off at -20. (Complex x keeps that form: no tails there.)"""
+    if np.dtype(x.dtype).kind == "c":
+        return 0.5 * xp.tanh(0.5 * x) + 0.5
+    e = xp.exp(-xp.abs(x))
+    # the numerator, 1 or e, as max(e, x >= 0): branch-free (where() on a random mask is
+    # 20x slower), NaN kept
+    return xp.maximum(e, x >= 0) / (1 + e)
 
+
+def _logistic_into(x, out):
+    """_logistic_impl written into out, which may be x itself (the NumPy backend's code)."""
+    if out.dtype.kind == "c":
+        out[...] = _logistic_impl(np, x)
+        return
+    positive = np.greater_equal(x, 0)          # before out (perhaps x) is overwritten
+    np.abs(x, out=out)
+    np.negative(out, out=out)
+    np.exp(out, out=out)
+    den = np.add(out, 1)
+    np.maximum(out, positive, out=out)
+    np.divide(out, den, out=out)
+
+
+def _logistic_cpu(eqn):
     def emit(ctx, ins, out):
-        half = ctx.scalar(0.5, dt)
-        mul, th, add = (ctx.g(np.multiply, "multiply"), ctx.g(np.tanh, "tanh"),
-                        ctx.g(np.add, "add"))
-        return [f"{mul}({ins[0]}, {half}, out={out})", f"{th}({out}, out={out})",
-                f"{mul}({out}, {half}, out={out})", f"{add}({out}, {half}, out={out})"]
+        return [f"{ctx.g(_logistic_into, 'logistic')}({ins[0]}, {out})"]
     return emit, _any_input
 
 
@@ -405,10 +426,11 @@ sqrt_p = defprim("sqrt", lambda xp, x: xp.sqrt(x), unary(FLOAT), elementwise=Tru
 rsqrt_p = defprim("rsqrt", lambda xp, x: 1 / xp.sqrt(x), unary(FLOAT), elementwise=True,
                   jvp_out=(lambda t, ans, x: mul(t, mul(_const(ans, -0.5), div(ans, x))),),
                   cuda="rsqrt({0})", cpu=_rsqrt_cpu)
-logistic_p = defprim("logistic", lambda xp, x: 0.5 * xp.tanh(0.5 * x) + 0.5, unary(FLOAT),
+logistic_p = defprim("logistic", _logistic_impl, unary(FLOAT),
                      elementwise=True,
                      jvp_out=(lambda t, ans, x: mul(t, mul(ans, sub(_one(ans), ans))),),
-                     cuda="(1 / (1 + exp(-{0})))", cpu=_logistic_cpu)
+                     cuda="(({0} >= 0 ? 1 : exp(-fabs({0}))) / (1 + exp(-fabs({0}))))",
+                     cpu=_logistic_cpu)
 erf_p = defprim("erf", _erf_impl, unary(REAL), elementwise=True,
                 jvp=(lambda t, x: mul(t, mul(_const(x, 2 / math.sqrt(math.pi)),
                                              exp(neg(mul(x, x))))),), cuda="erf({0})",

@@ -372,3 +372,23 @@ def test_deepcopy_and_pickle():
         copy.deepcopy(x * 2)
     with pytest.raises(RuntimeError, match="Cowardly refusing to serialize non-leaf tensor"):
         pickle.dumps(x * 2)
+
+
+def test_binary_ops_that_do_not_broadcast_raise_torchs_runtime_error():
+    """A shape mismatch in an elementwise op is a RuntimeError naming the sizes and the
+    dimension counted from the result's last (as torch's infer_size), so ported
+    `except RuntimeError` blocks still catch it."""
+    a, b = ft.ones(3, 4, requires_grad=True), ft.ones(3, 5)
+    msg = r"size of tensor a \(4\) must match the size of tensor b \(5\) at non-singleton " \
+          r"dimension 1"
+    for f in (lambda: a + b, lambda: a * b, lambda: a.atan2(b), lambda: a.remainder(b),
+              lambda: a // b, lambda: a < b, lambda: (a > 0).logical_and(b > 0)):
+        with pytest.raises(RuntimeError, match=msg):
+            f()
+    with pytest.raises(RuntimeError, match=r"tensor a \(2\) must match the size of tensor b "
+                                           r"\(3\) at non-singleton dimension 0"):
+        ft.ones(2, 3, 4) - ft.ones(3, 1, 4)
+    with pytest.raises(RuntimeError, match=r"tensor a \(4\) must match the size of tensor b "
+                                           r"\(5\) at non-singleton dimension 1"):
+        ft.ones(5).__rsub__(ft.ones(3, 4))       # reflected: a is the left operand
+

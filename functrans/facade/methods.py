@@ -17,7 +17,7 @@ from ..nn import functions as nnf
 from functrans.primitives import elementwise as ew
 from . import dtypes as D
 from .tensor_info import result_type
-from .tensor import EOp, Tensor, apply_fn, binary, static, unary, wrap
+from .tensor import EOp, Tensor, apply_fn, binary, check_broadcast, static, unary, wrap
 
 T = Tensor
 _PY = (builtins.int, builtins.float, builtins.bool)
@@ -155,6 +155,8 @@ def logical_not(self):
 
 def _logical(np_fn, fnp_fn):
     def f(self, o):
+        if isinstance(o, Tensor) and o.shape != self.shape:
+            check_broadcast(self.shape, o.shape)
         if isinstance(self._data, Tracer) or isinstance(getattr(o, "_data", None), Tracer):
             return _fnp_call(fnp_fn, self, o)
         return wrap(np_fn(self._data, _arr(o)))
@@ -232,6 +234,8 @@ def _elementwise_fn(name, fn, a, b):
         a = wrap(np.asarray(a, result_type(a, b)))
     dt = result_type(a, b)
     if isinstance(b, Tensor):
+        if a.shape != b.shape:
+            check_broadcast(a.shape, b.shape)
         args = (a if a.dtype == dt else a.to(dt), b if b.dtype == dt else b.to(dt))
     else:
         args = (a if a.dtype == dt else a.to(dt), wrap(np.asarray(b, dt)))

@@ -392,3 +392,28 @@ def test_binary_ops_that_do_not_broadcast_raise_torchs_runtime_error():
                                            r"\(5\) at non-singleton dimension 1"):
         ft.ones(5).__rsub__(ft.ones(3, 4))       # reflected: a is the left operand
 
+
+def test_matmul_errors_are_torchs_runtime_errors():
+    """matmul and its family raise torch's RuntimeError (the message of the kernel torch
+    folds the product into) for contracting sizes that differ, and do not promote dtypes."""
+    cases = [((3, 4), (3, 4), r"mat1 and mat2 shapes cannot be multiplied \(3x4 and 3x4\)"),
+             ((4,), (3, 5), r"mat1 and mat2 shapes cannot be multiplied \(1x4 and 3x5\)"),
+             ((2, 3, 4), (3, 5), r"mat1 and mat2 shapes cannot be multiplied \(6x4 and 3x5\)"),
+             ((4,), (3,), r"inconsistent tensor size, expected tensor \[4\] and src \[3\]"),
+             ((2, 3, 4), (5,), r"size mismatch, got input \(6\), mat \(6x4\), vec \(5\)"),
+             ((2, 3, 4), (2, 3, 4), r"first two dimensions of batch2 tensor to be: \[2, 4\] "
+                                    r"but got: \[2, 3\]"),
+             ((2, 3, 4), (3, 4, 5), r"tensor a \(2\) must match the size of tensor b \(3\)")]
+    for sa, sb, msg in cases:
+        with pytest.raises(RuntimeError, match=msg):
+            ft.matmul(ft.ones(sa), ft.ones(sb))
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied"):
+        ft.ones(2, 3).mm(ft.ones(2, 3))
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype, but "
+                                           "got: double != float"):
+        ft.ones(2, 3, dtype=ft.float64) @ ft.ones(3, 2)
+    with pytest.raises(RuntimeError, match="dot : expected both vectors to have same dtype, "
+                                           "but found Long and Float"):
+        ft.tensor([1, 2]).dot(ft.ones(2))
+    assert ft.ones(2, 3, 4).bmm(ft.ones(2, 4, 5).requires_grad_()).grad_fn.name() == \
+        "BmmBackward0"

@@ -256,23 +256,67 @@ def _matmul_name(a, b):
         return "DotBackward0"
     if na == 2 and nb == 1:
         return "MvBackward0"
-    if na == 3 and nb == 3:
-        return "BmmBackward0"
-    if na == 1:
+    if na == 1 and nb == 2:
         return "SqueezeBackward4"          # torch: unsqueeze, mm, squeeze
-    return "UnsafeViewBackward0"
+    if na == 2:
+        return "CloneBackward0"            # torch: the transposed product, made contiguous
+    return "UnsafeViewBackward0"           # torch: folded into bmm or mm, then viewed
+
+
+def _matmul_check(sa, sb, da, db):
+    """torch.matmul's RuntimeErrors, with the message of the kernel torch dispatches to
+    (dot, mv, mm or bmm, after folding batch dimensions into rows): operands of different
+    dtypes (torch does not promote in products) and contracting sizes that differ."""
+    na, nb = len(sa), len(sb)
+    if na == 0 or nb == 0:
+        raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
+                           f"{na}D and {nb}D")
+    rows = int(np.prod(sa[:-1])) if na >= 2 else 1
+    if da != db:
+        if na == 1 and nb == 1:
+            msg = (f"dot : expected both vectors to have same dtype, but found "
+                   f"{D.scalar_name(da)} and {D.scalar_name(db)}")
+        elif nb == 1:
+            msg = (f"addmv input tensors must have the same dtype, but got "
+                   f"{D.scalar_name(db)}, {D.scalar_name(da)}, and {D.scalar_name(db)}")
+        elif nb == 2:
+            msg = (f"expected m1 and m2 to have the same dtype, but got: {D.cpp_name(da)} != "
+                   f"{D.cpp_name(db)}")
+        else:
+            msg = f"expected scalar type {D.scalar_name(da)} but found {D.scalar_name(db)}"
+        raise RuntimeError(msg)
+    k = sa[-1]
+    kb = sb[0] if nb == 1 else sb[-2]
+    if nb >= 3:
+        batch_a = tuple(sa[:-2]) if na >= 2 else ()
+        check_broadcast(batch_a, tuple(sb[:-2]))
+        bsz = int(np.prod(np.broadcast_shapes(batch_a, tuple(sb[:-2]))))
+        if k != kb:
+            raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                               f"[{bsz}, {k}] but got: [{bsz}, {kb}].")
+    elif k != kb:
+        if na == 1 and nb == 1:
+            raise RuntimeError(f"inconsistent tensor size, expected tensor [{k}] and src "
+                               f"[{kb}] to have the same number of elements, but got {k} and "
+                               f"{kb} elements respectively")
+        if nb == 1:
+            raise RuntimeError(f"size mismatch, got input ({rows}), mat ({rows}x{k}), "
+                               f"vec ({kb})")
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k} and "
+                           f"{sb[0]}x{sb[1]})")
+
+
+def _product(a, b, name=None):
+    """a @ b as one facade op named name (grad_fn), after torch.matmul's checks."""
+    if not isinstance(b, Tensor):
+        b = wrap(np.asarray(b))
+    _matmul_check(a.shape, b.shape, a.dtype, b.dtype)
+    return apply_fn(name or _matmul_name(a, b), fnp.matmul, (a, b))
 
 
 def matmul(self, other):
-    if not isinstance(other, Tensor):
-        other = wrap(np.asarray(other))
-    dt = result_type(self, other)
-    a = self if self.dtype == dt else self.to(dt)
-    b = other if other.dtype == dt else other.to(dt)
-    if a.ndim == 0 or b.ndim == 0:
-        raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
-                           f"{a.ndim}D and {b.ndim}D")
-    return apply_fn(_matmul_name(a, b), fnp.matmul, (a, b))
+    """torch.matmul: no type promotion (operands must share a dtype) and torch's errors."""
+    return _product(self, other)
 
 
 def _rmatmul(self, other):
@@ -289,7 +333,7 @@ def bmm(self, mat2):
     if self.ndim != 3 or mat2.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor" if self.ndim != 3 else
                            "batch2 must be a 3D tensor")
-    return matmul(self, mat2)
+    return _product(self, mat2, "BmmBackward0")
 
 
 def mv(self, vec):

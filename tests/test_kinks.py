@@ -30,6 +30,8 @@ def _tg(f, x):
 JAX_TABLE = {
     "abs": (fnp.abs, [0.0], [1.0], [0.3]),
     "sign": (fnp.sign, [0.0], [0.0], [0.3]),
+    "atan2 at the origin": (lambda v: fnp.arctan2(v[0], v[1]), [0.0, 0.0], [np.nan, np.nan],
+                            [0.3, -0.4]),
     "floor": (fnp.floor, [1.0], [0.0], [1.3]),
     "ceil": (fnp.ceil, [1.0], [0.0], [1.3]),
     "round": (fnp.round, [0.5], [0.0], [0.3]),
@@ -103,6 +105,7 @@ TORCH_TABLE = {
                      [0.0, 0.0], [0.3, -0.4]),
     "normalize at 0": (lambda t: F.normalize(t.reshape(1, 2)) * ft.tensor([1.0, 2.0]),
                        [0.0, 0.0], [1e12, 2e12], [0.3, -0.4]),
+    "atan2 at the origin": (lambda t: t[0].atan2(t[1]), [0.0, 0.0], [0.0, 0.0], [0.3, -0.4]),
     "sort tie": (lambda t: t.sort()[0] * ft.tensor([1.0, 2.0, 3.0], dtype=ft.float64),
                  [1.0, 1.0, 0.0], [2.0, 3.0, 1.0], [1.0, 1.1, 0.0]),
 }

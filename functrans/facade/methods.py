@@ -14,6 +14,7 @@ from .. import numpy as fnp
 from ..numpy._linalg import matrix_norm
 from ..core import ConcretizationTypeError, Tracer
 from ..nn import functions as nnf
+from ..higher_order.custom import custom_jvp
 from functrans.primitives import elementwise as ew
 from . import dtypes as D
 from .tensor_info import result_type
@@ -128,7 +129,41 @@ T.__or__ = T.__ror__ = _binop(OR)
 T.__xor__ = T.__rxor__ = _binop(XOR)
 T.maximum = _binop(MAXIMUM)
 T.minimum = _binop(MINIMUM)
-T.atan2 = T.arctan2 = _binop(ATAN2)
+
+
+@custom_jvp
+def _atan2_fn(y, x):
+    return fnp.arctan2(y, x)
+
+
+@_atan2_fn.defjvp
+def _atan2_jvp(primals, tangents):
+    """torch's derivative of atan2(y, x): (x dy - y dx) / (x² + y²), 0 at the origin where
+    the quotient is 0/0 (torch masks the reciprocal there; JAX's primitive, which the
+    functional side keeps, gives NaN)."""
+    (y, x), (dy, dx) = primals, tangents
+    den = fnp.add(fnp.multiply(x, x), fnp.multiply(y, y))
+    zero = fnp.equal(den, 0)
+    recip = fnp.where(zero, fnp.zeros_like(den), 1 / fnp.where(zero, fnp.ones_like(den), den))
+    return _atan2_fn(y, x), fnp.multiply(fnp.subtract(fnp.multiply(x, dy), fnp.multiply(y, dx)),
+                                         recip)
+
+
+def atan2(self, other):
+    """torch.atan2 (promoted to a floating dtype), with torch's derivative (_atan2_jvp)."""
+    if not isinstance(other, Tensor):
+        return binary(self, other, ATAN2)          # a Python number carries no derivative
+    if other.shape != self.shape:
+        check_broadcast(self.shape, other.shape)
+    dt = result_type(self, other)
+    if dt.kind not in "fc":
+        dt = D.get_default_dtype()
+    a = self if self.dtype == dt else self.to(dt)
+    b = other if other.dtype == dt else other.to(dt)
+    return apply_fn("Atan2Backward0", _atan2_fn, (a, b))
+
+
+T.atan2 = T.arctan2 = atan2
 T.fmod = _binop(FMOD)
 
 

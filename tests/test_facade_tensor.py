@@ -417,3 +417,29 @@ def test_matmul_errors_are_torchs_runtime_errors():
         ft.tensor([1, 2]).dot(ft.ones(2))
     assert ft.ones(2, 3, 4).bmm(ft.ones(2, 4, 5).requires_grad_()).grad_fn.name() == \
         "BmmBackward0"
+
+
+def test_reduction_dims_are_checked_and_empty_dims_reduce_everything():
+    """A dim outside [-ndim, ndim) is torch's IndexError (not a silent modulo); dim=()
+    reduces every dimension, as in torch; reductions over nothing raise torch's errors."""
+    x = ft.ones(2, 3)
+    msg = r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)"
+    for f in (lambda: x.sum(2), lambda: x.mean(dim=2), lambda: x.amax(2), lambda: x.max(2),
+              lambda: x.argmax(2), lambda: x.all(2), lambda: x.std(2), lambda: x.cumsum(2),
+              lambda: x.count_nonzero(2), lambda: x.prod(2)):
+        with pytest.raises(IndexError, match=msg):
+            f()
+    assert x.sum(dim=()).shape == () and x.sum(dim=()).item() == 6.0
+    assert ft.tensor(2.5).cumsum(0).item() == 2.5 and ft.tensor(2.5).cumprod(-1).item() == 2.5
+    e = ft.ones(0, 3)
+    assert e.amax(1).shape == (0,) and e.max(1).values.shape == (0,)
+    with pytest.raises(IndexError, match=r"amax\(\): Expected reduction dim 0 to have non-zero"):
+        e.amax(0)
+    with pytest.raises(IndexError, match=r"argmin\(\): Expected reduction dim 0 to have non-"):
+        e.argmin(0)
+    with pytest.raises(RuntimeError, match=r"max\(\): Expected reduction dim to be specified"):
+        e.max()
+    with pytest.raises(IndexError, match=r"argmax\(\): Expected reduction dim to be specified"):
+        e.argmax()
+    with pytest.raises(RuntimeError, match=r"argmax\(\): does not support bool input"):
+        ft.tensor([True, False]).argmax()

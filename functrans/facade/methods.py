@@ -587,12 +587,24 @@ T.where, T.masked_fill = where, masked_fill
 # reductions
 
 
+def wrap_dim(dim, ndim):
+    """dim in [0, ndim) from torch's range [-ndim, ndim) (a 0-d tensor has dims -1 and 0),
+    or torch's IndexError."""
+    n = builtins.max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim % n
+
+
 def _dims(dim, ndim):
+    """A reduction's dim argument as axes: None, and an empty tuple or list (torch's
+    dim=()), reduce every dimension."""
     if dim is None:
         return None
     if isinstance(dim, (tuple, list)):
-        return tuple(d % builtins.max(ndim, 1) for d in dim)
-    return dim % builtins.max(ndim, 1)
+        return tuple(wrap_dim(d, ndim) for d in dim) if len(dim) else None
+    return wrap_dim(dim, ndim)
 
 
 def _sum_fn(x, axis, keepdims, dtype):
@@ -676,12 +688,27 @@ def _extreme_fn(x, axis, keepdims, which):
     return (fnp.max if which == "max" else fnp.min)(x, axis=axis, keepdims=keepdims)
 
 
+def _check_nonempty(name, self, axis):
+    """torch's errors for max/min/amax/amin/argmax/argmin over nothing: a reduction over
+    every dimension of an empty tensor, or over a dimension of size 0 (reducing other
+    dimensions of an empty tensor is fine)."""
+    if self.numel() != 0:
+        return
+    if axis is None:
+        if name.startswith("arg"):
+            raise IndexError(f"{name}(): Expected reduction dim to be specified for "
+                             "input.numel() == 0.")
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() "
+                           "== 0. Specify the reduction dim with the 'dim' argument.")
+    for a in axis if isinstance(axis, tuple) else (axis,):
+        if self.shape[a] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
+
+
 def _extreme(self, which, dim=None, keepdim=False):
     if isinstance(dim, Tensor):
         return self.maximum(dim) if which == "max" else self.minimum(dim)
-    if self.numel() == 0:
-        raise RuntimeError(f"{which}(): Expected reduction dim to be specified for input.numel() "
-                           "== 0. Specify the reduction dim with the 'dim' argument.")
+    _check_nonempty(which, self, _dims(dim, self.ndim))
     if dim is None:
         return apply_fn("MaxBackward1" if which == "max" else "MinBackward1", _extreme_fn,
                         (self,), static(axis=None, keepdims=False, which=which))
@@ -697,13 +724,15 @@ T.min = lambda self, dim=None, keepdim=False: _extreme(self, "min", dim, keepdim
 
 
 def amax(self, dim=(), keepdim=False):
-    axis = None if dim in ((), None) else _dims(dim, self.ndim)
+    axis = _dims(dim, self.ndim)
+    _check_nonempty("amax", self, axis)
     return apply_fn("AmaxBackward0", _extreme_fn, (self,),
                     static(axis=axis, keepdims=keepdim, which="max"))
 
 
 def amin(self, dim=(), keepdim=False):
-    axis = None if dim in ((), None) else _dims(dim, self.ndim)
+    axis = _dims(dim, self.ndim)
+    _check_nonempty("amin", self, axis)
     return apply_fn("AminBackward0", _extreme_fn, (self,),
                     static(axis=axis, keepdims=keepdim, which="min"))
 
@@ -721,6 +750,7 @@ def _all_any_fn(x, axis, keepdims, which):
 
 
 def _all_any(self, which, dim=None, keepdim=False):
+    dim = _dims(dim, self.ndim)
     if isinstance(self._data, Tracer):
         return apply_fn(which, _all_any_fn, (self,), static(axis=dim, keepdims=keepdim,
                                                            which=which))
@@ -730,10 +760,13 @@ def _all_any(self, which, dim=None, keepdim=False):
 
 def _argfn(self, which, dim=None, keepdim=False):
     x = self._data
+    if x.dtype == np.bool_:
+        raise RuntimeError(f"arg{which}(): does not support bool input")
+    dim = None if dim is None else wrap_dim(dim, x.ndim)
+    _check_nonempty("arg" + which, self, dim)
     if isinstance(x, Tracer):
         return apply_fn("arg" + which, _argidx_fn, (self,), static(
-            axis=None if dim is None else dim % builtins.max(x.ndim, 1), keepdims=keepdim,
-            which=which))
+            axis=dim, keepdims=keepdim, which=which))
     f = np.argmax if which == "max" else np.argmin
     if dim is None:
         r = f(x.reshape(-1))
@@ -811,16 +844,29 @@ def _cumprod_fn(x, axis):
 
 
 T.logsumexp, T.norm = logsumexp, norm
-T.cumsum = lambda self, dim, *, dtype=None: apply_fn(
-    "CumsumBackward0", _cumsum_fn, (self if dtype is None else self.to(dtype),),
-    static(axis=dim % builtins.max(self.ndim, 1)))
-T.cumprod = lambda self, dim, *, dtype=None: apply_fn(
-    "CumprodBackward0", _cumprod_fn, (self if dtype is None else self.to(dtype),),
-    static(axis=dim % builtins.max(self.ndim, 1)))
+
+
+def _cumulative(name, fn):
+    def f(self, dim, *, dtype=None):
+        x = self if dtype is None else self.to(dtype)
+        axis = wrap_dim(dim, x.ndim)
+        if x.ndim == 0:                # torch: a 0-d tensor is its own running sum/product
+            return apply_fn(name, _identity_fn, (x,))
+        return apply_fn(name, fn, (x,), static(axis=axis))
+    f.__name__ = name
+    return f
+
+
+def _identity_fn(x):
+    return fnp.asarray(x) + 0
+
+
+T.cumsum = _cumulative("CumsumBackward0", _cumsum_fn)
+T.cumprod = _cumulative("CumprodBackward0", _cumprod_fn)
 T.all = lambda self, dim=None, keepdim=False: _all_any(self, "all", dim, keepdim)
 T.any = lambda self, dim=None, keepdim=False: _all_any(self, "any", dim, keepdim)
-T.count_nonzero = lambda self, dim=None: wrap(np.asarray(np.count_nonzero(self._data, axis=dim),
-                                                         np.int64))
+T.count_nonzero = lambda self, dim=None: wrap(np.asarray(np.count_nonzero(
+    self._data, axis=_dims(dim, self.ndim)), np.int64))
 
 
 def _python_bool(name, *arrays):

@@ -443,3 +443,17 @@ def test_reduction_dims_are_checked_and_empty_dims_reduce_everything():
         e.argmax()
     with pytest.raises(RuntimeError, match=r"argmax\(\): does not support bool input"):
         ft.tensor([True, False]).argmax()
+
+
+def test_clamp_is_min_of_max_and_promotes_with_its_bounds():
+    """clamp(x, lo, hi) = min(max(x, lo), hi): hi everywhere when lo > hi, with derivative 0;
+    an integer tensor clamped to a float bound becomes the default float dtype."""
+    x = ft.tensor([-2.0, 0.0, 0.5, 3.0], requires_grad=True)
+    y = x.clamp(1.0, -1.0)
+    y.sum().backward()
+    assert y.tolist() == [-1.0] * 4 and x.grad.tolist() == [0.0] * 4
+    assert ft.tensor([1, 5]).clamp(-2.5, 3).dtype == ft.float32
+    assert ft.tensor([1, 5]).clamp(2, 3).dtype == ft.int64
+    assert ft.tensor([1, 5]).clamp(min=2.5).tolist() == [2.5, 5.0]
+    assert x.clamp(min=0.0).grad_fn.name() == "ClampBackward1"
+    assert x.clamp_min(ft.zeros(4)).grad_fn.name() == "ClampMinBackward1"

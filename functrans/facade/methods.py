@@ -420,31 +420,35 @@ def _clamp_fn(x, lo, hi, has_lo, has_hi):
     if has_lo:
         out = fnp.where(fnp.less(x, lo), fnp.astype(lo, x.dtype) if hasattr(lo, "dtype")
                         else lo, out)
-    if has_hi:
-        out = fnp.where(fnp.greater(x, hi), fnp.astype(hi, x.dtype) if hasattr(hi, "dtype")
+    if has_hi:                   # min(max(x, lo), hi): hi wins where lo > hi, as in torch
+        out = fnp.where(fnp.greater(out, hi), fnp.astype(hi, x.dtype) if hasattr(hi, "dtype")
                         else hi, out)
     return out
 
 
-def clamp(self, min=None, max=None):
+def clamp(self, min=None, max=None, *, _which="Clamp"):
+    """torch.clamp: min(max(self, min), max), promoted with the bounds (an integer tensor
+    clamped to a float bound is a float tensor); grad_fn ClampBackward1 (ClampMinBackward0,
+    ...) for number bounds, ClampBackward0 (ClampMinBackward1, ...) for tensor bounds."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    name = ("ClampBackward1" if min is not None and max is not None else
-            "ClampMinBackward0" if min is not None else "ClampMaxBackward0")
-    if isinstance(min, Tensor) or isinstance(max, Tensor):
-        name = "ClampBackward0"
+    bounds = [b for b in (min, max) if b is not None]
+    tensors = any(isinstance(b, Tensor) for b in bounds)
+    name = f"{_which}Backward" + ("0" if tensors == (_which == "Clamp") else "1")
+    dt = result_type(self, *bounds)
+    x = self if dt == self.dtype else self.to(dt)
     lo = 0 if min is None else min
     hi = 0 if max is None else max
-    return apply_fn(name, _clamp_fn, (self, lo, hi),
+    return apply_fn(name, _clamp_fn, (x, lo, hi),
                     static(has_lo=min is not None, has_hi=max is not None))
 
 
 def clamp_min(self, min):
-    return clamp(self, min=min)
+    return clamp(self, min=min, _which="ClampMin")
 
 
 def clamp_max(self, max):
-    return clamp(self, max=max)
+    return clamp(self, max=max, _which="ClampMax")
 
 
 T.relu, T.softmax, T.log_softmax = relu, softmax, log_softmax

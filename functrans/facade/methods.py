@@ -512,7 +512,15 @@ def _conj(self):
 
 
 T.real, T.imag = property(_real), property(_imag)
-T.conj = T.conj_physical = T.resolve_conj = _conj
+def _conj_physical(self):
+    return apply_fn("ConjPhysicalBackward0", fnp.conj, (self,)) if self._data.dtype.kind == "c" \
+        else self
+
+
+T.conj = _conj
+T.conj_physical = _conj_physical
+# conj() materializes here (there is no conjugate bit to resolve): resolve_conj is self
+T.resolve_conj = lambda self: self
 T.angle = _fnp_unary("AngleBackward0", fnp.angle)
 
 

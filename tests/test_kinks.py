@@ -257,3 +257,15 @@ def test_array_of_numpy_scalars_has_one_dtype_eagerly_and_traced():
             assert eager.dtype == traced.dtype, v
     assert fnp.array([1.0, 2.0]).dtype == np.float32
     assert fnp.array([np.float64(1.0), 2.0]).dtype == np.float64
+
+
+def test_facade_std_and_fractional_norm_have_torchs_zero_derivative_at_zero():
+    """torch masks std's 1/(2*std) where std is 0 and |x|^(p-1) where x is 0 for p < 1:
+    derivative 0, not NaN (the functional side keeps JAX's sqrt)."""
+    x = ft.tensor([[2.0, 2.0, 2.0], [1.0, 0.0, -1.0]], dtype=ft.float64, requires_grad=True)
+    x.std(1).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[0, 0, 0], [0.5, 0, -0.5]], atol=1e-15)
+    y = ft.tensor([0.0, 4.0, 0.0], dtype=ft.float64, requires_grad=True)
+    y.norm(0.5).backward()
+    np.testing.assert_allclose(y.grad.numpy(), [0.0, 1.0, 0.0], atol=1e-15)
+

@@ -667,7 +667,11 @@ def _var_fn(x, axis, keepdims, ddof):
 
 
 def _std_fn(x, axis, keepdims, ddof):
-    return fnp.std(x, axis=axis, keepdims=keepdims, ddof=ddof)
+    """sqrt(var) with torch's derivative 0 (not 1/(2*0) * 0) where the variance is 0."""
+    v = fnp.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
+    zero = fnp.equal(v, 0)
+    return fnp.where(zero, fnp.zeros((), v.dtype), fnp.sqrt(fnp.where(zero, fnp.ones(
+        (), v.dtype), v)))
 
 
 def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
@@ -815,8 +819,13 @@ def vector_norm_fn(x, axis, keepdims, p):
         return (fnp.max if p == inf else fnp.min)(a, axis=axis, keepdims=keepdims)
     if p == 1:
         return fnp.sum(a, axis=axis, keepdims=keepdims)
-    s = fnp.sum(fnp.multiply(x, x) if p == 2 else fnp.power(a, float(p)), axis=axis,
-                keepdims=keepdims)
+    if 0 < p < 1:                # |x|^p: torch's derivative is 0 (not sign(0) * inf) at 0
+        nz = fnp.not_equal(a, 0)
+        ap = fnp.where(nz, fnp.power(fnp.where(nz, a, fnp.ones((), a.dtype)), float(p)),
+                       fnp.zeros((), a.dtype))
+    else:
+        ap = fnp.multiply(x, x) if p == 2 else fnp.power(a, float(p))
+    s = fnp.sum(ap, axis=axis, keepdims=keepdims)
     zero = fnp.equal(s, 0)
     safe = fnp.where(zero, fnp.ones((), s.dtype), s)       # no inf * 0 in the derivative
     root = fnp.sqrt(safe) if p == 2 else fnp.power(safe, 1.0 / p)

@@ -457,3 +457,16 @@ def test_clamp_is_min_of_max_and_promotes_with_its_bounds():
     assert ft.tensor([1, 5]).clamp(min=2.5).tolist() == [2.5, 5.0]
     assert x.clamp(min=0.0).grad_fn.name() == "ClampBackward1"
     assert x.clamp_min(ft.zeros(4)).grad_fn.name() == "ClampMinBackward1"
+
+
+def test_facade_integer_reductions_accumulate_in_int64_and_std_norm_need_floats():
+    for t in (ft.tensor([1, 2, 3], dtype=ft.int32), ft.tensor([True, False, True])):
+        assert t.prod().dtype == ft.int64 and t.cumsum(0).dtype == ft.int64
+        assert t.cumprod(0).dtype == ft.int64
+    assert ft.tensor([True, True, False]).cumprod(0).tolist() == [1, 1, 0]
+    with pytest.raises(RuntimeError, match="std and var only support floating point"):
+        ft.tensor([1, 2]).std()
+    with pytest.raises(RuntimeError, match="Expected a floating point or complex tensor as "
+                                           "input. Got Long"):
+        ft.tensor([1, 2]).norm()
+    assert ft.ones(3).norm(dtype=ft.float64).dtype == ft.float64

@@ -650,8 +650,21 @@ def _prod_fn(x, axis, keepdims):
     return fnp.prod(x, axis=axis, keepdims=keepdims)
 
 
+def _accumulate_as(x, dtype):
+    """The input of sum-like reductions (prod, cumsum, cumprod): cast to dtype when given;
+    bool and integer tensors accumulate in int64, as in torch."""
+    if dtype is not None:
+        return x.to(dtype)
+    return x.to(D.int64) if x.dtype.kind in "biu" and x.dtype != D.int64 else x
+
+
+def _float_only(name, x):
+    if x.dtype.kind not in "fc":
+        raise RuntimeError(name)
+
+
 def prod(self, dim=None, keepdim=False, *, dtype=None):
-    x = self if dtype is None else self.to(dtype)
+    x = _accumulate_as(self, dtype)
     return apply_fn("ProdBackward0" if dim is None else "ProdBackward1", _prod_fn, (x,),
                     static(axis=_dims(dim, x.ndim), keepdims=keepdim))
 
@@ -675,6 +688,7 @@ def _std_fn(x, axis, keepdims, ddof):
 
 
 def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    _float_only("std and var only support floating point and complex dtypes", self)
     if isinstance(dim, builtins.bool):
         dim, unbiased = None, dim
     return apply_fn("VarBackward0", _var_fn, (self,), static(
@@ -682,6 +696,7 @@ def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    _float_only("std and var only support floating point and complex dtypes", self)
     if isinstance(dim, builtins.bool):
         dim, unbiased = None, dim
     return apply_fn("StdBackward0", _std_fn, (self,), static(
@@ -843,7 +858,8 @@ def matrix_norm_fn(x, ord, axes, keepdims):
 
 def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
     """torch.norm: 'nuc' is the nuclear norm of a matrix (or over two dims); any other p the
-    vector norm over dim (all elements when None)."""
+    vector norm over dim (all elements when None), computed in dtype when given."""
+    self = self if dtype is None else self.to(dtype)
     if p == "nuc":
         axes = (0, 1) if dim is None else _dims(dim, self.ndim)
         if self.ndim < 2 or len(axes) != 2:
@@ -851,8 +867,10 @@ def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
                                "dimensions.")
         return apply_fn("NormBackward1", matrix_norm_fn, (self,),
                         static(ord="nuc", axes=axes, keepdims=keepdim))
+    _float_only("linalg.vector_norm: Expected a floating point or complex tensor as input. "
+                f"Got {D.scalar_name(self.dtype)}", self)
     p = 2 if p in ("fro", None) else p
-    return apply_fn("NormBackward1" if dim is not None else "NormBackward0", vector_norm_fn,
+    return apply_fn("LinalgVectorNormBackward0", vector_norm_fn,
                     (self,), static(axis=_dims(dim, self.ndim), keepdims=keepdim, p=p))
 
 
@@ -869,7 +887,7 @@ T.logsumexp, T.norm = logsumexp, norm
 
 def _cumulative(name, fn):
     def f(self, dim, *, dtype=None):
-        x = self if dtype is None else self.to(dtype)
+        x = _accumulate_as(self, dtype)
         axis = wrap_dim(dim, x.ndim)
         if x.ndim == 0:                # torch: a 0-d tensor is its own running sum/product
             return apply_fn(name, _identity_fn, (x,))

@@ -300,7 +300,7 @@ for p in (1, 2, 3, float("inf"), -float("inf"), 0, 0.5, "fro"):
 spec("ops:norm:zero", lambda lib, x: lib.norm(x), np.zeros(3))
 spec("ops:norm:nuc", lambda lib, x: lib.norm(x, "nuc"), XF)
 spec("ops:norm:int_error", lambda lib, x: lib.norm(x), I64,
-     error="expected a floating point or complex tensor as input. Got Long")
+     error="Expected a floating point or complex tensor as input. Got Long")
 spec("ops:norm:dtype", lambda lib, x: lib.norm(x, dtype=lib.float64), X32)
 spec("ops:logsumexp:inf", lambda lib, x: lib.logsumexp(x, 1),
      np.array([[np.inf, 1.0], [-np.inf, -np.inf], [0.0, 0.0]]))

@@ -470,3 +470,18 @@ def test_facade_integer_reductions_accumulate_in_int64_and_std_norm_need_floats(
                                            "input. Got Long"):
         ft.tensor([1, 2]).norm()
     assert ft.ones(3).norm(dtype=ft.float64).dtype == ft.float64
+
+
+def test_integer_powers_stay_integral():
+    """Integer ** integer is integral as in torch (a negative exponent truncates 1/b^|e|:
+    1, +-1 or 0); bool ** int is int64; a number base with a tensor exponent is __rpow__."""
+    b, e = ft.tensor([0, 0, 1, -1, -1, 2, -2, 3]), ft.tensor([-1, -2, -5, -3, -2, -1, -1, 2])
+    assert (b ** e).tolist() == [0, 0, 1, -1, 1, 0, 0, 9] and (b ** e).dtype == ft.int64
+    assert (2 ** ft.tensor([3, 0])).tolist() == [8, 1] and ft.pow(2, ft.tensor([2])).dtype == \
+        ft.int64
+    assert (ft.tensor([True, False]) ** 2).tolist() == [1, 0]
+    assert ft.tensor([1, 2]).pow(ft.tensor([0.5, 1.0])).dtype == ft.float32
+    x = ft.tensor([1.0, 2.0], requires_grad=True)
+    assert ft.pow(2.0, x).grad_fn.name() == "PowBackward2"
+    assert ft.tensor([2, -3]).trunc().dtype == ft.int64
+

@@ -230,7 +230,11 @@ T.div = T.divide = T.true_divide = _binop(DIV)
 
 
 def pow(self, exponent):
+    """torch.pow: an integer (or bool) tensor to an integer power stays integral (int64 for
+    bool), as does an integer tensor to an integer tensor's powers."""
     if isinstance(exponent, builtins.int) and not isinstance(exponent, builtins.bool):
+        if self.dtype == D.bool:
+            self = self.to(D.int64)
         op = _IPOW.get(exponent)
         if op is None:
             op = _IPOW[exponent] = EOp("PowBackward0", ew.integer_pow_p, {"y": exponent},
@@ -240,12 +244,41 @@ def pow(self, exponent):
         return unary(self, op)
     if isinstance(exponent, _PY):
         return binary(self, exponent, POWS)
+    if isinstance(exponent, Tensor) and result_type(self, exponent).kind in "biu":
+        return _integer_pow(self, exponent)
     return binary(self, exponent, POW)
+
+
+def _integer_pow(base, exponent):
+    dt = result_type(base, exponent)
+    if dt == D.bool:
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+    return _elementwise_fn("PowBackward1", _integer_pow_fn, base, exponent)
+
+
+def _integer_pow_fn(b, e):
+    """Integer b ** e as torch computes it: a negative exponent gives 1/b^|e| truncated,
+    so 1 for b = 1, +-1 for b = -1 and 0 otherwise (0 ** -1 too)."""
+    neg = fnp.less(e, 0)
+    r = fnp.power(b, fnp.where(neg, fnp.zeros_like(e), e))
+    odd = fnp.not_equal(fnp.remainder(e, 2), 0)
+    one = fnp.ones_like(r)
+    small = fnp.where(fnp.equal(b, 1), one, fnp.where(fnp.equal(b, -1), fnp.where(
+        odd, -one, one), fnp.zeros_like(r)))
+    return fnp.where(neg, small, r)
+
+
+def _rpow(self, base):
+    """base ** self for a number base: integral when both are (torch's PowBackward2)."""
+    if isinstance(base, builtins.int) and not isinstance(base, builtins.bool) and \
+            self.dtype.kind in "biu":
+        return _integer_pow(base, self)
+    return binary(self, base, POW, True)
 
 
 _IPOW: dict = {}
 T.pow = T.__pow__ = pow
-T.__rpow__ = _binop(POW, True)
+T.__rpow__ = _rpow
 
 
 def _floordiv(self, other):
@@ -479,7 +512,8 @@ def _fnp_unary(name, fn):
 T.log2 = _fnp_unary("Log2Backward0", fnp.log2)
 T.log10 = _fnp_unary("Log10Backward0", fnp.log10)
 T.exp2 = _fnp_unary("Exp2Backward0", fnp.exp2)
-T.trunc = T.fix = _fnp_unary("TruncBackward0", fnp.trunc)
+T.trunc = T.fix = lambda self: self.clone() if self.dtype.kind in "iu" else _trunc(self)
+_trunc = _fnp_unary("TruncBackward0", fnp.trunc)
 T.round = lambda self, decimals=0: apply_fn("RoundBackward0", fnp.round, (self,),
                                             static(decimals=decimals))
 

@@ -288,6 +288,18 @@ FUNCTION_NAMES = [
     "nonzero", "softmax", "log_softmax", "conj", "conj_physical", "resolve_conj", "angle",
 ]
 FUNCTIONS = {n: _method_fn(n) for n in FUNCTION_NAMES}
+_tensor_pow = FUNCTIONS["pow"]
+
+
+def pow(input, exponent):  # noqa: A001,A002
+    """torch.pow: a number base with a tensor exponent is exponent.__rpow__(base)
+    (PowBackward2, and integral for an integer base and exponent)."""
+    if not isinstance(input, Tensor) and isinstance(exponent, Tensor):
+        return exponent.__rpow__(input)
+    return _tensor_pow(input, exponent)
+
+
+FUNCTIONS["pow"] = pow
 
 
 def _part_fn(name):

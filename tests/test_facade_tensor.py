@@ -485,3 +485,23 @@ def test_integer_powers_stay_integral():
     assert ft.pow(2.0, x).grad_fn.name() == "PowBackward2"
     assert ft.tensor([2, -3]).trunc().dtype == ft.int64
 
+
+def test_bool_tensors_are_refused_where_torchs_kernels_refuse_them():
+    m = ft.tensor([True, False])
+    for f, kind, msg in [(lambda: m.abs(), NotImplementedError, "\"abs_cpu\" not implemented "
+                          "for 'Bool'"),
+                         (lambda: m.floor(), NotImplementedError, "floor_vml_cpu"),
+                         (lambda: ft.tensor([1, 2]).frac(), NotImplementedError,
+                          "\"frac_cpu\" not implemented for 'Long'"),
+                         (lambda: m.fmod(m), NotImplementedError, "fmod_cpu"),
+                         (lambda: ft.ones(2) & ft.ones(2), NotImplementedError,
+                          "\"bitwise_and_cpu\" not implemented for 'Float'"),
+                         (lambda: -m, RuntimeError, "Negation, the `-` operator, on a bool"),
+                         (lambda: m - m, RuntimeError, "with two bool tensors is not supported"),
+                         (lambda: m - ft.tensor([1, 2]), RuntimeError, "with a bool tensor is "
+                          "not supported"),
+                         (lambda: ft.relu(m), RuntimeError, "Boolean inputs not supported")]:
+        with pytest.raises(kind, match=msg):
+            f()
+    assert m.sign().tolist() == [True, False] and m.sgn().dtype == ft.bool
+    assert (m & m).tolist() == [True, False] and (ft.tensor([6]) ^ 3).tolist() == [5]

@@ -971,3 +971,77 @@ def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 T.equal, T.allclose, T.isclose = equal, allclose, isclose
 
+
+
+# ---------------------------------------------------------------------------
+# dtypes torch's kernels refuse: the same exception and message as torch, rather than a
+# NumPy TypeError or a quietly computed result
+
+def _refuse(method, refused, error):
+    """method, raising error(self, other) first where refused(self, other) holds."""
+    def f(self, *args, **kwargs):
+        if refused(self, *args[:1]):
+            raise error(self, *args[:1])
+        return method(self, *args, **kwargs)
+    f.__name__, f.__doc__ = method.__name__, method.__doc__
+    return f
+
+
+def _kernel_error(kernel):
+    def error(self, other=None):
+        dt = self.dtype if other is None else result_type(self, other)
+        return NotImplementedError(f"\"{kernel}\" not implemented for '{D.scalar_name(dt)}'")
+    return error
+
+
+def _is_bool(self, other=None):
+    return self.dtype == D.bool
+
+
+def _result_bool(self, other=None):
+    return result_type(self, other) == D.bool
+
+
+def _result_not_integral(self, other=None):
+    return result_type(self, other).kind not in "biu"
+
+
+_NEG_BOOL = ("Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+             "to invert a mask, use the `~` or `logical_not()` operator instead.")
+_SUB_BOOLS = ("Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+              "`^` or `logical_xor()` operator instead.")
+_SUB_BOOL = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+             "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+def _sub_refused(self, other=None):
+    return self.dtype == D.bool or isinstance(other, Tensor) and other.dtype == D.bool
+
+
+def _sub_error(self, other=None):
+    both = self.dtype == D.bool and isinstance(other, Tensor) and other.dtype == D.bool
+    return RuntimeError(_SUB_BOOLS if both else _SUB_BOOL)
+
+
+for _names, _refused, _error in [
+        (("abs", "absolute", "__abs__"), _is_bool, _kernel_error("abs_cpu")),
+        (("ceil",), _is_bool, _kernel_error("ceil_vml_cpu")),
+        (("floor",), _is_bool, _kernel_error("floor_vml_cpu")),
+        (("round",), _is_bool, _kernel_error("round_vml_cpu")),
+        (("trunc", "fix"), _is_bool, _kernel_error("trunc_vml_cpu")),
+        (("frac",), lambda s, o=None: s.dtype.kind in "biu", _kernel_error("frac_cpu")),
+        (("fmod",), _result_bool, _kernel_error("fmod_cpu")),
+        (("remainder", "__mod__"), _result_bool, _kernel_error("remainder_cpu")),
+        (("floor_divide", "__floordiv__"), _result_bool, _kernel_error("div_floor_cpu")),
+        (("__and__", "__rand__"), _result_not_integral, _kernel_error("bitwise_and_cpu")),
+        (("__or__", "__ror__"), _result_not_integral, _kernel_error("bitwise_or_cpu")),
+        (("__xor__", "__rxor__"), _result_not_integral, _kernel_error("bitwise_xor_cpu")),
+        (("neg", "negative", "__neg__"), _is_bool, lambda s, o=None: RuntimeError(_NEG_BOOL)),
+        (("relu",), _is_bool,
+         lambda s, o=None: RuntimeError("Boolean inputs not supported for relu")),
+        (("sub", "subtract", "__sub__", "__rsub__"), _sub_refused, _sub_error)]:
+    for _n in _names:
+        setattr(T, _n, _refuse(getattr(T, _n), _refused, _error))
+
+_sign = T.sign
+T.sign = T.sgn = lambda self: self.clone() if self.dtype == D.bool else _sign(self)

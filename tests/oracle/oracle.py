@@ -118,7 +118,7 @@ def dtype_name(dtype):
 
 def as_numpy(x):
     if isinstance(x, (torch.Tensor, ft.Tensor)):
-        return np.asarray(x.detach().cpu().resolve_conj().resolve_neg().numpy()
+        return np.asarray(x.detach().cpu().numpy(force=True)     # conj bits, ZeroTensors
                           if isinstance(x, torch.Tensor)
                           else x.detach().numpy())
     return np.asarray(x)

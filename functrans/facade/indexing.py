@@ -167,7 +167,7 @@ def setitem(t, idx, value):
         value = wrap(np.asarray(value, t.dtype))
     elif value.dtype != t.dtype:
         value = value.to(t.dtype)
-    name = "IndexPutBackward0" if arrays else "CopySlices"
+    name = "IndexPutBackward0" if arrays else "torch::autograd::CopySlices"
     inplace(t, "__setitem__", lambda: apply_fn(
         name, _index_update_fn, (t, value) + tuple(wrap(a) for a in arrays),
         static(template=template)))

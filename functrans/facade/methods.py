@@ -36,6 +36,7 @@ MAXIMUM = EOp("MaximumBackward0", ew.max_p, float_only=False)
 MINIMUM = EOp("MinimumBackward0", ew.min_p, float_only=False)
 ATAN2 = EOp("Atan2Backward0", ew.atan2_p)
 FMOD = EOp("FmodBackward0", ew.rem_p, float_only=False)
+FMOD1 = EOp("FmodBackward1", ew.rem_p, float_only=False)      # a tensor divisor
 _CMPS = {n: EOp(n, getattr(ew, n + "_p"), float_only=False) for n in
          ("eq", "ne", "lt", "le", "gt", "ge")}
 AND = EOp("and", ew.and_p, float_only=False)
@@ -47,7 +48,7 @@ _UNARY = {
     "sin": ("SinBackward0", ew.sin_p), "cos": ("CosBackward0", ew.cos_p),
     "tan": ("TanBackward0", ew.tan_p), "tanh": ("TanhBackward0", ew.tanh_p),
     "sqrt": ("SqrtBackward0", ew.sqrt_p), "rsqrt": ("RsqrtBackward0", ew.rsqrt_p),
-    "log1p": ("Log1pBackward0", ew.log1p_p), "expm1": ("Expm1Backward0", ew.expm1_p),
+    "log1p": ("Log1PBackward0", ew.log1p_p), "expm1": ("Expm1Backward0", ew.expm1_p),
     "asin": ("AsinBackward0", ew.asin_p), "acos": ("AcosBackward0", ew.acos_p),
     "atan": ("AtanBackward0", ew.atan_p), "sinh": ("SinhBackward0", ew.sinh_p),
     "cosh": ("CoshBackward0", ew.cosh_p), "erf": ("ErfBackward0", ew.erf_p),
@@ -164,7 +165,7 @@ def atan2(self, other):
 
 
 T.atan2 = T.arctan2 = atan2
-T.fmod = _binop(FMOD)
+T.fmod = lambda self, other: binary(self, other, FMOD1 if isinstance(other, Tensor) else FMOD)
 
 
 def _invert(self):
@@ -290,7 +291,8 @@ def _rfloordiv(self, other):
 
 
 def _remainder(self, other):
-    return _elementwise_fn("RemainderBackward0", fnp.remainder, self, other)
+    return _elementwise_fn("RemainderBackward1" if isinstance(other, Tensor) else
+                           "RemainderBackward0", fnp.remainder, self, other)
 
 
 def _rremainder(self, other):
@@ -493,9 +495,13 @@ def _square(self):
     return pow(self, 2)
 
 
+def _reciprocal_fn(x):
+    return fnp.reciprocal(x)
+
+
 def _reciprocal(self):
-    return binary(self, 1.0, DIV, reverse=True) if self.dtype.kind in "fc" else \
-        binary(self.to(D.get_default_dtype()), 1.0, DIV, reverse=True)
+    x = self if self.dtype.kind in "fc" else self.to(D.get_default_dtype())
+    return apply_fn("ReciprocalBackward0", _reciprocal_fn, (x,))
 
 
 T.square = _square
@@ -514,30 +520,46 @@ T.log10 = _fnp_unary("Log10Backward0", fnp.log10)
 T.exp2 = _fnp_unary("Exp2Backward0", fnp.exp2)
 T.trunc = T.fix = lambda self: self.clone() if self.dtype.kind in "iu" else _trunc(self)
 _trunc = _fnp_unary("TruncBackward0", fnp.trunc)
-T.round = lambda self, decimals=0: apply_fn("RoundBackward0", fnp.round, (self,),
-                                            static(decimals=decimals))
+T.round = lambda self, decimals=0: apply_fn(
+    "RoundBackward1" if decimals else "RoundBackward0", fnp.round, (self,),
+    static(decimals=decimals))
+
+
+def _frac_fn(x):
+    return fnp.subtract(x, fnp.trunc(x))
 
 
 def _frac(self):
-    return self - self.trunc()
+    return apply_fn("FracBackward0", _frac_fn, (self,))
 
 
 T.frac = _frac
 T.isnan = lambda self: wrap(np.isnan(self._data))
 T.isinf = lambda self: wrap(np.isinf(self._data))
 T.isfinite = lambda self: wrap(np.isfinite(self._data))
-T.sgn = T.sign
+T.sgn = lambda self: apply_fn("SgnBackward0", _sgn_fn, (self,)) if self.dtype.kind in "fc" \
+    else self.sign()
+
+
+def _sgn_fn(x):
+    """x / |x| (0 at 0) for complex x, sign(x) for real x: torch.sgn."""
+    if np.dtype(x.dtype).kind != "c":
+        return fnp.sign(x)
+    a = fnp.abs(x)
+    zero = fnp.equal(a, 0)
+    return fnp.where(zero, fnp.zeros_like(x), x / fnp.where(zero, fnp.ones_like(a), a))
 
 
 def _real(self):
     """The real part (self for a real tensor, as torch)."""
-    return apply_fn("RealBackward0", fnp.real, (self,)) if self._data.dtype.kind == "c" else self
+    return apply_fn("SelectBackward0", fnp.real, (self,)) if self._data.dtype.kind == "c" \
+        else self         # torch: select(view_as_real(x), -1, 0), SelectBackward0
 
 
 def _imag(self):
     if self._data.dtype.kind != "c":
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
-    return apply_fn("ImagBackward0", fnp.imag, (self,))
+    return apply_fn("SelectBackward0", fnp.imag, (self,))
 
 
 def _conj(self):
@@ -615,7 +637,8 @@ def masked_fill(self, mask, value):
         raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value.ndim} dimension(s).")
     v = value if isinstance(value, Tensor) else wrap(np.asarray(value, self.dtype))
-    return apply_fn("MaskedFillBackward0", _masked_fill_fn, (self, _as_bool(mask), v))
+    return apply_fn("MaskedFillBackward1" if isinstance(value, Tensor) else
+                    "MaskedFillBackward0", _masked_fill_fn, (self, _as_bool(mask), v))
 
 
 def _as_bool(mask):
@@ -1043,5 +1066,6 @@ for _names, _refused, _error in [
     for _n in _names:
         setattr(T, _n, _refuse(getattr(T, _n), _refused, _error))
 
-_sign = T.sign
-T.sign = T.sgn = lambda self: self.clone() if self.dtype == D.bool else _sign(self)
+_sign, _sgn = T.sign, T.sgn
+T.sign = lambda self: self.clone() if self.dtype == D.bool else _sign(self)
+T.sgn = lambda self: self.clone() if self.dtype == D.bool else _sgn(self)

@@ -97,7 +97,7 @@ class TensorInfo:
     def __iter__(self):
         if not self._data.ndim:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self._data.shape[0]))
+        return iter(self.unbind(0))            # torch: UnbindBackward0
 
     def __hash__(self):
         return id(self)

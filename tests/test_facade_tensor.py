@@ -505,3 +505,21 @@ def test_bool_tensors_are_refused_where_torchs_kernels_refuse_them():
             f()
     assert m.sign().tolist() == [True, False] and m.sgn().dtype == ft.bool
     assert (m & m).tolist() == [True, False] and (ft.tensor([6]) ^ 3).tolist() == [5]
+
+
+def test_div_rounding_modes():
+    """torch.div(..., rounding_mode='floor'/'trunc'): the rounded quotient in the promoted
+    dtype (integers stay integral), derivative 0 (DivBackward2)."""
+    a = ft.tensor([7, -7, 6, -6])
+    assert ft.div(a, 2, rounding_mode="trunc").tolist() == [3, -3, 3, -3]
+    assert ft.div(a, -2, rounding_mode="floor").tolist() == [-4, 3, -3, 3]
+    assert a.div(2, rounding_mode="floor").dtype == ft.int64
+    assert ft.div(a, 2.0, rounding_mode="trunc").tolist() == [3.0, -3.0, 3.0, -3.0]
+    x = ft.tensor([1.5, -2.5], requires_grad=True)
+    y = x.div(ft.tensor([2.0, 2.0]), rounding_mode="floor")
+    y.sum().backward()
+    assert y.tolist() == [0.0, -2.0] and x.grad.tolist() == [0.0, 0.0]
+    assert y.grad_fn.name() == "DivBackward2"
+    with pytest.raises(RuntimeError, match="expected rounding_mode to be one of None, 'trunc', "
+                                           "or 'floor' but found 'round'"):
+        x.div(2, rounding_mode="round")

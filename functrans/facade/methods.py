@@ -227,7 +227,35 @@ def _add_alpha(x, y, alpha):
 
 T.add, T.sub, T.subtract = add, sub, sub
 T.mul = T.multiply = _binop(MUL)
-T.div = T.divide = T.true_divide = _binop(DIV)
+
+
+def _div_floor_fn(x, y):
+    return fnp.floor_divide(x, y)
+
+
+def _div_trunc_fn(x, y):
+    if np.dtype(x.dtype).kind in "fc":
+        return fnp.trunc(fnp.divide(x, y))
+    q = fnp.floor_divide(x, y)                 # integers: toward zero, without floats
+    inexact = fnp.not_equal(fnp.multiply(q, y), x)
+    return fnp.where(inexact & fnp.not_equal(fnp.less(x, 0), fnp.less(y, 0)), q + 1, q)
+
+
+def div(self, other, *, rounding_mode=None):
+    """torch.div: true division (to a floating dtype), or with rounding_mode 'floor' or
+    'trunc' the rounded quotient in the promoted dtype (integers stay integral), whose
+    derivative is 0 (DivBackward2)."""
+    if rounding_mode is None:
+        return binary(self, other, DIV)
+    if rounding_mode not in ("floor", "trunc"):
+        raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                           f"but found '{rounding_mode}'")
+    return _elementwise_fn("DivBackward2", _div_floor_fn if rounding_mode == "floor" else
+                           _div_trunc_fn, self, other)
+
+
+T.div = T.divide = div
+T.true_divide = _binop(DIV)
 
 
 def pow(self, exponent):

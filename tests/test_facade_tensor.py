@@ -523,3 +523,33 @@ def test_div_rounding_modes():
     with pytest.raises(RuntimeError, match="expected rounding_mode to be one of None, 'trunc', "
                                            "or 'floor' but found 'round'"):
         x.div(2, rounding_mode="round")
+
+
+def test_cat_stack_einsum_where_gather_errors_are_torchs():
+    a, b = ft.ones(3, 4), ft.ones(3, 5)
+    with pytest.raises(RuntimeError, match=r"Sizes of tensors must match except in dimension 0. "
+                                           r"Expected size 4 but got size 5 for tensor number 1"):
+        ft.cat([a, b])
+    with pytest.raises(RuntimeError, match="Tensors must have same number of dimensions: got 2 "
+                                           "and 3"):
+        ft.cat([a, ft.ones(1, 3, 4)])
+    with pytest.raises(RuntimeError, match=r"stack expects each tensor to be equal size, but "
+                                           r"got \[3, 4\] at entry 0 and \[3, 5\] at entry 1"):
+        ft.stack([a, b])
+    with pytest.raises(RuntimeError, match=r"einsum\(\): subscript j has size 3 for operand 1 "
+                                           r"which does not broadcast with previously seen size 4"):
+        ft.einsum("ij,jk->ik", a, a)
+    assert ft.einsum("ij,jk->ik", a, ft.ones(1, 2)).shape == (3, 2)       # size 1 broadcasts
+    with pytest.raises(RuntimeError, match="where expected condition to be a boolean tensor, "
+                                           "but got a tensor with dtype Long"):
+        ft.where(ft.tensor([1, 0]), ft.ones(2), ft.zeros(2))
+    with pytest.raises(RuntimeError, match="but got mask with dtype long"):
+        ft.ones(2).masked_fill(ft.tensor([1, 0]), 0.0)
+    with pytest.raises(RuntimeError, match="index 5 is out of bounds for dimension 0 with size "
+                                           "3"):
+        ft.ones(3, 2).gather(0, ft.tensor([[0, 5]]))
+    assert ft.ones(3, 2).gather(0, ft.tensor([[0, 2]], dtype=ft.int32)).shape == (1, 2)
+    x = ft.ones(3, requires_grad=True)
+    e = ft.zeros(0, requires_grad=True)
+    ft.cat([x, e]).sum().backward()               # a skipped 1-d empty tensor gets its grad
+    assert e.grad is not None and e.grad.shape == (0,)

@@ -123,6 +123,12 @@ def scalar_name(d):
     return _SCALAR_NAMES.get(d.name, d.name)
 
 
+def meta_name(d):
+    """torch's TypeMeta name of dtype d (long, int, float, ...), as some messages print it."""
+    d = np.dtype(d)
+    return {"int64": "long", "int16": "short"}.get(d.name, cpp_name(d))
+
+
 def cpp_name(d):
     """The C++ type name torch's kernels print for dtype d: float, double, long int, ..."""
     d = np.dtype(d)

@@ -648,6 +648,9 @@ def where_(condition, x, y):
     """torch.where(condition, x, y) with torch's promotion."""
     if not isinstance(condition, Tensor):
         condition = wrap(np.asarray(condition, bool))
+    elif condition.dtype != D.bool:
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {D.scalar_name(condition.dtype)}")
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
         x = wrap(np.asarray(x, result_type(x, y)))
     dt = result_type(*(v for v in (x, y)))
@@ -674,7 +677,7 @@ def _as_bool(mask):
         mask = wrap(np.asarray(mask))
     if mask.dtype != np.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{mask.dtype}")
+                           f"{D.meta_name(mask.dtype)}")
     return mask
 
 

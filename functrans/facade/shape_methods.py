@@ -424,9 +424,22 @@ def _gather_fn(x, idx, axis):
 def gather(self, dim, index):
     if index.ndim != self.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
-    if index.dtype != np.int64:
-        raise RuntimeError("gather(): Expected dtype int64 for index")
+    if index.dtype not in (np.int64, np.int32):
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
+    dim %= builtins.max(self.ndim, 1)
+    _check_index_range(index, dim, self.shape[dim] if self.ndim else 1)
     return apply_fn("GatherBackward0", _gather_fn, (self, index), static(axis=dim % self.ndim))
+
+
+def _check_index_range(index, dim, n):
+    """torch's RuntimeError naming the first index outside [0, n) (gather takes no negative
+    index; NumPy would wrap or clip); traced indices are not checked."""
+    idx = index._data
+    if isinstance(idx, np.ndarray) and idx.size:
+        bad = (idx < 0) | (idx >= n)
+        if bad.any():
+            v = idx.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]]
+            raise RuntimeError(f"index {v} is out of bounds for dimension {dim} with size {n}")
 
 
 def _take_fn(x, idx, axis):

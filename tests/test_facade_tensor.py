@@ -552,3 +552,19 @@ def test_cat_stack_einsum_where_gather_errors_are_torchs():
     e = ft.zeros(0, requires_grad=True)
     ft.cat([x, e]).sum().backward()               # a skipped 1-d empty tensor gets its grad
     assert e.grad is not None and e.grad.shape == (0,)
+
+
+def test_creation_numpy_scalars_randint_high_size_and_arange_errors():
+    """torch.tensor keeps a NumPy scalar's dtype (alone or in a list); randint(high, size);
+    arange refuses a zero step or one whose sign points away from the end."""
+    assert ft.tensor(np.float64(2.5)).dtype == ft.float64
+    assert ft.tensor([np.int32(1), np.int32(2)]).dtype == ft.int32
+    assert ft.tensor(2.5).dtype == ft.float32 and ft.tensor([1, 2]).dtype == ft.int64
+    r = ft.randint(5, (2, 3))
+    assert r.shape == (2, 3) and r.dtype == ft.int64 and bool(((r >= 0) & (r < 5)).all())
+    with pytest.raises(RuntimeError, match="upper bound and lower bound inconsistent with step "
+                                           "sign"):
+        ft.arange(0, 5, -1)
+    with pytest.raises(RuntimeError, match="step must be nonzero"):
+        ft.arange(0, 5, 0)
+    assert ft.arange(3, 3).shape == (0,)

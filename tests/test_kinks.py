@@ -269,3 +269,16 @@ def test_facade_std_and_fractional_norm_have_torchs_zero_derivative_at_zero():
     y.norm(0.5).backward()
     np.testing.assert_allclose(y.grad.numpy(), [0.0, 1.0, 0.0], atol=1e-15)
 
+
+
+def test_facade_max_of_all_elements_gives_a_nan_result_to_the_nans():
+    """max()/min() over every element split the derivative among the elements equal to the
+    result, and a NaN result among the NaNs (torch's evenly_distribute_backward); amax keeps
+    the equality rule (NaN); logsumexp over nothing is -inf."""
+    x = ft.tensor([[1.0, np.nan], [np.nan, 0.0]], dtype=ft.float64, requires_grad=True)
+    x.max().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 0.5], [0.5, 0.0]])
+    y = ft.tensor([3.0, 1.0, 3.0], dtype=ft.float64, requires_grad=True)
+    y.min().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), [0.0, 1.0, 0.0])
+    assert ft.zeros(0, 3).logsumexp(0).tolist() == [-np.inf] * 3

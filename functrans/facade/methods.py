@@ -6,6 +6,7 @@ functrans.numpy functions (apply_fn), traced into primitive steps once per signa
 from __future__ import annotations
 
 import builtins
+import functools
 from collections import namedtuple
 
 import numpy as np
@@ -807,6 +808,22 @@ def _extreme_fn(x, axis, keepdims, which):
     return (fnp.max if which == "max" else fnp.min)(x, axis=axis, keepdims=keepdims)
 
 
+@functools.partial(custom_jvp, nondiff_argnums=(1,))
+def _extreme_all_fn(x, which):
+    """max() / min() over every element (torch's MaxBackward1): the derivative is split
+    evenly among the elements equal to the result, and a NaN result is the NaNs' (torch's
+    evenly_distribute_backward; amax keeps the equality rule, so NaN there)."""
+    return (fnp.max if which == "max" else fnp.min)(x)
+
+
+@_extreme_all_fn.defjvp
+def _extreme_all_jvp(which, primals, tangents):
+    (x,), (t,) = primals, tangents
+    v = _extreme_all_fn(x, which)
+    w = fnp.astype(fnp.equal(x, v) | (fnp.isnan(x) & fnp.isnan(v)), x.dtype)
+    return v, fnp.sum(fnp.where(w > 0, t, fnp.zeros_like(t))) / fnp.sum(w)
+
+
 def _check_nonempty(name, self, axis):
     """torch's errors for max/min/amax/amin/argmax/argmin over nothing: a reduction over
     every dimension of an empty tensor, or over a dimension of size 0 (reducing other
@@ -829,8 +846,8 @@ def _extreme(self, which, dim=None, keepdim=False):
         return self.maximum(dim) if which == "max" else self.minimum(dim)
     _check_nonempty(which, self, _dims(dim, self.ndim))
     if dim is None:
-        return apply_fn("MaxBackward1" if which == "max" else "MinBackward1", _extreme_fn,
-                        (self,), static(axis=None, keepdims=False, which=which))
+        return apply_fn("MaxBackward1" if which == "max" else "MinBackward1", _extreme_all_fn,
+                        (self,), static(which=which))
     name = "MaxBackward0" if which == "max" else "MinBackward0"
     v, i = apply_fn(name, _argreduce_fn, (self,), static(axis=_dims(dim, self.ndim),
                                                        keepdims=keepdim, which=which))
@@ -903,6 +920,11 @@ T.argmin = lambda self, dim=None, keepdim=False: _argfn(self, "min", dim, keepdi
 
 
 def _lse_fn(x, axis, keepdims):
+    shape = tuple(x.shape)
+    axes = range(len(shape)) if axis is None else (axis,) if isinstance(axis, int) else axis
+    if any(shape[a] == 0 for a in axes):        # the log of an empty sum: -inf, as torch
+        out = fnp.sum(x, axis=axis, keepdims=keepdims)
+        return out + fnp.asarray(-np.inf, out.dtype)
     return fnp.logsumexp(x, axis=axis, keepdims=keepdims)
 
 

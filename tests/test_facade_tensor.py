@@ -568,3 +568,8 @@ def test_creation_numpy_scalars_randint_high_size_and_arange_errors():
     with pytest.raises(RuntimeError, match="step must be nonzero"):
         ft.arange(0, 5, 0)
     assert ft.arange(3, 3).shape == (0,)
+
+
+def test_indexing_with_true_adds_an_axis():
+    x = ft.ones(2, 3)
+    assert x[True].shape == (1, 2, 3) and x[True, 0].shape == (1, 3)

@@ -67,8 +67,10 @@ def _split_index(idx):
                              _int_or_none(it.step)))
         elif it is None or it is Ellipsis:
             template.append(it)
+        elif isinstance(it, (bool, np.bool_)) and it:
+            template.append(None)           # x[True]: a new axis of size 1, as torch/NumPy
         elif isinstance(it, (bool, np.bool_)):
-            raise IndexError("indexing with a Python bool is not supported")
+            raise IndexError("indexing with False is not supported")
         elif isinstance(it, (int, np.integer)):
             template.append(int(it))
         else:

@@ -573,3 +573,10 @@ def test_creation_numpy_scalars_randint_high_size_and_arange_errors():
 def test_indexing_with_true_adds_an_axis():
     x = ft.ones(2, 3)
     assert x[True].shape == (1, 2, 3) and x[True, 0].shape == (1, 3)
+
+
+def test_scatter_reduce_add():
+    z = ft.zeros(2, 3).scatter(1, ft.tensor([[0, 0], [2, 1]]), ft.ones(2, 2), reduce="add")
+    assert z.tolist() == [[2.0, 0.0, 0.0], [0.0, 1.0, 1.0]]
+    with pytest.raises(RuntimeError, match="reduce='multiply' is not supported here"):
+        ft.zeros(2).scatter(0, ft.tensor([0]), ft.ones(1), reduce="multiply")

@@ -485,9 +485,20 @@ def take_along_dim(self, indices, dim=None):
 
 
 T.gather, T.index_select, T.take_along_dim = gather, index_select, take_along_dim
-T.scatter = lambda self, dim, index, src=None, value=None: _scatter(
-    self, dim, index, src if src is not None else value, "set",
-    "ScatterBackward0" if isinstance(src, Tensor) else "ScatterBackward1")
+def scatter(self, dim, index, src=None, value=None, *, reduce=None):
+    """torch.scatter: src (a tensor or a number) written at index along dim; reduce='add'
+    accumulates instead (as scatter_add; torch's 'multiply' is not supported here)."""
+    src = src if src is not None else value
+    if reduce is None:
+        return _scatter(self, dim, index, src, "set",
+                        "ScatterBackward0" if isinstance(src, Tensor) else "ScatterBackward1")
+    if reduce != "add":
+        raise RuntimeError(f"scatter: reduce={reduce!r} is not supported here; use 'add' (or "
+                           "scatter_reduce's amax/amin/prod in torch)")
+    return _scatter(self, dim, index, src, "add", "ScatterAddBackward0")
+
+
+T.scatter = scatter
 T.scatter_add = lambda self, dim, index, src: _scatter(self, dim, index, src, "add",
                                                        "ScatterAddBackward0")
 

@@ -580,3 +580,13 @@ def test_scatter_reduce_add():
     assert z.tolist() == [[2.0, 0.0, 0.0], [0.0, 1.0, 1.0]]
     with pytest.raises(RuntimeError, match="reduce='multiply' is not supported here"):
         ft.zeros(2).scatter(0, ft.tensor([0]), ft.ones(1), reduce="multiply")
+
+
+def test_softmax_refuses_integer_input_as_torch():
+    x = ft.tensor([[1, 2, 3]])
+    with pytest.raises(NotImplementedError, match="\"softmax_lastdim_kernel_impl\" not "
+                                                  "implemented for 'Long'"):
+        x.softmax(1)
+    with pytest.raises(NotImplementedError, match="\"log_softmax_kernel_impl\" not implemented"):
+        x.log_softmax(0)
+    assert x.softmax(1, dtype=ft.float32).dtype == ft.float32

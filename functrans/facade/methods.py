@@ -469,13 +469,23 @@ def _log_softmax_fn(x, axis):
     return nnf.log_softmax(x, axis=axis)
 
 
-def softmax(self, dim, dtype=None):
+def _softmax_input(kernel, self, dim, dtype):
+    """self in dtype; torch's kernels refuse integer and bool input (no implicit float)."""
     x = self if dtype is None else self.to(dtype)
+    if x.dtype.kind not in "fc":
+        last = wrap_dim(dim, x.ndim) == builtins.max(x.ndim, 1) - 1
+        raise NotImplementedError(f"\"{kernel}_{'lastdim_' if last else ''}kernel_impl\" not "
+                                  f"implemented for '{D.scalar_name(x.dtype)}'")
+    return x
+
+
+def softmax(self, dim, dtype=None):
+    x = _softmax_input("softmax", self, dim, dtype)
     return apply_fn("SoftmaxBackward0", _softmax_fn, (x,), static(axis=dim))
 
 
 def log_softmax(self, dim, dtype=None):
-    x = self if dtype is None else self.to(dtype)
+    x = _softmax_input("log_softmax", self, dim, dtype)
     return apply_fn("LogSoftmaxBackward0", _log_softmax_fn, (x,), static(axis=dim))
 
 

@@ -20,9 +20,21 @@ torch = oracle.torch
 SPECS: dict = {}        # case id -> (fn, inputs, facade keyword arguments)
 
 
-def spec(case_id, fn, *inputs, **kw):
+# torch builds these from other ops, so their grad_fn is the last op of its decomposition
+# (ViewBackward0, MulBackward0, ...); ours names the op. Cases compare values, dtypes and
+# gradients without the name; `ops:<name>:grad_fn` shows the difference.
+DECOMPOSED = {"inner", "outer", "ger", "einsum", "repeat_interleave"}
+
+
+def _spec(case_id, fn, *inputs, **kw):
     assert case_id.startswith("ops:") and case_id not in SPECS, case_id
+    _, op, variant = (case_id + ":").split(":")[:3]
+    if op in DECOMPOSED and variant != "grad_fn":
+        kw.setdefault("grad_fn", False)
     SPECS[case_id] = (fn, inputs, kw)
+
+
+spec = _spec
 
 
 R = np.random.default_rng(0)
@@ -93,9 +105,24 @@ ARITH = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_div
 COMPARE = ["eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less",
            "less_equal", "not_equal"]
 LOGICAL = ["logical_and", "logical_or", "logical_xor"]
-NO_GRAD_BINARY = {"floor_divide"}
+# torch has no derivative for floor_divide (grad_fn NotImplemented, backward raises); ours is
+# 0 as floor's: values and dtypes here, the derivative in `ops:floor_divide:grad`
+NO_GRAD = {"floor_divide": {"grad_fn": False, "backward": False}}
+# torch takes only a Tensor as `other` of these; ours also a number: `ops:<name>:number_other`
+TENSOR_ONLY = {"maximum", "minimum", "atan2", "arctan2", "logical_and", "logical_or",
+               "logical_xor"}
+
+
+def _binary_spec(name):
+    extra = NO_GRAD.get(name, {})
+
+    def spec(case_id, fn, *inputs, **kw):
+        _spec(case_id, fn, *inputs, **{**kw, **extra})
+    return spec
+
 
 for name in ARITH + COMPARE + LOGICAL:
+    spec = _binary_spec(name)  # noqa: F811  (the op's extra keywords on every case)
     f = lambda lib, x, y, n=name: getattr(lib, n)(x, y)  # noqa: E731
     spec(f"ops:{name}:f64", f, XF, Y)
     spec(f"ops:{name}:broadcast", f, XF, YB)
@@ -113,10 +140,16 @@ for name in ARITH + COMPARE + LOGICAL:
     # gradient is a float32 reduction, so float32's tolerance
     spec(f"ops:{name}:f32_0dim_f64", f, X32, S0, rtol=2e-5, atol=1e-6)
     spec(f"ops:{name}:int_0dim_f64", f, I64, S0)
-    spec(f"ops:{name}:scalar", lambda lib, x, n=name: getattr(lib, n)(x, 2), X32)
-    spec(f"ops:{name}:float_scalar", lambda lib, x, n=name: getattr(lib, n)(x, 0.5), I64)
+    if name in TENSOR_ONLY:
+        spec(f"ops:{name}:number_other", lambda lib, x, n=name: getattr(lib, n)(x, 2), X32)
+    else:
+        spec(f"ops:{name}:scalar", lambda lib, x, n=name: getattr(lib, n)(x, 2), X32)
+        spec(f"ops:{name}:float_scalar", lambda lib, x, n=name: getattr(lib, n)(x, 0.5), I64)
     spec(f"ops:{name}:mismatch", f, XF, np.ones((3, 5)),
          error=r"size of tensor a \(4\) must match the size of tensor b \(5\)")
+spec = _spec
+spec("ops:floor_divide:grad", lambda lib, x, y: lib.floor_divide(x, y), XF, YB + 3)
+spec("ops:remainder:number_first_grad", lambda lib, x: lib.remainder(5.0, x), YB + 3)
 
 # kinks of binary ops at their interesting points
 Z2 = np.array([0.0, -0.0, 0.0, 1.0, -1.0, 0.0, 2.0, np.inf, -np.inf, 0.0, 3.0])
@@ -141,23 +174,27 @@ spec("ops:div:rounding_mode_trunc", lambda lib, x, y: lib.div(x, y, rounding_mod
      XF, Y)
 spec("ops:div:int_floor", lambda lib, x, y: lib.div(x, y, rounding_mode="floor"), I64, I64NZ)
 spec("ops:div:int_by_zero", lambda lib, x: x / 0, I64)
-spec("ops:remainder:scalar_first", lambda lib, x: lib.remainder(5.0, x), YB)
+spec("ops:remainder:scalar_first", lambda lib, x: lib.remainder(5.0, x), YB, grad_fn=False,
+     backward=False)             # torch: no derivative w.r.t. the divisor of a number
 spec("ops:atan2:zeros", lambda lib, y, x: lib.atan2(y, x), np.zeros(3), np.zeros(3))
 
 # operators, reflected and in place
 OPS = {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/", "__pow__": "**",
        "__floordiv__": "//", "__mod__": "%", "__eq__": "==", "__ne__": "!=", "__lt__": "<",
        "__le__": "<=", "__gt__": ">", "__ge__": ">="}
+NO_GRAD_OPS = {"__floordiv__", "__rfloordiv__", "__rmod__"}       # as floor_divide above
 for dname, sym in OPS.items():
-    spec(f"ops:{dname}:f64", eval(f"lambda lib, x, y: x {sym} y"), XF, YB)
-    spec(f"ops:{dname}:int_float", eval(f"lambda lib, x, y: x {sym} y"), I64NZ, X32)
-    spec(f"ops:{dname}:scalar", eval(f"lambda lib, x: x {sym} 3"), I64NZ)
-    spec(f"ops:{dname}:float_scalar", eval(f"lambda lib, x: x {sym} 1.5"), X32)
+    kw = NO_GRAD["floor_divide"] if dname in NO_GRAD_OPS else {}
+    spec(f"ops:{dname}:f64", eval(f"lambda lib, x, y: x {sym} y"), XF, YB, **kw)
+    spec(f"ops:{dname}:int_float", eval(f"lambda lib, x, y: x {sym} y"), I64NZ, X32, **kw)
+    spec(f"ops:{dname}:scalar", eval(f"lambda lib, x: x {sym} 3"), I64NZ, **kw)
+    spec(f"ops:{dname}:float_scalar", eval(f"lambda lib, x: x {sym} 1.5"), X32, **kw)
     if not dname.startswith(("__e", "__n", "__l", "__g")):
         r = "__r" + dname[2:]
-        spec(f"ops:{r}:scalar", eval(f"lambda lib, x: 2 {sym} x"), X32)
-        spec(f"ops:{r}:int", eval(f"lambda lib, x: 2 {sym} x"), I64NZ)
-        spec(f"ops:{r}:float_int", eval(f"lambda lib, x: 1.5 {sym} x"), I64NZ)
+        kw = NO_GRAD["floor_divide"] if r in NO_GRAD_OPS else {}
+        spec(f"ops:{r}:scalar", eval(f"lambda lib, x: 2 {sym} x"), X32, **kw)
+        spec(f"ops:{r}:int", eval(f"lambda lib, x: 2 {sym} x"), I64NZ, **kw)
+        spec(f"ops:{r}:float_int", eval(f"lambda lib, x: 1.5 {sym} x"), I64NZ, **kw)
 for dname, sym in (("__and__", "&"), ("__or__", "|"), ("__xor__", "^")):
     spec(f"ops:{dname}:bool", eval(f"lambda lib, x, y: x {sym} y"), B, B[::-1].copy())
     spec(f"ops:{dname}:int", eval(f"lambda lib, x, y: x {sym} y"), I64, I64NZ)
@@ -180,7 +217,8 @@ def _inplace(n, *, scalar=False):
 for n in ("add_", "sub_", "mul_", "div_", "subtract_", "multiply_", "divide_", "true_divide_",
           "pow_", "atan2_", "fmod_", "remainder_"):
     spec(f"ops:{n}:inplace", _inplace(n), XF, YB)
-    spec(f"ops:{n}:scalar", _inplace(n, scalar=True), XF, YB)
+    spec(f"ops:{n}:{'number_other' if n[:-1] in TENSOR_ONLY else 'scalar'}",
+         _inplace(n, scalar=True), XF, YB)
 for dname, sym in (("__iadd__", "+="), ("__isub__", "-="), ("__imul__", "*="),
                    ("__itruediv__", "/="), ("__ipow__", "**=")):
     src = f"def f(lib, x, y):\n    z = x * 1.0\n    z {sym} y\n    return z"
@@ -298,7 +336,8 @@ for p in (1, 2, 3, float("inf"), -float("inf"), 0, 0.5, "fro"):
     if p != "fro":
         spec(f"ops:norm:p={p}_dim", lambda lib, x, p=p: x.norm(p, dim=1, keepdim=True), TIES)
 spec("ops:norm:zero", lambda lib, x: lib.norm(x), np.zeros(3))
-spec("ops:norm:nuc", lambda lib, x: lib.norm(x, "nuc"), XF)
+spec("ops:norm:nuc", lambda lib, x: lib.norm(x, "nuc"), XF, grad_fn=False)
+spec("ops:norm:nuc_grad_fn", lambda lib, x: lib.norm(x, "nuc"), XF)
 spec("ops:norm:int_error", lambda lib, x: lib.norm(x), I64,
      error="Expected a floating point or complex tensor as input. Got Long")
 spec("ops:norm:dtype", lambda lib, x: lib.norm(x, dtype=lib.float64), X32)
@@ -541,6 +580,8 @@ SI = np.array([[0, 1, 2, 0], [1, 0, 0, 2]])
 spec("ops:scatter:f64", lambda lib, x, s, i: lib.scatter(x, 0, i, s), XF, Y[:2] * 1.0, SI)
 spec("ops:scatter:value", lambda lib, x, i: x.scatter(0, i, 2.5), XF, SI)
 spec("ops:scatter:reduce_add", lambda lib, x, s, i: x.scatter(0, i, s, reduce="add"), XF,
+     Y[:2] * 1.0, SI, grad_fn=False, backward=False)   # torch: no derivative with reduce=
+spec("ops:scatter:reduce_add_grad", lambda lib, x, s, i: x.scatter(0, i, s, reduce="add"), XF,
      Y[:2] * 1.0, SI)
 spec("ops:scatter_add:f64", lambda lib, x, s, i: lib.scatter_add(x, 0, i, s), XF, Y[:2] * 1.0,
      SI)
@@ -647,6 +688,11 @@ spec("ops:einsum:batch", lambda lib, a, b: lib.einsum("bij,bjk->bik", a, b), A,
 spec("ops:einsum:ellipsis", lambda lib, a: lib.einsum("...ij->...ji", a), A)
 spec("ops:einsum:outer", lambda lib, a, b: lib.einsum("i,j->ij", a, b), YB, YB[:3])
 spec("ops:einsum:sum", lambda lib, a: lib.einsum("ijk->", a), A)
+spec("ops:einsum:grad_fn", lambda lib, a, b: lib.einsum("ij,jk->ik", a, b), M34, M43)
+spec("ops:inner:grad_fn", lambda lib, a, b: lib.inner(a, b), YB, YB)
+spec("ops:outer:grad_fn", lambda lib, a, b: lib.outer(a, b), YB, YB[:3])
+spec("ops:ger:grad_fn", lambda lib, a, b: lib.ger(a, b), YB, YB[:3])
+spec("ops:repeat_interleave:grad_fn", lambda lib, x: lib.repeat_interleave(x, 2), XF)
 spec("ops:einsum:mismatch", lambda lib, a, b: lib.einsum("ij,jk->ik", a, b), M34, M34,
      error="einsum\\(\\): subscript j has size 3 for operand 1 which does not broadcast "
            "with previously seen size 4")

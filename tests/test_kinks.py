@@ -282,3 +282,14 @@ def test_facade_max_of_all_elements_gives_a_nan_result_to_the_nans():
     y.min().backward()
     np.testing.assert_array_equal(y.grad.numpy(), [0.0, 1.0, 0.0])
     assert ft.zeros(0, 3).logsumexp(0).tolist() == [-np.inf] * 3
+
+
+def test_facade_pow_with_a_tensor_exponent_has_torchs_derivatives_at_zero():
+    """d(x**y)/dy at x = 0 is 0 for y >= 0 and x**y * log(x) = -inf for y < 0 (torch's
+    masked formula; JAX's primitive gives NaN there); d/dx is 0 where y == 0."""
+    x = ft.tensor([0.0, 0.0, 0.0, 2.0], dtype=ft.float64, requires_grad=True)
+    y = ft.tensor([-1.0, 0.0, 2.0, 3.0], dtype=ft.float64, requires_grad=True)
+    (x ** y).sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), [-np.inf, 0.0, 0.0, 8 * np.log(2.0)])
+    np.testing.assert_array_equal(x.grad.numpy(), [-np.inf, 0.0, 0.0, 12.0])
+    assert (x ** y).grad_fn.name() == "PowBackward1"

@@ -274,9 +274,34 @@ def pow(self, exponent):
         return unary(self, op)
     if isinstance(exponent, _PY):
         return binary(self, exponent, POWS)
-    if isinstance(exponent, Tensor) and result_type(self, exponent).kind in "biu":
-        return _integer_pow(self, exponent)
+    if isinstance(exponent, Tensor):
+        dt = result_type(self, exponent)
+        if dt.kind in "biu":
+            return _integer_pow(self, exponent)
+        if exponent.shape != self.shape:
+            check_broadcast(self.shape, exponent.shape)
+        return apply_fn("PowBackward1", _pow_fn, (self if self.dtype == dt else self.to(dt),
+                                                  exponent if exponent.dtype == dt else
+                                                  exponent.to(dt)))
     return binary(self, exponent, POW)
+
+
+@custom_jvp
+def _pow_fn(x, y):
+    return fnp.power(x, y)
+
+
+@_pow_fn.defjvp
+def _pow_jvp(primals, tangents):
+    """torch's derivatives of x ** y (tensor exponent): y * x**(y-1), 0 where y == 0; and
+    x**y * log(x), 0 where x == 0 and y >= 0 (so -inf at x == 0, y < 0, where JAX's
+    primitive, kept by the functional side, gives NaN)."""
+    (x, y), (dx, dy) = primals, tangents
+    ans = _pow_fn(x, y)
+    zero = fnp.zeros((), ans.dtype)
+    ddx = fnp.where(fnp.equal(y, 0), zero, y * _pow_fn(x, y - 1))
+    ddy = fnp.where(fnp.equal(x, 0) & fnp.greater_equal(y, 0), zero, ans * fnp.log(x))
+    return ans, ddx * dx + ddy * dy
 
 
 def _integer_pow(base, exponent):

@@ -590,3 +590,16 @@ def test_softmax_refuses_integer_input_as_torch():
     with pytest.raises(NotImplementedError, match="\"log_softmax_kernel_impl\" not implemented"):
         x.log_softmax(0)
     assert x.softmax(1, dtype=ft.float32).dtype == ft.float32
+
+
+def test_integer_division_by_zero_raises_and_logical_ops_of_0d_give_tensors():
+    a, b = ft.tensor([3, 4]), ft.tensor([0, 1])
+    for f in (lambda: a % b, lambda: a.fmod(b), lambda: a // b, lambda: a % 0,
+              lambda: a.div(b, rounding_mode="trunc"), lambda: 7 % b,
+              lambda: a.remainder(ft.tensor([False, True]))):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            f()
+    assert (ft.tensor([3.0]) % 0).isnan().all()            # floats: NaN, as torch
+    t = ft.tensor(True).logical_xor(ft.tensor(False))
+    assert isinstance(t.numpy(), np.ndarray) and t.item() is True
+    assert isinstance(ft.tensor(True).logical_not().numpy(), np.ndarray)

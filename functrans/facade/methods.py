@@ -166,7 +166,12 @@ def atan2(self, other):
 
 
 T.atan2 = T.arctan2 = atan2
-T.fmod = lambda self, other: binary(self, other, FMOD1 if isinstance(other, Tensor) else FMOD)
+def fmod(self, other):
+    _check_divisor(result_type(self, other), other)
+    return binary(self, other, FMOD1 if isinstance(other, Tensor) else FMOD)
+
+
+T.fmod = fmod
 
 
 def _invert(self):
@@ -187,7 +192,7 @@ def _fnp_call(fn, *args):
 def logical_not(self):
     if isinstance(self._data, Tracer):
         return _fnp_call(fnp.logical_not, self)
-    return wrap(np.logical_not(self._data))
+    return wrap(np.asarray(np.logical_not(self._data)))     # an array for 0-d input too
 
 
 def _logical(np_fn, fnp_fn):
@@ -196,7 +201,7 @@ def _logical(np_fn, fnp_fn):
             check_broadcast(self.shape, o.shape)
         if isinstance(self._data, Tracer) or isinstance(getattr(o, "_data", None), Tracer):
             return _fnp_call(fnp_fn, self, o)
-        return wrap(np_fn(self._data, _arr(o)))
+        return wrap(np.asarray(np_fn(self._data, _arr(o))))   # an array for 0-d input too
     return f
 
 
@@ -252,7 +257,7 @@ def div(self, other, *, rounding_mode=None):
         raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
                            f"but found '{rounding_mode}'")
     return _elementwise_fn("DivBackward2", _div_floor_fn if rounding_mode == "floor" else
-                           _div_trunc_fn, self, other)
+                           _div_trunc_fn, self, other, divides=True)
 
 
 T.div = T.divide = div
@@ -337,26 +342,38 @@ T.__rpow__ = _rpow
 
 
 def _floordiv(self, other):
-    return _elementwise_fn("FloorDivideBackward0", fnp.floor_divide, self, other)
+    return _elementwise_fn("FloorDivideBackward0", fnp.floor_divide, self, other, divides=True)
 
 
 def _rfloordiv(self, other):
-    return _elementwise_fn("FloorDivideBackward0", fnp.floor_divide, other, self)
+    return _elementwise_fn("FloorDivideBackward0", fnp.floor_divide, other, self, divides=True)
 
 
 def _remainder(self, other):
     return _elementwise_fn("RemainderBackward1" if isinstance(other, Tensor) else
-                           "RemainderBackward0", fnp.remainder, self, other)
+                           "RemainderBackward0", fnp.remainder, self, other, divides=True)
 
 
 def _rremainder(self, other):
-    return _elementwise_fn("RemainderBackward0", fnp.remainder, other, self)
+    return _elementwise_fn("RemainderBackward0", fnp.remainder, other, self, divides=True)
 
 
-def _elementwise_fn(name, fn, a, b):
+def _check_divisor(dt, b):
+    """torch's RuntimeError for an integer division by zero (remainder, fmod, floor_divide,
+    div with a rounding mode); NumPy gives 0 with a warning. Traced divisors are not
+    checked."""
+    if dt.kind in "biu":
+        d = b._data if isinstance(b, Tensor) else b
+        if not isinstance(d, Tracer) and np.any(np.asarray(d) == 0):
+            raise RuntimeError("ZeroDivisionError")
+
+
+def _elementwise_fn(name, fn, a, b, divides=False):
     if not isinstance(a, Tensor):
         a = wrap(np.asarray(a, result_type(a, b)))
     dt = result_type(a, b)
+    if divides:
+        _check_divisor(dt, b)
     if isinstance(b, Tensor):
         if a.shape != b.shape:
             check_broadcast(a.shape, b.shape)

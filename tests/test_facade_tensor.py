@@ -603,3 +603,12 @@ def test_integer_division_by_zero_raises_and_logical_ops_of_0d_give_tensors():
     t = ft.tensor(True).logical_xor(ft.tensor(False))
     assert isinstance(t.numpy(), np.ndarray) and t.item() is True
     assert isinstance(ft.tensor(True).logical_not().numpy(), np.ndarray)
+
+
+def test_einsum_broadcasts_subscripts_of_size_one():
+    a = ft.ones(3, 4, requires_grad=True)
+    b = ft.tensor([[2.0, 3.0]], requires_grad=True)
+    y = ft.einsum("ij,jk->ik", a, b)
+    assert y.tolist() == [[8.0, 12.0]] * 3
+    y.sum().backward()
+    assert b.grad.tolist() == [[12.0, 12.0]] and a.grad.tolist() == [[5.0] * 4] * 3

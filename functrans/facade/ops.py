@@ -218,30 +218,37 @@ def _einsum_fn(*ops, eq):
 def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    _einsum_check(equation, operands)
+    operands = _einsum_broadcast(equation, operands)
     dt = result_type(*operands)
     operands = tuple(t if t.dtype == dt else t.to(dt) for t in operands)
     return apply_fn("EinsumBackward0", _einsum_fn, operands, static(eq=equation.replace(" ", "")))
 
 
-def _einsum_check(equation, operands):
-    """torch's RuntimeError for a subscript whose sizes differ between operands (a size 1
-    broadcasts), with labels before and after an ellipsis aligned to the leading and the
-    trailing dimensions."""
+def _einsum_broadcast(equation, operands):
+    """The operands with each subscript of size 1 expanded to the size other operands give
+    it (torch broadcasts them), or torch's RuntimeError for sizes that do not broadcast;
+    labels before and after an ellipsis address the leading and the trailing dimensions."""
     lhs = equation.replace(" ", "").split("->")[0].split(",")
-    seen = {}
+    seen, dims = {}, []
     for i, (sub, t) in enumerate(zip(lhs, operands)):
         head, _, tail = sub.partition("...")
-        shape = tuple(t.shape)
-        pairs = list(zip(head, shape)) + (list(zip(tail, shape[len(shape) - len(tail):]))
-                                          if tail else [])
-        for c, n in pairs:
-            s0 = seen.get(c)
+        nd = t.ndim
+        pairs = list(zip(head, range(len(head)))) + list(zip(tail, range(nd - len(tail), nd)))
+        dims.append(pairs)
+        for c, d in pairs:
+            n, s0 = t.shape[d], seen.get(c)
             if s0 is not None and n != s0 and n != 1 and s0 != 1:
                 raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {i} "
                                    f"which does not broadcast with previously seen size {s0}")
             if s0 is None or s0 == 1:
                 seen[c] = n
+    out = []
+    for t, pairs in zip(operands, dims):
+        shape = list(t.shape)
+        for c, d in pairs:
+            shape[d] = seen[c]
+        out.append(t if tuple(shape) == tuple(t.shape) else t.expand(*shape))
+    return tuple(out)
 
 
 def broadcast_tensors(*tensors):

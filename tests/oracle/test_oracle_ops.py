@@ -692,6 +692,10 @@ spec("ops:einsum:batch", lambda lib, a, b: lib.einsum("bij,bjk->bik", a, b), A,
 spec("ops:einsum:ellipsis", lambda lib, a: lib.einsum("...ij->...ji", a), A)
 spec("ops:einsum:outer", lambda lib, a, b: lib.einsum("i,j->ij", a, b), YB, YB[:3])
 spec("ops:einsum:sum", lambda lib, a: lib.einsum("ijk->", a), A)
+spec("ops:einsum:broadcast_one", lambda lib, a, b: lib.einsum("ij,jk->ik", a, b), M34,
+     XF[:1, :2])
+spec("ops:einsum:repeated_broadcast", lambda lib, a, b: lib.einsum("ii,ij->j", a, b),
+     XF[:, :3], XF[:1])
 spec("ops:einsum:grad_fn", lambda lib, a, b: lib.einsum("ij,jk->ik", a, b), M34, M43)
 spec("ops:inner:grad_fn", lambda lib, a, b: lib.inner(a, b), YB, YB)
 spec("ops:outer:grad_fn", lambda lib, a, b: lib.outer(a, b), YB, YB[:3])

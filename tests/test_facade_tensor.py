@@ -612,3 +612,13 @@ def test_einsum_broadcasts_subscripts_of_size_one():
     assert y.tolist() == [[8.0, 12.0]] * 3
     y.sum().backward()
     assert b.grad.tolist() == [[12.0, 12.0]] and a.grad.tolist() == [[5.0] * 4] * 3
+
+
+def test_indexing_0d_index_tensors_and_negative_steps_as_torch():
+    x = ft.arange(12.0).reshape(3, 4).requires_grad_()
+    y = x[ft.tensor(1)]
+    assert y.tolist() == [4.0, 5.0, 6.0, 7.0] and y.grad_fn.name() == "SelectBackward0"
+    assert x[ft.tensor(True)].shape == (1, 3, 4)
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        x[::-1]
+

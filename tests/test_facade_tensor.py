@@ -622,3 +622,9 @@ def test_indexing_0d_index_tensors_and_negative_steps_as_torch():
     with pytest.raises(ValueError, match="step must be greater than zero"):
         x[::-1]
 
+
+def test_python_integers_out_of_range_wrap_as_torch():
+    """int8 + 1000 wraps as torch computes it (NumPy 2 raises OverflowError for the
+    Python integer)."""
+    assert (ft.tensor([1, -1], dtype=ft.int8) + 1000).tolist() == [-23, -25]
+    assert (ft.tensor([1], dtype=ft.uint8) * 300).tolist() == [44]

@@ -155,6 +155,25 @@ spec = _spec
 spec("ops:floor_divide:grad", lambda lib, x, y: lib.floor_divide(x, y), XF, YB + 3)
 spec("ops:remainder:number_first_grad", lambda lib, x: lib.remainder(5.0, x), YB + 3)
 
+# promotion across the dtype lattice
+U8 = np.array([0, 1, 200, 255], np.uint8)
+I8 = np.array([-128, -1, 0, 127], np.int8)
+F16 = np.array([0.5, -1.5, 1000.0, 3e-3], np.float16)
+spec("ops:add:uint8_int8", lambda lib, x, y: x + y, U8, I8)
+spec("ops:add:uint8_overflow", lambda lib, x: x + 100, U8)
+spec("ops:mul:uint8_bool", lambda lib, x, y: x * y, U8, np.array([True, False, True, True]))
+spec("ops:add:f16_f32", lambda lib, x, y: x + y, F16, X32[0], backward=False)
+spec("ops:add:f16_int", lambda lib, x, y: x + y, F16, I8, backward=False)
+spec("ops:add:f16_float_scalar", lambda lib, x: x + 1.5, F16, backward=False)
+spec("ops:add:int8_int_scalar", lambda lib, x: x + 1000, I8)
+spec("ops:mul:bool_float_scalar", lambda lib, x: x * 2.5, B)
+spec("ops:add:complex_f64", lambda lib, x, y: x + y, C[0, :2].copy(), XF[0, :2].copy())
+spec("ops:mul:f32_complex_scalar", lambda lib, x: x * 1j, X32)
+spec("ops:add:0dim_int_0dim_f32", lambda lib, x, y: x + y, np.array(3), np.array(2.5, np.float32))
+spec("ops:add:int_0dim_f64_tensor", lambda lib, x, y: x + y, I32, S0)
+spec("ops:div:int_int", lambda lib, x, y: x / y, I64, I64NZ)
+spec("ops:div:bool_bool", lambda lib, x, y: x / y, B, np.ones_like(B))
+
 # kinks of binary ops at their interesting points
 Z2 = np.array([0.0, -0.0, 0.0, 1.0, -1.0, 0.0, 2.0, np.inf, -np.inf, 0.0, 3.0])
 W2 = np.array([0.0, 0.0, -0.0, 0.0, 0.0, -1.0, 2.0, 1.0, 1.0, np.inf, 3.0])
@@ -552,6 +571,16 @@ spec("ops:__getitem__:too_many", lambda lib, x: x[0, 0, 0], XF,
      error=r"too many indices for tensor of dimension 2")
 spec("ops:__getitem__:int_of_int", lambda lib, x: x[1:, 2], I64)
 spec("ops:__getitem__:0dim", lambda lib, x: x[...], S0)
+spec("ops:__getitem__:negative_step", lambda lib, x: x[::-1], XF,
+     error="step must be greater than zero")
+spec("ops:__getitem__:mask_and_slice", lambda lib, x, m: x[m, 1:], XF,
+     np.array([True, False, True]))
+spec("ops:__getitem__:broadcast_indices", lambda lib, x, i, j: x[i, j], XF,
+     np.array([[0], [2]]), np.array([1, 3, 3]))
+spec("ops:__getitem__:int_tensor_0dim", lambda lib, x, i: x[i], XF, np.array(1))
+spec("ops:__getitem__:bool_0dim", lambda lib, x, m: x[m], XF, np.array(True))
+spec("ops:__getitem__:ellipsis_middle", lambda lib, x: x[0, ..., 1], A)
+spec("ops:__getitem__:mask_all_false", lambda lib, x, m: x[m], XF, np.zeros((3, 4), bool))
 
 
 def _setitem(index):
@@ -567,6 +596,9 @@ spec("ops:__setitem__:scalar", lambda lib, x: _setitem(0)(lib, x, 5.0), XF)
 spec("ops:__setitem__:mask", lambda lib, x, m: _setitem(lib.tensor(B))(lib, x, 0.0), XF, B)
 spec("ops:__setitem__:broadcast", _setitem(slice(0, 2)), XF, YB)
 spec("ops:__setitem__:int_into_float", lambda lib, x, v: _setitem(1)(lib, x, v), XF, I64[0])
+spec("ops:__setitem__:index_tensor", _setitem(([0, 2, 0],)), XF, np.ones(4))
+spec("ops:__setitem__:mask_tensor_value", lambda lib, x, m, v: _setitem(m)(lib, x, v), XF, B,
+     S0)
 
 GI = np.array([[0, 1, 1, 0], [2, 2, 0, 1]])
 spec("ops:gather:f64", lambda lib, x, i: lib.gather(x, 0, i), XF, GI)

@@ -293,3 +293,25 @@ def test_facade_pow_with_a_tensor_exponent_has_torchs_derivatives_at_zero():
     np.testing.assert_array_equal(y.grad.numpy(), [-np.inf, 0.0, 0.0, 8 * np.log(2.0)])
     np.testing.assert_array_equal(x.grad.numpy(), [-np.inf, 0.0, 0.0, 12.0])
     assert (x ** y).grad_fn.name() == "PowBackward1"
+
+
+def test_nan_inputs_follow_torch_in_the_facade_and_jax_on_the_functional_side():
+    """torch: sign(NaN) is 0, so abs's derivative at NaN is 0; clamp keeps NaN with
+    derivative 0; relu keeps NaN and passes its gradient. JAX (the functional relu): NaN
+    with derivative 0."""
+    x = ft.tensor([np.nan, -2.0, 0.5], dtype=ft.float64, requires_grad=True)
+    assert x.sign().tolist()[0] == 0.0
+    x.abs().sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, -1.0, 1.0])
+    x.grad = None
+    y = x.clamp(-1.0, 1.0)
+    y.sum().backward()
+    assert np.isnan(y.tolist()[0]) and x.grad.tolist() == [0.0, 0.0, 1.0]
+    x.grad = None
+    r = x.relu()
+    r.sum().backward()
+    assert np.isnan(r.tolist()[0]) and x.grad.tolist() == [1.0, 0.0, 1.0]
+    v = np.array([np.nan, 0.0, 1.0])
+    assert np.isnan(np.asarray(ft.nn.relu(v))[0])
+    np.testing.assert_array_equal(np.asarray(ft.grad(lambda a: fnp.sum(ft.nn.relu(a)))(v)),
+                                  [0.0, 0.0, 1.0])

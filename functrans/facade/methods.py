@@ -16,6 +16,7 @@ from ..numpy._linalg import matrix_norm
 from ..core import ConcretizationTypeError, Tracer
 from ..nn import functions as nnf
 from ..higher_order.custom import custom_jvp
+from functrans.primitives.misc import stop_gradient
 from functrans.primitives import elementwise as ew
 from . import dtypes as D
 from .tensor_info import result_type
@@ -80,13 +81,33 @@ for _n, _op in _UOPS.items():
     _install_unary(_n, _op)
 
 
+def sign_fn(x):
+    """torch.sign of a real array: -1, 0 or 1, and 0 for NaN (NumPy's and JAX's sign give
+    NaN)."""
+    s = fnp.sign(x)
+    if np.dtype(s.dtype).kind != "f":
+        return s
+    return fnp.where(fnp.isnan(x), fnp.zeros((), s.dtype), s)
+
+
+@custom_jvp
+def _abs_torch(x):
+    return fnp.abs(x)
+
+
+@_abs_torch.defjvp
+def _abs_torch_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _abs_torch(x), fnp.multiply(t, sign_fn(x))
+
+
 def abs_fn(x):
-    """|x| with PyTorch's derivative sign(x), 0 at 0 (functrans.numpy's abs follows JAX: 1 at
-    0): x * sign(x), whose backward reads sign(x). Complex and integer input: plain abs."""
+    """|x| with PyTorch's derivative sign(x): 0 at 0 (functrans.numpy's abs follows JAX: 1 at
+    0) and 0 at NaN (torch's sign of NaN). Complex and integer input: plain abs."""
     x = fnp.asarray(x)
     if np.dtype(x.dtype).kind != "f":
         return fnp.abs(x)
-    return ew.mul(x, ew.sign(x))
+    return _abs_torch(x)
 
 
 def _abs(self):
@@ -499,8 +520,15 @@ T.inner = lambda self, other: apply_fn("InnerBackward0", fnp.inner, (self, other
 # activations and friends (composites of functrans.numpy / ft.nn functions)
 
 
+def _relu_fn(x):
+    """torch.relu: 0 where x <= 0, else x: NaN stays NaN and passes its gradient (torch's
+    threshold_backward; the functional relu, JAX's, gives it 0); derivative 0 at 0."""
+    x = fnp.asarray(x)
+    return fnp.where(fnp.less_equal(x, 0), fnp.zeros((), x.dtype), x)
+
+
 def relu(self):
-    return apply_fn("ReluBackward0", nnf.relu, (self,))
+    return apply_fn("ReluBackward0", _relu_fn, (self,))
 
 
 def _softmax_fn(x, axis):
@@ -539,6 +567,8 @@ def _clamp_fn(x, lo, hi, has_lo, has_hi):
     if has_hi:                   # min(max(x, lo), hi): hi wins where lo > hi, as in torch
         out = fnp.where(fnp.greater(out, hi), fnp.astype(hi, x.dtype) if hasattr(hi, "dtype")
                         else hi, out)
+    if np.dtype(x.dtype).kind == "f":    # NaN stays NaN, with derivative 0 as torch's mask
+        out = fnp.where(fnp.isnan(x), stop_gradient(x), out)
     return out
 
 
@@ -1172,5 +1202,6 @@ for _names, _refused, _error in [
         setattr(T, _n, _refuse(getattr(T, _n), _refused, _error))
 
 _sign, _sgn = T.sign, T.sgn
-T.sign = lambda self: self.clone() if self.dtype == D.bool else _sign(self)
+T.sign = lambda self: self.clone() if self.dtype == D.bool else apply_fn(
+    "SignBackward0", sign_fn, (self,)) if self.dtype.kind == "f" else _sign(self)
 T.sgn = lambda self: self.clone() if self.dtype == D.bool else _sgn(self)

@@ -291,6 +291,13 @@ for name in ("clamp", "clip"):
          UNIT)
     spec(f"ops:{name}:none", lambda lib, x, n=name: getattr(lib, n)(x), X,
          error="At least one of 'min' or 'max' must not be None")
+NANS = np.array([np.nan, 1.0, -2.0, np.nan, 0.0, np.inf])
+spec("ops:clamp:nan", lambda lib, x: lib.clamp(x, -1.0, 1.0), NANS)
+spec("ops:maximum:nan", lambda lib, x, y: lib.maximum(x, y), NANS, NANS[::-1].copy())
+spec("ops:minimum:nan", lambda lib, x, y: lib.minimum(x, y), NANS, NANS[::-1].copy())
+spec("ops:where:nan_branch", lambda lib, x: lib.where(x > 0, x, 0.0), NANS)
+spec("ops:relu:nan", lambda lib, x: lib.relu(x), NANS)
+spec("ops:abs:nan", lambda lib, x: lib.abs(x), NANS)
 spec("ops:clamp_min:f64", lambda lib, x: lib.clamp_min(x, 0.5), UNIT)
 spec("ops:clamp_max:f64", lambda lib, x: lib.clamp_max(x, 0.5), UNIT)
 spec("ops:clamp_min:tensor", lambda lib, x, y: lib.clamp_min(x, y), XF, Y)

@@ -375,6 +375,14 @@ spec("ops:logsumexp:int_dim1", lambda lib, x: lib.logsumexp(x, 1), I64)
 spec("ops:all:float", lambda lib, x: (lib.all(x), x.any(1)), XF)
 spec("ops:count_nonzero:dims_f64", lambda lib, x: lib.count_nonzero(x, dim=(0, 1)), XF)
 spec("ops:argmax:keepdim_none", lambda lib, x: lib.argmax(x, keepdim=True), TIES)
+spec("ops:all:dim_keepdim", lambda lib, x: (lib.all(x, 1, keepdim=True), x.any(dim=0)), B)
+spec("ops:any:mask_neg_dim", lambda lib, x: lib.any(x > 0.5, -1), XF)
+spec("ops:flatten:start_and_end", lambda lib, x: lib.flatten(x, 0, 1), XF.reshape(2, 2, 3))
+spec("ops:topk:unsorted_values", lambda lib, x: lib.sort(lib.topk(x, 2, sorted=False).values)
+     .values, R.standard_normal((3, 5)))             # distinct values: see ops:topk:ties_values
+spec("ops:sort:descending_nan", lambda lib, x: lib.sort(x, descending=True).values,
+     np.array([1.0, np.nan, -1.0, np.inf]))
+spec("ops:narrow:tensor_start", lambda lib, x: x.narrow(1, lib.tensor(1), 2), XF)
 
 # cumulative
 CZ = np.array([[1.0, 0.0, 2.0, 3.0], [0.0, 0.0, 2.0, -1.0], [2.0, 3.0, -0.0, 0.5]])

@@ -174,8 +174,8 @@ def _atan2_jvp(primals, tangents):
 
 def atan2(self, other):
     """torch.atan2 (promoted to a floating dtype), with torch's derivative (_atan2_jvp)."""
-    if not isinstance(other, Tensor):
-        return binary(self, other, ATAN2)          # a Python number carries no derivative
+    if not isinstance(other, Tensor) or not (self._requires_grad or other._requires_grad):
+        return binary(self, other, ATAN2)          # no derivative to take: the plain op
     if other.shape != self.shape:
         check_broadcast(self.shape, other.shape)
     dt = result_type(self, other)
@@ -304,6 +304,8 @@ def pow(self, exponent):
         dt = result_type(self, exponent)
         if dt.kind in "biu":
             return _integer_pow(self, exponent)
+        if not (self._requires_grad or exponent._requires_grad):
+            return binary(self, exponent, POW)      # no derivative to take: the plain op
         if exponent.shape != self.shape:
             check_broadcast(self.shape, exponent.shape)
         return apply_fn("PowBackward1", _pow_fn, (self if self.dtype == dt else self.to(dt),
@@ -1141,8 +1143,22 @@ def _refuse(method, refused, error):
         if refused(self, *args[:1]):
             raise error(self, *args[:1])
         return method(self, *args, **kwargs)
-    f.__name__, f.__doc__ = method.__name__, method.__doc__
-    return f
+
+    def f1(self):                   # no argument tuple to slice on the hot paths (-x, x - y)
+        if refused(self):
+            raise error(self)
+        return method(self)
+
+    def f2(self, other):
+        if refused(self, other):
+            raise error(self, other)
+        return method(self, other)
+    code = method.__code__
+    plain = not (code.co_flags & 0x0C or code.co_kwonlyargcount or method.__defaults__)
+    g = f1 if plain and code.co_argcount == 1 else f2 if plain and code.co_argcount == 2 \
+        else f
+    g.__name__, g.__doc__ = method.__name__, method.__doc__
+    return g
 
 
 def _kernel_error(kernel):
@@ -1153,7 +1169,7 @@ def _kernel_error(kernel):
 
 
 def _is_bool(self, other=None):
-    return self.dtype == D.bool
+    return self._data.dtype.kind == "b"
 
 
 def _result_bool(self, other=None):
@@ -1173,7 +1189,8 @@ _SUB_BOOL = ("Subtraction, the `-` operator, with a bool tensor is not supported
 
 
 def _sub_refused(self, other=None):
-    return self.dtype == D.bool or isinstance(other, Tensor) and other.dtype == D.bool
+    return self._data.dtype.kind == "b" or (isinstance(other, Tensor) and
+                                            other._data.dtype.kind == "b")
 
 
 def _sub_error(self, other=None):

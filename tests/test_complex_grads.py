@@ -334,3 +334,17 @@ def test_var_and_std_of_complex_arrays_are_real():
     assert_close(ft.grad(fnp.var)(z), 2 * np.conj(z - z.mean()) / 3, rtol=1e-12, atol=1e-12)
     m = np.stack([z, z[::-1] * 2])
     assert_close(fnp.std(m, axis=1, ddof=1), np.std(m, axis=1, ddof=1), rtol=1e-12, atol=1e-12)
+
+
+def test_resolve_conj_is_identity_and_complex_backward_needs_a_gradient():
+    """conj() materializes in the facade, so resolve_conj() returns its input (it conjugated
+    again); conj_physical is ConjPhysicalBackward0; backward() of a complex scalar without a
+    gradient raises as torch does (which real part would the implicit ones() seed?)."""
+    z = ft.tensor([1 + 2j, -3j], requires_grad=True)
+    assert z.resolve_conj() is z and z.conj().resolve_conj().tolist() == [1 - 2j, 3j]
+    assert z.conj_physical().grad_fn.name() == "ConjPhysicalBackward0"
+    with pytest.raises(RuntimeError, match="only for real scalar outputs but got "
+                                           "torch.complex64"):
+        (z * z).sum().backward()
+    (z * z).sum().abs().backward()
+    assert z.grad is not None

@@ -106,7 +106,20 @@ def test_grad_fn_names_leaves_and_next_functions():
         "GatherBackward0": w.gather(1, ft.tensor([[0], [1]])),
         "MaskedFillBackward0": x.masked_fill(x > 1, 0.0), "SplitBackward0": x.chunk(2)[0],
         "UnbindBackward0": w.unbind(0)[1], "RepeatBackward0": x.repeat(2),
+        "Log1PBackward0": x.log1p(), "FracBackward0": x.frac(),
+        "ReciprocalBackward0": x.reciprocal(), "SgnBackward0": x.sgn(),
+        "RoundBackward1": x.round(decimals=1), "FmodBackward1": x.fmod(x + 1),
+        "FmodBackward0": x.fmod(2), "RemainderBackward1": x.remainder(x + 1),
+        "SortBackward1": x.sort(stable=True).values, "SortBackward0": x.sort().values,
+        "TraceBackward0": w.trace(), "RollBackward0": w.roll(1),
+        "ScatterBackward1": w.scatter(0, ft.tensor([[1, 0]]), 2.0),
+        "MaskedFillBackward1": x.masked_fill(x > 1, ft.tensor(0.0)),
+        "SubBackward0": (x * 1).sub_(1.0), "FillBackward2": (x * 1).fill_(2.0),
+        "torch::autograd::CopyBackwards": (x * 1).copy_(x),
     }
+    assert w.H.grad_fn.name() == "TransposeBackward0"
+    assert [r.grad_fn.name() for r in w] == ["UnbindBackward0"] * 2
+    assert [p.grad_fn.name() for p in ft.tensor_split(x, [1])] == ["SliceBackward0"] * 2
     for name, t in names.items():
         assert t.grad_fn.name() == name, (name, t.grad_fn.name())
 
@@ -333,7 +346,7 @@ def test_inplace_on_nonleaf_rebases_history():
     x.grad = None
     z = x * 1
     z[0] = z[1] * 5               # CopySlices
-    assert z.grad_fn.name() == "CopySlices"
+    assert z.grad_fn.name() == "torch::autograd::CopySlices"
     z.sum().backward()
     assert x.grad.tolist() == [0.0, 6.0]
 

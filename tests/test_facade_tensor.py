@@ -372,3 +372,259 @@ def test_deepcopy_and_pickle():
         copy.deepcopy(x * 2)
     with pytest.raises(RuntimeError, match="Cowardly refusing to serialize non-leaf tensor"):
         pickle.dumps(x * 2)
+
+
+def test_binary_ops_that_do_not_broadcast_raise_torchs_runtime_error():
+    """A shape mismatch in an elementwise op is a RuntimeError naming the sizes and the
+    dimension counted from the result's last (as torch's infer_size), so ported
+    `except RuntimeError` blocks still catch it."""
+    a, b = ft.ones(3, 4, requires_grad=True), ft.ones(3, 5)
+    msg = r"size of tensor a \(4\) must match the size of tensor b \(5\) at non-singleton " \
+          r"dimension 1"
+    for f in (lambda: a + b, lambda: a * b, lambda: a.atan2(b), lambda: a.remainder(b),
+              lambda: a // b, lambda: a < b, lambda: (a > 0).logical_and(b > 0)):
+        with pytest.raises(RuntimeError, match=msg):
+            f()
+    with pytest.raises(RuntimeError, match=r"tensor a \(2\) must match the size of tensor b "
+                                           r"\(3\) at non-singleton dimension 0"):
+        ft.ones(2, 3, 4) - ft.ones(3, 1, 4)
+    with pytest.raises(RuntimeError, match=r"tensor a \(4\) must match the size of tensor b "
+                                           r"\(5\) at non-singleton dimension 1"):
+        ft.ones(5).__rsub__(ft.ones(3, 4))       # reflected: a is the left operand
+
+
+def test_matmul_errors_are_torchs_runtime_errors():
+    """matmul and its family raise torch's RuntimeError (the message of the kernel torch
+    folds the product into) for contracting sizes that differ, and do not promote dtypes."""
+    cases = [((3, 4), (3, 4), r"mat1 and mat2 shapes cannot be multiplied \(3x4 and 3x4\)"),
+             ((4,), (3, 5), r"mat1 and mat2 shapes cannot be multiplied \(1x4 and 3x5\)"),
+             ((2, 3, 4), (3, 5), r"mat1 and mat2 shapes cannot be multiplied \(6x4 and 3x5\)"),
+             ((4,), (3,), r"inconsistent tensor size, expected tensor \[4\] and src \[3\]"),
+             ((2, 3, 4), (5,), r"size mismatch, got input \(6\), mat \(6x4\), vec \(5\)"),
+             ((2, 3, 4), (2, 3, 4), r"first two dimensions of batch2 tensor to be: \[2, 4\] "
+                                    r"but got: \[2, 3\]"),
+             ((2, 3, 4), (3, 4, 5), r"tensor a \(2\) must match the size of tensor b \(3\)")]
+    for sa, sb, msg in cases:
+        with pytest.raises(RuntimeError, match=msg):
+            ft.matmul(ft.ones(sa), ft.ones(sb))
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied"):
+        ft.ones(2, 3).mm(ft.ones(2, 3))
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype, but "
+                                           "got: double != float"):
+        ft.ones(2, 3, dtype=ft.float64) @ ft.ones(3, 2)
+    with pytest.raises(RuntimeError, match="dot : expected both vectors to have same dtype, "
+                                           "but found Long and Float"):
+        ft.tensor([1, 2]).dot(ft.ones(2))
+    assert ft.ones(2, 3, 4).bmm(ft.ones(2, 4, 5).requires_grad_()).grad_fn.name() == \
+        "BmmBackward0"
+
+
+def test_reduction_dims_are_checked_and_empty_dims_reduce_everything():
+    """A dim outside [-ndim, ndim) is torch's IndexError (not a silent modulo); dim=()
+    reduces every dimension, as in torch; reductions over nothing raise torch's errors."""
+    x = ft.ones(2, 3)
+    msg = r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)"
+    for f in (lambda: x.sum(2), lambda: x.mean(dim=2), lambda: x.amax(2), lambda: x.max(2),
+              lambda: x.argmax(2), lambda: x.all(2), lambda: x.std(2), lambda: x.cumsum(2),
+              lambda: x.count_nonzero(2), lambda: x.prod(2)):
+        with pytest.raises(IndexError, match=msg):
+            f()
+    assert x.sum(dim=()).shape == () and x.sum(dim=()).item() == 6.0
+    assert ft.tensor(2.5).cumsum(0).item() == 2.5 and ft.tensor(2.5).cumprod(-1).item() == 2.5
+    e = ft.ones(0, 3)
+    assert e.amax(1).shape == (0,) and e.max(1).values.shape == (0,)
+    with pytest.raises(IndexError, match=r"amax\(\): Expected reduction dim 0 to have non-zero"):
+        e.amax(0)
+    with pytest.raises(IndexError, match=r"argmin\(\): Expected reduction dim 0 to have non-"):
+        e.argmin(0)
+    with pytest.raises(RuntimeError, match=r"max\(\): Expected reduction dim to be specified"):
+        e.max()
+    with pytest.raises(IndexError, match=r"argmax\(\): Expected reduction dim to be specified"):
+        e.argmax()
+    with pytest.raises(RuntimeError, match=r"argmax\(\): does not support bool input"):
+        ft.tensor([True, False]).argmax()
+
+
+def test_clamp_is_min_of_max_and_promotes_with_its_bounds():
+    """clamp(x, lo, hi) = min(max(x, lo), hi): hi everywhere when lo > hi, with derivative 0;
+    an integer tensor clamped to a float bound becomes the default float dtype."""
+    x = ft.tensor([-2.0, 0.0, 0.5, 3.0], requires_grad=True)
+    y = x.clamp(1.0, -1.0)
+    y.sum().backward()
+    assert y.tolist() == [-1.0] * 4 and x.grad.tolist() == [0.0] * 4
+    assert ft.tensor([1, 5]).clamp(-2.5, 3).dtype == ft.float32
+    assert ft.tensor([1, 5]).clamp(2, 3).dtype == ft.int64
+    assert ft.tensor([1, 5]).clamp(min=2.5).tolist() == [2.5, 5.0]
+    assert x.clamp(min=0.0).grad_fn.name() == "ClampBackward1"
+    assert x.clamp_min(ft.zeros(4)).grad_fn.name() == "ClampMinBackward1"
+
+
+def test_facade_integer_reductions_accumulate_in_int64_and_std_norm_need_floats():
+    for t in (ft.tensor([1, 2, 3], dtype=ft.int32), ft.tensor([True, False, True])):
+        assert t.prod().dtype == ft.int64 and t.cumsum(0).dtype == ft.int64
+        assert t.cumprod(0).dtype == ft.int64
+    assert ft.tensor([True, True, False]).cumprod(0).tolist() == [1, 1, 0]
+    with pytest.raises(RuntimeError, match="std and var only support floating point"):
+        ft.tensor([1, 2]).std()
+    with pytest.raises(RuntimeError, match="Expected a floating point or complex tensor as "
+                                           "input. Got Long"):
+        ft.tensor([1, 2]).norm()
+    assert ft.ones(3).norm(dtype=ft.float64).dtype == ft.float64
+
+
+def test_integer_powers_stay_integral():
+    """Integer ** integer is integral as in torch (a negative exponent truncates 1/b^|e|:
+    1, +-1 or 0); bool ** int is int64; a number base with a tensor exponent is __rpow__."""
+    b, e = ft.tensor([0, 0, 1, -1, -1, 2, -2, 3]), ft.tensor([-1, -2, -5, -3, -2, -1, -1, 2])
+    assert (b ** e).tolist() == [0, 0, 1, -1, 1, 0, 0, 9] and (b ** e).dtype == ft.int64
+    assert (2 ** ft.tensor([3, 0])).tolist() == [8, 1] and ft.pow(2, ft.tensor([2])).dtype == \
+        ft.int64
+    assert (ft.tensor([True, False]) ** 2).tolist() == [1, 0]
+    assert ft.tensor([1, 2]).pow(ft.tensor([0.5, 1.0])).dtype == ft.float32
+    x = ft.tensor([1.0, 2.0], requires_grad=True)
+    assert ft.pow(2.0, x).grad_fn.name() == "PowBackward2"
+    assert ft.tensor([2, -3]).trunc().dtype == ft.int64
+
+
+def test_bool_tensors_are_refused_where_torchs_kernels_refuse_them():
+    m = ft.tensor([True, False])
+    for f, kind, msg in [(lambda: m.abs(), NotImplementedError, "\"abs_cpu\" not implemented "
+                          "for 'Bool'"),
+                         (lambda: m.floor(), NotImplementedError, "floor_vml_cpu"),
+                         (lambda: ft.tensor([1, 2]).frac(), NotImplementedError,
+                          "\"frac_cpu\" not implemented for 'Long'"),
+                         (lambda: m.fmod(m), NotImplementedError, "fmod_cpu"),
+                         (lambda: ft.ones(2) & ft.ones(2), NotImplementedError,
+                          "\"bitwise_and_cpu\" not implemented for 'Float'"),
+                         (lambda: -m, RuntimeError, "Negation, the `-` operator, on a bool"),
+                         (lambda: m - m, RuntimeError, "with two bool tensors is not supported"),
+                         (lambda: m - ft.tensor([1, 2]), RuntimeError, "with a bool tensor is "
+                          "not supported"),
+                         (lambda: ft.relu(m), RuntimeError, "Boolean inputs not supported")]:
+        with pytest.raises(kind, match=msg):
+            f()
+    assert m.sign().tolist() == [True, False] and m.sgn().dtype == ft.bool
+    assert (m & m).tolist() == [True, False] and (ft.tensor([6]) ^ 3).tolist() == [5]
+
+
+def test_div_rounding_modes():
+    """torch.div(..., rounding_mode='floor'/'trunc'): the rounded quotient in the promoted
+    dtype (integers stay integral), derivative 0 (DivBackward2)."""
+    a = ft.tensor([7, -7, 6, -6])
+    assert ft.div(a, 2, rounding_mode="trunc").tolist() == [3, -3, 3, -3]
+    assert ft.div(a, -2, rounding_mode="floor").tolist() == [-4, 3, -3, 3]
+    assert a.div(2, rounding_mode="floor").dtype == ft.int64
+    assert ft.div(a, 2.0, rounding_mode="trunc").tolist() == [3.0, -3.0, 3.0, -3.0]
+    x = ft.tensor([1.5, -2.5], requires_grad=True)
+    y = x.div(ft.tensor([2.0, 2.0]), rounding_mode="floor")
+    y.sum().backward()
+    assert y.tolist() == [0.0, -2.0] and x.grad.tolist() == [0.0, 0.0]
+    assert y.grad_fn.name() == "DivBackward2"
+    with pytest.raises(RuntimeError, match="expected rounding_mode to be one of None, 'trunc', "
+                                           "or 'floor' but found 'round'"):
+        x.div(2, rounding_mode="round")
+
+
+def test_cat_stack_einsum_where_gather_errors_are_torchs():
+    a, b = ft.ones(3, 4), ft.ones(3, 5)
+    with pytest.raises(RuntimeError, match=r"Sizes of tensors must match except in dimension 0. "
+                                           r"Expected size 4 but got size 5 for tensor number 1"):
+        ft.cat([a, b])
+    with pytest.raises(RuntimeError, match="Tensors must have same number of dimensions: got 2 "
+                                           "and 3"):
+        ft.cat([a, ft.ones(1, 3, 4)])
+    with pytest.raises(RuntimeError, match=r"stack expects each tensor to be equal size, but "
+                                           r"got \[3, 4\] at entry 0 and \[3, 5\] at entry 1"):
+        ft.stack([a, b])
+    with pytest.raises(RuntimeError, match=r"einsum\(\): subscript j has size 3 for operand 1 "
+                                           r"which does not broadcast with previously seen size 4"):
+        ft.einsum("ij,jk->ik", a, a)
+    with pytest.raises(RuntimeError, match="where expected condition to be a boolean tensor, "
+                                           "but got a tensor with dtype Long"):
+        ft.where(ft.tensor([1, 0]), ft.ones(2), ft.zeros(2))
+    with pytest.raises(RuntimeError, match="but got mask with dtype long"):
+        ft.ones(2).masked_fill(ft.tensor([1, 0]), 0.0)
+    with pytest.raises(RuntimeError, match="index 5 is out of bounds for dimension 0 with size "
+                                           "3"):
+        ft.ones(3, 2).gather(0, ft.tensor([[0, 5]]))
+    assert ft.ones(3, 2).gather(0, ft.tensor([[0, 2]], dtype=ft.int32)).shape == (1, 2)
+    x = ft.ones(3, requires_grad=True)
+    e = ft.zeros(0, requires_grad=True)
+    ft.cat([x, e]).sum().backward()               # a skipped 1-d empty tensor gets its grad
+    assert e.grad is not None and e.grad.shape == (0,)
+
+
+def test_creation_numpy_scalars_randint_high_size_and_arange_errors():
+    """torch.tensor keeps a NumPy scalar's dtype (alone or in a list); randint(high, size);
+    arange refuses a zero step or one whose sign points away from the end."""
+    assert ft.tensor(np.float64(2.5)).dtype == ft.float64
+    assert ft.tensor([np.int32(1), np.int32(2)]).dtype == ft.int32
+    assert ft.tensor(2.5).dtype == ft.float32 and ft.tensor([1, 2]).dtype == ft.int64
+    r = ft.randint(5, (2, 3))
+    assert r.shape == (2, 3) and r.dtype == ft.int64 and bool(((r >= 0) & (r < 5)).all())
+    with pytest.raises(RuntimeError, match="upper bound and lower bound inconsistent with step "
+                                           "sign"):
+        ft.arange(0, 5, -1)
+    with pytest.raises(RuntimeError, match="step must be nonzero"):
+        ft.arange(0, 5, 0)
+    assert ft.arange(3, 3).shape == (0,)
+
+
+def test_indexing_with_true_adds_an_axis():
+    x = ft.ones(2, 3)
+    assert x[True].shape == (1, 2, 3) and x[True, 0].shape == (1, 3)
+
+
+def test_scatter_reduce_add():
+    z = ft.zeros(2, 3).scatter(1, ft.tensor([[0, 0], [2, 1]]), ft.ones(2, 2), reduce="add")
+    assert z.tolist() == [[2.0, 0.0, 0.0], [0.0, 1.0, 1.0]]
+    with pytest.raises(RuntimeError, match="reduce='multiply' is not supported here"):
+        ft.zeros(2).scatter(0, ft.tensor([0]), ft.ones(1), reduce="multiply")
+
+
+def test_softmax_refuses_integer_input_as_torch():
+    x = ft.tensor([[1, 2, 3]])
+    with pytest.raises(NotImplementedError, match="\"softmax_lastdim_kernel_impl\" not "
+                                                  "implemented for 'Long'"):
+        x.softmax(1)
+    with pytest.raises(NotImplementedError, match="\"log_softmax_kernel_impl\" not implemented"):
+        x.log_softmax(0)
+    assert x.softmax(1, dtype=ft.float32).dtype == ft.float32
+
+
+def test_integer_division_by_zero_raises_and_logical_ops_of_0d_give_tensors():
+    a, b = ft.tensor([3, 4]), ft.tensor([0, 1])
+    for f in (lambda: a % b, lambda: a.fmod(b), lambda: a // b, lambda: a % 0,
+              lambda: a.div(b, rounding_mode="trunc"), lambda: 7 % b,
+              lambda: a.remainder(ft.tensor([False, True]))):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            f()
+    assert (ft.tensor([3.0]) % 0).isnan().all()            # floats: NaN, as torch
+    t = ft.tensor(True).logical_xor(ft.tensor(False))
+    assert isinstance(t.numpy(), np.ndarray) and t.item() is True
+    assert isinstance(ft.tensor(True).logical_not().numpy(), np.ndarray)
+
+
+def test_einsum_broadcasts_subscripts_of_size_one():
+    a = ft.ones(3, 4, requires_grad=True)
+    b = ft.tensor([[2.0, 3.0]], requires_grad=True)
+    y = ft.einsum("ij,jk->ik", a, b)
+    assert y.tolist() == [[8.0, 12.0]] * 3
+    y.sum().backward()
+    assert b.grad.tolist() == [[12.0, 12.0]] and a.grad.tolist() == [[5.0] * 4] * 3
+
+
+def test_indexing_0d_index_tensors_and_negative_steps_as_torch():
+    x = ft.arange(12.0).reshape(3, 4).requires_grad_()
+    y = x[ft.tensor(1)]
+    assert y.tolist() == [4.0, 5.0, 6.0, 7.0] and y.grad_fn.name() == "SelectBackward0"
+    assert x[ft.tensor(True)].shape == (1, 3, 4)
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        x[::-1]
+
+
+def test_python_integers_out_of_range_wrap_as_torch():
+    """int8 + 1000 wraps as torch computes it (NumPy 2 raises OverflowError for the
+    Python integer)."""
+    assert (ft.tensor([1, -1], dtype=ft.int8) + 1000).tolist() == [-23, -25]
+    assert (ft.tensor([1], dtype=ft.uint8) * 300).tolist() == [44]

@@ -30,6 +30,8 @@ def _tg(f, x):
 JAX_TABLE = {
     "abs": (fnp.abs, [0.0], [1.0], [0.3]),
     "sign": (fnp.sign, [0.0], [0.0], [0.3]),
+    "atan2 at the origin": (lambda v: fnp.arctan2(v[0], v[1]), [0.0, 0.0], [np.nan, np.nan],
+                            [0.3, -0.4]),
     "floor": (fnp.floor, [1.0], [0.0], [1.3]),
     "ceil": (fnp.ceil, [1.0], [0.0], [1.3]),
     "round": (fnp.round, [0.5], [0.0], [0.3]),
@@ -103,6 +105,7 @@ TORCH_TABLE = {
                      [0.0, 0.0], [0.3, -0.4]),
     "normalize at 0": (lambda t: F.normalize(t.reshape(1, 2)) * ft.tensor([1.0, 2.0]),
                        [0.0, 0.0], [1e12, 2e12], [0.3, -0.4]),
+    "atan2 at the origin": (lambda t: t[0].atan2(t[1]), [0.0, 0.0], [0.0, 0.0], [0.3, -0.4]),
     "sort tie": (lambda t: t.sort()[0] * ft.tensor([1.0, 2.0, 3.0], dtype=ft.float64),
                  [1.0, 1.0, 0.0], [2.0, 3.0, 1.0], [1.0, 1.1, 0.0]),
 }
@@ -254,3 +257,61 @@ def test_array_of_numpy_scalars_has_one_dtype_eagerly_and_traced():
             assert eager.dtype == traced.dtype, v
     assert fnp.array([1.0, 2.0]).dtype == np.float32
     assert fnp.array([np.float64(1.0), 2.0]).dtype == np.float64
+
+
+def test_facade_std_and_fractional_norm_have_torchs_zero_derivative_at_zero():
+    """torch masks std's 1/(2*std) where std is 0 and |x|^(p-1) where x is 0 for p < 1:
+    derivative 0, not NaN (the functional side keeps JAX's sqrt)."""
+    x = ft.tensor([[2.0, 2.0, 2.0], [1.0, 0.0, -1.0]], dtype=ft.float64, requires_grad=True)
+    x.std(1).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[0, 0, 0], [0.5, 0, -0.5]], atol=1e-15)
+    y = ft.tensor([0.0, 4.0, 0.0], dtype=ft.float64, requires_grad=True)
+    y.norm(0.5).backward()
+    np.testing.assert_allclose(y.grad.numpy(), [0.0, 1.0, 0.0], atol=1e-15)
+
+
+
+def test_facade_max_of_all_elements_gives_a_nan_result_to_the_nans():
+    """max()/min() over every element split the derivative among the elements equal to the
+    result, and a NaN result among the NaNs (torch's evenly_distribute_backward); amax keeps
+    the equality rule (NaN); logsumexp over nothing is -inf."""
+    x = ft.tensor([[1.0, np.nan], [np.nan, 0.0]], dtype=ft.float64, requires_grad=True)
+    x.max().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 0.5], [0.5, 0.0]])
+    y = ft.tensor([3.0, 1.0, 3.0], dtype=ft.float64, requires_grad=True)
+    y.min().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), [0.0, 1.0, 0.0])
+    assert ft.zeros(0, 3).logsumexp(0).tolist() == [-np.inf] * 3
+
+
+def test_facade_pow_with_a_tensor_exponent_has_torchs_derivatives_at_zero():
+    """d(x**y)/dy at x = 0 is 0 for y >= 0 and x**y * log(x) = -inf for y < 0 (torch's
+    masked formula; JAX's primitive gives NaN there); d/dx is 0 where y == 0."""
+    x = ft.tensor([0.0, 0.0, 0.0, 2.0], dtype=ft.float64, requires_grad=True)
+    y = ft.tensor([-1.0, 0.0, 2.0, 3.0], dtype=ft.float64, requires_grad=True)
+    (x ** y).sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), [-np.inf, 0.0, 0.0, 8 * np.log(2.0)])
+    np.testing.assert_array_equal(x.grad.numpy(), [-np.inf, 0.0, 0.0, 12.0])
+    assert (x ** y).grad_fn.name() == "PowBackward1"
+
+
+def test_nan_inputs_follow_torch_in_the_facade_and_jax_on_the_functional_side():
+    """torch: sign(NaN) is 0, so abs's derivative at NaN is 0; clamp keeps NaN with
+    derivative 0; relu keeps NaN and passes its gradient. JAX (the functional relu): NaN
+    with derivative 0."""
+    x = ft.tensor([np.nan, -2.0, 0.5], dtype=ft.float64, requires_grad=True)
+    assert x.sign().tolist()[0] == 0.0
+    x.abs().sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, -1.0, 1.0])
+    x.grad = None
+    y = x.clamp(-1.0, 1.0)
+    y.sum().backward()
+    assert np.isnan(y.tolist()[0]) and x.grad.tolist() == [0.0, 0.0, 1.0]
+    x.grad = None
+    r = x.relu()
+    r.sum().backward()
+    assert np.isnan(r.tolist()[0]) and x.grad.tolist() == [1.0, 0.0, 1.0]
+    v = np.array([np.nan, 0.0, 1.0])
+    assert np.isnan(np.asarray(ft.nn.relu(v))[0])
+    np.testing.assert_array_equal(np.asarray(ft.grad(lambda a: fnp.sum(ft.nn.relu(a)))(v)),
+                                  [0.0, 0.0, 1.0])

@@ -113,3 +113,15 @@ def test_predicates():
     assert fnp.isrealobj(X) and not fnp.iscomplexobj(X)
     np.testing.assert_array_equal(fnp.iscomplex(X), np.iscomplex(X))
     np.testing.assert_array_equal(fnp.isreal(X), np.isreal(X))
+
+
+def test_float_floor_divide_is_pythons():
+    """floor_divide of floats is Python's (CPython's float_divmod, as NumPy, JAX and torch):
+    it differs from floor(x / y) where the quotient rounds up to an integer or is infinite."""
+    a = np.array([-np.inf, np.inf, -0.5, 0.5, 1.0, 7.0, -7.0, 3.0])
+    b = np.array([2.0, -3.0, np.inf, -np.inf, np.inf, 0.1, 2.0, 0.0])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.floor_divide(a, b)
+    np.testing.assert_array_equal(np.asarray(fnp.floor_divide(a, b)), want)
+    np.testing.assert_array_equal(np.asarray(ft.grad(lambda x: fnp.sum(fnp.floor_divide(
+        x, 2.0)))(np.array([3.0, -1.5]))), [0.0, 0.0])

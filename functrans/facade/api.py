@@ -48,6 +48,9 @@ def _root_cts(roots, grads, create_graph, what):
         if g is None:
             if t._data.size != 1:
                 raise RuntimeError(SCALAR_MSG)
+            if t._data.dtype.kind == "c":       # torch: which real part would ones() seed?
+                raise RuntimeError("grad can be implicitly created only for real scalar "
+                                   f"outputs but got torch.{t._data.dtype.name}")
             ct = np.ones(t._data.shape, t._data.dtype)
             cts.append(wrap(ct) if create_graph else ct)
             continue

@@ -109,6 +109,10 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     dtype = D.to_dtype(dtype) or result_type(*vals)
     if dtype.kind in "iu" and any(isinstance(v, builtins.float) for v in vals):
         dtype = D.get_default_dtype()
+    if vals[2] == 0:
+        raise RuntimeError("step must be nonzero")
+    if (vals[1] - vals[0]) * vals[2] < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     return _make(np.arange(vals[0], vals[1], vals[2]).astype(dtype), requires_grad)
 
 
@@ -204,6 +208,8 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
             requires_grad=False):
     if high is None:
         low, high = 0, low
+    elif size is None and isinstance(high, (tuple, list)):     # randint(high, size)
+        low, high, size = 0, low, high
     if size is None:
         raise TypeError("randint() missing required argument 'size'")
     d = D.to_dtype(dtype) or D.int64

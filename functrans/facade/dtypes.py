@@ -105,3 +105,31 @@ def type_name(d):
     return {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
             "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
             "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}.get(d.name, d.name)
+
+
+_SCALAR_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
+                 "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+                 "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+                 "bfloat16": "BFloat16"}
+_CPP_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
+              "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+              "uint8": "unsigned char", "bool": "bool", "complex64": "c10::complex<float>",
+              "complex128": "c10::complex<double>", "bfloat16": "c10::BFloat16"}
+
+
+def scalar_name(d):
+    """torch's ScalarType name of dtype d for error messages: Float, Double, Long, ..."""
+    d = np.dtype(d)
+    return _SCALAR_NAMES.get(d.name, d.name)
+
+
+def meta_name(d):
+    """torch's TypeMeta name of dtype d (long, int, float, ...), as some messages print it."""
+    d = np.dtype(d)
+    return {"int64": "long", "int16": "short"}.get(d.name, cpp_name(d))
+
+
+def cpp_name(d):
+    """The C++ type name torch's kernels print for dtype d: float, double, long int, ..."""
+    d = np.dtype(d)
+    return _CPP_NAMES.get(d.name, d.name)

@@ -6,6 +6,7 @@ functrans.numpy functions (apply_fn), traced into primitive steps once per signa
 from __future__ import annotations
 
 import builtins
+import functools
 from collections import namedtuple
 
 import numpy as np
@@ -14,10 +15,12 @@ from .. import numpy as fnp
 from ..numpy._linalg import matrix_norm
 from ..core import ConcretizationTypeError, Tracer
 from ..nn import functions as nnf
+from ..higher_order.custom import custom_jvp
+from functrans.primitives.misc import stop_gradient
 from functrans.primitives import elementwise as ew
 from . import dtypes as D
 from .tensor_info import result_type
-from .tensor import EOp, Tensor, apply_fn, binary, static, unary, wrap
+from .tensor import EOp, Tensor, apply_fn, binary, check_broadcast, static, unary, wrap
 
 T = Tensor
 _PY = (builtins.int, builtins.float, builtins.bool)
@@ -35,6 +38,7 @@ MAXIMUM = EOp("MaximumBackward0", ew.max_p, float_only=False)
 MINIMUM = EOp("MinimumBackward0", ew.min_p, float_only=False)
 ATAN2 = EOp("Atan2Backward0", ew.atan2_p)
 FMOD = EOp("FmodBackward0", ew.rem_p, float_only=False)
+FMOD1 = EOp("FmodBackward1", ew.rem_p, float_only=False)      # a tensor divisor
 _CMPS = {n: EOp(n, getattr(ew, n + "_p"), float_only=False) for n in
          ("eq", "ne", "lt", "le", "gt", "ge")}
 AND = EOp("and", ew.and_p, float_only=False)
@@ -46,7 +50,7 @@ _UNARY = {
     "sin": ("SinBackward0", ew.sin_p), "cos": ("CosBackward0", ew.cos_p),
     "tan": ("TanBackward0", ew.tan_p), "tanh": ("TanhBackward0", ew.tanh_p),
     "sqrt": ("SqrtBackward0", ew.sqrt_p), "rsqrt": ("RsqrtBackward0", ew.rsqrt_p),
-    "log1p": ("Log1pBackward0", ew.log1p_p), "expm1": ("Expm1Backward0", ew.expm1_p),
+    "log1p": ("Log1PBackward0", ew.log1p_p), "expm1": ("Expm1Backward0", ew.expm1_p),
     "asin": ("AsinBackward0", ew.asin_p), "acos": ("AcosBackward0", ew.acos_p),
     "atan": ("AtanBackward0", ew.atan_p), "sinh": ("SinhBackward0", ew.sinh_p),
     "cosh": ("CoshBackward0", ew.cosh_p), "erf": ("ErfBackward0", ew.erf_p),
@@ -77,13 +81,33 @@ for _n, _op in _UOPS.items():
     _install_unary(_n, _op)
 
 
+def sign_fn(x):
+    """torch.sign of a real array: -1, 0 or 1, and 0 for NaN (NumPy's and JAX's sign give
+    NaN)."""
+    s = fnp.sign(x)
+    if np.dtype(s.dtype).kind != "f":
+        return s
+    return fnp.where(fnp.isnan(x), fnp.zeros((), s.dtype), s)
+
+
+@custom_jvp
+def _abs_torch(x):
+    return fnp.abs(x)
+
+
+@_abs_torch.defjvp
+def _abs_torch_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _abs_torch(x), fnp.multiply(t, sign_fn(x))
+
+
 def abs_fn(x):
-    """|x| with PyTorch's derivative sign(x), 0 at 0 (functrans.numpy's abs follows JAX: 1 at
-    0): x * sign(x), whose backward reads sign(x). Complex and integer input: plain abs."""
+    """|x| with PyTorch's derivative sign(x): 0 at 0 (functrans.numpy's abs follows JAX: 1 at
+    0) and 0 at NaN (torch's sign of NaN). Complex and integer input: plain abs."""
     x = fnp.asarray(x)
     if np.dtype(x.dtype).kind != "f":
         return fnp.abs(x)
-    return ew.mul(x, ew.sign(x))
+    return _abs_torch(x)
 
 
 def _abs(self):
@@ -128,8 +152,47 @@ T.__or__ = T.__ror__ = _binop(OR)
 T.__xor__ = T.__rxor__ = _binop(XOR)
 T.maximum = _binop(MAXIMUM)
 T.minimum = _binop(MINIMUM)
-T.atan2 = T.arctan2 = _binop(ATAN2)
-T.fmod = _binop(FMOD)
+
+
+@custom_jvp
+def _atan2_fn(y, x):
+    return fnp.arctan2(y, x)
+
+
+@_atan2_fn.defjvp
+def _atan2_jvp(primals, tangents):
+    """torch's derivative of atan2(y, x): (x dy - y dx) / (x² + y²), 0 at the origin where
+    the quotient is 0/0 (torch masks the reciprocal there; JAX's primitive, which the
+    functional side keeps, gives NaN)."""
+    (y, x), (dy, dx) = primals, tangents
+    den = fnp.add(fnp.multiply(x, x), fnp.multiply(y, y))
+    zero = fnp.equal(den, 0)
+    recip = fnp.where(zero, fnp.zeros_like(den), 1 / fnp.where(zero, fnp.ones_like(den), den))
+    return _atan2_fn(y, x), fnp.multiply(fnp.subtract(fnp.multiply(x, dy), fnp.multiply(y, dx)),
+                                         recip)
+
+
+def atan2(self, other):
+    """torch.atan2 (promoted to a floating dtype), with torch's derivative (_atan2_jvp)."""
+    if not isinstance(other, Tensor) or not (self._requires_grad or other._requires_grad):
+        return binary(self, other, ATAN2)          # no derivative to take: the plain op
+    if other.shape != self.shape:
+        check_broadcast(self.shape, other.shape)
+    dt = result_type(self, other)
+    if dt.kind not in "fc":
+        dt = D.get_default_dtype()
+    a = self if self.dtype == dt else self.to(dt)
+    b = other if other.dtype == dt else other.to(dt)
+    return apply_fn("Atan2Backward0", _atan2_fn, (a, b))
+
+
+T.atan2 = T.arctan2 = atan2
+def fmod(self, other):
+    _check_divisor(result_type(self, other), other)
+    return binary(self, other, FMOD1 if isinstance(other, Tensor) else FMOD)
+
+
+T.fmod = fmod
 
 
 def _invert(self):
@@ -150,14 +213,16 @@ def _fnp_call(fn, *args):
 def logical_not(self):
     if isinstance(self._data, Tracer):
         return _fnp_call(fnp.logical_not, self)
-    return wrap(np.logical_not(self._data))
+    return wrap(np.asarray(np.logical_not(self._data)))     # an array for 0-d input too
 
 
 def _logical(np_fn, fnp_fn):
     def f(self, o):
+        if isinstance(o, Tensor) and o.shape != self.shape:
+            check_broadcast(self.shape, o.shape)
         if isinstance(self._data, Tracer) or isinstance(getattr(o, "_data", None), Tracer):
             return _fnp_call(fnp_fn, self, o)
-        return wrap(np_fn(self._data, _arr(o)))
+        return wrap(np.asarray(np_fn(self._data, _arr(o))))   # an array for 0-d input too
     return f
 
 
@@ -189,11 +254,43 @@ def _add_alpha(x, y, alpha):
 
 T.add, T.sub, T.subtract = add, sub, sub
 T.mul = T.multiply = _binop(MUL)
-T.div = T.divide = T.true_divide = _binop(DIV)
+
+
+def _div_floor_fn(x, y):
+    return fnp.floor_divide(x, y)
+
+
+def _div_trunc_fn(x, y):
+    if np.dtype(x.dtype).kind in "fc":
+        return fnp.trunc(fnp.divide(x, y))
+    q = fnp.floor_divide(x, y)                 # integers: toward zero, without floats
+    inexact = fnp.not_equal(fnp.multiply(q, y), x)
+    return fnp.where(inexact & fnp.not_equal(fnp.less(x, 0), fnp.less(y, 0)), q + 1, q)
+
+
+def div(self, other, *, rounding_mode=None):
+    """torch.div: true division (to a floating dtype), or with rounding_mode 'floor' or
+    'trunc' the rounded quotient in the promoted dtype (integers stay integral), whose
+    derivative is 0 (DivBackward2)."""
+    if rounding_mode is None:
+        return binary(self, other, DIV)
+    if rounding_mode not in ("floor", "trunc"):
+        raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                           f"but found '{rounding_mode}'")
+    return _elementwise_fn("DivBackward2", _div_floor_fn if rounding_mode == "floor" else
+                           _div_trunc_fn, self, other, divides=True)
+
+
+T.div = T.divide = div
+T.true_divide = _binop(DIV)
 
 
 def pow(self, exponent):
+    """torch.pow: an integer (or bool) tensor to an integer power stays integral (int64 for
+    bool), as does an integer tensor to an integer tensor's powers."""
     if isinstance(exponent, builtins.int) and not isinstance(exponent, builtins.bool):
+        if self.dtype == D.bool:
+            self = self.to(D.int64)
         op = _IPOW.get(exponent)
         if op is None:
             op = _IPOW[exponent] = EOp("PowBackward0", ew.integer_pow_p, {"y": exponent},
@@ -203,35 +300,106 @@ def pow(self, exponent):
         return unary(self, op)
     if isinstance(exponent, _PY):
         return binary(self, exponent, POWS)
+    if isinstance(exponent, Tensor):
+        dt = result_type(self, exponent)
+        if dt.kind in "biu":
+            return _integer_pow(self, exponent)
+        if not (self._requires_grad or exponent._requires_grad):
+            return binary(self, exponent, POW)      # no derivative to take: the plain op
+        if exponent.shape != self.shape:
+            check_broadcast(self.shape, exponent.shape)
+        return apply_fn("PowBackward1", _pow_fn, (self if self.dtype == dt else self.to(dt),
+                                                  exponent if exponent.dtype == dt else
+                                                  exponent.to(dt)))
     return binary(self, exponent, POW)
+
+
+@custom_jvp
+def _pow_fn(x, y):
+    return fnp.power(x, y)
+
+
+@_pow_fn.defjvp
+def _pow_jvp(primals, tangents):
+    """torch's derivatives of x ** y (tensor exponent): y * x**(y-1), 0 where y == 0; and
+    x**y * log(x), 0 where x == 0 and y >= 0 (so -inf at x == 0, y < 0, where JAX's
+    primitive, kept by the functional side, gives NaN)."""
+    (x, y), (dx, dy) = primals, tangents
+    ans = _pow_fn(x, y)
+    zero = fnp.zeros((), ans.dtype)
+    ddx = fnp.where(fnp.equal(y, 0), zero, y * _pow_fn(x, y - 1))
+    ddy = fnp.where(fnp.equal(x, 0) & fnp.greater_equal(y, 0), zero, ans * fnp.log(x))
+    return ans, ddx * dx + ddy * dy
+
+
+def _integer_pow(base, exponent):
+    dt = result_type(base, exponent)
+    if dt == D.bool:
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+    return _elementwise_fn("PowBackward1", _integer_pow_fn, base, exponent)
+
+
+def _integer_pow_fn(b, e):
+    """Integer b ** e as torch computes it: a negative exponent gives 1/b^|e| truncated,
+    so 1 for b = 1, +-1 for b = -1 and 0 otherwise (0 ** -1 too)."""
+    neg = fnp.less(e, 0)
+    r = fnp.power(b, fnp.where(neg, fnp.zeros_like(e), e))
+    odd = fnp.not_equal(fnp.remainder(e, 2), 0)
+    one = fnp.ones_like(r)
+    small = fnp.where(fnp.equal(b, 1), one, fnp.where(fnp.equal(b, -1), fnp.where(
+        odd, -one, one), fnp.zeros_like(r)))
+    return fnp.where(neg, small, r)
+
+
+def _rpow(self, base):
+    """base ** self for a number base: integral when both are (torch's PowBackward2)."""
+    if isinstance(base, builtins.int) and not isinstance(base, builtins.bool) and \
+            self.dtype.kind in "biu":
+        return _integer_pow(base, self)
+    return binary(self, base, POW, True)
 
 
 _IPOW: dict = {}
 T.pow = T.__pow__ = pow
-T.__rpow__ = _binop(POW, True)
+T.__rpow__ = _rpow
 
 
 def _floordiv(self, other):
-    return _elementwise_fn("FloorDivideBackward0", fnp.floor_divide, self, other)
+    return _elementwise_fn("FloorDivideBackward0", fnp.floor_divide, self, other, divides=True)
 
 
 def _rfloordiv(self, other):
-    return _elementwise_fn("FloorDivideBackward0", fnp.floor_divide, other, self)
+    return _elementwise_fn("FloorDivideBackward0", fnp.floor_divide, other, self, divides=True)
 
 
 def _remainder(self, other):
-    return _elementwise_fn("RemainderBackward0", fnp.remainder, self, other)
+    return _elementwise_fn("RemainderBackward1" if isinstance(other, Tensor) else
+                           "RemainderBackward0", fnp.remainder, self, other, divides=True)
 
 
 def _rremainder(self, other):
-    return _elementwise_fn("RemainderBackward0", fnp.remainder, other, self)
+    return _elementwise_fn("RemainderBackward0", fnp.remainder, other, self, divides=True)
 
 
-def _elementwise_fn(name, fn, a, b):
+def _check_divisor(dt, b):
+    """torch's RuntimeError for an integer division by zero (remainder, fmod, floor_divide,
+    div with a rounding mode); NumPy gives 0 with a warning. Traced divisors are not
+    checked."""
+    if dt.kind in "biu":
+        d = b._data if isinstance(b, Tensor) else b
+        if not isinstance(d, Tracer) and np.any(np.asarray(d) == 0):
+            raise RuntimeError("ZeroDivisionError")
+
+
+def _elementwise_fn(name, fn, a, b, divides=False):
     if not isinstance(a, Tensor):
         a = wrap(np.asarray(a, result_type(a, b)))
     dt = result_type(a, b)
+    if divides:
+        _check_divisor(dt, b)
     if isinstance(b, Tensor):
+        if a.shape != b.shape:
+            check_broadcast(a.shape, b.shape)
         args = (a if a.dtype == dt else a.to(dt), b if b.dtype == dt else b.to(dt))
     else:
         args = (a if a.dtype == dt else a.to(dt), wrap(np.asarray(b, dt)))
@@ -252,23 +420,67 @@ def _matmul_name(a, b):
         return "DotBackward0"
     if na == 2 and nb == 1:
         return "MvBackward0"
-    if na == 3 and nb == 3:
-        return "BmmBackward0"
-    if na == 1:
+    if na == 1 and nb == 2:
         return "SqueezeBackward4"          # torch: unsqueeze, mm, squeeze
-    return "UnsafeViewBackward0"
+    if na == 2:
+        return "CloneBackward0"            # torch: the transposed product, made contiguous
+    return "UnsafeViewBackward0"           # torch: folded into bmm or mm, then viewed
+
+
+def _matmul_check(sa, sb, da, db):
+    """torch.matmul's RuntimeErrors, with the message of the kernel torch dispatches to
+    (dot, mv, mm or bmm, after folding batch dimensions into rows): operands of different
+    dtypes (torch does not promote in products) and contracting sizes that differ."""
+    na, nb = len(sa), len(sb)
+    if na == 0 or nb == 0:
+        raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
+                           f"{na}D and {nb}D")
+    rows = int(np.prod(sa[:-1])) if na >= 2 else 1
+    if da != db:
+        if na == 1 and nb == 1:
+            msg = (f"dot : expected both vectors to have same dtype, but found "
+                   f"{D.scalar_name(da)} and {D.scalar_name(db)}")
+        elif nb == 1:
+            msg = (f"addmv input tensors must have the same dtype, but got "
+                   f"{D.scalar_name(db)}, {D.scalar_name(da)}, and {D.scalar_name(db)}")
+        elif nb == 2:
+            msg = (f"expected m1 and m2 to have the same dtype, but got: {D.cpp_name(da)} != "
+                   f"{D.cpp_name(db)}")
+        else:
+            msg = f"expected scalar type {D.scalar_name(da)} but found {D.scalar_name(db)}"
+        raise RuntimeError(msg)
+    k = sa[-1]
+    kb = sb[0] if nb == 1 else sb[-2]
+    if nb >= 3:
+        batch_a = tuple(sa[:-2]) if na >= 2 else ()
+        check_broadcast(batch_a, tuple(sb[:-2]))
+        bsz = int(np.prod(np.broadcast_shapes(batch_a, tuple(sb[:-2]))))
+        if k != kb:
+            raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                               f"[{bsz}, {k}] but got: [{bsz}, {kb}].")
+    elif k != kb:
+        if na == 1 and nb == 1:
+            raise RuntimeError(f"inconsistent tensor size, expected tensor [{k}] and src "
+                               f"[{kb}] to have the same number of elements, but got {k} and "
+                               f"{kb} elements respectively")
+        if nb == 1:
+            raise RuntimeError(f"size mismatch, got input ({rows}), mat ({rows}x{k}), "
+                               f"vec ({kb})")
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k} and "
+                           f"{sb[0]}x{sb[1]})")
+
+
+def _product(a, b, name=None):
+    """a @ b as one facade op named name (grad_fn), after torch.matmul's checks."""
+    if not isinstance(b, Tensor):
+        b = wrap(np.asarray(b))
+    _matmul_check(a.shape, b.shape, a.dtype, b.dtype)
+    return apply_fn(name or _matmul_name(a, b), fnp.matmul, (a, b))
 
 
 def matmul(self, other):
-    if not isinstance(other, Tensor):
-        other = wrap(np.asarray(other))
-    dt = result_type(self, other)
-    a = self if self.dtype == dt else self.to(dt)
-    b = other if other.dtype == dt else other.to(dt)
-    if a.ndim == 0 or b.ndim == 0:
-        raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
-                           f"{a.ndim}D and {b.ndim}D")
-    return apply_fn(_matmul_name(a, b), fnp.matmul, (a, b))
+    """torch.matmul: no type promotion (operands must share a dtype) and torch's errors."""
+    return _product(self, other)
 
 
 def _rmatmul(self, other):
@@ -285,7 +497,7 @@ def bmm(self, mat2):
     if self.ndim != 3 or mat2.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor" if self.ndim != 3 else
                            "batch2 must be a 3D tensor")
-    return matmul(self, mat2)
+    return _product(self, mat2, "BmmBackward0")
 
 
 def mv(self, vec):
@@ -310,8 +522,15 @@ T.inner = lambda self, other: apply_fn("InnerBackward0", fnp.inner, (self, other
 # activations and friends (composites of functrans.numpy / ft.nn functions)
 
 
+def _relu_fn(x):
+    """torch.relu: 0 where x <= 0, else x: NaN stays NaN and passes its gradient (torch's
+    threshold_backward; the functional relu, JAX's, gives it 0); derivative 0 at 0."""
+    x = fnp.asarray(x)
+    return fnp.where(fnp.less_equal(x, 0), fnp.zeros((), x.dtype), x)
+
+
 def relu(self):
-    return apply_fn("ReluBackward0", nnf.relu, (self,))
+    return apply_fn("ReluBackward0", _relu_fn, (self,))
 
 
 def _softmax_fn(x, axis):
@@ -322,13 +541,23 @@ def _log_softmax_fn(x, axis):
     return nnf.log_softmax(x, axis=axis)
 
 
-def softmax(self, dim, dtype=None):
+def _softmax_input(kernel, self, dim, dtype):
+    """self in dtype; torch's kernels refuse integer and bool input (no implicit float)."""
     x = self if dtype is None else self.to(dtype)
+    if x.dtype.kind not in "fc":
+        last = wrap_dim(dim, x.ndim) == builtins.max(x.ndim, 1) - 1
+        raise NotImplementedError(f"\"{kernel}_{'lastdim_' if last else ''}kernel_impl\" not "
+                                  f"implemented for '{D.scalar_name(x.dtype)}'")
+    return x
+
+
+def softmax(self, dim, dtype=None):
+    x = _softmax_input("softmax", self, dim, dtype)
     return apply_fn("SoftmaxBackward0", _softmax_fn, (x,), static(axis=dim))
 
 
 def log_softmax(self, dim, dtype=None):
-    x = self if dtype is None else self.to(dtype)
+    x = _softmax_input("log_softmax", self, dim, dtype)
     return apply_fn("LogSoftmaxBackward0", _log_softmax_fn, (x,), static(axis=dim))
 
 
@@ -337,31 +566,37 @@ def _clamp_fn(x, lo, hi, has_lo, has_hi):
     if has_lo:
         out = fnp.where(fnp.less(x, lo), fnp.astype(lo, x.dtype) if hasattr(lo, "dtype")
                         else lo, out)
-    if has_hi:
-        out = fnp.where(fnp.greater(x, hi), fnp.astype(hi, x.dtype) if hasattr(hi, "dtype")
+    if has_hi:                   # min(max(x, lo), hi): hi wins where lo > hi, as in torch
+        out = fnp.where(fnp.greater(out, hi), fnp.astype(hi, x.dtype) if hasattr(hi, "dtype")
                         else hi, out)
+    if np.dtype(x.dtype).kind == "f":    # NaN stays NaN, with derivative 0 as torch's mask
+        out = fnp.where(fnp.isnan(x), stop_gradient(x), out)
     return out
 
 
-def clamp(self, min=None, max=None):
+def clamp(self, min=None, max=None, *, _which="Clamp"):
+    """torch.clamp: min(max(self, min), max), promoted with the bounds (an integer tensor
+    clamped to a float bound is a float tensor); grad_fn ClampBackward1 (ClampMinBackward0,
+    ...) for number bounds, ClampBackward0 (ClampMinBackward1, ...) for tensor bounds."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    name = ("ClampBackward1" if min is not None and max is not None else
-            "ClampMinBackward0" if min is not None else "ClampMaxBackward0")
-    if isinstance(min, Tensor) or isinstance(max, Tensor):
-        name = "ClampBackward0"
+    bounds = [b for b in (min, max) if b is not None]
+    tensors = any(isinstance(b, Tensor) for b in bounds)
+    name = f"{_which}Backward" + ("0" if tensors == (_which == "Clamp") else "1")
+    dt = result_type(self, *bounds)
+    x = self if dt == self.dtype else self.to(dt)
     lo = 0 if min is None else min
     hi = 0 if max is None else max
-    return apply_fn(name, _clamp_fn, (self, lo, hi),
+    return apply_fn(name, _clamp_fn, (x, lo, hi),
                     static(has_lo=min is not None, has_hi=max is not None))
 
 
 def clamp_min(self, min):
-    return clamp(self, min=min)
+    return clamp(self, min=min, _which="ClampMin")
 
 
 def clamp_max(self, max):
-    return clamp(self, max=max)
+    return clamp(self, max=max, _which="ClampMax")
 
 
 T.relu, T.softmax, T.log_softmax = relu, softmax, log_softmax
@@ -373,9 +608,13 @@ def _square(self):
     return pow(self, 2)
 
 
+def _reciprocal_fn(x):
+    return fnp.reciprocal(x)
+
+
 def _reciprocal(self):
-    return binary(self, 1.0, DIV, reverse=True) if self.dtype.kind in "fc" else \
-        binary(self.to(D.get_default_dtype()), 1.0, DIV, reverse=True)
+    x = self if self.dtype.kind in "fc" else self.to(D.get_default_dtype())
+    return apply_fn("ReciprocalBackward0", _reciprocal_fn, (x,))
 
 
 T.square = _square
@@ -392,31 +631,48 @@ def _fnp_unary(name, fn):
 T.log2 = _fnp_unary("Log2Backward0", fnp.log2)
 T.log10 = _fnp_unary("Log10Backward0", fnp.log10)
 T.exp2 = _fnp_unary("Exp2Backward0", fnp.exp2)
-T.trunc = T.fix = _fnp_unary("TruncBackward0", fnp.trunc)
-T.round = lambda self, decimals=0: apply_fn("RoundBackward0", fnp.round, (self,),
-                                            static(decimals=decimals))
+T.trunc = T.fix = lambda self: self.clone() if self.dtype.kind in "iu" else _trunc(self)
+_trunc = _fnp_unary("TruncBackward0", fnp.trunc)
+T.round = lambda self, decimals=0: apply_fn(
+    "RoundBackward1" if decimals else "RoundBackward0", fnp.round, (self,),
+    static(decimals=decimals))
+
+
+def _frac_fn(x):
+    return fnp.subtract(x, fnp.trunc(x))
 
 
 def _frac(self):
-    return self - self.trunc()
+    return apply_fn("FracBackward0", _frac_fn, (self,))
 
 
 T.frac = _frac
 T.isnan = lambda self: wrap(np.isnan(self._data))
 T.isinf = lambda self: wrap(np.isinf(self._data))
 T.isfinite = lambda self: wrap(np.isfinite(self._data))
-T.sgn = T.sign
+T.sgn = lambda self: apply_fn("SgnBackward0", _sgn_fn, (self,)) if self.dtype.kind in "fc" \
+    else self.sign()
+
+
+def _sgn_fn(x):
+    """x / |x| (0 at 0) for complex x, sign(x) for real x: torch.sgn."""
+    if np.dtype(x.dtype).kind != "c":
+        return fnp.sign(x)
+    a = fnp.abs(x)
+    zero = fnp.equal(a, 0)
+    return fnp.where(zero, fnp.zeros_like(x), x / fnp.where(zero, fnp.ones_like(a), a))
 
 
 def _real(self):
     """The real part (self for a real tensor, as torch)."""
-    return apply_fn("RealBackward0", fnp.real, (self,)) if self._data.dtype.kind == "c" else self
+    return apply_fn("SelectBackward0", fnp.real, (self,)) if self._data.dtype.kind == "c" \
+        else self         # torch: select(view_as_real(x), -1, 0), SelectBackward0
 
 
 def _imag(self):
     if self._data.dtype.kind != "c":
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
-    return apply_fn("ImagBackward0", fnp.imag, (self,))
+    return apply_fn("SelectBackward0", fnp.imag, (self,))
 
 
 def _conj(self):
@@ -425,7 +681,15 @@ def _conj(self):
 
 
 T.real, T.imag = property(_real), property(_imag)
-T.conj = T.conj_physical = T.resolve_conj = _conj
+def _conj_physical(self):
+    return apply_fn("ConjPhysicalBackward0", fnp.conj, (self,)) if self._data.dtype.kind == "c" \
+        else self
+
+
+T.conj = _conj
+T.conj_physical = _conj_physical
+# conj() materializes here (there is no conjugate bit to resolve): resolve_conj is self
+T.resolve_conj = lambda self: self
 T.angle = _fnp_unary("AngleBackward0", fnp.angle)
 
 
@@ -469,6 +733,9 @@ def where_(condition, x, y):
     """torch.where(condition, x, y) with torch's promotion."""
     if not isinstance(condition, Tensor):
         condition = wrap(np.asarray(condition, bool))
+    elif condition.dtype != D.bool:
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {D.scalar_name(condition.dtype)}")
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
         x = wrap(np.asarray(x, result_type(x, y)))
     dt = result_type(*(v for v in (x, y)))
@@ -486,7 +753,8 @@ def masked_fill(self, mask, value):
         raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value.ndim} dimension(s).")
     v = value if isinstance(value, Tensor) else wrap(np.asarray(value, self.dtype))
-    return apply_fn("MaskedFillBackward0", _masked_fill_fn, (self, _as_bool(mask), v))
+    return apply_fn("MaskedFillBackward1" if isinstance(value, Tensor) else
+                    "MaskedFillBackward0", _masked_fill_fn, (self, _as_bool(mask), v))
 
 
 def _as_bool(mask):
@@ -494,7 +762,7 @@ def _as_bool(mask):
         mask = wrap(np.asarray(mask))
     if mask.dtype != np.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{mask.dtype}")
+                           f"{D.meta_name(mask.dtype)}")
     return mask
 
 
@@ -504,12 +772,24 @@ T.where, T.masked_fill = where, masked_fill
 # reductions
 
 
+def wrap_dim(dim, ndim):
+    """dim in [0, ndim) from torch's range [-ndim, ndim) (a 0-d tensor has dims -1 and 0),
+    or torch's IndexError."""
+    n = builtins.max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim % n
+
+
 def _dims(dim, ndim):
+    """A reduction's dim argument as axes: None, and an empty tuple or list (torch's
+    dim=()), reduce every dimension."""
     if dim is None:
         return None
     if isinstance(dim, (tuple, list)):
-        return tuple(d % builtins.max(ndim, 1) for d in dim)
-    return dim % builtins.max(ndim, 1)
+        return tuple(wrap_dim(d, ndim) for d in dim) if len(dim) else None
+    return wrap_dim(dim, ndim)
 
 
 def _sum_fn(x, axis, keepdims, dtype):
@@ -543,8 +823,21 @@ def _prod_fn(x, axis, keepdims):
     return fnp.prod(x, axis=axis, keepdims=keepdims)
 
 
+def _accumulate_as(x, dtype):
+    """The input of sum-like reductions (prod, cumsum, cumprod): cast to dtype when given;
+    bool and integer tensors accumulate in int64, as in torch."""
+    if dtype is not None:
+        return x.to(dtype)
+    return x.to(D.int64) if x.dtype.kind in "biu" and x.dtype != D.int64 else x
+
+
+def _float_only(name, x):
+    if x.dtype.kind not in "fc":
+        raise RuntimeError(name)
+
+
 def prod(self, dim=None, keepdim=False, *, dtype=None):
-    x = self if dtype is None else self.to(dtype)
+    x = _accumulate_as(self, dtype)
     return apply_fn("ProdBackward0" if dim is None else "ProdBackward1", _prod_fn, (x,),
                     static(axis=_dims(dim, x.ndim), keepdims=keepdim))
 
@@ -560,10 +853,15 @@ def _var_fn(x, axis, keepdims, ddof):
 
 
 def _std_fn(x, axis, keepdims, ddof):
-    return fnp.std(x, axis=axis, keepdims=keepdims, ddof=ddof)
+    """sqrt(var) with torch's derivative 0 (not 1/(2*0) * 0) where the variance is 0."""
+    v = fnp.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
+    zero = fnp.equal(v, 0)
+    return fnp.where(zero, fnp.zeros((), v.dtype), fnp.sqrt(fnp.where(zero, fnp.ones(
+        (), v.dtype), v)))
 
 
 def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    _float_only("std and var only support floating point and complex dtypes", self)
     if isinstance(dim, builtins.bool):
         dim, unbiased = None, dim
     return apply_fn("VarBackward0", _var_fn, (self,), static(
@@ -571,6 +869,7 @@ def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    _float_only("std and var only support floating point and complex dtypes", self)
     if isinstance(dim, builtins.bool):
         dim, unbiased = None, dim
     return apply_fn("StdBackward0", _std_fn, (self,), static(
@@ -593,15 +892,46 @@ def _extreme_fn(x, axis, keepdims, which):
     return (fnp.max if which == "max" else fnp.min)(x, axis=axis, keepdims=keepdims)
 
 
+@functools.partial(custom_jvp, nondiff_argnums=(1,))
+def _extreme_all_fn(x, which):
+    """max() / min() over every element (torch's MaxBackward1): the derivative is split
+    evenly among the elements equal to the result, and a NaN result is the NaNs' (torch's
+    evenly_distribute_backward; amax keeps the equality rule, so NaN there)."""
+    return (fnp.max if which == "max" else fnp.min)(x)
+
+
+@_extreme_all_fn.defjvp
+def _extreme_all_jvp(which, primals, tangents):
+    (x,), (t,) = primals, tangents
+    v = _extreme_all_fn(x, which)
+    w = fnp.astype(fnp.equal(x, v) | (fnp.isnan(x) & fnp.isnan(v)), x.dtype)
+    return v, fnp.sum(fnp.where(w > 0, t, fnp.zeros_like(t))) / fnp.sum(w)
+
+
+def _check_nonempty(name, self, axis):
+    """torch's errors for max/min/amax/amin/argmax/argmin over nothing: a reduction over
+    every dimension of an empty tensor, or over a dimension of size 0 (reducing other
+    dimensions of an empty tensor is fine)."""
+    if self.numel() != 0:
+        return
+    if axis is None:
+        if name.startswith("arg"):
+            raise IndexError(f"{name}(): Expected reduction dim to be specified for "
+                             "input.numel() == 0.")
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() "
+                           "== 0. Specify the reduction dim with the 'dim' argument.")
+    for a in axis if isinstance(axis, tuple) else (axis,):
+        if self.shape[a] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
+
+
 def _extreme(self, which, dim=None, keepdim=False):
     if isinstance(dim, Tensor):
         return self.maximum(dim) if which == "max" else self.minimum(dim)
-    if self.numel() == 0:
-        raise RuntimeError(f"{which}(): Expected reduction dim to be specified for input.numel() "
-                           "== 0. Specify the reduction dim with the 'dim' argument.")
+    _check_nonempty(which, self, _dims(dim, self.ndim))
     if dim is None:
-        return apply_fn("MaxBackward1" if which == "max" else "MinBackward1", _extreme_fn,
-                        (self,), static(axis=None, keepdims=False, which=which))
+        return apply_fn("MaxBackward1" if which == "max" else "MinBackward1", _extreme_all_fn,
+                        (self,), static(which=which))
     name = "MaxBackward0" if which == "max" else "MinBackward0"
     v, i = apply_fn(name, _argreduce_fn, (self,), static(axis=_dims(dim, self.ndim),
                                                        keepdims=keepdim, which=which))
@@ -614,13 +944,15 @@ T.min = lambda self, dim=None, keepdim=False: _extreme(self, "min", dim, keepdim
 
 
 def amax(self, dim=(), keepdim=False):
-    axis = None if dim in ((), None) else _dims(dim, self.ndim)
+    axis = _dims(dim, self.ndim)
+    _check_nonempty("amax", self, axis)
     return apply_fn("AmaxBackward0", _extreme_fn, (self,),
                     static(axis=axis, keepdims=keepdim, which="max"))
 
 
 def amin(self, dim=(), keepdim=False):
-    axis = None if dim in ((), None) else _dims(dim, self.ndim)
+    axis = _dims(dim, self.ndim)
+    _check_nonempty("amin", self, axis)
     return apply_fn("AminBackward0", _extreme_fn, (self,),
                     static(axis=axis, keepdims=keepdim, which="min"))
 
@@ -638,6 +970,7 @@ def _all_any_fn(x, axis, keepdims, which):
 
 
 def _all_any(self, which, dim=None, keepdim=False):
+    dim = _dims(dim, self.ndim)
     if isinstance(self._data, Tracer):
         return apply_fn(which, _all_any_fn, (self,), static(axis=dim, keepdims=keepdim,
                                                            which=which))
@@ -647,10 +980,13 @@ def _all_any(self, which, dim=None, keepdim=False):
 
 def _argfn(self, which, dim=None, keepdim=False):
     x = self._data
+    if x.dtype == np.bool_:
+        raise RuntimeError(f"arg{which}(): does not support bool input")
+    dim = None if dim is None else wrap_dim(dim, x.ndim)
+    _check_nonempty("arg" + which, self, dim)
     if isinstance(x, Tracer):
         return apply_fn("arg" + which, _argidx_fn, (self,), static(
-            axis=None if dim is None else dim % builtins.max(x.ndim, 1), keepdims=keepdim,
-            which=which))
+            axis=dim, keepdims=keepdim, which=which))
     f = np.argmax if which == "max" else np.argmin
     if dim is None:
         r = f(x.reshape(-1))
@@ -668,6 +1004,11 @@ T.argmin = lambda self, dim=None, keepdim=False: _argfn(self, "min", dim, keepdi
 
 
 def _lse_fn(x, axis, keepdims):
+    shape = tuple(x.shape)
+    axes = range(len(shape)) if axis is None else (axis,) if isinstance(axis, int) else axis
+    if any(shape[a] == 0 for a in axes):        # the log of an empty sum: -inf, as torch
+        out = fnp.sum(x, axis=axis, keepdims=keepdims)
+        return out + fnp.asarray(-np.inf, out.dtype)
     return fnp.logsumexp(x, axis=axis, keepdims=keepdims)
 
 
@@ -687,8 +1028,13 @@ def vector_norm_fn(x, axis, keepdims, p):
         return (fnp.max if p == inf else fnp.min)(a, axis=axis, keepdims=keepdims)
     if p == 1:
         return fnp.sum(a, axis=axis, keepdims=keepdims)
-    s = fnp.sum(fnp.multiply(x, x) if p == 2 else fnp.power(a, float(p)), axis=axis,
-                keepdims=keepdims)
+    if 0 < p < 1:                # |x|^p: torch's derivative is 0 (not sign(0) * inf) at 0
+        nz = fnp.not_equal(a, 0)
+        ap = fnp.where(nz, fnp.power(fnp.where(nz, a, fnp.ones((), a.dtype)), float(p)),
+                       fnp.zeros((), a.dtype))
+    else:
+        ap = fnp.multiply(x, x) if p == 2 else fnp.power(a, float(p))
+    s = fnp.sum(ap, axis=axis, keepdims=keepdims)
     zero = fnp.equal(s, 0)
     safe = fnp.where(zero, fnp.ones((), s.dtype), s)       # no inf * 0 in the derivative
     root = fnp.sqrt(safe) if p == 2 else fnp.power(safe, 1.0 / p)
@@ -706,7 +1052,8 @@ def matrix_norm_fn(x, ord, axes, keepdims):
 
 def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
     """torch.norm: 'nuc' is the nuclear norm of a matrix (or over two dims); any other p the
-    vector norm over dim (all elements when None)."""
+    vector norm over dim (all elements when None), computed in dtype when given."""
+    self = self if dtype is None else self.to(dtype)
     if p == "nuc":
         axes = (0, 1) if dim is None else _dims(dim, self.ndim)
         if self.ndim < 2 or len(axes) != 2:
@@ -714,8 +1061,10 @@ def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
                                "dimensions.")
         return apply_fn("NormBackward1", matrix_norm_fn, (self,),
                         static(ord="nuc", axes=axes, keepdims=keepdim))
+    _float_only("linalg.vector_norm: Expected a floating point or complex tensor as input. "
+                f"Got {D.scalar_name(self.dtype)}", self)
     p = 2 if p in ("fro", None) else p
-    return apply_fn("NormBackward1" if dim is not None else "NormBackward0", vector_norm_fn,
+    return apply_fn("LinalgVectorNormBackward0", vector_norm_fn,
                     (self,), static(axis=_dims(dim, self.ndim), keepdims=keepdim, p=p))
 
 
@@ -728,16 +1077,29 @@ def _cumprod_fn(x, axis):
 
 
 T.logsumexp, T.norm = logsumexp, norm
-T.cumsum = lambda self, dim, *, dtype=None: apply_fn(
-    "CumsumBackward0", _cumsum_fn, (self if dtype is None else self.to(dtype),),
-    static(axis=dim % builtins.max(self.ndim, 1)))
-T.cumprod = lambda self, dim, *, dtype=None: apply_fn(
-    "CumprodBackward0", _cumprod_fn, (self if dtype is None else self.to(dtype),),
-    static(axis=dim % builtins.max(self.ndim, 1)))
+
+
+def _cumulative(name, fn):
+    def f(self, dim, *, dtype=None):
+        x = _accumulate_as(self, dtype)
+        axis = wrap_dim(dim, x.ndim)
+        if x.ndim == 0:                # torch: a 0-d tensor is its own running sum/product
+            return apply_fn(name, _identity_fn, (x,))
+        return apply_fn(name, fn, (x,), static(axis=axis))
+    f.__name__ = name
+    return f
+
+
+def _identity_fn(x):
+    return fnp.asarray(x) + 0
+
+
+T.cumsum = _cumulative("CumsumBackward0", _cumsum_fn)
+T.cumprod = _cumulative("CumprodBackward0", _cumprod_fn)
 T.all = lambda self, dim=None, keepdim=False: _all_any(self, "all", dim, keepdim)
 T.any = lambda self, dim=None, keepdim=False: _all_any(self, "any", dim, keepdim)
-T.count_nonzero = lambda self, dim=None: wrap(np.asarray(np.count_nonzero(self._data, axis=dim),
-                                                         np.int64))
+T.count_nonzero = lambda self, dim=None: wrap(np.asarray(np.count_nonzero(
+    self._data, axis=_dims(dim, self.ndim)), np.int64))
 
 
 def _python_bool(name, *arrays):
@@ -769,3 +1131,94 @@ def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 T.equal, T.allclose, T.isclose = equal, allclose, isclose
 
+
+
+# ---------------------------------------------------------------------------
+# dtypes torch's kernels refuse: the same exception and message as torch, rather than a
+# NumPy TypeError or a quietly computed result
+
+def _refuse(method, refused, error):
+    """method, raising error(self, other) first where refused(self, other) holds."""
+    def f(self, *args, **kwargs):
+        if refused(self, *args[:1]):
+            raise error(self, *args[:1])
+        return method(self, *args, **kwargs)
+
+    def f1(self):                   # no argument tuple to slice on the hot paths (-x, x - y)
+        if refused(self):
+            raise error(self)
+        return method(self)
+
+    def f2(self, other):
+        if refused(self, other):
+            raise error(self, other)
+        return method(self, other)
+    code = method.__code__
+    plain = not (code.co_flags & 0x0C or code.co_kwonlyargcount or method.__defaults__)
+    g = f1 if plain and code.co_argcount == 1 else f2 if plain and code.co_argcount == 2 \
+        else f
+    g.__name__, g.__doc__ = method.__name__, method.__doc__
+    return g
+
+
+def _kernel_error(kernel):
+    def error(self, other=None):
+        dt = self.dtype if other is None else result_type(self, other)
+        return NotImplementedError(f"\"{kernel}\" not implemented for '{D.scalar_name(dt)}'")
+    return error
+
+
+def _is_bool(self, other=None):
+    return self._data.dtype.kind == "b"
+
+
+def _result_bool(self, other=None):
+    return result_type(self, other) == D.bool
+
+
+def _result_not_integral(self, other=None):
+    return result_type(self, other).kind not in "biu"
+
+
+_NEG_BOOL = ("Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+             "to invert a mask, use the `~` or `logical_not()` operator instead.")
+_SUB_BOOLS = ("Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+              "`^` or `logical_xor()` operator instead.")
+_SUB_BOOL = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+             "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+def _sub_refused(self, other=None):
+    return self._data.dtype.kind == "b" or (isinstance(other, Tensor) and
+                                            other._data.dtype.kind == "b")
+
+
+def _sub_error(self, other=None):
+    both = self.dtype == D.bool and isinstance(other, Tensor) and other.dtype == D.bool
+    return RuntimeError(_SUB_BOOLS if both else _SUB_BOOL)
+
+
+for _names, _refused, _error in [
+        (("abs", "absolute", "__abs__"), _is_bool, _kernel_error("abs_cpu")),
+        (("ceil",), _is_bool, _kernel_error("ceil_vml_cpu")),
+        (("floor",), _is_bool, _kernel_error("floor_vml_cpu")),
+        (("round",), _is_bool, _kernel_error("round_vml_cpu")),
+        (("trunc", "fix"), _is_bool, _kernel_error("trunc_vml_cpu")),
+        (("frac",), lambda s, o=None: s.dtype.kind in "biu", _kernel_error("frac_cpu")),
+        (("fmod",), _result_bool, _kernel_error("fmod_cpu")),
+        (("remainder", "__mod__"), _result_bool, _kernel_error("remainder_cpu")),
+        (("floor_divide", "__floordiv__"), _result_bool, _kernel_error("div_floor_cpu")),
+        (("__and__", "__rand__"), _result_not_integral, _kernel_error("bitwise_and_cpu")),
+        (("__or__", "__ror__"), _result_not_integral, _kernel_error("bitwise_or_cpu")),
+        (("__xor__", "__rxor__"), _result_not_integral, _kernel_error("bitwise_xor_cpu")),
+        (("neg", "negative", "__neg__"), _is_bool, lambda s, o=None: RuntimeError(_NEG_BOOL)),
+        (("relu",), _is_bool,
+         lambda s, o=None: RuntimeError("Boolean inputs not supported for relu")),
+        (("sub", "subtract", "__sub__", "__rsub__"), _sub_refused, _sub_error)]:
+    for _n in _names:
+        setattr(T, _n, _refuse(getattr(T, _n), _refused, _error))
+
+_sign, _sgn = T.sign, T.sgn
+T.sign = lambda self: self.clone() if self.dtype == D.bool else apply_fn(
+    "SignBackward0", sign_fn, (self,)) if self.dtype.kind == "f" else _sign(self)
+T.sgn = lambda self: self.clone() if self.dtype == D.bool else _sgn(self)

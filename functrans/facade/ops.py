@@ -144,21 +144,40 @@ def tensor_for_key(nodes, key, val):
 # ---------------------------------------------------------------------------
 # module-level functions with torch's names
 
-def _cat_fn(*xs, axis):
-    return fnp.concatenate(xs, axis=axis)
+def _cat_fn(*xs, axis, keep):
+    return fnp.concatenate([x for x, k in zip(xs, keep) if k], axis=axis)
 
 
 def cat(tensors, dim=0, *, out=None):
+    """torch.cat: promoted to one dtype; 1-d empty tensors are skipped (torch's legacy rule)
+    but still inputs of the op (their gradient is empty, not None); torch's errors."""
     tensors = [t for t in tensors]
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
-    tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
+    keep = tuple(not (t.ndim == 1 and t.shape[0] == 0) for t in tensors)
+    if not any(keep):
+        keep = (True,) + keep[1:]
     dt = result_type(*tensors)
     tensors = [t if t.dtype == dt else t.to(dt) for t in tensors]
-    nd = tensors[0].ndim
+    kept = [(i, t) for i, (t, k) in enumerate(zip(tensors, keep)) if k]
+    i0, first = kept[0]
+    nd = first.ndim
     if nd == 0:
-        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    return apply_fn("CatBackward0", _cat_fn, tuple(tensors), static(axis=dim % nd))
+        raise RuntimeError(f"zero-dimensional tensor (at position {i0}) cannot be concatenated")
+    if not -nd <= dim < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}]"
+                         f", but got {dim})")
+    dim %= nd
+    for i, t in kept[1:]:
+        if t.ndim != nd:
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {nd} and "
+                               f"{t.ndim}")
+        for d in range(nd):
+            if d != dim and t.shape[d] != first.shape[d]:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. "
+                                   f"Expected size {first.shape[d]} but got size {t.shape[d]} "
+                                   f"for tensor number {i} in the list.")
+    return apply_fn("CatBackward0", _cat_fn, tuple(tensors), static(axis=dim, keep=keep))
 
 
 concat = concatenate = cat
@@ -172,10 +191,11 @@ def stack(tensors, dim=0, *, out=None):
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
-    shapes = {tuple(t.shape) for t in tensors}
-    if len(shapes) > 1:
-        raise RuntimeError(f"stack expects each tensor to be equal size, but got "
-                           f"{[list(t.shape) for t in tensors]}")
+    for i, t in enumerate(tensors[1:], 1):
+        if tuple(t.shape) != tuple(tensors[0].shape):
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                               f"{list(tensors[0].shape)} at entry 0 and {list(t.shape)} at "
+                               f"entry {i}")
     dt = result_type(*tensors)
     tensors = [t if t.dtype == dt else t.to(dt) for t in tensors]
     nd = tensors[0].ndim + 1
@@ -198,9 +218,37 @@ def _einsum_fn(*ops, eq):
 def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
+    operands = _einsum_broadcast(equation, operands)
     dt = result_type(*operands)
     operands = tuple(t if t.dtype == dt else t.to(dt) for t in operands)
     return apply_fn("EinsumBackward0", _einsum_fn, operands, static(eq=equation.replace(" ", "")))
+
+
+def _einsum_broadcast(equation, operands):
+    """The operands with each subscript of size 1 expanded to the size other operands give
+    it (torch broadcasts them), or torch's RuntimeError for sizes that do not broadcast;
+    labels before and after an ellipsis address the leading and the trailing dimensions."""
+    lhs = equation.replace(" ", "").split("->")[0].split(",")
+    seen, dims = {}, []
+    for i, (sub, t) in enumerate(zip(lhs, operands)):
+        head, _, tail = sub.partition("...")
+        nd = t.ndim
+        pairs = list(zip(head, range(len(head)))) + list(zip(tail, range(nd - len(tail), nd)))
+        dims.append(pairs)
+        for c, d in pairs:
+            n, s0 = t.shape[d], seen.get(c)
+            if s0 is not None and n != s0 and n != 1 and s0 != 1:
+                raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {i} "
+                                   f"which does not broadcast with previously seen size {s0}")
+            if s0 is None or s0 == 1:
+                seen[c] = n
+    out = []
+    for t, pairs in zip(operands, dims):
+        shape = list(t.shape)
+        for c, d in pairs:
+            shape[d] = seen[c]
+        out.append(t if tuple(shape) == tuple(t.shape) else t.expand(*shape))
+    return tuple(out)
 
 
 def broadcast_tensors(*tensors):
@@ -288,6 +336,18 @@ FUNCTION_NAMES = [
     "nonzero", "softmax", "log_softmax", "conj", "conj_physical", "resolve_conj", "angle",
 ]
 FUNCTIONS = {n: _method_fn(n) for n in FUNCTION_NAMES}
+_tensor_pow = FUNCTIONS["pow"]
+
+
+def pow(input, exponent):  # noqa: A001,A002
+    """torch.pow: a number base with a tensor exponent is exponent.__rpow__(base)
+    (PowBackward2, and integral for an integer base and exponent)."""
+    if not isinstance(input, Tensor) and isinstance(exponent, Tensor):
+        return exponent.__rpow__(input)
+    return _tensor_pow(input, exponent)
+
+
+FUNCTIONS["pow"] = pow
 
 
 def _part_fn(name):

@@ -133,6 +133,14 @@ def _T(self):
     return apply_fn("PermuteBackward0", _transpose_fn, (self,), static(perm=perm), view=True)
 
 
+def _H(self):
+    """The conjugate transpose of a matrix (torch: transpose(0, 1), TransposeBackward0)."""
+    if self.ndim != 2:
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got "
+                           f"{self.ndim}-D tensor.")
+    return transpose(self, 0, 1).conj()
+
+
 def _mT(self):
     return transpose(self, -2, -1)
 
@@ -156,7 +164,7 @@ T.swapaxes = T.swapdims = transpose
 T.t, T.movedim, T.moveaxis = t, movedim, movedim
 T.T = property(_T)
 T.mT = property(_mT)
-T.H = property(_T)
+T.H = property(_H)
 
 
 def _expand_dims_fn(x, axis):
@@ -271,9 +279,14 @@ def _roll_fn(x, shifts, axes):
     return x
 
 
+def _roll_flat_fn(x, shift):
+    return fnp.reshape(fnp.roll(fnp.ravel(x), shift), x.shape)
+
+
 def roll(self, shifts, dims=None):
-    if dims is None:
-        return roll(self.flatten(), shifts, 0).view(tuple(self.shape))
+    if dims is None:           # over the flattened tensor, one op (torch's RollBackward0)
+        shift = shifts if isinstance(shifts, builtins.int) else builtins.sum(shifts)
+        return apply_fn("RollBackward0", _roll_flat_fn, (self,), static(shift=shift))
     shifts = (shifts,) if isinstance(shifts, builtins.int) else tuple(shifts)
     dims = (dims,) if isinstance(dims, builtins.int) else tuple(dims)
     return apply_fn("RollBackward0", _roll_fn, (self,),
@@ -359,10 +372,23 @@ def chunk(self, chunks, dim=0):
     return split(self, size, dim)
 
 
-def tensor_split(self, sections, dim=0):
-    n = self.shape[dim % self.ndim]
-    q, r = divmod(n, sections)
-    return split(self, [q + 1] * r + [q] * (sections - r), dim)
+def tensor_split(self, indices_or_sections, dim=0):
+    """torch.tensor_split: n nearly equal sections (the first n % size one longer), or the
+    pieces between indices (clipped to the size); each a slice (SliceBackward0)."""
+    dim %= builtins.max(self.ndim, 1)
+    n = self.shape[dim]
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.tolist()
+    if isinstance(indices_or_sections, builtins.int):
+        q, r = divmod(n, indices_or_sections)
+        sizes = [q + 1] * r + [q] * (indices_or_sections - r)
+        cuts = np.cumsum([0] + sizes).tolist()
+    else:
+        cuts = [0] + [builtins.min(builtins.max(i % n if i < 0 else i, 0), n)
+                      for i in indices_or_sections] + [n]
+    return tuple(apply_fn("SliceBackward0", _slice_fn, (self,),
+                          static(axis=dim, start=a, stop=builtins.max(a, b)), view=True)
+                 for a, b in zip(cuts[:-1], cuts[1:]))
 
 
 T.narrow, T.select, T.unbind, T.split, T.chunk = narrow, select, unbind, split, chunk
@@ -387,7 +413,8 @@ T.triu = lambda self, diagonal=0: apply_fn("TriuBackward0", _triu_fn, (self,),
                                            static(k=diagonal))
 T.diagonal = lambda self, offset=0, dim1=0, dim2=1: apply_fn(
     "DiagonalBackward0", _diagonal_fn, (self,), static(offset=offset, axis1=dim1, axis2=dim2))
-T.trace = lambda self: self.diagonal().sum()
+T.trace = lambda self: apply_fn("TraceBackward0", fnp.trace, (self,)) if \
+    self.dtype.kind in "fc" else self.diagonal().sum()
 
 
 def _gather_fn(x, idx, axis):
@@ -397,9 +424,22 @@ def _gather_fn(x, idx, axis):
 def gather(self, dim, index):
     if index.ndim != self.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
-    if index.dtype != np.int64:
-        raise RuntimeError("gather(): Expected dtype int64 for index")
+    if index.dtype not in (np.int64, np.int32):
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
+    dim %= builtins.max(self.ndim, 1)
+    _check_index_range(index, dim, self.shape[dim] if self.ndim else 1)
     return apply_fn("GatherBackward0", _gather_fn, (self, index), static(axis=dim % self.ndim))
+
+
+def _check_index_range(index, dim, n):
+    """torch's RuntimeError naming the first index outside [0, n) (gather takes no negative
+    index; NumPy would wrap or clip); traced indices are not checked."""
+    idx = index._data
+    if isinstance(idx, np.ndarray) and idx.size:
+        bad = (idx < 0) | (idx >= n)
+        if bad.any():
+            v = idx.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]]
+            raise RuntimeError(f"index {v} is out of bounds for dimension {dim} with size {n}")
 
 
 def _take_fn(x, idx, axis):
@@ -437,10 +477,28 @@ def _scatter(self, dim, index, src, mode, name):
     return apply_fn(name, _scatter_fn, (self, pos, src), static(mode=mode))
 
 
-T.gather, T.index_select, T.take_along_dim = gather, index_select, \
-    lambda self, indices, dim: gather(self, dim, indices)
-T.scatter = lambda self, dim, index, src=None, value=None: _scatter(
-    self, dim, index, src if src is not None else value, "set", "ScatterBackward0")
+def take_along_dim(self, indices, dim=None):
+    """torch.take_along_dim: gather along dim, or from the flattened tensor when dim is None."""
+    if dim is None:
+        return gather(self.reshape(-1), 0, indices.reshape(-1))
+    return gather(self, dim, indices)
+
+
+T.gather, T.index_select, T.take_along_dim = gather, index_select, take_along_dim
+def scatter(self, dim, index, src=None, value=None, *, reduce=None):
+    """torch.scatter: src (a tensor or a number) written at index along dim; reduce='add'
+    accumulates instead (as scatter_add; torch's 'multiply' is not supported here)."""
+    src = src if src is not None else value
+    if reduce is None:
+        return _scatter(self, dim, index, src, "set",
+                        "ScatterBackward0" if isinstance(src, Tensor) else "ScatterBackward1")
+    if reduce != "add":
+        raise RuntimeError(f"scatter: reduce={reduce!r} is not supported here; use 'add' (or "
+                           "scatter_reduce's amax/amin/prod in torch)")
+    return _scatter(self, dim, index, src, "add", "ScatterAddBackward0")
+
+
+T.scatter = scatter
 T.scatter_add = lambda self, dim, index, src: _scatter(self, dim, index, src, "add",
                                                        "ScatterAddBackward0")
 
@@ -471,9 +529,12 @@ def _sorted_by(self, idx, dim, name):
     return Sorted(apply_fn(name, _sort_fn, (self, i), static(axis=dim)), i)
 
 
-def sort(self, dim=-1, descending=False, stable=False):
+def sort(self, dim=-1, descending=False, stable=None):
+    """torch.sort (always stable here); grad_fn SortBackward1 when stable= is given (torch's
+    sort.stable overload), SortBackward0 otherwise."""
     dim %= builtins.max(self.ndim, 1)
-    return _sorted_by(self, _order(self._data, dim, descending), dim, "SortBackward0")
+    return _sorted_by(self, _order(self._data, dim, descending), dim,
+                      "SortBackward0" if stable is None else "SortBackward1")
 
 
 def topk(self, k, dim=-1, largest=True, sorted=True):

@@ -495,6 +495,32 @@ def unary(a, op):
     return t
 
 
+def _scalar_as(dt, v):
+    """The Python number v as a dtype dt scalar; an integer out of dt's range wraps as in
+    torch (int8 + 1000), where NumPy 2 raises OverflowError."""
+    try:
+        return dt.type(v)
+    except OverflowError:
+        if dt.kind not in "iu":
+            raise
+        return np.array(v).astype(dt)[()]
+
+
+def check_broadcast(sa, sb):
+    """Raise torch's RuntimeError when shapes sa and sb (of the left and right operands) do
+    not broadcast: checked from the last dimension, as torch's infer_size does, so the
+    message names the same dimension (an error that is not a RuntimeError would escape
+    ported `except RuntimeError` blocks)."""
+    n = builtins.max(len(sa), len(sb))
+    for i in range(n - 1, -1, -1):
+        k = n - 1 - i
+        p = sa[len(sa) - 1 - k] if k < len(sa) else 1
+        q = sb[len(sb) - 1 - k] if k < len(sb) else 1
+        if p != q and p != 1 and q != 1:
+            raise RuntimeError(f"The size of tensor a ({p}) must match the size of tensor b "
+                               f"({q}) at non-singleton dimension {i}")
+
+
 def binary(a, b, op, reverse=False):
     """a (a Tensor) op b, or b op a when reverse; torch's promotion and broadcasting."""
     x = a._data
@@ -524,11 +550,13 @@ def binary(a, b, op, reverse=False):
         return NotImplemented
     if op.float_only and dt.kind not in "fc":
         dt = D.get_default_dtype()
+    if tb is not complex and tb not in _PYSCALARS and x.shape != y.shape:
+        check_broadcast(*((y.shape, x.shape) if reverse else (x.shape, y.shape)))
     x0 = x
     if x.dtype != dt:
         x = x.astype(dt)
     if tb in _PYSCALARS or tb is complex:
-        y0 = y = dt.type(y)
+        y0 = y = _scalar_as(dt, y)
     else:
         y0 = y
         if y.dtype != dt:

@@ -97,7 +97,7 @@ class TensorInfo:
     def __iter__(self):
         if not self._data.ndim:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self._data.shape[0]))
+        return iter(self.unbind(0))            # torch: UnbindBackward0
 
     def __hash__(self):
         return id(self)
@@ -267,6 +267,16 @@ def _unwrap(data):
     return data
 
 
+def _has_numpy_scalar(data):
+    """data is a NumPy scalar or a (nested) list holding one: torch.tensor keeps its dtype
+    (torch.tensor(np.float64(1)) is float64, [np.int32(1)] int32)."""
+    if isinstance(data, np.generic):
+        return True
+    if isinstance(data, (list, tuple)):
+        return any(_has_numpy_scalar(v) for v in data)
+    return False
+
+
 def to_array(data, dtype=None):
     """A fresh array for torch.tensor(data): float data -> default float dtype, ints -> int64
     (TensorInfo's one subclass is Tensor)."""
@@ -278,7 +288,7 @@ def to_array(data, dtype=None):
         arr = data.copy()
     else:
         arr = np.array(_unwrap(data))
-        if dtype is None:
+        if dtype is None and not _has_numpy_scalar(data):   # NumPy scalars keep their dtype
             if arr.dtype.kind == "f":
                 arr = arr.astype(D.get_default_dtype())
             elif arr.dtype.kind in "iu":

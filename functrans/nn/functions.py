@@ -16,9 +16,13 @@ from functrans.primitives.misc import stop_gradient
 
 
 def relu(x):
-    """max(x, 0), with derivative 0 at 0 (as JAX and PyTorch)."""
+    """max(x, 0), with derivative 0 at 0 (as JAX and PyTorch); NaN stays NaN (as both), with
+    derivative 0."""
     x = fnp.asarray(x)
-    return fnp.where(fnp.greater(x, 0), x, fnp.zeros((), x.dtype))
+    zero = fnp.zeros((), x.dtype)
+    if np.dtype(x.dtype).kind == "f":
+        zero = fnp.where(fnp.isnan(x), stop_gradient(x), zero)
+    return fnp.where(fnp.greater(x, 0), x, zero)
 
 
 def relu6(x):

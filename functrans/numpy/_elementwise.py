@@ -155,7 +155,20 @@ def floor_divide(x, y):
         fix = ew.and_(ew.ne(ew.rem(x, y), _zero_like(x)), ew.ne(ew.lt(x, _zero_like(x)),
                                                                 ew.lt(y, _zero_like(y))))
         return ew.sub(q, ew.convert_element_type(fix, new_dtype=_np.dtype(x.dtype), weak_type=False))
-    return ew.floor(ew.div(x, y))
+    return _float_floor_divide(x, y)
+
+
+def _float_floor_divide(x, y):
+    """Python's (and JAX's, NumPy's, torch's) float floor division, CPython's float_divmod:
+    (x - fmod(x, y)) / y, one less where the remainder's sign differs from y's, rounded.
+    floor(x / y) differs where x / y rounds up to an integer or is not finite: -0.5 // inf
+    is -1, inf // 2 is NaN (floor gave -0 and inf)."""
+    mod = ew.rem(x, y)
+    z = _zero_like(x)
+    div = ew.div(ew.select(ew.eq(y, z), x, ew.sub(x, mod)), y)
+    fix = ew.and_(ew.ne(mod, z), ew.ne(ew.sign(y), ew.sign(mod)))
+    div = ew.select(fix, ew.sub(div, _np.ones((), _np.dtype(x.dtype))), div)
+    return ew.round(div, rounding_method=1)
 
 
 def remainder(x, y):

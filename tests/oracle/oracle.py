@@ -118,7 +118,8 @@ def dtype_name(dtype):
 
 def as_numpy(x):
     if isinstance(x, (torch.Tensor, ft.Tensor)):
-        return np.asarray(x.detach().cpu().numpy() if isinstance(x, torch.Tensor)
+        return np.asarray(x.detach().cpu().numpy(force=True)     # conj bits, ZeroTensors
+                          if isinstance(x, torch.Tensor)
                           else x.detach().numpy())
     return np.asarray(x)
 

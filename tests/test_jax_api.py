@@ -152,6 +152,52 @@ def test_dynamic_update_slice_has_jaxs_signature():
     np.testing.assert_array_equal(f(a, np.full((1, 5), 7.0), np.int32(2)), want)
 
 
+def test_lax_functions_take_jaxs_positional_and_keyword_parameters():
+    """Issue 33: every ft.lax function takes jax.lax's parameters, positionally or by
+    name (the shape of reshape, the dtype of convert_element_type, ...)."""
+    lax = ft.lax
+    x = np.arange(6.0).reshape(2, 3)
+    v = np.array([0.5, -1.5, 2.5])
+    eq = np.testing.assert_array_equal
+    eq(lax.reshape(v, (1, 3)), v[None])
+    eq(lax.reshape(x, (3, 2), (1, 0)), x.T.reshape(3, 2))         # dimensions: read order
+    eq(lax.reshape(operand=v, new_sizes=(3, 1)), v[:, None])
+    out = lax.convert_element_type(v, np.int32)
+    assert out.dtype == np.int32 and out.tolist() == [0, -1, 2]
+    assert lax.convert_element_type(operand=v, new_dtype=np.float32).dtype == np.float32
+    eq(lax.concatenate([v, v], 0), np.concatenate([v, v]))
+    eq(lax.transpose(x, (1, 0)), x.T)
+    eq(lax.squeeze(x[None], (0,)), x)
+    eq(lax.expand_dims(v, (0,)), v[None])
+    eq(lax.rev(v, (0,)), v[::-1])
+    eq(lax.broadcast_in_dim(v, (2, 3), (1,)), np.stack([v, v]))
+    eq(lax.pad(v, np.float64(0), [(1, 0, 1)]), [0.0, 0.5, 0.0, -1.5, 0.0, 2.5])
+    eq(lax.slice(x, (0, 1), (2, 3)), x[:, 1:])
+    eq(lax.slice(x, (0, 0), (2, 3), (1, 2)), x[:, ::2])
+    out = lax.iota(np.int32, 4)
+    assert out.dtype == np.int32 and out.tolist() == [0, 1, 2, 3]
+    eq(lax.reduce_sum(x, (1,)), x.sum(1))
+    eq(lax.reduce_max(x, (0, 1)), 5.0)
+    assert lax.argmax(v, 0, np.int32) == 2 and lax.argmin(v, axis=0, index_dtype=np.int32) == 1
+    eq(lax.cumsum(v), np.cumsum(v))
+    eq(lax.cumsum(v, 0, True), np.cumsum(v[::-1])[::-1])
+    eq(lax.round(v), [1.0, -2.0, 3.0])                     # halves away from zero
+    eq(lax.round(v, 1), [0.0, -2.0, 2.0])                  # to nearest even
+    eq(lax.integer_pow(v, 2), v * v)
+    eq(lax.add(x=v, y=v), 2 * v)
+    eq(lax.sin(v, accuracy=None), np.sin(v))
+    eq(lax.select(v > 0, v, -v), np.abs(v))
+    eq(lax.dot_general(x, v, (((1,), (0,)), ((), ()))), x @ v)
+    i8 = np.full((2, 3), 100, np.int8)
+    out = lax.dot_general(i8, i8, (((1,), (1,)), ((), ())), preferred_element_type=np.int32)
+    assert out.dtype == np.int32 and out.tolist() == [[30000] * 2] * 2
+    assert lax.stop_gradient({"a": v})["a"].tolist() == v.tolist()     # a pytree
+    g = ft.grad(lambda t: lax.reduce_sum(lax.mul(lax.stop_gradient(t), t), (0,)))(v)
+    eq(g, v)
+    with pytest.raises(TypeError, match=r"sequence of operands"):
+        lax.concatenate(v, 0)
+
+
 # ---------------------------------------------------------------------------
 # debug.print
 

@@ -205,6 +205,8 @@ def test_while_loop_reverse_mode_raises_the_clear_error():
         ft.grad(f)(np.array([1.0, 2.0]))
     with pytest.raises(ft.FunctransError, match="Reverse-mode"):
         ft.jacrev(lambda x: _collatz_like(x)[1])(np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="Reverse-mode"):       # JAX's type
+        ft.grad(f)(np.array([1.0, 2.0]))
 
 
 def test_while_loop_errors_name_the_types():

@@ -21,6 +21,7 @@ from . import tree_util as _tu
 from .batching import vmap as _vmap
 from .control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: F401
 from .core import check_dtype as _check_dtype
+from .core.config import DEFAULT_DTYPES as _DEFAULTS
 from .core import get_aval as _aval
 from .higher_order.collectives import (all_gather, axis_index, axis_size, pmax,  # noqa: F401
                                        pmean, pmin, ppermute, psum, psum_scatter)
@@ -77,9 +78,17 @@ def select(pred, on_true, on_false):
     return _ew.select(pred, on_true, on_false)
 
 
+def _dtype(dtype):
+    """A dtype parameter: Python's bool, int, float and complex stand for the default dtype
+    of their kind (int32/float32 with jax_enable_x64 off, 64-bit with it on), as in JAX."""
+    if dtype in (bool, int, float, complex):
+        return _DEFAULTS[np.dtype(dtype).kind]
+    return _check_dtype(dtype)
+
+
 def convert_element_type(operand, new_dtype):
     """operand converted to new_dtype (a strongly typed result, as JAX's)."""
-    return _ew.convert_element_type(operand, new_dtype=_check_dtype(new_dtype),
+    return _ew.convert_element_type(operand, new_dtype=_dtype(new_dtype),
                                     weak_type=False)
 
 
@@ -140,10 +149,17 @@ def concatenate(operands, dimension):
 
 
 def pad(operand, padding_value, padding_config):
-    """operand padded with padding_value: (low, high, interior) per axis, negative low or
-    high cutting."""
-    return _sh.pad(operand, padding_value,
-                   padding_config=tuple(_ints(c) for c in padding_config))
+    """operand padded with padding_value: (low, high, interior) per axis. A negative low or
+    high cuts that many elements off that end (of the interior-padded operand), as JAX."""
+    cfg = tuple(_ints(c) for c in padding_config)
+    if all(lo >= 0 and hi >= 0 for lo, hi, _ in cfg):
+        return _sh.pad(operand, padding_value, padding_config=cfg)
+    out = _sh.pad(operand, padding_value,
+                  padding_config=tuple((max(lo, 0), max(hi, 0), it) for lo, hi, it in cfg))
+    shape = _aval(out).shape
+    return _sh.slice(out, start_indices=tuple(max(-lo, 0) for lo, _, _ in cfg),
+                     limit_indices=tuple(d - max(-hi, 0) for d, (_, hi, _) in zip(shape, cfg)),
+                     strides=None)
 
 
 def slice(operand, start_indices, limit_indices, strides=None):  # noqa: A001
@@ -155,7 +171,7 @@ def slice(operand, start_indices, limit_indices, strides=None):  # noqa: A001
 
 def iota(dtype, size):
     """[0, 1, ..., size - 1] of dtype."""
-    return _sh.iota(dtype=_check_dtype(dtype), shape=(int(size),), dimension=0)
+    return _sh.iota(dtype=_dtype(dtype), shape=(int(size),), dimension=0)
 
 
 def reduce_sum(operand, axes):
@@ -180,12 +196,12 @@ def reduce_min(operand, axes):
 
 def argmax(operand, axis, index_dtype):
     """The index of the first maximum along axis, as index_dtype."""
-    return _red.argmax(operand, axes=(int(axis),), index_dtype=_check_dtype(index_dtype))
+    return _red.argmax(operand, axes=(int(axis),), index_dtype=_dtype(index_dtype))
 
 
 def argmin(operand, axis, index_dtype):
     """The index of the first minimum along axis, as index_dtype."""
-    return _red.argmin(operand, axes=(int(axis),), index_dtype=_check_dtype(index_dtype))
+    return _red.argmin(operand, axes=(int(axis),), index_dtype=_dtype(index_dtype))
 
 
 def cumsum(operand, axis=0, reverse=False):
@@ -201,7 +217,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     (lc, rc), (lb, rb) = dimension_numbers
     dn = ((_ints(lc), _ints(rc)), (_ints(lb), _ints(rb)))
     if preferred_element_type is not None:
-        dt = _check_dtype(preferred_element_type)
+        dt = _dtype(preferred_element_type)
         lhs, rhs = (v if _aval(v).dtype == dt else convert_element_type(v, dt)
                     for v in (lhs, rhs))
     return _la.dot_general(lhs, rhs, dimension_numbers=dn)

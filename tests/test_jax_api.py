@@ -198,6 +198,36 @@ def test_lax_functions_take_jaxs_positional_and_keyword_parameters():
         lax.concatenate(v, 0)
 
 
+def test_lax_pad_negative_low_and_high_cut():
+    """JAX's pad: a negative low/high removes elements from that end, after the interior
+    padding; the gradient flows to the elements that stay."""
+    x = np.arange(1.0, 5.0)                                   # [1, 2, 3, 4]
+    out = ft.lax.pad(x, np.float64(0), [(-1, -2, 1)])         # [1,0,2,0,3,0,4] cut 1 and 2
+    np.testing.assert_array_equal(out, [0.0, 2.0, 0.0, 3.0])
+    g = ft.grad(lambda v: fnp.sum(ft.lax.pad(v, np.float64(0), [(-1, -2, 1)])))(x)
+    np.testing.assert_array_equal(g, [0.0, 1.0, 1.0, 0.0])
+    x2 = np.ones((2, 3))
+    assert ft.lax.pad(x2, np.float64(5), [(1, -1, 0), (-3, 2, 0)]).shape == (2, 2)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_python_types_as_dtypes_mean_the_default_dtypes(x64):
+    """lax.iota(int, n), convert_element_type(x, float), nn.one_hot's default: int32 and
+    float32 with jax_enable_x64 off, 64-bit with it on, as JAX."""
+    saved = ft.config.read("jax_enable_x64")
+    ft.config.update("jax_enable_x64", x64)
+    try:
+        bits = 64 if x64 else 32
+        assert ft.lax.iota(int, 3).dtype == np.dtype(f"int{bits}")
+        assert ft.lax.convert_element_type(np.ones(2, np.int8), float).dtype == \
+            np.dtype(f"float{bits}")
+        assert ft.lax.argmax(np.ones(2), 0, int).dtype == np.dtype(f"int{bits}")
+        assert ft.nn.one_hot(np.array([1, 0]), 3).dtype == np.dtype(f"float{bits}")
+        assert ft.lax.convert_element_type(np.ones(2), np.float32).dtype == np.float32
+    finally:
+        ft.config.update("jax_enable_x64", saved)
+
+
 # ---------------------------------------------------------------------------
 # debug.print
 

@@ -8,6 +8,8 @@ The primitives' own `bind` takes operands positionally and parameters by keyword
 from __future__ import annotations
 
 
+import builtins as _builtins
+
 import numpy as np
 
 from functrans.primitives import elementwise as _ew
@@ -22,6 +24,7 @@ from .batching import vmap as _vmap
 from .control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: F401
 from .core import check_dtype as _check_dtype
 from .core.config import DEFAULT_DTYPES as _DEFAULTS
+from .core import canonicalize as _canonicalize
 from .core import get_aval as _aval
 from .higher_order.collectives import (all_gather, axis_index, axis_size, pmax,  # noqa: F401
                                        pmean, pmin, ppermute, psum, psum_scatter)
@@ -34,17 +37,29 @@ _ACCURACY = {"cos", "exp", "expm1", "log", "log1p", "logistic", "rsqrt", "sin", 
              "tan", "tanh"}
 
 
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def _scalars(*xs):
+    """Operands that are all Python scalars become arrays of the default dtypes first:
+    NumPy would compute 2.0 * 3.0 in float64, JAX's result is a float32 with x64 off.
+    (With an array or a tracer among them, the primitive's rule types them already.)"""
+    if all(type(x) in _PY_SCALARS for x in xs):
+        return [_canonicalize(x) for x in xs]
+    return xs
+
+
 def _elementwise(name, nargs):
     bind = getattr(_ew, name)
     if nargs == 1 and name in _ACCURACY:
         def f(x, *, accuracy=None):
-            return bind(x)
+            return bind(*_scalars(x))
     elif nargs == 1:
         def f(x):
-            return bind(x)
+            return bind(*_scalars(x))
     else:
         def f(x, y):
-            return bind(x, y)
+            return bind(*_scalars(x, y))
     f.__name__ = f.__qualname__ = name
     f.__module__ = __name__
     f.__doc__ = (f"jax.lax.{name}: the `{name}` primitive, elementwise on operands of equal "
@@ -64,18 +79,18 @@ del _name
 
 def integer_pow(x, y):
     """x ** y for a static Python integer y."""
-    return _ew.integer_pow(x, y=int(y))
+    return _ew.integer_pow(*_scalars(x), y=int(y))
 
 
 def round(x, rounding_method=0):  # noqa: A001  (jax.lax's name)
     """x rounded to an integral value: halves away from zero (rounding_method 0, JAX's
     default RoundingMethod.AWAY_FROM_ZERO) or to even (1, TO_NEAREST_EVEN)."""
-    return _ew.round(x, rounding_method=int(rounding_method))
+    return _ew.round(*_scalars(x), rounding_method=int(rounding_method))
 
 
 def select(pred, on_true, on_false):
     """on_true where pred, else on_false (elementwise; pred boolean)."""
-    return _ew.select(pred, on_true, on_false)
+    return _ew.select(*_scalars(pred, on_true, on_false))
 
 
 def _dtype(dtype):
@@ -99,6 +114,9 @@ def stop_gradient(x):
 
 # ---------------------------------------------------------------------------------------
 # shapes, reductions, contractions
+
+
+_max = _builtins.max     # this module's max is lax.max
 
 
 def _ints(xs):
@@ -155,10 +173,10 @@ def pad(operand, padding_value, padding_config):
     if all(lo >= 0 and hi >= 0 for lo, hi, _ in cfg):
         return _sh.pad(operand, padding_value, padding_config=cfg)
     out = _sh.pad(operand, padding_value,
-                  padding_config=tuple((max(lo, 0), max(hi, 0), it) for lo, hi, it in cfg))
+                  padding_config=tuple((_max(lo, 0), _max(hi, 0), it) for lo, hi, it in cfg))
     shape = _aval(out).shape
-    return _sh.slice(out, start_indices=tuple(max(-lo, 0) for lo, _, _ in cfg),
-                     limit_indices=tuple(d - max(-hi, 0) for d, (_, hi, _) in zip(shape, cfg)),
+    return _sh.slice(out, start_indices=tuple(_max(-lo, 0) for lo, _, _ in cfg),
+                     limit_indices=tuple(d - _max(-hi, 0) for d, (_, hi, _) in zip(shape, cfg)),
                      strides=None)
 
 

@@ -211,6 +211,24 @@ def test_lax_pad_negative_low_and_high_cut():
 
 
 @pytest.mark.parametrize("x64", [False, True])
+def test_lax_on_python_scalars_gives_the_default_dtype(x64):
+    """lax.mul(2.0, 3.0) is float32 with x64 off (NumPy alone would compute float64), eagerly
+    and under jit; an array operand keeps its dtype."""
+    saved = ft.config.read("jax_enable_x64")
+    ft.config.update("jax_enable_x64", x64)
+    try:
+        f = np.dtype("float64" if x64 else "float32")
+        lax = ft.lax
+        for out in (lax.mul(2.0, 3.0), lax.sin(1.0), lax.integer_pow(2.0, 2), lax.round(2.5),
+                    lax.select(True, 1.0, 2.0), ft.jit(lambda: lax.add(1.0, 2.0))()):
+            assert np.asarray(out).dtype == f
+        assert float(lax.mul(2.0, 3.0)) == 6.0 and float(lax.round(2.5)) == 3.0
+        assert lax.add(np.ones(2, f), 1.0).dtype == f
+    finally:
+        ft.config.update("jax_enable_x64", saved)
+
+
+@pytest.mark.parametrize("x64", [False, True])
 def test_python_types_as_dtypes_mean_the_default_dtypes(x64):
     """lax.iota(int, n), convert_element_type(x, float), nn.one_hot's default: int32 and
     float32 with jax_enable_x64 off, 64-bit with it on, as JAX."""

@@ -206,7 +206,13 @@ def _lax_case(name, variant):
     transforms = opts.get("transforms", ("value", "grad", "jit"))
     if name in NO_GRAD:
         transforms = tuple(t for t in transforms if t != "grad")
-    if variant == "int":
+    if variant == "inf":
+        # infinities and NaN among ordinary values and signed zeros: values and grads, x64
+        x64_on = True
+        transforms = ("value",) if name in NO_GRAD else ("value", "grad")
+        row = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1.0, -1.0, 0.5, 2.0, -3.0])
+        xs = (row,) if name in UNARY else (row, row[::-1].copy())
+    elif variant == "int":
         xs = INT_CASES[name]
         transforms = ("value", "jit")
         if name == "integer_pow":
@@ -235,6 +241,7 @@ def _lax_case(name, variant):
 LAX_IDS = ([f"lax:{n}" for n in LAX] + [f"lax:{n}:x64" for n in LAX]
            + [f"lax:{n}:kw" for n in LAX if "call" not in LAX[n][2]]
            + [f"lax:{n}:int" for n in INT_CASES]
+           + [f"lax:{n}:inf" for n in list(UNARY) + list(BINARY)]
            + [f"lax:{n}" for n in COLLECTIVES])
 register(*LAX_IDS)
 
@@ -397,11 +404,45 @@ CONTROL = {
     "select:vmap_scalar_pred": lambda L: L.top.vmap(
         lambda p, a: L.lax.select(p, a, L.np.zeros_like(a)), in_axes=(0, None))(
             P, X),
+    "dynamic_slice:vmap_start": lambda L: L.top.vmap(
+        lambda i, x: L.lax.dynamic_slice(x, (i, 1), (2, 2)), in_axes=(0, None))(
+            np.array([-1, 0, 3, 9], np.int32), np.arange(20.0, dtype=np.float32).reshape(4, 5)),
+    "dynamic_slice:jit_grad": lambda L: L.top.jit(L.top.grad(
+        lambda x, i: L.np.sum(L.lax.dynamic_slice(x, (i,), (2,)) ** 2)))(X, np.int32(2)),
+    "dynamic_update_slice:vmap_grad": lambda L: L.top.vmap(L.top.grad(
+        lambda u, x: L.np.sum(L.lax.dynamic_update_slice(x, u * u, (1,)) * x),
+        argnums=(0, 1)), in_axes=(0, None))(np.stack([X[:2], X[1:]]), X),
+    "fori_loop:unroll": lambda L: L.lax.fori_loop(0, 5, lambda i, c: c * 0.5 + i, X, unroll=2),
+    "cond:error_branch_types": lambda L: L.lax.cond(True, lambda v: v, lambda v: v[:2], X),
+    "cond:error_pred_shape": lambda L: L.lax.cond(P, lambda v: v, lambda v: -v, X),
+    "scan:error_carry_type": lambda L: L.lax.scan(lambda c, v: (c + 1.0, v),
+                                                  np.int32(0), X),
+    "scan:error_xs_lengths": lambda L: L.lax.scan(lambda c, v: (c, v), 0.0, (X, X[:2])),
+    "cond:error_branch_trees": lambda L: L.lax.cond(True, lambda v: (v, v), lambda v: v, X),
+    "scan:error_length": lambda L: L.lax.scan(lambda c, v: (c, v), 0.0, X, length=5),
+    "while_loop:error_body_type": lambda L: L.lax.while_loop(
+        lambda c: c < 3, lambda c: c + 1.0, np.int32(0)),
+    "switch:error_branch_types": lambda L: L.lax.switch(
+        0, [lambda v: v, lambda v: v.astype(L.np.int32)], X),
     "select:grad": lambda L: L.top.grad(lambda a, b: L.np.sum(L.lax.select(P, a * a, b)),
                                         argnums=(0, 1))(X, X),
 }
-CONTROL_ERRORS = {"while_loop:grad_error": "Reverse-mode differentiation does not work",
-                  "fori_loop:dynamic_grad_error": "Reverse-mode differentiation does not work"}
+CONTROL_ERRORS = {
+    "cond:error_branch_types": r"^cond branches must have equal output types but they differ",
+    "cond:error_branch_trees": r"^cond branch outputs must have the same pytree structure, "
+                               r"but they differ",
+    "cond:error_pred_shape": r"[Pp]red must be a scalar",
+    "scan:error_carry_type": r"^scan body function carry input and carry output must have "
+                             r"equal types, but they differ",
+    "scan:error_length": r"^scan got `length` argument of 5 which disagrees with leading "
+                         r"axis sizes \[3\]",
+    "scan:error_xs_lengths": r"^scan got values with different leading axis sizes: 3, 2",
+    "while_loop:error_body_type": r"^while_loop body function carry input and carry output "
+                                  r"must have equal types, but they differ",
+    "switch:error_branch_types": r"^switch branches must have equal output types but they "
+                                 r"differ",
+    "while_loop:grad_error": "Reverse-mode differentiation does not work",
+    "fori_loop:dynamic_grad_error": "Reverse-mode differentiation does not work"}
 CONTROL_IDS = [f"lax:{n}" if ":" in n else f"lax:{n}:value" for n in CONTROL]
 register(*CONTROL_IDS)
 
@@ -567,9 +608,23 @@ TRANSFORMS = {
     "error:grad_nonscalar": lambda L: L.top.grad(lambda x: x * 2)(V),
     "error:grad_integer": lambda L: L.top.grad(lambda x: L.np.sum(x * 2))(np.arange(3)),
     "error:vmap_sizes": lambda L: L.top.vmap(lambda a, b: a + b)(V, W),
+    "error:vmap_in_axes_rank": lambda L: L.top.vmap(lambda a: a, in_axes=2)(V),
+    "error:vmap_in_axes_tree": lambda L: L.top.vmap(lambda a, b: a + b, in_axes=(0,))(V, V),
+    "error:jit_static_unhashable": lambda L: L.top.jit(lambda x, n: x * len(n),
+                                                      static_argnums=1)(V, [1, 2]),
+    "error:jvp_tangent_dtype": lambda L: L.top.jvp(L.np.sin, (V,), (V.astype(np.float32),)),
+    "error:vjp_cotangent_shape": lambda L: L.top.vjp(L.np.sin, V)[1](np.ones(2)),
     "error:has_aux_not_pair": lambda L: L.top.grad(lambda x: L.np.sum(x), has_aux=True)(V),
 }
 TRANSFORM_ERRORS = {
+    "error:vmap_in_axes_rank": r"vmap was requested to map its argument along axis 2, which "
+                               r"implies that its rank should be at least 3, but is only 1",
+    "error:vmap_in_axes_tree": r"vmap in_axes",
+    "error:jit_static_unhashable": r"[Nn]on-hashable static arguments",
+    # the same sentence, naming each library's jvp
+    "error:jvp_tangent_dtype": r"^primal and tangent arguments to (jax\.)?jvp do not match; "
+                               r"dtypes must be equal",
+    "error:vjp_cotangent_shape": r"[Ss]hape",
     "error:grad_nonscalar": r"Gradient only defined for scalar-output functions",
     "error:grad_integer": r"grad requires real- or complex-valued inputs",
     "error:vmap_sizes": r"vmap got inconsistent sizes for array axes to be mapped",
@@ -646,7 +701,8 @@ RANDOM = {
 }
 
 RANDOM_X64 = ("uniform", "normal", "randint", "categorical", "gumbel")
-TRANSFORM_IDS = ([f"transform:{n}" for n in TRANSFORMS] + [f"transform:nn:{n}:{m}" for n in NN for m in ("x32", "x64")]
+TRANSFORM_IDS = ([f"transform:{n}" for n in TRANSFORMS]
+                 + [f"transform:nn:{n}:{m}" for n in NN for m in ("x32", "x64")]
                  + [f"transform:random:{n}:x32" for n in RANDOM]
                  + [f"transform:random:{n}:x64" for n in RANDOM_X64])
 register(*TRANSFORM_IDS)

@@ -42,13 +42,30 @@ def both(fn, *, error=None, dtypes=True, rtol=None, atol=None, oracle_jit=False)
 def run_functional(fn, *xs, transforms=("value", "grad"), argnums=0):
     """oracle.functional's comparisons (fn(np, lax, *xs) eagerly, and grad of its sum
     w.r.t. argnums), JAX's side jitted; 'jit_vmap': vmap over a batch of two under jit."""
+    def value(L):
+        return fn(L.np, L.lax, *xs)
+
+    def grad(L):
+        return L.top.grad(lambda *a: L.np.sum(fn(L.np, L.lax, *a)), argnums=argnums)(*xs)
+    eager = [(t, {"value": value, "grad": grad}[t]) for t in transforms
+             if t in ("value", "grad")]
+    if len(eager) == 2:
+        # JAX's value and grad in one jitted program (one compilation); where JAX raises,
+        # each on its own, so that the errors are compared one by one
+        theirs = oracle._attempt(lambda: oracle._to_numpy_tree(
+            jax.jit(lambda: [value(J), grad(J)])()))
+        if not isinstance(theirs, BaseException):
+            for (t, f), th in zip(eager, theirs):
+                ours = oracle._attempt(lambda: oracle._to_numpy_tree(f(F)))
+                if isinstance(ours, BaseException):
+                    raise oracle.Mismatch(f"{t}: we raise {type(ours).__name__}: "
+                                          f"{str(ours)[:300]}; the oracle returns a value")
+                compare(ours, th, t)
+            eager = []
+    for t, f in eager:
+        both(f, oracle_jit=True)
     for t in transforms:
-        if t == "value":
-            both(lambda L: fn(L.np, L.lax, *xs), oracle_jit=True)
-        elif t == "grad":
-            both(lambda L: L.top.grad(lambda *a: L.np.sum(fn(L.np, L.lax, *a)),
-                                      argnums=argnums)(*xs), oracle_jit=True)
-        elif t == "jit":
+        if t == "jit":
             both(lambda L: L.top.jit(lambda *a: fn(L.np, L.lax, *a))(*xs))
         elif t == "jit_vmap":
             vs = stacked(xs)
@@ -424,6 +441,20 @@ CONTROL = {
         lambda c: c < 3, lambda c: c + 1.0, np.int32(0)),
     "switch:error_branch_types": lambda L: L.lax.switch(
         0, [lambda v: v, lambda v: v.astype(L.np.int32)], X),
+    "scan:vmap_cond_grad": lambda L: L.top.vmap(L.top.grad(lambda x: L.lax.scan(
+        lambda c, v: (L.lax.cond(v > 0, lambda a: a * v, lambda a: a + L.np.sin(v), c), c),
+        np.float32(1.0), x)[0]))(np.stack([X, -X, X[::-1]])),
+    "while_loop:vmap_jvp": lambda L: L.top.vmap(lambda x: L.top.jvp(
+        lambda v: _while(L, v)[0], (x,), (np.float32(1.0),)))(np.array([0.5, 4.0, -3.0],
+                                                                        np.float32)),
+    "fori_loop:vmap_grad": lambda L: L.top.vmap(L.top.grad(lambda x: L.np.sum(_fori(L, x))))(
+        np.stack([X, X * 0.5])),
+    "cond:jit_vmap_grad": lambda L: L.top.jit(L.top.vmap(L.top.grad(
+        lambda p, x: L.np.sum(_cond(L, p, x)), argnums=1)))(P, np.stack([X, -X, X * 2])),
+    "switch:scan_vmap": lambda L: L.top.vmap(lambda i, x: L.lax.scan(
+        lambda c, v: (_switch(L, i, c + v), c), np.float32(0.0), x))(IDX, np.stack([X] * 3)),
+    "map:vmap": lambda L: L.top.vmap(lambda x: L.lax.map(lambda v: _f(L, v), x))(
+        np.stack([np.stack([X, X])] * 2)),
     "select:grad": lambda L: L.top.grad(lambda a, b: L.np.sum(L.lax.select(P, a * a, b)),
                                         argnums=(0, 1))(X, X),
 }
@@ -608,6 +639,21 @@ TRANSFORMS = {
     "error:grad_nonscalar": lambda L: L.top.grad(lambda x: x * 2)(V),
     "error:grad_integer": lambda L: L.top.grad(lambda x: L.np.sum(x * 2))(np.arange(3)),
     "error:vmap_sizes": lambda L: L.top.vmap(lambda a, b: a + b)(V, W),
+    "vmap:out_axes_dict": lambda L: L.top.vmap(lambda a: {"x": a, "y": (a * 2, a.sum())},
+                                               out_axes={"x": 1, "y": (0, None)})(W),
+    "vmap:in_axes_none_leaf": lambda L: L.top.vmap(lambda p: p["x"] + p["y"],
+                                                   in_axes=({"x": 1, "y": None},))(
+        {"x": W, "y": V[:2]}),
+    "jacrev:has_aux": lambda L: L.top.jacrev(lambda x: (L.np.sin(x) * x, {"n": x.sum()}),
+                                             has_aux=True)(V),
+    "jacfwd:has_aux_argnums": lambda L: L.top.jacfwd(lambda x, y: (x * y, y), argnums=1,
+                                                     has_aux=True)(V, V + 1),
+    "hessian:pytree": lambda L: L.top.hessian(lambda p: L.np.sum(p["a"] ** 2 * p["b"]))(
+        {"a": V, "b": np.array(2.0)}),
+    "grad:of_jit": lambda L: L.top.grad(L.top.jit(lambda x, n: L.np.sum(x ** n),
+                                                   static_argnums=1))(V, 3),
+    "value_and_grad:int_output_error": lambda L: L.top.grad(
+        lambda x: L.np.sum(x).astype(L.np.int32))(V),
     "error:vmap_in_axes_rank": lambda L: L.top.vmap(lambda a: a, in_axes=2)(V),
     "error:vmap_in_axes_tree": lambda L: L.top.vmap(lambda a, b: a + b, in_axes=(0,))(V, V),
     "error:jit_static_unhashable": lambda L: L.top.jit(lambda x, n: x * len(n),
@@ -617,6 +663,7 @@ TRANSFORMS = {
     "error:has_aux_not_pair": lambda L: L.top.grad(lambda x: L.np.sum(x), has_aux=True)(V),
 }
 TRANSFORM_ERRORS = {
+    "value_and_grad:int_output_error": r"[Gg]rad requires real-valued outputs",
     "error:vmap_in_axes_rank": r"vmap was requested to map its argument along axis 2, which "
                                r"implies that its rank should be at least 3, but is only 1",
     "error:vmap_in_axes_tree": r"vmap in_axes",
@@ -700,6 +747,19 @@ RANDOM = {
         L.random.split(L.random.PRNGKey(0), 4)),
 }
 
+_JAX_RANDOM: dict = {}
+
+
+def _jax_random(mode):
+    """Every RANDOM function's (shape, dtype) under JAX, from one jitted program per x64
+    mode (a compilation per function would dominate the table's time)."""
+    if mode not in _JAX_RANDOM:
+        names = list(RANDOM) if mode == "x32" else list(RANDOM_X64)
+        outs = jax.jit(lambda: [RANDOM[n](J) for n in names])()
+        _JAX_RANDOM[mode] = dict(zip(names, (_shapes(o) for o in outs)))
+    return _JAX_RANDOM[mode]
+
+
 RANDOM_X64 = ("uniform", "normal", "randint", "categorical", "gumbel")
 TRANSFORM_IDS = ([f"transform:{n}" for n in TRANSFORMS]
                  + [f"transform:nn:{n}:{m}" for n in NN for m in ("x32", "x64")]
@@ -718,12 +778,50 @@ def test_transform(case_id):
         name, mode = rest[7:].rsplit(":", 1)
 
         def run():
-            with x64(mode == "x64"):       # JAX's side jitted: one compilation
-                theirs = _shapes(jax.jit(lambda: RANDOM[name](J))())
-                compare(_shapes(RANDOM[name](F)), theirs, "shapes and dtypes")
+            with x64(mode == "x64"):
+                compare(_shapes(RANDOM[name](F)), _jax_random(mode)[name],
+                        "shapes and dtypes")
         return case(case_id, run)
 
     def run():
         with x64(True):      # float64 inputs, compared to 1e-9
             both(TRANSFORMS[rest], error=TRANSFORM_ERRORS.get(rest))
     case(case_id, run)
+
+
+# ---------------------------------------------------------------------------------------
+# hypothesis: elementwise functions on random small shapes whose values mix the awkward
+# ones (signed zeros, ties, kinks at 0 and +-1, infinities, NaN) in float64
+from hypothesis import given, strategies as st  # noqa: E402
+
+AWKWARD = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -3.5, 1e-300, 1e300, np.inf, -np.inf,
+           np.nan]
+ELEMENTWISE = sorted(n for n in list(UNARY) + list(BINARY))
+
+
+@st.composite
+def _elementwise_inputs(draw):
+    name = draw(st.sampled_from(ELEMENTWISE))
+    shape = draw(st.sampled_from([(), (3,), (2, 3)]))
+    n = int(np.prod(shape))
+    vals = st.one_of(st.sampled_from(AWKWARD),
+                     st.floats(-10, 10, allow_nan=False, allow_infinity=False))
+    arrays = [np.array(draw(st.lists(vals, min_size=n, max_size=n)),
+                       np.float64).reshape(shape) for _ in range(1 if name in UNARY else 2)]
+    return name, arrays
+
+
+HYP_IDS = register("lax:hypothesis:elementwise")
+
+
+@pytest.mark.parametrize("case_id", HYP_IDS)
+def test_elementwise_hypothesis(case_id):
+    @given(_elementwise_inputs())
+    def check(inp):
+        name, xs = inp
+        params = (3,) if name == "integer_pow" else ()
+        transforms = ("value",) if name in NO_GRAD else ("value", "grad")
+        with x64(True):
+            run_functional(lambda np_, lax, *a: getattr(lax, name)(*a, *params), *xs,
+                           transforms=transforms)
+    case(case_id, check)

@@ -305,15 +305,24 @@ DTYPE_CASES.update({
     "shape_error_transpose": lambda L: L.lax.transpose(np.ones((2, 3), np.float32), (0, 0)),
     "shape_error_reshape": lambda L: L.lax.reshape(np.ones(6, np.float32), (4,)),
 })
+# a result computed from Python scalars only is weakly typed in JAX: float16 + it is float16
+WEAK_CASES = {
+    "weak_result": lambda L: L.np.add(np.ones(2, np.float16), L.lax.mul(2.0, 3.0)),
+    "weak_result_jit": lambda L: L.top.jit(lambda h: L.np.add(h, L.lax.mul(2.0, 3.0)))(
+        np.ones(2, np.float16)),
+}
 DTYPE_ERRORS = {"weak_mixed_error": "dtype", "dtype_mismatch_error": "dtype",
                 "shape_error_add": "shape", "shape_error_transpose": "permutation",
                 "shape_error_reshape": r"reshape"}
-DTYPE_IDS = [f"lax:dtype:{n}:{m}" for n in DTYPE_CASES for m in ("x32", "x64")]
+DTYPE_IDS = ([f"lax:dtype:{n}:{m}" for n in DTYPE_CASES for m in ("x32", "x64")]
+             + [f"lax:dtype:{n}" for n in WEAK_CASES])
 register(*DTYPE_IDS)
 
 
 @pytest.mark.parametrize("case_id", DTYPE_IDS)
 def test_lax_dtypes(case_id):
+    if case_id.count(":") == 2:
+        return case(case_id, lambda: both(WEAK_CASES[case_id.split(":")[2]]))
     _, _, name, mode = case_id.split(":")
     fn = DTYPE_CASES[name]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 
 import builtins as _builtins
+import functools as _functools
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from .batching import vmap as _vmap
 from .control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: F401
 from .core import check_dtype as _check_dtype
 from .core.config import DEFAULT_DTYPES as _DEFAULTS
+from .core import ShapeError as _ShapeError
 from .core import canonicalize as _canonicalize
 from .core import get_aval as _aval
 from .higher_order.collectives import (all_gather, axis_index, axis_size, pmax,  # noqa: F401
@@ -305,3 +307,30 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (jax.lax's name)
     if len(pieces) == 1:
         return pieces[0]
     return _tu.tree_map(lambda a, b: _sh.concatenate(a, b, dimension=0), *pieces)
+
+
+# ---------------------------------------------------------------------------------------
+# errors: jax.lax's shape rules raise TypeError; functrans' ShapeError is a ValueError (as
+# jax.numpy's are). The functions above raise LaxShapeError, which is both.
+class LaxShapeError(_ShapeError, TypeError):
+    """A shape error from an ft.lax function: a ShapeError (ValueError) and, as JAX's lax
+    shape errors are, a TypeError."""
+
+
+def _lax_errors(f):
+    @_functools.wraps(f)
+    def g(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except _ShapeError as e:
+            if isinstance(e, TypeError):
+                raise
+            raise LaxShapeError(str(e)).with_traceback(e.__traceback__) from None
+    return g
+
+
+for _name in [n for n, v in list(globals().items()) if not n.startswith("_")
+              and callable(v) and getattr(v, "__module__", None) == __name__
+              and not isinstance(v, type) and n != "map"]:
+    globals()[_name] = _lax_errors(globals()[_name])
+del _name

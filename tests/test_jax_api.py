@@ -198,6 +198,21 @@ def test_lax_functions_take_jaxs_positional_and_keyword_parameters():
         lax.concatenate(v, 0)
 
 
+def test_lax_shape_errors_are_type_errors_as_jaxs():
+    """jax.lax's shape rules raise TypeError; ft.lax's are ShapeErrors (ValueErrors, as
+    jax.numpy's) that are TypeErrors too, eagerly and under jit."""
+    lax = ft.lax
+    for call in (lambda: lax.add(np.ones(3), np.ones(4)),
+                 lambda: lax.transpose(np.ones((2, 3)), (0, 0)),
+                 lambda: lax.reshape(np.ones(6), (4,)),
+                 lambda: ft.jit(lambda x: lax.broadcast_in_dim(x, (2, 4), (1,)))(np.ones(3))):
+        with pytest.raises(TypeError) as info:
+            call()
+        assert isinstance(info.value, (ft.ShapeError, ValueError))
+    with pytest.raises(ValueError):        # jax.numpy's stay ValueErrors
+        fnp.add(np.ones(3), np.ones(4))
+
+
 def test_lax_pad_negative_low_and_high_cut():
     """JAX's pad: a negative low/high removes elements from that end, after the interior
     padding; the gradient flows to the elements that stay."""

@@ -206,6 +206,10 @@ COLLECTIVES = {
     "axis_size": lambda L, x: x * L.lax.axis_size("i"),
     "ppermute": lambda L, x: L.lax.ppermute(x, "i", [(0, 1), (1, 2), (2, 0)]),
     "psum_scatter": lambda L, x: L.lax.psum_scatter(x, "i", tiled=True),
+    "psum:kw": lambda L, x: L.lax.psum(x=x, axis_name="i"),
+    "all_gather:kw": lambda L, x: L.lax.all_gather(x, axis_name="i", axis=1, tiled=True),
+    "ppermute:kw": lambda L, x: L.lax.ppermute(x, axis_name="i", perm=[(0, 2), (2, 1), (1, 0)]),
+    "psum:grad": lambda L, x: L.top.grad(lambda v: L.np.sum(L.lax.psum(v * v, "i")))(x),
 }
 
 
@@ -267,7 +271,8 @@ register(*LAX_IDS)
 def test_lax(case_id):
     parts = case_id.split(":")
     name, variant = parts[1], parts[2] if len(parts) > 2 else ""
-    if name in COLLECTIVES:
+    if case_id[4:] in COLLECTIVES:
+        name = case_id[4:]
         x = real(np.float32, shape=(3, 3))
         fn = COLLECTIVES[name]
         return case(case_id, lambda: both(lambda L: L.top.vmap(
@@ -464,6 +469,16 @@ CONTROL = {
         lambda c, v: (_switch(L, i, c + v), c), np.float32(0.0), x))(IDX, np.stack([X] * 3)),
     "map:vmap": lambda L: L.top.vmap(lambda x: L.lax.map(lambda v: _f(L, v), x))(
         np.stack([np.stack([X, X])] * 2)),
+    "scan:kw": lambda L: L.lax.scan(f=lambda c, v: (c + v, c * v), init=np.float32(1.0),
+                                    xs=X, length=3, reverse=True, unroll=1),
+    "while_loop:kw": lambda L: L.lax.while_loop(cond_fun=lambda c: c < 10.0,
+                                                body_fun=lambda c: c * 2.0,
+                                                init_val=np.float32(1.0)),
+    "fori_loop:kw": lambda L: L.lax.fori_loop(lower=0, upper=3, body_fun=lambda i, c: c + i,
+                                              init_val=np.int32(0)),
+    "map:kw": lambda L: L.lax.map(f=lambda v: v * 2, xs=X, batch_size=2),
+    "switch:kw": lambda L: L.lax.switch(index=1, branches=[lambda: X, lambda: -X]),
+    "cond:kw_funs": lambda L: L.lax.cond(False, true_fun=lambda: X, false_fun=lambda: -X),
     "select:grad": lambda L: L.top.grad(lambda a, b: L.np.sum(L.lax.select(P, a * a, b)),
                                         argnums=(0, 1))(X, X),
 }

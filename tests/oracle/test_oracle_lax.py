@@ -246,10 +246,20 @@ def _lax_case(name, variant):
         # every parameter by JAX's name, as inspect.signature(jax.lax.<name>) has them
         names = list(inspect.signature(getattr(jax.lax, name)).parameters)
 
-        def call(np_, lax, *a):
-            return getattr(lax, name)(**dict(zip(names, list(a) + list(params))))
+        def call(lax):
+            return getattr(lax, name)(**dict(zip(names, list(xs) + list(params))))
         with x64(False):
-            return run_functional(call, *xs, transforms=("value",))
+            # JAX takes the keywords (traced only: eval_shape compiles nothing) and gives
+            # the shapes and dtypes; ours by keyword equals ours by position, which the
+            # `lax:<name>` case compares with JAX's values
+            want = jax.eval_shape(lambda: call(jax.lax))
+            ours = oracle._attempt(lambda: call(ft.lax))
+            if isinstance(ours, BaseException):
+                raise oracle.Mismatch(f"by keyword: we raise {type(ours).__name__}: {ours}")
+            compare((np.shape(ours), oracle.dtype_name(np.asarray(ours).dtype)),
+                    (want.shape, oracle.dtype_name(want.dtype)), "shape and dtype")
+            compare(ours, getattr(ft.lax, name)(*xs, *params), "by keyword against by position")
+            return
     fn = _lax_call(name, params, opts)
     if x64_on:                       # float64: the precise comparison of values and grads
         transforms = tuple(t for t in transforms if t != "jit")

@@ -51,21 +51,50 @@ def _scalars(*xs):
     return xs
 
 
+class LaxShapeError(_ShapeError, TypeError):
+    """A shape error from an ft.lax function: a ShapeError (ValueError, as jax.numpy's
+    shape errors are) and a TypeError, as jax.lax's shape rules raise."""
+
+
+def _lax_error(e):
+    """e, or for a ShapeError that is not a TypeError the same as a LaxShapeError."""
+    if isinstance(e, TypeError):
+        return e
+    return LaxShapeError(str(e)).with_traceback(e.__traceback__)
+
+
 def _elementwise(name, nargs):
+    # written out per arity (the eager path: no *args packing, no extra call)
     bind = getattr(_ew, name)
     if nargs == 1 and name in _ACCURACY:
         def f(x, *, accuracy=None):
-            return bind(*_scalars(x))
+            if type(x) in _PY_SCALARS:
+                x = _canonicalize(x)
+            try:
+                return bind(x)
+            except _ShapeError as e:
+                raise _lax_error(e) from None
     elif nargs == 1:
         def f(x):
-            return bind(*_scalars(x))
+            if type(x) in _PY_SCALARS:
+                x = _canonicalize(x)
+            try:
+                return bind(x)
+            except _ShapeError as e:
+                raise _lax_error(e) from None
     else:
         def f(x, y):
-            return bind(*_scalars(x, y))
+            if type(x) in _PY_SCALARS and type(y) in _PY_SCALARS:
+                x, y = _canonicalize(x), _canonicalize(y)
+            try:
+                return bind(x, y)
+            except _ShapeError as e:
+                raise _lax_error(e) from None
     f.__name__ = f.__qualname__ = name
     f.__module__ = __name__
     f.__doc__ = (f"jax.lax.{name}: the `{name}` primitive, elementwise on operands of equal "
                  "shapes and dtypes (rank-0 operands broadcast).")
+    f._lax_errors = True
     return f
 
 
@@ -311,26 +340,20 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (jax.lax's name)
 
 # ---------------------------------------------------------------------------------------
 # errors: jax.lax's shape rules raise TypeError; functrans' ShapeError is a ValueError (as
-# jax.numpy's are). The functions above raise LaxShapeError, which is both.
-class LaxShapeError(_ShapeError, TypeError):
-    """A shape error from an ft.lax function: a ShapeError (ValueError) and, as JAX's lax
-    shape errors are, a TypeError."""
-
-
-def _lax_errors(f):
+# jax.numpy's are). The functions above raise LaxShapeError, which is both (the elementwise
+# ones convert it themselves).
+def _with_lax_errors(f):
     @_functools.wraps(f)
     def g(*args, **kwargs):
         try:
             return f(*args, **kwargs)
         except _ShapeError as e:
-            if isinstance(e, TypeError):
-                raise
-            raise LaxShapeError(str(e)).with_traceback(e.__traceback__) from None
+            raise _lax_error(e) from None
     return g
 
 
 for _name in [n for n, v in list(globals().items()) if not n.startswith("_")
               and callable(v) and getattr(v, "__module__", None) == __name__
-              and not isinstance(v, type) and n != "map"]:
-    globals()[_name] = _lax_errors(globals()[_name])
+              and not isinstance(v, type) and n != "map" and not hasattr(v, "_lax_errors")]:
+    globals()[_name] = _with_lax_errors(globals()[_name])
 del _name

@@ -7,7 +7,6 @@ The primitives' own `bind` takes operands positionally and parameters by keyword
 """
 from __future__ import annotations
 
-
 import builtins as _builtins
 import functools as _functools
 
@@ -23,11 +22,11 @@ from functrans.primitives.misc import stop_gradient as _stop_gradient
 from . import tree_util as _tu
 from .batching import vmap as _vmap
 from .control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: F401
-from .core import check_dtype as _check_dtype
-from .core.config import DEFAULT_DTYPES as _DEFAULTS
 from .core import ShapeError as _ShapeError
 from .core import canonicalize as _canonicalize
+from .core import check_dtype as _check_dtype
 from .core import get_aval as _aval
+from .core.config import DEFAULT_DTYPES as _DEFAULTS
 from .higher_order.collectives import (all_gather, axis_index, axis_size, pmax,  # noqa: F401
                                        pmean, pmin, ppermute, psum, psum_scatter)
 

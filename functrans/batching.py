@@ -232,7 +232,7 @@ def batch_with(fun, in_axes, out_axes, axis_size, axis_name, procs):
         if len(sizes) > 1:
             desc = ", ".join(f"axis {d} of an argument of shape {get_aval(x).shape}"
                              for x, d in zip(leaves, norm_dims) if d is not None)
-            raise ValueError(f"vmap got inconsistent sizes for the array axes to be mapped: "
+            raise ValueError(f"vmap got inconsistent sizes for array axes to be mapped: "
                              f"{desc}")
         if not sizes:
             raise ValueError("vmap must have at least one non-None value in in_axes, or be "

@@ -110,9 +110,11 @@ def _switch(index, branches, operands, names):
         closed, consts = _trace_flat(f, avals)
         return closed, consts, store["tree"]
     traced = [trace(br) for br in branches]
+    kind = "cond" if names[0] == "false_fun" else "switch"     # JAX's words first
     for name, (_, _, tree) in zip(names[1:], traced[1:]):
         if tree != traced[0][2]:
             raise ControlFlowTypeError(
+                f"{kind} branch outputs must have the same pytree structure, but they differ: "
                 f"{names[0]} and {name} output must have identical tree structure, got "
                 f"{traced[0][2]} and {tree}")
     # weakly typed outputs (Python scalars) take the dtype of the other branches' outputs
@@ -127,6 +129,7 @@ def _switch(index, branches, operands, names):
         a, b = traced[0][0].out_avals, closed.out_avals
         if any(x.shape != y.shape or x.dtype != y.dtype for x, y in zip(a, b)):
             raise ControlFlowTypeError(
+                f"{kind} branches must have equal output types but they differ: "
                 f"{names[0]} and {name} output must have identical types (shapes and dtypes), "
                 f"got {_avals_str(a)} from {names[0]} and {_avals_str(b)} from {name}")
     # every branch takes the constants of all branches (ignoring the others'), then operands
@@ -202,8 +205,10 @@ def _trace_loop(step, carry, carry_tree, extra_avals, what):
         carry = _cast_leaves(carry, casts_in)
     for i, (a, b) in enumerate(zip(c_avals, outs)):
         if a.shape != b.shape or a.dtype != b.dtype:
+            loop = "while_loop body function" if what == "body_fun" else what
             raise ControlFlowTypeError(
-                f"{what} output and input must have identical types: the carry is "
+                f"{loop} carry input and carry output must have equal types, but they "
+                f"differ: {what} output and input must have identical types: the carry is "
                 f"{_avals_str(c_avals)} on input but {_avals_str(outs)} on output "
                 f"(carry leaf {i}: {a.str_short()} vs {b.str_short()})")
     return closed, consts, carry
@@ -250,12 +255,18 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
             raise ValueError(f"scan got value with no leading axis to scan over: "
                              f"{a.str_short()}")
         lengths.add(a.shape[0])
-    if length is not None:
-        lengths.add(int(length))
+    # JAX's messages, then the types of xs' leaves
+    shapes = ", ".join(get_aval(x).str_short() for x in x_leaves)
+    sizes = [get_aval(x).shape[0] for x in x_leaves]
     if len(lengths) > 1:
-        shapes = ", ".join(get_aval(x).str_short() for x in x_leaves)
-        raise ValueError(f"scan got inconsistent lengths: length={length}, xs of types "
-                         f"({shapes}); every leaf of xs needs the same leading axis size")
+        raise ValueError(f"scan got values with different leading axis sizes: "
+                         f"{', '.join(map(str, sizes))} (xs of types ({shapes}); every leaf "
+                         "of xs needs the same leading axis size)")
+    if length is not None:
+        if lengths and int(length) not in lengths:
+            raise ValueError(f"scan got `length` argument of {length} which disagrees with "
+                             f"leading axis sizes {sizes} (xs of types ({shapes}))")
+        lengths.add(int(length))
     if not lengths:
         raise ValueError("scan got no values to scan over and `length` not provided")
     length = lengths.pop()

@@ -1,27 +1,274 @@
-"""ft.lax: thin wrappers over primitives (jax.lax's names), for users and rules alike."""
+"""ft.lax: jax.lax's functions over the primitives, with JAX's signatures (positional and
+keyword parameters as JAX documents them), for users and rules alike.
+
+The primitives' own `bind` takes operands positionally and parameters by keyword only
+(`reshape_p.bind(x, new_sizes=(2, 3))`); the functions here are the public face, so
+`lax.reshape(x, (2, 3))` and `lax.convert_element_type(x, np.int32)` work as in JAX.
+"""
 from __future__ import annotations
+
+import builtins as _builtins
+import functools as _functools
 
 import numpy as np
 
-from functrans.primitives.elementwise import (abs, acos, add, asin, atan, atan2, ceil, convert_element_type,  # noqa: F401
-                                    cos, cosh, div, eq, erf, exp, expm1, floor, ge, gt,
-                                    integer_pow, is_finite, le, log, log1p, logistic, lt, max,
-                                    min, mul, ne, neg, pow, rem, round, rsqrt, select, sign,
-                                    sin, sinh, sqrt, sub, tan, tanh)
+from functrans.primitives import elementwise as _ew
 from functrans.primitives import indexing as _ix
+from functrans.primitives import linalg as _la
+from functrans.primitives import reductions as _red
+from functrans.primitives import shape as _sh
 from functrans.primitives.indexing import gather, scatter, scatter_add  # noqa: F401
-from functrans.primitives.linalg import dot_general  # noqa: F401
-from functrans.primitives.reductions import (argmax, argmin, cumsum, reduce_max, reduce_min,  # noqa: F401
-                                   reduce_prod, reduce_sum)
-from functrans.primitives.shape import (broadcast_in_dim, concatenate, expand_dims,  # noqa: F401
-                                        iota, pad, reshape, rev, slice, squeeze, transpose)
-from functrans.primitives.misc import stop_gradient  # noqa: F401
+from functrans.primitives.misc import stop_gradient as _stop_gradient
 from . import tree_util as _tu
 from .batching import vmap as _vmap
 from .control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: F401
+from .core import ShapeError as _ShapeError
+from .core import canonicalize as _canonicalize
+from .core import check_dtype as _check_dtype
 from .core import get_aval as _aval
+from .core.config import DEFAULT_DTYPES as _DEFAULTS
 from .higher_order.collectives import (all_gather, axis_index, axis_size, pmax,  # noqa: F401
                                        pmean, pmin, ppermute, psum, psum_scatter)
+
+# ---------------------------------------------------------------------------------------
+# elementwise: jax.lax's parameter names (x, y), so that keywords work too. `accuracy`
+# (JAX's hint for the transcendental functions) is accepted where JAX has it; the result
+# is always computed to full accuracy, which every hint allows.
+_ACCURACY = {"cos", "exp", "expm1", "log", "log1p", "logistic", "rsqrt", "sin", "sqrt",
+             "tan", "tanh"}
+
+
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def _scalars(*xs):
+    """Operands that are all Python scalars become arrays of the default dtypes first:
+    NumPy would compute 2.0 * 3.0 in float64, JAX's result is a float32 with x64 off.
+    (With an array or a tracer among them, the primitive's rule types them already.)"""
+    if all(type(x) in _PY_SCALARS for x in xs):
+        return [_canonicalize(x) for x in xs]
+    return xs
+
+
+class LaxShapeError(_ShapeError, TypeError):
+    """A shape error from an ft.lax function: a ShapeError (ValueError, as jax.numpy's
+    shape errors are) and a TypeError, as jax.lax's shape rules raise."""
+
+
+def _lax_error(e):
+    """e, or for a ShapeError that is not a TypeError the same as a LaxShapeError."""
+    if isinstance(e, TypeError):
+        return e
+    return LaxShapeError(str(e)).with_traceback(e.__traceback__)
+
+
+def _elementwise(name, nargs):
+    # written out per arity (the eager path: no *args packing, no extra call)
+    bind = getattr(_ew, name)
+    if nargs == 1 and name in _ACCURACY:
+        def f(x, *, accuracy=None):
+            if type(x) in _PY_SCALARS:
+                x = _canonicalize(x)
+            try:
+                return bind(x)
+            except _ShapeError as e:
+                raise _lax_error(e) from None
+    elif nargs == 1:
+        def f(x):
+            if type(x) in _PY_SCALARS:
+                x = _canonicalize(x)
+            try:
+                return bind(x)
+            except _ShapeError as e:
+                raise _lax_error(e) from None
+    else:
+        def f(x, y):
+            if type(x) in _PY_SCALARS and type(y) in _PY_SCALARS:
+                x, y = _canonicalize(x), _canonicalize(y)
+            try:
+                return bind(x, y)
+            except _ShapeError as e:
+                raise _lax_error(e) from None
+    f.__name__ = f.__qualname__ = name
+    f.__module__ = __name__
+    f.__doc__ = (f"jax.lax.{name}: the `{name}` primitive, elementwise on operands of equal "
+                 "shapes and dtypes (rank-0 operands broadcast).")
+    f._lax_errors = True
+    return f
+
+
+for _name in ("abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "exp", "expm1",
+              "floor", "is_finite", "log", "log1p", "logistic", "neg", "rsqrt", "sign", "sin",
+              "sinh", "sqrt", "tan", "tanh"):
+    globals()[_name] = _elementwise(_name, 1)
+for _name in ("add", "atan2", "div", "eq", "ge", "gt", "le", "lt", "max", "min", "mul", "ne",
+              "pow", "rem", "sub"):
+    globals()[_name] = _elementwise(_name, 2)
+del _name
+
+
+def integer_pow(x, y):
+    """x ** y for a static Python integer y."""
+    return _ew.integer_pow(*_scalars(x), y=int(y))
+
+
+def round(x, rounding_method=0):  # noqa: A001  (jax.lax's name)
+    """x rounded to an integral value: halves away from zero (rounding_method 0, JAX's
+    default RoundingMethod.AWAY_FROM_ZERO) or to even (1, TO_NEAREST_EVEN)."""
+    return _ew.round(*_scalars(x), rounding_method=int(rounding_method))
+
+
+def select(pred, on_true, on_false):
+    """on_true where pred, else on_false (elementwise; pred boolean)."""
+    return _ew.select(*_scalars(pred, on_true, on_false))
+
+
+def _dtype(dtype):
+    """A dtype parameter: Python's bool, int, float and complex stand for the default dtype
+    of their kind (int32/float32 with jax_enable_x64 off, 64-bit with it on), as in JAX."""
+    if dtype in (bool, int, float, complex):
+        return _DEFAULTS[np.dtype(dtype).kind]
+    return _check_dtype(dtype)
+
+
+def convert_element_type(operand, new_dtype):
+    """operand converted to new_dtype (a strongly typed result, as JAX's)."""
+    return _ew.convert_element_type(operand, new_dtype=_dtype(new_dtype),
+                                    weak_type=False)
+
+
+def stop_gradient(x):
+    """x (a pytree of arrays) with zero derivatives: the transformations see constants."""
+    return _tu.tree_map(_stop_gradient, x)
+
+
+# ---------------------------------------------------------------------------------------
+# shapes, reductions, contractions
+
+
+_max = _builtins.max     # this module's max is lax.max
+
+
+def _ints(xs):
+    return tuple(int(v) for v in xs)
+
+
+def reshape(operand, new_sizes, dimensions=None):
+    """operand with shape new_sizes; dimensions, when given, is the order in which the
+    operand's axes are read (a transpose first, as JAX)."""
+    if dimensions is not None and tuple(dimensions) != tuple(range(_aval(operand).ndim)):
+        operand = _sh.transpose(operand, permutation=_ints(dimensions))
+    return _sh.reshape(operand, new_sizes=_ints(new_sizes))
+
+
+def transpose(operand, permutation):
+    """operand's axes permuted: output axis i is operand axis permutation[i]."""
+    return _sh.transpose(operand, permutation=_ints(permutation))
+
+
+def squeeze(array, dimensions):
+    """array without the given axes, each of size 1."""
+    return _sh.squeeze(array, dimensions=_ints(dimensions))
+
+
+def expand_dims(array, dimensions):
+    """array with new axes of size 1 at the given output positions."""
+    return _sh.expand_dims(array, dimensions=_ints(dimensions))
+
+
+def rev(operand, dimensions):
+    """operand reversed along the given axes."""
+    return _sh.rev(operand, dimensions=_ints(dimensions))
+
+
+def broadcast_in_dim(operand, shape, broadcast_dimensions):
+    """operand broadcast to shape, its axis i becoming output axis broadcast_dimensions[i]."""
+    return _sh.broadcast_in_dim(operand, shape=_ints(shape),
+                                broadcast_dimensions=_ints(broadcast_dimensions))
+
+
+def concatenate(operands, dimension):
+    """The operands (a sequence) joined along axis dimension."""
+    if not isinstance(operands, (list, tuple)):
+        raise TypeError("lax.concatenate takes a sequence of operands and the dimension: "
+                        "concatenate([x, y], dimension), got "
+                        f"{type(operands).__name__} first")
+    return _sh.concatenate(*operands, dimension=int(dimension))
+
+
+def pad(operand, padding_value, padding_config):
+    """operand padded with padding_value: (low, high, interior) per axis. A negative low or
+    high cuts that many elements off that end (of the interior-padded operand), as JAX."""
+    cfg = tuple(_ints(c) for c in padding_config)
+    if all(lo >= 0 and hi >= 0 for lo, hi, _ in cfg):
+        return _sh.pad(operand, padding_value, padding_config=cfg)
+    out = _sh.pad(operand, padding_value,
+                  padding_config=tuple((_max(lo, 0), _max(hi, 0), it) for lo, hi, it in cfg))
+    shape = _aval(out).shape
+    return _sh.slice(out, start_indices=tuple(_max(-lo, 0) for lo, _, _ in cfg),
+                     limit_indices=tuple(d - _max(-hi, 0) for d, (_, hi, _) in zip(shape, cfg)),
+                     strides=None)
+
+
+def slice(operand, start_indices, limit_indices, strides=None):  # noqa: A001
+    """operand[start:limit:stride] on every axis (static bounds)."""
+    return _sh.slice(operand, start_indices=_ints(start_indices),
+                     limit_indices=_ints(limit_indices),
+                     strides=None if strides is None else _ints(strides))
+
+
+def iota(dtype, size):
+    """[0, 1, ..., size - 1] of dtype."""
+    return _sh.iota(dtype=_dtype(dtype), shape=(int(size),), dimension=0)
+
+
+def reduce_sum(operand, axes):
+    """The sum over the given axes."""
+    return _red.reduce_sum(operand, axes=_ints(axes))
+
+
+def reduce_prod(operand, axes):
+    """The product over the given axes."""
+    return _red.reduce_prod(operand, axes=_ints(axes))
+
+
+def reduce_max(operand, axes):
+    """The maximum over the given axes."""
+    return _red.reduce_max(operand, axes=_ints(axes))
+
+
+def reduce_min(operand, axes):
+    """The minimum over the given axes."""
+    return _red.reduce_min(operand, axes=_ints(axes))
+
+
+def argmax(operand, axis, index_dtype):
+    """The index of the first maximum along axis, as index_dtype."""
+    return _red.argmax(operand, axes=(int(axis),), index_dtype=_dtype(index_dtype))
+
+
+def argmin(operand, axis, index_dtype):
+    """The index of the first minimum along axis, as index_dtype."""
+    return _red.argmin(operand, axes=(int(axis),), index_dtype=_dtype(index_dtype))
+
+
+def cumsum(operand, axis=0, reverse=False):
+    """The running sum along axis (from the end when reverse)."""
+    return _red.cumsum(operand, axis=int(axis), reverse=bool(reverse))
+
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    """The contraction of lhs and rhs: dimension_numbers = ((lhs_contracting,
+    rhs_contracting), (lhs_batch, rhs_batch)). precision is accepted for JAX's signature
+    (the CPU computes at full precision); preferred_element_type, when given, is the
+    result's dtype (the operands are converted to it first)."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    dn = ((_ints(lc), _ints(rc)), (_ints(lb), _ints(rb)))
+    if preferred_element_type is not None:
+        dt = _dtype(preferred_element_type)
+        lhs, rhs = (v if _aval(v).dtype == dt else convert_element_type(v, dt)
+                    for v in (lhs, rhs))
+    return _la.dot_general(lhs, rhs, dimension_numbers=dn)
 
 
 def _starts(operand, start_indices):
@@ -45,7 +292,7 @@ def _starts(operand, start_indices):
             out.append(i)
         else:
             dt = _aval(i).dtype
-            out.append(select(lt(i, np.zeros((), dt)), add(i, np.asarray(d, dt)), i))
+            out.append(_ew.select(_ew.lt(i, np.zeros((), dt)), _ew.add(i, np.asarray(d, dt)), i))
     return out
 
 
@@ -73,18 +320,39 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (jax.lax's name)
 
     def rows(x, lo, hi):
         a = _aval(x)
-        return slice(x, start_indices=(lo,) + (0,) * (a.ndim - 1),
-                     limit_indices=(hi,) + a.shape[1:], strides=None)
+        return _sh.slice(x, start_indices=(lo,) + (0,) * (a.ndim - 1),
+                         limit_indices=(hi,) + a.shape[1:], strides=None)
     pieces = []
     if k:
         chunks = _tu.tree_unflatten(tree, [
-            reshape(rows(x, 0, m), new_sizes=(k, int(batch_size)) + _aval(x).shape[1:])
+            _sh.reshape(rows(x, 0, m), new_sizes=(k, int(batch_size)) + _aval(x).shape[1:])
             for x in leaves])
         ys = scan(lambda c, x: (c, _vmap(f)(x)), (), chunks)[1]
         pieces.append(_tu.tree_map(
-            lambda y: reshape(y, new_sizes=(m,) + _aval(y).shape[2:]), ys))
+            lambda y: _sh.reshape(y, new_sizes=(m,) + _aval(y).shape[2:]), ys))
     if r:
         pieces.append(_vmap(f)(_tu.tree_unflatten(tree, [rows(x, m, n) for x in leaves])))
     if len(pieces) == 1:
         return pieces[0]
-    return _tu.tree_map(lambda a, b: concatenate(a, b, dimension=0), *pieces)
+    return _tu.tree_map(lambda a, b: _sh.concatenate(a, b, dimension=0), *pieces)
+
+
+# ---------------------------------------------------------------------------------------
+# errors: jax.lax's shape rules raise TypeError; functrans' ShapeError is a ValueError (as
+# jax.numpy's are). The functions above raise LaxShapeError, which is both (the elementwise
+# ones convert it themselves).
+def _with_lax_errors(f):
+    @_functools.wraps(f)
+    def g(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except _ShapeError as e:
+            raise _lax_error(e) from None
+    return g
+
+
+for _name in [n for n, v in list(globals().items()) if not n.startswith("_")
+              and callable(v) and getattr(v, "__module__", None) == __name__
+              and not isinstance(v, type) and n != "map" and not hasattr(v, "_lax_errors")]:
+    globals()[_name] = _with_lax_errors(globals()[_name])
+del _name

@@ -53,7 +53,7 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     aux_store = {}
     if has_aux:
         def f(*args):
-            out, aux = fun(*args)
+            out, aux = _out_and_aux(fun(*args))
             mains = {a._trace.main for a in tree_util.tree_leaves(args)
                      if isinstance(a, JVPTracer)}
             # the aux's primal values, taken while this jvp runs (its tracers must not escape)
@@ -122,6 +122,15 @@ def vjp(fun: Callable[..., Any], *primals: Any,
     return _vjp(fun, primals, has_aux, fun)
 
 
+def _out_and_aux(result):
+    """The (output, aux) pair a has_aux=True function returns; anything else is JAX's
+    TypeError (rather than an unpacking error from deep inside the transformation)."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise TypeError("expected function with aux output to return a two-element tuple, "
+                        f"but got type {type(result)} with value {result!r:.200}")
+    return result
+
+
 def _vjp(fun, primals, has_aux, hint_fun, hint_extra=(), grad_argnums=None,
          holomorphic=False):
     """vjp's work; grad_argnums: primals are grad's arguments at these positions, whose
@@ -138,7 +147,7 @@ def _vjp(fun, primals, has_aux, hint_fun, hint_extra=(), grad_argnums=None,
     aux_store = {}
     if has_aux:
         def f(*args):
-            out, aux = fun(*args)
+            out, aux = _out_and_aux(fun(*args))
             aux_store["aux"] = aux
             return out
     f_flat, store = flatten_fun(f, in_tree)
@@ -321,7 +330,7 @@ def _jac_setup(fun, argnums, args, has_aux, name, holomorphic):
             full[a] = d
         out = fun(*full)
         if has_aux:
-            out, aux_store["aux"] = out
+            out, aux_store["aux"] = _out_and_aux(out)
         leaves_out, aux_store["tree"] = tree_util.tree_flatten(out)
         return leaves_out
     return d_leaves, d_tree, f_flat, aux_store

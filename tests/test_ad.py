@@ -114,6 +114,21 @@ def test_value_and_grad_and_has_aux():
     assert_close(aux["y"], np.sin(X))
 
 
+def test_has_aux_without_a_pair_is_jaxs_type_error():
+    """A has_aux function must return (output, aux): anything else is JAX's TypeError,
+    from grad, value_and_grad, vjp, jvp, jacfwd and jacrev alike."""
+    pattern = r"expected function with aux output to return a two-element tuple"
+    scalar = lambda x: fnp.sum(x)  # noqa: E731
+    for call in (lambda: ft.grad(scalar, has_aux=True)(X),
+                 lambda: ft.value_and_grad(scalar, has_aux=True)(X),
+                 lambda: ft.vjp(scalar, X, has_aux=True),
+                 lambda: ft.jvp(scalar, (X,), (X,), has_aux=True),
+                 lambda: ft.jacfwd(lambda x: (x, x, x), has_aux=True)(X),
+                 lambda: ft.jacrev(lambda x: [x], has_aux=True)(X)):
+        with pytest.raises(TypeError, match=pattern):
+            call()
+
+
 def test_grad_of_pytree_arguments():
     Params = namedtuple("Params", ["w", "b"])
 

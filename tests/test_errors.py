@@ -71,7 +71,7 @@ def test_shape_errors_are_value_errors(stack_unchanged):
     (lambda: ft.lax.dot_general(np.ones((2, 3)), np.ones((4, 2)),
                                 dimension_numbers=(((1,), (0,)), ((), ()))),
      [r"dot_general", r"f64\[2,3\]", r"f64\[4,2\]"]),
-    (lambda: ft.lax.concatenate(np.ones((2, 3)), np.ones((2, 4)), dimension=0),
+    (lambda: ft.lax.concatenate([np.ones((2, 3)), np.ones((2, 4))], dimension=0),
      [r"concatenate", r"f64\[2,3\]", r"f64\[2,4\]"]),
     (lambda: ft.lax.broadcast_in_dim(np.ones(3), shape=(2, 4), broadcast_dimensions=(1,)),
      [r"broadcast_in_dim", r"f64\[3\]", r"\(2, 4\)"]),

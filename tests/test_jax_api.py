@@ -152,6 +152,115 @@ def test_dynamic_update_slice_has_jaxs_signature():
     np.testing.assert_array_equal(f(a, np.full((1, 5), 7.0), np.int32(2)), want)
 
 
+def test_lax_functions_take_jaxs_positional_and_keyword_parameters():
+    """Issue 33: every ft.lax function takes jax.lax's parameters, positionally or by
+    name (the shape of reshape, the dtype of convert_element_type, ...)."""
+    lax = ft.lax
+    x = np.arange(6.0).reshape(2, 3)
+    v = np.array([0.5, -1.5, 2.5])
+    eq = np.testing.assert_array_equal
+    eq(lax.reshape(v, (1, 3)), v[None])
+    eq(lax.reshape(x, (3, 2), (1, 0)), x.T.reshape(3, 2))         # dimensions: read order
+    eq(lax.reshape(operand=v, new_sizes=(3, 1)), v[:, None])
+    out = lax.convert_element_type(v, np.int32)
+    assert out.dtype == np.int32 and out.tolist() == [0, -1, 2]
+    assert lax.convert_element_type(operand=v, new_dtype=np.float32).dtype == np.float32
+    eq(lax.concatenate([v, v], 0), np.concatenate([v, v]))
+    eq(lax.transpose(x, (1, 0)), x.T)
+    eq(lax.squeeze(x[None], (0,)), x)
+    eq(lax.expand_dims(v, (0,)), v[None])
+    eq(lax.rev(v, (0,)), v[::-1])
+    eq(lax.broadcast_in_dim(v, (2, 3), (1,)), np.stack([v, v]))
+    eq(lax.pad(v, np.float64(0), [(1, 0, 1)]), [0.0, 0.5, 0.0, -1.5, 0.0, 2.5])
+    eq(lax.slice(x, (0, 1), (2, 3)), x[:, 1:])
+    eq(lax.slice(x, (0, 0), (2, 3), (1, 2)), x[:, ::2])
+    out = lax.iota(np.int32, 4)
+    assert out.dtype == np.int32 and out.tolist() == [0, 1, 2, 3]
+    eq(lax.reduce_sum(x, (1,)), x.sum(1))
+    eq(lax.reduce_max(x, (0, 1)), 5.0)
+    assert lax.argmax(v, 0, np.int32) == 2 and lax.argmin(v, axis=0, index_dtype=np.int32) == 1
+    eq(lax.cumsum(v), np.cumsum(v))
+    eq(lax.cumsum(v, 0, True), np.cumsum(v[::-1])[::-1])
+    eq(lax.round(v), [1.0, -2.0, 3.0])                     # halves away from zero
+    eq(lax.round(v, 1), [0.0, -2.0, 2.0])                  # to nearest even
+    eq(lax.integer_pow(v, 2), v * v)
+    eq(lax.add(x=v, y=v), 2 * v)
+    eq(lax.sin(v, accuracy=None), np.sin(v))
+    eq(lax.select(v > 0, v, -v), np.abs(v))
+    eq(lax.dot_general(x, v, (((1,), (0,)), ((), ()))), x @ v)
+    i8 = np.full((2, 3), 100, np.int8)
+    out = lax.dot_general(i8, i8, (((1,), (1,)), ((), ())), preferred_element_type=np.int32)
+    assert out.dtype == np.int32 and out.tolist() == [[30000] * 2] * 2
+    assert lax.stop_gradient({"a": v})["a"].tolist() == v.tolist()     # a pytree
+    g = ft.grad(lambda t: lax.reduce_sum(lax.mul(lax.stop_gradient(t), t), (0,)))(v)
+    eq(g, v)
+    with pytest.raises(TypeError, match=r"sequence of operands"):
+        lax.concatenate(v, 0)
+
+
+def test_lax_shape_errors_are_type_errors_as_jaxs():
+    """jax.lax's shape rules raise TypeError; ft.lax's are ShapeErrors (ValueErrors, as
+    jax.numpy's) that are TypeErrors too, eagerly and under jit."""
+    lax = ft.lax
+    for call in (lambda: lax.add(np.ones(3), np.ones(4)),
+                 lambda: lax.transpose(np.ones((2, 3)), (0, 0)),
+                 lambda: lax.reshape(np.ones(6), (4,)),
+                 lambda: ft.jit(lambda x: lax.broadcast_in_dim(x, (2, 4), (1,)))(np.ones(3))):
+        with pytest.raises(TypeError) as info:
+            call()
+        assert isinstance(info.value, (ft.ShapeError, ValueError))
+    with pytest.raises(ValueError):        # jax.numpy's stay ValueErrors
+        fnp.add(np.ones(3), np.ones(4))
+
+
+def test_lax_pad_negative_low_and_high_cut():
+    """JAX's pad: a negative low/high removes elements from that end, after the interior
+    padding; the gradient flows to the elements that stay."""
+    x = np.arange(1.0, 5.0)                                   # [1, 2, 3, 4]
+    out = ft.lax.pad(x, np.float64(0), [(-1, -2, 1)])         # [1,0,2,0,3,0,4] cut 1 and 2
+    np.testing.assert_array_equal(out, [0.0, 2.0, 0.0, 3.0])
+    g = ft.grad(lambda v: fnp.sum(ft.lax.pad(v, np.float64(0), [(-1, -2, 1)])))(x)
+    np.testing.assert_array_equal(g, [0.0, 1.0, 1.0, 0.0])
+    x2 = np.ones((2, 3))
+    assert ft.lax.pad(x2, np.float64(5), [(1, -1, 0), (-3, 2, 0)]).shape == (2, 2)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_lax_on_python_scalars_gives_the_default_dtype(x64):
+    """lax.mul(2.0, 3.0) is float32 with x64 off (NumPy alone would compute float64), eagerly
+    and under jit; an array operand keeps its dtype."""
+    saved = ft.config.read("jax_enable_x64")
+    ft.config.update("jax_enable_x64", x64)
+    try:
+        f = np.dtype("float64" if x64 else "float32")
+        lax = ft.lax
+        for out in (lax.mul(2.0, 3.0), lax.sin(1.0), lax.integer_pow(2.0, 2), lax.round(2.5),
+                    lax.select(True, 1.0, 2.0), ft.jit(lambda: lax.add(1.0, 2.0))()):
+            assert np.asarray(out).dtype == f
+        assert float(lax.mul(2.0, 3.0)) == 6.0 and float(lax.round(2.5)) == 3.0
+        assert lax.add(np.ones(2, f), 1.0).dtype == f
+    finally:
+        ft.config.update("jax_enable_x64", saved)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_python_types_as_dtypes_mean_the_default_dtypes(x64):
+    """lax.iota(int, n), convert_element_type(x, float), nn.one_hot's default: int32 and
+    float32 with jax_enable_x64 off, 64-bit with it on, as JAX."""
+    saved = ft.config.read("jax_enable_x64")
+    ft.config.update("jax_enable_x64", x64)
+    try:
+        bits = 64 if x64 else 32
+        assert ft.lax.iota(int, 3).dtype == np.dtype(f"int{bits}")
+        assert ft.lax.convert_element_type(np.ones(2, np.int8), float).dtype == \
+            np.dtype(f"float{bits}")
+        assert ft.lax.argmax(np.ones(2), 0, int).dtype == np.dtype(f"int{bits}")
+        assert ft.nn.one_hot(np.array([1, 0]), 3).dtype == np.dtype(f"float{bits}")
+        assert ft.lax.convert_element_type(np.ones(2), np.float32).dtype == np.float32
+    finally:
+        ft.config.update("jax_enable_x64", saved)
+
+
 # ---------------------------------------------------------------------------
 # debug.print
 

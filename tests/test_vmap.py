@@ -105,7 +105,9 @@ def test_nested_vmap():
 # errors
 
 def test_inconsistent_sizes_error_names_the_shapes():
-    with pytest.raises(ValueError, match=r"inconsistent sizes.*\(3, 2\).*\(4,\)"):
+    # JAX's wording, then the shapes
+    with pytest.raises(ValueError, match=r"^vmap got inconsistent sizes for array axes to be "
+                                         r"mapped:.*\(3, 2\).*\(4,\)"):
         ft.vmap(lambda a, b: a[0] + b)(np.ones((3, 2)), np.ones(4))
     with pytest.raises(ValueError, match="inconsistent sizes"):
         ft.vmap(lambda a: a, axis_size=5)(np.ones(3))

@@ -257,6 +257,11 @@ cond_p = defprim("cond", _cond_impl, _cond_shape, jvp=_cond_jvp, transpose=_cond
 # ---------------------------------------------------------------------------
 # while
 
+class WhileReverseError(FunctransError, ValueError):
+    """Reverse-mode differentiation of a loop with a dynamic trip count (a ValueError, as
+    JAX's)."""
+
+
 _WHILE_REVERSE_ERROR = (
     "Reverse-mode differentiation does not work for ft.lax.while_loop or ft.lax.fori_loop "
     "with dynamic start/stop values: the number of iterations is not known ahead of time, so "
@@ -357,7 +362,7 @@ def _while_partial_eval(trace, tracers, cond_jaxpr, body_jaxpr, cond_nconsts, bo
 
 
 def _while_transpose(cts, *args, max_iters, **params):
-    raise FunctransError(_WHILE_REVERSE_ERROR)
+    raise WhileReverseError(_WHILE_REVERSE_ERROR)
 
 
 def _bounded_while_as_scan(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts,

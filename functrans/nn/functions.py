@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from .. import numpy as fnp
+from ..core.config import DEFAULT_DTYPES
 from functrans.primitives import elementwise as ew
 from functrans.primitives import reductions as red
 from functrans.primitives import shape as sh
@@ -109,7 +110,11 @@ def softmax(x, axis=-1):
     return ew.div(e, _back(red.reduce_sum(e, axes=axes), fnp.shape(e), axes))
 
 
-def one_hot(x, num_classes, dtype=np.float32, axis=-1):
+def one_hot(x, num_classes, dtype=None, axis=-1):
+    """x's integers as one-hot vectors along axis (all zeros out of range); dtype defaults
+    to the default float (float32, float64 with jax_enable_x64), as JAX."""
+    if dtype is None:
+        dtype = DEFAULT_DTYPES["f"]
     x = fnp.asarray(x)
     classes = np.arange(num_classes, dtype=np.int32)
     out = fnp.equal(fnp.expand_dims(x, axis), classes if axis in (-1, fnp.ndim(x)) else

@@ -370,8 +370,8 @@ def _to_numpy_tree(x):
             tuple(_to_numpy_tree(v) for v in x)
     if isinstance(x, dict):
         return {k: _to_numpy_tree(v) for k, v in x.items()}
-    if isinstance(x, jax.Array) or hasattr(x, "__array__") and not np.isscalar(x):
-        return np.asarray(x)
+    if isinstance(x, (jax.Array, np.generic)) or hasattr(x, "__array__") and not np.isscalar(x):
+        return np.asarray(x)     # a NumPy scalar (an eager rank-0 result) is a rank-0 array
     return x
 
 

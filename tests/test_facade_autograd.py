@@ -476,6 +476,69 @@ def test_inference_mode_tensors_cannot_be_saved():
     assert f().is_inference()
 
 
+def test_grad_mode_decorators_leave_the_callers_mode():
+    x = ft.ones(2, requires_grad=True)
+
+    @ft.set_grad_enabled(False)           # decorating must not switch the mode off here
+    def f(t):
+        assert not ft.is_grad_enabled()
+        return t * 2
+    assert ft.is_grad_enabled() and (x * 2).requires_grad
+    assert not f(x).requires_grad and ft.is_grad_enabled()
+
+    @ft.no_grad                           # without parentheses, as torch allows
+    def g(t):
+        return t * 2
+
+    @ft.inference_mode
+    def h(t):
+        return t * 2
+    assert not g(x).requires_grad and g.__name__ == "g"
+    assert h(x).is_inference() and ft.is_grad_enabled()
+
+
+def test_inference_mode_false_turns_grad_mode_on():
+    with ft.no_grad():
+        with ft.inference_mode(False):
+            assert ft.is_grad_enabled() and not ft.is_inference_mode_enabled()
+        assert not ft.is_grad_enabled()
+    with ft.inference_mode():
+        with ft.inference_mode(False):
+            assert ft.is_grad_enabled() and not ft.is_inference_mode_enabled()
+        assert not ft.is_grad_enabled() and ft.is_inference_mode_enabled()
+
+
+def test_grad_mode_on_a_generator_holds_only_inside_it():
+    log = []
+
+    @ft.no_grad()
+    def gen():
+        try:
+            got = yield ft.is_grad_enabled()
+            log.append(("sent", got, ft.is_grad_enabled()))
+            yield 1
+        except KeyError:
+            log.append(("thrown", ft.is_grad_enabled()))
+            yield 2
+        finally:
+            log.append(("finally", ft.is_grad_enabled()))
+
+    g = gen()
+    assert next(g) is False and ft.is_grad_enabled()     # the caller's mode between yields
+    assert g.send("s") == 1 and ft.is_grad_enabled()
+    assert g.throw(KeyError("k")) == 2
+    g.close()
+    assert log == [("sent", "s", False), ("thrown", False), ("finally", False)]
+
+    @ft.enable_grad()
+    def empty():
+        return "done"
+        yield                                            # noqa: unreachable (a generator)
+    assert list(empty()) == [] and ft.is_grad_enabled()  # no RuntimeError(StopIteration)
+    with ft.no_grad():
+        assert next(gen()) is False and not ft.is_grad_enabled()
+
+
 def test_grad_mode_is_thread_local():
     seen = {}
 

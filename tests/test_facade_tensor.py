@@ -305,6 +305,14 @@ def test_version_counter_shared_by_views_and_detach():
     assert c._version == 1 and t._version == 2 and t.tolist() == [[3, 3], [0, 0]]
 
 
+def test_getitem_grad_fn_names_follow_torch():
+    x = ft.ones(2, 3, requires_grad=True)
+    assert x[:].grad_fn.name() == "SliceBackward0"           # a bare slice: a slice op
+    assert x[...].grad_fn.name() == "AliasBackward0"         # no index at all: an alias
+    assert x[:, :].grad_fn.name() == "AliasBackward0"
+    assert x[0, :].grad_fn.name() == "SelectBackward0"
+
+
 def test_detach_shares_storage_and_cuts_the_graph():
     x = ft.tensor([1.0, 2.0], requires_grad=True)
     y = x * 2

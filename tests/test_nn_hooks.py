@@ -24,6 +24,7 @@ def test_linear_grad_input_and_grad_output():
     r = ft.randn(4, 2, dtype=ft.float64)
     (lin(x) * r).sum().backward()
     assert len(seen) == 1
+    assert x.grad_fn is None and lin(x).grad_fn.name() == "BackwardHookFunctionBackward"
     m, gi, go = seen[0]
     assert m is lin and isinstance(gi, tuple) and isinstance(go, tuple)
     assert len(gi) == 1 and len(go) == 1

@@ -14,8 +14,8 @@ from .record import ANOMALY
 from .tensor import Tensor, wrap
 
 SCALAR_MSG = "grad can be implicitly created only for scalar outputs"
-UNUSED_MSG = ("One of the differentiated Tensors appears to not have been used in the graph. "
-              "Set allow_unused=True if this is the desired behavior.")
+UNUSED_MSG = ("The differentiated Tensor at index {} appears to not have been used in the "
+              "graph. Set allow_unused=True if this is the desired behavior.")
 
 
 def _seq(x, what):
@@ -188,13 +188,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         res, _ = engine.run_backward(outs, cts, ins, retain_graph, create_graph,
                                      anomaly=ANOMALY.enabled)
         result = []
-        for t, g in zip(ins, res):
+        for i, (t, g) in enumerate(zip(ins, res)):
             if g is None:
                 if materialize_grads:
                     result.append(wrap(np.zeros(t._data.shape, t._data.dtype)))
                     continue
                 if not allow_unused:
-                    raise RuntimeError(UNUSED_MSG)
+                    raise RuntimeError(UNUSED_MSG.format(i))
                 result.append(None)
                 continue
             if t._grad_fn is None:

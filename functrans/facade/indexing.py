@@ -11,7 +11,7 @@ import numpy as np
 from .. import numpy as fnp
 from ..core import Tracer
 from .grad_mode import STATE as GS
-from .inplace import _check_inplace, inplace
+from .inplace import COPY_SLICES, _check_inplace, inplace
 from .tensor import Tensor, apply_fn, static, traced_hooks, wrap
 
 
@@ -120,7 +120,10 @@ def getitem(t, idx):
     template, arrays = _split_index(idx)
     _check_bounds(t, template)
     advanced = bool(arrays)
-    return apply_fn(_kind(template), _getitem_fn, (t,) + tuple(wrap(a) for a in arrays),
+    # a bare slice is always a slice op in torch, x[:] included (a tuple of full slices
+    # or an Ellipsis alone is an alias)
+    name = "SliceBackward0" if type(idx) is slice else _kind(template)
+    return apply_fn(name, _getitem_fn, (t,) + tuple(wrap(a) for a in arrays),
                     static(template=template), view=not advanced)
 
 
@@ -167,7 +170,7 @@ def setitem(t, idx, value):
         value = wrap(np.asarray(value, t.dtype))
     elif value.dtype != t.dtype:
         value = value.to(t.dtype)
-    name = "IndexPutBackward0" if arrays else "CopySlices"
+    name = "IndexPutBackward0" if arrays else COPY_SLICES
     inplace(t, "__setitem__", lambda: apply_fn(
         name, _index_update_fn, (t, value) + tuple(wrap(a) for a in arrays),
         static(template=template)))

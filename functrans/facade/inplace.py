@@ -18,6 +18,9 @@ from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
 from .methods import DIV, MUL, add, addcdiv, addcmul, lerp, sub
 
 T = Tensor
+# the grad_fn name of a base rewritten by an in-place op on its view, or by x[i] = v
+# (torch's C++-defined node, named with its namespace like AccumulateGrad)
+COPY_SLICES = "torch::autograd::CopySlices"
 
 
 # ---------------------------------------------------------------------------
@@ -128,7 +131,7 @@ def _inplace_on_view(self, name, res):
     pos = wrap(_view_positions(self, base))
     if res._data.shape != self._data.shape:
         res = res.expand(tuple(self._data.shape))
-    new_base = apply_fn("CopySlices", _copy_slices_fn, (base, res, pos))
+    new_base = apply_fn(COPY_SLICES, _copy_slices_fn, (base, res, pos))
     _protect_saved(res._grad_fn, base._data)
     _protect_saved(new_base._grad_fn, base._data)
     _write(self._data, res._data)

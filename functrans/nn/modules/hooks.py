@@ -30,8 +30,9 @@ _global_forward_hooks: HookDict = HookDict()
 _global_backward_hooks: HookDict = HookDict()
 
 
-class _HookIdentity(Function):
-    """Identity on tensors whose backward hands the gradients to a BackwardHook."""
+class BackwardHookFunction(Function):
+    """Identity on tensors whose backward hands the gradients to a BackwardHook (torch's
+    name: its outputs' grad_fn is BackwardHookFunctionBackward)."""
 
     @staticmethod
     def forward(ctx, state, side, *tensors):
@@ -103,7 +104,7 @@ class BackwardHook:
         wrap = [(k, i, a) for k, (i, a) in enumerate(tensors) if a.requires_grad]
         if not wrap:
             return args
-        outs = _HookIdentity.apply(self, "input", *[a for _, _, a in wrap])
+        outs = BackwardHookFunction.apply(self, "input", *[a for _, _, a in wrap])
         args = list(args)
         for (k, i, _), new in zip(wrap, outs):
             args[i] = new
@@ -121,7 +122,7 @@ class BackwardHook:
         wrap = [(k, t) for k, t in enumerate(tensors) if t.requires_grad]
         if not wrap:
             return result
-        outs = _HookIdentity.apply(self, "output", *[t for _, t in wrap])
+        outs = BackwardHookFunction.apply(self, "output", *[t for _, t in wrap])
         self.output_slots = [k for k, _ in wrap]
         new = list(tensors)
         for (k, _), o in zip(wrap, outs):

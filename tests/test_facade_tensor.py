@@ -305,6 +305,30 @@ def test_version_counter_shared_by_views_and_detach():
     assert c._version == 1 and t._version == 2 and t.tolist() == [[3, 3], [0, 0]]
 
 
+def test_identity_views_are_views():
+    """A view op that returns its input's whole storage unchanged (x[:], a view or reshape
+    to the same shape, a no-op squeeze) is a view all the same: it shares the version
+    counter and its base, and writing through it is seen by autograd."""
+    t = ft.zeros(2, 3)
+    views = [t[:], t[...], t[:, :], t.view(2, 3), t.reshape(2, 3), t.squeeze(),
+             t.expand(2, 3), t.narrow(0, 0, 2)]
+    for k, v in enumerate(views):
+        assert v._base is t
+        v.add_(1)
+        assert t._version == k + 1 and t[0, 0].item() == k + 1
+    x = ft.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        x[:].mul_(2)
+    y = x * 1
+    z = y.exp()                   # saves its output y.exp(), not y
+    w = y.sin()                   # saves y
+    y[:].mul_(2)
+    assert y.grad_fn.name() == "torch::autograd::CopySlices"
+    z.sum().backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        w.sum().backward()
+
+
 def test_getitem_grad_fn_names_follow_torch():
     x = ft.ones(2, 3, requires_grad=True)
     assert x[:].grad_fn.name() == "SliceBackward0"           # a bare slice: a slice op

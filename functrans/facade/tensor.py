@@ -801,12 +801,17 @@ def _composite_info(name, comp, mask):
 
 
 def _mark_views(args, outs):
+    """The outputs of a view op that alias its first argument's storage become views of its
+    base, sharing the version counter. An identity view (x[:], x.view(x.shape), a no-op
+    squeeze) may come back as the input's own array: a view too, as in torch."""
     base = args[0]
     b = base._base if base._base is not None else base
     vc = vc_of(base)
+    bd = base._data
     for o in outs:
         d = o._data
-        if type(d) is _ndarray and d.base is not None and np.may_share_memory(d, base._data):
+        if type(d) is _ndarray and (d is bd or d.base is not None
+                                    and np.may_share_memory(d, bd)):
             o._base = b
             o._vc = vc
             o._flags = base._flags

@@ -476,6 +476,26 @@ def test_inference_mode_tensors_cannot_be_saved():
     assert f().is_inference()
 
 
+def test_retain_grad_follows_an_inplace_op():
+    """After y.mul_(3) the retained .grad is the gradient of y's new value (torch moves
+    its retains_grad hook to the new history); on a view too."""
+    x = ft.tensor([1.0, -2.0], requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    y.mul_(3)
+    assert y.retains_grad
+    (y * y).sum().backward()
+    assert y.grad.tolist() == [12.0, -24.0]          # 2 * (6x), not 3 * 2 * (6x)
+    z = x * 2
+    v = z[1:]
+    v.retain_grad()
+    z.retain_grad()
+    v.mul_(3)                                         # z's history becomes CopySlices
+    assert z.retains_grad and v.retains_grad
+    ((z * z).sum() + v.sum()).backward()
+    assert z.grad.tolist() == [4.0, -23.0] and v.grad.tolist() == [1.0]
+
+
 def test_grad_mode_decorators_leave_the_callers_mode():
     x = ft.ones(2, requires_grad=True)
 

@@ -92,14 +92,30 @@ def _protect_saved(node, data):
 def _rebase(t, res):
     """t (whose storage now holds res's values) takes over res's history."""
     node = res._grad_fn
-    t._grad_fn = node
-    t._out_nr = res._out_nr
+    _set_history(t, node, res._out_nr)
     t._requires_grad = True
     vc = vc_of(t)
     s = node.info.out_slots[res._out_nr]
     if node.vals and node.vals[s] is not None:
         node.vals[s] = t._data
         node.vers = tuple(e for e in node.vers if e[0] != s) + ((s, vc, vc.v),)
+
+
+def _set_history(t, node, out_nr):
+    """t's grad_fn becomes (node, out_nr). A retain_grad() of t moves along: .grad then
+    holds the gradient of t's new value, as torch moves its retains_grad hook when an
+    in-place op rebases a tensor's history (hooks registered with register_hook stay with
+    the old value)."""
+    old = t._grad_fn
+    if old is not None and old.retains:
+        r = old.retains.get(t._out_nr)
+        if r is not None and r() is t:
+            del old.retains[t._out_nr]
+            if node.retains is None:
+                node.retains = {}
+            node.retains[out_nr] = r
+    t._grad_fn = node
+    t._out_nr = out_nr
 
 
 def _view_positions(view, base):
@@ -138,8 +154,7 @@ def _inplace_on_view(self, name, res):
     self._bump(name)
     _rebase(base, new_base)
     new_view = apply_fn("AsStridedBackward0", _as_strided_fn, (base, pos))
-    self._grad_fn = new_view._grad_fn
-    self._out_nr = 0
+    _set_history(self, new_view._grad_fn, 0)
     self._requires_grad = True
     self.__dict__["_vfn"] = base._grad_fn
     return self

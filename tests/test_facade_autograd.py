@@ -300,13 +300,38 @@ def test_leaf_inplace_error_and_no_grad_update():
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in "
                                            "an in-place operation."):
         w.add_(1)
-    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
-        w[0] = 3.0
+    with pytest.raises(RuntimeError, match="^a view of a leaf Variable that requires grad"):
+        w[0] = 3.0                                   # torch writes through the view w[0]
+    with pytest.raises(RuntimeError, match="^a leaf Variable that requires grad"):
+        w[ft.tensor([0])] = 3.0                      # index_put_ on w itself
+    with pytest.raises(RuntimeError, match="^a leaf Variable that requires grad"):
+        w[:] = 3.0                                   # all of w: a copy_ into w
     with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
         w[:1].mul_(2)
     with ft.no_grad():
         w.sub_(0.5)
     assert w.tolist() == [0.5, 0.5] and w._version == 1 and w.is_leaf
+
+
+def test_gradient_argument_errors_say_what_and_where():
+    x = ft.ones(2, 3, dtype=ft.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"attempting to assign a gradient of size '\[3\]' "
+                                           r"to a tensor of size '\[2, 3\]'"):
+        x.grad = ft.ones(3, dtype=ft.float64)
+    with pytest.raises(RuntimeError, match="attempting to assign a gradient with dtype "
+                                           "'float32' to a tensor with grad_dtype 'float64'"):
+        x.grad = ft.ones(2, 3)
+    with pytest.raises(RuntimeError, match="got 2 tensors and 1 gradients"):
+        ft.autograd.backward([x.sum(), x.sum()], [ft.tensor(1.0, dtype=ft.float64)])
+    with pytest.raises(RuntimeError, match="`inputs` argument to `backward\\(\\)` cannot be "
+                                           "empty"):
+        x.sum().backward(inputs=[])
+
+    def halve(g):
+        return g[:1]
+    x.register_hook(halve)
+    with pytest.raises(RuntimeError, match="hook 'halve' has changed the size of value"):
+        (x * 2).sum().backward()
 
 
 def test_version_mismatch_error_names_node_and_versions():
@@ -407,12 +432,12 @@ def test_tensor_hook_result_must_keep_dtype_and_shape():
             (h * h).sum().backward()
         return x.grad
     for where, cg in (("leaf", False), ("nonleaf", False), ("nonleaf", True)):
-        with pytest.raises(RuntimeError, match=r"hook 'hook' has changed the type of value "
+        with pytest.raises(RuntimeError, match=r"hook '<lambda>' has changed the type of value "
                                                r"\(was float32 got float64\)"):
             run(where, lambda g: g.double(), cg)
-        with pytest.raises(RuntimeError, match="hook 'hook' has changed the size of value"):
+        with pytest.raises(RuntimeError, match="hook '<lambda>' has changed the size of value"):
             run(where, lambda g: g[:1], cg)
-        with pytest.raises(TypeError, match="a tensor hook must return None or a Tensor"):
+        with pytest.raises(TypeError, match="but hook '<lambda>' returned 'float'"):
             run(where, lambda g: 1.0, cg)
     assert run("nonleaf", lambda g: g * 2).tolist() == [36.0, 72.0]   # d(9x^2)/dx, doubled
 

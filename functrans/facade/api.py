@@ -41,8 +41,8 @@ def _root_cts(roots, grads, create_graph, what):
     """One cotangent per root: the given gradient (checked) or ones for a scalar root."""
     grads = grads if grads is not None else [None] * len(roots)
     if len(grads) != len(roots):
-        raise RuntimeError(f"{what} sequence must have the same length as outputs "
-                           f"(got {len(grads)} and {len(roots)})")
+        raise RuntimeError(f"got {len(roots)} tensors and {len(grads)} gradients ({what} "
+                           "must have one entry, a Tensor or None, per output)")
     cts = []
     for i, (t, g) in enumerate(zip(roots, grads)):
         if g is None:
@@ -137,7 +137,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     targets = _seq(inputs, "inputs")
     if targets is not None:
         if len(targets) == 0:
-            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
         for t in targets:
             if not t._requires_grad:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")

@@ -12,7 +12,7 @@ from .. import numpy as fnp
 from ..core import Tracer
 from .grad_mode import STATE as GS
 from .inplace import COPY_SLICES, _check_inplace, inplace
-from .tensor import Tensor, apply_fn, static, traced_hooks, wrap
+from .tensor import VIEW_LEAF_INPLACE_MSG, Tensor, apply_fn, static, traced_hooks, wrap
 
 
 class _Arr:
@@ -166,6 +166,10 @@ def setitem(t, idx, value):
         return
     template, arrays = _split_index(idx)
     _check_bounds(t, template)
+    if (GS.enabled and t._requires_grad and t._grad_fn is None and not arrays
+            and _kind(template) != "AliasBackward0"):
+        # torch writes through the view x[idx] (unless idx is advanced or selects all)
+        raise RuntimeError(VIEW_LEAF_INPLACE_MSG)
     if not isinstance(value, Tensor):
         value = wrap(np.asarray(value, t.dtype))
     elif value.dtype != t.dtype:

@@ -141,17 +141,21 @@ def test_multiple_inputs_and_outputs():
     np.testing.assert_allclose(num(a.grad), 2 * num(b) + 5)
 
 
-def test_output_not_used_gets_zero_grad_output():
+def test_output_not_used_gets_none_grad_output():
+    """An output the loss does not use has no gradient: grad_output holds None for it (in
+    the pre-hook and the hook alike), as torch's."""
     class Two(nn.Module):
         def forward(self, a):
             return a * 2, a * 3
     m = Two()
     seen = []
+    m.register_full_backward_pre_hook(lambda mod, go: seen.append(go))
     m.register_full_backward_hook(lambda mod, gi, go: seen.append(go))
     a = ft.ones(2, requires_grad=True)
     out1, _ = m(a)
     out1.sum().backward()
-    np.testing.assert_allclose(num(seen[0][1]), [0, 0])
+    assert len(seen) == 2 and seen[0][1] is None and seen[1][1] is None
+    np.testing.assert_allclose(num(seen[1][0]), [1, 1])
     np.testing.assert_allclose(num(a.grad), [2, 2])
 
 

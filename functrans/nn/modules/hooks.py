@@ -38,6 +38,8 @@ class BackwardHookFunction(Function):
     def forward(ctx, state, side, *tensors):
         ctx.state = state
         ctx.side = side
+        # an output the loss does not use has no gradient: the hooks see None, as torch's
+        ctx.set_materialize_grads(False)
         return tuple(tensors)
 
     @staticmethod

@@ -98,6 +98,96 @@ def g_clone_to(lib, x):
             graph(x.sigmoid().tanh().grad_fn)]
 
 
+def g_common_ops(lib, x):
+    """grad_fn names of common ops (the names the ops table does not flag)."""
+    F = lib.nn.functional
+    v = x[0]
+    thunks = {
+        "add": lambda: x + x,
+        "add_s": lambda: x + 1,
+        "radd": lambda: 1 + x,
+        "sub": lambda: x - x,
+        "rsub": lambda: 1 - x,
+        "mul_s": lambda: x * 2,
+        "div": lambda: x / (x + 5),
+        "div_s": lambda: x / 2,
+        "rdiv": lambda: 1 / (x + 5),
+        "neg": lambda: -x,
+        "pow_s": lambda: x ** 2,
+        "pow_t": lambda: (x + 5) ** x,
+        "rpow": lambda: 2 ** x,
+        "exp": lambda: x.exp(),
+        "log": lambda: (x + 5).log(),
+        "sqrt": lambda: (x+5).sqrt(),
+        "rsqrt": lambda: (x+5).rsqrt(),
+        "sin": lambda: x.sin(),
+        "cos": lambda: x.cos(),
+        "tanh": lambda: x.tanh(),
+        "sigmoid": lambda: x.sigmoid(),
+        "relu": lambda: x.relu(),
+        "abs": lambda: x.abs(),
+        "clamp": lambda: x.clamp(-1, 1),
+        "max_dim": lambda: x.max(1)[0],
+        "max": lambda: x.max(),
+        "amax": lambda: x.amax(1),
+        "min": lambda: x.min(),
+        "mean": lambda: x.mean(),
+        "mean_dim": lambda: x.mean(0),
+        "sum_dim": lambda: x.sum(1),
+        "std": lambda: x.std(),
+        "var": lambda: x.var(1),
+        "softmax": lambda: x.softmax(1),
+        "log_softmax": lambda: x.log_softmax(1),
+        "gelu": lambda: F.gelu(x),
+        "silu": lambda: F.silu(x),
+        "mse": lambda: F.mse_loss(x, x.detach() * 0),
+        "ce": lambda: F.cross_entropy(x, lib.tensor([0, 2])),
+        "nll": lambda: F.nll_loss(x, lib.tensor([0, 2])),
+        "cumsum": lambda: x.cumsum(1),
+        "split": lambda: x.split(1)[0],
+        "chunk": lambda: x.chunk(3, 1)[0],
+        "unbind": lambda: x.unbind()[0],
+        "flip": lambda: x.flip(0),
+        "roll": lambda: x.roll(1, 1),
+        "repeat": lambda: x.repeat(2, 1),
+        "mm1d": lambda: v @ v,
+        "bmm": lambda: lib.bmm(x[None], x.t()[None]),
+        "tril": lambda: x.tril(),
+        "maximum": lambda: lib.maximum(x, x * 2),
+        "atan2": lambda: lib.atan2(x, x + 5),
+        "T": lambda: x.T,
+        "squeeze_d": lambda: x[None].squeeze(0),
+        "unsqueeze": lambda: x.unsqueeze(1),
+        "float": lambda: x.float(),
+        "to": lambda: x.to(lib.float32),
+        "sort": lambda: x.sort(1)[0],
+        "topk": lambda: x.topk(2)[0],
+        "cumprod": lambda: x.cumprod(1),
+        "prod_dim": lambda: x.prod(1),
+        "logsumexp": lambda: x.logsumexp(1),
+        "dropout_eval": lambda: F.dropout(x, 0.5, training=False),
+        "layer_norm": lambda: F.layer_norm(x, (3,)),
+        "leaky": lambda: F.leaky_relu(x),
+        "elu": lambda: F.elu(x),
+        "softplus": lambda: F.softplus(x),
+        "hardtanh": lambda: F.hardtanh(x),
+        "bce_logits": lambda: F.binary_cross_entropy_with_logits(x, x.detach().sigmoid()),
+        "sign_mul": lambda: x.sign() * x,
+        "square": lambda: x.square(),
+        "lerp": lambda: lib.lerp(x, x * 2, 0.5),
+        "addcmul": lambda: lib.addcmul(x, x, x),
+        "floor_mul": lambda: x.floor() * x,
+        "movedim": lambda: x.movedim(0, 1),
+        "flatten": lambda: x.flatten(),
+        "view_as": lambda: x.view_as(x),
+        "expand_as": lambda: v.expand_as(x),
+        "pad": lambda: F.pad(x, (1, 1)),
+        "mv": lambda: lib.mv(x, v),
+        "linalg_norm": lambda: lib.linalg.norm(x),
+    }
+    return {k: graph(f().grad_fn, 0) for k, f in thunks.items()}
+
+
 # ---------------------------------------------------------------------------------------
 # .grad accumulation, leaves, retain_grad
 def accumulate(lib, x):
@@ -1328,6 +1418,186 @@ def gradgradcheck_fail(lib, x):
 
 
 # ---------------------------------------------------------------------------------------
+# more errors and .grad details
+def e_inputs_empty(lib, x):
+    x.sum().backward(inputs=[])
+
+
+def e_grad_tensors_count(lib, x):
+    lib.autograd.backward([x.sum(), x.sum()], [lib.tensor(1.0, dtype=lib.float64)])
+
+
+def e_grad_outputs_shape(lib, x):
+    lib.autograd.grad(x * 2, x, lib.ones(3, dtype=lib.float64))
+
+
+def e_assign_grad_size(lib, x):
+    x.grad = lib.ones(3, dtype=lib.float64)
+
+
+def e_assign_grad_dtype(lib, x):
+    x.grad = lib.ones(2, 3)
+
+
+def e_assign_grad_type(lib, x):
+    x.grad = 3
+
+
+def e_hook_size(lib, x):
+    def halve(g):
+        return g[:1]
+    x.register_hook(halve)
+    (x * 2).sum().backward()
+
+
+def e_hook_dtype(lib, x):
+    y = x * 2
+    y.register_hook(lambda g: g.float())
+    y.sum().backward()
+
+
+def e_hook_type(lib, x):
+    x.register_hook(lambda g: 3)
+    (x * 2).sum().backward()
+
+
+def e_setitem_leaf(lib, x):
+    r = []
+    for idx in (0, (0, 1), (None,), (0, slice(None)), slice(None), Ellipsis,
+                lib.tensor([True, False]), [1]):
+        try:
+            x[idx] = 1.0
+            r.append("ok")
+        except RuntimeError as e:
+            r.append(str(e).split(" that requires grad")[0])
+    return r
+
+
+def e_inference_requires_grad(lib, x):
+    with lib.inference_mode():
+        t = lib.ones(2)
+    t.requires_grad_()
+
+
+def e_shared_subgraph_freed(lib, x):
+    a = x.exp()
+    a.sum().backward()
+    (a * 2).sum().backward()
+
+
+def grad_assign_then_accumulate(lib, x):
+    g0 = lib.full((2, 3), 0.5, dtype=lib.float64)
+    x.grad = g0
+    (x * 2).sum().backward()
+    r = [x.grad is g0, x.grad.clone()]
+    g1 = x.grad
+    (x * 3).sum().backward()
+    return r + [x.grad is g1, x.grad]
+
+
+def grad_view_of_leaf(lib, x):
+    x[0].sum().backward()
+    x[:, 1].sum().backward()
+    return [x.grad]
+
+
+def grad_requires_grad_false(lib, x):
+    x.requires_grad = False
+    y = x * 2
+    d = x.detach().requires_grad_()
+    (d * d).sum().backward()
+    return [y.requires_grad, x.is_leaf, x.grad, d.grad]
+
+
+def grad_higher_order(lib, x):
+    y = (x.tanh() * x.sigmoid()).sum()
+    (g,) = lib.autograd.grad(y, x, create_graph=True)
+    (gg,) = lib.autograd.grad(g.sum(), x, create_graph=True)
+    (ggg,) = lib.autograd.grad((gg * gg).sum(), x)
+    return [g, gg, ggg]
+
+
+def hooks_create_graph(lib, x):
+    log = []
+    x.register_hook(lambda g: log.append(g.requires_grad))
+    (x ** 3).sum().backward(create_graph=True)
+    g = x.grad
+    x.grad = None
+    return log + [g.requires_grad, g.grad_fn is not None]
+
+
+def hooks_before_inplace(lib, x):
+    log = []
+    y = x * 2
+    y.register_hook(lambda g: log.append(["old", g.sum().item()]))
+    y.mul_(3)
+    y.register_hook(lambda g: log.append(["new", g.sum().item()]))
+    (y * y).sum().backward()
+    return log + [x.grad]
+
+
+def hooks_retain_graph_twice(lib, x):
+    log = []
+    y = x.sin()
+    y.register_hook(lambda g: log.append("y"))
+    x.register_post_accumulate_grad_hook(lambda t: log.append("post"))
+    z = y.sum()
+    z.backward(retain_graph=True)
+    z.backward()
+    return log + [x.grad]
+
+
+def hooks_inputs_kw(lib, x, w):
+    log = []
+    x.register_hook(lambda g: log.append("x"))
+    w.register_hook(lambda g: log.append("w"))
+    w.register_post_accumulate_grad_hook(lambda t: log.append("post w"))
+    x.register_post_accumulate_grad_hook(lambda t: log.append("post x"))
+    (x @ w).sum().backward(inputs=[w])
+    return log + [x.grad, w.grad]
+
+
+def module_hooks_input_no_grad(lib, x):
+    lin = lib.nn.Linear(3, 2).double()
+    log = []
+    lin.register_full_backward_hook(
+        lambda m, gi, go: log.append([g is None for g in gi] + [go[0].shape]))
+    lin(x.detach()).sum().backward()
+    lin(x).sum().backward()
+    return log
+
+
+def module_hooks_two_inputs(lib, x, w):
+    log = []
+
+    class Bilinear(lib.nn.Module):
+        def forward(self, a, b):
+            return a @ b, a.sum()
+
+    m = Bilinear()
+    m.register_forward_pre_hook(lambda mod, args: log.append(["pre", len(args)]))
+    m.register_forward_hook(lambda mod, args, out: log.append(["fwd", len(out)]))
+    m.register_full_backward_pre_hook(lambda mod, go: log.append(["bpre", len(go)]))
+    m.register_full_backward_hook(
+        lambda mod, gi, go: log.append(["bwd", [g.shape for g in gi], [g is None for g in go]]))
+    p, s = m(x, w)
+    p.sum().backward()
+    return log + [x.grad, w.grad]
+
+
+def module_hooks_remove(lib, x):
+    lin = lib.nn.Linear(3, 2).double()
+    log = []
+    h1 = lin.register_forward_hook(lambda m, i, o: log.append("fwd"))
+    h2 = lin.register_full_backward_hook(lambda m, gi, go: log.append("bwd"))
+    lin(x).sum().backward()
+    h1.remove()
+    h2.remove()
+    lin(x).sum().backward()
+    return log
+
+
+# ---------------------------------------------------------------------------------------
 # the table
 # name: (function, inputs, keywords for oracle.facade)
 ERR_FREED = r"Trying to backward through the graph a second time"
@@ -1336,6 +1606,7 @@ ERR_INPLACE_VERSION = (r"one of the variables needed for gradient computation ha
                        r"version \d+ instead")
 TABLE = {
     "grad_fn:elementwise": (g_elementwise, [X], {}),
+    "grad_fn:common_ops": (g_common_ops, [X], {"backward": False}),
     "grad_fn:reductions": (g_reductions, [X], {"backward": False}),
     "grad_fn:shapes": (g_shapes, [X], {"backward": False}),
     "grad_fn:indexing": (g_indexing, [X], {"backward": False}),
@@ -1430,6 +1701,44 @@ TABLE = {
                                        "being used in an in-place operation"}),
     "view:detach_": (view_detach_, [X], {"error": "Can't detach views in-place"}),
     "view:reshape_noncontiguous": (reshape_noncontiguous, [X], {"backward": False}),
+    "errors:inputs_empty": (e_inputs_empty, [X], {"error": "`inputs` argument to "
+                                                           "`backward\\(\\)` cannot be empty"}),
+    "errors:grad_tensors_count": (e_grad_tensors_count, [X],
+                                  {"error": "got 2 tensors and 1 gradients"}),
+    "errors:grad_outputs_shape": (e_grad_outputs_shape, [X],
+                                  {"error": r"Mismatch in shape: grad_output\[0\] has a shape "
+                                            r"of .*Size\(\[3\]\) and output\[0\] has a shape "
+                                            r"of .*Size\(\[2, 3\]\)"}),
+    "errors:assign_grad_size": (e_assign_grad_size, [X],
+                                {"error": r"attempting to assign a gradient of size '\[3\]' "
+                                          r"to a tensor of size '\[2, 3\]'"}),
+    "errors:assign_grad_dtype": (e_assign_grad_dtype, [X],
+                                 {"error": "attempting to assign a gradient with dtype '.*' "
+                                           "to a tensor with grad_dtype"}),
+    "errors:assign_grad_type": (e_assign_grad_type, [X],
+                                {"error": "assigned grad expected to be a Tensor or None but "
+                                          "got grad of type int"}),
+    "errors:hook_size": (e_hook_size, [X],
+                         {"error": "hook 'halve' has changed the size of value"}),
+    "errors:hook_dtype": (e_hook_dtype, [X],
+                          {"error": "hook '<lambda>' has changed the type of value"}),
+    "errors:hook_type": (e_hook_type, [X], {"error": "hook.* returned 'int'"}),
+    "errors:setitem_leaf": (e_setitem_leaf, [X], {"backward": False}),
+    "errors:inference_requires_grad": (e_inference_requires_grad, [X],
+                                       {"error": "Setting requires_grad=True on inference "
+                                                 "tensor outside InferenceMode is not allowed"}),
+    "errors:shared_subgraph_freed": (e_shared_subgraph_freed, [X], {"error": ERR_FREED}),
+    "grad:assign_then_accumulate": (grad_assign_then_accumulate, [X], {"backward": False}),
+    "grad:view_of_leaf": (grad_view_of_leaf, [X], {"backward": False}),
+    "grad:requires_grad_false": (grad_requires_grad_false, [X], {"backward": False}),
+    "grad:higher_order": (grad_higher_order, [X], {"backward": False}),
+    "hooks:create_graph": (hooks_create_graph, [X], {"backward": False}),
+    "hooks:before_inplace": (hooks_before_inplace, [X], {"backward": False}),
+    "hooks:retain_graph_twice": (hooks_retain_graph_twice, [X], {"backward": False}),
+    "hooks:backward_inputs": (hooks_inputs_kw, [X, W], {"backward": False}),
+    "module_hooks:input_no_grad": (module_hooks_input_no_grad, [X], {"backward": False}),
+    "module_hooks:two_inputs": (module_hooks_two_inputs, [X, W], {"backward": False}),
+    "module_hooks:remove": (module_hooks_remove, [X], {"backward": False}),
     "detach:flags": (detach_cases, [X], {"backward": False}),
     "detach:inplace_then_backward": (detach_inplace_then_backward, [X],
                                      {"error": ERR_INPLACE_VERSION}),

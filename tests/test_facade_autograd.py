@@ -313,6 +313,28 @@ def test_leaf_inplace_error_and_no_grad_update():
     assert w.tolist() == [0.5, 0.5] and w._version == 1 and w.is_leaf
 
 
+def test_view_taken_under_no_grad_cannot_be_modified_with_grad_on():
+    """torch refuses it: the write could not be recorded on the base's history."""
+    x = ft.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * 1
+    for base in (x, y):
+        with ft.no_grad():
+            v = base[1:]
+        for write in (lambda: v.mul_(2), lambda: v.zero_(), lambda: v.__setitem__(0, 5.0)):
+            with pytest.raises(RuntimeError, match="A view was created in no_grad mode and is "
+                                                   "being modified inplace with grad mode "
+                                                   "enabled"):
+                write()
+        with ft.no_grad():
+            v.mul_(2)                                 # both under no_grad: allowed
+    assert x.tolist() == [1.0, 4.0, 6.0] and y.tolist() == [1.0, 4.0, 6.0]
+    c = ft.tensor([1.0, 2.0])                         # a base that does not require grad
+    with ft.no_grad():
+        w = c[:1]
+    w.mul_(3)
+    assert c.tolist() == [3.0, 2.0]
+
+
 def test_gradient_argument_errors_say_what_and_where():
     x = ft.ones(2, 3, dtype=ft.float64, requires_grad=True)
     with pytest.raises(RuntimeError, match=r"attempting to assign a gradient of size '\[3\]' "

@@ -28,9 +28,21 @@ COPY_SLICES = "torch::autograd::CopySlices"
 # bump the version, and rebase the tensor's history onto the new node
 
 
+NOGRAD_VIEW_MSG = (
+    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. "
+    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+    "your code by moving both the view and the inplace either both inside the no_grad block "
+    "(if you don't want the inplace to be tracked) or both outside (if you want the inplace "
+    "to be tracked).")
+
+
 def _check_inplace(self, recording):
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
         traced_hooks().concrete_update(self, None)
+    if GS.enabled and self._base is not None and "_nograd_view" in self.__dict__:
+        # a view of a tensor that requires grad, taken under no_grad: it has no history
+        # to rebase, and recording nothing would silently cut the base's gradient
+        raise RuntimeError(NOGRAD_VIEW_MSG)
     if recording and self._requires_grad and self._grad_fn is None and self._base is None:
         raise RuntimeError(LEAF_INPLACE_MSG)
     base = self._base
@@ -186,6 +198,8 @@ def _fast(self, *others):
         return True
     if self._requires_grad:
         return False
+    if self._base is not None and "_nograd_view" in self.__dict__:
+        _check_inplace(self, False)
     for o in others:
         if isinstance(o, Tensor) and o._requires_grad:
             return False

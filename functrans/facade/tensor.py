@@ -824,6 +824,8 @@ def _mark_views(args, outs):
             o._flags = base._flags
             if b._requires_grad:
                 o.__dict__["_vfn"] = b._grad_fn
+                if not GS.enabled:           # an in-place write with grad on is refused
+                    o.__dict__["_nograd_view"] = True
 
 
 def _fn1(name, fn, x, **static):

@@ -16,6 +16,7 @@ hook(module, grad_input, grad_output), each of which may return a replacement gr
 from __future__ import annotations
 
 import itertools
+import warnings
 
 from ...core import Tracer
 from ...facade.function import Function
@@ -156,6 +157,11 @@ class BackwardHook:
         self.grad_outputs = full
         if not self.input_wrapped:
             # no input requires grad: the hooks run now, with grad_input all None (as torch)
+            if self.hooks:
+                warnings.warn("Full backward hook is firing when gradients are computed with "
+                              "respect to module outputs since no inputs require gradients. "
+                              "See Module.register_full_backward_hook's documentation for "
+                              "more details.", UserWarning, stacklevel=2)
             none = (None,) * self.n_inputs
             for hook in self.hooks:
                 r = hook(self.module, none, full)

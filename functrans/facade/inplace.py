@@ -152,6 +152,28 @@ def _as_strided_fn(base, pos):
     return fnp.take(fnp.reshape(base, (-1,)), pos)
 
 
+def regenerate_view_history(view):
+    """Give a view whose base was modified in place after it was taken (through another
+    view, or the base itself) a history that reads the base's new one: an
+    AsStridedBackward0 node on the base, as torch regenerates it. A retain_grad() moves
+    along. Returns False where it cannot (traced data, a base that is not C-contiguous)."""
+    base = view._base
+    if type(view._data) is not np.ndarray or type(base._data) is not np.ndarray \
+            or not base._data.flags.c_contiguous:
+        return False
+    prev = GS.enabled
+    GS.enabled = True                  # the view's history exists whatever the mode now
+    try:
+        new_view = apply_fn("AsStridedBackward0", _as_strided_fn,
+                            (base, wrap(_view_positions(view, base))))
+    finally:
+        GS.enabled = prev
+    _set_history(view, new_view._grad_fn, 0)
+    view._requires_grad = True
+    view.__dict__["_vfn"] = base._grad_fn
+    return True
+
+
 def _inplace_on_view(self, name, res):
     """In-place op on a view under grad: the base's history becomes CopySlices(base, result)
     and the view's becomes a strided read of the new base (torch's semantics)."""

@@ -200,9 +200,14 @@ def make_node(info, inputs, vals, outs):
 
 def check_view(t):
     """A view whose base was rebased by an in-place op since it was taken has a stale
-    history: refuse to record with it (torch regenerates it; functrans asks to re-take it)."""
+    history: regenerate it from the base's new one (an AsStridedBackward0 read of the base,
+    as torch does); where that cannot be done (a base that is not C-contiguous, traced
+    data), refuse to record with it."""
     base = t._base
     if base._grad_fn is not t.__dict__.get("_vfn", base._grad_fn):
+        from .inplace import regenerate_view_history
+        if regenerate_view_history(t):
+            return
         op = base._vc.op if base._vc is not None else "an in-place operation"
         raise RuntimeError(
             f"functrans: this tensor is a view of a tensor that was modified in place (by {op}) "

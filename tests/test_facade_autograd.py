@@ -579,6 +579,13 @@ def test_grad_mode_decorators_leave_the_callers_mode():
     assert h(x).is_inference() and ft.is_grad_enabled()
 
 
+def test_set_grad_enabled_takes_a_bool_only():
+    for mode in (0, 1.0, ft.tensor(True)):
+        with pytest.raises(TypeError, match="argument 'enabled' \\(position 1\\) must be bool"):
+            ft.set_grad_enabled(mode)
+        assert ft.is_grad_enabled()
+
+
 def test_inference_mode_false_turns_grad_mode_on():
     with ft.no_grad():
         with ft.inference_mode(False):
@@ -691,6 +698,11 @@ def test_gradcheck_passes_and_catches_a_wrong_gradient():
     msg = str(e.value)
     assert "with respect to input 1" in msg and "numerical:" in msg and "analytical:" in msg
     assert not ft.autograd.gradcheck(Wrong.apply, (x, b), raise_exception=False)
+    with pytest.raises(ft.autograd.GradcheckError, match="Numerical gradient for function "
+                                                         "expected to be zero"):
+        ft.autograd.gradcheck(lambda t: (t >= 0).double(), (t64([0.0, 1.0]),))  # a step at 0
+    with pytest.raises(ValueError, match="but none of them have requires_grad=True"):
+        ft.autograd.gradcheck(lambda t: t.sin(), (x.detach(),))
 
 
 # ---------------------------------------------------------------------------

@@ -116,8 +116,11 @@ class set_grad_enabled(_DecoratorContextManager):  # noqa: N801
     """Set grad mode now (as a function call) or for a block (as a context manager)."""
 
     def __init__(self, mode: bool):
+        if not isinstance(mode, bool):      # as torch: a number or tensor is a mistake here
+            raise TypeError(f"set_grad_enabled(): argument 'enabled' (position 1) must be "
+                            f"bool, not {type(mode).__name__}")
         self.prev = STATE.enabled
-        self.mode = bool(mode)
+        self.mode = mode
         STATE.enabled = self.mode
 
     def __call__(self, func):

@@ -1600,6 +1600,65 @@ def module_hooks_remove(lib, x):
     return log
 
 
+def gradcheck_no_input(lib, x):
+    lib.autograd.gradcheck(lambda a: a.sin(), (x.detach(),))
+
+
+def gradcheck_step(lib, x):
+    lib.autograd.gradcheck(lambda a: (a >= 0).double(), (x,))
+
+
+def gradcheck_float32(lib, x):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        ok = lib.autograd.gradcheck(lambda a: a.sin(), (x.detach().float().requires_grad_(),),
+                                    raise_exception=False)
+    return [ok, [str(m.message)[:60] for m in w]]
+
+
+def modes_set_grad_enabled_type(lib, x):
+    lib.set_grad_enabled(0)
+
+
+def modes_decorate_class(lib, x):
+    class C:
+        pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lib.no_grad()(C)
+
+
+def modes_nested_decorators(lib, x):
+    f = lib.enable_grad()(lib.no_grad()(lambda t: t * 2))
+    g = lib.no_grad()(lib.enable_grad()(lambda t: t * 2))
+    return [f(x).requires_grad, lib.is_grad_enabled(), g(x).requires_grad,
+            lib.is_grad_enabled()]
+
+
+def modes_in_backward(lib, x):
+    log = []
+    x.register_hook(lambda g: log.append(lib.is_grad_enabled()))
+    y = x * 2
+    y.register_hook(lambda g: log.append(lib.is_grad_enabled()))
+    s = y.sum()
+    s.backward(retain_graph=True)
+    s.backward(create_graph=True)
+    with lib.no_grad():
+        s.backward(retain_graph=True)
+    x.grad = None
+    return log + [lib.is_grad_enabled()]
+
+
+def backward_leaf_root(lib, x):
+    x.backward(lib.ones_like(x))
+    x.sum().backward()
+    return [x.grad]
+
+
+def grad_wrt_unrelated_output(lib, x):
+    lib.autograd.grad(x * 2, x * 2, lib.ones_like(x))
+
+
 # ---------------------------------------------------------------------------------------
 # the table
 # name: (function, inputs, keywords for oracle.facade)
@@ -1812,6 +1871,23 @@ TABLE = {
     "function:returns_input": (function_returns_input, [X], {"backward": False}),
     "function:reentrant": (function_reentrant, [X], {"backward": False}),
     "function:ctx_attrs": (function_ctx_attrs, [X], {"backward": False}),
+    "gradcheck:no_input_requires_grad": (gradcheck_no_input, [X],
+                                         {"error": "gradcheck expects at least one input "
+                                                   "tensor to require gradient, but none of "
+                                                   "them have requires_grad=True"}),
+    "gradcheck:step": (gradcheck_step, [X], {"error": "Numerical gradient for function "
+                                                      "expected to be zero"}),
+    "gradcheck:float32": (gradcheck_float32, [X], {"backward": False}),
+    "grad_mode:set_grad_enabled_type": (modes_set_grad_enabled_type, [X],
+                                        {"error": r"set_grad_enabled\(\): argument 'enabled' "
+                                                  r"\(position 1\) must be bool, not int"}),
+    "grad_mode:decorate_class": (modes_decorate_class, [X], {"backward": False}),
+    "grad_mode:nested_decorators": (modes_nested_decorators, [X], {"backward": False}),
+    "grad_mode:in_backward": (modes_in_backward, [X], {"backward": False}),
+    "backward:leaf_root": (backward_leaf_root, [X], {"backward": False}),
+    "grad:unrelated_output": (grad_wrt_unrelated_output, [X],
+                              {"error": "The differentiated Tensor at index 0 appears to not "
+                                        "have been used in the graph"}),
     "gradcheck:pass": (gradcheck_pass, [X], {"backward": False}),
     "gradcheck:fail": (gradcheck_fail, [X], {"error": "Jacobian mismatch for output 0 with "
                                                       "respect to input 0"}),

@@ -335,6 +335,23 @@ def test_view_taken_under_no_grad_cannot_be_modified_with_grad_on():
     assert c.tolist() == [3.0, 2.0]
 
 
+def test_outputs_of_multi_view_ops_cannot_be_modified_in_place_under_grad():
+    """unbind/split/chunk return several views of one base; torch refuses an in-place op
+    on one of them while recording (one node cannot be rebased for one output)."""
+    x = ft.ones(3, 4, requires_grad=True)
+    y = x * 1
+    for view, msg in ((lambda: y.unbind(1)[3], "Output 3 of Unbind is a view"),
+                      (lambda: y.split(2, 1)[1], "Output 1 of Split is a view"),
+                      (lambda: y.chunk(2, 1)[0], "Output 0 of Split is a view")):
+        with pytest.raises(RuntimeError, match=msg + " and is being modified inplace"):
+            view().mul_(2)
+    with ft.no_grad():
+        y.unbind(0)[0].mul_(2)                  # not recorded: allowed
+    c = ft.ones(2, 2)
+    c.unbind(0)[1].add_(1)                      # nothing requires grad: allowed
+    assert y[0].tolist() == [2.0] * 4 and c.tolist() == [[1.0, 1.0], [2.0, 2.0]]
+
+
 def test_gradient_argument_errors_say_what_and_where():
     x = ft.ones(2, 3, dtype=ft.float64, requires_grad=True)
     with pytest.raises(RuntimeError, match=r"attempting to assign a gradient of size '\[3\]' "

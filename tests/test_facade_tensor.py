@@ -329,6 +329,18 @@ def test_identity_views_are_views():
         w.sum().backward()
 
 
+def test_inplace_on_an_expanded_view_is_refused():
+    """expand() repeats elements in memory: every in-place op refuses it with torch's
+    RuntimeError (the fast paths used to let NumPy raise ValueError)."""
+    c = ft.ones(3)
+    for op in (lambda v: v.add_(1), lambda v: v.fill_(2.0), lambda v: v.zero_(),
+               lambda v: v.addcmul_(v, v), lambda v: v.uniform_(), lambda v: v.mul_(2)):
+        with pytest.raises(RuntimeError, match="more than one element of the written-to "
+                                               "tensor refers to a single memory location"):
+            op(c.expand(2, 3))
+    assert c.tolist() == [1.0, 1.0, 1.0] and c._version == 0
+
+
 def test_getitem_grad_fn_names_follow_torch():
     x = ft.ones(2, 3, requires_grad=True)
     assert x[:].grad_fn.name() == "SliceBackward0"           # a bare slice: a slice op

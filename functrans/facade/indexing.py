@@ -11,7 +11,7 @@ import numpy as np
 from .. import numpy as fnp
 from ..core import Tracer
 from .grad_mode import STATE as GS
-from .inplace import COPY_SLICES, _check_inplace, inplace
+from .inplace import COPY_SLICES, OVERLAP_MSG, _check_inplace, inplace
 from .tensor import VIEW_LEAF_INPLACE_MSG, Tensor, apply_fn, static, traced_hooks, wrap
 
 
@@ -158,9 +158,7 @@ def setitem(t, idx, value):
         np_idx = _numpy_index(idx)
         v = value._data if isinstance(value, Tensor) else value
         if not t._data.flags.writeable:
-            raise RuntimeError("unsupported operation: more than one element of the written-to "
-                               "tensor refers to a single memory location. Please clone() the "
-                               "tensor before performing the operation.")
+            raise RuntimeError(OVERLAP_MSG)
         t._data[np_idx] = v
         t._bump("__setitem__")
         return

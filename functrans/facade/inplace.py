@@ -12,7 +12,7 @@ import numpy as np
 from .. import numpy as fnp
 from ..core import Tracer
 from . import creation
-from .record import INFERENCE, vc_of
+from .record import INFERENCE, VIEW_HISTORY, vc_of
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
                      apply_fn, binary, traced_hooks, wrap)
 from .methods import DIV, MUL, add, addcdiv, addcmul, lerp, sub
@@ -174,9 +174,20 @@ def regenerate_view_history(view):
     return True
 
 
+VIEW_HISTORY.regenerate = regenerate_view_history
+
+
 def _inplace_on_view(self, name, res):
     """In-place op on a view under grad: the base's history becomes CopySlices(base, result)
     and the view's becomes a strided read of the new base (torch's semantics)."""
+    multi = self.__dict__.get("_multi_view")
+    if multi is not None:
+        name, k = multi
+        raise RuntimeError(
+            f"Output {k} of {name.split('Backward')[0]} is a view and is being modified "
+            "inplace. This view is the output of a function that returns multiple views. Such "
+            "functions do not allow the output views to be modified inplace. You should "
+            "replace the inplace operation by an out-of-place one.")
     base = self._base
     pos = wrap(_view_positions(self, base))
     if res._data.shape != self._data.shape:
@@ -199,10 +210,13 @@ def _write(dst, src):
         raise RuntimeError(f"result type {_tname(src.dtype)} can't be cast to the desired output "
                            f"type {_tname(dst.dtype)}")
     if not dst.flags.writeable:
-        raise RuntimeError("unsupported operation: more than one element of the written-to "
-                           "tensor refers to a single memory location. Please clone() the tensor "
-                           "before performing the operation.")
+        raise RuntimeError(OVERLAP_MSG)
     np.copyto(dst, src, casting="same_kind")
+
+
+OVERLAP_MSG = ("unsupported operation: more than one element of the written-to tensor refers "
+               "to a single memory location. Please clone() the tensor before performing the "
+               "operation.")
 
 
 def _tname(d):
@@ -211,7 +225,12 @@ def _tname(d):
 
 
 def _fast(self, *others):
-    """True when an in-place op need not record: grad mode off or nothing requires grad."""
+    """True when an in-place op need not record: grad mode off or nothing requires grad.
+    Every in-place op asks first, so it also refuses a read-only destination (an expand()
+    view, whose elements share memory) with torch's error, before any fast path writes."""
+    d = self._data
+    if type(d) is np.ndarray and not d.flags.writeable:
+        raise RuntimeError(OVERLAP_MSG)
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
         traced_hooks().concrete_update(self, None)
     if not GS.enabled:
@@ -391,6 +410,8 @@ def _random_inplace(name, sample):
             raise RuntimeError(LEAF_INPLACE_MSG)
         vals = sample(generator or creation._rng(), self._data.shape, *args, **kwargs)
         _check_inplace(self, False)
+        if type(self._data) is np.ndarray and not self._data.flags.writeable:
+            raise RuntimeError(OVERLAP_MSG)
         if self._grad_fn is not None and GS.enabled:
             v = wrap(np.asarray(vals, self.dtype))
             return inplace(self, name, lambda: apply_fn("FillBackward0", _copy_fn, (self, v)))

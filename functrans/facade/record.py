@@ -198,6 +198,15 @@ def make_node(info, inputs, vals, outs):
     return node
 
 
+class _ViewHistory:
+    """The function that regenerates a stale view's history: inplace.py (which sits above
+    this module and records ops) sets `regenerate` when it loads."""
+    regenerate = None
+
+
+VIEW_HISTORY = _ViewHistory()
+
+
 def check_view(t):
     """A view whose base was rebased by an in-place op since it was taken has a stale
     history: regenerate it from the base's new one (an AsStridedBackward0 read of the base,
@@ -205,8 +214,8 @@ def check_view(t):
     data), refuse to record with it."""
     base = t._base
     if base._grad_fn is not t.__dict__.get("_vfn", base._grad_fn):
-        from .inplace import regenerate_view_history
-        if regenerate_view_history(t):
+        regenerate = VIEW_HISTORY.regenerate
+        if regenerate is not None and regenerate(t):
             return
         op = base._vc.op if base._vc is not None else "an in-place operation"
         raise RuntimeError(

@@ -638,7 +638,7 @@ def apply_fn(name, fn, args, static=(), view=False):
             v = vals[s] = v.copy()       # only view ops may return storage of their inputs
         outs.append(wrap(v))
     if view:
-        _mark_views(args, outs)
+        _mark_views(args, outs, name if comp.out_tree is not None else None)
     if rg and GS.enabled and comp.any_float:
         mask = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
         infos = comp.infos
@@ -809,15 +809,17 @@ def _composite_info(name, comp, mask):
     return OpInfo(name, comp.steps, comp.n_in, comp.out_slots, comp.slot_avals, mask)
 
 
-def _mark_views(args, outs):
+def _mark_views(args, outs, multi=None):
     """The outputs of a view op that alias its first argument's storage become views of its
     base, sharing the version counter. An identity view (x[:], x.view(x.shape), a no-op
-    squeeze) may come back as the input's own array: a view too, as in torch."""
+    squeeze) may come back as the input's own array: a view too, as in torch.
+    multi: the op's name when it returns several views (unbind, split): an in-place op on
+    one of them cannot be recorded (inplace._inplace_on_view refuses it, as torch)."""
     base = args[0]
     b = base._base if base._base is not None else base
     vc = vc_of(base)
     bd = base._data
-    for o in outs:
+    for k, o in enumerate(outs):
         d = o._data
         if type(d) is _ndarray and (d is bd or d.base is not None
                                     and np.may_share_memory(d, bd)):
@@ -828,6 +830,8 @@ def _mark_views(args, outs):
                 o.__dict__["_vfn"] = b._grad_fn
                 if not GS.enabled:           # an in-place write with grad on is refused
                     o.__dict__["_nograd_view"] = True
+                if multi is not None:
+                    o.__dict__["_multi_view"] = (multi, k)
 
 
 def _fn1(name, fn, x, **static):

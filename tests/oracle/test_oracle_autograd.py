@@ -663,6 +663,61 @@ def function_reentrant(lib, x):
     return [x.grad]
 
 
+X34 = np.arange(12.0).reshape(3, 4) - 5.5
+VIEW_KINDS = {
+    "view": lambda y: y.view(12)[2:7], "reshape": lambda y: y.reshape(4, 3)[1],
+    "slice": lambda y: y[:], "narrow": lambda y: y.narrow(1, 1, 2), "t": lambda y: y.t()[1],
+    "transpose": lambda y: y.transpose(0, 1), "unsqueeze": lambda y: y.unsqueeze(0),
+    "select": lambda y: y[:, 2], "step": lambda y: y[::2, 1::2],
+    "squeeze": lambda y: y[None].squeeze(0), "view_as": lambda y: y.view_as(y),
+    "movedim": lambda y: y.movedim(0, 1), "permute": lambda y: y.permute(1, 0),
+    "flatten": lambda y: y.flatten(), "T": lambda y: y.T, "mT": lambda y: y.mT,
+}
+
+
+def view_inplace_each(lib, x):
+    """An in-place op through each kind of view of a non-leaf: the base's values, its
+    grad_fn, the view's regenerated grad_fn and the gradient reaching the leaf."""
+    out = {}
+    for name, fn in VIEW_KINDS.items():
+        x.grad = None
+        y = x * 1
+        v = fn(y)
+        v.mul_(v.detach() + 2)
+        (y * y).sum().backward()
+        out[name] = [y, y.grad_fn.name(), v.grad_fn.name(), v._base is y, x.grad]
+    return out
+
+
+def view_diagonal(lib, x):
+    y = x * 1
+    v = y.diagonal()
+    v.mul_(3)
+    (y * y).sum().backward()
+    return [y, v._base is y, x.grad]
+
+
+def view_multi_output(lib, x):
+    r = []
+    for fn in (lambda y: y.unbind(1)[3], lambda y: y.split(2, 1)[1],
+               lambda y: y.chunk(2, 1)[0]):
+        try:
+            fn(x * 1).mul_(2)
+        except RuntimeError as e:
+            r.append(str(e))
+    c = leaf(lib, X34, grad=False)
+    c.unbind(0)[1].add_(1)
+    y = x * 1
+    with lib.no_grad():
+        y.split(2, 1)[0].mul_(2)
+    return r + [c, y]
+
+
+def view_expand_inplace(lib, x):
+    c = leaf(lib, V, grad=False)
+    c.expand(2, 4).add_(1)
+
+
 def view_of_leaf_inplace(lib, x):
     x[0].mul_(2)
 
@@ -1758,6 +1813,12 @@ TABLE = {
     "view:no_grad_view_inplace": (view_no_grad_inplace, [X],
                                   {"error": "A view was created in no_grad mode and is being "
                                             "modified inplace with grad mode enabled"}),
+    "view:inplace_each": (view_inplace_each, [X34], {"backward": False}),
+    "view:diagonal": (view_diagonal, [X34], {"backward": False}),
+    "view:multi_output_inplace": (view_multi_output, [X34], {"backward": False}),
+    "view:expand_inplace": (view_expand_inplace, [X],
+                            {"error": "unsupported operation: more than one element of the "
+                                      "written-to tensor refers to a single memory location"}),
     "view:of_leaf_inplace": (view_of_leaf_inplace, [X],
                              {"error": "a view of a leaf Variable that requires grad is "
                                        "being used in an in-place operation"}),

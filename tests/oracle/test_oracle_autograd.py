@@ -927,6 +927,104 @@ def module_hook_kwargs(lib, x):
     return log
 
 
+def _linear_fixed(lib, n_in=3, n_out=3):
+    lin = lib.nn.Linear(n_in, n_out).double()
+    with lib.no_grad():
+        lin.weight.copy_(lib.tensor(np.arange(n_in * n_out, dtype=np.float64)
+                                    .reshape(n_out, n_in) / 10 - 0.3))
+        lin.bias.fill_(0.1)
+    return lin
+
+
+def module_hooks_called_twice(lib, x):
+    lin = _linear_fixed(lib)
+    log = []
+    lin.register_full_backward_pre_hook(lambda m, go: log.append(["pre", go[0]]))
+    lin.register_full_backward_hook(lambda m, gi, go: log.append(["bwd", gi[0], go[0]]))
+    lin(lin(x).tanh()).sum().backward()
+    return log + [x.grad]
+
+
+def module_hooks_inplace_relu(lib, x):
+    m = lib.nn.Sequential(_linear_fixed(lib), lib.nn.ReLU(inplace=True))
+    log = []
+    m[1].register_full_backward_hook(lambda mod, gi, go: log.append([gi[0], go[0]]))
+    m(x).sum().backward()
+    return log + [x.grad]
+
+
+def module_hooks_old_backward_hook(lib, x):
+    lin = _linear_fixed(lib)
+    log = []
+    lin.register_backward_hook(lambda m, gi, go: log.append([len(gi), len(go)]))
+    lin(x).sum().backward()
+    return log
+
+
+def module_hooks_always_call(lib, x):
+    log = []
+
+    class Bad(lib.nn.Module):
+        def forward(self, a):
+            raise ValueError("boom")
+
+    m = Bad()
+    m.register_forward_hook(lambda mod, i, o: log.append("fwd"), always_call=True)
+    m.register_forward_hook(lambda mod, i, o: log.append("not always"))
+    try:
+        m(x)
+    except ValueError:
+        log.append("raised")
+    return log
+
+
+def module_hooks_global(lib, x):
+    log = []
+    mm = lib.nn.modules.module
+    h1 = mm.register_module_forward_pre_hook(lambda m, i: log.append("gpre"))
+    h2 = mm.register_module_forward_hook(lambda m, i, o: log.append("gfwd"))
+    h3 = mm.register_module_full_backward_hook(lambda m, gi, go: log.append("gbwd"))
+    try:
+        lin = _linear_fixed(lib)
+        lin.register_forward_pre_hook(lambda m, i: log.append("pre"))
+        lin.register_forward_hook(lambda m, i, o: log.append("fwd"))
+        lin.register_full_backward_hook(lambda m, gi, go: log.append("bwd"))
+        lin(x).sum().backward()
+    finally:
+        h1.remove()
+        h2.remove()
+        h3.remove()
+    return log
+
+
+def hooks_post_accumulate_order(lib, x):
+    """Which leaf's hooks fire first, for several graph shapes (torch's engine: a leaf's
+    gradient is accumulated as soon as it is complete, ties in edge order)."""
+    shapes = {"a*b+c": lambda a, b, c: a * b + c, "a*(b*c)": lambda a, b, c: a * (b * c),
+              "chain": lambda a, b, c: ((a.sin() * b).tanh() + c.exp()).relu(),
+              "a*a+b": lambda a, b, c: a * a + b, "stack": lambda a, b, c: lib.stack([a, b, c]),
+              "x-a": lambda a, b, c: (x[0, :2] - a) * b + c}
+    out = {}
+    for name, f in shapes.items():
+        a, b, c = (leaf(lib, v) for v in ([1.0, 2.0], [3.0, -1.0], [0.5, 0.25]))
+        log = []
+        for n, t in (("a", a), ("b", b), ("c", c)):
+            t.register_post_accumulate_grad_hook(lambda t, n=n: log.append(n))
+            t.register_hook(lambda g, n=n: log.append("hook " + n))
+        f(a, b, c).sum().backward()
+        out[name] = log
+    return out
+
+
+def hooks_post_accumulate_linear(lib, x):
+    lin = _linear_fixed(lib)
+    log = []
+    for n, p in lin.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda t, n=n: log.append(n))
+    lin(x).sum().backward()
+    return log
+
+
 # ---------------------------------------------------------------------------------------
 # grad modes
 def modes_context(lib, x):
@@ -1888,6 +1986,15 @@ TABLE = {
     "module_hooks:order": (module_hooks, [X], {"backward": False}),
     "module_hooks:modify": (module_hooks_modify, [X], {"backward": False}),
     "module_hooks:kwargs_prepend": (module_hook_kwargs, [X], {"backward": False}),
+    "module_hooks:called_twice": (module_hooks_called_twice, [X], {"backward": False}),
+    "module_hooks:inplace_relu": (module_hooks_inplace_relu, [X], {"backward": False}),
+    "module_hooks:old_backward_hook": (module_hooks_old_backward_hook, [X],
+                                       {"backward": False}),
+    "module_hooks:always_call": (module_hooks_always_call, [X], {"backward": False}),
+    "module_hooks:global": (module_hooks_global, [X], {"backward": False}),
+    "hooks:post_accumulate_order": (hooks_post_accumulate_order, [X], {"backward": False}),
+    "hooks:post_accumulate_order:linear": (hooks_post_accumulate_linear, [X],
+                                           {"backward": False}),
     "grad_mode:context": (modes_context, [X], {"backward": False}),
     "grad_mode:set_call": (modes_set_call, [X], {"backward": False}),
     "grad_mode:exception": (modes_exception, [X], {"backward": False}),

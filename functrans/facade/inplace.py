@@ -39,6 +39,15 @@ NOGRAD_VIEW_MSG = (
 def _check_inplace(self, recording):
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
         traced_hooks().concrete_update(self, None)
+    if recording and self._requires_grad and "_fn_view" in self.__dict__:
+        name, k = self.__dict__["_fn_view"]
+        raise RuntimeError(
+            f"Output {k} of {name} is a view and is being modified inplace. This view was "
+            "created inside a custom Function (or because an input was returned as-is) and the "
+            "autograd logic to handle view+inplace would override the custom backward "
+            "associated with the custom Function, leading to incorrect gradients. This "
+            "behavior is forbidden. You can fix this by cloning the output of the custom "
+            "Function.")
     if GS.enabled and self._base is not None and "_nograd_view" in self.__dict__:
         # a view of a tensor that requires grad, taken under no_grad: it has no history
         # to rebase, and recording nothing would silently cut the base's gradient

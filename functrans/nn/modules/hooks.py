@@ -53,6 +53,16 @@ class BackwardHookFunction(Function):
         return (None, None) + tuple(grads)
 
 
+def _hook_outputs(outs):
+    """The hook Function's outputs are its inputs returned as-is; unlike other Functions'
+    they may be modified in place (ReLU(inplace=True) after a hooked Linear): the in-place
+    op's node follows the hook's identity node, which hands its gradient on unchanged, so
+    the history stays right (torch refuses it, a limit of its view-based hooks)."""
+    for o in outs:
+        o.__dict__.pop("_fn_view", None)
+    return outs
+
+
 def _flat_tensors(value):
     """(positions, tensors) of the Tensors in a value or a tuple/list of values."""
     if isinstance(value, Tensor):
@@ -107,7 +117,7 @@ class BackwardHook:
         wrap = [(k, i, a) for k, (i, a) in enumerate(tensors) if a.requires_grad]
         if not wrap:
             return args
-        outs = BackwardHookFunction.apply(self, "input", *[a for _, _, a in wrap])
+        outs = _hook_outputs(BackwardHookFunction.apply(self, "input", *[a for _, _, a in wrap]))
         args = list(args)
         for (k, i, _), new in zip(wrap, outs):
             args[i] = new
@@ -125,7 +135,7 @@ class BackwardHook:
         wrap = [(k, t) for k, t in enumerate(tensors) if t.requires_grad]
         if not wrap:
             return result
-        outs = BackwardHookFunction.apply(self, "output", *[t for _, t in wrap])
+        outs = _hook_outputs(BackwardHookFunction.apply(self, "output", *[t for _, t in wrap]))
         self.output_slots = [k for k, _ in wrap]
         new = list(tensors)
         for (k, _), o in zip(wrap, outs):

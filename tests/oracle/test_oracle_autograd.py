@@ -1527,6 +1527,122 @@ def function_ctx_attrs(lib, x):
     return log + [x.grad]
 
 
+def _fn(lib, forward, backward, **extra):
+    attrs = {"forward": staticmethod(forward), "backward": staticmethod(backward)}
+    attrs.update({k: staticmethod(v) for k, v in extra.items()})
+    return type("F", (lib.autograd.Function,), attrs)
+
+
+def function_input_as_is_inplace(lib, x):
+    f = _fn(lib, lambda ctx, a: a, lambda ctx, g: g)
+    f.apply(x * 1).mul_(2)
+
+
+def function_view_output_inplace(lib, x):
+    f = _fn(lib, lambda ctx, a: a.view(-1), lambda ctx, g: g.view(2, 3))
+    f.apply(x * 1).add_(1)
+
+
+def function_input_as_is_clone(lib, x):
+    f = _fn(lib, lambda ctx, a: a, lambda ctx, g: g * 2)
+    y = f.apply(x * 1).clone()
+    y.mul_(3)
+    y.sum().backward()
+    return [y, x.grad]
+
+
+def function_non_tensor_outputs(lib, x):
+    f = _fn(lib, lambda ctx, a: (a * 2, 3, "s"), lambda ctx, g, g2, g3: g * 2)
+    o = f.apply(x)
+    o[0].sum().backward()
+    return [o[1], o[2], x.grad]
+
+
+def function_saves_output(lib, x):
+    def fwd(ctx, a):
+        o = a.exp()
+        ctx.save_for_backward(o)
+        return o
+
+    def bwd(ctx, g):
+        (o,) = ctx.saved_tensors
+        return g * o
+    y = _fn(lib, fwd, bwd).apply(x)
+    y.sum().backward()
+    return [y, x.grad]
+
+
+def function_apply_keywords(lib, x):
+    log = []
+
+    def fwd(ctx, a, k=2.0):
+        ctx.k = k
+        return a * k
+
+    def bwd(ctx, g):
+        log.append(list(ctx.needs_input_grad))
+        return (g * ctx.k,) + (None,) * (len(ctx.needs_input_grad) - 1)
+    f = _fn(lib, fwd, bwd)
+    f.apply(x, k=3.0).sum().backward()
+    f.apply(a=x).sum().backward()
+    f.apply(x).sum().backward()
+    return log + [x.grad]
+
+
+def function_setup_context(lib, x):
+    def fwd(a, k):
+        return a * k
+
+    def setup(ctx, inputs, output):
+        ctx.k = inputs[1]
+
+    f = _fn(lib, fwd, lambda ctx, g: (g * ctx.k, None), setup_context=setup)
+    y = f.apply(x, 3.0)
+    y.sum().backward()
+    return [y, x.grad]
+
+
+def function_backward_shape(lib, x):
+    _fn(lib, lambda ctx, a: a * 2, lambda ctx, g: g[0]).apply(x).sum().backward()
+
+
+def function_backward_number(lib, x):
+    _fn(lib, lambda ctx, a: a * 2, lambda ctx, g: 3.0).apply(x).sum().backward()
+
+
+def function_dirty_not_returned(lib, x):
+    def fwd(ctx, a):
+        a.mul_(2)
+        ctx.mark_dirty(a)
+        return a * 1
+    _fn(lib, fwd, lambda ctx, g: g).apply(x * 1)
+
+
+def function_grad_fn_ctx(lib, x):
+    def fwd(ctx, a, k):
+        ctx.save_for_backward(a)
+        ctx.k = k
+        return a * k
+    y = _fn(lib, fwd, lambda ctx, g: (g * ctx.k, None)).apply(x, 4.0)
+    g = y.grad_fn
+    r = [g.name(), g.k, list(g.needs_input_grad), g.saved_tensors[0]]
+    y.sum().backward()
+    try:
+        g.saved_tensors
+    except RuntimeError as e:
+        r.append(str(e)[:50])
+    return r
+
+
+def function_no_grad_and_integer_output(lib, x):
+    f = _fn(lib, lambda ctx, a: (a * 2, a.argmax()), lambda ctx, g, gi: g * 2)
+    with lib.no_grad():
+        y, _ = f.apply(x)
+    v, i = f.apply(x)
+    return [y.requires_grad, y.grad_fn is None, v.requires_grad, i.requires_grad,
+            i.grad_fn is None]
+
+
 # ---------------------------------------------------------------------------------------
 # gradcheck
 def gradcheck_pass(lib, x):
@@ -2038,6 +2154,30 @@ TABLE = {
     "function:backward_twice": (function_saved_twice, [X], {"error": ERR_FREED}),
     "function:returns_input": (function_returns_input, [X], {"backward": False}),
     "function:reentrant": (function_reentrant, [X], {"backward": False}),
+    "function:input_as_is_inplace": (function_input_as_is_inplace, [X],
+                                     {"error": "Output 0 of F is a view and is being modified "
+                                               "inplace. This view was created inside a "
+                                               "custom Function"}),
+    "function:view_output_inplace": (function_view_output_inplace, [X],
+                                     {"error": "Output 0 of F is a view and is being modified "
+                                               "inplace"}),
+    "function:input_as_is_clone": (function_input_as_is_clone, [X], {"backward": False}),
+    "function:non_tensor_outputs": (function_non_tensor_outputs, [X], {"backward": False}),
+    "function:saves_output": (function_saves_output, [X], {"backward": False}),
+    "function:apply_keywords": (function_apply_keywords, [X], {"backward": False}),
+    "function:setup_context": (function_setup_context, [X], {"backward": False}),
+    "function:backward_shape": (function_backward_shape, [X],
+                                {"error": r"Function FBackward returned an invalid gradient at "
+                                          r"index 0 - got \[3\] but expected shape compatible "
+                                          r"with \[2, 3\]"}),
+    "function:backward_number": (function_backward_number, [X],
+                                 {"error": r"expected Variable or None \(got float\)"}),
+    "function:dirty_not_returned": (function_dirty_not_returned, [X],
+                                    {"error": "Some elements marked as dirty during the "
+                                              "forward method were not returned as output"}),
+    "function:grad_fn_is_ctx": (function_grad_fn_ctx, [X], {"backward": False}),
+    "function:no_grad_integer_output": (function_no_grad_and_integer_output, [X],
+                                        {"backward": False}),
     "function:ctx_attrs": (function_ctx_attrs, [X], {"backward": False}),
     "gradcheck:no_input_requires_grad": (gradcheck_no_input, [X],
                                          {"error": "gradcheck expects at least one input "

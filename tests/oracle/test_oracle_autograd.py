@@ -1644,6 +1644,42 @@ def function_no_grad_and_integer_output(lib, x):
 
 
 # ---------------------------------------------------------------------------------------
+# autograd.functional
+def af_jacobians(lib, x, v):
+    af = lib.autograd.functional
+    x, v = x.detach(), v.detach()
+
+    def f(a):
+        return (a.sin() * a).sum(1)
+    return {"jacobian": af.jacobian(f, x), "vectorize": af.jacobian(f, x, vectorize=True),
+            "forward": af.jacobian(f, x, vectorize=True, strategy="forward-mode"),
+            "tuple": af.jacobian(lambda a, b: (a * b).sum(1), (x, v)),
+            "unused": af.jacobian(lambda a, b: a * 2, (x, v)),
+            "create_graph": af.jacobian(f, x, create_graph=True).requires_grad,
+            "hessian": af.hessian(lambda a: (a ** 3).sum(), v),
+            "hessian_tuple": af.hessian(lambda a, b: (a ** 2 * b).sum(), (v, v * 2))}
+
+
+def af_products(lib, x, v):
+    af = lib.autograd.functional
+    x, v = x.detach(), v.detach()
+
+    def f(a):
+        return (a.sin() * a).sum(1)
+
+    def cube(a):
+        return (a ** 3).sum()
+    return {"vjp": af.vjp(f, x, lib.ones(2, dtype=lib.float64)),
+            "vjp_scalar": af.vjp(lambda a: (a ** 2).sum(), x),
+            "jvp": af.jvp(f, x, lib.ones_like(x)),
+            "hvp": af.hvp(cube, v, lib.ones_like(v)), "vhp": af.vhp(cube, v, lib.ones_like(v))}
+
+
+def af_strict(lib, x, v):
+    lib.autograd.functional.jacobian(lambda a: a.detach() * 2, x.detach(), strict=True)
+
+
+# ---------------------------------------------------------------------------------------
 # gradcheck
 def gradcheck_pass(lib, x):
     return [lib.autograd.gradcheck(lambda a: (a.sin() * a).sum(), (x,)),
@@ -2196,6 +2232,11 @@ TABLE = {
     "grad:unrelated_output": (grad_wrt_unrelated_output, [X],
                               {"error": "The differentiated Tensor at index 0 appears to not "
                                         "have been used in the graph"}),
+    "functional:jacobian_hessian": (af_jacobians, [X, V[:3]], {"backward": False}),
+    "functional:vjp_jvp_hvp": (af_products, [X, V[:3]], {"backward": False}),
+    "functional:strict": (af_strict, [X, V[:3]],
+                          {"error": "Output 0 of the user-provided function does not require "
+                                    "gradients"}),
     "gradcheck:pass": (gradcheck_pass, [X], {"backward": False}),
     "gradcheck:fail": (gradcheck_fail, [X], {"error": "Jacobian mismatch for output 0 with "
                                                       "respect to input 0"}),

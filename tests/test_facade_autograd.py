@@ -373,6 +373,28 @@ def test_gradient_argument_errors_say_what_and_where():
         (x * 2).sum().backward()
 
 
+def test_output_saved_by_an_inplace_op_on_a_view_is_version_checked():
+    """y[0].exp_() saves its result, which lives in y's storage: a later in-place write to
+    y or any view of it (they share one version counter) makes backward refuse, as torch;
+    sin_ saves its input (a copy), so writes after it are fine."""
+    for first, then in ((lambda y: y[:].exp_(), lambda y: y[:].add_(1.5)),
+                        (lambda y: y[0].exp_(), lambda y: y.add_(1.5)),
+                        (lambda y: y[0].exp_(), lambda y: y[1].add_(1.5))):
+        x = ft.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=ft.float64, requires_grad=True)
+        y = x * 1
+        first(y)
+        then(y)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation.*which is "
+                                               "output 0 of ExpBackward0"):
+            y.sum().backward()
+    x = ft.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=ft.float64, requires_grad=True)
+    y = x * 1
+    y[0].sin_()
+    y[0].add_(1.5)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [np.cos([1.0, 2.0]), [1.0, 1.0]])
+
+
 def test_version_mismatch_error_names_node_and_versions():
     x = ft.tensor([1.0, 2.0], requires_grad=True)
     y = x.exp()

@@ -115,9 +115,17 @@ def _rebase(t, res):
     node = res._grad_fn
     _set_history(t, node, res._out_nr)
     t._requires_grad = True
-    vc = vc_of(t)
+    _hold_output_in(t, res)
+
+
+def _hold_output_in(t, res):
+    """res's node may have saved its output (exp_, sigmoid_, ...), whose values now live in
+    t's storage: the node holds that storage and t's current version, so a later in-place
+    write to t, its base or any view of it is caught at backward (torch's check)."""
+    node = res._grad_fn
     s = node.info.out_slots[res._out_nr]
     if node.vals and node.vals[s] is not None:
+        vc = vc_of(t)
         node.vals[s] = t._data
         node.vers = tuple(e for e in node.vers if e[0] != s) + ((s, vc, vc.v),)
 
@@ -199,6 +207,7 @@ def _inplace_on_view(self, name, res):
             "replace the inplace operation by an out-of-place one.")
     base = self._base
     pos = wrap(_view_positions(self, base))
+    op = res
     if res._data.shape != self._data.shape:
         res = res.expand(tuple(self._data.shape))
     new_base = apply_fn(COPY_SLICES, _copy_slices_fn, (base, res, pos))
@@ -206,6 +215,8 @@ def _inplace_on_view(self, name, res):
     _protect_saved(new_base._grad_fn, base._data)
     _write(self._data, res._data)
     self._bump(name)
+    if op is res:
+        _hold_output_in(self, op)          # exp_ on a view saved the view's new values
     _rebase(base, new_base)
     new_view = apply_fn("AsStridedBackward0", _as_strided_fn, (base, pos))
     _set_history(self, new_view._grad_fn, 0)

@@ -513,6 +513,16 @@ def inplace_grad_fn(lib, x):
     return [a, b, c, d]
 
 
+def inplace_relu_then_write(lib, x):
+    """relu_ then another write: torch saved relu's output and refuses; functrans saved
+    relu's mask (autograd:inplace:relu_then_write in docs/oracle.md)."""
+    y = x * 1
+    y.relu_()
+    y.add_(1.5)
+    y.sum().backward()
+    return [x.grad]
+
+
 def versions(lib, x):
     c = leaf(lib, X, grad=False)
     r = [c._version]
@@ -2048,6 +2058,7 @@ TABLE = {
     "inplace:version_numbers": (version_mismatch_numbers, [X],
                                 {"error": r"is at version 2; expected version 0 instead"}),
     "inplace:chain": (inplace_ok, [X], {}),
+    "inplace:relu_then_write": (inplace_relu_then_write, [X], {"backward": False}),
     "inplace:grad_fn": (inplace_grad_fn, [X], {"backward": False}),
     "inplace:versions": (versions, [X], {"backward": False}),
     "inplace:versions_views": (versions_views, [X], {"backward": False}),
@@ -2266,3 +2277,50 @@ def _grad_mode_restored():
     yield
     for lib in (oracle.torch, ft):
         lib.set_grad_enabled(True)
+
+
+# ---------------------------------------------------------------------------------------
+# in-place programs on views, drawn by hypothesis: values, versions, grad_fn names and the
+# leaf's gradient after a few in-place ops through views of a non-leaf
+from hypothesis import given, strategies as st  # noqa: E402
+
+VIEWS_ANY = {
+    "row": lambda y: y[0], "col": lambda y: y[:, -1], "tail": lambda y: y[1:],
+    "step": lambda y: y[:, ::2], "t": lambda y: y.t(), "flat": lambda y: y.view(-1),
+    "narrow": lambda y: y.narrow(1, 0, 1), "all": lambda y: y[:], "unsq": lambda y: y[None],
+}
+OPS_ANY = {   # op(view, leaf x): in-place ops, some with an operand that requires grad
+    "mul": lambda v, x: v.mul_(v.detach() - 0.5), "add": lambda v, x: v.add_(1.5),
+    "zero": lambda v, x: v.zero_(), "clamp": lambda v, x: v.clamp_(-1, 1),
+    "set": lambda v, x: v.fill_(2.0), "exp": lambda v, x: v.exp_(),
+    "sigmoid": lambda v, x: v.sigmoid_(), "tanh": lambda v, x: v.tanh_(),
+    "div": lambda v, x: v.div_(2.5), "square": lambda v, x: v.pow_(2),
+    "add_x": lambda v, x: v.add_(x.sum() * 0.1), "self": lambda v, x: v.sub_(v * 0.5),
+    "copy_x": lambda v, x: v.copy_((x.mean() * 2).expand_as(v)),
+    "mask": lambda v, x: v.masked_fill_(v.detach() > 0, 0.5),
+}
+
+
+def inplace_program(steps):
+    def fn(lib, x):
+        y = x * 1
+        log = []
+        for view, op in steps:
+            v = VIEWS_ANY[view](y)
+            OPS_ANY[op](v, x)
+            log.append([y._version, v._version, y.grad_fn.name()])
+        (y * y.detach().sin()).sum().backward()
+        return log + [y, x.grad]
+    return fn
+
+
+@given(rows=st.integers(1, 3), cols=st.integers(1, 3), seed=st.integers(0, 2 ** 16),
+       steps=st.lists(st.tuples(st.sampled_from(sorted(VIEWS_ANY)),
+                                st.sampled_from(sorted(OPS_ANY))), min_size=1, max_size=3))
+def test_autograd_inplace_programs(rows, cols, seed, steps):
+    x = oracle.special_values(np.random.default_rng(seed), (rows + 1, cols + 1))
+    oracle.case("autograd:view:inplace_programs",
+                lambda: oracle.facade(inplace_program(steps), x, backward=False))
+
+
+oracle.register("autograd:view:inplace_programs")

@@ -1026,6 +1026,23 @@ def hooks_post_accumulate_order(lib, x):
     return out
 
 
+def hooks_order_repeated(lib, x):
+    """The same graph structure backward twice: the second run (a cached program) must fire
+    the hooks in the order of the first (torch's)."""
+    runs = []
+    for _ in range(2):
+        a, b = leaf(lib, X), leaf(lib, X * 2)
+        log = []
+        for n, t in (("a", a), ("b", b)):
+            t.register_hook(lambda g, n=n: log.append(n))
+        y0, y1 = (a * 0.3).exp(), (b * 0.3).exp()
+        y0.register_hook(lambda g: log.append("y0"))
+        y1.register_hook(lambda g: log.append("y1"))
+        (y1.sum() + y0.sum()).backward()
+        runs.append(log)
+    return runs
+
+
 def hooks_post_accumulate_linear(lib, x):
     lin = _linear_fixed(lib)
     log = []
@@ -2156,6 +2173,7 @@ TABLE = {
     "module_hooks:always_call": (module_hooks_always_call, [X], {"backward": False}),
     "module_hooks:global": (module_hooks_global, [X], {"backward": False}),
     "hooks:post_accumulate_order": (hooks_post_accumulate_order, [X], {"backward": False}),
+    "hooks:order_repeated": (hooks_order_repeated, [X], {"backward": False}),
     "hooks:post_accumulate_order:linear": (hooks_post_accumulate_linear, [X],
                                            {"backward": False}),
     "grad_mode:context": (modes_context, [X], {"backward": False}),
@@ -2324,3 +2342,56 @@ def test_autograd_inplace_programs(rows, cols, seed, steps):
 
 
 oracle.register("autograd:view:inplace_programs")
+
+
+# ---------------------------------------------------------------------------------------
+# hook programs, drawn by hypothesis: a random graph over two leaves with tensor hooks,
+# retain_grad and post-accumulate hooks; what the hooks see, the retained and accumulated
+# gradients. Not the order the hooks fire in: a graph structure seen before runs as a
+# compiled program, whose order differs (autograd:hooks:order_repeated, issue 29), and
+# hypothesis repeats structures; the first-run order is what the other hook cases compare
+UNARY = {"sin": lambda t: t.sin(), "exp": lambda t: (t * 0.3).exp(), "sq": lambda t: t * t,
+         "sum0": lambda t: t.sum(0, keepdim=True) * t, "t2": lambda t: t.t().t() * 2}
+BINARY = {"add": lambda s, t: s + t, "mul": lambda s, t: s * t, "sub": lambda s, t: s - t}
+
+
+def hook_program(steps, loss_from, twice):
+    def fn(lib, a, b):
+        log, leaves = [], {}
+        for n, t in (("a", a), ("b", b)):
+            t.register_hook(lambda g, n=n: leaves.setdefault(n, []).append(g.sum().item()))
+            t.register_post_accumulate_grad_hook(
+                lambda t, n=n: leaves.setdefault(n, []).append("post"))
+        pool, retained = [a, b], []
+        for k, (op, i, j, mark) in enumerate(steps):
+            s, t = pool[i % len(pool)], pool[j % len(pool)]
+            y = UNARY[op](s) if op in UNARY else BINARY[op](s, t)
+            if mark == "hook":
+                y.register_hook(lambda g, k=k: log.append(["hook", k, g.sum().item()]))
+            elif mark == "retain":
+                y.retain_grad()
+                retained.append(y)
+            elif mark == "replace":
+                y.register_hook(lambda g: g * 2)
+            pool.append(y)
+        loss = sum(pool[-1 - m].sum() for m in range(min(loss_from, len(pool) - 2)))
+        loss.backward(retain_graph=twice)
+        if twice:
+            loss.backward()
+        return sorted(log) + [leaves, [r.grad for r in retained], a.grad, b.grad]
+    return fn
+
+
+@given(steps=st.lists(st.tuples(st.sampled_from(sorted(UNARY) + sorted(BINARY)),
+                                st.integers(0, 9), st.integers(0, 9),
+                                st.sampled_from(["", "hook", "retain", "replace"])),
+                      min_size=1, max_size=6),
+       loss_from=st.integers(1, 3), twice=st.booleans())
+def test_autograd_hook_programs(steps, loss_from, twice):
+    a, b = np.array([[0.5, -1.0], [2.0, 0.25]]), np.array([[1.5, 0.0], [-0.5, 1.0]])
+    oracle.case("autograd:hooks:programs",
+                lambda: oracle.facade(hook_program(steps, loss_from, twice), a, b,
+                                      backward=False))
+
+
+oracle.register("autograd:hooks:programs")

@@ -27,8 +27,8 @@ from . import capture_state
 from . import dtypes as D
 from . import grad_mode
 from .node import HookDict, OpInfo, add_hook
-from .record import (INFERENCE, _COMPOSITES, _trace_composite, check_view, elementwise_info,
-                     info_for, make_node, vc_of)
+from .record import (INFERENCE, _COMPOSITES, _trace_composite, elementwise_info, info_for,
+                     make_node, refresh_view, vc_of)
 from .placement import _check_device, _on, device as _device, put
 from .tensor_info import Size, TensorInfo, _host, _ndarray, result_type, to_array
 from .tensor_info import NUMPY_GRAD_MSG, _Storage, _format  # noqa: F401  (names this module had)
@@ -139,7 +139,7 @@ class Tensor(TensorInfo):
     @property
     def grad_fn(self):
         if self._base is not None and self._requires_grad:
-            check_view(self)                # regenerated if its base changed in place
+            refresh_view(self)              # regenerated if its base changed in place
         return self._grad_fn
 
     @property

@@ -312,8 +312,9 @@ def test_identity_views_are_views():
     t = ft.zeros(2, 3)
     views = [t[:], t[...], t[:, :], t.view(2, 3), t.reshape(2, 3), t.squeeze(),
              t.expand(2, 3), t.narrow(0, 0, 2)]
+    assert not t._is_view() and not t.clone()._is_view()
     for k, v in enumerate(views):
-        assert v._base is t
+        assert v._base is t and v._is_view()
         v.add_(1)
         assert t._version == k + 1 and t[0, 0].item() == k + 1
     x = ft.tensor([1.0, 2.0], requires_grad=True)

@@ -229,6 +229,10 @@ class Tensor(TensorInfo):
     def is_view(self):
         return self._base is not None
 
+    def _is_view(self):
+        """True for a view of another tensor's storage (torch's Tensor._is_view())."""
+        return self._base is not None
+
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Any:
         """hook(grad) -> Tensor or None, called with this tensor's gradient; a returned
         tensor replaces it. Returns a handle with .remove()."""

@@ -602,6 +602,7 @@ def view_inplace_grad_view(lib, x):
 def view_is_view(lib, x):
     c = leaf(lib, X, grad=False)
     return [c.view(6)._base is c, c[0]._base is c, c.clone()._base is None,
+            [v._is_view() for v in (c, c[0], c.t(), c.clone(), c[:], c.detach(), x * 1)],
             (c + 0)._base is None, c.view(6).view(2, 3)._base is c, c.is_contiguous(),
             c.t().is_contiguous()]
 

@@ -199,9 +199,9 @@ def _inplace_on_view(self, name, res):
     and the view's becomes a strided read of the new base (torch's semantics)."""
     multi = self.__dict__.get("_multi_view")
     if multi is not None:
-        name, k = multi
+        op_name, k = multi
         raise RuntimeError(
-            f"Output {k} of {name.split('Backward')[0]} is a view and is being modified "
+            f"Output {k} of {op_name.split('Backward')[0]} is a view and is being modified "
             "inplace. This view is the output of a function that returns multiple views. Such "
             "functions do not allow the output views to be modified inplace. You should "
             "replace the inplace operation by an out-of-place one.")

@@ -375,7 +375,7 @@ def test_tensor_hook_inside_must_keep_dtype():
         h.register_hook(lambda g: g.double())
         return (h * h).sum()
     x = ft.tensor([1.0, 2.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match=r"hook 'hook' has changed the type of value "
+    with pytest.raises(RuntimeError, match=r"hook '<lambda>' has changed the type of value "
                                            r"\(was float32 got float64\)"):
         ft.compile(f)(x).backward()
 

@@ -245,8 +245,8 @@ def test_autograd_grad_semantics():
     y = (x ** 3).sum()
     (g,) = ft.autograd.grad(y, x, retain_graph=True)
     assert g.tolist() == [3.0, 12.0] and x.grad is None
-    with pytest.raises(RuntimeError, match="One of the differentiated Tensors appears to not "
-                                           "have been used in the graph. Set allow_unused=True"):
+    with pytest.raises(RuntimeError, match="The differentiated Tensor at index 1 appears to "
+                                           "not have been used in the graph. Set allow_unused"):
         ft.autograd.grad(y, [x, u], retain_graph=True)
     g2 = ft.autograd.grad(y, [x, u], allow_unused=True, retain_graph=True)
     assert g2[1] is None
@@ -313,13 +313,99 @@ def test_leaf_inplace_error_and_no_grad_update():
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in "
                                            "an in-place operation."):
         w.add_(1)
-    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
-        w[0] = 3.0
+    with pytest.raises(RuntimeError, match="^a view of a leaf Variable that requires grad"):
+        w[0] = 3.0                                   # torch writes through the view w[0]
+    with pytest.raises(RuntimeError, match="^a leaf Variable that requires grad"):
+        w[ft.tensor([0])] = 3.0                      # index_put_ on w itself
+    with pytest.raises(RuntimeError, match="^a leaf Variable that requires grad"):
+        w[:] = 3.0                                   # all of w: a copy_ into w
     with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
         w[:1].mul_(2)
     with ft.no_grad():
         w.sub_(0.5)
     assert w.tolist() == [0.5, 0.5] and w._version == 1 and w.is_leaf
+
+
+def test_view_taken_under_no_grad_cannot_be_modified_with_grad_on():
+    """torch refuses it: the write could not be recorded on the base's history."""
+    x = ft.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * 1
+    for base in (x, y):
+        with ft.no_grad():
+            v = base[1:]
+        for write in (lambda: v.mul_(2), lambda: v.zero_(), lambda: v.__setitem__(0, 5.0)):
+            with pytest.raises(RuntimeError, match="A view was created in no_grad mode and is "
+                                                   "being modified inplace with grad mode "
+                                                   "enabled"):
+                write()
+        with ft.no_grad():
+            v.mul_(2)                                 # both under no_grad: allowed
+    assert x.tolist() == [1.0, 4.0, 6.0] and y.tolist() == [1.0, 4.0, 6.0]
+    c = ft.tensor([1.0, 2.0])                         # a base that does not require grad
+    with ft.no_grad():
+        w = c[:1]
+    w.mul_(3)
+    assert c.tolist() == [3.0, 2.0]
+
+
+def test_outputs_of_multi_view_ops_cannot_be_modified_in_place_under_grad():
+    """unbind/split/chunk return several views of one base; torch refuses an in-place op
+    on one of them while recording (one node cannot be rebased for one output)."""
+    x = ft.ones(3, 4, requires_grad=True)
+    y = x * 1
+    for view, msg in ((lambda: y.unbind(1)[3], "Output 3 of Unbind is a view"),
+                      (lambda: y.split(2, 1)[1], "Output 1 of Split is a view"),
+                      (lambda: y.chunk(2, 1)[0], "Output 0 of Split is a view")):
+        with pytest.raises(RuntimeError, match=msg + " and is being modified inplace"):
+            view().mul_(2)
+    with ft.no_grad():
+        y.unbind(0)[0].mul_(2)                  # not recorded: allowed
+    c = ft.ones(2, 2)
+    c.unbind(0)[1].add_(1)                      # nothing requires grad: allowed
+    assert y[0].tolist() == [2.0] * 4 and c.tolist() == [[1.0, 1.0], [2.0, 2.0]]
+
+
+def test_gradient_argument_errors_say_what_and_where():
+    x = ft.ones(2, 3, dtype=ft.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"attempting to assign a gradient of size '\[3\]' "
+                                           r"to a tensor of size '\[2, 3\]'"):
+        x.grad = ft.ones(3, dtype=ft.float64)
+    with pytest.raises(RuntimeError, match="attempting to assign a gradient with dtype "
+                                           "'float32' to a tensor with grad_dtype 'float64'"):
+        x.grad = ft.ones(2, 3)
+    with pytest.raises(RuntimeError, match="got 2 tensors and 1 gradients"):
+        ft.autograd.backward([x.sum(), x.sum()], [ft.tensor(1.0, dtype=ft.float64)])
+    with pytest.raises(RuntimeError, match="`inputs` argument to `backward\\(\\)` cannot be "
+                                           "empty"):
+        x.sum().backward(inputs=[])
+
+    def halve(g):
+        return g[:1]
+    x.register_hook(halve)
+    with pytest.raises(RuntimeError, match="hook 'halve' has changed the size of value"):
+        (x * 2).sum().backward()
+
+
+def test_output_saved_by_an_inplace_op_on_a_view_is_version_checked():
+    """y[0].exp_() saves its result, which lives in y's storage: a later in-place write to
+    y or any view of it (they share one version counter) makes backward refuse, as torch;
+    sin_ saves its input (a copy), so writes after it are fine."""
+    for first, then in ((lambda y: y[:].exp_(), lambda y: y[:].add_(1.5)),
+                        (lambda y: y[0].exp_(), lambda y: y.add_(1.5)),
+                        (lambda y: y[0].exp_(), lambda y: y[1].add_(1.5))):
+        x = ft.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=ft.float64, requires_grad=True)
+        y = x * 1
+        first(y)
+        then(y)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation.*which is "
+                                               "output 0 of ExpBackward0"):
+            y.sum().backward()
+    x = ft.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=ft.float64, requires_grad=True)
+    y = x * 1
+    y[0].sin_()
+    y[0].add_(1.5)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [np.cos([1.0, 2.0]), [1.0, 1.0]])
 
 
 def test_version_mismatch_error_names_node_and_versions():
@@ -357,11 +443,26 @@ def test_inplace_on_view_updates_base_history():
     y[0].mul_(3)
     (y * ft.tensor([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
     assert x.grad.tolist() == [[3.0, 6.0], [3.0, 4.0]]
+
+
+
+def test_view_taken_before_its_base_changed_reads_the_new_history():
+    """torch regenerates such a view's grad_fn (AsStridedBackward0 of the base's new
+    history): the gradient flows through the in-place op that came after the view."""
+    x = ft.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     y = x * 2
     w = y[1]
     y.mul_(10)
-    with pytest.raises(RuntimeError, match="stale"):
-        w * 2
+    assert w.grad_fn.name() == "AsStridedBackward0" and w.tolist() == [60.0, 80.0]
+    (w * w).sum().backward()
+    assert x.grad.tolist() == [[0.0, 0.0], [2400.0, 3200.0]]      # d(20x)^2/dx = 800x
+    x.grad = None
+    y = x * 1
+    v = y.view(4)                                  # a sibling of the view written through
+    y[0].mul_(3)
+    assert v.grad_fn.name() == "AsStridedBackward0" and v.tolist() == [3.0, 6.0, 3.0, 4.0]
+    (v * ft.arange(4.0)).sum().backward()
+    assert x.grad.tolist() == [[0.0, 3.0], [2.0, 3.0]]
 
 
 def test_relu_inplace_in_a_chain():
@@ -420,12 +521,12 @@ def test_tensor_hook_result_must_keep_dtype_and_shape():
             (h * h).sum().backward()
         return x.grad
     for where, cg in (("leaf", False), ("nonleaf", False), ("nonleaf", True)):
-        with pytest.raises(RuntimeError, match=r"hook 'hook' has changed the type of value "
+        with pytest.raises(RuntimeError, match=r"hook '<lambda>' has changed the type of value "
                                                r"\(was float32 got float64\)"):
             run(where, lambda g: g.double(), cg)
-        with pytest.raises(RuntimeError, match="hook 'hook' has changed the size of value"):
+        with pytest.raises(RuntimeError, match="hook '<lambda>' has changed the size of value"):
             run(where, lambda g: g[:1], cg)
-        with pytest.raises(TypeError, match="a tensor hook must return None or a Tensor"):
+        with pytest.raises(TypeError, match="but hook '<lambda>' returned 'float'"):
             run(where, lambda g: 1.0, cg)
     assert run("nonleaf", lambda g: g * 2).tolist() == [36.0, 72.0]   # d(9x^2)/dx, doubled
 
@@ -487,6 +588,96 @@ def test_inference_mode_tensors_cannot_be_saved():
     def f():
         return ft.ones(1)
     assert f().is_inference()
+
+
+def test_retain_grad_follows_an_inplace_op():
+    """After y.mul_(3) the retained .grad is the gradient of y's new value (torch moves
+    its retains_grad hook to the new history); on a view too."""
+    x = ft.tensor([1.0, -2.0], requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    y.mul_(3)
+    assert y.retains_grad
+    (y * y).sum().backward()
+    assert y.grad.tolist() == [12.0, -24.0]          # 2 * (6x), not 3 * 2 * (6x)
+    z = x * 2
+    v = z[1:]
+    v.retain_grad()
+    z.retain_grad()
+    v.mul_(3)                                         # z's history becomes CopySlices
+    assert z.retains_grad and v.retains_grad
+    ((z * z).sum() + v.sum()).backward()
+    assert z.grad.tolist() == [4.0, -23.0] and v.grad.tolist() == [1.0]
+
+
+def test_grad_mode_decorators_leave_the_callers_mode():
+    x = ft.ones(2, requires_grad=True)
+
+    @ft.set_grad_enabled(False)           # decorating must not switch the mode off here
+    def f(t):
+        assert not ft.is_grad_enabled()
+        return t * 2
+    assert ft.is_grad_enabled() and (x * 2).requires_grad
+    assert not f(x).requires_grad and ft.is_grad_enabled()
+
+    @ft.no_grad                           # without parentheses, as torch allows
+    def g(t):
+        return t * 2
+
+    @ft.inference_mode
+    def h(t):
+        return t * 2
+    assert not g(x).requires_grad and g.__name__ == "g"
+    assert h(x).is_inference() and ft.is_grad_enabled()
+
+
+def test_set_grad_enabled_takes_a_bool_only():
+    for mode in (0, 1.0, ft.tensor(True)):
+        with pytest.raises(TypeError, match="argument 'enabled' \\(position 1\\) must be bool"):
+            ft.set_grad_enabled(mode)
+        assert ft.is_grad_enabled()
+
+
+def test_inference_mode_false_turns_grad_mode_on():
+    with ft.no_grad():
+        with ft.inference_mode(False):
+            assert ft.is_grad_enabled() and not ft.is_inference_mode_enabled()
+        assert not ft.is_grad_enabled()
+    with ft.inference_mode():
+        with ft.inference_mode(False):
+            assert ft.is_grad_enabled() and not ft.is_inference_mode_enabled()
+        assert not ft.is_grad_enabled() and ft.is_inference_mode_enabled()
+
+
+def test_grad_mode_on_a_generator_holds_only_inside_it():
+    log = []
+
+    @ft.no_grad()
+    def gen():
+        try:
+            got = yield ft.is_grad_enabled()
+            log.append(("sent", got, ft.is_grad_enabled()))
+            yield 1
+        except KeyError:
+            log.append(("thrown", ft.is_grad_enabled()))
+            yield 2
+        finally:
+            log.append(("finally", ft.is_grad_enabled()))
+
+    g = gen()
+    assert next(g) is False and ft.is_grad_enabled()     # the caller's mode between yields
+    assert g.send("s") == 1 and ft.is_grad_enabled()
+    assert g.throw(KeyError("k")) == 2
+    g.close()
+    assert log == [("sent", "s", False), ("thrown", False), ("finally", False)]
+
+    @ft.enable_grad()
+    def empty():
+        return "done"
+        yield                                            # noqa: unreachable (a generator)
+    assert list(empty()) == [] and ft.is_grad_enabled()  # no RuntimeError(StopIteration)
+    with ft.no_grad():
+        assert next(gen()) is False and not ft.is_grad_enabled()
 
 
 def test_grad_mode_is_thread_local():
@@ -559,6 +750,11 @@ def test_gradcheck_passes_and_catches_a_wrong_gradient():
     msg = str(e.value)
     assert "with respect to input 1" in msg and "numerical:" in msg and "analytical:" in msg
     assert not ft.autograd.gradcheck(Wrong.apply, (x, b), raise_exception=False)
+    with pytest.raises(ft.autograd.GradcheckError, match="Numerical gradient for function "
+                                                         "expected to be zero"):
+        ft.autograd.gradcheck(lambda t: (t >= 0).double(), (t64([0.0, 1.0]),))  # a step at 0
+    with pytest.raises(ValueError, match="but none of them have requires_grad=True"):
+        ft.autograd.gradcheck(lambda t: t.sin(), (x.detach(),))
 
 
 # ---------------------------------------------------------------------------

@@ -266,3 +266,88 @@ def test_setup_context_is_refused():
             @staticmethod
             def setup_context(ctx, inputs, output):
                 pass
+
+
+def test_grad_fn_of_a_function_reads_its_ctx():
+    """torch's grad_fn of a custom Function is its ctx: saved_tensors, needs_input_grad and
+    the attributes forward set are read through it."""
+    x = t64([1.0, 2.0])
+    y = MulConst.apply(x, 3.0)
+    assert y.grad_fn.k == 3.0 and y.grad_fn.needs_input_grad == (True, False)
+    z = Exp.apply(x)
+    np.testing.assert_allclose(z.grad_fn.saved_tensors[0].detach().numpy(), np.exp([1, 2]))
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        z.grad_fn.nothing
+    with pytest.raises(AttributeError):
+        (x * 2).grad_fn.saved_tensors             # a built-in op's node has no ctx
+
+
+def test_apply_binds_keyword_arguments_to_forward():
+    x = t64([1.0, 2.0])
+    y = MulConst.apply(x, k=3.0)
+    y.sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    with pytest.raises(TypeError, match="MulConst.apply: .*unexpected keyword"):
+        MulConst.apply(x, 3.0, scale=2)
+
+
+def test_outputs_aliasing_inputs_refuse_in_place_ops_while_recording():
+    class Ident(Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a                               # an input returned as-is
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    class View(Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a.view(-1)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g.view(2, 2)
+
+    x = t64([[1.0, 2.0], [3.0, 4.0]])
+    for f, k in ((Ident, 0), (View, 0)):
+        y = f.apply(x * 1)
+        with pytest.raises(RuntimeError, match=f"Output {k} of {f.__name__} is a view and is "
+                                               "being modified inplace. This view was created "
+                                               "inside a custom Function"):
+            y.mul_(2)
+    with ft.no_grad():
+        Ident.apply(x * 1).mul_(2)                  # not recorded: allowed
+    y = Ident.apply(x * 1).clone()
+    y.mul_(2)                                       # the fix the message names
+    assert y.requires_grad
+
+
+def test_function_errors_as_torch():
+    class Dirty(Function):
+        @staticmethod
+        def forward(ctx, a):
+            a.mul_(2)
+            ctx.mark_dirty(a)
+            return a * 1                             # the dirty input is not an output
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    with pytest.raises(RuntimeError, match="Some elements marked as dirty during the forward "
+                                           "method were not returned as output"):
+        Dirty.apply(t64([1.0]) * 1)
+
+    class Number(Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return 3.0
+
+    with pytest.raises(RuntimeError, match=r"expected Variable or None \(got float\)"):
+        Number.apply(t64([1.0])).sum().backward()

@@ -305,6 +305,51 @@ def test_version_counter_shared_by_views_and_detach():
     assert c._version == 1 and t._version == 2 and t.tolist() == [[3, 3], [0, 0]]
 
 
+def test_identity_views_are_views():
+    """A view op that returns its input's whole storage unchanged (x[:], a view or reshape
+    to the same shape, a no-op squeeze) is a view all the same: it shares the version
+    counter and its base, and writing through it is seen by autograd."""
+    t = ft.zeros(2, 3)
+    views = [t[:], t[...], t[:, :], t.view(2, 3), t.reshape(2, 3), t.squeeze(),
+             t.expand(2, 3), t.narrow(0, 0, 2)]
+    assert not t._is_view() and not t.clone()._is_view()
+    for k, v in enumerate(views):
+        assert v._base is t and v._is_view()
+        v.add_(1)
+        assert t._version == k + 1 and t[0, 0].item() == k + 1
+    x = ft.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        x[:].mul_(2)
+    y = x * 1
+    z = y.exp()                   # saves its output y.exp(), not y
+    w = y.sin()                   # saves y
+    y[:].mul_(2)
+    assert y.grad_fn.name() == "torch::autograd::CopySlices"
+    z.sum().backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        w.sum().backward()
+
+
+def test_inplace_on_an_expanded_view_is_refused():
+    """expand() repeats elements in memory: every in-place op refuses it with torch's
+    RuntimeError (the fast paths used to let NumPy raise ValueError)."""
+    c = ft.ones(3)
+    for op in (lambda v: v.add_(1), lambda v: v.fill_(2.0), lambda v: v.zero_(),
+               lambda v: v.addcmul_(v, v), lambda v: v.uniform_(), lambda v: v.mul_(2)):
+        with pytest.raises(RuntimeError, match="more than one element of the written-to "
+                                               "tensor refers to a single memory location"):
+            op(c.expand(2, 3))
+    assert c.tolist() == [1.0, 1.0, 1.0] and c._version == 0
+
+
+def test_getitem_grad_fn_names_follow_torch():
+    x = ft.ones(2, 3, requires_grad=True)
+    assert x[:].grad_fn.name() == "SliceBackward0"           # a bare slice: a slice op
+    assert x[...].grad_fn.name() == "AliasBackward0"         # no index at all: an alias
+    assert x[:, :].grad_fn.name() == "AliasBackward0"
+    assert x[0, :].grad_fn.name() == "SelectBackward0"
+
+
 def test_detach_shares_storage_and_cuts_the_graph():
     x = ft.tensor([1.0, 2.0], requires_grad=True)
     y = x * 2

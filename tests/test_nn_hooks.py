@@ -24,6 +24,7 @@ def test_linear_grad_input_and_grad_output():
     r = ft.randn(4, 2, dtype=ft.float64)
     (lin(x) * r).sum().backward()
     assert len(seen) == 1
+    assert x.grad_fn is None and lin(x).grad_fn.name() == "BackwardHookFunctionBackward"
     m, gi, go = seen[0]
     assert m is lin and isinstance(gi, tuple) and isinstance(go, tuple)
     assert len(gi) == 1 and len(go) == 1
@@ -61,7 +62,9 @@ def test_input_without_grad_gives_none_grad_input():
     seen = []
     lin.register_full_backward_hook(lambda m, gi, go: seen.append((gi, go)))
     x = ft.randn(2, 3, dtype=ft.float64)                 # data: no grad
-    lin(x).sum().backward()
+    with pytest.warns(UserWarning, match="Full backward hook is firing when gradients are "
+                                         "computed with respect to module outputs"):
+        lin(x).sum().backward()
     gi, go = seen[0]
     assert gi == (None,)
     np.testing.assert_allclose(num(go[0]), np.ones((2, 2)))
@@ -69,7 +72,7 @@ def test_input_without_grad_gives_none_grad_input():
     lin2 = _linear()
     lin2.register_full_backward_hook(lambda m, gi, go: (ft.ones(2, 3),))
     with pytest.raises(RuntimeError, match="no input requires gradient should always return "
-                                           "None"):
+                                           "None"), pytest.warns(UserWarning):
         lin2(x).sum().backward()
 
 
@@ -140,17 +143,21 @@ def test_multiple_inputs_and_outputs():
     np.testing.assert_allclose(num(a.grad), 2 * num(b) + 5)
 
 
-def test_output_not_used_gets_zero_grad_output():
+def test_output_not_used_gets_none_grad_output():
+    """An output the loss does not use has no gradient: grad_output holds None for it (in
+    the pre-hook and the hook alike), as torch's."""
     class Two(nn.Module):
         def forward(self, a):
             return a * 2, a * 3
     m = Two()
     seen = []
+    m.register_full_backward_pre_hook(lambda mod, go: seen.append(go))
     m.register_full_backward_hook(lambda mod, gi, go: seen.append(go))
     a = ft.ones(2, requires_grad=True)
     out1, _ = m(a)
     out1.sum().backward()
-    np.testing.assert_allclose(num(seen[0][1]), [0, 0])
+    assert len(seen) == 2 and seen[0][1] is None and seen[1][1] is None
+    np.testing.assert_allclose(num(seen[1][0]), [1, 1])
     np.testing.assert_allclose(num(a.grad), [2, 2])
 
 

@@ -14,8 +14,8 @@ from .record import ANOMALY
 from .tensor import Tensor, wrap
 
 SCALAR_MSG = "grad can be implicitly created only for scalar outputs"
-UNUSED_MSG = ("One of the differentiated Tensors appears to not have been used in the graph. "
-              "Set allow_unused=True if this is the desired behavior.")
+UNUSED_MSG = ("The differentiated Tensor at index {} appears to not have been used in the "
+              "graph. Set allow_unused=True if this is the desired behavior.")
 
 
 def _seq(x, what):
@@ -41,8 +41,8 @@ def _root_cts(roots, grads, create_graph, what):
     """One cotangent per root: the given gradient (checked) or ones for a scalar root."""
     grads = grads if grads is not None else [None] * len(roots)
     if len(grads) != len(roots):
-        raise RuntimeError(f"{what} sequence must have the same length as outputs "
-                           f"(got {len(grads)} and {len(roots)})")
+        raise RuntimeError(f"got {len(roots)} tensors and {len(grads)} gradients ({what} "
+                           "must have one entry, a Tensor or None, per output)")
     cts = []
     for i, (t, g) in enumerate(zip(roots, grads)):
         if g is None:
@@ -140,7 +140,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     targets = _seq(inputs, "inputs")
     if targets is not None:
         if len(targets) == 0:
-            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
         for t in targets:
             if not t._requires_grad:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
@@ -191,13 +191,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         res, _ = engine.run_backward(outs, cts, ins, retain_graph, create_graph,
                                      anomaly=ANOMALY.enabled)
         result = []
-        for t, g in zip(ins, res):
+        for i, (t, g) in enumerate(zip(ins, res)):
             if g is None:
                 if materialize_grads:
                     result.append(wrap(np.zeros(t._data.shape, t._data.dtype)))
                     continue
                 if not allow_unused:
-                    raise RuntimeError(UNUSED_MSG)
+                    raise RuntimeError(UNUSED_MSG.format(i))
                 result.append(None)
                 continue
             if t._grad_fn is None:

@@ -13,6 +13,7 @@ history is not in the graph and the second derivative would be wrong.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 
 import numpy as np
@@ -162,7 +163,7 @@ class Function(metaclass=_FunctionMeta):
     @classmethod
     def apply(cls, *args, **kwargs):
         if kwargs:
-            raise TypeError("Function.apply does not take keyword arguments")
+            args = _bind_keywords(cls, args, kwargs)
         if any(isinstance(a, Tensor) and isinstance(a._data, Tracer) for a in args):
             traced_hooks().refuse(
                 f"autograd.Function {cls.__name__}.apply inside the compiled (or transformed) "
@@ -179,11 +180,23 @@ class Function(metaclass=_FunctionMeta):
         is_tuple = isinstance(result, tuple)
         outs = list(result) if is_tuple else [result]
         inputs = [args[i] for i in tensor_pos]
+        if ctx.dirty and not ctx.dirty <= {id(o) for o in outs if isinstance(o, Tensor)}:
+            raise RuntimeError("Some elements marked as dirty during the forward method were "
+                               "not returned as output. The inputs that are modified inplace "
+                               "must all be outputs of the Function.")
         for j, o in enumerate(outs):
-            if isinstance(o, Tensor) and any(o is x for x in inputs) and id(o) not in ctx.dirty:
+            if not isinstance(o, Tensor) or id(o) in ctx.dirty:
+                continue
+            if any(o is x for x in inputs):
                 alias = wrap(o._data)
                 alias._vc = vc_of(o)
-                outs[j] = alias
+                outs[j] = o = alias
+            elif o._base is None:
+                continue
+            # an input returned as-is or a view made in forward: its history will be the
+            # Function's node, so an in-place op on it cannot be recorded (inplace.py
+            # refuses it as torch does; mark_dirty is the way to modify an input)
+            o.__dict__["_fn_view"] = (cls.__name__, j)
         needs = any(ctx.needs_input_grad)
         if needs:
             _record(cls, ctx, args, tensor_pos, outs)
@@ -192,6 +205,20 @@ class Function(metaclass=_FunctionMeta):
         if not needs:
             ctx._inputs = ()
         return tuple(outs) if is_tuple else outs[0]
+
+
+def _bind_keywords(cls, args, kwargs):
+    """apply(x, k=3.0): keyword arguments bound to forward's parameters, in its order, as
+    torch does (each is then an input: needs_input_grad has an entry and backward returns a
+    gradient, or None, for it)."""
+    try:
+        bound = inspect.signature(cls.forward).bind(None, *args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{cls.__name__}.apply: {e}") from None
+    if bound.kwargs:
+        raise TypeError(f"{cls.__name__}.apply: keyword arguments {sorted(bound.kwargs)} "
+                        "follow a parameter that was not given; pass them positionally")
+    return bound.args[1:]
 
 
 def _record(cls, ctx, args, tensor_pos, outs):
@@ -313,8 +340,9 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
         if g is None:
             g = wrap(np.zeros(aval.shape, aval.dtype))
         if not isinstance(g, Tensor):
-            raise TypeError(f"function {cls.__name__}Backward returned a gradient of type "
-                            f"{type(g).__name__} at index {pos}; expected a Tensor or None")
+            raise RuntimeError(f"expected Variable or None (got {type(g).__name__}): function "
+                               f"{cls.__name__}Backward returned it as the gradient at index "
+                               f"{pos}")
         if tuple(g.shape) != tuple(aval.shape):
             try:
                 g = g.expand(aval.shape) if g.numel() == 1 else g.reshape(aval.shape) \

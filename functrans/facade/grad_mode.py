@@ -29,26 +29,18 @@ def is_inference_mode_enabled() -> bool:
 
 
 class _DecoratorContextManager:
-    """A context manager that can also decorate functions (and generator functions)."""
+    """A context manager that can also decorate functions (and generator functions).
+
+    A decorated function runs under a fresh copy of the mode (clone) and the caller's mode
+    is back when it returns. A decorated generator runs under the mode only while its own
+    code runs (each next/send/throw/close); between yields its caller's mode is in force,
+    as torch's generator wrapper does."""
 
     def __call__(self, func):
         if inspect.isclass(func):
             raise TypeError(f"{type(self).__name__} cannot decorate a class")
         if inspect.isgeneratorfunction(func):
-            @functools.wraps(func)
-            def gen_wrapper(*args, **kwargs):
-                gen = func(*args, **kwargs)
-                with self.clone():
-                    response = gen.send(None)
-                while True:
-                    try:
-                        with self.clone():
-                            request = yield response
-                        with self.clone():
-                            response = gen.send(request)
-                    except StopIteration as e:
-                        return e.value
-            return gen_wrapper
+            return self._wrap_generator(func)
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
@@ -56,11 +48,47 @@ class _DecoratorContextManager:
                 return func(*args, **kwargs)
         return wrapper
 
+    def _wrap_generator(self, func):
+        clone = self.clone
+
+        @functools.wraps(func)
+        def gen_wrapper(*args, **kwargs):
+            gen = func(*args, **kwargs)
+            try:
+                with clone():
+                    response = gen.send(None)
+                while True:
+                    try:
+                        request = yield response          # the caller's mode, not ours
+                    except GeneratorExit:
+                        with clone():
+                            gen.close()
+                        raise
+                    except BaseException as e:           # g.throw(e) by the caller
+                        with clone():
+                            response = gen.throw(e)
+                    else:
+                        with clone():
+                            response = gen.send(request)
+            except StopIteration as e:
+                return e.value
+        return gen_wrapper
+
     def clone(self):
         return type(self)()
 
 
-class no_grad(_DecoratorContextManager):  # noqa: N801  (torch's name)
+class _NoParamDecoratorContextManager(_DecoratorContextManager):
+    """A mode without arguments decorates with or without parentheses: `@no_grad` as well
+    as `@no_grad()` (torch accepts both)."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+class no_grad(_NoParamDecoratorContextManager):  # noqa: N801  (torch's name)
     """Disable recording: results of ops do not require grad (torch.no_grad)."""
 
     def __enter__(self):
@@ -72,7 +100,7 @@ class no_grad(_DecoratorContextManager):  # noqa: N801  (torch's name)
         return False
 
 
-class enable_grad(_DecoratorContextManager):  # noqa: N801
+class enable_grad(_NoParamDecoratorContextManager):  # noqa: N801
     """Enable recording inside a no_grad region (torch.enable_grad)."""
 
     def __enter__(self):
@@ -88,9 +116,18 @@ class set_grad_enabled(_DecoratorContextManager):  # noqa: N801
     """Set grad mode now (as a function call) or for a block (as a context manager)."""
 
     def __init__(self, mode: bool):
+        if not isinstance(mode, bool):      # as torch: a number or tensor is a mistake here
+            raise TypeError(f"set_grad_enabled(): argument 'enabled' (position 1) must be "
+                            f"bool, not {type(mode).__name__}")
         self.prev = STATE.enabled
-        self.mode = bool(mode)
+        self.mode = mode
         STATE.enabled = self.mode
+
+    def __call__(self, func):
+        """As a decorator the call that made this object must not change the mode: only the
+        decorated function runs under it (torch restores the mode here too)."""
+        STATE.enabled = self.prev
+        return super().__call__(func)
 
     def __enter__(self):
         STATE.enabled = self.mode
@@ -105,17 +142,22 @@ class set_grad_enabled(_DecoratorContextManager):  # noqa: N801
 
 class inference_mode(_DecoratorContextManager):  # noqa: N801
     """No recording, and tensors created inside are inference tensors: they cannot be saved
-    for backward later, nor modified in place outside inference mode (torch.inference_mode)."""
+    for backward later, nor modified in place outside inference mode (torch.inference_mode).
+    `inference_mode(False)` turns both off: grad mode on, inference mode off (torch's
+    InferenceMode guard sets grad mode to `not mode`). `@inference_mode` decorates without
+    parentheses too."""
+
+    def __new__(cls, mode=True):
+        if isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)                       # @inference_mode on a function
 
     def __init__(self, mode: bool = True):
         self.mode = bool(mode)
 
     def __enter__(self):
         self.prev = (STATE.enabled, STATE.inference)
-        if self.mode:
-            STATE.enabled, STATE.inference = False, True
-        else:
-            STATE.inference = False
+        STATE.enabled, STATE.inference = not self.mode, self.mode
 
     def __exit__(self, *exc):
         STATE.enabled, STATE.inference = self.prev
@@ -123,8 +165,3 @@ class inference_mode(_DecoratorContextManager):  # noqa: N801
 
     def clone(self):
         return inference_mode(self.mode)
-
-    def __call__(self, func=None):
-        if isinstance(func, bool):      # @inference_mode(False) style is handled by __init__
-            return inference_mode(func)
-        return super().__call__(func)

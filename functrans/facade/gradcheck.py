@@ -83,7 +83,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not diff_idx:
         raise ValueError("gradcheck expects at least one input tensor to require gradient, "
-                         "but none of the them have requires_grad=True.")
+                         "but none of them have requires_grad=True.")
     for i in diff_idx:
         if inputs[i].dtype != np.float64:
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
@@ -97,8 +97,9 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         for oi, o in enumerate(outputs):
             if not o.requires_grad and o.dtype.kind in "fc":
                 if any(np.any(num[ii][oi] != 0) for ii in range(len(diff_idx))):
-                    raise GradcheckError(f"Output {oi} does not require grad but its numerical "
-                                         "gradient is nonzero")
+                    raise GradcheckError(f"Numerical gradient for function expected to be zero: "
+                                         f"output {oi} does not require grad but its "
+                                         "numerical gradient is nonzero")
         ana = _analytical(outputs, inputs, diff_idx)
         for ii, i in enumerate(diff_idx):
             for oi in range(len(outputs)):

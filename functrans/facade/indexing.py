@@ -11,8 +11,8 @@ import numpy as np
 from .. import numpy as fnp
 from ..core import Tracer
 from .grad_mode import STATE as GS
-from .inplace import _check_inplace, inplace
-from .tensor import Tensor, apply_fn, static, traced_hooks, wrap
+from .inplace import COPY_SLICES, OVERLAP_MSG, _check_inplace, inplace
+from .tensor import VIEW_LEAF_INPLACE_MSG, Tensor, apply_fn, static, traced_hooks, wrap
 
 
 class _Arr:
@@ -50,15 +50,9 @@ def _split_index(idx):
             it = np.asarray(it)
         if isinstance(it, (np.ndarray, np.generic)) and not isinstance(it, np.integer):
             it = np.asarray(it)
-            if it.ndim == 0 and it.dtype == np.bool_:      # as a Python bool
-                if not it:
-                    raise IndexError("indexing with False is not supported")
-                template.append(None)
-                continue
-            if it.ndim == 0 and it.dtype.kind in "iu":     # as a Python int (SelectBackward0)
-                template.append(int(it))
-                continue
             if it.dtype == np.bool_:
+                if it.ndim == 0:
+                    raise IndexError("indexing with a 0-d boolean tensor is not supported")
                 for comp in np.nonzero(it):
                     template.append(_Arr(len(arrays)))
                     arrays.append(comp.astype(np.int64))
@@ -69,16 +63,12 @@ def _split_index(idx):
             template.append(_Arr(len(arrays)))
             arrays.append(it.astype(np.int64))
         elif isinstance(it, slice):
-            if it.step is not None and _int_or_none(it.step) <= 0:
-                raise ValueError("step must be greater than zero")
             template.append(("__slice__", _int_or_none(it.start), _int_or_none(it.stop),
                              _int_or_none(it.step)))
         elif it is None or it is Ellipsis:
             template.append(it)
-        elif isinstance(it, (bool, np.bool_)) and it:
-            template.append(None)           # x[True]: a new axis of size 1, as torch/NumPy
         elif isinstance(it, (bool, np.bool_)):
-            raise IndexError("indexing with False is not supported")
+            raise IndexError("indexing with a Python bool is not supported")
         elif isinstance(it, (int, np.integer)):
             template.append(int(it))
         else:
@@ -130,7 +120,10 @@ def getitem(t, idx):
     template, arrays = _split_index(idx)
     _check_bounds(t, template)
     advanced = bool(arrays)
-    return apply_fn(_kind(template), _getitem_fn, (t,) + tuple(wrap(a) for a in arrays),
+    # a bare slice is always a slice op in torch, x[:] included (a tuple of full slices
+    # or an Ellipsis alone is an alias)
+    name = "SliceBackward0" if type(idx) is slice else _kind(template)
+    return apply_fn(name, _getitem_fn, (t,) + tuple(wrap(a) for a in arrays),
                     static(template=template), view=not advanced)
 
 
@@ -165,19 +158,21 @@ def setitem(t, idx, value):
         np_idx = _numpy_index(idx)
         v = value._data if isinstance(value, Tensor) else value
         if not t._data.flags.writeable:
-            raise RuntimeError("unsupported operation: more than one element of the written-to "
-                               "tensor refers to a single memory location. Please clone() the "
-                               "tensor before performing the operation.")
+            raise RuntimeError(OVERLAP_MSG)
         t._data[np_idx] = v
         t._bump("__setitem__")
         return
     template, arrays = _split_index(idx)
     _check_bounds(t, template)
+    if (GS.enabled and t._requires_grad and t._grad_fn is None and not arrays
+            and _kind(template) != "AliasBackward0"):
+        # torch writes through the view x[idx] (unless idx is advanced or selects all)
+        raise RuntimeError(VIEW_LEAF_INPLACE_MSG)
     if not isinstance(value, Tensor):
         value = wrap(np.asarray(value, t.dtype))
     elif value.dtype != t.dtype:
         value = value.to(t.dtype)
-    name = "IndexPutBackward0" if arrays else "torch::autograd::CopySlices"
+    name = "IndexPutBackward0" if arrays else COPY_SLICES
     inplace(t, "__setitem__", lambda: apply_fn(
         name, _index_update_fn, (t, value) + tuple(wrap(a) for a in arrays),
         static(template=template)))

@@ -12,12 +12,15 @@ import numpy as np
 from .. import numpy as fnp
 from ..core import Tracer
 from . import creation
-from .record import INFERENCE, vc_of
+from .record import INFERENCE, VIEW_HISTORY, vc_of
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
                      apply_fn, binary, traced_hooks, wrap)
 from .methods import DIV, MUL, add, addcdiv, addcmul, lerp, sub
 
 T = Tensor
+# the grad_fn name of a base rewritten by an in-place op on its view, or by x[i] = v
+# (torch's C++-defined node, named with its namespace like AccumulateGrad)
+COPY_SLICES = "torch::autograd::CopySlices"
 
 
 # ---------------------------------------------------------------------------
@@ -25,9 +28,30 @@ T = Tensor
 # bump the version, and rebase the tensor's history onto the new node
 
 
+NOGRAD_VIEW_MSG = (
+    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. "
+    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+    "your code by moving both the view and the inplace either both inside the no_grad block "
+    "(if you don't want the inplace to be tracked) or both outside (if you want the inplace "
+    "to be tracked).")
+
+
 def _check_inplace(self, recording):
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
         traced_hooks().concrete_update(self, None)
+    if recording and self._requires_grad and "_fn_view" in self.__dict__:
+        name, k = self.__dict__["_fn_view"]
+        raise RuntimeError(
+            f"Output {k} of {name} is a view and is being modified inplace. This view was "
+            "created inside a custom Function (or because an input was returned as-is) and the "
+            "autograd logic to handle view+inplace would override the custom backward "
+            "associated with the custom Function, leading to incorrect gradients. This "
+            "behavior is forbidden. You can fix this by cloning the output of the custom "
+            "Function.")
+    if GS.enabled and self._base is not None and "_nograd_view" in self.__dict__:
+        # a view of a tensor that requires grad, taken under no_grad: it has no history
+        # to rebase, and recording nothing would silently cut the base's gradient
+        raise RuntimeError(NOGRAD_VIEW_MSG)
     if recording and self._requires_grad and self._grad_fn is None and self._base is None:
         raise RuntimeError(LEAF_INPLACE_MSG)
     base = self._base
@@ -89,14 +113,38 @@ def _protect_saved(node, data):
 def _rebase(t, res):
     """t (whose storage now holds res's values) takes over res's history."""
     node = res._grad_fn
-    t._grad_fn = node
-    t._out_nr = res._out_nr
+    _set_history(t, node, res._out_nr)
     t._requires_grad = True
-    vc = vc_of(t)
+    _hold_output_in(t, res)
+
+
+def _hold_output_in(t, res):
+    """res's node may have saved its output (exp_, sigmoid_, ...), whose values now live in
+    t's storage: the node holds that storage and t's current version, so a later in-place
+    write to t, its base or any view of it is caught at backward (torch's check)."""
+    node = res._grad_fn
     s = node.info.out_slots[res._out_nr]
     if node.vals and node.vals[s] is not None:
+        vc = vc_of(t)
         node.vals[s] = t._data
         node.vers = tuple(e for e in node.vers if e[0] != s) + ((s, vc, vc.v),)
+
+
+def _set_history(t, node, out_nr):
+    """t's grad_fn becomes (node, out_nr). A retain_grad() of t moves along: .grad then
+    holds the gradient of t's new value, as torch moves its retains_grad hook when an
+    in-place op rebases a tensor's history (hooks registered with register_hook stay with
+    the old value)."""
+    old = t._grad_fn
+    if old is not None and old.retains:
+        r = old.retains.get(t._out_nr)
+        if r is not None and r() is t:
+            del old.retains[t._out_nr]
+            if node.retains is None:
+                node.retains = {}
+            node.retains[out_nr] = r
+    t._grad_fn = node
+    t._out_nr = out_nr
 
 
 def _view_positions(view, base):
@@ -121,22 +169,57 @@ def _as_strided_fn(base, pos):
     return fnp.take(fnp.reshape(base, (-1,)), pos)
 
 
+def regenerate_view_history(view):
+    """Give a view whose base was modified in place after it was taken (through another
+    view, or the base itself) a history that reads the base's new one: an
+    AsStridedBackward0 node on the base, as torch regenerates it. A retain_grad() moves
+    along. Returns False where it cannot (traced data, a base that is not C-contiguous)."""
+    base = view._base
+    if type(view._data) is not np.ndarray or type(base._data) is not np.ndarray \
+            or not base._data.flags.c_contiguous:
+        return False
+    prev = GS.enabled
+    GS.enabled = True                  # the view's history exists whatever the mode now
+    try:
+        new_view = apply_fn("AsStridedBackward0", _as_strided_fn,
+                            (base, wrap(_view_positions(view, base))))
+    finally:
+        GS.enabled = prev
+    _set_history(view, new_view._grad_fn, 0)
+    view._requires_grad = True
+    view.__dict__["_vfn"] = base._grad_fn
+    return True
+
+
+VIEW_HISTORY.regenerate = regenerate_view_history
+
+
 def _inplace_on_view(self, name, res):
     """In-place op on a view under grad: the base's history becomes CopySlices(base, result)
     and the view's becomes a strided read of the new base (torch's semantics)."""
+    multi = self.__dict__.get("_multi_view")
+    if multi is not None:
+        op_name, k = multi
+        raise RuntimeError(
+            f"Output {k} of {op_name.split('Backward')[0]} is a view and is being modified "
+            "inplace. This view is the output of a function that returns multiple views. Such "
+            "functions do not allow the output views to be modified inplace. You should "
+            "replace the inplace operation by an out-of-place one.")
     base = self._base
     pos = wrap(_view_positions(self, base))
+    op = res
     if res._data.shape != self._data.shape:
         res = res.expand(tuple(self._data.shape))
-    new_base = apply_fn("torch::autograd::CopySlices", _copy_slices_fn, (base, res, pos))
+    new_base = apply_fn(COPY_SLICES, _copy_slices_fn, (base, res, pos))
     _protect_saved(res._grad_fn, base._data)
     _protect_saved(new_base._grad_fn, base._data)
     _write(self._data, res._data)
     self._bump(name)
+    if op is res:
+        _hold_output_in(self, op)          # exp_ on a view saved the view's new values
     _rebase(base, new_base)
     new_view = apply_fn("AsStridedBackward0", _as_strided_fn, (base, pos))
-    self._grad_fn = new_view._grad_fn
-    self._out_nr = 0
+    _set_history(self, new_view._grad_fn, 0)
     self._requires_grad = True
     self.__dict__["_vfn"] = base._grad_fn
     return self
@@ -147,10 +230,13 @@ def _write(dst, src):
         raise RuntimeError(f"result type {_tname(src.dtype)} can't be cast to the desired output "
                            f"type {_tname(dst.dtype)}")
     if not dst.flags.writeable:
-        raise RuntimeError("unsupported operation: more than one element of the written-to "
-                           "tensor refers to a single memory location. Please clone() the tensor "
-                           "before performing the operation.")
+        raise RuntimeError(OVERLAP_MSG)
     np.copyto(dst, src, casting="same_kind")
+
+
+OVERLAP_MSG = ("unsupported operation: more than one element of the written-to tensor refers "
+               "to a single memory location. Please clone() the tensor before performing the "
+               "operation.")
 
 
 def _tname(d):
@@ -159,7 +245,12 @@ def _tname(d):
 
 
 def _fast(self, *others):
-    """True when an in-place op need not record: grad mode off or nothing requires grad."""
+    """True when an in-place op need not record: grad mode off or nothing requires grad.
+    Every in-place op asks first, so it also refuses a read-only destination (an expand()
+    view, whose elements share memory) with torch's error, before any fast path writes."""
+    d = self._data
+    if type(d) is np.ndarray and not d.flags.writeable:
+        raise RuntimeError(OVERLAP_MSG)
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
         traced_hooks().concrete_update(self, None)
     if not GS.enabled:
@@ -168,6 +259,8 @@ def _fast(self, *others):
         return True
     if self._requires_grad:
         return False
+    if self._base is not None and "_nograd_view" in self.__dict__:
+        _check_inplace(self, False)
     for o in others:
         if isinstance(o, Tensor) and o._requires_grad:
             return False
@@ -206,7 +299,7 @@ T.__imul__ = T.mul_
 T.__itruediv__ = T.div_
 
 
-def _add_alpha_(self, other, *, alpha=1, _sub=False):
+def _add_alpha_(self, other, *, alpha=1):
     if _fast(self, other) and type(self._data) is np.ndarray and _untraced(other):
         o = other._data if isinstance(other, Tensor) else other
         if alpha != 1:
@@ -218,13 +311,11 @@ def _add_alpha_(self, other, *, alpha=1, _sub=False):
         np.add(self._data, o, out=self._data, casting="same_kind")
         self._bump("add_")
         return self
-    if _sub:                    # recorded as torch's SubBackward0
-        return inplace(self, "sub_", lambda: sub(self, other, alpha=-alpha))
     return inplace(self, "add_", lambda: add(self, other, alpha=alpha))
 
 
 def _sub_alpha_(self, other, *, alpha=1):
-    return _add_alpha_(self, other, alpha=-alpha, _sub=True)
+    return _add_alpha_(self, other, alpha=-alpha)
 
 
 T.add_ = _add_alpha_
@@ -299,7 +390,7 @@ def fill_(self, value):
         self._bump("fill_")
         return self
     v = value if isinstance(value, Tensor) else wrap(np.asarray(value, self.dtype))
-    return inplace(self, "fill_", lambda: apply_fn("FillBackward2", _fill_fn, (self, v)))
+    return inplace(self, "fill_", lambda: apply_fn("FillBackward0", _fill_fn, (self, v)))
 
 
 def _zero_fn(x):
@@ -327,8 +418,7 @@ def copy_(self, src, non_blocking=False):
                                                                               copy=False))
         self._bump("copy_")
         return self
-    return inplace(self, "copy_", lambda: apply_fn("torch::autograd::CopyBackwards", _copy_fn,
-                                                     (self, src)))
+    return inplace(self, "copy_", lambda: apply_fn("CopyBackwards", _copy_fn, (self, src)))
 
 
 T.fill_, T.zero_, T.copy_ = fill_, zero_, copy_
@@ -340,6 +430,8 @@ def _random_inplace(name, sample):
             raise RuntimeError(LEAF_INPLACE_MSG)
         vals = sample(generator or creation._rng(), self._data.shape, *args, **kwargs)
         _check_inplace(self, False)
+        if type(self._data) is np.ndarray and not self._data.flags.writeable:
+            raise RuntimeError(OVERLAP_MSG)
         if self._grad_fn is not None and GS.enabled:
             v = wrap(np.asarray(vals, self.dtype))
             return inplace(self, name, lambda: apply_fn("FillBackward0", _copy_fn, (self, v)))

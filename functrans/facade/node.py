@@ -130,6 +130,19 @@ class Node:
     def metadata(self):
         return {}
 
+    def __getattr__(self, name):
+        """A custom Function's node is its ctx in torch (grad_fn.saved_tensors,
+        grad_fn.needs_input_grad, attributes set on ctx): read them from the ctx."""
+        if name[:2] != "__":
+            try:
+                x = object.__getattribute__(self, "x")
+            except AttributeError:
+                x = None
+            ctx = None if x is None else x.ctx
+            if ctx is not None:
+                return getattr(ctx, name)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
     def register_hook(self, fn):
         raise NotImplementedError(
             "Node.register_hook is not supported by functrans; register the hook on the "

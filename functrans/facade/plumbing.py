@@ -125,7 +125,7 @@ def run_tensor_hooks(g, *hook_dicts):
         for fn in list(hooks.values()):
             r = fn(g)
             if r is not None:
-                g = _check_hook_result(r, g)
+                g = _check_hook_result(r, g, fn)
     return g
 
 
@@ -161,14 +161,18 @@ def _hook_call_impl(xp, ct, *, hooks):
     return run_cotangent_hooks(wrap(ct), *hook_dicts(hooks))._data
 
 
-def _check_hook_result(r, g):
+def _check_hook_result(r, g, fn):
+    """A tensor hook's replacement gradient r for g: a Tensor of g's dtype and shape (the
+    errors name the hook by its __name__, as torch's)."""
+    name = getattr(fn, "__name__", type(fn).__name__)
     if not isinstance(r, TensorInfo):       # (Tensor is TensorInfo's only subclass)
-        raise TypeError(f"a tensor hook must return None or a Tensor, got {type(r).__name__}")
+        raise TypeError(f"expected Tensor, but hook '{name}' returned '{type(r).__name__}' "
+                        "(a tensor hook must return None or a Tensor)")
     if r.dtype != g.dtype:
-        raise RuntimeError(f"hook 'hook' has changed the type of value (was {g.dtype} got "
+        raise RuntimeError(f"hook '{name}' has changed the type of value (was {g.dtype} got "
                            f"{r.dtype})")
     if tuple(r.shape) != tuple(g.shape):
-        raise RuntimeError(f"hook 'hook' has changed the size of value: expected shape "
+        raise RuntimeError(f"hook '{name}' has changed the size of value: expected shape "
                            f"{tuple(g.shape)}, got {tuple(r.shape)}")
     return r
 

@@ -198,16 +198,38 @@ def make_node(info, inputs, vals, outs):
     return node
 
 
-def check_view(t):
-    """A view whose base was rebased by an in-place op since it was taken has a stale
-    history: refuse to record with it (torch regenerates it; functrans asks to re-take it)."""
+class _ViewHistory:
+    """The function that regenerates a stale view's history: inplace.py (which sits above
+    this module and records ops) sets `regenerate` when it loads."""
+    regenerate = None
+
+
+VIEW_HISTORY = _ViewHistory()
+
+
+def refresh_view(t):
+    """False when t is a view whose base was rebased by an in-place op since it was taken
+    and whose history could not be regenerated from the base's new one (an
+    AsStridedBackward0 read of the base, as torch does): a base that is not C-contiguous,
+    traced data. True otherwise (regenerated, or not stale)."""
     base = t._base
-    if base._grad_fn is not t.__dict__.get("_vfn", base._grad_fn):
+    if base._grad_fn is t.__dict__.get("_vfn", base._grad_fn):
+        return True
+    regenerate = VIEW_HISTORY.regenerate
+    return regenerate is not None and regenerate(t)
+
+
+def check_view(t):
+    """A view with a stale history is regenerated (refresh_view); where that cannot be
+    done, refuse to record with it."""
+    if not refresh_view(t):
+        base = t._base
         op = base._vc.op if base._vc is not None else "an in-place operation"
         raise RuntimeError(
             f"functrans: this tensor is a view of a tensor that was modified in place (by {op}) "
             "after the view was taken, so its recorded history is stale (PyTorch would "
-            "regenerate it). Take the view again after the in-place operation.")
+            "regenerate it here only over a C-contiguous base). Take the view again after the "
+            "in-place operation.")
 
 
 def _hold_plan(info):

@@ -28,7 +28,7 @@ from . import dtypes as D
 from . import grad_mode
 from .node import HookDict, OpInfo, add_hook
 from .record import (INFERENCE, _COMPOSITES, _trace_composite, elementwise_info, info_for,
-                     make_node, vc_of)
+                     make_node, refresh_view, vc_of)
 from .placement import _check_device, _on, device as _device, put
 from .tensor_info import Size, TensorInfo, _host, _ndarray, result_type, to_array
 from .tensor_info import NUMPY_GRAD_MSG, _Storage, _format  # noqa: F401  (names this module had)
@@ -138,6 +138,8 @@ class Tensor(TensorInfo):
 
     @property
     def grad_fn(self):
+        if self._base is not None and self._requires_grad:
+            refresh_view(self)              # regenerated if its base changed in place
         return self._grad_fn
 
     @property
@@ -161,9 +163,16 @@ class Tensor(TensorInfo):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
                                 f"of type {type(value).__name__}")
             if value.dtype != self.dtype:
-                raise RuntimeError("assigned grad has data of a different type")
+                raise RuntimeError(
+                    f"attempting to assign a gradient with dtype '{value.dtype}' to a tensor "
+                    f"with grad_dtype '{self.dtype}'. The gradient must match the tensor's "
+                    "grad_dtype (defaults to the tensor's dtype): convert it with "
+                    f"grad.to({self.dtype})")
             if tuple(value.shape) != tuple(self.shape):
-                raise RuntimeError("assigned grad has data of a different size")
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor "
+                    f"of size '{list(self.shape)}'. Please ensure that the gradient and the "
+                    "tensor are the same size")
         self._grad = value
 
     @grad.deleter
@@ -218,6 +227,10 @@ class Tensor(TensorInfo):
 
     @property
     def is_view(self):
+        return self._base is not None
+
+    def _is_view(self):
+        """True for a view of another tensor's storage (torch's Tensor._is_view())."""
         return self._base is not None
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Any:
@@ -657,7 +670,7 @@ def apply_fn(name, fn, args, static=(), view=False):
             v = vals[s] = v.copy()       # only view ops may return storage of their inputs
         outs.append(wrap(v))
     if view:
-        _mark_views(args, outs)
+        _mark_views(args, outs, name if comp.out_tree is not None else None)
     if rg and GS.enabled and comp.any_float:
         mask = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
         infos = comp.infos
@@ -828,18 +841,29 @@ def _composite_info(name, comp, mask):
     return OpInfo(name, comp.steps, comp.n_in, comp.out_slots, comp.slot_avals, mask)
 
 
-def _mark_views(args, outs):
+def _mark_views(args, outs, multi=None):
+    """The outputs of a view op that alias its first argument's storage become views of its
+    base, sharing the version counter. An identity view (x[:], x.view(x.shape), a no-op
+    squeeze) may come back as the input's own array: a view too, as in torch.
+    multi: the op's name when it returns several views (unbind, split): an in-place op on
+    one of them cannot be recorded (inplace._inplace_on_view refuses it, as torch)."""
     base = args[0]
     b = base._base if base._base is not None else base
     vc = vc_of(base)
-    for o in outs:
+    bd = base._data
+    for k, o in enumerate(outs):
         d = o._data
-        if type(d) is _ndarray and d.base is not None and np.may_share_memory(d, base._data):
+        if type(d) is _ndarray and (d is bd or d.base is not None
+                                    and np.may_share_memory(d, bd)):
             o._base = b
             o._vc = vc
             o._flags = base._flags
             if b._requires_grad:
                 o.__dict__["_vfn"] = b._grad_fn
+                if not GS.enabled:           # an in-place write with grad on is refused
+                    o.__dict__["_nograd_view"] = True
+                if multi is not None:
+                    o.__dict__["_multi_view"] = (multi, k)
 
 
 def _fn1(name, fn, x, **static):

@@ -16,6 +16,7 @@ hook(module, grad_input, grad_output), each of which may return a replacement gr
 from __future__ import annotations
 
 import itertools
+import warnings
 
 from ...core import Tracer
 from ...facade.function import Function
@@ -30,13 +31,16 @@ _global_forward_hooks: HookDict = HookDict()
 _global_backward_hooks: HookDict = HookDict()
 
 
-class _HookIdentity(Function):
-    """Identity on tensors whose backward hands the gradients to a BackwardHook."""
+class BackwardHookFunction(Function):
+    """Identity on tensors whose backward hands the gradients to a BackwardHook (torch's
+    name: its outputs' grad_fn is BackwardHookFunctionBackward)."""
 
     @staticmethod
     def forward(ctx, state, side, *tensors):
         ctx.state = state
         ctx.side = side
+        # an output the loss does not use has no gradient: the hooks see None, as torch's
+        ctx.set_materialize_grads(False)
         return tuple(tensors)
 
     @staticmethod
@@ -47,6 +51,16 @@ class _HookIdentity(Function):
         else:
             grads = state.on_grad_input(grads)
         return (None, None) + tuple(grads)
+
+
+def _hook_outputs(outs):
+    """The hook Function's outputs are its inputs returned as-is; unlike other Functions'
+    they may be modified in place (ReLU(inplace=True) after a hooked Linear): the in-place
+    op's node follows the hook's identity node, which hands its gradient on unchanged, so
+    the history stays right (torch refuses it, a limit of its view-based hooks)."""
+    for o in outs:
+        o.__dict__.pop("_fn_view", None)
+    return outs
 
 
 def _flat_tensors(value):
@@ -103,7 +117,7 @@ class BackwardHook:
         wrap = [(k, i, a) for k, (i, a) in enumerate(tensors) if a.requires_grad]
         if not wrap:
             return args
-        outs = _HookIdentity.apply(self, "input", *[a for _, _, a in wrap])
+        outs = _hook_outputs(BackwardHookFunction.apply(self, "input", *[a for _, _, a in wrap]))
         args = list(args)
         for (k, i, _), new in zip(wrap, outs):
             args[i] = new
@@ -121,7 +135,7 @@ class BackwardHook:
         wrap = [(k, t) for k, t in enumerate(tensors) if t.requires_grad]
         if not wrap:
             return result
-        outs = _HookIdentity.apply(self, "output", *[t for _, t in wrap])
+        outs = _hook_outputs(BackwardHookFunction.apply(self, "output", *[t for _, t in wrap]))
         self.output_slots = [k for k, _ in wrap]
         new = list(tensors)
         for (k, _), o in zip(wrap, outs):
@@ -153,6 +167,11 @@ class BackwardHook:
         self.grad_outputs = full
         if not self.input_wrapped:
             # no input requires grad: the hooks run now, with grad_input all None (as torch)
+            if self.hooks:
+                warnings.warn("Full backward hook is firing when gradients are computed with "
+                              "respect to module outputs since no inputs require gradients. "
+                              "See Module.register_full_backward_hook's documentation for "
+                              "more details.", UserWarning, stacklevel=2)
             none = (None,) * self.n_inputs
             for hook in self.hooks:
                 r = hook(self.module, none, full)

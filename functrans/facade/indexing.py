@@ -50,9 +50,15 @@ def _split_index(idx):
             it = np.asarray(it)
         if isinstance(it, (np.ndarray, np.generic)) and not isinstance(it, np.integer):
             it = np.asarray(it)
+            if it.ndim == 0 and it.dtype == np.bool_:      # as a Python bool
+                if not it:
+                    raise IndexError("indexing with False is not supported")
+                template.append(None)
+                continue
+            if it.ndim == 0 and it.dtype.kind in "iu":     # as a Python int (SelectBackward0)
+                template.append(int(it))
+                continue
             if it.dtype == np.bool_:
-                if it.ndim == 0:
-                    raise IndexError("indexing with a 0-d boolean tensor is not supported")
                 for comp in np.nonzero(it):
                     template.append(_Arr(len(arrays)))
                     arrays.append(comp.astype(np.int64))
@@ -63,12 +69,16 @@ def _split_index(idx):
             template.append(_Arr(len(arrays)))
             arrays.append(it.astype(np.int64))
         elif isinstance(it, slice):
+            if it.step is not None and _int_or_none(it.step) <= 0:
+                raise ValueError("step must be greater than zero")
             template.append(("__slice__", _int_or_none(it.start), _int_or_none(it.stop),
                              _int_or_none(it.step)))
         elif it is None or it is Ellipsis:
             template.append(it)
+        elif isinstance(it, (bool, np.bool_)) and it:
+            template.append(None)           # x[True]: a new axis of size 1, as torch/NumPy
         elif isinstance(it, (bool, np.bool_)):
-            raise IndexError("indexing with a Python bool is not supported")
+            raise IndexError("indexing with False is not supported")
         elif isinstance(it, (int, np.integer)):
             template.append(int(it))
         else:

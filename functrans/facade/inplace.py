@@ -299,7 +299,7 @@ T.__imul__ = T.mul_
 T.__itruediv__ = T.div_
 
 
-def _add_alpha_(self, other, *, alpha=1):
+def _add_alpha_(self, other, *, alpha=1, _sub=False):
     if _fast(self, other) and type(self._data) is np.ndarray and _untraced(other):
         o = other._data if isinstance(other, Tensor) else other
         if alpha != 1:
@@ -311,11 +311,13 @@ def _add_alpha_(self, other, *, alpha=1):
         np.add(self._data, o, out=self._data, casting="same_kind")
         self._bump("add_")
         return self
+    if _sub:                    # recorded as torch's SubBackward0
+        return inplace(self, "sub_", lambda: sub(self, other, alpha=-alpha))
     return inplace(self, "add_", lambda: add(self, other, alpha=alpha))
 
 
 def _sub_alpha_(self, other, *, alpha=1):
-    return _add_alpha_(self, other, alpha=-alpha)
+    return _add_alpha_(self, other, alpha=-alpha, _sub=True)
 
 
 T.add_ = _add_alpha_
@@ -390,7 +392,7 @@ def fill_(self, value):
         self._bump("fill_")
         return self
     v = value if isinstance(value, Tensor) else wrap(np.asarray(value, self.dtype))
-    return inplace(self, "fill_", lambda: apply_fn("FillBackward0", _fill_fn, (self, v)))
+    return inplace(self, "fill_", lambda: apply_fn("FillBackward2", _fill_fn, (self, v)))
 
 
 def _zero_fn(x):
@@ -418,7 +420,8 @@ def copy_(self, src, non_blocking=False):
                                                                               copy=False))
         self._bump("copy_")
         return self
-    return inplace(self, "copy_", lambda: apply_fn("CopyBackwards", _copy_fn, (self, src)))
+    return inplace(self, "copy_", lambda: apply_fn("torch::autograd::CopyBackwards", _copy_fn,
+                                                     (self, src)))
 
 
 T.fill_, T.zero_, T.copy_ = fill_, zero_, copy_

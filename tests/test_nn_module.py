@@ -349,6 +349,20 @@ def test_parameter_list_and_dict():
     assert [n for n, _ in pd.named_parameters()] == ["w"]
 
 
+def test_parameter_dict_orders_a_plain_dict_by_key():
+    """As torch's: a plain mapping's entries are added sorted by key; an OrderedDict's, a
+    ParameterDict's and a list of pairs' in their own order."""
+    from collections import OrderedDict
+    z, y = ft.zeros(1), ft.ones(1)
+    assert list(nn.ParameterDict({"z": z, "y": y})) == ["y", "z"]
+    assert list(nn.ParameterDict(OrderedDict([("z", z), ("y", y)]))) == ["z", "y"]
+    assert list(nn.ParameterDict([("z", z), ("y", y)])) == ["z", "y"]
+    pd = nn.ParameterDict([("z", z)])
+    pd.update({"b": y, "a": y})
+    assert list(pd) == ["z", "a", "b"]
+    assert [n for n, _ in pd.named_parameters()] == ["z", "a", "b"]
+
+
 def test_repr_like_torch():
     s = nn.Sequential(nn.Linear(4, 3), nn.ReLU(inplace=True), nn.Dropout(0.1),
                       nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False))

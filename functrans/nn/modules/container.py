@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
+from collections.abc import Mapping
 from itertools import islice
 
 from ... import numpy as fnp
@@ -305,7 +306,15 @@ class ParameterDict(Module):
         return (self[k] for k in self._keys)
 
     def update(self, parameters):
-        items = parameters.items() if hasattr(parameters, "items") else parameters
+        """Add the entries of an OrderedDict or ParameterDict in their order, of any other
+        mapping (a plain dict) sorted by key, as torch's ParameterDict does, or of an
+        iterable of (key, value) pairs in its order."""
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            items = parameters.items()
+        elif isinstance(parameters, Mapping):
+            items = sorted(parameters.items())
+        else:
+            items = parameters
         for k, v in items:
             self[k] = v
 

@@ -226,3 +226,36 @@ def test_smooth_l1_huber_kl():
     p = RNG.dirichlet(np.ones(3), 2)
     np.testing.assert_allclose(num(F.kl_div(t64(logq), t64(p), reduction="batchmean")),
                                (p * (np.log(p) - logq)).sum() / 2, rtol=1e-12)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_weighted_regression_losses(reduction):
+    """mse_loss, l1_loss and huber_loss with a weight of the input's shape: the elementwise
+    loss times the weight; 'mean' divides by the sum of the weights for mse and l1 and by the
+    element count for huber (torch's rules), and the grad_fn is the last op torch runs."""
+    x, y = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
+    w = RNG.uniform(0.5, 2.0, (3, 4))
+    d = np.abs(x - y)
+    losses = {"mse_loss": d * d, "l1_loss": d, "huber_loss": np.where(d < 1, 0.5 * d * d, d - 0.5)}
+    names = {"none": "MulBackward0", "sum": "SumBackward0", "mean": "DivBackward0"}
+    for fn, loss in losses.items():
+        tx = t64(x, True)
+        out = getattr(F, fn)(tx, t64(y), weight=t64(w), reduction=reduction)
+        want = {"none": loss * w, "sum": (loss * w).sum(),
+                "mean": (loss * w).sum() / (w.sum() if fn != "huber_loss" else w.size)}
+        np.testing.assert_allclose(num(out), want[reduction], rtol=1e-12)
+        name = "MeanBackward0" if fn == "huber_loss" and reduction == "mean" else names[reduction]
+        assert out.grad_fn.name() == name
+    with pytest.raises(ValueError, match="Weights and input must have the same size."):
+        F.mse_loss(t64(x), t64(y), weight=t64(w[0]))
+
+
+def test_l1_loss_grad_fn_and_smooth_l1_with_beta_zero():
+    """torch's l1_loss is composite (abs, then the reduction), and smooth_l1_loss with
+    beta=0 is l1_loss; the grad_fn names say so."""
+    x, y = t64([0.5, -1.0, 2.0], True), t64([0.0, 0.0, 2.5])
+    assert F.l1_loss(x, y, reduction="none").grad_fn.name() == "AbsBackward0"
+    assert F.l1_loss(x, y, reduction="sum").grad_fn.name() == "SumBackward0"
+    out = F.smooth_l1_loss(x, y, beta=0.0)
+    assert out.grad_fn.name() == "MeanBackward0"
+    np.testing.assert_allclose(out.item(), 2.0 / 3, rtol=1e-12)

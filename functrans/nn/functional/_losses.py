@@ -33,32 +33,65 @@ def _broadcast_warning(input, target, what):
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-    """(input - target)^2, reduced ('mean' | 'sum' | 'none')."""
+    """(input - target)^2, reduced ('mean' | 'sum' | 'none'); with a weight (input's shape),
+    weight * (input - target)^2, whose 'mean' is divided by the sum of the weights."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _broadcast_warning(input, target, "mse_loss")
     if weight is not None:
-        return _call("MseLossBackward0", _weighted_fn, (input, target, weight),
-                     kind="mse", reduction=reduction)
+        return _weighted(input, target, weight, "mse", reduction)
     return _call("MseLossBackward0", _mse_fn, (input, target), reduction=reduction)
 
 
-def _weighted_fn(x, t, w, *, kind, reduction):
+# torch computes a weighted regression loss in Python (the elementwise loss times the
+# weight, then torch.sum / a division): the grad_fn of each reduction
+_WEIGHTED_NAMES = {"none": "MulBackward0", "sum": "SumBackward0", "mean": "DivBackward0"}
+
+
+def _weighted(input, target, weight, kind, reduction, delta=1.0):
+    """torch's weighted mse_loss, l1_loss and huber_loss: weight must have the input's
+    shape; 'mean' divides by the sum of the weights (mse, l1) or by the element count
+    (huber: torch takes the plain mean of the weighted loss there)."""
+    if _shape(weight) != _shape(input):
+        raise ValueError("Weights and input must have the same size.")
+    name = _WEIGHTED_NAMES[reduction]
+    if kind == "huber" and reduction == "mean":
+        name = "MeanBackward0"
+    return _call(name, _weighted_fn, (input, target, weight), kind=kind, reduction=reduction,
+                 delta=float(delta))
+
+
+def _weighted_fn(x, t, w, *, kind, reduction, delta):
     d = x - t
-    loss = d * d if kind == "mse" else abs_fn(d)
-    return _reduce(loss * w, reduction)
+    if kind == "mse":
+        loss = d * d
+    elif kind == "l1":
+        loss = abs_fn(d)
+    else:
+        loss = _smooth_l1_fn(x, t, beta=delta, reduction="none", huber=True)
+    loss = loss * w
+    if reduction == "mean" and kind != "huber":
+        return fnp.sum(loss) / fnp.sum(w)
+    return _reduce(loss, reduction)
 
 
 def _l1_fn(x, t, *, reduction):
     return _reduce(abs_fn(x - t), reduction)
 
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """|input - target|, reduced."""
+# torch's l1_loss is composite: abs of the difference, then the reduction
+_L1_NAMES = {"none": "AbsBackward0", "sum": "SumBackward0", "mean": "MeanBackward0"}
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """|input - target|, reduced; with a weight (input's shape), weight * |input - target|,
+    whose 'mean' is divided by the sum of the weights."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _broadcast_warning(input, target, "l1_loss")
-    return _call("L1LossBackward0", _l1_fn, (input, target), reduction=reduction)
+    if weight is not None:
+        return _weighted(input, target, weight, "l1", reduction)
+    return _call(_L1_NAMES[reduction], _l1_fn, (input, target), reduction=reduction)
 
 
 def _smooth_l1_fn(x, t, *, beta, reduction, huber):
@@ -73,16 +106,21 @@ def _smooth_l1_fn(x, t, *, beta, reduction, huber):
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
-    """0.5 d^2 / beta where |d| < beta, else |d| - beta / 2."""
+    """0.5 d^2 / beta where |d| < beta, else |d| - beta / 2 (beta=0: l1_loss, as torch)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
+    if beta == 0.0:
+        return l1_loss(input, target, reduction=reduction)
     return _call("SmoothL1LossBackward0", _smooth_l1_fn, (input, target), beta=float(beta),
                  reduction=reduction, huber=False)
 
 
-def huber_loss(input, target, reduction="mean", delta=1.0):
-    """0.5 d^2 where |d| < delta, else delta (|d| - delta / 2)."""
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """0.5 d^2 where |d| < delta, else delta (|d| - delta / 2); with a weight (input's
+    shape), that times the weight ('mean': the plain mean, as torch)."""
     _check_reduction(reduction)
+    if weight is not None:
+        return _weighted(input, target, weight, "huber", reduction, delta)
     return _call("HuberLossBackward0", _smooth_l1_fn, (input, target), beta=float(delta),
                  reduction=reduction, huber=True)
 

@@ -150,9 +150,30 @@ def test_cross_entropy_errors():
     with pytest.raises(ValueError, match=r"Expected input batch_size \(3\) to match target "
                                          r"batch_size \(2\)."):
         F.cross_entropy(x, ft.tensor([0, 1]))
-    with pytest.raises(RuntimeError, match="expected scalar type Long"):
+    with pytest.raises(RuntimeError, match="expected target dtype to be Long or Byte, but got "
+                                           "Float"):
         F.nll_loss(x, ft.tensor([0.0, 1.0, 2.0]).reshape(3))
+    with pytest.raises(RuntimeError, match="expected target dtype to be Long or Byte, but got "
+                                           "Int"):
+        F.cross_entropy(x, ft.tensor([0, 1, 2], dtype=ft.int32))
+    assert F.cross_entropy(x, ft.tensor([0, 1, 2], dtype=ft.uint8)).item() == \
+        F.cross_entropy(x, ft.tensor([0, 1, 2])).item()
     assert np.isnan(F.cross_entropy(x, ft.tensor([1, 1, 1]), ignore_index=1).item())
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(label_smoothing=0.2), dict(weight=True),
+                                dict(weight=True, label_smoothing=0.2)])
+def test_every_target_ignored_gives_nan_and_zero_gradient(kw):
+    """'mean' over no target is 0/0 = NaN, but the gradient is 0 (the ignored targets
+    contribute nothing), not NaN."""
+    kw = dict(kw)
+    if kw.get("weight"):
+        kw["weight"] = t64(RNG.uniform(0.5, 2.0, 4))
+    x = t64(RNG.standard_normal((3, 4)), True)
+    loss = F.cross_entropy(x, ft.tensor([1, 1, 1]), ignore_index=1, **kw)
+    assert np.isnan(loss.item())
+    loss.backward()
+    np.testing.assert_array_equal(num(x.grad), np.zeros((3, 4)))
 
 
 def test_nll_loss():
@@ -203,6 +224,19 @@ def test_bce_with_logits_is_stable_for_large_logits():
     np.testing.assert_allclose(num(x.grad), [1.0, -1.0])
     with pytest.raises(ValueError, match="must be the same as input size"):
         F.binary_cross_entropy_with_logits(ft.zeros(3), ft.zeros(2))
+
+
+def test_bce_gradient_is_finite_at_zero_and_one():
+    """The derivative is torch's formula, (x - t) / max(x (1 - x), eps) (eps: 1e-12 in
+    float32), not the clamped logs' (0 * inf = NaN at x = 0 and 1); the target's is
+    -logit(x)."""
+    p = t64([0.0, 1.0, 0.25, 1.0], True)
+    t = t64([1.0, 0.0, 0.5, 1.0], True)
+    F.binary_cross_entropy(p, t, reduction="sum").backward()
+    eps = float(np.float32(1e-12))
+    np.testing.assert_allclose(num(p.grad), [-1 / eps, 1 / eps, -0.25 / 0.1875, 0.0],
+                               rtol=1e-12)
+    np.testing.assert_allclose(num(t.grad), [np.inf, -np.inf, np.log(3.0), -np.inf])
 
 
 def test_bce_on_probabilities_clamps_log():

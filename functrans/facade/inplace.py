@@ -154,8 +154,10 @@ def _write(dst, src):
 
 
 def _tname(d):
+    """torch's name of a scalar type, as its error messages spell it (Float, Long, ...)."""
     return {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
-            "bool": "Bool", "float16": "Half"}.get(d.name, d.name)
+            "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+            "float16": "Half", "bfloat16": "BFloat16"}.get(d.name, d.name)
 
 
 def _fast(self, *others):

@@ -7,6 +7,8 @@ import warnings
 import numpy as np
 
 from ... import numpy as fnp
+from ...higher_order.custom import custom_vjp
+from ...facade.inplace import _tname
 from ...facade.methods import abs_fn
 from ...facade.tensor import Tensor
 from .. import functions as _jnn
@@ -135,6 +137,16 @@ def _onehot(t, c, ndim):
     return fnp.expand_dims(t, 1) == classes
 
 
+def _masked_mean(loss, denom):
+    """sum(loss) / denom, where denom (the total weight of the targets not ignored) may be 0:
+    the value is then NaN (0/0) and the gradient 0, as torch's (its backward skips the
+    ignored targets instead of multiplying 0 by 1/0)."""
+    empty = denom == 0
+    safe = fnp.where(empty, fnp.ones((), denom.dtype), denom)
+    return fnp.sum(loss) / safe + fnp.where(empty, fnp.full((), np.nan, loss.dtype),
+                                            fnp.zeros((), loss.dtype))
+
+
 def _nll_fn(logp, t, *w, ignore_index, reduction, smoothing, from_logits):
     """Negative log-likelihood of class indices t under log-probabilities (or logits)."""
     if from_logits:
@@ -154,13 +166,12 @@ def _nll_fn(logp, t, *w, ignore_index, reduction, smoothing, from_logits):
     wi = fnp.where(valid, wi, zero)
     loss = -(picked * wi)
     denom = fnp.sum(wi)
-    out = _reduce(loss, reduction, mean_div=denom)
+    out = _masked_mean(loss, denom) if reduction == "mean" else _reduce(loss, reduction)
     if smoothing:
         smooth = -fnp.sum(logp * wc if w else logp, axis=1)
         smooth = fnp.where(valid, smooth, zero)
         if reduction == "mean":
-            sm = fnp.sum(smooth) / denom if w else fnp.sum(smooth) / fnp.sum(
-                fnp.astype(valid, logp.dtype))
+            sm = _masked_mean(smooth, denom if w else fnp.sum(fnp.astype(valid, logp.dtype)))
         else:
             sm = _reduce(smooth, reduction)
         out = (1 - smoothing) * out + sm * (smoothing / c)
@@ -244,8 +255,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 
 
 def _check_class_target(input, target, what):
-    if np.dtype(target.dtype).kind not in "iu":
-        raise RuntimeError(f"expected scalar type Long but found {target.dtype}")
+    dt = np.dtype(target.dtype)
+    if dt not in (np.int64, np.uint8):        # torch takes int64 (Long) and uint8 (Byte) only
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_tname(dt)}")
     si, st = _shape(input), _shape(target)
     if st != si[:1] + si[2:]:
         if len(si) == 2 and len(st) == 1:
@@ -285,10 +297,34 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return _squeeze_loss(out, squeeze, reduction)
 
 
+# torch's EPSILON of the backward: 1e-12 rounded to float32 (a float constant there)
+_BCE_EPS = float(np.float32(1e-12))
+
+
+@custom_vjp
+def _bce_elementwise(x, t):
+    """-(t log x + (1 - t) log(1 - x)), each log clamped at -100 (as torch)."""
+    return -(t * fnp.maximum(fnp.log(x), -100.0) + (1 - t) * fnp.maximum(fnp.log1p(-x), -100.0))
+
+
+def _bce_fwd(x, t):
+    return _bce_elementwise(x, t), (x, t)
+
+
+def _bce_bwd(res, g):
+    """torch's derivatives, not the clamped logs': (x - t) / max(x (1 - x), eps) for the
+    input (finite at x = 0 and 1, where the clamp's derivative would be 0 * inf = NaN) and
+    -logit(x) for the target."""
+    x, t = res
+    return (g * (x - t) / fnp.maximum((1 - x) * x, _BCE_EPS),
+            g * (fnp.log1p(-x) - fnp.log(x)))
+
+
+_bce_elementwise.defvjp(_bce_fwd, _bce_bwd)
+
+
 def _bce_fn(x, t, *w, reduction):
-    logx = fnp.maximum(fnp.log(x), -100.0)
-    log1mx = fnp.maximum(fnp.log1p(-x), -100.0)
-    loss = -(t * logx + (1 - t) * log1mx)
+    loss = _bce_elementwise(x, t)
     if w:
         loss = loss * w[0]
     return _reduce(loss, reduction)

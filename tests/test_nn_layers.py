@@ -379,6 +379,18 @@ def test_adaptive_avg_pool2d():
     assert nn.AdaptiveAvgPool2d(1)(t64(x)).shape == (1, 2, 1, 1)
 
 
+def test_conv_and_pool_argument_errors_are_torchs():
+    """F.conv2d refuses padding='same' with a stride as a RuntimeError (the Conv2d layer's
+    constructor as a ValueError); avg_pool2d's padding limit has max_pool2d's message."""
+    with pytest.raises(RuntimeError, match="padding='same' is not supported for strided"):
+        F.conv2d(ft.zeros(1, 3, 5, 5), ft.zeros(4, 3, 3, 3), stride=2, padding="same")
+    with pytest.raises(ValueError, match="padding='same' is not supported for strided"):
+        nn.Conv2d(3, 4, 3, stride=2, padding="same")
+    with pytest.raises(RuntimeError, match="pad should be at most half of effective kernel "
+                                           "size, but got pad=2, kernel_size=3 and dilation=1"):
+        F.avg_pool2d(ft.zeros(1, 3, 5, 5), 3, padding=2)
+
+
 def test_pool_modules():
     x = ft.randn(2, 3, 6, 6)
     np.testing.assert_array_equal(num(nn.MaxPool2d(2)(x)), num(F.max_pool2d(x, 2)))

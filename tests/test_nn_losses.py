@@ -161,6 +161,25 @@ def test_cross_entropy_errors():
     assert np.isnan(F.cross_entropy(x, ft.tensor([1, 1, 1]), ignore_index=1).item())
 
 
+def test_class_target_shape_errors_are_torchs():
+    """A target of the wrong shape gets torch's message for the input's rank; a floating
+    target not shaped like the input is taken for class indices, as torch does."""
+    cases = [((4, 5), np.zeros((4, 4)), "0D or 1D target tensor expected, multi-target not "
+                                        "supported"),
+             ((4, 5), np.zeros((4, 4), np.int64), "0D or 1D target tensor expected"),
+             ((4, 5), np.zeros(4), "expected target dtype to be Long or Byte, but got Double"),
+             ((2, 3, 4, 4), np.zeros((2, 4), np.int64), r"only batches of spatial targets "
+              r"supported \(3D tensors\) but got targets of dimension: 2"),
+             ((2, 3, 4, 4), np.zeros((2, 4, 5), np.int64),
+              r"size mismatch \(got input: \[2, 3, 4, 4\] , target: \[2, 4, 5\]"),
+             ((2, 3, 4), np.zeros((2, 5), np.int64), r"Expected target size \[2, 4\], got "
+                                                     r"\[2, 5\]")]
+    for shape, target, msg in cases:
+        for fn in (F.nll_loss, F.cross_entropy):
+            with pytest.raises(RuntimeError, match=msg):
+                fn(ft.zeros(*shape), ft.tensor(target))
+
+
 @pytest.mark.parametrize("kw", [dict(), dict(label_smoothing=0.2), dict(weight=True),
                                 dict(weight=True, label_smoothing=0.2)])
 def test_every_target_ignored_gives_nan_and_zero_gradient(kw):

@@ -67,8 +67,8 @@ def _conv_pads(padding, kernel, dilation, stride, what="conv2d"):
         if padding == "valid":
             return ((0, 0), (0, 0))
         if padding == "same":
-            if stride != (1, 1):
-                raise ValueError("padding='same' is not supported for strided convolutions")
+            if stride != (1, 1):     # (the layers' constructors raise ValueError instead)
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
             pads = []
             for k, d in zip(kernel, dilation):
                 total = d * (k - 1)
@@ -241,7 +241,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
         else _pair(stride, "stride")
     padding = _pair(padding, "padding")
     if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
-        raise RuntimeError("pad should be smaller than or equal to half of kernel size")
+        raise RuntimeError("pad should be at most half of effective kernel size, but got "
+                           f"pad={padding[0]}, kernel_size={kernel[0]} and dilation=1")
     h, w = _shape(input)[2:]
     geometry = (_pool_geometry(h, kernel[0], stride[0], padding[0], 1, ceil_mode),
                 _pool_geometry(w, kernel[1], stride[1], padding[1], 1, ceil_mode))

@@ -255,16 +255,24 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 
 
 def _check_class_target(input, target, what):
+    """torch's checks of a class-index target against an (N, C, d1, ...) input: its shape
+    first, then its dtype (int64 or uint8), with torch's messages."""
+    si, st = _shape(input), _shape(target)
+    if len(si) == 2 and len(st) > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if len(si) == 4 and len(st) != 3:
+        raise RuntimeError("only batches of spatial targets supported (3D tensors) but got "
+                           f"targets of dimension: {len(st)}")
     dt = np.dtype(target.dtype)
     if dt not in (np.int64, np.uint8):        # torch takes int64 (Long) and uint8 (Byte) only
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_tname(dt)}")
-    si, st = _shape(input), _shape(target)
     if st != si[:1] + si[2:]:
-        if len(si) == 2 and len(st) == 1:
+        if len(si) == 2:
             raise ValueError(f"Expected input batch_size ({si[0]}) to match target batch_size "
                              f"({st[0]}).")
-        raise RuntimeError(f"{what}: expected target of shape {_size(si[:1] + si[2:])}, got "
-                           f"{_size(st)}")
+        if len(si) == 4:
+            raise RuntimeError(f"size mismatch (got input: {list(si)} , target: {list(st)}")
+        raise RuntimeError(f"Expected target size {list(si[:1] + si[2:])}, got {list(st)}")
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -277,10 +285,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     input, target, squeeze = _as_batched(input, target)
     wargs = () if weight is None else (weight,)
-    if np.dtype(target.dtype).kind == "f":
-        if _shape(target) != _shape(input):
-            raise RuntimeError(f"Expected floating point target to have the same shape as input "
-                               f"{_size(_shape(input))}, got {_size(_shape(target))}")
+    if np.dtype(target.dtype).kind == "f" and _shape(target) == _shape(input):
+        # class probabilities; a floating target of another shape is taken for class
+        # indices (and refused by their checks), as torch does
         out = _call("DivBackward1" if reduction == "mean" else "NegBackward0", _soft_ce_fn,
                     (input, target) + wargs, reduction=reduction,
                     smoothing=float(label_smoothing))

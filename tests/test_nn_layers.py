@@ -544,6 +544,30 @@ def test_pad():
     assert y[0, 0].tolist() == [5, 1, 1, 1, 5, 5] and y[0, 2].tolist() == [5.0] * 6
 
 
+def test_pad_modes_and_cropping():
+    """reflect mirrors without the edge, replicate repeats it, circular wraps around; a
+    negative width crops (any mode); each mode's gradient sums the copies back."""
+    x = t64([[1.0, 2.0, 3.0, 4.0]], True)
+    assert F.pad(x, (2, 1), mode="reflect").tolist() == [[3, 2, 1, 2, 3, 4, 3]]
+    assert F.pad(x, (2, 1), mode="replicate").tolist() == [[1, 1, 1, 2, 3, 4, 4]]
+    assert F.pad(x, (2, 1), mode="circular").tolist() == [[3, 4, 1, 2, 3, 4, 1]]
+    assert F.pad(x, (-1, 2), value=9.0).tolist() == [[2, 3, 4, 9, 9]]
+    assert F.pad(x, (-1, 1), mode="circular").tolist() == [[2, 3, 4, 2]]
+    F.pad(x, (2, 1), mode="reflect").sum().backward()
+    assert x.grad.tolist() == [[1, 2, 3, 1]]
+    assert F.pad(x, (1, 1), mode="reflect").grad_fn.name() == "ReflectionPad1DBackward0"
+    y = F.pad(ft.ones(1, 2, 3, 4), (1, 1, 2, 0), mode="replicate")
+    assert y.shape == (1, 2, 5, 6) and y.grad_fn is None
+    with pytest.raises(RuntimeError, match="Padding size should be less than"):
+        F.pad(x, (4, 0), mode="reflect")
+    with pytest.raises(RuntimeError, match="wrapping around more than once"):
+        F.pad(x, (5, 0), mode="circular")
+    with pytest.raises(NotImplementedError, match="Padding size 2 is not supported for 1D"):
+        F.pad(ft.ones(3), (1, 1), mode="replicate")
+    with pytest.raises(NotImplementedError, match="Unrecognised padding mode mirror"):
+        F.pad(x, (1, 1), mode="mirror")
+
+
 def test_one_hot():
     assert F.one_hot(ft.tensor([0, 2]), 3).tolist() == [[1, 0, 0], [0, 0, 1]]
     assert F.one_hot(ft.tensor([1, 3])).shape == (2, 4)

@@ -278,26 +278,77 @@ def adaptive_avg_pool2d(input, output_size):
     return _squeeze0(out) if unbatched else out
 
 
-def _pad_fn(x, *, widths, value):
-    return fnp.pad(x, widths, constant_values=value)
+def _pad_fn(x, *, widths, value, mode):
+    """x padded by widths ((lo, hi) per dim; a negative width crops): a constant, or the
+    indices of the reflected, replicated or wrapped-around elements taken along each dim."""
+    if mode == "constant":
+        crop = tuple(slice(-lo if lo < 0 else 0, n + hi if hi < 0 else n)
+                     for (lo, hi), n in zip(widths, x.shape))
+        if any(lo < 0 or hi < 0 for lo, hi in widths):
+            x = x[crop]
+        grow = tuple((max(lo, 0), max(hi, 0)) for lo, hi in widths)
+        return fnp.pad(x, grow, constant_values=value) if any(map(any, grow)) else x
+    for d, ((lo, hi), n) in enumerate(zip(widths, x.shape)):
+        if lo or hi:
+            x = fnp.take(x, _pad_indices(n, lo, hi, mode), axis=d)
+    return x
+
+
+def _pad_indices(n, lo, hi, mode):
+    """Which input element each position of a dim of n padded by (lo, hi) reads."""
+    if mode == "circular":          # a negative width crops first; the rest wraps the crop
+        start, m = max(-lo, 0), n + min(lo, 0) + min(hi, 0)
+        return start + np.arange(-max(lo, 0), m + max(hi, 0)) % m
+    i = np.arange(-lo, n + hi)
+    if mode == "replicate":
+        return np.clip(i, 0, n - 1)
+    i = np.abs(i)                                        # reflect: mirrored at 0 and n - 1
+    return np.where(i > n - 1, 2 * (n - 1) - i, i)
+
+
+# torch's grad_fn of each padding mode; the number is the count of padded dims
+_PAD_NAMES = {"reflect": "ReflectionPad{}DBackward0", "replicate": "ReplicationPad{}DBackward0",
+              "circular": "torch::autograd::CopySlices"}
 
 
 def pad(input, pad, mode="constant", value=None):
-    """Pad the last len(pad)//2 dims: pad = (last_lo, last_hi, prev_lo, prev_hi, ...)."""
-    if mode != "constant":
-        raise NotImplementedError(f"pad: mode {mode!r} is not supported by functrans (only "
-                                  "'constant')")
+    """Pad the last len(pad)//2 dims: pad = (last_lo, last_hi, prev_lo, prev_hi, ...); a
+    negative width crops. mode: 'constant' (with value, default 0), 'reflect' (mirrored
+    without repeating the edge), 'replicate' (the edge repeated) or 'circular' (wrapped
+    around); the last three pad 1 to 3 trailing dims of a batched or unbatched input, as
+    torch's."""
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
-    nd = _ndim(input)
+    nd, shape = _ndim(input), _shape(input)
     if len(pad) // 2 > nd:
         raise RuntimeError("Padding length should be less than or equal to two times the input "
                            "dimension")
+    k = len(pad) // 2
+    if mode != "constant":
+        if value is not None and value != 0:
+            raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+        if not 1 <= k <= 3 or nd not in (k + 1, k + 2):
+            raise NotImplementedError(
+                f"Padding size {len(pad)} is not supported for {nd}D input tensor.\n"
+                "Supported combinations for non-constant padding:\n"
+                "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+                "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+                "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
     widths = [(0, 0)] * nd
-    for i in range(len(pad) // 2):
+    for i in range(k):
         lo, hi = int(pad[2 * i]), int(pad[2 * i + 1])
-        if lo < 0 or hi < 0:
-            raise NotImplementedError("pad: negative padding (cropping) is not supported")
-        widths[nd - 1 - i] = (lo, hi)
-    return _call("ConstantPadNdBackward0", _pad_fn, (input,), widths=tuple(widths),
-                 value=0.0 if value is None else float(value))
+        d, n = nd - 1 - i, shape[nd - 1 - i]
+        if n + lo + hi < 0 or (mode == "constant" and (-lo > n or -hi > n)):
+            raise RuntimeError("narrow(): length must be non-negative.")
+        if mode == "reflect" and (lo >= n or hi >= n):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding "
+                               f"input dimension, but got: padding ({pad[2 * i]}, "
+                               f"{pad[2 * i + 1]}) at dimension {d} of input {list(shape)}")
+        if mode == "circular" and (lo > n or hi > n):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        widths[d] = (lo, hi)
+    name = "ConstantPadNdBackward0" if mode == "constant" else _PAD_NAMES[mode].format(k)
+    return _call(name, _pad_fn, (input,), widths=tuple(widths),
+                 value=0.0 if value is None else float(value), mode=mode)

@@ -571,3 +571,54 @@ def test_pad_modes_and_cropping():
 def test_one_hot():
     assert F.one_hot(ft.tensor([0, 2]), 3).tolist() == [[1, 0, 0], [0, 0, 1]]
     assert F.one_hot(ft.tensor([1, 3])).shape == (2, 4)
+
+
+def test_grad_fn_names_are_torchs():
+    """The grad_fn of each function is the op torch records last: the kernel itself for
+    unbatched pooling and conv1d, the last op of torch's composite functions, the in-place
+    variant's node for inplace=True."""
+    x = ft.randn(2, 3, 4, 4, requires_grad=True)
+    w1 = ft.randn(5, 3, 2)
+    a, b = ft.randn(3, 4, requires_grad=True), ft.randn(3, 4)
+    t = ft.tensor([[[0, 1, 2, 0]], [[1, 1, 0, 2]]])
+    cases = {
+        "MaxPool2DWithIndicesBackward0": F.max_pool2d(x[0], 2),
+        "AvgPool2DBackward0": F.avg_pool2d(x[0], 2),
+        "AdaptiveAvgPool2DBackward0": F.adaptive_avg_pool2d(x[0], (2, 3)),
+        "MeanBackward1": F.adaptive_avg_pool2d(x, 1),
+        "ConvolutionBackward0": F.conv1d(x[:, :, 0], w1),
+        "SqueezeBackward1": F.conv1d(x[0, :, 0], w1),          # unbatched: as torch
+        "AddBackward0": F.bilinear(a, b, ft.randn(2, 4, 4), ft.randn(2)),
+        "ViewBackward0": F.bilinear(a, b, ft.randn(2, 4, 4)),
+        "SumBackward1": F.cosine_similarity(a, b),
+        "NllLoss2DBackward0": F.nll_loss(x[:, :3, 0], t[:, 0]),
+        "MulBackward0": F.dropout(a, p=1.0),
+        "DivBackward0": F.kl_div(a, b.abs(), reduction="batchmean"),
+        "SubBackward0": F.kl_div(a, b.abs(), reduction="none"),
+        "EluBackward1": F.elu(a * 1, inplace=True),
+        "LeakyReluBackward1": F.leaky_relu(a * 1, inplace=True),
+        "HardtanhBackward0": F.relu6(a * 1, inplace=True),
+        "SiluBackward0": F.silu(a * 1, inplace=True),
+    }
+    for name, out in cases.items():
+        assert out.grad_fn.name() == name, (name, out.grad_fn.name())
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        F.elu(a, inplace=True)
+
+
+def test_cosine_similarity_and_kl_div_gradients_at_zero():
+    """cosine_similarity clamps the norms in value only (torch: in place under no_grad), so
+    a zero vector's gradient is the other unit vector / eps, not NaN; kl_div's target
+    gradient is log t + 1 - input (torch's xlogy derivative: NaN at t = 0)."""
+    z = t64(np.zeros((1, 3)), True)
+    y = np.array([[3.0, 0.0, 4.0]])
+    F.cosine_similarity(z, t64(y)).sum().backward()
+    np.testing.assert_allclose(num(z.grad), y / 5 / 1e-8, rtol=1e-12)
+    x, p = t64([0.5, -1.0, 0.2], True), t64([0.25, 0.0, 0.5], True)
+    out = F.kl_div(x, p, reduction="sum")
+    np.testing.assert_allclose(out.item(), 0.25 * (np.log(0.25) - 0.5) + 0.5 * (np.log(0.5) - 0.2),
+                               rtol=1e-12)
+    out.backward()
+    np.testing.assert_allclose(num(p.grad), [np.log(0.25) + 1 - 0.5, np.nan, np.log(0.5) + 0.8],
+                               rtol=1e-12)
+    np.testing.assert_allclose(num(x.grad), [-0.25, 0.0, -0.5], rtol=1e-12)

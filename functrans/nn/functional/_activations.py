@@ -8,6 +8,7 @@ import numpy as np
 from ... import numpy as fnp
 from ...core import Tracer
 from ...facade import creation as C
+from ...facade.inplace import inplace as _inplace
 from ...facade.tensor import Tensor
 from .. import functions as _jnn
 from ._dispatch import _call, _is_facade, _is_raw, _ndim, _shape
@@ -28,6 +29,14 @@ def _method_or(name, grad_name, fn, input, inplace=False, **static):
     return _call(grad_name, fn, (input,), **static)
 
 
+def _op(name, fn, input, inplace, inplace_name=None, **static):
+    """fn(input) as the op `name`; with inplace=True on a Tensor, written into input as
+    torch's in-place variant (its grad_fn, e.g. EluBackward1 for elu_, its leaf check)."""
+    if inplace and isinstance(input, Tensor):
+        return _inplace(input, name, lambda: _call(inplace_name or name, fn, (input,), **static))
+    return _call(name, fn, (input,), **static)
+
+
 def _relu_fn(x):
     return _jnn.relu(x)
 
@@ -46,9 +55,7 @@ def _relu6_fn(x):
 
 
 def relu6(input, inplace=False):
-    if inplace and isinstance(input, Tensor):
-        return input.clamp_(0.0, 6.0)
-    return _call("HardtanhBackward0", _relu6_fn, (input,))
+    return _op("HardtanhBackward0", _relu6_fn, input, inplace)
 
 
 def _leaky_relu_fn(x, *, negative_slope):
@@ -56,11 +63,8 @@ def _leaky_relu_fn(x, *, negative_slope):
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    out = _call("LeakyReluBackward0", _leaky_relu_fn, (input,),
-                negative_slope=float(negative_slope))
-    if inplace and isinstance(input, Tensor):
-        return input.copy_(out)
-    return out
+    return _op("LeakyReluBackward0", _leaky_relu_fn, input, inplace, "LeakyReluBackward1",
+               negative_slope=float(negative_slope))
 
 
 def _elu_fn(x, *, alpha):
@@ -68,10 +72,7 @@ def _elu_fn(x, *, alpha):
 
 
 def elu(input, alpha=1.0, inplace=False):
-    out = _call("EluBackward0", _elu_fn, (input,), alpha=float(alpha))
-    if inplace and isinstance(input, Tensor):
-        return input.copy_(out)
-    return out
+    return _op("EluBackward0", _elu_fn, input, inplace, "EluBackward1", alpha=float(alpha))
 
 
 def _gelu_fn(x, *, approximate):
@@ -90,10 +91,7 @@ def _silu_fn(x):
 
 
 def silu(input, inplace=False):
-    out = _call("SiluBackward0", _silu_fn, (input,))
-    if inplace and isinstance(input, Tensor):
-        return input.copy_(out)
-    return out
+    return _op("SiluBackward0", _silu_fn, input, inplace)
 
 
 def _mish_fn(x):
@@ -102,10 +100,7 @@ def _mish_fn(x):
 
 def mish(input, inplace=False):
     """x * tanh(softplus(x)) (Misra, 2019)."""
-    out = _call("MishBackward0", _mish_fn, (input,))
-    if inplace and isinstance(input, Tensor):
-        return input.copy_(out)
-    return out
+    return _op("MishBackward0", _mish_fn, input, inplace)
 
 
 def _sigmoid_fn(x):
@@ -151,10 +146,8 @@ def _hardtanh_fn(x, *, lo, hi):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    out = _call("HardtanhBackward0", _hardtanh_fn, (input,), lo=float(min_val), hi=float(max_val))
-    if inplace and isinstance(input, Tensor):
-        return input.copy_(out)
-    return out
+    return _op("HardtanhBackward0", _hardtanh_fn, input, inplace, lo=float(min_val),
+               hi=float(max_val))
 
 
 def _softmax_dim(ndim, dim, what):
@@ -228,7 +221,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input.mul_(Tensor._make(mask))
     if isinstance(mask, Tracer) and isinstance(input, Tensor):
         mask = Tensor._make(mask)          # ft.compile capture: the draw is a program input
-    return _call("NativeDropoutBackward0", _mul_fn, (input, mask))
+    # p = 1 multiplies by zeros in torch (no native dropout kernel): MulBackward0
+    name = "MulBackward0" if p == 1.0 else "NativeDropoutBackward0"
+    return _call(name, _mul_fn, (input, mask))
 
 
 def _refuse_random_under_trace(x, what):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from ... import numpy as fnp
-from ...facade.tensor import Tensor
 from ._dispatch import _call, _ndim, _shape, _squeeze0, _unsqueeze0
 
 
@@ -89,25 +88,37 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         raise RuntimeError(f"Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
                            f"input of size: {list(_shape(input))}")
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
-    o, cg, kh, kw = _shape(weight)
-    c = _shape(input)[1]
-    if c != cg * groups:
-        raise RuntimeError(f"Given groups={groups}, weight of size {list(_shape(weight))}, "
-                           f"expected input{list(_shape(input))} to have {cg * groups} channels, "
-                           f"but got {c} channels instead")
-    if o % groups:
-        raise RuntimeError("out_channels must be divisible by groups")
-    pads = _conv_pads(padding, (kh, kw), dilation, stride)
-    hp = _shape(input)[2] + pads[0][0] + pads[0][1]
-    wp = _shape(input)[3] + pads[1][0] + pads[1][1]
-    if hp < dilation[0] * (kh - 1) + 1 or wp < dilation[1] * (kw - 1) + 1:
-        raise RuntimeError(f"Calculated padded input size per channel: ({hp} x {wp}). Kernel "
-                           f"size: ({dilation[0] * (kh - 1) + 1} x {dilation[1] * (kw - 1) + 1}). "
-                           "Kernel size can't be greater than actual input size")
+    pads = _check_conv(_shape(input), _shape(weight), stride, padding, dilation, groups)
     args = (input, weight) if bias is None else (input, weight, bias)
     out = _call("ConvolutionBackward0", _conv2d_fn, args, stride=stride, pads=pads,
                 dilation=dilation, groups=int(groups))
     return _squeeze0(out) if unbatched else out
+
+
+def _check_conv(si, sw, stride, padding, dilation, groups, one_d=False):
+    """torch's checks of a batched convolution's shapes (conv1d's given as conv2d's over a
+    height of one, one_d=True, and reported in 1-D); returns the padding pairs."""
+    o, cg, kh, kw = sw
+    c = si[1]
+    show = (lambda s: list(s[:2]) + list(s[3:])) if one_d else list
+    if c != cg * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {show(sw)}, "
+                           f"expected input{show(si)} to have {cg * groups} channels, "
+                           f"but got {c} channels instead")
+    if o % groups:
+        raise RuntimeError("out_channels must be divisible by groups")
+    pads = _conv_pads(padding, (kh, kw), dilation, stride)
+    hp = si[2] + pads[0][0] + pads[0][1]
+    wp = si[3] + pads[1][0] + pads[1][1]
+    if hp < dilation[0] * (kh - 1) + 1 or wp < dilation[1] * (kw - 1) + 1:
+        if one_d:
+            raise RuntimeError(f"Calculated padded input size per channel: ({wp}). Kernel size: "
+                               f"({dilation[1] * (kw - 1) + 1}). Kernel size can't be greater "
+                               "than actual input size")
+        raise RuntimeError(f"Calculated padded input size per channel: ({hp} x {wp}). Kernel "
+                           f"size: ({dilation[0] * (kh - 1) + 1} x {dilation[1] * (kw - 1) + 1}). "
+                           "Kernel size can't be greater than actual input size")
+    return pads
 
 
 def _single(v, name):
@@ -120,14 +131,6 @@ def _single(v, name):
     return int(v)
 
 
-def _unsqueeze(x, axis):
-    return x.unsqueeze(axis) if isinstance(x, Tensor) else fnp.expand_dims(x, axis)
-
-
-def _squeeze(x, axis):
-    return x.squeeze(axis) if isinstance(x, Tensor) else fnp.squeeze(x, axis)
-
-
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D cross-correlation of (N, C, L) (or (C, L)) with weight (O, C/groups, k): conv2d
     over a height of one."""
@@ -137,10 +140,23 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if _ndim(weight) != 3:
         raise RuntimeError(f"conv1d: weight must be 3-D (out_channels, in_channels/groups, "
                            f"kernel), got size {list(_shape(weight))}")
+    unbatched = _ndim(input) == 2
+    if unbatched:
+        input = _unsqueeze0(input)
     pad = padding if isinstance(padding, str) else (0, _single(padding, "padding"))
-    out = conv2d(_unsqueeze(input, -2), _unsqueeze(weight, 2), bias,
-                 (1, _single(stride, "stride")), pad, (1, _single(dilation, "dilation")), groups)
-    return _squeeze(out, -2)
+    stride, dilation = (1, _single(stride, "stride")), (1, _single(dilation, "dilation"))
+    si, sw = _shape(input), _shape(weight)
+    pads = _check_conv(si[:2] + (1,) + si[2:], sw[:2] + (1,) + sw[2:], stride, pad, dilation,
+                       groups, one_d=True)
+    args = (input, weight) if bias is None else (input, weight, bias)
+    out = _call("ConvolutionBackward0", _conv1d_fn, args, stride=stride, pads=pads,
+                dilation=dilation, groups=int(groups))
+    return _squeeze0(out) if unbatched else out
+
+
+def _conv1d_fn(x, w, *b, **kw):
+    """conv1d as one op: _conv2d_fn over a height of one."""
+    return fnp.squeeze(_conv2d_fn(fnp.expand_dims(x, -2), fnp.expand_dims(w, 2), *b, **kw), -2)
 
 
 def _pool_geometry(h, k, s, p, d, ceil_mode):
@@ -154,6 +170,19 @@ def _pool_geometry(h, k, s, p, d, ceil_mode):
         out = span // s + 1
     extra = max(0, (out - 1) * s + d * (k - 1) + 1 - (h + 2 * p))
     return out, extra
+
+
+def _unbatched(fn):
+    """fn of a batched (N, C, H, W) x also taking an unbatched (C, H, W) one (unbatched=True)
+    inside the same op, as torch's pooling kernels do (one grad_fn, no SqueezeBackward)."""
+    def run(x, *args, unbatched, **static):
+        if not unbatched:
+            return fn(x, *args, **static)
+        out = fn(fnp.expand_dims(x, 0), *args, **static)
+        return tuple(fnp.squeeze(o, 0) for o in out) if isinstance(out, tuple) else \
+            fnp.squeeze(out, 0)
+    run.__name__ = fn.__name__
+    return run
 
 
 def _max_pool2d_fn(x, *, kernel, stride, padding, dilation, geometry, with_indices):
@@ -180,8 +209,6 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                return_indices=False):
     """Max over kh x kw windows of (N, C, H, W) (or (C, H, W)); ties go to the first element."""
     unbatched = _ndim(input) == 3
-    if unbatched:
-        input = _unsqueeze0(input)
     kernel = _pair(kernel_size)
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) \
         else _pair(stride, "stride")
@@ -189,20 +216,16 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
         raise RuntimeError("pad should be at most half of effective kernel size, but got "
                            f"pad={padding[0]}, kernel_size={kernel[0]} and dilation={dilation[0]}")
-    h, w = _shape(input)[2:]
+    c, h, w = _shape(input)[-3:]
     geometry = (_pool_geometry(h, kernel[0], stride[0], padding[0], dilation[0], ceil_mode),
                 _pool_geometry(w, kernel[1], stride[1], padding[1], dilation[1], ceil_mode))
     if geometry[0][0] <= 0 or geometry[1][0] <= 0:
-        raise RuntimeError(f"Given input size: ({_shape(input)[1]}x{h}x{w}). Calculated output "
-                           f"size: ({_shape(input)[1]}x{geometry[0][0]}x{geometry[1][0]}). "
+        raise RuntimeError(f"Given input size: ({c}x{h}x{w}). Calculated output "
+                           f"size: ({c}x{geometry[0][0]}x{geometry[1][0]}). "
                            "Output size is too small")
-    out = _call("MaxPool2DWithIndicesBackward0", _max_pool2d_fn, (input,), kernel=kernel,
-                stride=stride, padding=padding, dilation=dilation, geometry=geometry,
-                with_indices=bool(return_indices))
-    if return_indices:
-        o, i = out
-        return (_squeeze0(o), _squeeze0(i)) if unbatched else (o, i)
-    return _squeeze0(out) if unbatched else out
+    return _call("MaxPool2DWithIndicesBackward0", _MAX_POOL, (input,), kernel=kernel,
+                 stride=stride, padding=padding, dilation=dilation, geometry=geometry,
+                 with_indices=bool(return_indices), unbatched=unbatched)
 
 
 def _avg_pool2d_fn(x, *, kernel, stride, padding, geometry, count_include_pad, divisor):
@@ -234,8 +257,6 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """Mean over kh x kw windows (padding counted unless count_include_pad=False)."""
     unbatched = _ndim(input) == 3
-    if unbatched:
-        input = _unsqueeze0(input)
     kernel = _pair(kernel_size)
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) \
         else _pair(stride, "stride")
@@ -243,13 +264,12 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
         raise RuntimeError("pad should be at most half of effective kernel size, but got "
                            f"pad={padding[0]}, kernel_size={kernel[0]} and dilation=1")
-    h, w = _shape(input)[2:]
+    h, w = _shape(input)[-2:]
     geometry = (_pool_geometry(h, kernel[0], stride[0], padding[0], 1, ceil_mode),
                 _pool_geometry(w, kernel[1], stride[1], padding[1], 1, ceil_mode))
-    out = _call("AvgPool2DBackward0", _avg_pool2d_fn, (input,), kernel=kernel, stride=stride,
-                padding=padding, geometry=geometry, count_include_pad=bool(count_include_pad),
-                divisor=divisor_override)
-    return _squeeze0(out) if unbatched else out
+    return _call("AvgPool2DBackward0", _AVG_POOL, (input,), kernel=kernel, stride=stride,
+                 padding=padding, geometry=geometry, count_include_pad=bool(count_include_pad),
+                 divisor=divisor_override, unbatched=unbatched)
 
 
 def _adaptive_avg_fn(x, *, out_size):
@@ -267,15 +287,19 @@ def _adaptive_avg_fn(x, *, out_size):
 
 
 def adaptive_avg_pool2d(input, output_size):
-    """Mean over the adaptive windows [floor(i H / oh), ceil((i+1) H / oh)) of each output cell."""
+    """Mean over the adaptive windows [floor(i H / oh), ceil((i+1) H / oh)) of each output cell.
+    (An output of 1 x 1 is torch's mean over the last two dims: MeanBackward1.)"""
     unbatched = _ndim(input) == 3
-    if unbatched:
-        input = _unsqueeze0(input)
-    h, w = _shape(input)[2:]
+    h, w = _shape(input)[-2:]
     oh, ow = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
     oh, ow = (h if oh is None else oh), (w if ow is None else ow)
-    out = _call("AdaptiveAvgPool2DBackward0", _adaptive_avg_fn, (input,), out_size=(oh, ow))
-    return _squeeze0(out) if unbatched else out
+    name = "MeanBackward1" if (oh, ow) == (1, 1) else "AdaptiveAvgPool2DBackward0"
+    return _call(name, _ADAPTIVE_AVG, (input,), out_size=(oh, ow), unbatched=unbatched)
+
+
+_MAX_POOL = _unbatched(_max_pool2d_fn)
+_AVG_POOL = _unbatched(_avg_pool2d_fn)
+_ADAPTIVE_AVG = _unbatched(_adaptive_avg_fn)
 
 
 def _pad_fn(x, *, widths, value, mode):

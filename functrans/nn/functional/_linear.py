@@ -50,10 +50,12 @@ def _bilinear_fn(x1, x2, w):
 
 
 def bilinear(input1, input2, weight, bias=None):
-    """y = x1^T A x2 + b with weight of shape (out, in1, in2)."""
+    """y = x1^T A x2 + b with weight of shape (out, in1, in2). (torch computes it with a
+    contraction, a view and the bias added: its grad_fn is AddBackward0, ViewBackward0
+    without a bias.)"""
     if bias is None:
-        return _call("BilinearBackward0", _bilinear_fn, (input1, input2, weight))
-    return _call("BilinearBackward0", _bilinear_bias_fn, (input1, input2, weight, bias))
+        return _call("ViewBackward0", _bilinear_fn, (input1, input2, weight))
+    return _call("AddBackward0", _bilinear_bias_fn, (input1, input2, weight, bias))
 
 
 def _bilinear_bias_fn(x1, x2, w, b):

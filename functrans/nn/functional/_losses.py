@@ -235,6 +235,16 @@ def _squeeze_loss(out, squeeze, reduction):
     return out
 
 
+def _nll_name(input, reduction):
+    """torch's grad_fn of the negative log-likelihood: its 2-D kernel for spatial inputs
+    (N, C, d1, ...), which it runs on a (N, C, d1, d2 * ...) view unless there are exactly
+    two spatial dims, so an unreduced loss of other ranks comes back through a view."""
+    nd = _ndim(input)
+    if nd <= 2:
+        return "NllLossBackward0"
+    return "ViewBackward0" if reduction == "none" and nd != 4 else "NllLoss2DBackward0"
+
+
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """-input[i, target[i]] * weight[target[i]], reduced; 'mean' divides by the total weight
@@ -245,11 +255,11 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     _check_class_target(input, target, "nll_loss")
     ignored = _check_targets(target, _shape(input)[1], ignore_index)
     if weight is None and not ignored:
-        out = _call("NllLossBackward0", _nll_plain_fn, (input, target), reduction=reduction,
-                    from_logits=False)
+        out = _call(_nll_name(input, reduction), _nll_plain_fn, (input, target),
+                    reduction=reduction, from_logits=False)
         return _squeeze_loss(out, squeeze, reduction)
     args = (input, target) if weight is None else (input, target, weight)
-    out = _call("NllLossBackward0", _nll_fn, args, ignore_index=int(ignore_index),
+    out = _call(_nll_name(input, reduction), _nll_fn, args, ignore_index=int(ignore_index),
                 reduction=reduction, smoothing=0.0, from_logits=False)
     return _squeeze_loss(out, squeeze, reduction)
 
@@ -295,10 +305,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     _check_class_target(input, target, "cross_entropy")
     ignored = _check_targets(target, _shape(input)[1], ignore_index)
     if weight is None and not label_smoothing and not ignored:
-        out = _call("NllLossBackward0", _nll_plain_fn, (input, target), reduction=reduction,
-                    from_logits=True)
+        out = _call(_nll_name(input, reduction), _nll_plain_fn, (input, target),
+                    reduction=reduction, from_logits=True)
         return _squeeze_loss(out, squeeze, reduction)
-    name = "AddBackward0" if label_smoothing else "NllLossBackward0"
+    name = "AddBackward0" if label_smoothing else _nll_name(input, reduction)
     out = _call(name, _nll_fn, (input, target) + wargs, ignore_index=int(ignore_index),
                 reduction=reduction, smoothing=float(label_smoothing), from_logits=True)
     return _squeeze_loss(out, squeeze, reduction)
@@ -385,15 +395,43 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                  has_pw=pos_weight is not None)
 
 
+@custom_vjp
+def _xlogy(x, y):
+    """x log y, 0 where x == 0 (torch.xlogy)."""
+    zero = x == 0
+    return fnp.where(zero, fnp.zeros((), x.dtype),
+                     x * fnp.log(fnp.where(zero, fnp.ones((), y.dtype), y)))
+
+
+def _xlogy_fwd(x, y):
+    return _xlogy(x, y), (x, y)
+
+
+def _xlogy_bwd(res, g):
+    """torch's derivatives of xlogy: log y where x != 0 (else 0), and x / y (0/0 = NaN at
+    x = y = 0, as torch's)."""
+    x, y = res
+    dx = _xlogy(fnp.astype(x != 0, x.dtype), y)
+    return g * dx, g * x / y
+
+
+_xlogy.defvjp(_xlogy_fwd, _xlogy_bwd)
+
+
 def _kl_fn(x, t, *, reduction, log_target):
     if log_target:
         loss = fnp.exp(t) * (t - x)
     else:
-        safe = fnp.where(t > 0, t, fnp.ones((), t.dtype))
-        loss = fnp.where(t > 0, t * (fnp.log(safe) - x), fnp.zeros((), x.dtype))
+        loss = _xlogy(t, t) - t * x
     if reduction == "batchmean":
         return fnp.sum(loss) / x.shape[0]
     return _reduce(loss, reduction)
+
+
+# torch's kl_div is composite: target * (log target - input) as xlogy(t, t) - t * input (a
+# Sub; with log_target, exp(t) * (t - input), a Mul), then the reduction
+_KL_NAMES = {"none": "SubBackward0", "sum": "SumBackward0", "mean": "MeanBackward0",
+             "batchmean": "DivBackward0"}
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
@@ -401,5 +439,6 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if reduction not in ("mean", "sum", "none", "batchmean"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
-    return _call("KlDivBackward0", _kl_fn, (input, target), reduction=reduction,
+    return _call(_KL_NAMES[reduction] if reduction != "none" or not log_target else
+                 "MulBackward0", _kl_fn, (input, target), reduction=reduction,
                  log_target=bool(log_target))

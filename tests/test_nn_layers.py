@@ -622,3 +622,22 @@ def test_cosine_similarity_and_kl_div_gradients_at_zero():
     np.testing.assert_allclose(num(p.grad), [np.log(0.25) + 1 - 0.5, np.nan, np.log(0.5) + 0.8],
                                rtol=1e-12)
     np.testing.assert_allclose(num(x.grad), [-0.25, 0.0, -0.5], rtol=1e-12)
+
+
+def test_activations_pass_nan_through_as_torch():
+    """relu, relu6, hardtanh and elu send NaN down their identity branch, as torch's
+    kernels (`x <= 0 ? ... : x`): the value is NaN and the derivative 1."""
+    for fn in (F.relu, F.relu6, F.hardtanh, F.elu, lambda x: x.relu()):
+        x = t64([np.nan, -2.0, 0.5], True)
+        y = fn(x)
+        assert np.isnan(num(y)[0])
+        y.sum().backward()
+        assert num(x.grad)[0] == 1.0
+    assert F.relu(t64([0.0, -0.0])).tolist() == [0.0, 0.0]
+
+
+def test_activation_argument_checks():
+    with pytest.raises(ValueError, match="min_val cannot be greater than max_val"):
+        F.hardtanh(ft.ones(2), 1.0, -1.0)
+    with pytest.raises(TypeError, match="takes 1 positional argument but 2 were given"):
+        F.gelu(ft.ones(2), "tanh")

@@ -310,8 +310,14 @@ T.inner = lambda self, other: apply_fn("InnerBackward0", fnp.inner, (self, other
 # activations and friends (composites of functrans.numpy / ft.nn functions)
 
 
+def relu_fn(x):
+    """torch's relu: 0 where x <= 0, else x, so NaN passes through (value NaN, derivative
+    1, as torch's threshold_backward); the derivative at 0 is 0."""
+    return fnp.where(fnp.less_equal(x, 0), fnp.zeros((), x.dtype), x)
+
+
 def relu(self):
-    return apply_fn("ReluBackward0", nnf.relu, (self,))
+    return apply_fn("ReluBackward0", relu_fn, (self,))
 
 
 def _softmax_fn(x, axis):

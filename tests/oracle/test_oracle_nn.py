@@ -113,6 +113,28 @@ one("hardtanh:inplace", lambda L, x: F(L).hardtanh(x * 1, -0.5, 2.0, inplace=Tru
     kinks(np.float64))
 
 
+# NaN and the infinities through every elementwise activation (value and derivative)
+_NAN_INF = np.array([np.nan, -np.inf, np.inf, -0.0, 0.0, 1.0, -1.0])
+_ELEMENTWISE = {
+    "relu": lambda L, x: F(L).relu(x), "relu6": lambda L, x: F(L).relu6(x),
+    "leaky_relu": lambda L, x: F(L).leaky_relu(x, 0.1), "elu": lambda L, x: F(L).elu(x),
+    "gelu": lambda L, x: F(L).gelu(x), "gelu:tanh": lambda L, x: F(L).gelu(x, approximate="tanh"),
+    "silu": lambda L, x: F(L).silu(x), "mish": lambda L, x: F(L).mish(x),
+    "sigmoid": lambda L, x: F(L).sigmoid(x), "tanh": lambda L, x: F(L).tanh(x),
+    "softplus": lambda L, x: F(L).softplus(x), "logsigmoid": lambda L, x: F(L).logsigmoid(x),
+    "hardtanh": lambda L, x: F(L).hardtanh(x),
+}
+for _name, _fn in _ELEMENTWISE.items():
+    one(f"{_name}:nan_inf", _fn, _NAN_INF)
+one("gelu:positional_approximate", lambda L, x: F(L).gelu(x, "tanh"), kinks(np.float64),
+    error="takes 1 positional argument but 2 were given")
+one("hardtanh:min_above_max", lambda L, x: F(L).hardtanh(x, 1.0, -1.0), kinks(np.float64),
+    error="min_val cannot be greater than max_val")
+one("softplus:negative_beta", lambda L, x: F(L).softplus(x, beta=-1.0), kinks(np.float64))
+one("elu:negative_alpha", lambda L, x: F(L).elu(x, alpha=-0.5), kinks(np.float64))
+one("leaky_relu:negative_slope", lambda L, x: F(L).leaky_relu(x, -0.5), kinks(np.float64))
+
+
 def _softmax_input(dt):
     x = randn(3, 4, dtype=dt)
     x[0, :2] = x[0, 2]                         # ties

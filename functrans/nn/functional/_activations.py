@@ -9,6 +9,7 @@ from ... import numpy as fnp
 from ...core import Tracer
 from ...facade import creation as C
 from ...facade.inplace import inplace as _inplace
+from ...facade.methods import relu_fn
 from ...facade.tensor import Tensor
 from .. import functions as _jnn
 from ._dispatch import _call, _is_facade, _is_raw, _ndim, _shape
@@ -38,7 +39,7 @@ def _op(name, fn, input, inplace, inplace_name=None, **static):
 
 
 def _relu_fn(x):
-    return _jnn.relu(x)
+    return relu_fn(x)
 
 
 def relu(input, inplace=False):
@@ -68,7 +69,11 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 
 
 def _elu_fn(x, *, alpha):
-    return _jnn.elu(x, alpha)
+    """alpha (exp(x) - 1) where x <= 0, else x: NaN takes the linear branch (derivative 1),
+    as in torch's elu_backward."""
+    neg = fnp.less_equal(x, 0)
+    safe = fnp.where(neg, x, fnp.zeros((), x.dtype))
+    return fnp.where(neg, alpha * fnp.expm1(safe), x)
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -79,8 +84,9 @@ def _gelu_fn(x, *, approximate):
     return _jnn.gelu(x, approximate=(approximate == "tanh"))
 
 
-def gelu(input, approximate="none"):
-    """GELU; approximate='none' is the exact erf form (PyTorch's default), 'tanh' the tanh form."""
+def gelu(input, *, approximate="none"):
+    """GELU; approximate='none' is the exact erf form (PyTorch's default), 'tanh' the tanh form
+    (keyword-only, as torch's)."""
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
     return _call("GeluBackward0", _gelu_fn, (input,), approximate=approximate)
@@ -140,12 +146,14 @@ def logsigmoid(input):
 
 
 def _hardtanh_fn(x, *, lo, hi):
-    """clip(x, lo, hi) with torch's derivative (1 strictly inside (lo, hi), else 0), so its
-    backward reads only that bool mask."""
-    return fnp.where((x > lo) & (x < hi), x, fnp.stop_gradient(fnp.clip(x, lo, hi)))
+    """clip(x, lo, hi) with torch's derivative (0 where x <= lo or x >= hi, else 1: also 1 at
+    NaN, which passes through), so its backward reads only that bool mask."""
+    return fnp.where((x <= lo) | (x >= hi), fnp.stop_gradient(fnp.clip(x, lo, hi)), x)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
     return _op("HardtanhBackward0", _hardtanh_fn, input, inplace, lo=float(min_val),
                hi=float(max_val))
 

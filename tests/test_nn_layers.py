@@ -641,3 +641,24 @@ def test_activation_argument_checks():
         F.hardtanh(ft.ones(2), 1.0, -1.0)
     with pytest.raises(TypeError, match="takes 1 positional argument but 2 were given"):
         F.gelu(ft.ones(2), "tanh")
+
+
+def test_linear_and_normalization_argument_errors_are_torchs():
+    x32, w64 = ft.zeros(2, 3), ft.zeros(4, 3, dtype=ft.float64)
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype, but "
+                                           "got: float != double"):
+        F.linear(x32, w64)
+    with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype, but got "
+                                           "Float and Double"):
+        F.linear(x32, w64, ft.zeros(4, dtype=ft.float64))
+    with pytest.raises(TypeError, match="must be tuple of ints, not int"):
+        F.layer_norm(ft.zeros(2, 4), 4)
+    with pytest.raises(RuntimeError, match=r"Expected bias to be of same shape as "
+                                           r"normalized_shape, but got bias of shape \[3\]"):
+        F.layer_norm(ft.zeros(2, 4), [4], None, ft.zeros(3))
+    with pytest.raises(RuntimeError, match="running_var should contain 4 elements not 3"):
+        F.batch_norm(ft.zeros(2, 4), ft.zeros(4), ft.ones(3))
+    with pytest.raises(RuntimeError, match=r"Expected weight to be a vector of size equal to "
+                                           r"the number of channels in input"):
+        F.group_norm(ft.zeros(2, 4), 2, ft.ones(3))
+    assert nn.LayerNorm(4)(ft.ones(2, 4)).shape == (2, 4)       # the layer takes an int

@@ -170,6 +170,15 @@ one("linear:1d", lambda L, x, w, b: F(L).linear(x, w, b), randn(4), randn(5, 4, 
     randn(5, seed=2))
 one("linear:bad_shape", lambda L, x, w: F(L).linear(x, w), randn(3, 4), randn(5, 3, seed=1),
     error=r"cannot be multiplied \(3x4 and 3x5\)")
+one("linear:dtypes", lambda L, x, w: F(L).linear(x, w), randn(3, 4, dtype=np.float32),
+    randn(5, 4, seed=1), error="expected m1 and m2 to have the same dtype, but got: float != "
+                               "double")
+one("linear:dtypes_bias", lambda L, x, w, b: F(L).linear(x, w, b), randn(3, 4, dtype=np.float32),
+    randn(5, 4, seed=1), randn(5), error="mat1 and mat2 must have the same dtype, but got Float "
+                                         "and Double")
+one("linear:bias_dtype", lambda L, x, w, b: F(L).linear(x, w, b), randn(3, 4), randn(5, 4, seed=1),
+    randn(5, dtype=np.float32), error="self and mat2 must have the same dtype, but got Float and "
+                                      "Double")
 one("linear:not_tensor", lambda L, w: F(L).linear([1.0, 2.0], w), randn(5, 2),
     error="argument 'input' .* must be Tensor, not list")
 both("bilinear", lambda L, a, b, w, bias: F(L).bilinear(a, b, w, bias),
@@ -230,13 +239,26 @@ one("layer_norm:two_dims", lambda L, x, w: F(L).layer_norm(x, [3, 4], w, eps=1e-
     randn(2, 3, 4), randn(3, 4, seed=1))
 one("layer_norm:no_affine", lambda L, x: F(L).layer_norm(x, (4,)), randn(2, 3, 4))
 one("layer_norm:constant_row", lambda L, x: F(L).layer_norm(x, (4,)), np.ones((2, 4)))
+one("layer_norm:int_shape", lambda L, x: F(L).layer_norm(x, 4), randn(2, 4),
+    error="argument 'normalized_shape' .position 2. must be tuple of ints, not int")
+one("layer_norm:weight_shape", lambda L, x, w: F(L).layer_norm(x, [4], w), randn(2, 4),
+    randn(3), error=r"Expected weight to be of same shape as normalized_shape, but got weight of "
+                    r"shape \[3\] and normalized_shape = \[4\]")
 one("layer_norm:bad_shape", lambda L, x: F(L).layer_norm(x, (3,)), randn(2, 3, 4),
     error="normalized_shape")
 both("group_norm", lambda L, x, w, b: F(L).group_norm(x, 2, w, b),
      lambda dt: (randn(2, 4, 3, dtype=dt), randn(4, dtype=dt, seed=1), randn(4, dtype=dt, seed=2)))
 one("group_norm:no_affine:4d", lambda L, x: F(L).group_norm(x, 1, eps=1e-2), randn(2, 4, 2, 2))
 one("group_norm:indivisible", lambda L, x: F(L).group_norm(x, 3), randn(2, 4, 3),
-    error="divisible")
+    error=r"Expected number of channels in input to be divisible by num_groups, but got input "
+          r"of shape \[2, 4, 3\] and num_groups=3")
+one("group_norm:weight_shape", lambda L, x, w: F(L).group_norm(x, 2, w), randn(2, 4, 3),
+    randn(3), error=r"Expected weight to be a vector of size equal to the number of channels in "
+                    r"input, but got weight of shape \[3\] and input of shape \[2, 4, 3\]")
+for _i, _stat in enumerate(("running_mean", "running_var", "weight", "bias")):
+    one(f"batch_norm:{_stat}_size", lambda L, x, i=_i: F(L).batch_norm(
+        x, *[L.zeros(4 if j != i else 3, dtype=x.dtype) + 1 for j in range(4)]),
+        randn(2, 4), error=f"{_stat} should contain 4 elements not 3")
 both("normalize", lambda L, x: F(L).normalize(x),
      lambda dt: (np.vstack([randn(2, 4, dtype=dt), np.zeros((1, 4), dt)]).T.copy(),))
 one("normalize:p1_dim0", lambda L, x: F(L).normalize(x, p=1.0, dim=0), randn(3, 4))

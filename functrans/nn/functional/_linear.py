@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from ... import numpy as fnp
+from ...facade.inplace import _tname
 from ...facade.tensor import Tensor
 from functrans.primitives import linalg as la
 from functrans.primitives.misc import stop_gradient as _stop_gradient
@@ -31,12 +32,28 @@ def linear(input, weight, bias=None):
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
                            f"({_mat_desc(input)} and {_shape(weight)[-1] if _ndim(weight) else 1}"
                            f"x{_shape(weight)[0] if _ndim(weight) else 1})")
+    _check_dtypes(input, weight, bias)
     two_d = _ndim(input) == 2
     if bias is None:
         return _call("MmBackward0" if two_d else "UnsafeViewBackward0", _linear_fn,
                      (input, weight))
     return _call("AddmmBackward0" if two_d else "ViewBackward0", _linear_bias_fn,
                  (input, weight, bias))
+
+
+def _check_dtypes(input, weight, bias):
+    """torch's errors for operands of different dtypes (those of the matmul without a bias,
+    of addmm with one)."""
+    di, dw = np.dtype(input.dtype), np.dtype(weight.dtype)
+    if di != dw:
+        if bias is None:
+            raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                               f"{_tname(di).lower()} != {_tname(dw).lower()}")
+        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {_tname(di)} and "
+                           f"{_tname(dw)}")
+    if bias is not None and np.dtype(bias.dtype) != di:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{_tname(np.dtype(bias.dtype))} and {_tname(di)}")
 
 
 def _mat_desc(x):

@@ -144,3 +144,23 @@ def test_transformer_encoder():
     assert xt.grad.shape == xt.shape
     gelu = ft.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation="gelu")
     assert tuple(gelu(ft.randn(3, 2, 8)).shape) == (3, 2, 8)
+
+
+def test_a_query_with_every_key_masked_gets_zeros():
+    """scaled_dot_product_attention gives a query whose keys are all masked out zero weights
+    (torch's safe softmax) and no gradient, instead of NaN; MultiheadAttention does so
+    without the weights (it runs that function) and keeps the plain softmax's NaN with them."""
+    rng = np.random.default_rng(3)
+    q = ft.tensor(rng.standard_normal((1, 2, 3)), dtype=ft.float64, requires_grad=True)
+    mask = ft.tensor([[True, False], [False, False]])
+    out = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    np.testing.assert_array_equal(out.detach().numpy()[0, 1], np.zeros(3))
+    np.testing.assert_allclose(out.detach().numpy()[0, 0], q.detach().numpy()[0, 0], rtol=1e-12)
+    out.sum().backward()
+    assert np.isfinite(q.grad.numpy()).all()
+    mha = ft.nn.MultiheadAttention(4, 2, batch_first=True)
+    x = ft.randn(1, 2, 4)
+    pad = ft.tensor([[True, True]])
+    assert np.isnan(mha(x, x, x, key_padding_mask=pad)[0].detach().numpy()).all()
+    y, w = mha(x, x, x, key_padding_mask=pad, need_weights=False)
+    assert w is None and np.isfinite(y.detach().numpy()).all()

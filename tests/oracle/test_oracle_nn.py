@@ -574,6 +574,14 @@ one("scaled_dot_product_attention:float_mask",
 one("scaled_dot_product_attention:causal_scale",
     lambda L, q, k, v: F(L).scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3),
     *_qkv(np.float64, L=4, lead=(2, 3)), grad_fn=False)
+one("scaled_dot_product_attention:fully_masked_row",
+    lambda L, q, k, v, m: F(L).scaled_dot_product_attention(q, k, v, attn_mask=m),
+    *_qkv(np.float64), np.array([[True] * 4, [False] * 4, [True, False, False, True]]),
+    grad_fn=False)
+one("scaled_dot_product_attention:fully_masked_row_float",
+    lambda L, q, k, v, m: F(L).scaled_dot_product_attention(q, k, v, attn_mask=m.detach()),
+    *_qkv(np.float64), np.array([[0.0] * 4, [-np.inf] * 4, [0.0, -np.inf, 1.0, 0.0]]),
+    grad_fn=False)
 one("scaled_dot_product_attention:causal_and_mask",
     lambda L, q, k, v, m: F(L).scaled_dot_product_attention(q, k, v, m, is_causal=True),
     *_qkv(np.float64), _BOOL_MASK, error="Explicit attn_mask should not be set when "
@@ -1009,6 +1017,23 @@ mod("MultiheadAttention:per_head_weights",
     mha_build(need_weights=True, add_bias_kv=False),
     mha_data())
 mod("MultiheadAttention:no_weights", mha_build(need_weights=False), mha_data())
+
+
+def _mha_fixed(need_weights):
+    """MultiheadAttention with fixed weights on a batch whose second sequence is all padding."""
+    def fn(L, x):
+        m = L.nn.MultiheadAttention(4, 2, batch_first=True).double()
+        with L.no_grad():
+            for i, p in enumerate(m.parameters()):
+                p.copy_(L.tensor(randn(*p.shape, seed=20 + i)))
+        kpm = L.tensor([[False, True, False], [True, True, True]])
+        return m(x, x, x, key_padding_mask=kpm, need_weights=need_weights)
+    return fn
+
+
+for _nw in (True, False):
+    add(f"module:MultiheadAttention:all_keys_padded:need_weights={_nw}",
+        lambda nw=_nw: facade(_mha_fixed(nw), randn(2, 3, 4), grad_fn=False))
 
 
 def tel(L, **kw):

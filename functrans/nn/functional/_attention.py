@@ -14,12 +14,19 @@ from ._activations import _dropout_mask, _refuse_random_under_trace
 from ._dispatch import _call, _concrete, _is_raw, _shape
 
 
-def _attend(q, k, v, mask, drop, scale):
-    """softmax(q kᵀ scale + mask) (times a dropout mask) @ v; also the weights."""
+def _attend(q, k, v, mask, drop, scale, safe=False):
+    """softmax(q kᵀ scale + mask) (times a dropout mask) @ v; also the weights. safe: a query
+    whose keys are all masked out gets weights 0 (torch's _safe_softmax, which
+    scaled_dot_product_attention uses) rather than 0/0 = NaN, and no gradient."""
     s = fnp.matmul(q, fnp.swapaxes(k, -1, -2)) * scale
     if mask is not None:
         s = s + mask
-    w = _jnn.softmax(s, axis=-1)
+    if safe and mask is not None:
+        empty = fnp.all(s == -np.inf, axis=-1, keepdims=True)
+        zero = fnp.zeros((), s.dtype)
+        w = fnp.where(empty, zero, _jnn.softmax(fnp.where(empty, zero, s), axis=-1))
+    else:
+        w = _jnn.softmax(s, axis=-1)
     if drop is not None:
         w = w * drop
     return fnp.matmul(w, v), w
@@ -28,7 +35,7 @@ def _attend(q, k, v, mask, drop, scale):
 def _sdpa_fn(q, k, v, *rest, scale, has_mask, has_drop):
     mask = rest[0] if has_mask else None
     drop = rest[-1] if has_drop else None
-    return _attend(q, k, v, mask, drop, scale)[0]
+    return _attend(q, k, v, mask, drop, scale, safe=True)[0]
 
 
 def additive_mask(mask, dtype, allowed_when_true):
@@ -113,7 +120,10 @@ def _mha_fn(q, k, v, *w, num_heads, packed, has_bias, has_mask, has_drop, need_w
         (wo,), bq, bk, bv, bo = w, None, None, None, None
     qh, kh, vh = (_heads(x, ww, bb, num_heads) for x, ww, bb in
                   ((q, wq, bq), (k, wk, bk), (v, wv, bv)))
-    out, weights = _attend(qh, kh, vh, mask, drop, 1.0 / math.sqrt(e // num_heads))
+    # without the weights torch runs scaled_dot_product_attention (the safe softmax); with
+    # them, a plain softmax (NaN for a query whose keys are all masked)
+    out, weights = _attend(qh, kh, vh, mask, drop, 1.0 / math.sqrt(e // num_heads),
+                           safe=not need_weights)
     n, _, L, _ = fnp.shape(out)
     out = fnp.reshape(fnp.swapaxes(out, 1, 2), (n, L, e))
     out = fnp.matmul(out, fnp.swapaxes(wo, -1, -2))

@@ -662,3 +662,18 @@ def test_linear_and_normalization_argument_errors_are_torchs():
                                            r"the number of channels in input"):
         F.group_norm(ft.zeros(2, 4), 2, ft.ones(3))
     assert nn.LayerNorm(4)(ft.ones(2, 4)).shape == (2, 4)       # the layer takes an int
+
+
+def test_embedding_max_norm_and_scale_grad_by_freq():
+    """max_norm shrinks the picked rows longer than it, in place, to max_norm / (norm + 1e-7)
+    times themselves; scale_grad_by_freq divides each row's gradient by its index's count."""
+    w = t64([[3.0, 4.0], [0.3, 0.4], [6.0, 8.0]], True)
+    out = F.embedding(ft.tensor([0, 1, 0]), w, max_norm=1.0)
+    np.testing.assert_allclose(num(w), [[3 / (5 + 1e-7), 4 / (5 + 1e-7)], [0.3, 0.4], [6, 8]],
+                               rtol=1e-12)
+    np.testing.assert_allclose(num(out), num(w)[[0, 1, 0]], rtol=1e-12)
+    w = t64(np.ones((3, 2)), True)
+    F.embedding(ft.tensor([[0, 2, 0], [0, 1, 2]]), w, scale_grad_by_freq=True).sum().backward()
+    np.testing.assert_allclose(num(w.grad), np.ones((3, 2)), rtol=1e-12)   # count / count
+    with pytest.raises(NotImplementedError, match="sparse=True"):
+        F.embedding(ft.tensor([0]), w, sparse=True)

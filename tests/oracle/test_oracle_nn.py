@@ -194,6 +194,13 @@ one("embedding:padding_idx", lambda L, i, w: F(L).embedding(i, w, padding_idx=4)
     randn(5, 3))
 one("embedding:negative_padding_idx", lambda L, i, w: F(L).embedding(i, w, padding_idx=-1),
     _IDX, randn(5, 3))
+one("embedding:scale_grad_by_freq",
+    lambda L, i, w: F(L).embedding(i, w, scale_grad_by_freq=True, padding_idx=1), _IDX, randn(5, 3))
+one("embedding:max_norm", lambda L, i, w: (lambda c: (F(L).embedding(i, c, max_norm=1.5), c))(
+    w.detach().clone()), _IDX, randn(5, 3) * 2, backward=False)
+one("embedding:max_norm_l1", lambda L, i, w: (lambda c: (
+    F(L).embedding(i, c, max_norm=1.0, norm_type=1.0), c))(w.detach().clone()), _IDX,
+    randn(5, 3), backward=False)
 one("embedding:out_of_range", lambda L, i, w: F(L).embedding(i, w), _IDX + 1, randn(5, 3),
     error="index out of range in self")
 one("embedding:float_indices", lambda L, i, w: F(L).embedding(i, w), _IDX.astype(np.float64),
@@ -769,9 +776,9 @@ stateful("GroupNorm:no_affine", lambda L: L.nn.Sequential(
     L.nn.Linear(12, 2)), batches((3, 2, 3), (3, 2)))
 
 
-def emb_build(padding_idx=None):
+def emb_build(**kw):
     def build(lib):
-        m = lib.nn.Sequential(lib.nn.Embedding(6, 3, padding_idx=padding_idx), lib.nn.Flatten(),
+        m = lib.nn.Sequential(lib.nn.Embedding(6, 3, **kw), lib.nn.Flatten(),
                               lib.nn.Linear(6, 2)).double()
         return m, lib.optim.SGD(m.parameters(), lr=0.5), \
             lambda model, i, y: lib.nn.functional.mse_loss(model(i), y)
@@ -782,6 +789,8 @@ _EMB_DATA = [(np.array([[0, 5], [2, 2], [5, 1]]), randn(3, 2)),
              (np.array([[3, 3], [0, 4], [1, 0]]), randn(3, 2, seed=1))]
 mod("Embedding", emb_build(), _EMB_DATA)
 mod("Embedding:padding_idx", emb_build(padding_idx=0), _EMB_DATA)
+mod("Embedding:max_norm_scale_grad_by_freq",
+    emb_build(max_norm=0.9, scale_grad_by_freq=True), _EMB_DATA)
 
 
 def loss_build(loss, head=lambda L: L.nn.Linear(4, 5), post=None):

@@ -7,6 +7,7 @@ import numpy as np
 
 from ... import numpy as fnp
 from ...facade.inplace import _tname
+from ...facade.grad_mode import no_grad
 from ...facade.tensor import Tensor
 from functrans.primitives import linalg as la
 from functrans.primitives.misc import stop_gradient as _stop_gradient
@@ -83,8 +84,15 @@ def _bilinear_bias_fn(x1, x2, w, b):
 # embedding
 
 
-def _embedding_fn(idx, w, *, padding_idx):
+def _embedding_fn(idx, w, *, padding_idx, scale_grad_by_freq=False):
     out = fnp.take(w, idx, axis=0)
+    if scale_grad_by_freq:
+        # each row's gradient divided by how often its index occurs in the batch: the value
+        # is out, the derivative 1 / count
+        flat = fnp.reshape(idx, (-1,))
+        count = fnp.sum(fnp.expand_dims(idx, -1) == flat, axis=-1, keepdims=True)
+        frozen = _stop_gradient(out)
+        out = frozen + (out - frozen) / fnp.astype(count, out.dtype)
     if padding_idx is not None:
         pad = fnp.expand_dims(idx == padding_idx, -1)
         out = fnp.where(pad, _stop_gradient(out), out)
@@ -93,10 +101,13 @@ def _embedding_fn(idx, w, *, padding_idx):
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
-    """Rows of `weight` picked by the integer `input`; the row at padding_idx gets no gradient."""
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
-                                  "supported by functrans")
+    """Rows of `weight` picked by the integer `input`; the row at padding_idx gets no gradient.
+    max_norm: first, the rows input picks whose norm_type-norm exceeds max_norm are scaled
+    in place (under no_grad) to max_norm / (norm + 1e-7) times themselves, as torch's;
+    scale_grad_by_freq: each row's gradient is divided by how often its index occurs."""
+    if sparse:
+        raise NotImplementedError("embedding: sparse=True is not supported by functrans (it has "
+                                  "no sparse gradients); use the dense default")
     if np.dtype(input.dtype).kind not in "iu":
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following "
                            f"scalar types: Long, Int; but got {input.dtype} instead (while "
@@ -108,7 +119,31 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     idx = _concrete(input)
     if idx is not None and idx.size and (idx.min() < 0 or idx.max() >= num):
         raise IndexError("index out of range in self")
-    return _call("EmbeddingBackward0", _embedding_fn, (input, weight), padding_idx=padding_idx)
+    if max_norm is not None:
+        _renorm_rows(weight, idx, float(max_norm), float(norm_type))
+    return _call("EmbeddingBackward0", _embedding_fn, (input, weight), padding_idx=padding_idx,
+                 scale_grad_by_freq=bool(scale_grad_by_freq))
+
+
+def _renorm_rows(weight, idx, max_norm, norm_type):
+    """embedding's max_norm: the picked rows longer than max_norm shrunk in place."""
+    w = _concrete(weight)
+    if idx is None or w is None:
+        raise NotImplementedError("embedding: max_norm rescales rows of the weight in place, "
+                                  "which cannot happen on traced values (inside ft.grad / "
+                                  "ft.vmap / ft.jit); renormalize the weight beforehand")
+    rows = np.unique(idx)
+    norms = np.linalg.norm(w[rows].astype(np.float64), ord=norm_type, axis=1)
+    big = norms > max_norm
+    if not big.any():
+        return
+    rows = rows[big]
+    scaled = w[rows] * (max_norm / (norms[big] + 1e-7)).astype(w.dtype)[:, None]
+    if isinstance(weight, Tensor):
+        with no_grad():
+            weight[Tensor._make(rows)] = Tensor._make(scaled)
+    else:
+        weight[rows] = scaled
 
 
 def one_hot(tensor, num_classes=-1):

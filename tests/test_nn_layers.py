@@ -677,3 +677,16 @@ def test_embedding_max_norm_and_scale_grad_by_freq():
     np.testing.assert_allclose(num(w.grad), np.ones((3, 2)), rtol=1e-12)   # count / count
     with pytest.raises(NotImplementedError, match="sparse=True"):
         F.embedding(ft.tensor([0]), w, sparse=True)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_conv_padding_modes(mode):
+    """padding_mode pads with F.pad in that mode, then convolves without padding."""
+    x = ft.randn(1, 2, 5, 6)
+    conv = nn.Conv2d(2, 3, 3, padding=(1, 2), padding_mode=mode)
+    want = F.conv2d(F.pad(x, (2, 2, 1, 1), mode=mode), conv.weight, conv.bias)
+    np.testing.assert_allclose(num(conv(x)), num(want), rtol=1e-6)
+    c1 = nn.Conv1d(2, 3, 4, padding="same", padding_mode=mode)
+    y = ft.randn(2, 2, 6)
+    want = F.conv1d(F.pad(y, (1, 2), mode=mode), c1.weight, c1.bias)
+    np.testing.assert_allclose(num(c1(y)), num(want), rtol=1e-6)

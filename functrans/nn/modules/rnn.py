@@ -170,9 +170,7 @@ class RNN(RNNBase):
                          proj_size, device=device, dtype=dtype)
         self.nonlinearity = nonlinearity
 
-    def extra_repr(self):
-        s = super().extra_repr()
-        return s if self.nonlinearity == "tanh" else s + ", nonlinearity='relu'"
+    # (torch's repr of an RNN does not show its nonlinearity; RNNCell's does)
 
 
 class LSTM(RNNBase):

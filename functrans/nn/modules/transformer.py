@@ -13,7 +13,7 @@ from ..functional._attention import additive_mask, multi_head_attention
 from ._factory import empty
 from .container import ModuleList
 from .dropout import Dropout
-from .linear import Linear
+from .linear import Linear, NonDynamicallyQuantizableLinear
 from .module import Module, Parameter
 from .normalization import LayerNorm
 
@@ -54,7 +54,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(empty(3 * embed_dim, **kw))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **kw)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **kw)
         self._reset_parameters()
 
     def _reset_parameters(self):

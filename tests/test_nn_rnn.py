@@ -199,3 +199,14 @@ def test_dropout_between_layers():
     assert not np.allclose(a.detach().numpy(), b.detach().numpy())   # training: random masks
     m.eval()
     np.testing.assert_array_equal(m(x)[0].detach().numpy(), m(x)[0].detach().numpy())
+
+
+def test_grad_fn_names_are_torchs_cpu_ones():
+    """A recurrent layer's output comes from the time steps stacked (StackBackward0, as
+    torch's CPU layers); a cell's from its last op."""
+    x = ft.randn(5, 2, 3, requires_grad=True)
+    assert ft.nn.GRU(3, 4)(x)[0].grad_fn.name() == "StackBackward0"
+    assert ft.nn.RNN(3, 4)(x)[1].grad_fn.name() == "StackBackward0"
+    assert ft.nn.RNNCell(3, 4)(x[0]).grad_fn.name() == "TanhBackward0"
+    assert ft.nn.GRUCell(3, 4)(x[0]).grad_fn.name() == "AddBackward0"
+    assert ft.nn.LSTMCell(3, 4)(x[0])[0].grad_fn.name() == "MulBackward0"

@@ -135,6 +135,13 @@ one("elu:negative_alpha", lambda L, x: F(L).elu(x, alpha=-0.5), kinks(np.float64
 one("leaky_relu:negative_slope", lambda L, x: F(L).leaky_relu(x, -0.5), kinks(np.float64))
 
 
+# integer inputs: torch has no integer kernel for these (NotImplementedError); relu has one
+one("relu:int64", lambda L, x: F(L).relu(x), np.array([3, -2, 0]))
+one("softmax:int64", lambda L, x: F(L).softmax(x, dim=0), np.array([3, -2, 0]), error="Long")
+one("gelu:int64", lambda L, x: F(L).gelu(x), np.array([3, -2, 0]), error="Long")
+one("mse_loss:int64", lambda L, x: F(L).mse_loss(x, x * 2), np.array([3, -2, 0]), error="Long")
+
+
 def _softmax_input(dt):
     x = randn(3, 4, dtype=dt)
     x[0, :2] = x[0, 2]                         # ties
@@ -714,6 +721,15 @@ mod("Conv1d", mse_build(lambda L: L.nn.Sequential(
     batches((3, 3, 8), (3, 2)))
 
 
+for _pm in ("reflect", "replicate", "circular"):
+    mod(f"Conv2d:padding_mode_{_pm}", mse_build(lambda L, pm=_pm: L.nn.Sequential(
+        L.nn.Conv2d(2, 3, (3, 2), padding=(1, 2), padding_mode=pm), L.nn.Flatten(),
+        L.nn.Linear(3 * 5 * 8, 2))), batches((2, 2, 5, 5), (2, 2)), steps=2)
+    mod(f"Conv1d:padding_mode_{_pm}_same", mse_build(lambda L, pm=_pm: L.nn.Sequential(
+        L.nn.Conv1d(2, 3, 4, padding="same", dilation=1, padding_mode=pm), L.nn.Flatten(),
+        L.nn.Linear(3 * 6, 2))), batches((2, 2, 6), (2, 2)), steps=2)
+
+
 def norm_build(make, mode="train", steps_state=True):
     def build(lib):
         m = make(lib).double()
@@ -771,6 +787,12 @@ stateful("LayerNorm:no_affine", lambda L: L.nn.Sequential(
 stateful("GroupNorm", lambda L: L.nn.Sequential(
     L.nn.Conv2d(2, 4, 1), L.nn.GroupNorm(2, 4), L.nn.Flatten(), L.nn.Linear(16, 2)),
     batches((3, 2, 2, 2), (3, 2)))
+stateful("BatchNorm2d:no_bias", lambda L: L.nn.Sequential(
+    L.nn.Conv2d(2, 3, 1), L.nn.BatchNorm2d(3, bias=False), L.nn.Flatten(),
+    L.nn.Linear(12, 2)), batches((3, 2, 2, 2), (3, 2)))
+stateful("GroupNorm:no_bias", lambda L: L.nn.Sequential(
+    L.nn.Conv1d(2, 4, 1), L.nn.GroupNorm(2, 4, bias=False), L.nn.Flatten(),
+    L.nn.Linear(12, 2)), batches((3, 2, 3), (3, 2)))
 stateful("GroupNorm:no_affine", lambda L: L.nn.Sequential(
     L.nn.Conv1d(2, 4, 1), L.nn.GroupNorm(4, 4, affine=False), L.nn.Flatten(),
     L.nn.Linear(12, 2)), batches((3, 2, 3), (3, 2)))
@@ -892,6 +914,39 @@ def _structure(L):
 
 
 add("module:Module:structure", lambda: compare(_structure(ft), _structure(torch), "structure"))
+
+
+def _reprs(L):
+    """repr of one module of each class (torch's strings, the library's name aside)."""
+    mods = [
+        L.nn.Linear(3, 4, bias=False), L.nn.Bilinear(2, 3, 4), L.nn.Identity(),
+        L.nn.Conv2d(2, 3, 3, stride=2, padding=1, dilation=2),
+        L.nn.Conv2d(2, 3, 3, padding="same", padding_mode="circular", bias=False),
+        L.nn.Conv1d(2, 4, 3, padding="same", groups=2), L.nn.MaxPool2d(2, 1, 1),
+        L.nn.AvgPool2d(3), L.nn.AdaptiveAvgPool2d((2, None)),
+        L.nn.BatchNorm1d(3, momentum=None), L.nn.BatchNorm2d(3, affine=False),
+        L.nn.LayerNorm((2, 3), elementwise_affine=False), L.nn.LayerNorm(4, bias=False),
+        L.nn.GroupNorm(2, 4), L.nn.Embedding(5, 3, padding_idx=1, max_norm=2.0),
+        L.nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True), L.nn.GRU(3, 4),
+        L.nn.RNN(3, 4, nonlinearity="relu"), L.nn.LSTMCell(3, 4), L.nn.GRUCell(3, 4, bias=False),
+        L.nn.RNNCell(3, 4), L.nn.MultiheadAttention(4, 2),
+        L.nn.TransformerEncoderLayer(4, 2, 8),
+        L.nn.TransformerEncoder(L.nn.TransformerEncoderLayer(4, 2, 8), 2,
+                                enable_nested_tensor=False),
+        L.nn.Dropout(0.2), L.nn.GELU("tanh"), L.nn.ELU(0.5), L.nn.LeakyReLU(0.2, True),
+        L.nn.Hardtanh(-2, 2), L.nn.Softplus(2, 10), L.nn.Softmax(1), L.nn.LogSoftmax(-1),
+        L.nn.Flatten(), L.nn.Unflatten(1, (2, 3)), L.nn.ReLU(), L.nn.ReLU6(), L.nn.SiLU(),
+        L.nn.Mish(), L.nn.Sigmoid(), L.nn.Tanh(), L.nn.LogSigmoid(),
+        L.nn.CrossEntropyLoss(label_smoothing=0.1), L.nn.MSELoss(), L.nn.HuberLoss(),
+        L.nn.SmoothL1Loss(), L.nn.KLDivLoss(), L.nn.BCEWithLogitsLoss(), L.nn.NLLLoss(),
+        L.nn.L1Loss(), L.nn.BCELoss(),
+        L.nn.Sequential(L.nn.Linear(1, 1), L.nn.ReLU()),
+        L.nn.ModuleList([L.nn.ReLU()]), L.nn.ModuleDict({"a": L.nn.ReLU()}),
+    ]
+    return [repr(m) for m in mods]
+
+
+add("module:repr", lambda: compare(_reprs(ft), _reprs(torch), "repr"))
 
 
 def _seq_ordered(L):

@@ -210,3 +210,11 @@ def test_grad_fn_names_are_torchs_cpu_ones():
     assert ft.nn.RNNCell(3, 4)(x[0]).grad_fn.name() == "TanhBackward0"
     assert ft.nn.GRUCell(3, 4)(x[0]).grad_fn.name() == "AddBackward0"
     assert ft.nn.LSTMCell(3, 4)(x[0])[0].grad_fn.name() == "MulBackward0"
+
+
+def test_input_rank_errors_are_torchs():
+    with pytest.raises(ValueError, match="RNN: Expected input to be 2D or 3D, got 4D tensor "
+                                         "instead"):
+        ft.nn.RNN(3, 4)(ft.zeros(5, 2, 1, 3))
+    with pytest.raises(ValueError, match="LSTM: Expected input to be 2D or 3D, got 4D instead"):
+        ft.nn.LSTM(3, 4)(ft.zeros(5, 2, 1, 3))

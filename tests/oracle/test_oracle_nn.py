@@ -703,7 +703,6 @@ def conv_net(L):
 mod("Conv2d", mse_build(conv_net), batches((3, 2, 8, 8), (3, 2)))
 # the steps before the crash of issue 29 (the four-step cases are rows of docs/oracle.md)
 mod("Conv2d:two_steps", mse_build(conv_net), batches((3, 2, 8, 8), (3, 2)), steps=2)
-mod("ELU:two_steps", mse_build(mlp(_ACTS["ELU"])), batches((6, 4), (6, 3)), steps=2)
 mod("Conv2d:f32", mse_build(conv_net, dtype="float32"),
     batches((3, 2, 8, 8), (3, 2), dtype=np.float32))
 mod("Conv2d:groups_same_no_bias", mse_build(lambda L: L.nn.Sequential(
@@ -998,6 +997,65 @@ for _kind in ("RNN", "LSTM", "GRU"):
     mod(f"{_kind}:composed_2layers_bidirectional",
         rnn_build(_kind, composed=True, num_layers=2, bidirectional=True), seqs())
 mod("RNN:relu_no_bias", rnn_build("RNN", nonlinearity="relu", bias=False), seqs())
+
+
+def fixed(L, m, seed=20):
+    """m in float64 with weights drawn from seed (the same in both libraries)."""
+    m = m.double()
+    with L.no_grad():
+        for i, p in enumerate(m.parameters()):
+            p.copy_(L.tensor(randn(*p.shape, seed=seed + i) * 0.5))
+    return m
+
+
+def rnn_call(kind, x_shape, h=False, grad_fn=True, **kw):
+    """facade of a recurrent layer with fixed weights (and an initial state with h)."""
+    def fn(L, x, *hs):
+        m = fixed(L, getattr(L.nn, kind)(3, 4, **kw))
+        state = None
+        if hs:
+            state = (hs[0], hs[1]) if kind == "LSTM" else hs[0]
+        return m(x) if state is None else m(x, state)
+    d = kw.get("num_layers", 1) * (2 if kw.get("bidirectional") else 1)
+    batched = len(x_shape) == 3
+    b = x_shape[0 if kw.get("batch_first") else 1] if batched else None
+    hshape = (d, b, kw.get("proj_size") or 4) if batched else (d, kw.get("proj_size") or 4)
+    cshape = (d, b, 4) if batched else (d, 4)
+    hs = () if not h else ((randn(*hshape, seed=7), randn(*cshape, seed=8)) if kind == "LSTM"
+                           else (randn(*hshape, seed=7),))
+    return lambda: facade(fn, randn(*x_shape), *hs, grad_fn=grad_fn)
+
+
+add("module:LSTM:h0_2layers", rnn_call("LSTM", (5, 2, 3), h=True, num_layers=2))
+add("module:LSTM:proj_bidirectional_unbatched",
+    rnn_call("LSTM", (5, 3), h=True, proj_size=2, bidirectional=True))
+add("module:GRU:h0", rnn_call("GRU", (5, 2, 3), h=True))
+add("module:RNN:relu_unbatched", rnn_call("RNN", (5, 3), nonlinearity="relu"))
+add("module:GRU:h0_batch_first_bidirectional",
+    rnn_call("GRU", (2, 5, 3), h=True, grad_fn=False, batch_first=True, bidirectional=True))
+# grad_fn names only (values and gradients agree above): rows of docs/oracle.md
+add("module:GRU:batch_first:grad_fn", rnn_call("GRU", (2, 5, 3), batch_first=True))
+add("module:LSTM:float32:grad_fn", lambda: facade(
+    lambda L, x: L.nn.LSTM(3, 4)(x)[0].grad_fn.name(), randn(5, 2, 3, dtype=np.float32)))
+add("module:RNN:wrong_hidden", lambda: facade(
+    lambda L, x, h: fixed(L, L.nn.RNN(3, 4))(x, h), randn(5, 2, 3), randn(1, 3, 4),
+    error=r"Expected hidden size \(1, 2, 4\), got \[1, 3, 4\]"))
+add("module:LSTM:wrong_input_size", lambda: facade(
+    lambda L, x: fixed(L, L.nn.LSTM(3, 4))(x), randn(5, 2, 4),
+    error=r"input.size\(-1\) must be equal to input_size. Expected 3, got 4"))
+add("module:LSTM:4d_input", lambda: facade(
+    lambda L, x: fixed(L, L.nn.LSTM(3, 4))(x), randn(5, 2, 1, 3),
+    error="LSTM: Expected input to be 2D or 3D, got 4D instead"))
+add("module:RNN:4d_input", lambda: facade(
+    lambda L, x: fixed(L, L.nn.RNN(3, 4))(x), randn(5, 2, 1, 3),
+    error="RNN: Expected input to be 2D or 3D, got 4D tensor instead"))
+for _kind in ("RNNCell", "LSTMCell", "GRUCell"):
+    add(f"module:{_kind}:unbatched_state", lambda k=_kind: facade(
+        lambda L, x, h: (lambda m: m(x, (h, h * 0.5)) if k == "LSTMCell" else m(x, h))(
+            fixed(L, getattr(L.nn, k)(3, 4))), randn(3), randn(4, seed=1)))
+    add(f"module:{_kind}:wrong_input_size", lambda k=_kind: facade(
+        lambda L, x: fixed(L, getattr(L.nn, k)(3, 4))(x), randn(2, 4),
+        error=r"input has inconsistent input_size: got 4 expected 3"))
 
 
 def cell_build(kind, composed=False):

@@ -377,7 +377,8 @@ def test_repr_like_torch():
                                        "bias=True, track_running_stats=True)")
     assert repr(nn.LayerNorm(5)) == ("LayerNorm((5,), eps=1e-05, elementwise_affine=True, "
                                      "bias=True)")
-    assert repr(nn.GroupNorm(2, 4, bias=False)) == "GroupNorm(2, 4, eps=1e-05, affine=True, bias=False)"
+    assert repr(nn.GroupNorm(2, 4, bias=False)) == ("GroupNorm(2, 4, eps=1e-05, affine=True, "
+                                                    "bias=False)")
     assert repr(nn.Conv1d(2, 4, 3, padding="same", padding_mode="reflect")) == (
         "Conv1d(2, 4, kernel_size=(3,), stride=(1,), padding=same, padding_mode=reflect)")
     assert repr(nn.Embedding(10, 3, padding_idx=0)) == "Embedding(10, 3, padding_idx=0)"
@@ -424,3 +425,15 @@ def test_norm_layers_take_bias_false():
         x = ft.randn(4, 3)
         ref = nn.BatchNorm1d(3) if isinstance(m, nn.BatchNorm1d) else nn.GroupNorm(1, 3)
         np.testing.assert_allclose(m(x).detach().numpy(), ref(x).detach().numpy(), rtol=1e-6)
+
+
+def test_batch_norm_state_dict_without_num_batches_tracked():
+    """As torch reads a state_dict without version metadata: the counter keeps its value and
+    is not a missing key."""
+    bn = nn.BatchNorm1d(2)
+    bn(ft.randn(3, 2))
+    res = bn.load_state_dict({"weight": ft.ones(2), "bias": ft.zeros(2)}, strict=False)
+    assert sorted(res.missing_keys) == ["running_mean", "running_var"]
+    assert int(bn.num_batches_tracked) == 1
+    bn.load_state_dict({"weight": ft.ones(2), "bias": ft.zeros(2), "running_mean": ft.zeros(2),
+                        "running_var": ft.ones(2)})

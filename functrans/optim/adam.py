@@ -27,7 +27,7 @@ class Adam(Optimizer):
     decoupled_weight_decay=True shrinks p by 1 - lr * weight_decay instead of the L2 term
     (AdamW's update; a hyperparameter of each group, as torch's)."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
         _check_adam_args(lr, betas, eps, weight_decay)

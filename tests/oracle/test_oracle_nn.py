@@ -1371,6 +1371,161 @@ add("optim:lr_scheduler:ReduceLROnPlateau:max_cooldown", lambda: sched_case(
     metrics=[-v for v in _PLATEAU]))
 
 
+# the Module, Optimizer and LRScheduler APIs by behaviour: containers' edits, shared
+# parameters, load_state_dict's report, modes, zero_grad; optimizers' groups, state
+# types, repr and argument errors; schedulers chained, past their period, state_dict keys
+def _names(mods):
+    return [type(m).__name__ for m in mods]
+
+
+def _error(fn):
+    """(type name, message head) of what fn() raises, or 'ok' (ft.Size printed as torch's)."""
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the error is the result being compared
+        return type(e).__name__, str(e).replace("ft.Size", "torch.Size")[:120]
+    return "ok"
+
+
+def _module_api(L):
+    nn, out = L.nn, {}
+    s = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+    s.append(nn.Tanh())
+    s.insert(1, nn.Sigmoid())
+    s.extend([nn.Identity()])
+    out["seq"] = _names(s)
+    del s[0]
+    out["seq_del"] = _names(s), list(s._modules)
+    out["seq_pop"] = type(s.pop(1)).__name__, list(s._modules)
+    ml = nn.ModuleList([nn.ReLU(), nn.Tanh()])
+    ml.insert(1, nn.Sigmoid())
+    ml += [nn.Identity()]
+    out["ml"] = _names(ml), list(ml._modules), _names(ml[-2:])
+    md = nn.ModuleDict({"b": nn.ReLU()})
+    md.update([("a", nn.Tanh())])
+    md.update({"d": nn.ReLU(), "c": nn.ReLU()})
+    out["md"] = list(md.keys()), type(md.pop("a")).__name__, list(md)
+    pl = nn.ParameterList([L.ones(1)])
+    pl.extend([L.zeros(2)])
+    pl.append(L.ones(3))
+    out["pl"] = [tuple(p.shape) for p in pl], _names(pl)
+    lin = nn.Linear(2, 2)
+    shared = nn.Sequential(lin, nn.ReLU(), lin)
+    out["shared"] = ([n for n, _ in shared.named_parameters()],
+                     [n for n, _ in shared.named_parameters(remove_duplicate=False)],
+                     list(shared.state_dict()))
+    out["named_modules"] = [n for n, _ in shared.named_modules()]
+    out["prefix"] = [n for n, _ in shared.named_parameters(prefix="net")]
+    out["get_submodule"] = type(shared.get_submodule("1")).__name__
+    out["get_parameter"] = tuple(shared.get_parameter("0.weight").shape)
+    bn = nn.BatchNorm1d(2)
+    r = bn.load_state_dict({"weight": L.ones(2), "bias": L.zeros(2), "extra": L.ones(1)},
+                           strict=False)
+    out["load"] = sorted(r.missing_keys), sorted(r.unexpected_keys)
+    out["load_shape"] = _error(lambda: bn.load_state_dict({"weight": L.ones(3)}, strict=False))
+    out["load_strict"] = _error(lambda: bn.load_state_dict({"weight": L.ones(2)}))
+    m = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.1))
+    m.eval()
+    out["eval"] = [x.training for x in m.modules()]
+    m.train()
+    out["train"] = [x.training for x in m.modules()]
+    m.requires_grad_(False)
+    out["requires_grad_"] = [p.requires_grad for p in m.parameters()]
+    seen = []
+    m.apply(lambda x: seen.append(type(x).__name__))
+    out["apply"] = seen
+    lin = nn.Linear(2, 1)
+    lin(L.ones(1, 2)).sum().backward()
+    lin.zero_grad(set_to_none=False)
+    out["zero_grad"] = [p.grad.tolist() for p in lin.parameters()]
+    lin.zero_grad()
+    out["zero_grad_none"] = [p.grad for p in lin.parameters()]
+    out["children"] = _names(nn.TransformerEncoderLayer(4, 2, 8).children())
+    out["keys_tel"] = list(nn.TransformerEncoderLayer(4, 2, 8).state_dict())
+    out["keys_mha_kdim"] = list(nn.MultiheadAttention(4, 2, kdim=3, vdim=5).state_dict())
+    out["keys_lstm"] = list(nn.LSTM(2, 3, proj_size=2, bidirectional=True).state_dict())
+    out["keys_embedding"] = list(nn.Embedding(3, 2).state_dict())
+    out["buffers_bn"] = [(n, tuple(b.shape), oracle.dtype_name(b.dtype))
+                         for n, b in nn.BatchNorm2d(2).named_buffers()]
+    bn = nn.BatchNorm1d(2)
+    bn(L.randn(3, 2))
+    out["num_batches_tracked"] = int(bn.num_batches_tracked)
+    out["parameter_repr"] = repr(nn.Parameter(L.tensor([1.0, 2.0]))).replace("ft.", "torch.")
+    out["keep_vars"] = _names(nn.Linear(1, 1).state_dict(keep_vars=True).values())
+    out["state_types"] = _names(nn.Linear(1, 1).state_dict().values())
+    return out
+
+
+def _optimizer_api(L):
+    out = {}
+    w = L.nn.Parameter(L.tensor([1.0, -2.0], dtype=L.float64))
+    b = L.nn.Parameter(L.tensor([0.5], dtype=L.float64))
+    o = L.optim.SGD([w], lr=0.1, momentum=0.9)
+    for i in range(3):
+        o.zero_grad()
+        ((w * w).sum() + (b * 3).sum()).backward()
+        o.step()
+        if i == 0:
+            o.add_param_group({"params": [b], "lr": 0.01})
+    out["add_param_group"] = (w.tolist(), b.tolist(),
+                              [sorted(k for k in g if k != "params") for g in o.param_groups])
+    o = L.optim.Adam([w], lr=0.1)
+    o.zero_grad()
+    (w * w).sum().backward()
+    o.step()
+    state = o.state_dict()["state"][0]
+    out["adam_state"] = {k: oracle.dtype_name(v.dtype) for k, v in state.items()}
+    out["adam_step"] = type(state["step"]).__name__, tuple(state["step"].shape)
+    o.zero_grad()
+    out["zero_grad_default"] = w.grad
+    o2 = L.optim.SGD([w], lr=0.1)
+    out["repr"] = repr(o2)
+    out["defaults"] = sorted(o2.defaults)
+    out["negative_lr"] = _error(lambda: L.optim.SGD([w], lr=-1))
+    out["nesterov"] = _error(lambda: L.optim.SGD([w], lr=0.1, nesterov=True))
+    out["betas"] = _error(lambda: L.optim.Adam([w], betas=(1.0, 0.9)))
+    return out
+
+
+def _lrs(L, make, epochs, metrics=None):
+    """The lr after each epoch of the scheduler(s) make(optimizer) on SGD(lr=1)."""
+    o = L.optim.SGD([L.nn.Parameter(L.zeros(1))], lr=1.0)
+    scheds = make(o)
+    seq = []
+    for e in range(epochs):
+        o.step()
+        for s in scheds:
+            s.step(metrics[e]) if metrics else s.step()
+        seq.append(o.param_groups[0]["lr"])
+    return seq, [sorted(s.state_dict()) for s in scheds]
+
+
+def _scheduler_api(L):
+    S = L.optim.lr_scheduler
+    return {
+        "chained": _lrs(L, lambda o: [S.ExponentialLR(o, 0.9), S.StepLR(o, 2, 0.5)], 6),
+        "cosine_past_T_max": _lrs(L, lambda o: [S.CosineAnnealingLR(o, 3)], 10),
+        "linear_no_iters": _lrs(L, lambda o: [S.LinearLR(o, 0.5, total_iters=0)], 2),
+        "multistep_repeated": _lrs(L, lambda o: [S.MultiStepLR(o, [1, 1, 3], 0.5)], 5),
+        "plateau_eps_min_lr": _lrs(L, lambda o: [S.ReduceLROnPlateau(
+            o, patience=0, eps=0.3, factor=0.5, min_lr=0.2)], 6, [1, 2, 3, 4, 5, 6]),
+        "resume_without_initial_lr": _error(lambda: S.StepLR(
+            L.optim.SGD([L.nn.Parameter(L.zeros(1))], lr=1.0), 2, last_epoch=3)),
+    }
+
+
+def api_case(fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours, theirs = fn(ft), fn(torch)
+    compare(ours, theirs, fn.__name__, grad_fn=False)
+
+
+add("module:Module:api", lambda: api_case(_module_api))
+add("optim:Optimizer:api", lambda: api_case(_optimizer_api))
+add("optim:lr_scheduler:LRScheduler:api", lambda: api_case(_scheduler_api))
+
+
 def optimizer_names():
     return sorted(n for n in set(dir(ft.optim)) & set(dir(torch.optim))
                   if not n.startswith("_") and isinstance(getattr(ft.optim, n), type))

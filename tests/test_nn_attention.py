@@ -164,3 +164,33 @@ def test_a_query_with_every_key_masked_gets_zeros():
     assert np.isnan(mha(x, x, x, key_padding_mask=pad)[0].detach().numpy()).all()
     y, w = mha(x, x, x, key_padding_mask=pad, need_weights=False)
     assert w is None and np.isfinite(y.detach().numpy()).all()
+
+
+def test_mha_bias_kv_and_zero_attn():
+    """add_bias_kv appends a learned step (bias_k, bias_v) to every key and value sequence,
+    add_zero_attn a step of zeros after the head split; masks take both as attendable."""
+    ft.manual_seed(1)
+    m = ft.nn.MultiheadAttention(4, 2, batch_first=True, add_bias_kv=True,
+                                 add_zero_attn=True).double()
+    assert [n for n, _ in m.named_parameters()] == [
+        "in_proj_weight", "in_proj_bias", "bias_k", "bias_v", "out_proj.weight",
+        "out_proj.bias"]
+    p = {k: v.detach().numpy() for k, v in m.state_dict().items()}
+    q, k = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((2, 5, 4))
+    pad = np.array([[False, True, False, False, False], [False] * 5])
+    out, wts = m(ft.tensor(q), ft.tensor(k), ft.tensor(k), key_padding_mask=ft.tensor(pad))
+    # the same attention by hand: the bias step appended to the projected keys and values,
+    # then a zero step per head
+    e, h = 4, 2
+    w_in, b_in = p["in_proj_weight"], p["in_proj_bias"]
+    qp, kp, vp = (x @ w_in[i * e:(i + 1) * e].T + b_in[i * e:(i + 1) * e]
+                  for i, x in enumerate((q, k, k)))
+    kp = np.concatenate([kp, np.broadcast_to(p["bias_k"], (2, 1, e))], 1)
+    vp = np.concatenate([vp, np.broadcast_to(p["bias_v"], (2, 1, e))], 1)
+    qh, kh, vh = (x.reshape(2, -1, h, e // h).transpose(0, 2, 1, 3) for x in (qp, kp, vp))
+    kh, vh = (np.concatenate([x, np.zeros((2, h, 1, e // h))], 2) for x in (kh, vh))
+    mask = np.where(np.pad(pad, ((0, 0), (0, 2))), -np.inf, 0.0)[:, None, None, :]
+    w = _softmax(qh @ np.swapaxes(kh, -1, -2) / np.sqrt(e // h) + mask)
+    want = (w @ vh).transpose(0, 2, 1, 3).reshape(2, 3, e) @ p["out_proj.weight"].T
+    np.testing.assert_allclose(out.detach().numpy(), want + p["out_proj.bias"], rtol=1e-10)
+    np.testing.assert_allclose(wts.detach().numpy(), w.mean(1), rtol=1e-10)

@@ -1139,6 +1139,14 @@ mod("MultiheadAttention:per_head_weights",
     mha_build(need_weights=True, add_bias_kv=False),
     mha_data())
 mod("MultiheadAttention:no_weights", mha_build(need_weights=False), mha_data())
+mod("MultiheadAttention:bias_kv_zero_attn_masks",
+    mha_build(batch_first=False, mask=True, add_bias_kv=True, add_zero_attn=True),
+    mha_data(batch_first=False))
+mod("MultiheadAttention:bias_kv_kdim", mha_build(kdim=5, add_bias_kv=True), mha_data(kdim=5))
+add("module:MultiheadAttention:per_head_3d_mask", lambda: facade(
+    lambda L, x, m: fixed(L, L.nn.MultiheadAttention(4, 2, batch_first=True))(
+        x, x, x, attn_mask=m.detach(), average_attn_weights=False),
+    randn(2, 3, 4), randn(4, 3, 3), grad_fn=False))
 
 
 def _mha_fixed(need_weights):

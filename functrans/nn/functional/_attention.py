@@ -92,21 +92,32 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                  has_mask=mask is not None, has_drop=drop is not None)
 
 
-def _heads(x, w, b, h):
-    """(N, T, E_in) @ wᵀ + b split into heads: (N, h, T, E/h)."""
+def _heads(x, w, b, h, extra=None, zero=False):
+    """(N, T, E_in) @ wᵀ + b split into heads: (N, h, T, E/h); extra (1, 1, E): one more
+    step appended to every sequence before the split (add_bias_kv), zero: a step of zeros
+    appended after it (add_zero_attn)."""
     y = fnp.matmul(x, fnp.swapaxes(w, -1, -2))
     if b is not None:
         y = y + b
     n, t, e = fnp.shape(y)
-    return fnp.swapaxes(fnp.reshape(y, (n, t, h, e // h)), 1, 2)
+    if extra is not None:
+        y = fnp.concatenate([y, fnp.broadcast_to(extra, (n, 1, e))], axis=1)
+        t += 1
+    y = fnp.swapaxes(fnp.reshape(y, (n, t, h, e // h)), 1, 2)
+    if zero:
+        y = fnp.concatenate([y, fnp.zeros((n, h, 1, e // h), y.dtype)], axis=2)
+    return y
 
 
 def _mha_fn(q, k, v, *w, num_heads, packed, has_bias, has_mask, has_drop, need_weights,
-            average):
-    """Multi-head attention of batch-first (N, L, E) q and (N, S, kdim/vdim) k, v."""
+            average, bias_kv=False, zero_attn=False):
+    """Multi-head attention of batch-first (N, L, E) q and (N, S, kdim/vdim) k, v (with
+    bias_kv, the last two weights are bias_k and bias_v)."""
     w = list(w)
     drop = w.pop() if has_drop else None
     mask = w.pop() if has_mask else None
+    bias_v = w.pop() if bias_kv else None
+    bias_k = w.pop() if bias_kv else None
     e = fnp.shape(q)[-1]
     if packed:
         w_in, w = w[0], w[1:]
@@ -118,8 +129,9 @@ def _mha_fn(q, k, v, *w, num_heads, packed, has_bias, has_mask, has_drop, need_w
         bq, bk, bv = b_in[:e], b_in[e:2 * e], b_in[2 * e:]
     else:
         (wo,), bq, bk, bv, bo = w, None, None, None, None
-    qh, kh, vh = (_heads(x, ww, bb, num_heads) for x, ww, bb in
-                  ((q, wq, bq), (k, wk, bk), (v, wv, bv)))
+    qh = _heads(q, wq, bq, num_heads)
+    kh = _heads(k, wk, bk, num_heads, bias_k, zero_attn)
+    vh = _heads(v, wv, bv, num_heads, bias_v, zero_attn)
     # without the weights torch runs scaled_dot_product_attention (the safe softmax); with
     # them, a plain softmax (NaN for a query whose keys are all masked)
     out, weights = _attend(qh, kh, vh, mask, drop, 1.0 / math.sqrt(e // num_heads),
@@ -135,14 +147,16 @@ def _mha_fn(q, k, v, *w, num_heads, packed, has_bias, has_mask, has_drop, need_w
 
 
 def multi_head_attention(q, k, v, weights, *, num_heads, packed, has_bias, mask, dropout_p,
-                         need_weights, average):
+                         need_weights, average, bias_kv=False, zero_attn=False):
     """torch.nn.MultiheadAttention's forward on batch-first (N, L, E) inputs; mask additive,
-    broadcastable to (N, num_heads, L, S)."""
+    broadcastable to (N, num_heads, L, S + bias_kv + zero_attn); with bias_kv, weights end
+    with bias_k and bias_v."""
     n, L, _ = _shape(q)
-    S = _shape(k)[1]
+    S = _shape(k)[1] + bool(bias_kv) + bool(zero_attn)
     drop = _drop((n, num_heads, L, S), dropout_p, np.dtype(q.dtype), (q, k, v))
     args = (q, k, v) + tuple(weights) + ((mask,) if mask is not None else ()) + \
         ((drop,) if drop is not None else ())
     return _call("MultiheadAttentionBackward0", _mha_fn, args, num_heads=num_heads,
                  packed=packed, has_bias=has_bias, has_mask=mask is not None,
-                 has_drop=drop is not None, need_weights=need_weights, average=average)
+                 has_drop=drop is not None, need_weights=need_weights, average=average,
+                 bias_kv=bool(bias_kv), zero_attn=bool(zero_attn))

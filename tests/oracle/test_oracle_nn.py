@@ -21,6 +21,9 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import oracle
 from oracle import Mismatch, compare, facade, ft, torch
@@ -165,6 +168,65 @@ one("dropout:eval", lambda L, x: F(L).dropout(x, p=0.5, training=False), randn(3
 one("dropout:p1", lambda L, x: F(L).dropout(x, p=1.0), randn(3, 4))
 one("dropout:bad_p", lambda L, x: F(L).dropout(x, p=1.5), randn(3, 4),
     error="dropout probability has to be between 0 and 1, but got 1.5")
+
+
+# hypothesis-driven: small float64 arrays mixing ordinary values with the awkward ones
+_AWKWARD = st.sampled_from([0.0, -0.0, 1.0, -1.0, 6.0, 20.0, -20.0, 1e-300, -1e-300, 700.0,
+                            -700.0, np.inf, -np.inf])
+_VALUES = st.one_of(st.floats(-30, 30, width=64), _AWKWARD)
+
+
+def _arrays(shape=hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=4)):
+    return hnp.arrays(np.float64, shape, elements=_VALUES)
+
+
+def hypothesis_case(fn, strategy):
+    """facade(fn, inputs) for the inputs hypothesis draws (ci profile: a few, derandomized)."""
+    @settings(deadline=None, suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def run(inputs):
+        facade(fn, *(inputs if isinstance(inputs, tuple) else (inputs,)))
+    return run
+
+
+_HYPOTHESIS = dict(_ELEMENTWISE, **{
+    "softmax": lambda L, x: F(L).softmax(x, dim=-1),
+    "log_softmax": lambda L, x: F(L).log_softmax(x, dim=-1),
+    "softmin": lambda L, x: F(L).softmin(x, dim=0),
+    "relu6": lambda L, x: F(L).relu6(x), "elu:alpha": lambda L, x: F(L).elu(x, 0.3),
+    "softplus:beta": lambda L, x: F(L).softplus(x, beta=3.0, threshold=5.0),
+    "hardtanh:bounds": lambda L, x: F(L).hardtanh(x, -6.0, 1.0),
+})
+for _name, _fn in _HYPOTHESIS.items():
+    add(f"functional:{_name.split(':')[0]}:hypothesis{(':' + _name.split(':')[1]) if ':' in _name else ''}",
+        lambda f=_fn: hypothesis_case(f, _arrays())())
+
+
+@st.composite
+def _pairs(draw):
+    shape = draw(hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=4))
+    finite = st.floats(-30, 30, width=64)
+    return (draw(hnp.arrays(np.float64, shape, elements=finite)),
+            draw(hnp.arrays(np.float64, shape, elements=finite)))
+
+
+for _fn in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+            "binary_cross_entropy_with_logits"):
+    add(f"functional:{_fn}:hypothesis", lambda f=_fn: hypothesis_case(
+        lambda L, x, t: getattr(F(L), f)(x, t), _pairs())())
+
+
+@st.composite
+def _logits_targets(draw):
+    n, c = draw(st.integers(1, 4)), draw(st.integers(1, 5))
+    x = draw(hnp.arrays(np.float64, (n, c), elements=st.one_of(
+        st.floats(-30, 30, width=64), st.sampled_from([0.0, 700.0, -700.0]))))
+    t = draw(hnp.arrays(np.int64, (n,), elements=st.integers(0, c - 1)))
+    return x, t
+
+
+add("functional:cross_entropy:hypothesis", lambda: hypothesis_case(
+    lambda L, x, t: F(L).cross_entropy(x, t, label_smoothing=0.1), _logits_targets())())
 
 
 # ---------------------------------------------------------------------------------------

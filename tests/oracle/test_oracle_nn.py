@@ -828,6 +828,12 @@ for _mode in ("train", "eval"):
     stateful(f"BatchNorm2d:{_mode}", lambda L: L.nn.Sequential(
         L.nn.Conv2d(2, 3, 1), L.nn.BatchNorm2d(3, momentum=0.3), L.nn.Flatten(),
         L.nn.Linear(12, 2)), batches((3, 2, 2, 2), (3, 2)), _mode)
+add("module:BatchNorm2d:f32", lambda: train_with_state(
+    lambda L: (lambda m: (m, L.optim.SGD(m.parameters(), lr=0.1),
+                          lambda model, x, y: L.nn.functional.mse_loss(model(x), y)))(
+        L.nn.Sequential(L.nn.Conv2d(2, 3, 1), L.nn.BatchNorm2d(3), L.nn.Flatten(),
+                        L.nn.Linear(12, 2))),
+    batches((3, 2, 2, 2), (3, 2), dtype=np.float32)))
 stateful("BatchNorm1d:3d_momentum_none", lambda L: L.nn.Sequential(
     L.nn.Conv1d(2, 3, 1), L.nn.BatchNorm1d(3, momentum=None, eps=1e-3), L.nn.Flatten(),
     L.nn.Linear(9, 2)), batches((4, 2, 3), (4, 2)))
@@ -1021,7 +1027,7 @@ mod("Sequential:ordered_dict", mse_build(_seq_ordered), batches((5, 4), (5, 3)))
 # recurrent layers: alone (num_layers=2, bidirectional, batch_first) and composed
 
 
-def rnn_build(kind, composed=False, batch_first=False, **kw):
+def rnn_build(kind, composed=False, batch_first=False, dtype="float64", **kw):
     def build(lib):
         class Net(lib.nn.Module):
             def __init__(self):
@@ -1039,7 +1045,7 @@ def rnn_build(kind, composed=False, batch_first=False, **kw):
                 h = h[0] if isinstance(h, tuple) else h
                 out = self.post(out) if composed else out
                 return out.sum() * 0.1 + (out * out).mean() + (h * h).sum() * 0.5
-        m = Net().double()
+        m = Net().double() if dtype == "float64" else Net()
         return m, lib.optim.SGD(m.parameters(), lr=0.1), lambda model, x: model(x)
     return build
 
@@ -1059,6 +1065,10 @@ for _kind in ("RNN", "LSTM", "GRU"):
     mod(f"{_kind}:composed_2layers_bidirectional",
         rnn_build(_kind, composed=True, num_layers=2, bidirectional=True), seqs())
 mod("RNN:relu_no_bias", rnn_build("RNN", nonlinearity="relu", bias=False), seqs())
+mod("LSTM:f32", rnn_build("LSTM", dtype="float32"),
+    [tuple(a.astype(np.float32) for a in batch) for batch in seqs()])
+mod("GRU:f32_2layers", rnn_build("GRU", dtype="float32", num_layers=2),
+    [tuple(a.astype(np.float32) for a in batch) for batch in seqs()])
 
 
 def fixed(L, m, seed=20):
@@ -1245,6 +1255,10 @@ _TRB = [(randn(2, 3, 4, seed=s), randn(2, 3, 4, seed=s + 5)) for s in range(2)]
 mod("TransformerEncoderLayer", tr_build(tel), _TR)
 mod("TransformerEncoderLayer:norm_first_gelu_batch_first",
     tr_build(lambda L: tel(L, norm_first=True, activation="gelu", batch_first=True)), _TRB)
+mod("TransformerEncoderLayer:f32", lambda L: (lambda m: (
+    m, L.optim.SGD(m.parameters(), lr=0.1),
+    lambda model, x, y: L.nn.functional.mse_loss(model(x), y)))(tel(L)),
+    [tuple(a.astype(np.float32) for a in batch) for batch in _TR])
 mod("TransformerEncoder", tr_build(lambda L: L.nn.TransformerEncoder(
     tel(L), 2, norm=L.nn.LayerNorm(4), enable_nested_tensor=False)), _TR)
 
@@ -1274,12 +1288,12 @@ def opt_state(o):
     return state, sd["param_groups"]
 
 
-def opt_case(make, steps=5, data=_OPT_DATA, groups=False):
+def opt_case(make, steps=5, data=_OPT_DATA, groups=False, dtype="float64"):
     """Train with the optimizer make(lib, params), then compare its state."""
     opts = {}
 
     def build(lib):
-        m = small_net(lib)
+        m = small_net(lib) if dtype == "float64" else small_net(lib).float()
         params = m.parameters() if not groups else [
             {"params": m[0].parameters()},
             {"params": m[2].parameters(), "lr": 0.02}]
@@ -1332,6 +1346,11 @@ _OPTS = {
 for _name, _make in _OPTS.items():
     add(f"optim:{_name}", lambda m=_make, n=7 if "RAdam" in _name else 5: opt_case(m, steps=n))
 add("optim:SGD:param_groups", lambda: opt_case(_OPTS["SGD:momentum"], groups=True))
+_OPT_DATA32 = [tuple(a.astype(np.float32) for a in batch) for batch in _OPT_DATA]
+for _name in ("SGD:nesterov_weight_decay", "Adam:weight_decay_amsgrad", "AdamW", "RMSprop",
+              "Adagrad:decay", "NAdam", "RAdam", "Adamax"):
+    add(f"optim:{_name}:f32", lambda m=_OPTS[_name], n=7 if "RAdam" in _name else 5: opt_case(
+        m, steps=n, data=_OPT_DATA32, dtype="float32"))
 add("optim:Adam:param_groups", lambda: opt_case(_OPTS["Adam"], groups=True))
 
 

@@ -437,3 +437,14 @@ def test_batch_norm_state_dict_without_num_batches_tracked():
     assert int(bn.num_batches_tracked) == 1
     bn.load_state_dict({"weight": ft.ones(2), "bias": ft.zeros(2), "running_mean": ft.zeros(2),
                         "running_var": ft.ones(2)})
+
+
+def test_hardtanh_module_arguments():
+    """torch's deprecated min_value/max_value spellings (a FutureWarning), the check that
+    the range is not empty, and inplace in the repr."""
+    with pytest.warns(FutureWarning, match="`min_value` is deprecated and renamed to `min_val`"):
+        m = nn.Hardtanh(min_value=-0.5)
+    assert m.min_val == -0.5
+    with pytest.raises(AssertionError, match=r"max_val \(1.0\) must be greater than min_val"):
+        nn.Hardtanh(1.0, 1.0)
+    assert repr(nn.Hardtanh(-2, 2, True)) == "Hardtanh(min_val=-2, max_val=2, inplace=True)"

@@ -198,7 +198,8 @@ _HYPOTHESIS = dict(_ELEMENTWISE, **{
     "hardtanh:bounds": lambda L, x: F(L).hardtanh(x, -6.0, 1.0),
 })
 for _name, _fn in _HYPOTHESIS.items():
-    add(f"functional:{_name.split(':')[0]}:hypothesis{(':' + _name.split(':')[1]) if ':' in _name else ''}",
+    _fname, _, _variant = _name.partition(":")
+    add(f"functional:{_fname}:hypothesis" + (f":{_variant}" if _variant else ""),
         lambda f=_fn: hypothesis_case(f, _arrays())())
 
 
@@ -1001,7 +1002,8 @@ def _reprs(L):
         L.nn.TransformerEncoder(L.nn.TransformerEncoderLayer(4, 2, 8), 2,
                                 enable_nested_tensor=False),
         L.nn.Dropout(0.2), L.nn.GELU("tanh"), L.nn.ELU(0.5), L.nn.LeakyReLU(0.2, True),
-        L.nn.Hardtanh(-2, 2), L.nn.Softplus(2, 10), L.nn.Softmax(1), L.nn.LogSoftmax(-1),
+        L.nn.Hardtanh(-2, 2), L.nn.Hardtanh(-2, 2, True), L.nn.ReLU6(True),
+        L.nn.Softplus(2, 10), L.nn.Softmax(1), L.nn.LogSoftmax(-1),
         L.nn.Flatten(), L.nn.Unflatten(1, (2, 3)), L.nn.ReLU(), L.nn.ReLU6(), L.nn.SiLU(),
         L.nn.Mish(), L.nn.Sigmoid(), L.nn.Tanh(), L.nn.LogSigmoid(),
         L.nn.CrossEntropyLoss(label_smoothing=0.1), L.nn.MSELoss(), L.nn.HuberLoss(),
@@ -1014,6 +1016,11 @@ def _reprs(L):
 
 
 add("module:repr", lambda: compare(_reprs(ft), _reprs(torch), "repr"))
+add("module:Hardtanh:deprecated_names", lambda: facade(
+    lambda L, x: L.nn.Hardtanh(min_value=-0.5, max_value=0.5)(x), kinks(np.float64)))
+add("module:Hardtanh:empty_range", lambda: facade(
+    lambda L, x: L.nn.Hardtanh(1.0, 1.0)(x), kinks(np.float64),
+    error=r"max_val \(1.0\) must be greater than min_val \(1.0\)"))
 
 
 def _seq_ordered(L):

@@ -1398,6 +1398,22 @@ def _clip_nonfinite(L, p):
     return L.nn.utils.clip_grad_norm_(p, 1.0, error_if_nonfinite=True)
 
 
+def _clip_inf_quiet(L, p):
+    p = list(p)
+    p[0].grad[0, 0] = float("inf")
+    return L.nn.utils.clip_grad_norm_(p, 1.0)
+
+
+def _clip_single_and_none(L, p):
+    p = list(p)
+    p[1].grad = None
+    return (L.nn.utils.clip_grad_norm_(p[0], 0.1, foreach=True),
+            L.nn.utils.clip_grad_norm_(p, 0.2, norm_type=3.0))
+
+
+add("optim:clip_grad_norm_:nonfinite_no_error", lambda: clip_case(_clip_inf_quiet))
+add("optim:clip_grad_norm_:single_tensor_and_none_grad",
+    lambda: clip_case(_clip_single_and_none))
 add("optim:clip_grad_norm_:nonfinite",
     lambda: clip_case(_clip_nonfinite, error="is non-finite, so it cannot be clipped"))
 

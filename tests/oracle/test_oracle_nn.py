@@ -5,15 +5,19 @@ Three parts, each case run through `oracle.case` under an id declared at import 
 * `functional:<name>[:<variant>]`: every `functrans.nn.functional` function that
   `torch.nn.functional` has under the same name, through `oracle.facade` (values, dtypes,
   grad_fn names, the inputs' gradients), with its keyword arguments, inputs on its kinks
-  (relu at +-0, hardtanh at its bounds, ties in max_pool2d windows), float32 and float64,
-  and the errors of wrong shapes (type and message pattern).
+  (relu at +-0, hardtanh at its bounds, ties in max_pool2d windows, NaN and infinities),
+  float32 and float64, and the errors of wrong shapes and dtypes (type and message
+  pattern); the `:hypothesis` variants draw small arrays with hypothesis.
 * `module:<Class>[:<variant>]`: every `functrans.nn` module class that `torch.nn` has,
   trained a few steps with `oracle.train` from the torch model's weights (the loss, every
   parameter's `.grad` and the parameters after each step); modules with buffers also
-  compare the state_dict after the steps; containers, Parameter and Buffer by behaviour.
+  compare the state_dict after the steps; containers, Parameter and Buffer by behaviour,
+  with the reprs and the Module API. A crash while training is a difference like any other.
 * `optim:<name>[:<variant>]`: every optimizer of `functrans.optim` that `torch.optim` has,
   several steps on a small model, then the optimizer's state; `clip_grad_norm_` and
   `clip_grad_value_`; the lr schedulers common to both over a few epochs.
+
+What still differs is a row of docs/oracle.md, under `functional:` and `module:`.
 """
 from __future__ import annotations
 
@@ -792,7 +796,8 @@ for _pm in ("reflect", "replicate", "circular"):
         L.nn.Linear(3 * 6, 2))), batches((2, 2, 6), (2, 2)), steps=2)
 
 
-def norm_build(make, mode="train", steps_state=True):
+def norm_build(make, mode="train"):
+    """build for train: make(lib) in float64, in train or eval mode, SGD, squared error."""
     def build(lib):
         m = make(lib).double()
         m.train(mode == "train")
@@ -801,7 +806,7 @@ def norm_build(make, mode="train", steps_state=True):
     return build
 
 
-def train_with_state(build, data, steps=4, mode=None):
+def train_with_state(build, data, steps=4):
     """train, then the state_dicts (buffers: running statistics, num_batches_tracked)."""
     models = {}
 
@@ -819,6 +824,7 @@ def train_with_state(build, data, steps=4, mode=None):
 
 
 def stateful(name, make, data, mode="train", steps=4):
+    """A module:<name> case: train in `mode`, then compare the state_dicts."""
     add(f"module:{name}", lambda: train_with_state(norm_build(make, mode), data, steps))
 
 

@@ -194,3 +194,9 @@ def test_mha_bias_kv_and_zero_attn():
     want = (w @ vh).transpose(0, 2, 1, 3).reshape(2, 3, e) @ p["out_proj.weight"].T
     np.testing.assert_allclose(out.detach().numpy(), want + p["out_proj.bias"], rtol=1e-10)
     np.testing.assert_allclose(wts.detach().numpy(), w.mean(1), rtol=1e-10)
+
+
+def test_sdpa_float_mask_must_have_the_query_dtype():
+    q = ft.zeros(1, 2, 3)
+    with pytest.raises(RuntimeError, match="attn_mask.dtype: double and  query.dtype: float"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=ft.zeros(2, 2, dtype=ft.float64))

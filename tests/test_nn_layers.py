@@ -690,3 +690,21 @@ def test_conv_padding_modes(mode):
     y = ft.randn(2, 2, 6)
     want = F.conv1d(F.pad(y, (1, 2), mode=mode), c1.weight, c1.bias)
     np.testing.assert_allclose(num(c1(y)), num(want), rtol=1e-6)
+
+
+def test_dtype_rules_of_conv_pool_and_one_hot():
+    """torch's: conv refuses a weight or bias of another dtype; one_hot takes int64 only;
+    avg_pool2d of integers is the integer average, truncated toward zero; adaptive pooling
+    refuses integers."""
+    x32 = ft.zeros(1, 2, 4, 4)
+    with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+        F.conv2d(x32, ft.zeros(3, 2, 2, 2, dtype=ft.float64))
+    with pytest.raises(RuntimeError, match=r"Input type \(float\) and bias type \(double\)"):
+        F.conv2d(x32, ft.zeros(3, 2, 2, 2), ft.zeros(3, dtype=ft.float64))
+    with pytest.raises(RuntimeError, match="one_hot is only applicable to index tensor of "
+                                           "type LongTensor"):
+        F.one_hot(ft.tensor([0, 1], dtype=ft.int32), 2)
+    y = F.avg_pool2d(ft.tensor([[[[1, 2], [4, -9]], [[1, 2], [4, 1]]]]), 2)
+    assert y.dtype == ft.int64 and y.flatten().tolist() == [0, 2]     # -2/4 -> 0, 8/4
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        F.adaptive_avg_pool2d(ft.zeros(1, 1, 4, 4, dtype=ft.int64), (2, 1))

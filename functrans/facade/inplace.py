@@ -153,6 +153,15 @@ def _write(dst, src):
     np.copyto(dst, src, casting="same_kind")
 
 
+def _cname(d):
+    """c10's name of a scalar type, as other torch messages spell it (float, double, long
+    int, c10::Half, ...)."""
+    return {"float32": "float", "float64": "double", "int64": "long int", "int32": "int",
+            "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+            "bool": "bool", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}.get(
+                d.name, d.name)
+
+
 def _tname(d):
     """torch's name of a scalar type, as its error messages spell it (Float, Long, ...)."""
     return {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",

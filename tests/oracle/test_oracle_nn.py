@@ -674,6 +674,55 @@ one("scaled_dot_product_attention:grad_fn",
     lambda L, q, k, v: F(L).scaled_dot_product_attention(q, k, v), *_qkv(np.float64))
 
 
+# dtypes: mixed operands, integer inputs, float32 through the losses and norms
+_P = 1 / (1 + np.exp(-randn(3, 4)))
+_T01 = (randn(3, 4, seed=1) > 0).astype(np.float64)
+one("conv2d:weight_dtype", lambda L, x, w: F(L).conv2d(x, w), randn(1, 2, 4, 4, dtype=np.float32),
+    randn(3, 2, 2, 2), error="expected scalar type Float but found Double")
+one("conv1d:bias_dtype", lambda L, x, w, b: F(L).conv1d(x, w, b), randn(1, 2, 4, dtype=np.float32),
+    randn(3, 2, 2, dtype=np.float32), randn(3),
+    error=r"Input type \(float\) and bias type \(double\) should be the same")
+one("one_hot:int32", lambda L, i: F(L).one_hot(i, 3), np.array([0, 2], np.int32),
+    error="one_hot is only applicable to index tensor of type LongTensor")
+one("avg_pool2d:int64", lambda L, x: F(L).avg_pool2d(x, 2, ceil_mode=True),
+    np.array([[[[1, 2, 3], [4, -9, 3], [5, 5, -1]]]]))
+one("adaptive_avg_pool2d:int64", lambda L, x: F(L).adaptive_avg_pool2d(x, (1, 2)),
+    np.arange(16).reshape(1, 1, 4, 4), error="not implemented for 'Long'")
+one("adaptive_avg_pool2d:int64_to_1x1", lambda L, x: F(L).adaptive_avg_pool2d(x, 1),
+    np.arange(16).reshape(1, 1, 4, 4), error="mean\\(\\): could not infer output dtype")
+one("max_pool2d:int64", lambda L, x: F(L).max_pool2d(x, 2), np.arange(16).reshape(1, 1, 4, 4))
+one("pad:reflect_int64", lambda L, x: F(L).pad(x, (1, 1), mode="reflect"),
+    np.arange(6).reshape(2, 3))
+one("embedding:int32_indices", lambda L, i, w: F(L).embedding(i, w), np.array([0, 2], np.int32),
+    randn(3, 2))
+one("scaled_dot_product_attention:mask_dtype",
+    lambda L, q, m: F(L).scaled_dot_product_attention(q, q, q, attn_mask=m.detach()),
+    randn(1, 2, 3, dtype=np.float32), randn(2, 2),
+    error="Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+          "attn_mask.dtype: double and  query.dtype: float instead")
+one("binary_cross_entropy:weight_broadcast",
+    lambda L, p, t, w: F(L).binary_cross_entropy(p, t, w.detach()), _P, _T01, randn(4, seed=2))
+one("binary_cross_entropy_with_logits:pos_weight_only",
+    lambda L, x, t, pw: F(L).binary_cross_entropy_with_logits(x, t, pos_weight=pw.detach()),
+    randn(3, 4), _T01, np.abs(randn(4)))
+one("cross_entropy:spatial_ignore_none", lambda L, x, t: F(L).cross_entropy(
+    x, t, ignore_index=1, reduction="none"), randn(2, 3, 2, 2),
+    np.array([[[0, 1], [2, 1]], [[1, 1], [0, 2]]]))
+one("cross_entropy:probabilities_smoothing_weight_none", lambda L, x, p, w: F(L).cross_entropy(
+    x, p, w.detach(), label_smoothing=0.3, reduction="none"), randn(3, 4),
+    np.abs(randn(3, 4, seed=1)), np.abs(randn(4, seed=2)))
+one("cross_entropy:f32_smoothing", lambda L, x, t: F(L).cross_entropy(x, t, label_smoothing=0.2),
+    randn(3, 4, dtype=np.float32), np.array([0, 3, 1]))
+one("nll_loss:f32_weight", lambda L, x, t, w: F(L).nll_loss(x, t, w.detach()),
+    randn(3, 4, dtype=np.float32), np.array([0, 3, 1]), np.abs(randn(4)).astype(np.float32))
+one("kl_div:log_target_batchmean", lambda L, x, t: F(L).kl_div(
+    x, t, reduction="batchmean", log_target=True), randn(3, 4), randn(3, 4, seed=1))
+one("mse_loss:mixed_dtypes", lambda L, x, t: F(L).mse_loss(x, t), randn(3, 4, dtype=np.float32),
+    randn(3, 4))
+one("batch_norm:f32_eval", lambda L, x: F(L).batch_norm(x, L.zeros(3), L.ones(3)),
+    randn(4, 3, dtype=np.float32))
+
+
 def functional_names():
     return sorted(n for n in set(dir(FF)) & set(dir(TF))
                   if not n.startswith("_") and callable(getattr(FF, n)))

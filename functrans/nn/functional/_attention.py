@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ... import numpy as fnp
+from ...facade.inplace import _cname
 from .. import functions as _jnn
 from ._activations import _dropout_mask, _refuse_random_under_trace
 from ._dispatch import _call, _concrete, _is_raw, _shape
@@ -38,10 +39,11 @@ def _sdpa_fn(q, k, v, *rest, scale, has_mask, has_drop):
     return _attend(q, k, v, mask, drop, scale, safe=True)[0]
 
 
-def additive_mask(mask, dtype, allowed_when_true):
+def additive_mask(mask, dtype, allowed_when_true, same_dtype=False):
     """torch's mask as an additive float array: a bool mask gives 0 / -inf (True means
     'may attend' for scaled_dot_product_attention, 'masked out' for MultiheadAttention);
-    a float mask is added as is."""
+    a float mask is added as is (same_dtype: it must have the query's dtype, as
+    scaled_dot_product_attention requires)."""
     m = _concrete(mask)
     if m is None:
         raise NotImplementedError("attention masks must be concrete (not traced) values; build "
@@ -49,10 +51,10 @@ def additive_mask(mask, dtype, allowed_when_true):
     if m.dtype == np.bool_:
         keep = m if allowed_when_true else ~m
         return np.where(keep, 0.0, -np.inf).astype(dtype)
-    if m.dtype.kind != "f":
+    if m.dtype.kind != "f" or (same_dtype and m.dtype != np.dtype(dtype)):
         raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
-                           f"dtype, but got attn_mask.dtype: {m.dtype} and  query.dtype: {dtype} "
-                           "instead.")
+                           f"dtype, but got attn_mask.dtype: {_cname(m.dtype)} and  query.dtype: "
+                           f"{_cname(np.dtype(dtype))} instead.")
     return m.astype(dtype)
 
 
@@ -83,7 +85,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if is_causal:
         mask = np.where(np.tril(np.ones((L, S), bool)), 0.0, -np.inf).astype(dtype)
     elif attn_mask is not None:
-        mask = additive_mask(attn_mask, dtype, allowed_when_true=True)
+        mask = additive_mask(attn_mask, dtype, allowed_when_true=True, same_dtype=True)
     batch = np.broadcast_shapes(_shape(query)[:-2], _shape(key)[:-2])
     drop = _drop(batch + (L, S), dropout_p, dtype, (query, key, value))
     args = (query, key, value) + ((mask,) if mask is not None else ()) + \

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import numpy as fnp
+from ...facade.inplace import _cname, _tname
 from ._dispatch import _call, _ndim, _shape, _squeeze0, _unsqueeze0
 
 
@@ -88,11 +89,22 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         raise RuntimeError(f"Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
                            f"input of size: {list(_shape(input))}")
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    _check_conv_dtypes(input, weight, bias)
     pads = _check_conv(_shape(input), _shape(weight), stride, padding, dilation, groups)
     args = (input, weight) if bias is None else (input, weight, bias)
     out = _call("ConvolutionBackward0", _conv2d_fn, args, stride=stride, pads=pads,
                 dilation=dilation, groups=int(groups))
     return _squeeze0(out) if unbatched else out
+
+
+def _check_conv_dtypes(input, weight, bias):
+    """torch's errors for a weight or a bias of another dtype than the input's."""
+    di, dw = np.dtype(input.dtype), np.dtype(weight.dtype)
+    if di != dw:
+        raise RuntimeError(f"expected scalar type {_tname(di)} but found {_tname(dw)}")
+    if bias is not None and np.dtype(bias.dtype) != di:
+        raise RuntimeError(f"Input type ({_cname(di)}) and bias type "
+                           f"({_cname(np.dtype(bias.dtype))}) should be the same")
 
 
 def _check_conv(si, sw, stride, padding, dilation, groups, one_d=False):
@@ -146,6 +158,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     pad = padding if isinstance(padding, str) else (0, _single(padding, "padding"))
     stride, dilation = (1, _single(stride, "stride")), (1, _single(dilation, "dilation"))
     si, sw = _shape(input), _shape(weight)
+    _check_conv_dtypes(input, weight, bias)
     pads = _check_conv(si[:2] + (1,) + si[2:], sw[:2] + (1,) + sw[2:], stride, pad, dilation,
                        groups, one_d=True)
     args = (input, weight) if bias is None else (input, weight, bias)
@@ -237,7 +250,7 @@ def _avg_pool2d_fn(x, *, kernel, stride, padding, geometry, count_include_pad, d
         x = fnp.pad(x, ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew_)))
     total = fnp.sum(_windows(x, kh, kw, stride, (1, 1), oh, ow), axis=2)
     if divisor:
-        return total / divisor
+        return _divide(total, divisor)
     # the divisor counts the window's elements inside the input (and, with count_include_pad,
     # inside the zero padding), never the extra right padding of ceil_mode
     if count_include_pad:
@@ -250,7 +263,16 @@ def _avg_pool2d_fn(x, *, kernel, stride, padding, geometry, count_include_pad, d
         [inside[:, :, i: i + stride[0] * (oh - 1) + 1: stride[0],
                 j: j + stride[1] * (ow - 1) + 1: stride[1]]
          for i in range(kh) for j in range(kw)], axis=2), axis=2)
-    return total / count
+    return _divide(total, count)
+
+
+def _divide(total, count):
+    """total / count; for an integer input torch's integer average, truncated toward zero."""
+    if np.dtype(total.dtype).kind not in "iu":
+        return total / count
+    count = np.asarray(count).astype(total.dtype)
+    q = fnp.abs(total) // count
+    return fnp.where(total < 0, -q, q)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
@@ -294,6 +316,12 @@ def adaptive_avg_pool2d(input, output_size):
     oh, ow = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
     oh, ow = (h if oh is None else oh), (w if ow is None else ow)
     name = "MeanBackward1" if (oh, ow) == (1, 1) else "AdaptiveAvgPool2DBackward0"
+    dt = np.dtype(input.dtype)
+    if dt.kind not in "fc":
+        if (oh, ow) == (1, 1):
+            raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either "
+                               f"a floating point or complex dtype. Got: {_tname(dt)}")
+        raise NotImplementedError(f'"adaptive_avg_pool2d" not implemented for \'{_tname(dt)}\'')
     return _call(name, _ADAPTIVE_AVG, (input,), out_size=(oh, ow), unbatched=unbatched)
 
 

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ... import numpy as fnp
-from ...facade.inplace import _tname
+from ...facade.inplace import _cname, _tname
 from ...facade.grad_mode import no_grad
 from ...facade.tensor import Tensor
 from functrans.primitives import linalg as la
@@ -49,7 +49,7 @@ def _check_dtypes(input, weight, bias):
     if di != dw:
         if bias is None:
             raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                               f"{_tname(di).lower()} != {_tname(dw).lower()}")
+                               f"{_cname(di)} != {_cname(dw)}")
         raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {_tname(di)} and "
                            f"{_tname(dw)}")
     if bias is not None and np.dtype(bias.dtype) != di:
@@ -148,6 +148,8 @@ def _renorm_rows(weight, idx, max_norm, norm_type):
 
 def one_hot(tensor, num_classes=-1):
     """int64 one-hot encoding along a new last dim."""
+    if np.dtype(tensor.dtype) != np.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     arr = _concrete(tensor)
     if num_classes == -1:
         if arr is None:

@@ -185,8 +185,10 @@ def _arrays(shape=hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=
 
 
 def hypothesis_case(fn, strategy):
-    """facade(fn, inputs) for the inputs hypothesis draws (ci profile: a few, derandomized)."""
-    @settings(deadline=None, suppress_health_check=list(HealthCheck))
+    """facade(fn, inputs) for the inputs hypothesis draws (at most 8 examples a case, fewer
+    when the profile asks for fewer: the table has two dozen of them)."""
+    @settings(deadline=None, suppress_health_check=list(HealthCheck),
+              max_examples=min(8, settings.default.max_examples))
     @given(strategy)
     def run(inputs):
         facade(fn, *(inputs if isinstance(inputs, tuple) else (inputs,)))
@@ -762,7 +764,9 @@ def batches(in_shape, out_shape, n=2, dtype=np.float64, seed=0):
              r.standard_normal(out_shape).astype(dtype)) for _ in range(n)]
 
 
-def mod(name, build, data, steps=4, **kw):
+def mod(name, build, data, steps=3, **kw):
+    """A module:<name> case: oracle.train for `steps` steps (3 by default: the crash of
+    issue 29 shows at the third; the recurrent cases take the 4 the issue names)."""
     add(f"module:{name}", lambda: train(build, data, steps, **kw))
 
 
@@ -855,7 +859,7 @@ def norm_build(make, mode="train"):
     return build
 
 
-def train_with_state(build, data, steps=4):
+def train_with_state(build, data, steps=3):
     """train, then the state_dicts (buffers: running statistics, num_batches_tracked)."""
     models = {}
 
@@ -872,7 +876,7 @@ def train_with_state(build, data, steps=4):
             [n for n, _ in models["torch"].named_buffers()], "named_buffers")
 
 
-def stateful(name, make, data, mode="train", steps=4):
+def stateful(name, make, data, mode="train", steps=3):
     """A module:<name> case: train in `mode`, then compare the state_dicts."""
     add(f"module:{name}", lambda: train_with_state(norm_build(make, mode), data, steps))
 
@@ -1118,15 +1122,15 @@ def seqs(batch_first=False, n=2):
 
 
 for _kind in ("RNN", "LSTM", "GRU"):
-    mod(f"{_kind}", rnn_build(_kind), seqs())
+    mod(f"{_kind}", rnn_build(_kind), seqs(), steps=4)
     mod(f"{_kind}:2layers_bidirectional_batch_first",
         rnn_build(_kind, batch_first=True, num_layers=2, bidirectional=True),
-        seqs(batch_first=True))
-    mod(f"{_kind}:composed", rnn_build(_kind, composed=True), seqs())
+        seqs(batch_first=True), steps=4)
+    mod(f"{_kind}:composed", rnn_build(_kind, composed=True), seqs(), steps=4)
     mod(f"{_kind}:composed:two_steps", rnn_build(_kind, composed=True), seqs(), steps=2)
     mod(f"{_kind}:composed_2layers_bidirectional",
-        rnn_build(_kind, composed=True, num_layers=2, bidirectional=True), seqs())
-mod("RNN:relu_no_bias", rnn_build("RNN", nonlinearity="relu", bias=False), seqs())
+        rnn_build(_kind, composed=True, num_layers=2, bidirectional=True), seqs(), steps=4)
+mod("RNN:relu_no_bias", rnn_build("RNN", nonlinearity="relu", bias=False), seqs(), steps=4)
 mod("LSTM:f32", rnn_build("LSTM", dtype="float32"),
     [tuple(a.astype(np.float32) for a in batch) for batch in seqs()])
 mod("GRU:f32_2layers", rnn_build("GRU", dtype="float32", num_layers=2),
@@ -1217,8 +1221,8 @@ def cell_build(kind, composed=False):
 
 
 for _kind in ("RNNCell", "LSTMCell", "GRUCell"):
-    mod(_kind, cell_build(_kind), seqs())
-    mod(f"{_kind}:composed", cell_build(_kind, composed=True), seqs())
+    mod(_kind, cell_build(_kind), seqs(), steps=4)
+    mod(f"{_kind}:composed", cell_build(_kind, composed=True), seqs(), steps=4)
 
 
 def _rnn_base_classes(L):

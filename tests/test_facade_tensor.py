@@ -372,3 +372,18 @@ def test_deepcopy_and_pickle():
         copy.deepcopy(x * 2)
     with pytest.raises(RuntimeError, match="Cowardly refusing to serialize non-leaf tensor"):
         pickle.dumps(x * 2)
+
+
+def test_flatten_and_unflatten_check_their_dims_as_torch():
+    import pytest
+    x = ft.zeros(2, 3)
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of "
+                                         r"\[-2, 1\], but got 3\)"):
+        x.flatten(3)
+    with pytest.raises(RuntimeError, match="start_dim cannot come after end_dim"):
+        x.flatten(1, 0)
+    with pytest.raises(RuntimeError, match=r"unflatten: Provided sizes \[2, 2\] don't multiply "
+                                           r"up to the size of dim 1 \(3\)"):
+        x.unflatten(1, (2, 2))
+    assert ft.zeros(()).flatten().shape == (1,)
+    assert ft.zeros(2, 4).unflatten(-1, (-1, 2)).shape == (2, 2, 2)

@@ -1075,6 +1075,17 @@ def _reprs(L):
 
 
 add("module:repr", lambda: compare(_reprs(ft), _reprs(torch), "repr"))
+add("module:Flatten:dim_out_of_range", lambda: facade(
+    lambda L, x: L.nn.Flatten(3)(x), randn(2, 3), error="Dimension out of range"))
+add("module:Unflatten:sizes", lambda: facade(
+    lambda L, x: L.nn.Unflatten(1, (2, 2))(x), randn(2, 3),
+    error=r"unflatten: Provided sizes \[2, 2\] don't multiply up to the size of dim 1"))
+add("module:GroupNorm:indivisible", lambda: facade(
+    lambda L, x: L.nn.GroupNorm(3, 4)(x), randn(2, 4),
+    error=r"num_channels \(4\) must be divisible by num_groups \(3\)"))
+add("module:AdaptiveAvgPool2d:output_size", lambda: facade(
+    lambda L, x: L.nn.AdaptiveAvgPool2d((2, 2, 2))(x), randn(1, 1, 4, 4),
+    error="adaptive_avg_pool2d: output_size must be 2"))
 add("module:Hardtanh:deprecated_names", lambda: facade(
     lambda L, x: L.nn.Hardtanh(min_value=-0.5, max_value=0.5)(x), kinks(np.float64)))
 add("module:Hardtanh:empty_range", lambda: facade(

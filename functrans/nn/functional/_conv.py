@@ -313,6 +313,8 @@ def adaptive_avg_pool2d(input, output_size):
     (An output of 1 x 1 is torch's mean over the last two dims: MeanBackward1.)"""
     unbatched = _ndim(input) == 3
     h, w = _shape(input)[-2:]
+    if not isinstance(output_size, int) and len(output_size) != 2:
+        raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
     oh, ow = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
     oh, ow = (h if oh is None else oh), (w if ow is None else ow)
     name = "MeanBackward1" if (oh, ow) == (1, 1) else "AdaptiveAvgPool2DBackward0"

@@ -673,3 +673,16 @@ def test_python_integers_out_of_range_wrap_as_torch():
     Python integer)."""
     assert (ft.tensor([1, -1], dtype=ft.int8) + 1000).tolist() == [-23, -25]
     assert (ft.tensor([1], dtype=ft.uint8) * 300).tolist() == [44]
+def test_flatten_and_unflatten_check_their_dims_as_torch():
+    import pytest
+    x = ft.zeros(2, 3)
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of "
+                                         r"\[-2, 1\], but got 3\)"):
+        x.flatten(3)
+    with pytest.raises(RuntimeError, match="start_dim cannot come after end_dim"):
+        x.flatten(1, 0)
+    with pytest.raises(RuntimeError, match=r"unflatten: Provided sizes \[2, 2\] don't multiply "
+                                           r"up to the size of dim 1 \(3\)"):
+        x.unflatten(1, (2, 2))
+    assert ft.zeros(()).flatten().shape == (1,)
+    assert ft.zeros(2, 4).unflatten(-1, (-1, 2)).shape == (2, 2, 2)

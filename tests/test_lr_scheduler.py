@@ -181,7 +181,7 @@ def test_state_dict_round_trip_and_resume():
     _close(_lrs(opt2, sched2, 3), _lrs(opt, sched, 3))
     # resuming with last_epoch needs 'initial_lr' in the groups
     with pytest.raises(KeyError, match="param 'initial_lr' is not specified in param_groups\\[0\\] "
-                                       "when resuming an optimizer"):
+                                       "when resuming scheduler with last_epoch >= 0"):
         S.StepLR(_opt(), step_size=2, last_epoch=3)
     # a LambdaLR saves a callable object's state, not a function's
     opt = _opt()

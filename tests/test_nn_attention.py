@@ -144,3 +144,59 @@ def test_transformer_encoder():
     assert xt.grad.shape == xt.shape
     gelu = ft.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation="gelu")
     assert tuple(gelu(ft.randn(3, 2, 8)).shape) == (3, 2, 8)
+
+
+def test_a_query_with_every_key_masked_gets_zeros():
+    """scaled_dot_product_attention gives a query whose keys are all masked out zero weights
+    (torch's safe softmax) and no gradient, instead of NaN; MultiheadAttention does so
+    without the weights (it runs that function) and keeps the plain softmax's NaN with them."""
+    rng = np.random.default_rng(3)
+    q = ft.tensor(rng.standard_normal((1, 2, 3)), dtype=ft.float64, requires_grad=True)
+    mask = ft.tensor([[True, False], [False, False]])
+    out = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    np.testing.assert_array_equal(out.detach().numpy()[0, 1], np.zeros(3))
+    np.testing.assert_allclose(out.detach().numpy()[0, 0], q.detach().numpy()[0, 0], rtol=1e-12)
+    out.sum().backward()
+    assert np.isfinite(q.grad.numpy()).all()
+    mha = ft.nn.MultiheadAttention(4, 2, batch_first=True)
+    x = ft.randn(1, 2, 4)
+    pad = ft.tensor([[True, True]])
+    assert np.isnan(mha(x, x, x, key_padding_mask=pad)[0].detach().numpy()).all()
+    y, w = mha(x, x, x, key_padding_mask=pad, need_weights=False)
+    assert w is None and np.isfinite(y.detach().numpy()).all()
+
+
+def test_mha_bias_kv_and_zero_attn():
+    """add_bias_kv appends a learned step (bias_k, bias_v) to every key and value sequence,
+    add_zero_attn a step of zeros after the head split; masks take both as attendable."""
+    ft.manual_seed(1)
+    m = ft.nn.MultiheadAttention(4, 2, batch_first=True, add_bias_kv=True,
+                                 add_zero_attn=True).double()
+    assert [n for n, _ in m.named_parameters()] == [
+        "in_proj_weight", "in_proj_bias", "bias_k", "bias_v", "out_proj.weight",
+        "out_proj.bias"]
+    p = {k: v.detach().numpy() for k, v in m.state_dict().items()}
+    q, k = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((2, 5, 4))
+    pad = np.array([[False, True, False, False, False], [False] * 5])
+    out, wts = m(ft.tensor(q), ft.tensor(k), ft.tensor(k), key_padding_mask=ft.tensor(pad))
+    # the same attention by hand: the bias step appended to the projected keys and values,
+    # then a zero step per head
+    e, h = 4, 2
+    w_in, b_in = p["in_proj_weight"], p["in_proj_bias"]
+    qp, kp, vp = (x @ w_in[i * e:(i + 1) * e].T + b_in[i * e:(i + 1) * e]
+                  for i, x in enumerate((q, k, k)))
+    kp = np.concatenate([kp, np.broadcast_to(p["bias_k"], (2, 1, e))], 1)
+    vp = np.concatenate([vp, np.broadcast_to(p["bias_v"], (2, 1, e))], 1)
+    qh, kh, vh = (x.reshape(2, -1, h, e // h).transpose(0, 2, 1, 3) for x in (qp, kp, vp))
+    kh, vh = (np.concatenate([x, np.zeros((2, h, 1, e // h))], 2) for x in (kh, vh))
+    mask = np.where(np.pad(pad, ((0, 0), (0, 2))), -np.inf, 0.0)[:, None, None, :]
+    w = _softmax(qh @ np.swapaxes(kh, -1, -2) / np.sqrt(e // h) + mask)
+    want = (w @ vh).transpose(0, 2, 1, 3).reshape(2, 3, e) @ p["out_proj.weight"].T
+    np.testing.assert_allclose(out.detach().numpy(), want + p["out_proj.bias"], rtol=1e-10)
+    np.testing.assert_allclose(wts.detach().numpy(), w.mean(1), rtol=1e-10)
+
+
+def test_sdpa_float_mask_must_have_the_query_dtype():
+    q = ft.zeros(1, 2, 3)
+    with pytest.raises(RuntimeError, match="attn_mask.dtype: double and  query.dtype: float"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=ft.zeros(2, 2, dtype=ft.float64))

@@ -379,6 +379,18 @@ def test_adaptive_avg_pool2d():
     assert nn.AdaptiveAvgPool2d(1)(t64(x)).shape == (1, 2, 1, 1)
 
 
+def test_conv_and_pool_argument_errors_are_torchs():
+    """F.conv2d refuses padding='same' with a stride as a RuntimeError (the Conv2d layer's
+    constructor as a ValueError); avg_pool2d's padding limit has max_pool2d's message."""
+    with pytest.raises(RuntimeError, match="padding='same' is not supported for strided"):
+        F.conv2d(ft.zeros(1, 3, 5, 5), ft.zeros(4, 3, 3, 3), stride=2, padding="same")
+    with pytest.raises(ValueError, match="padding='same' is not supported for strided"):
+        nn.Conv2d(3, 4, 3, stride=2, padding="same")
+    with pytest.raises(RuntimeError, match="pad should be at most half of effective kernel "
+                                           "size, but got pad=2, kernel_size=3 and dilation=1"):
+        F.avg_pool2d(ft.zeros(1, 3, 5, 5), 3, padding=2)
+
+
 def test_pool_modules():
     x = ft.randn(2, 3, 6, 6)
     np.testing.assert_array_equal(num(nn.MaxPool2d(2)(x)), num(F.max_pool2d(x, 2)))
@@ -532,6 +544,167 @@ def test_pad():
     assert y[0, 0].tolist() == [5, 1, 1, 1, 5, 5] and y[0, 2].tolist() == [5.0] * 6
 
 
+def test_pad_modes_and_cropping():
+    """reflect mirrors without the edge, replicate repeats it, circular wraps around; a
+    negative width crops (any mode); each mode's gradient sums the copies back."""
+    x = t64([[1.0, 2.0, 3.0, 4.0]], True)
+    assert F.pad(x, (2, 1), mode="reflect").tolist() == [[3, 2, 1, 2, 3, 4, 3]]
+    assert F.pad(x, (2, 1), mode="replicate").tolist() == [[1, 1, 1, 2, 3, 4, 4]]
+    assert F.pad(x, (2, 1), mode="circular").tolist() == [[3, 4, 1, 2, 3, 4, 1]]
+    assert F.pad(x, (-1, 2), value=9.0).tolist() == [[2, 3, 4, 9, 9]]
+    assert F.pad(x, (-1, 1), mode="circular").tolist() == [[2, 3, 4, 2]]
+    F.pad(x, (2, 1), mode="reflect").sum().backward()
+    assert x.grad.tolist() == [[1, 2, 3, 1]]
+    assert F.pad(x, (1, 1), mode="reflect").grad_fn.name() == "ReflectionPad1DBackward0"
+    y = F.pad(ft.ones(1, 2, 3, 4), (1, 1, 2, 0), mode="replicate")
+    assert y.shape == (1, 2, 5, 6) and y.grad_fn is None
+    with pytest.raises(RuntimeError, match="Padding size should be less than"):
+        F.pad(x, (4, 0), mode="reflect")
+    with pytest.raises(RuntimeError, match="wrapping around more than once"):
+        F.pad(x, (5, 0), mode="circular")
+    with pytest.raises(NotImplementedError, match="Padding size 2 is not supported for 1D"):
+        F.pad(ft.ones(3), (1, 1), mode="replicate")
+    with pytest.raises(NotImplementedError, match="Unrecognised padding mode mirror"):
+        F.pad(x, (1, 1), mode="mirror")
+
+
 def test_one_hot():
     assert F.one_hot(ft.tensor([0, 2]), 3).tolist() == [[1, 0, 0], [0, 0, 1]]
     assert F.one_hot(ft.tensor([1, 3])).shape == (2, 4)
+
+
+def test_grad_fn_names_are_torchs():
+    """The grad_fn of each function is the op torch records last: the kernel itself for
+    unbatched pooling and conv1d, the last op of torch's composite functions, the in-place
+    variant's node for inplace=True."""
+    x = ft.randn(2, 3, 4, 4, requires_grad=True)
+    w1 = ft.randn(5, 3, 2)
+    a, b = ft.randn(3, 4, requires_grad=True), ft.randn(3, 4)
+    t = ft.tensor([[[0, 1, 2, 0]], [[1, 1, 0, 2]]])
+    cases = {
+        "MaxPool2DWithIndicesBackward0": F.max_pool2d(x[0], 2),
+        "AvgPool2DBackward0": F.avg_pool2d(x[0], 2),
+        "AdaptiveAvgPool2DBackward0": F.adaptive_avg_pool2d(x[0], (2, 3)),
+        "MeanBackward1": F.adaptive_avg_pool2d(x, 1),
+        "ConvolutionBackward0": F.conv1d(x[:, :, 0], w1),
+        "SqueezeBackward1": F.conv1d(x[0, :, 0], w1),          # unbatched: as torch
+        "AddBackward0": F.bilinear(a, b, ft.randn(2, 4, 4), ft.randn(2)),
+        "ViewBackward0": F.bilinear(a, b, ft.randn(2, 4, 4)),
+        "SumBackward1": F.cosine_similarity(a, b),
+        "NllLoss2DBackward0": F.nll_loss(x[:, :3, 0], t[:, 0]),
+        "MulBackward0": F.dropout(a, p=1.0),
+        "DivBackward0": F.kl_div(a, b.abs(), reduction="batchmean"),
+        "SubBackward0": F.kl_div(a, b.abs(), reduction="none"),
+        "EluBackward1": F.elu(a * 1, inplace=True),
+        "LeakyReluBackward1": F.leaky_relu(a * 1, inplace=True),
+        "HardtanhBackward0": F.relu6(a * 1, inplace=True),
+        "SiluBackward0": F.silu(a * 1, inplace=True),
+    }
+    for name, out in cases.items():
+        assert out.grad_fn.name() == name, (name, out.grad_fn.name())
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        F.elu(a, inplace=True)
+
+
+def test_cosine_similarity_and_kl_div_gradients_at_zero():
+    """cosine_similarity clamps the norms in value only (torch: in place under no_grad), so
+    a zero vector's gradient is the other unit vector / eps, not NaN; kl_div's target
+    gradient is log t + 1 - input (torch's xlogy derivative: NaN at t = 0)."""
+    z = t64(np.zeros((1, 3)), True)
+    y = np.array([[3.0, 0.0, 4.0]])
+    F.cosine_similarity(z, t64(y)).sum().backward()
+    np.testing.assert_allclose(num(z.grad), y / 5 / 1e-8, rtol=1e-12)
+    x, p = t64([0.5, -1.0, 0.2], True), t64([0.25, 0.0, 0.5], True)
+    out = F.kl_div(x, p, reduction="sum")
+    np.testing.assert_allclose(out.item(), 0.25 * (np.log(0.25) - 0.5) + 0.5 * (np.log(0.5) - 0.2),
+                               rtol=1e-12)
+    out.backward()
+    np.testing.assert_allclose(num(p.grad), [np.log(0.25) + 1 - 0.5, np.nan, np.log(0.5) + 0.8],
+                               rtol=1e-12)
+    np.testing.assert_allclose(num(x.grad), [-0.25, 0.0, -0.5], rtol=1e-12)
+
+
+def test_activations_pass_nan_through_as_torch():
+    """relu, relu6, hardtanh and elu send NaN down their identity branch, as torch's
+    kernels (`x <= 0 ? ... : x`): the value is NaN and the derivative 1."""
+    for fn in (F.relu, F.relu6, F.hardtanh, F.elu, lambda x: x.relu()):
+        x = t64([np.nan, -2.0, 0.5], True)
+        y = fn(x)
+        assert np.isnan(num(y)[0])
+        y.sum().backward()
+        assert num(x.grad)[0] == 1.0
+    assert F.relu(t64([0.0, -0.0])).tolist() == [0.0, 0.0]
+
+
+def test_activation_argument_checks():
+    with pytest.raises(ValueError, match="min_val cannot be greater than max_val"):
+        F.hardtanh(ft.ones(2), 1.0, -1.0)
+    with pytest.raises(TypeError, match="takes 1 positional argument but 2 were given"):
+        F.gelu(ft.ones(2), "tanh")
+
+
+def test_linear_and_normalization_argument_errors_are_torchs():
+    x32, w64 = ft.zeros(2, 3), ft.zeros(4, 3, dtype=ft.float64)
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype, but "
+                                           "got: float != double"):
+        F.linear(x32, w64)
+    with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype, but got "
+                                           "Float and Double"):
+        F.linear(x32, w64, ft.zeros(4, dtype=ft.float64))
+    with pytest.raises(TypeError, match="must be tuple of ints, not int"):
+        F.layer_norm(ft.zeros(2, 4), 4)
+    with pytest.raises(RuntimeError, match=r"Expected bias to be of same shape as "
+                                           r"normalized_shape, but got bias of shape \[3\]"):
+        F.layer_norm(ft.zeros(2, 4), [4], None, ft.zeros(3))
+    with pytest.raises(RuntimeError, match="running_var should contain 4 elements not 3"):
+        F.batch_norm(ft.zeros(2, 4), ft.zeros(4), ft.ones(3))
+    with pytest.raises(RuntimeError, match=r"Expected weight to be a vector of size equal to "
+                                           r"the number of channels in input"):
+        F.group_norm(ft.zeros(2, 4), 2, ft.ones(3))
+    assert nn.LayerNorm(4)(ft.ones(2, 4)).shape == (2, 4)       # the layer takes an int
+
+
+def test_embedding_max_norm_and_scale_grad_by_freq():
+    """max_norm shrinks the picked rows longer than it, in place, to max_norm / (norm + 1e-7)
+    times themselves; scale_grad_by_freq divides each row's gradient by its index's count."""
+    w = t64([[3.0, 4.0], [0.3, 0.4], [6.0, 8.0]], True)
+    out = F.embedding(ft.tensor([0, 1, 0]), w, max_norm=1.0)
+    np.testing.assert_allclose(num(w), [[3 / (5 + 1e-7), 4 / (5 + 1e-7)], [0.3, 0.4], [6, 8]],
+                               rtol=1e-12)
+    np.testing.assert_allclose(num(out), num(w)[[0, 1, 0]], rtol=1e-12)
+    w = t64(np.ones((3, 2)), True)
+    F.embedding(ft.tensor([[0, 2, 0], [0, 1, 2]]), w, scale_grad_by_freq=True).sum().backward()
+    np.testing.assert_allclose(num(w.grad), np.ones((3, 2)), rtol=1e-12)   # count / count
+    with pytest.raises(NotImplementedError, match="sparse=True"):
+        F.embedding(ft.tensor([0]), w, sparse=True)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_conv_padding_modes(mode):
+    """padding_mode pads with F.pad in that mode, then convolves without padding."""
+    x = ft.randn(1, 2, 5, 6)
+    conv = nn.Conv2d(2, 3, 3, padding=(1, 2), padding_mode=mode)
+    want = F.conv2d(F.pad(x, (2, 2, 1, 1), mode=mode), conv.weight, conv.bias)
+    np.testing.assert_allclose(num(conv(x)), num(want), rtol=1e-6)
+    c1 = nn.Conv1d(2, 3, 4, padding="same", padding_mode=mode)
+    y = ft.randn(2, 2, 6)
+    want = F.conv1d(F.pad(y, (1, 2), mode=mode), c1.weight, c1.bias)
+    np.testing.assert_allclose(num(c1(y)), num(want), rtol=1e-6)
+
+
+def test_dtype_rules_of_conv_pool_and_one_hot():
+    """torch's: conv refuses a weight or bias of another dtype; one_hot takes int64 only;
+    avg_pool2d of integers is the integer average, truncated toward zero; adaptive pooling
+    refuses integers."""
+    x32 = ft.zeros(1, 2, 4, 4)
+    with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+        F.conv2d(x32, ft.zeros(3, 2, 2, 2, dtype=ft.float64))
+    with pytest.raises(RuntimeError, match=r"Input type \(float\) and bias type \(double\)"):
+        F.conv2d(x32, ft.zeros(3, 2, 2, 2), ft.zeros(3, dtype=ft.float64))
+    with pytest.raises(RuntimeError, match="one_hot is only applicable to index tensor of "
+                                           "type LongTensor"):
+        F.one_hot(ft.tensor([0, 1], dtype=ft.int32), 2)
+    y = F.avg_pool2d(ft.tensor([[[[1, 2], [4, -9]], [[1, 2], [4, 1]]]]), 2)
+    assert y.dtype == ft.int64 and y.flatten().tolist() == [0, 2]     # -2/4 -> 0, 8/4
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        F.adaptive_avg_pool2d(ft.zeros(1, 1, 4, 4, dtype=ft.int64), (2, 1))

@@ -150,9 +150,49 @@ def test_cross_entropy_errors():
     with pytest.raises(ValueError, match=r"Expected input batch_size \(3\) to match target "
                                          r"batch_size \(2\)."):
         F.cross_entropy(x, ft.tensor([0, 1]))
-    with pytest.raises(RuntimeError, match="expected scalar type Long"):
+    with pytest.raises(RuntimeError, match="expected target dtype to be Long or Byte, but got "
+                                           "Float"):
         F.nll_loss(x, ft.tensor([0.0, 1.0, 2.0]).reshape(3))
+    with pytest.raises(RuntimeError, match="expected target dtype to be Long or Byte, but got "
+                                           "Int"):
+        F.cross_entropy(x, ft.tensor([0, 1, 2], dtype=ft.int32))
+    assert F.cross_entropy(x, ft.tensor([0, 1, 2], dtype=ft.uint8)).item() == \
+        F.cross_entropy(x, ft.tensor([0, 1, 2])).item()
     assert np.isnan(F.cross_entropy(x, ft.tensor([1, 1, 1]), ignore_index=1).item())
+
+
+def test_class_target_shape_errors_are_torchs():
+    """A target of the wrong shape gets torch's message for the input's rank; a floating
+    target not shaped like the input is taken for class indices, as torch does."""
+    cases = [((4, 5), np.zeros((4, 4)), "0D or 1D target tensor expected, multi-target not "
+                                        "supported"),
+             ((4, 5), np.zeros((4, 4), np.int64), "0D or 1D target tensor expected"),
+             ((4, 5), np.zeros(4), "expected target dtype to be Long or Byte, but got Double"),
+             ((2, 3, 4, 4), np.zeros((2, 4), np.int64), r"only batches of spatial targets "
+              r"supported \(3D tensors\) but got targets of dimension: 2"),
+             ((2, 3, 4, 4), np.zeros((2, 4, 5), np.int64),
+              r"size mismatch \(got input: \[2, 3, 4, 4\] , target: \[2, 4, 5\]"),
+             ((2, 3, 4), np.zeros((2, 5), np.int64), r"Expected target size \[2, 4\], got "
+                                                     r"\[2, 5\]")]
+    for shape, target, msg in cases:
+        for fn in (F.nll_loss, F.cross_entropy):
+            with pytest.raises(RuntimeError, match=msg):
+                fn(ft.zeros(*shape), ft.tensor(target))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(label_smoothing=0.2), dict(weight=True),
+                                dict(weight=True, label_smoothing=0.2)])
+def test_every_target_ignored_gives_nan_and_zero_gradient(kw):
+    """'mean' over no target is 0/0 = NaN, but the gradient is 0 (the ignored targets
+    contribute nothing), not NaN."""
+    kw = dict(kw)
+    if kw.get("weight"):
+        kw["weight"] = t64(RNG.uniform(0.5, 2.0, 4))
+    x = t64(RNG.standard_normal((3, 4)), True)
+    loss = F.cross_entropy(x, ft.tensor([1, 1, 1]), ignore_index=1, **kw)
+    assert np.isnan(loss.item())
+    loss.backward()
+    np.testing.assert_array_equal(num(x.grad), np.zeros((3, 4)))
 
 
 def test_nll_loss():
@@ -205,6 +245,19 @@ def test_bce_with_logits_is_stable_for_large_logits():
         F.binary_cross_entropy_with_logits(ft.zeros(3), ft.zeros(2))
 
 
+def test_bce_gradient_is_finite_at_zero_and_one():
+    """The derivative is torch's formula, (x - t) / max(x (1 - x), eps) (eps: 1e-12 in
+    float32), not the clamped logs' (0 * inf = NaN at x = 0 and 1); the target's is
+    -logit(x)."""
+    p = t64([0.0, 1.0, 0.25, 1.0], True)
+    t = t64([1.0, 0.0, 0.5, 1.0], True)
+    F.binary_cross_entropy(p, t, reduction="sum").backward()
+    eps = float(np.float32(1e-12))
+    np.testing.assert_allclose(num(p.grad), [-1 / eps, 1 / eps, -0.25 / 0.1875, 0.0],
+                               rtol=1e-12)
+    np.testing.assert_allclose(num(t.grad), [np.inf, -np.inf, np.log(3.0), -np.inf])
+
+
 def test_bce_on_probabilities_clamps_log():
     p = np.array([0.0, 0.3, 1.0])
     t = np.array([1.0, 0.0, 1.0])
@@ -226,3 +279,36 @@ def test_smooth_l1_huber_kl():
     p = RNG.dirichlet(np.ones(3), 2)
     np.testing.assert_allclose(num(F.kl_div(t64(logq), t64(p), reduction="batchmean")),
                                (p * (np.log(p) - logq)).sum() / 2, rtol=1e-12)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_weighted_regression_losses(reduction):
+    """mse_loss, l1_loss and huber_loss with a weight of the input's shape: the elementwise
+    loss times the weight; 'mean' divides by the sum of the weights for mse and l1 and by the
+    element count for huber (torch's rules), and the grad_fn is the last op torch runs."""
+    x, y = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
+    w = RNG.uniform(0.5, 2.0, (3, 4))
+    d = np.abs(x - y)
+    losses = {"mse_loss": d * d, "l1_loss": d, "huber_loss": np.where(d < 1, 0.5 * d * d, d - 0.5)}
+    names = {"none": "MulBackward0", "sum": "SumBackward0", "mean": "DivBackward0"}
+    for fn, loss in losses.items():
+        tx = t64(x, True)
+        out = getattr(F, fn)(tx, t64(y), weight=t64(w), reduction=reduction)
+        want = {"none": loss * w, "sum": (loss * w).sum(),
+                "mean": (loss * w).sum() / (w.sum() if fn != "huber_loss" else w.size)}
+        np.testing.assert_allclose(num(out), want[reduction], rtol=1e-12)
+        name = "MeanBackward0" if fn == "huber_loss" and reduction == "mean" else names[reduction]
+        assert out.grad_fn.name() == name
+    with pytest.raises(ValueError, match="Weights and input must have the same size."):
+        F.mse_loss(t64(x), t64(y), weight=t64(w[0]))
+
+
+def test_l1_loss_grad_fn_and_smooth_l1_with_beta_zero():
+    """torch's l1_loss is composite (abs, then the reduction), and smooth_l1_loss with
+    beta=0 is l1_loss; the grad_fn names say so."""
+    x, y = t64([0.5, -1.0, 2.0], True), t64([0.0, 0.0, 2.5])
+    assert F.l1_loss(x, y, reduction="none").grad_fn.name() == "AbsBackward0"
+    assert F.l1_loss(x, y, reduction="sum").grad_fn.name() == "SumBackward0"
+    out = F.smooth_l1_loss(x, y, beta=0.0)
+    assert out.grad_fn.name() == "MeanBackward0"
+    np.testing.assert_allclose(out.item(), 2.0 / 3, rtol=1e-12)

@@ -349,6 +349,20 @@ def test_parameter_list_and_dict():
     assert [n for n, _ in pd.named_parameters()] == ["w"]
 
 
+def test_parameter_dict_orders_a_plain_dict_by_key():
+    """As torch's: a plain mapping's entries are added sorted by key; an OrderedDict's, a
+    ParameterDict's and a list of pairs' in their own order."""
+    from collections import OrderedDict
+    z, y = ft.zeros(1), ft.ones(1)
+    assert list(nn.ParameterDict({"z": z, "y": y})) == ["y", "z"]
+    assert list(nn.ParameterDict(OrderedDict([("z", z), ("y", y)]))) == ["z", "y"]
+    assert list(nn.ParameterDict([("z", z), ("y", y)])) == ["z", "y"]
+    pd = nn.ParameterDict([("z", z)])
+    pd.update({"b": y, "a": y})
+    assert list(pd) == ["z", "a", "b"]
+    assert [n for n, _ in pd.named_parameters()] == ["z", "a", "b"]
+
+
 def test_repr_like_torch():
     s = nn.Sequential(nn.Linear(4, 3), nn.ReLU(inplace=True), nn.Dropout(0.1),
                       nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False))
@@ -360,8 +374,13 @@ def test_repr_like_torch():
         "  (3): Conv2d(3, 8, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), bias=False)\n"
         ")")
     assert repr(nn.BatchNorm2d(4)) == ("BatchNorm2d(4, eps=1e-05, momentum=0.1, affine=True, "
-                                       "track_running_stats=True)")
-    assert repr(nn.LayerNorm(5)) == "LayerNorm((5,), eps=1e-05, elementwise_affine=True)"
+                                       "bias=True, track_running_stats=True)")
+    assert repr(nn.LayerNorm(5)) == ("LayerNorm((5,), eps=1e-05, elementwise_affine=True, "
+                                     "bias=True)")
+    assert repr(nn.GroupNorm(2, 4, bias=False)) == ("GroupNorm(2, 4, eps=1e-05, affine=True, "
+                                                    "bias=False)")
+    assert repr(nn.Conv1d(2, 4, 3, padding="same", padding_mode="reflect")) == (
+        "Conv1d(2, 4, kernel_size=(3,), stride=(1,), padding=same, padding_mode=reflect)")
     assert repr(nn.Embedding(10, 3, padding_idx=0)) == "Embedding(10, 3, padding_idx=0)"
     assert repr(nn.GELU()) == "GELU(approximate='none')"
     assert repr(nn.Flatten()) == "Flatten(start_dim=1, end_dim=-1)"
@@ -381,3 +400,51 @@ def test_to_shares_tensor_parsing_and_rejects_integer_dtypes():
     for target in (m, ft.ones(2)):
         with pytest.raises(TypeError, match="neither a device nor a dtype"):
             target.to("bogus")
+
+
+def test_reprs_follow_torch():
+    """ModuleList prints a run of equal modules once; MultiheadAttention's out_proj is a
+    NonDynamicallyQuantizableLinear; Embedding shows its max_norm, RNN not its nonlinearity."""
+    ml = nn.ModuleList([nn.ReLU(), nn.ReLU(), nn.Tanh(), nn.Linear(1, 1), nn.Linear(1, 1)])
+    assert repr(ml) == ("ModuleList(\n  (0-1): 2 x ReLU()\n  (2): Tanh()\n"
+                        "  (3-4): 2 x Linear(in_features=1, out_features=1, bias=True)\n)")
+    assert repr(nn.ModuleList()) == "ModuleList()"
+    mha = nn.MultiheadAttention(4, 2)
+    assert isinstance(mha.out_proj, nn.Linear)
+    assert "(out_proj): NonDynamicallyQuantizableLinear(in_features=4" in repr(mha)
+    assert repr(nn.Embedding(5, 3, max_norm=2.0, scale_grad_by_freq=True)) == (
+        "Embedding(5, 3, max_norm=2.0, scale_grad_by_freq=True)")
+    assert repr(nn.RNN(3, 4, nonlinearity="relu")) == "RNN(3, 4)"
+
+
+def test_norm_layers_take_bias_false():
+    """BatchNorm and GroupNorm (torch 2.13) take bias=False: a scale without a shift."""
+    for m in (nn.BatchNorm1d(3, bias=False), nn.GroupNorm(1, 3, bias=False)):
+        assert m.bias is None and m.weight.shape == (3,)
+        assert [n for n, _ in m.named_parameters()] == ["weight"]
+        x = ft.randn(4, 3)
+        ref = nn.BatchNorm1d(3) if isinstance(m, nn.BatchNorm1d) else nn.GroupNorm(1, 3)
+        np.testing.assert_allclose(m(x).detach().numpy(), ref(x).detach().numpy(), rtol=1e-6)
+
+
+def test_batch_norm_state_dict_without_num_batches_tracked():
+    """As torch reads a state_dict without version metadata: the counter keeps its value and
+    is not a missing key."""
+    bn = nn.BatchNorm1d(2)
+    bn(ft.randn(3, 2))
+    res = bn.load_state_dict({"weight": ft.ones(2), "bias": ft.zeros(2)}, strict=False)
+    assert sorted(res.missing_keys) == ["running_mean", "running_var"]
+    assert int(bn.num_batches_tracked) == 1
+    bn.load_state_dict({"weight": ft.ones(2), "bias": ft.zeros(2), "running_mean": ft.zeros(2),
+                        "running_var": ft.ones(2)})
+
+
+def test_hardtanh_module_arguments():
+    """torch's deprecated min_value/max_value spellings (a FutureWarning), the check that
+    the range is not empty, and inplace in the repr."""
+    with pytest.warns(FutureWarning, match="`min_value` is deprecated and renamed to `min_val`"):
+        m = nn.Hardtanh(min_value=-0.5)
+    assert m.min_val == -0.5
+    with pytest.raises(AssertionError, match=r"max_val \(1.0\) must be greater than min_val"):
+        nn.Hardtanh(1.0, 1.0)
+    assert repr(nn.Hardtanh(-2, 2, True)) == "Hardtanh(min_val=-2, max_val=2, inplace=True)"

@@ -245,3 +245,20 @@ def test_composed_recurrent_layers_train_past_the_cached_program(kind, kw):
     np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-12)
     for a, b in zip(runs[0][1], runs[1][1]):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+def test_grad_fn_names_are_torchs_cpu_ones():
+    """A recurrent layer's output comes from the time steps stacked (StackBackward0, as
+    torch's CPU layers); a cell's from its last op."""
+    x = ft.randn(5, 2, 3, requires_grad=True)
+    assert ft.nn.GRU(3, 4)(x)[0].grad_fn.name() == "StackBackward0"
+    assert ft.nn.RNN(3, 4)(x)[1].grad_fn.name() == "StackBackward0"
+    assert ft.nn.RNNCell(3, 4)(x[0]).grad_fn.name() == "TanhBackward0"
+    assert ft.nn.GRUCell(3, 4)(x[0]).grad_fn.name() == "AddBackward0"
+    assert ft.nn.LSTMCell(3, 4)(x[0])[0].grad_fn.name() == "MulBackward0"
+
+
+def test_input_rank_errors_are_torchs():
+    with pytest.raises(ValueError, match="RNN: Expected input to be 2D or 3D, got 4D tensor "
+                                         "instead"):
+        ft.nn.RNN(3, 4)(ft.zeros(5, 2, 1, 3))
+    with pytest.raises(ValueError, match="LSTM: Expected input to be 2D or 3D, got 4D instead"):
+        ft.nn.LSTM(3, 4)(ft.zeros(5, 2, 1, 3))

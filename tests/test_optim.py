@@ -131,6 +131,20 @@ def test_adam_and_adamw_differ_with_weight_decay():
     assert not np.allclose(a[0], w[0])
 
 
+def test_adam_decoupled_weight_decay_is_adamw():
+    """Adam(decoupled_weight_decay=True) is AdamW's update; the flag is a group
+    hyperparameter (False for Adam, True for AdamW), as torch's."""
+    params, grads = _problem(3)
+    a, opt = _run(ft.optim.Adam, params, grads, lr=0.01, weight_decay=0.1,
+                  decoupled_weight_decay=True)
+    _close(a, adam_ref(params, grads, decoupled=True, lr=0.01, weight_decay=0.1), rtol=1e-11,
+           atol=1e-13)
+    assert opt.param_groups[0]["decoupled_weight_decay"] is True
+    p = ft.zeros(1, requires_grad=True)
+    assert ft.optim.Adam([p]).param_groups[0]["decoupled_weight_decay"] is False
+    assert ft.optim.AdamW([p]).param_groups[0]["decoupled_weight_decay"] is True
+
+
 def test_float32_parameters_update_in_float32():
     p = ft.tensor([1.0, -2.0], requires_grad=True)
     opt = ft.optim.Adam([p], lr=0.1)

@@ -237,11 +237,20 @@ def _write(dst, src):
 OVERLAP_MSG = ("unsupported operation: more than one element of the written-to tensor refers "
                "to a single memory location. Please clone() the tensor before performing the "
                "operation.")
+def _cname(d):
+    """c10's name of a scalar type, as other torch messages spell it (float, double, long
+    int, c10::Half, ...)."""
+    return {"float32": "float", "float64": "double", "int64": "long int", "int32": "int",
+            "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+            "bool": "bool", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}.get(
+                d.name, d.name)
 
 
 def _tname(d):
+    """torch's name of a scalar type, as its error messages spell it (Float, Long, ...)."""
     return {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
-            "bool": "Bool", "float16": "Half"}.get(d.name, d.name)
+            "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+            "float16": "Half", "bfloat16": "BFloat16"}.get(d.name, d.name)
 
 
 def _fast(self, *others):

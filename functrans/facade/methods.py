@@ -522,15 +522,15 @@ T.inner = lambda self, other: apply_fn("InnerBackward0", fnp.inner, (self, other
 # activations and friends (composites of functrans.numpy / ft.nn functions)
 
 
-def _relu_fn(x):
-    """torch.relu: 0 where x <= 0, else x: NaN stays NaN and passes its gradient (torch's
-    threshold_backward; the functional relu, JAX's, gives it 0); derivative 0 at 0."""
+def relu_fn(x):
+    """torch's relu: 0 where x <= 0, else x, so NaN passes through (value NaN, derivative
+    1, as torch's threshold_backward); the derivative at 0 is 0."""
     x = fnp.asarray(x)
     return fnp.where(fnp.less_equal(x, 0), fnp.zeros((), x.dtype), x)
 
 
 def relu(self):
-    return apply_fn("ReluBackward0", _relu_fn, (self,))
+    return apply_fn("ReluBackward0", relu_fn, (self,))
 
 
 def _softmax_fn(x, axis):

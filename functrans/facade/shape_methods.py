@@ -78,11 +78,23 @@ def reshape_as(self, other):
     return reshape(self, tuple(other.shape))
 
 
+def _wrap_dim(dim, nd):
+    """dim in [-nd, nd) (a scalar counts as one dim) made non-negative, or torch's
+    IndexError."""
+    n = max(nd, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim % n
+
+
 def flatten(self, start_dim=0, end_dim=-1):
     nd = self.ndim
+    s, e = _wrap_dim(start_dim, nd), _wrap_dim(end_dim, nd)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if nd == 0:
         return reshape(self, (1,))
-    s, e = start_dim % nd, end_dim % nd
     shape = tuple(self.shape)
     new = shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:]
     return reshape(self, new)
@@ -90,8 +102,14 @@ def flatten(self, start_dim=0, end_dim=-1):
 
 def unflatten(self, dim, sizes):
     shape = tuple(self.shape)
-    dim %= len(shape)
-    sizes = _infer(tuple(sizes), shape[dim])
+    dim = _wrap_dim(dim, len(shape))
+    sizes = tuple(sizes)
+    known = math.prod(s for s in sizes if s != -1)
+    if sizes.count(-1) > 1 or (known * (shape[dim] // known if known and -1 in sizes else 1)
+                               != shape[dim]):
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the "
+                           f"size of dim {dim} ({shape[dim]}) in the input tensor")
+    sizes = _infer(sizes, shape[dim])
     return view(self, shape[:dim] + sizes + shape[dim + 1:])
 
 

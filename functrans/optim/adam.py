@@ -23,13 +23,13 @@ def _check_adam_args(lr, betas, eps, weight_decay):
 class Adam(Optimizer):
     """PyTorch's Adam. With t the step count, g the gradient (+ weight_decay * p, an L2 term):
     m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; (amsgrad: vmax = max(vmax, v), used for v);
-    p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)."""
+    p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+    decoupled_weight_decay=True shrinks p by 1 - lr * weight_decay instead of the L2 term
+    (AdamW's update; a hyperparameter of each group, as torch's)."""
 
-    _decoupled = False
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
-                 differentiable=False, fused=None):
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
         _check_adam_args(lr, betas, eps, weight_decay)
         if differentiable:
             raise NotImplementedError(f"functrans {type(self).__name__} does not support "
@@ -37,7 +37,8 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize, foreach=foreach, capturable=capturable,
-                                      differentiable=differentiable, fused=fused))
+                                      differentiable=differentiable, fused=fused,
+                                      decoupled_weight_decay=bool(decoupled_weight_decay)))
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns closure() if given."""
@@ -59,7 +60,7 @@ class Adam(Optimizer):
                         state["exp_avg_sq"] = C.zeros_like(p)
                         if amsgrad:
                             state["max_exp_avg_sq"] = C.zeros_like(p)
-                    if self._decoupled:
+                    if group["decoupled_weight_decay"]:
                         if wd != 0:
                             p.mul_(1 - lr * wd)
                     elif wd != 0:
@@ -82,13 +83,12 @@ class Adam(Optimizer):
 
 class AdamW(Adam):
     """PyTorch's AdamW: Adam with decoupled weight decay, p *= 1 - lr * weight_decay before
-    the Adam update (default weight_decay=1e-2)."""
-
-    _decoupled = True
+    the Adam update (default weight_decay=1e-2): Adam with decoupled_weight_decay=True."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
                          maximize=maximize, capturable=capturable,
-                         differentiable=differentiable, fused=fused)
+                         differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

@@ -92,8 +92,9 @@ class NAdam(_AdamFamily):
                                       capturable=capturable, differentiable=differentiable))
 
     def _extra_state(self):
-        # float64, as torch's when the default dtype is float64 (float32 there otherwise)
-        return {"mu_product": C.tensor(1.0, dtype=D.float64)}
+        # in the default dtype, as torch's (float32 unless set otherwise): the product is
+        # rounded to it at every step, and the update reads it back as a Python float
+        return {"mu_product": C.tensor(1.0, dtype=D.get_default_dtype())}
 
     def _update(self, p, g, state, t, group):
         (b1, b2), eps, lr, psi = group["betas"], group["eps"], group["lr"], group["momentum_decay"]

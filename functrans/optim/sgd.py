@@ -10,7 +10,7 @@ class SGD(Optimizer):
     g += weight_decay * p; b = g on the first step, else momentum * b + (1 - dampening) * g;
     g = g + momentum * b (nesterov) or b; p -= lr * g."""
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
                  fused=None):
         _check_lr(lr)

@@ -8,6 +8,8 @@ import numpy as np
 from ... import numpy as fnp
 from ...core import Tracer
 from ...facade import creation as C
+from ...facade.inplace import inplace as _inplace
+from ...facade.methods import relu_fn
 from ...facade.tensor import Tensor
 from .. import functions as _jnn
 from ._dispatch import _call, _is_facade, _is_raw, _ndim, _shape
@@ -28,8 +30,16 @@ def _method_or(name, grad_name, fn, input, inplace=False, **static):
     return _call(grad_name, fn, (input,), **static)
 
 
+def _op(name, fn, input, inplace, inplace_name=None, **static):
+    """fn(input) as the op `name`; with inplace=True on a Tensor, written into input as
+    torch's in-place variant (its grad_fn, e.g. EluBackward1 for elu_, its leaf check)."""
+    if inplace and isinstance(input, Tensor):
+        return _inplace(input, name, lambda: _call(inplace_name or name, fn, (input,), **static))
+    return _call(name, fn, (input,), **static)
+
+
 def _relu_fn(x):
-    return _jnn.relu(x)
+    return relu_fn(x)
 
 
 def relu(input, inplace=False):
@@ -46,9 +56,7 @@ def _relu6_fn(x):
 
 
 def relu6(input, inplace=False):
-    if inplace and isinstance(input, Tensor):
-        return input.clamp_(0.0, 6.0)
-    return _call("HardtanhBackward0", _relu6_fn, (input,))
+    return _op("HardtanhBackward0", _relu6_fn, input, inplace)
 
 
 def _leaky_relu_fn(x, *, negative_slope):
@@ -56,30 +64,29 @@ def _leaky_relu_fn(x, *, negative_slope):
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    out = _call("LeakyReluBackward0", _leaky_relu_fn, (input,),
-                negative_slope=float(negative_slope))
-    if inplace and isinstance(input, Tensor):
-        return input.copy_(out)
-    return out
+    return _op("LeakyReluBackward0", _leaky_relu_fn, input, inplace, "LeakyReluBackward1",
+               negative_slope=float(negative_slope))
 
 
 def _elu_fn(x, *, alpha):
-    return _jnn.elu(x, alpha)
+    """alpha (exp(x) - 1) where x <= 0, else x: NaN takes the linear branch (derivative 1),
+    as in torch's elu_backward."""
+    neg = fnp.less_equal(x, 0)
+    safe = fnp.where(neg, x, fnp.zeros((), x.dtype))
+    return fnp.where(neg, alpha * fnp.expm1(safe), x)
 
 
 def elu(input, alpha=1.0, inplace=False):
-    out = _call("EluBackward0", _elu_fn, (input,), alpha=float(alpha))
-    if inplace and isinstance(input, Tensor):
-        return input.copy_(out)
-    return out
+    return _op("EluBackward0", _elu_fn, input, inplace, "EluBackward1", alpha=float(alpha))
 
 
 def _gelu_fn(x, *, approximate):
     return _jnn.gelu(x, approximate=(approximate == "tanh"))
 
 
-def gelu(input, approximate="none"):
-    """GELU; approximate='none' is the exact erf form (PyTorch's default), 'tanh' the tanh form."""
+def gelu(input, *, approximate="none"):
+    """GELU; approximate='none' is the exact erf form (PyTorch's default), 'tanh' the tanh form
+    (keyword-only, as torch's)."""
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
     return _call("GeluBackward0", _gelu_fn, (input,), approximate=approximate)
@@ -90,10 +97,7 @@ def _silu_fn(x):
 
 
 def silu(input, inplace=False):
-    out = _call("SiluBackward0", _silu_fn, (input,))
-    if inplace and isinstance(input, Tensor):
-        return input.copy_(out)
-    return out
+    return _op("SiluBackward0", _silu_fn, input, inplace)
 
 
 def _mish_fn(x):
@@ -102,10 +106,7 @@ def _mish_fn(x):
 
 def mish(input, inplace=False):
     """x * tanh(softplus(x)) (Misra, 2019)."""
-    out = _call("MishBackward0", _mish_fn, (input,))
-    if inplace and isinstance(input, Tensor):
-        return input.copy_(out)
-    return out
+    return _op("MishBackward0", _mish_fn, input, inplace)
 
 
 def _sigmoid_fn(x):
@@ -145,16 +146,16 @@ def logsigmoid(input):
 
 
 def _hardtanh_fn(x, *, lo, hi):
-    """clip(x, lo, hi) with torch's derivative (1 strictly inside (lo, hi), else 0), so its
-    backward reads only that bool mask."""
-    return fnp.where((x > lo) & (x < hi), x, fnp.stop_gradient(fnp.clip(x, lo, hi)))
+    """clip(x, lo, hi) with torch's derivative (0 where x <= lo or x >= hi, else 1: also 1 at
+    NaN, which passes through), so its backward reads only that bool mask."""
+    return fnp.where((x <= lo) | (x >= hi), fnp.stop_gradient(fnp.clip(x, lo, hi)), x)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    out = _call("HardtanhBackward0", _hardtanh_fn, (input,), lo=float(min_val), hi=float(max_val))
-    if inplace and isinstance(input, Tensor):
-        return input.copy_(out)
-    return out
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _op("HardtanhBackward0", _hardtanh_fn, input, inplace, lo=float(min_val),
+               hi=float(max_val))
 
 
 def _softmax_dim(ndim, dim, what):
@@ -228,7 +229,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input.mul_(Tensor._make(mask))
     if isinstance(mask, Tracer) and isinstance(input, Tensor):
         mask = Tensor._make(mask)          # ft.compile capture: the draw is a program input
-    return _call("NativeDropoutBackward0", _mul_fn, (input, mask))
+    # p = 1 multiplies by zeros in torch (no native dropout kernel): MulBackward0
+    name = "MulBackward0" if p == 1.0 else "NativeDropoutBackward0"
+    return _call(name, _mul_fn, (input, mask))
 
 
 def _refuse_random_under_trace(x, what):

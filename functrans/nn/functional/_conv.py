@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import numpy as fnp
-from ...facade.tensor import Tensor
+from ...facade.inplace import _cname, _tname
 from ._dispatch import _call, _ndim, _shape, _squeeze0, _unsqueeze0
 
 
@@ -67,8 +67,8 @@ def _conv_pads(padding, kernel, dilation, stride, what="conv2d"):
         if padding == "valid":
             return ((0, 0), (0, 0))
         if padding == "same":
-            if stride != (1, 1):
-                raise ValueError("padding='same' is not supported for strided convolutions")
+            if stride != (1, 1):     # (the layers' constructors raise ValueError instead)
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
             pads = []
             for k, d in zip(kernel, dilation):
                 total = d * (k - 1)
@@ -89,25 +89,48 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         raise RuntimeError(f"Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
                            f"input of size: {list(_shape(input))}")
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
-    o, cg, kh, kw = _shape(weight)
-    c = _shape(input)[1]
-    if c != cg * groups:
-        raise RuntimeError(f"Given groups={groups}, weight of size {list(_shape(weight))}, "
-                           f"expected input{list(_shape(input))} to have {cg * groups} channels, "
-                           f"but got {c} channels instead")
-    if o % groups:
-        raise RuntimeError("out_channels must be divisible by groups")
-    pads = _conv_pads(padding, (kh, kw), dilation, stride)
-    hp = _shape(input)[2] + pads[0][0] + pads[0][1]
-    wp = _shape(input)[3] + pads[1][0] + pads[1][1]
-    if hp < dilation[0] * (kh - 1) + 1 or wp < dilation[1] * (kw - 1) + 1:
-        raise RuntimeError(f"Calculated padded input size per channel: ({hp} x {wp}). Kernel "
-                           f"size: ({dilation[0] * (kh - 1) + 1} x {dilation[1] * (kw - 1) + 1}). "
-                           "Kernel size can't be greater than actual input size")
+    _check_conv_dtypes(input, weight, bias)
+    pads = _check_conv(_shape(input), _shape(weight), stride, padding, dilation, groups)
     args = (input, weight) if bias is None else (input, weight, bias)
     out = _call("ConvolutionBackward0", _conv2d_fn, args, stride=stride, pads=pads,
                 dilation=dilation, groups=int(groups))
     return _squeeze0(out) if unbatched else out
+
+
+def _check_conv_dtypes(input, weight, bias):
+    """torch's errors for a weight or a bias of another dtype than the input's."""
+    di, dw = np.dtype(input.dtype), np.dtype(weight.dtype)
+    if di != dw:
+        raise RuntimeError(f"expected scalar type {_tname(di)} but found {_tname(dw)}")
+    if bias is not None and np.dtype(bias.dtype) != di:
+        raise RuntimeError(f"Input type ({_cname(di)}) and bias type "
+                           f"({_cname(np.dtype(bias.dtype))}) should be the same")
+
+
+def _check_conv(si, sw, stride, padding, dilation, groups, one_d=False):
+    """torch's checks of a batched convolution's shapes (conv1d's given as conv2d's over a
+    height of one, one_d=True, and reported in 1-D); returns the padding pairs."""
+    o, cg, kh, kw = sw
+    c = si[1]
+    show = (lambda s: list(s[:2]) + list(s[3:])) if one_d else list
+    if c != cg * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {show(sw)}, "
+                           f"expected input{show(si)} to have {cg * groups} channels, "
+                           f"but got {c} channels instead")
+    if o % groups:
+        raise RuntimeError("out_channels must be divisible by groups")
+    pads = _conv_pads(padding, (kh, kw), dilation, stride)
+    hp = si[2] + pads[0][0] + pads[0][1]
+    wp = si[3] + pads[1][0] + pads[1][1]
+    if hp < dilation[0] * (kh - 1) + 1 or wp < dilation[1] * (kw - 1) + 1:
+        if one_d:
+            raise RuntimeError(f"Calculated padded input size per channel: ({wp}). Kernel size: "
+                               f"({dilation[1] * (kw - 1) + 1}). Kernel size can't be greater "
+                               "than actual input size")
+        raise RuntimeError(f"Calculated padded input size per channel: ({hp} x {wp}). Kernel "
+                           f"size: ({dilation[0] * (kh - 1) + 1} x {dilation[1] * (kw - 1) + 1}). "
+                           "Kernel size can't be greater than actual input size")
+    return pads
 
 
 def _single(v, name):
@@ -120,14 +143,6 @@ def _single(v, name):
     return int(v)
 
 
-def _unsqueeze(x, axis):
-    return x.unsqueeze(axis) if isinstance(x, Tensor) else fnp.expand_dims(x, axis)
-
-
-def _squeeze(x, axis):
-    return x.squeeze(axis) if isinstance(x, Tensor) else fnp.squeeze(x, axis)
-
-
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D cross-correlation of (N, C, L) (or (C, L)) with weight (O, C/groups, k): conv2d
     over a height of one."""
@@ -137,10 +152,24 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if _ndim(weight) != 3:
         raise RuntimeError(f"conv1d: weight must be 3-D (out_channels, in_channels/groups, "
                            f"kernel), got size {list(_shape(weight))}")
+    unbatched = _ndim(input) == 2
+    if unbatched:
+        input = _unsqueeze0(input)
     pad = padding if isinstance(padding, str) else (0, _single(padding, "padding"))
-    out = conv2d(_unsqueeze(input, -2), _unsqueeze(weight, 2), bias,
-                 (1, _single(stride, "stride")), pad, (1, _single(dilation, "dilation")), groups)
-    return _squeeze(out, -2)
+    stride, dilation = (1, _single(stride, "stride")), (1, _single(dilation, "dilation"))
+    si, sw = _shape(input), _shape(weight)
+    _check_conv_dtypes(input, weight, bias)
+    pads = _check_conv(si[:2] + (1,) + si[2:], sw[:2] + (1,) + sw[2:], stride, pad, dilation,
+                       groups, one_d=True)
+    args = (input, weight) if bias is None else (input, weight, bias)
+    out = _call("ConvolutionBackward0", _conv1d_fn, args, stride=stride, pads=pads,
+                dilation=dilation, groups=int(groups))
+    return _squeeze0(out) if unbatched else out
+
+
+def _conv1d_fn(x, w, *b, **kw):
+    """conv1d as one op: _conv2d_fn over a height of one."""
+    return fnp.squeeze(_conv2d_fn(fnp.expand_dims(x, -2), fnp.expand_dims(w, 2), *b, **kw), -2)
 
 
 def _pool_geometry(h, k, s, p, d, ceil_mode):
@@ -154,6 +183,19 @@ def _pool_geometry(h, k, s, p, d, ceil_mode):
         out = span // s + 1
     extra = max(0, (out - 1) * s + d * (k - 1) + 1 - (h + 2 * p))
     return out, extra
+
+
+def _unbatched(fn):
+    """fn of a batched (N, C, H, W) x also taking an unbatched (C, H, W) one (unbatched=True)
+    inside the same op, as torch's pooling kernels do (one grad_fn, no SqueezeBackward)."""
+    def run(x, *args, unbatched, **static):
+        if not unbatched:
+            return fn(x, *args, **static)
+        out = fn(fnp.expand_dims(x, 0), *args, **static)
+        return tuple(fnp.squeeze(o, 0) for o in out) if isinstance(out, tuple) else \
+            fnp.squeeze(out, 0)
+    run.__name__ = fn.__name__
+    return run
 
 
 def _max_pool2d_fn(x, *, kernel, stride, padding, dilation, geometry, with_indices):
@@ -180,8 +222,6 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                return_indices=False):
     """Max over kh x kw windows of (N, C, H, W) (or (C, H, W)); ties go to the first element."""
     unbatched = _ndim(input) == 3
-    if unbatched:
-        input = _unsqueeze0(input)
     kernel = _pair(kernel_size)
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) \
         else _pair(stride, "stride")
@@ -189,20 +229,16 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
         raise RuntimeError("pad should be at most half of effective kernel size, but got "
                            f"pad={padding[0]}, kernel_size={kernel[0]} and dilation={dilation[0]}")
-    h, w = _shape(input)[2:]
+    c, h, w = _shape(input)[-3:]
     geometry = (_pool_geometry(h, kernel[0], stride[0], padding[0], dilation[0], ceil_mode),
                 _pool_geometry(w, kernel[1], stride[1], padding[1], dilation[1], ceil_mode))
     if geometry[0][0] <= 0 or geometry[1][0] <= 0:
-        raise RuntimeError(f"Given input size: ({_shape(input)[1]}x{h}x{w}). Calculated output "
-                           f"size: ({_shape(input)[1]}x{geometry[0][0]}x{geometry[1][0]}). "
+        raise RuntimeError(f"Given input size: ({c}x{h}x{w}). Calculated output "
+                           f"size: ({c}x{geometry[0][0]}x{geometry[1][0]}). "
                            "Output size is too small")
-    out = _call("MaxPool2DWithIndicesBackward0", _max_pool2d_fn, (input,), kernel=kernel,
-                stride=stride, padding=padding, dilation=dilation, geometry=geometry,
-                with_indices=bool(return_indices))
-    if return_indices:
-        o, i = out
-        return (_squeeze0(o), _squeeze0(i)) if unbatched else (o, i)
-    return _squeeze0(out) if unbatched else out
+    return _call("MaxPool2DWithIndicesBackward0", _MAX_POOL, (input,), kernel=kernel,
+                 stride=stride, padding=padding, dilation=dilation, geometry=geometry,
+                 with_indices=bool(return_indices), unbatched=unbatched)
 
 
 def _avg_pool2d_fn(x, *, kernel, stride, padding, geometry, count_include_pad, divisor):
@@ -214,7 +250,7 @@ def _avg_pool2d_fn(x, *, kernel, stride, padding, geometry, count_include_pad, d
         x = fnp.pad(x, ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew_)))
     total = fnp.sum(_windows(x, kh, kw, stride, (1, 1), oh, ow), axis=2)
     if divisor:
-        return total / divisor
+        return _divide(total, divisor)
     # the divisor counts the window's elements inside the input (and, with count_include_pad,
     # inside the zero padding), never the extra right padding of ceil_mode
     if count_include_pad:
@@ -227,28 +263,35 @@ def _avg_pool2d_fn(x, *, kernel, stride, padding, geometry, count_include_pad, d
         [inside[:, :, i: i + stride[0] * (oh - 1) + 1: stride[0],
                 j: j + stride[1] * (ow - 1) + 1: stride[1]]
          for i in range(kh) for j in range(kw)], axis=2), axis=2)
-    return total / count
+    return _divide(total, count)
+
+
+def _divide(total, count):
+    """total / count; for an integer input torch's integer average, truncated toward zero."""
+    if np.dtype(total.dtype).kind not in "iu":
+        return total / count
+    count = np.asarray(count).astype(total.dtype)
+    q = fnp.abs(total) // count
+    return fnp.where(total < 0, -q, q)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """Mean over kh x kw windows (padding counted unless count_include_pad=False)."""
     unbatched = _ndim(input) == 3
-    if unbatched:
-        input = _unsqueeze0(input)
     kernel = _pair(kernel_size)
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) \
         else _pair(stride, "stride")
     padding = _pair(padding, "padding")
     if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
-        raise RuntimeError("pad should be smaller than or equal to half of kernel size")
-    h, w = _shape(input)[2:]
+        raise RuntimeError("pad should be at most half of effective kernel size, but got "
+                           f"pad={padding[0]}, kernel_size={kernel[0]} and dilation=1")
+    h, w = _shape(input)[-2:]
     geometry = (_pool_geometry(h, kernel[0], stride[0], padding[0], 1, ceil_mode),
                 _pool_geometry(w, kernel[1], stride[1], padding[1], 1, ceil_mode))
-    out = _call("AvgPool2DBackward0", _avg_pool2d_fn, (input,), kernel=kernel, stride=stride,
-                padding=padding, geometry=geometry, count_include_pad=bool(count_include_pad),
-                divisor=divisor_override)
-    return _squeeze0(out) if unbatched else out
+    return _call("AvgPool2DBackward0", _AVG_POOL, (input,), kernel=kernel, stride=stride,
+                 padding=padding, geometry=geometry, count_include_pad=bool(count_include_pad),
+                 divisor=divisor_override, unbatched=unbatched)
 
 
 def _adaptive_avg_fn(x, *, out_size):
@@ -266,37 +309,100 @@ def _adaptive_avg_fn(x, *, out_size):
 
 
 def adaptive_avg_pool2d(input, output_size):
-    """Mean over the adaptive windows [floor(i H / oh), ceil((i+1) H / oh)) of each output cell."""
+    """Mean over the adaptive windows [floor(i H / oh), ceil((i+1) H / oh)) of each output cell.
+    (An output of 1 x 1 is torch's mean over the last two dims: MeanBackward1.)"""
     unbatched = _ndim(input) == 3
-    if unbatched:
-        input = _unsqueeze0(input)
-    h, w = _shape(input)[2:]
+    h, w = _shape(input)[-2:]
+    if not isinstance(output_size, int) and len(output_size) != 2:
+        raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
     oh, ow = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
     oh, ow = (h if oh is None else oh), (w if ow is None else ow)
-    out = _call("AdaptiveAvgPool2DBackward0", _adaptive_avg_fn, (input,), out_size=(oh, ow))
-    return _squeeze0(out) if unbatched else out
+    name = "MeanBackward1" if (oh, ow) == (1, 1) else "AdaptiveAvgPool2DBackward0"
+    dt = np.dtype(input.dtype)
+    if dt.kind not in "fc":
+        if (oh, ow) == (1, 1):
+            raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either "
+                               f"a floating point or complex dtype. Got: {_tname(dt)}")
+        raise NotImplementedError(f'"adaptive_avg_pool2d" not implemented for \'{_tname(dt)}\'')
+    return _call(name, _ADAPTIVE_AVG, (input,), out_size=(oh, ow), unbatched=unbatched)
 
 
-def _pad_fn(x, *, widths, value):
-    return fnp.pad(x, widths, constant_values=value)
+_MAX_POOL = _unbatched(_max_pool2d_fn)
+_AVG_POOL = _unbatched(_avg_pool2d_fn)
+_ADAPTIVE_AVG = _unbatched(_adaptive_avg_fn)
+
+
+def _pad_fn(x, *, widths, value, mode):
+    """x padded by widths ((lo, hi) per dim; a negative width crops): a constant, or the
+    indices of the reflected, replicated or wrapped-around elements taken along each dim."""
+    if mode == "constant":
+        crop = tuple(slice(-lo if lo < 0 else 0, n + hi if hi < 0 else n)
+                     for (lo, hi), n in zip(widths, x.shape))
+        if any(lo < 0 or hi < 0 for lo, hi in widths):
+            x = x[crop]
+        grow = tuple((max(lo, 0), max(hi, 0)) for lo, hi in widths)
+        return fnp.pad(x, grow, constant_values=value) if any(map(any, grow)) else x
+    for d, ((lo, hi), n) in enumerate(zip(widths, x.shape)):
+        if lo or hi:
+            x = fnp.take(x, _pad_indices(n, lo, hi, mode), axis=d)
+    return x
+
+
+def _pad_indices(n, lo, hi, mode):
+    """Which input element each position of a dim of n padded by (lo, hi) reads."""
+    if mode == "circular":          # a negative width crops first; the rest wraps the crop
+        start, m = max(-lo, 0), n + min(lo, 0) + min(hi, 0)
+        return start + np.arange(-max(lo, 0), m + max(hi, 0)) % m
+    i = np.arange(-lo, n + hi)
+    if mode == "replicate":
+        return np.clip(i, 0, n - 1)
+    i = np.abs(i)                                        # reflect: mirrored at 0 and n - 1
+    return np.where(i > n - 1, 2 * (n - 1) - i, i)
+
+
+# torch's grad_fn of each padding mode; the number is the count of padded dims
+_PAD_NAMES = {"reflect": "ReflectionPad{}DBackward0", "replicate": "ReplicationPad{}DBackward0",
+              "circular": "torch::autograd::CopySlices"}
 
 
 def pad(input, pad, mode="constant", value=None):
-    """Pad the last len(pad)//2 dims: pad = (last_lo, last_hi, prev_lo, prev_hi, ...)."""
-    if mode != "constant":
-        raise NotImplementedError(f"pad: mode {mode!r} is not supported by functrans (only "
-                                  "'constant')")
+    """Pad the last len(pad)//2 dims: pad = (last_lo, last_hi, prev_lo, prev_hi, ...); a
+    negative width crops. mode: 'constant' (with value, default 0), 'reflect' (mirrored
+    without repeating the edge), 'replicate' (the edge repeated) or 'circular' (wrapped
+    around); the last three pad 1 to 3 trailing dims of a batched or unbatched input, as
+    torch's."""
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
-    nd = _ndim(input)
+    nd, shape = _ndim(input), _shape(input)
     if len(pad) // 2 > nd:
         raise RuntimeError("Padding length should be less than or equal to two times the input "
                            "dimension")
+    k = len(pad) // 2
+    if mode != "constant":
+        if value is not None and value != 0:
+            raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+        if not 1 <= k <= 3 or nd not in (k + 1, k + 2):
+            raise NotImplementedError(
+                f"Padding size {len(pad)} is not supported for {nd}D input tensor.\n"
+                "Supported combinations for non-constant padding:\n"
+                "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+                "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+                "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
     widths = [(0, 0)] * nd
-    for i in range(len(pad) // 2):
+    for i in range(k):
         lo, hi = int(pad[2 * i]), int(pad[2 * i + 1])
-        if lo < 0 or hi < 0:
-            raise NotImplementedError("pad: negative padding (cropping) is not supported")
-        widths[nd - 1 - i] = (lo, hi)
-    return _call("ConstantPadNdBackward0", _pad_fn, (input,), widths=tuple(widths),
-                 value=0.0 if value is None else float(value))
+        d, n = nd - 1 - i, shape[nd - 1 - i]
+        if n + lo + hi < 0 or (mode == "constant" and (-lo > n or -hi > n)):
+            raise RuntimeError("narrow(): length must be non-negative.")
+        if mode == "reflect" and (lo >= n or hi >= n):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding "
+                               f"input dimension, but got: padding ({pad[2 * i]}, "
+                               f"{pad[2 * i + 1]}) at dimension {d} of input {list(shape)}")
+        if mode == "circular" and (lo > n or hi > n):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        widths[d] = (lo, hi)
+    name = "ConstantPadNdBackward0" if mode == "constant" else _PAD_NAMES[mode].format(k)
+    return _call(name, _pad_fn, (input,), widths=tuple(widths),
+                 value=0.0 if value is None else float(value), mode=mode)

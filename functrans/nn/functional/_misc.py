@@ -21,15 +21,25 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
                  eps=float(eps))
 
 
+def _clamped_norm(x, dim, eps):
+    """||x|| along dim (kept), raised to eps in value only: torch clamps the norms in place
+    under no_grad, so the derivative is the norm's own (0 at a zero vector)."""
+    n = vector_norm_fn(x, dim, True, 2)
+    return n + fnp.stop_gradient(fnp.maximum(n, eps) - n)
+
+
 def _cosine_fn(a, b, *, dim, eps):
-    num = fnp.sum(a * b, axis=dim)
-    na = fnp.sqrt(fnp.sum(a * a, axis=dim))
-    nb = fnp.sqrt(fnp.sum(b * b, axis=dim))
-    return num / (fnp.maximum(na, eps) * fnp.maximum(nb, eps))
+    """torch's formula: both broadcast, each divided by its clamped norm, then the sum of
+    the products (x / ||x|| first, for precision, as scipy)."""
+    a, b = fnp.broadcast_arrays(a, b)
+    return fnp.sum((a / _clamped_norm(a, dim, eps)) * (b / _clamped_norm(b, dim, eps)),
+                   axis=dim)
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
-    return _call("DivBackward0", _cosine_fn, (x1, x2), dim=int(dim), eps=float(eps))
+    """sum(x1 * x2) / (max(|x1|, eps) max(|x2|, eps)) along dim (torch's grad_fn: the
+    final sum of its composite, SumBackward1)."""
+    return _call("SumBackward1", _cosine_fn, (x1, x2), dim=int(dim), eps=float(eps))
 
 
 def _flatten_fn(x, *, start, end):

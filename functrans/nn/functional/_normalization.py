@@ -38,10 +38,18 @@ def _layer_norm_fn(x, *args, axes, eps, has_w, has_b):
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Normalize over the last len(normalized_shape) dims (biased variance), then affine."""
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
+    """Normalize over the last len(normalized_shape) dims (biased variance), then affine.
+    normalized_shape is a tuple or list of ints (an int is refused, as torch does; the
+    LayerNorm layer takes one)."""
+    if not isinstance(normalized_shape, (tuple, list)):
+        raise TypeError(f"layer_norm(): argument 'normalized_shape' (position 2) must be tuple "
+                        f"of ints, not {type(normalized_shape).__name__}")
     normalized_shape = tuple(normalized_shape)
+    for name, a in (("weight", weight), ("bias", bias)):
+        if a is not None and tuple(_shape(a)) != normalized_shape:
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got "
+                               f"{name} of shape {list(_shape(a))} and normalized_shape = "
+                               f"{list(normalized_shape)}")
     k = len(normalized_shape)
     if _shape(input)[-k:] != normalized_shape:
         raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with "
@@ -79,6 +87,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     shape = _shape(input)
     if len(shape) < 2:
         raise ValueError(f"expected 2D or 3D input (got {len(shape)}D input)")
+    for name, a in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if a is not None and math.prod(_shape(a)) != shape[1]:
+            raise RuntimeError(f"{name} should contain {shape[1]} elements not "
+                               f"{math.prod(_shape(a))}")
     affine = tuple(a for a in (weight, bias) if a is not None)
     flags = dict(eps=float(eps), has_w=weight is not None, has_b=bias is not None)
     if not training:
@@ -139,8 +152,13 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalize over groups of channels (and all spatial positions), then affine per channel."""
     if _shape(input)[1] % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, "
-                           f"but got input of shape {_size(_shape(input))} and num_groups="
+                           f"but got input of shape {list(_shape(input))} and num_groups="
                            f"{num_groups}")
+    for name, a in (("weight", weight), ("bias", bias)):
+        if a is not None and tuple(_shape(a)) != (_shape(input)[1],):
+            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of "
+                               f"channels in input, but got {name} of shape {list(_shape(a))} "
+                               f"and input of shape {list(_shape(input))}")
     affine = tuple(a for a in (weight, bias) if a is not None)
     return _call("NativeGroupNormBackward0", _group_norm_fn, (input,) + affine,
                  groups=int(num_groups), eps=float(eps), has_w=weight is not None,

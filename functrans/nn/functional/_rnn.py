@@ -9,8 +9,11 @@ from ._dispatch import _call
 from .. import functions as _jnn
 
 GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
-_BACKWARD = {"RNN_TANH": "RnnTanhBackward0", "RNN_RELU": "RnnReluBackward0",
-             "LSTM": "LstmBackward0", "GRU": "GruBackward0"}
+# the grad_fn names of torch's CPU implementations: a layer's outputs are the time steps
+# stacked; a cell's output is its last op (the tanh or relu, o * tanh(c), the GRU's sum)
+_LAYER_NAME = "StackBackward0"
+_CELL_NAMES = {"RNN_TANH": "TanhBackward0", "RNN_RELU": "ReluBackward0", "LSTM": "MulBackward0",
+               "GRU": "AddBackward0"}
 
 
 def _lin(x, w, b=None):
@@ -57,7 +60,7 @@ def rnn_cell(mode, x, h, c, weights, has_bias):
     """One step of RNNCell/LSTMCell/GRUCell on (batch, features) inputs (Tensors or arrays)."""
     lstm = mode == "LSTM"
     args = (x, h) + ((c,) if lstm else ()) + tuple(weights)
-    return _call(_BACKWARD[mode].replace("Backward0", "CellBackward0"), _cell_fn, args,
+    return _call(_CELL_NAMES[mode], _cell_fn, args,
                  mode=mode, has_bias=has_bias, lstm=lstm)
 
 
@@ -79,5 +82,5 @@ def _layer_fn(x, h0, *rest, mode, has_bias, has_proj, reverse):
 def rnn_layer(mode, x, h0, c0, weights, has_bias, has_proj, reverse):
     """One direction of one recurrent layer as one op: (ys, h_T) or (ys, h_T, c_T)."""
     args = (x, h0) + ((c0,) if mode == "LSTM" else ()) + tuple(weights)
-    return _call(_BACKWARD[mode], _layer_fn, args, mode=mode, has_bias=has_bias,
+    return _call(_LAYER_NAME, _layer_fn, args, mode=mode, has_bias=has_bias,
                  has_proj=has_proj, reverse=reverse)

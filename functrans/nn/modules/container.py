@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
+from collections.abc import Mapping
 from itertools import islice
 
 from ... import numpy as fnp
 from ...facade.tensor import Tensor
 from .. import functional as F
-from .module import Module, Parameter
+from .module import Module, Parameter, _addindent
 
 
 def _index(idx, n, what):
@@ -108,6 +109,21 @@ class ModuleList(Module):
         if isinstance(idx, slice):
             return type(self)(list(self._modules.values())[idx])
         return self._modules[str(_index(idx, len(self), "ModuleList"))]
+
+    def __repr__(self):
+        """torch's: a run of equal consecutive reprs printed once, as '(0-2): 3 x Linear(...)'."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        runs = []                                     # [first index, last index, repr]
+        for i, r in enumerate(reprs):
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = [_addindent(f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}", 2)
+                 for a, b, r in runs]
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
     def __setitem__(self, idx, module):
         setattr(self, str(_index(idx, len(self), "ModuleList")), module)
@@ -305,7 +321,15 @@ class ParameterDict(Module):
         return (self[k] for k in self._keys)
 
     def update(self, parameters):
-        items = parameters.items() if hasattr(parameters, "items") else parameters
+        """Add the entries of an OrderedDict or ParameterDict in their order, of any other
+        mapping (a plain dict) sorted by key, as torch's ParameterDict does, or of an
+        iterable of (key, value) pairs in its order."""
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            items = parameters.items()
+        elif isinstance(parameters, Mapping):
+            items = sorted(parameters.items())
+        else:
+            items = parameters
         for k, v in items:
             self[k] = v
 

@@ -11,7 +11,8 @@ from .module import Module, Parameter
 
 class Conv2d(Module):
     """2-D convolution (cross-correlation). weight (out, in/groups, kh, kw) ~
-    kaiming_uniform_(a=sqrt(5)); bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+    kaiming_uniform_(a=sqrt(5)); bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)). padding_mode
+    'reflect', 'replicate' or 'circular' pads with F.pad in that mode first, as torch's."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
@@ -22,10 +23,7 @@ class Conv2d(Module):
             raise ValueError("in_channels must be divisible by groups")
         if out_channels % groups != 0:
             raise ValueError("out_channels must be divisible by groups")
-        if padding_mode != "zeros":
-            if padding_mode in ("reflect", "replicate", "circular"):
-                raise NotImplementedError(f"Conv2d: padding_mode={padding_mode!r} is not "
-                                          "supported by functrans (only 'zeros')")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
             raise ValueError(f"padding_mode must be one of ['zeros', 'reflect', 'replicate', "
                              f"'circular'], but got padding_mode='{padding_mode}'")
         self.in_channels, self.out_channels = in_channels, out_channels
@@ -59,22 +57,45 @@ class Conv2d(Module):
                 bound = 1 / math.sqrt(fan_in)
                 init.uniform_(self.bias, -bound, bound)
 
+    def _mode_padding(self):
+        """F.pad's widths for a non-zeros padding_mode (last dim first), from the padding
+        (an int per dim, or 'same': the kernel's span split, the extra one after)."""
+        widths = []
+        pads = self.padding if not isinstance(self.padding, str) else \
+            (None,) * len(self.kernel_size)
+        for k, d, p in reversed(list(zip(self.kernel_size, self.dilation, pads))):
+            if self.padding == "valid":
+                p = 0
+            if p is None:
+                total = d * (k - 1)
+                widths += [total // 2, total - total // 2]
+            else:
+                widths += [p, p]
+        return tuple(widths)
+
+    def _conv(self, conv, input, zero):
+        if self.padding_mode == "zeros":
+            return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+        return conv(F.pad(input, self._mode_padding(), mode=self.padding_mode), self.weight,
+                    self.bias, self.stride, zero, self.dilation, self.groups)
+
     def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
+        return self._conv(F.conv2d, input, (0, 0))
 
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
         if self.padding != (0, 0):
-            s += f", padding={self.padding!r}" if isinstance(self.padding, str) \
-                else f", padding={self.padding}"
+            s += f", padding={self.padding}"
         if self.dilation != (1, 1):
             s += f", dilation={self.dilation}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
 
 
@@ -96,8 +117,7 @@ class Conv1d(Conv2d):
         self.reset_parameters()
 
     def forward(self, input):
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
+        return self._conv(F.conv1d, input, 0)
 
     def extra_repr(self):
         return super().extra_repr().replace(", padding=(0,)", "").replace(", dilation=(1,)", "")

@@ -49,6 +49,11 @@ class Linear(Module):
                 f"bias={self.bias is not None}")
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """A Linear under another name: MultiheadAttention's out_proj, as torch's (its name is
+    what torch's quantization tools look for, and shows in the module's repr)."""
+
+
 class Bilinear(Module):
     """y = x1^T A x2 + b; A and b ~ U(-1/sqrt(in1_features), 1/sqrt(in1_features))."""
 

@@ -83,7 +83,9 @@ class RNNBase(Module):
     def forward(self, input, hx=None):
         name = type(self).__name__
         if input.dim() not in (2, 3):
-            raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D tensor "
+            # (torch's RNN says "4D tensor instead", its GRU and LSTM "4D instead")
+            what = "D tensor" if self.mode.startswith("RNN") else "D"
+            raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}{what} "
                              "instead")
         if input.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
@@ -170,9 +172,7 @@ class RNN(RNNBase):
                          proj_size, device=device, dtype=dtype)
         self.nonlinearity = nonlinearity
 
-    def extra_repr(self):
-        s = super().extra_repr()
-        return s if self.nonlinearity == "tanh" else s + ", nonlinearity='relu'"
+    # (torch's repr of an RNN does not show its nonlinearity; RNNCell's does)
 
 
 class LSTM(RNNBase):

@@ -13,7 +13,7 @@ from ..functional._attention import additive_mask, multi_head_attention
 from ._factory import empty
 from .container import ModuleList
 from .dropout import Dropout
-from .linear import Linear
+from .linear import Linear, NonDynamicallyQuantizableLinear
 from .module import Module, Parameter
 from .normalization import LayerNorm
 
@@ -28,9 +28,6 @@ class MultiheadAttention(Module):
         if embed_dim <= 0 or num_heads <= 0:
             raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim="
                              f"{embed_dim} and num_heads={num_heads} instead")
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not "
-                                      "supported by functrans")
         super().__init__()
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
         self.kdim = kdim if kdim is not None else embed_dim
@@ -54,7 +51,13 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(empty(3 * embed_dim, **kw))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **kw)
+        if add_bias_kv:         # one more key and value step, learned (torch's bias_k, bias_v)
+            self.bias_k = Parameter(empty(1, 1, embed_dim, **kw))
+            self.bias_v = Parameter(empty(1, 1, embed_dim, **kw))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn      # one more key and value step of zeros
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **kw)
         self._reset_parameters()
 
     def _reset_parameters(self):
@@ -66,6 +69,9 @@ class MultiheadAttention(Module):
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False):
@@ -101,17 +107,23 @@ class MultiheadAttention(Module):
             kp = additive_mask(key_padding_mask, dtype, allowed_when_true=False)
             kp = kp.reshape(n, 1, 1, S)
             mask = kp if mask is None else mask + kp
+        extra = (self.bias_k is not None) + bool(self.add_zero_attn)
+        if mask is not None and extra:      # the appended steps may always be attended to
+            mask = np.pad(mask, [(0, 0)] * (mask.ndim - 1) + [(0, extra)])
         weights = ([self.in_proj_weight] if self._qkv_same_embed_dim else
                    [self.q_proj_weight, self.k_proj_weight, self.v_proj_weight])
         if self.in_proj_bias is not None:
             weights += [self.in_proj_bias, self.out_proj.weight, self.out_proj.bias]
         else:
             weights += [self.out_proj.weight]
+        if self.bias_k is not None:
+            weights += [self.bias_k, self.bias_v]
         res = multi_head_attention(
             query, key, value, weights, num_heads=self.num_heads,
             packed=self._qkv_same_embed_dim, has_bias=self.in_proj_bias is not None, mask=mask,
             dropout_p=self.dropout if self.training else 0.0, need_weights=need_weights,
-            average=average_attn_weights)
+            average=average_attn_weights, bias_kv=self.bias_k is not None,
+            zero_attn=self.add_zero_attn)
         out, w = res if need_weights else (res, None)
         if not batched:
             out = out.squeeze(0)

@@ -323,13 +323,16 @@ class _Derived:
 
 
 def _eqn_key(prim, params, ins):
-    return (prim, None if params is None else _params_key(params), tuple([a if type(a) is Var else _literal_key(a)
-                                              for a in ins]))
+    return (prim, None if params is None else _params_key(params),
+            tuple([a if type(a) is Var else literal_key(a) for a in ins]))
 
 
-def _literal_key(a):
+def literal_key(a):
+    """A Literal's identity for matching equal equations: a single value by its bits (so
+    0.0 and -0.0 differ, and the facade's tape merges exactly the steps this matches), a
+    larger array by the object."""
     v = a.val
-    return (v.item() if np.size(v) == 1 else ("array", id(v)), a.aval)
+    return (np.asarray(v).tobytes() if np.size(v) == 1 else ("array", id(v)), a.aval)
 
 
 def _reuse(eqns, table, env, alias=None, extended=None):

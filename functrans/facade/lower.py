@@ -15,7 +15,7 @@ import threading
 
 from .. import passes
 from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
-from ..reverse import derive, joined_program
+from ..reverse import derive, joined_program, literal_key
 from ..runtime import program as concrete_program
 from .node import OpInfo
 from .plumbing import fn_call_p, tap_p
@@ -96,7 +96,7 @@ def derive_program(spec: Spec):
             steps = [(st.prim, st.params, st.refs, st.outs) for st in info.steps]
         for prim, params, refs, outs in steps:
             ins = tuple([local[r] if type(r) is int else r for r in refs])
-            cands = cse.setdefault((prim, tuple([i if type(i) is int else ("lit", id(i))
+            cands = cse.setdefault((prim, tuple([i if type(i) is int else literal_key(i)
                                                  for i in ins])), [])
             for cparams, couts in cands:
                 if cparams == params:

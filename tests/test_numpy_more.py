@@ -113,3 +113,59 @@ def test_predicates():
     assert fnp.isrealobj(X) and not fnp.iscomplexobj(X)
     np.testing.assert_array_equal(fnp.iscomplex(X), np.iscomplex(X))
     np.testing.assert_array_equal(fnp.isreal(X), np.isreal(X))
+
+
+# ---------------------------------------------------------------------------------------
+# JAX's rules where the oracle table (tests/oracle/test_oracle_numpy.py) found them missing;
+# expected values from the definitions, so these run without jax installed
+
+@pytest.fixture
+def x64():
+    ft.config.update("jax_enable_x64", True)
+    yield
+    ft.config.update("jax_enable_x64", False)
+
+
+def test_result_type_is_a_dtype_and_takes_dtypes():
+    assert fnp.result_type(np.float32, np.int32) == np.float32
+    assert fnp.result_type(np.uint32, np.int32) == np.int32          # int64, canonical x32
+    assert fnp.result_type(np.ones(2, np.float32), 2) == np.float32  # the scalar is weak
+    assert fnp.result_type(1, 2.0) == np.float32
+    assert fnp.result_type(np.int8, 1) == np.int8
+
+
+def test_result_type_x64(x64):
+    assert fnp.result_type(np.uint32, np.int32) == np.int64
+    assert fnp.result_type(1, 2.0) == np.float64
+
+
+def test_rounding_integers():
+    i = np.array([-2, 0, 3], np.int32)
+    for f in (fnp.floor, fnp.ceil, fnp.trunc):
+        assert f(i).dtype == np.int32 and np.array_equal(f(i), i)
+    assert fnp.rint(i).dtype == np.float32 and fnp.round(i).dtype == np.int32
+    assert fnp.floor(np.array([True])).dtype == np.bool_
+
+
+def test_cbrt_derivative_at_zero_is_infinite():
+    g = ft.grad(lambda x: fnp.sum(fnp.cbrt(x)))(np.array([-8.0, 0.0, 27.0]))
+    np.testing.assert_allclose(g, [1 / 12, np.inf, 1 / 27])
+    np.testing.assert_allclose(fnp.cbrt(np.array([-8.0, 27.0])), [-2.0, 3.0])
+
+
+def test_fmax_fmin_ignore_nan_and_send_ties_to_the_second():
+    a, b = np.array([np.nan, 1.0, 2.0, np.nan]), np.array([1.0, np.nan, 2.0, np.nan])
+    np.testing.assert_array_equal(fnp.fmax(a, b), [1.0, 1.0, 2.0, np.nan])
+    np.testing.assert_array_equal(fnp.fmin(a, b), [1.0, 1.0, 2.0, np.nan])
+    ga, gb = ft.grad(lambda x, y: fnp.sum(fnp.fmax(x, y)), argnums=(0, 1))(
+        np.array([1.0, 3.0]), np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(ga, [0.0, 1.0])
+    np.testing.assert_array_equal(gb, [1.0, 0.0])
+
+
+def test_clip_takes_min_and_max():
+    x = np.array([-2.0, 0.5, 3.0])
+    np.testing.assert_array_equal(fnp.clip(x, min=0.0), [0.0, 0.5, 3.0])
+    np.testing.assert_array_equal(fnp.clip(x, max=1.0), [-2.0, 0.5, 1.0])
+    np.testing.assert_array_equal(fnp.clip(x, -1, 1), [-1.0, 0.5, 1.0])
+    np.testing.assert_array_equal(fnp.clip(x, a_min=-1, a_max=1), [-1.0, 0.5, 1.0])

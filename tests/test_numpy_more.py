@@ -169,3 +169,48 @@ def test_clip_takes_min_and_max():
     np.testing.assert_array_equal(fnp.clip(x, max=1.0), [-2.0, 0.5, 1.0])
     np.testing.assert_array_equal(fnp.clip(x, -1, 1), [-1.0, 0.5, 1.0])
     np.testing.assert_array_equal(fnp.clip(x, a_min=-1, a_max=1), [-1.0, 0.5, 1.0])
+
+
+def test_floating_functions_of_integers_compute_in_float32(x64):
+    """jax.numpy: integers up to 32 bits give float32 also under x64; int64 the default."""
+    i32, i64 = np.arange(3, dtype=np.int32), np.arange(3, dtype=np.int64)
+    assert fnp.sin(i32).dtype == np.float32 and fnp.sin(i64).dtype == np.float64
+    assert fnp.true_divide(i32, 2).dtype == np.float32
+    assert fnp.mean(i32).dtype == np.float32 and fnp.mean(i64).dtype == np.float64
+    assert fnp.exp(1).dtype == np.float64                  # a Python int: the default float
+
+
+def test_sum_and_prod_promote_integers(x64):
+    assert fnp.sum(np.arange(3, dtype=np.int32)).dtype == np.int64
+    assert fnp.sum(np.arange(3, dtype=np.uint8)).dtype == np.uint64
+    assert fnp.prod(np.array([True, False])).dtype == np.int64
+    assert fnp.sum(np.arange(3, dtype=np.int8), promote_integers=False).dtype == np.int8
+    assert fnp.argmax(np.arange(3.0)).dtype == np.int64    # the default integer
+    assert fnp.argsort(np.arange(3.0)).dtype == np.int64
+
+
+def test_reductions_where_and_initial():
+    x = np.array([[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]])
+    w = x > 0
+    assert fnp.sum(x, where=w) == 13.0
+    assert fnp.prod(x, where=w) == 60.0
+    np.testing.assert_allclose(fnp.mean(x, axis=1, where=w), [2.0, 4.5])
+    np.testing.assert_allclose(fnp.var(x, axis=1, where=w), [1.0, 0.25])
+    np.testing.assert_allclose(fnp.std(x, axis=1, where=w), [1.0, 0.5])
+    assert fnp.max(x, where=~w, initial=-10.0) == -2.0
+    assert fnp.min(x, initial=-7.0) == -7.0 and fnp.max(x, initial=9.0) == 9.0
+    assert not bool(fnp.all(w)) and bool(fnp.all(w, where=w))
+    assert not bool(fnp.any(w, where=~w))
+    with pytest.raises(ValueError, match="initial"):
+        fnp.max(x, where=w)
+    g = ft.grad(lambda x: fnp.sum(x, where=w))(x)
+    np.testing.assert_array_equal(g, w.astype(float))
+
+
+def test_bool_arithmetic_is_logical():
+    a, b = np.array([True, True, False]), np.array([True, False, False])
+    np.testing.assert_array_equal(fnp.add(a, b), [True, True, False])
+    np.testing.assert_array_equal(fnp.multiply(a, b), [True, False, False])
+    np.testing.assert_array_equal(ft.jit(lambda a, b: a * b + a)(a, b), [True, True, False])
+    assert fnp.add(a, 1).dtype == np.int32                 # a weak int lifts bool to int32
+    np.testing.assert_array_equal(fnp.cumprod(a), [1, 1, 0])

@@ -214,3 +214,64 @@ def test_bool_arithmetic_is_logical():
     np.testing.assert_array_equal(ft.jit(lambda a, b: a * b + a)(a, b), [True, True, False])
     assert fnp.add(a, 1).dtype == np.int32                 # a weak int lifts bool to int32
     np.testing.assert_array_equal(fnp.cumprod(a), [1, 1, 0])
+
+
+def test_axes_out_of_bounds_raise():
+    x = np.zeros((2, 3))
+    for f in (lambda: fnp.swapaxes(x, 0, 2), lambda: fnp.moveaxis(x, 2, 0),
+              lambda: fnp.roll(x, 1, axis=2), lambda: fnp.rot90(x, axes=(0, 2)),
+              lambda: fnp.concatenate([x, x], axis=2), lambda: fnp.expand_dims(x, 3),
+              lambda: fnp.take(x, np.array([0]), axis=-3), lambda: fnp.sum(x, axis=2),
+              lambda: fnp.diagonal(x, axis1=0, axis2=2)):
+        with pytest.raises(ft.AxisError, match="out of bounds"):
+            f()
+    assert issubclass(ft.AxisError, IndexError) and issubclass(ft.AxisError, ValueError)
+    with pytest.raises(ValueError, match="same number of dimensions"):
+        fnp.take_along_axis(x, np.zeros(2, np.int32), axis=0)
+
+
+def test_take_modes():
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    i = np.array([5, -1, -9, 2])
+    np.testing.assert_array_equal(fnp.take(x, i), [np.nan, 4.0, np.nan, 3.0])
+    np.testing.assert_array_equal(fnp.take(x, i, mode="clip"), [4.0, 1.0, 1.0, 3.0])
+    np.testing.assert_array_equal(fnp.take(x, i, mode="wrap"), [2.0, 4.0, 4.0, 3.0])
+    np.testing.assert_array_equal(fnp.take(x, i, fill_value=0.0), [0.0, 4.0, 0.0, 3.0])
+    assert fnp.take(np.arange(3, dtype=np.int32), np.array([7]))[0] == np.iinfo(np.int32).min
+    np.testing.assert_array_equal(fnp.take_along_axis(x, np.array([0, 5]), axis=None),
+                                  [1.0, np.nan])
+    np.testing.assert_array_equal(ft.grad(lambda x: fnp.sum(fnp.take(x, i, mode="clip")))(x),
+                                  [2.0, 0.0, 1.0, 1.0])
+
+
+def test_nonzero_and_argwhere_with_size():
+    m = np.array([[0.0, 1.0, 2.0], [3.0, 0.0, 0.0]])
+    r, c = fnp.nonzero(m, size=5, fill_value=-1)
+    np.testing.assert_array_equal(r, [0, 0, 1, -1, -1])
+    np.testing.assert_array_equal(c, [1, 2, 0, -1, -1])
+    r, c = ft.jit(lambda m: fnp.nonzero(m, size=2))(m)
+    np.testing.assert_array_equal(r, [0, 0])
+    np.testing.assert_array_equal(c, [1, 2])
+    np.testing.assert_array_equal(fnp.argwhere(m, size=4), [[0, 1], [0, 2], [1, 0], [0, 0]])
+    np.testing.assert_array_equal(ft.vmap(lambda v: fnp.nonzero(v, size=2)[0])(m),
+                                  [[1, 2], [0, 0]])
+
+
+def test_pad_modes():
+    m = np.arange(12.0).reshape(3, 4)
+    for mode in ("edge", "reflect", "symmetric", "wrap"):
+        np.testing.assert_array_equal(fnp.pad(m, ((2, 5), (3, 1)), mode=mode),
+                                      np.pad(m, ((2, 5), (3, 1)), mode=mode))
+    g = ft.grad(lambda x: fnp.sum(fnp.pad(x, 1, mode="edge")))(np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(g, [2.0, 1.0, 2.0])
+
+
+def test_small_signatures():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_array_equal(fnp.trace(a, axis1=1, axis2=2), np.trace(a, axis1=1, axis2=2))
+    one, two = fnp.atleast_1d(1.0, np.ones(2))
+    assert one.shape == (1,) and two.shape == (2,)
+    assert [v.shape for v in fnp.atleast_2d(1.0, np.ones(2))] == [(1, 1), (1, 2)]
+    assert fnp.tri(2).dtype == np.float32
+    with pytest.raises(ft.TracerIntegerConversionError):
+        ft.jit(lambda n: fnp.zeros(n))(np.int32(3))

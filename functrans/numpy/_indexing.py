@@ -11,7 +11,7 @@ from functrans.primitives import elementwise as ew
 from functrans.primitives import indexing as ix
 from functrans.primitives import shape as sh
 from ._promotion import (
-    _as_operand, _broadcast_to_shape, _flat, _shape, _to_dtype, asarray, astype,
+    _axis, _as_operand, _broadcast_to_shape, _flat, _shape, _to_dtype, asarray, astype,
     broadcast_shapes, concatenate, expand_dims, ravel, reshape, stack)
 from ._shapes import broadcast_to, moveaxis, ndim, nonzero, size, transpose
 from ._creation import zeros
@@ -70,24 +70,71 @@ def diag(v, k=0):
     return index_update(out, (rows, cols), x)
 
 
-def trace(a, offset=0):
-    return sum(diagonal(a, offset), axis=-1)
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """The sum along the diagonal of the axis1/axis2 planes (sum's dtype rules)."""
+    if out is not None:
+        raise NotImplementedError("trace: the out argument is not supported (arrays are "
+                                  "immutable); use the returned value")
+    return sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 
-def take(a, indices, axis=None):
+def _fill_value(dt):
+    """take's default fill for out-of-bounds indices: NaN for inexact dtypes, the most
+    negative value for signed integers, the largest for unsigned ones, True for bool."""
+    dt = _np.dtype(dt)
+    if dt.kind in "fc":
+        return _np.asarray(_np.nan, dt)
+    if dt.kind == "b":
+        return _np.asarray(True)
+    return _np.asarray(_np.iinfo(dt).min if dt.kind == "i" else _np.iinfo(dt).max, dt)
+
+
+def take(a, indices, axis=None, mode=None, unique_indices=False, indices_are_sorted=False,
+         fill_value=None):
+    """Elements of a at indices along axis (of the flattened a when None), as
+    jax.numpy.take: mode "fill" (the default) gives fill_value (NaN, or the dtype's extreme
+    integer) for an index outside [-n, n), "clip" clamps into [0, n), "wrap" takes it
+    modulo n; negative indices in range count from the end."""
     x = _as_operand(a)
     if axis is None:
         x, axis = ravel(x), 0
-    axis %= ndim(x)
-    idx = (slice(None),) * axis + (indices,)
-    return x[idx] if isinstance(x, Tracer) else getitem(x, idx)
+    axis = _axis(axis, ndim(x), "take")
+    n = _shape(x)[axis]
+    mode = "fill" if mode is None else mode
+    if mode not in ("fill", "clip", "wrap"):
+        raise ValueError(f"take: invalid mode {mode!r}: use 'fill', 'clip' or 'wrap' (JAX "
+                         "has no 'raise': it cannot raise on traced indices)")
+    idx = _as_operand(indices) if not is_python_scalar(indices) else _np.asarray(indices)
+    if _np.dtype(idx.dtype).kind not in "iu":
+        raise IndexError(f"take: indices must be integers, got dtype {idx.dtype}")
+    if mode == "wrap":
+        from ._elementwise import remainder
+        idx = remainder(idx, n) if n else idx
+    elif mode == "clip":
+        from ._elementwise import clip
+        idx = clip(idx, 0, builtins.max(n - 1, 0))
+    out = getitem(x, (slice(None),) * axis + (idx,))
+    if mode != "fill":
+        return out
+    from ._elementwise import logical_and, greater_equal, less
+    valid = logical_and(greater_equal(idx, -n), less(idx, n))
+    if isinstance(valid, _np.ndarray) and valid.all():
+        return out
+    valid = reshape(valid, (1,) * axis + _shape(idx) + (1,) * (ndim(x) - axis - 1))
+    fill = _fill_value(x.dtype) if fill_value is None else _np.asarray(fill_value, x.dtype)
+    return where(valid, out, fill)
 
 
-def take_along_axis(arr, indices, axis):
+def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     x = _as_operand(arr)
     idx = _as_operand(indices)
+    if axis is None:
+        x, idx, axis = ravel(x), ravel(idx), 0
     nd = ndim(x)
-    axis %= nd
+    if ndim(idx) != nd:
+        raise ValueError(f"indices and arr must have the same number of dimensions; "
+                         f"{ndim(idx)} vs. {nd}")
+    axis = _axis(axis, nd, "take_along_axis")
     shape = broadcast_shapes(tuple(1 if i == axis else s for i, s in enumerate(_shape(x))),
                              tuple(1 if i == axis else s for i, s in enumerate(_shape(idx))))
     out_shape = tuple(s if i != axis else _shape(idx)[axis] for i, s in enumerate(shape))
@@ -99,7 +146,19 @@ def take_along_axis(arr, indices, axis):
             ar = _np.arange(out_shape[d], dtype=_np.int32).reshape(
                 tuple(-1 if i == d else 1 for i in range(nd)))
             comps.append(_np.broadcast_to(ar, out_shape))
-    return ix.gather(x, stack([astype(c, _np.int32) for c in comps], axis=-1))
+    out = ix.gather(x, stack([astype(c, _np.int32) for c in comps], axis=-1))
+    if mode not in (None, "fill"):
+        raise NotImplementedError(f"take_along_axis: mode {mode!r} is not supported (only "
+                                  "'fill', the default)")
+    # out-of-bounds indices give fill_value (NaN, or the dtype's extreme integer), as JAX
+    from ._elementwise import logical_and, greater_equal, less
+    n = _shape(x)[axis]
+    valid = logical_and(greater_equal(idx, -n), less(idx, n))
+    if isinstance(valid, _np.ndarray) and valid.all():
+        return out
+    fill = _fill_value(x.dtype) if fill_value is None else _np.asarray(fill_value, x.dtype)
+    return where(_broadcast_to_shape(valid, out_shape) if _shape(valid) != out_shape else valid,
+                 out, fill)
 
 
 # ---------------------------------------------------------------------------

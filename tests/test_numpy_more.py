@@ -199,6 +199,7 @@ def test_reductions_where_and_initial():
     np.testing.assert_allclose(fnp.std(x, axis=1, where=w), [1.0, 0.5])
     assert fnp.max(x, where=~w, initial=-10.0) == -2.0
     assert fnp.min(x, initial=-7.0) == -7.0 and fnp.max(x, initial=9.0) == 9.0
+    assert fnp.sum(x, initial=1.0) == 6.0 and fnp.prod(x, where=w, initial=0.5) == 30.0
     assert not bool(fnp.all(w)) and bool(fnp.all(w, where=w))
     assert not bool(fnp.any(w, where=~w))
     with pytest.raises(ValueError, match="initial"):

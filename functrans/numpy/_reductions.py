@@ -15,7 +15,8 @@ from ._promotion import (
     _DEFAULT, _as_operand, _broadcast_to_shape, _inexact, _promote_float, _shape, _to_dtype,
     astype, ravel)
 from ._shapes import _canon_axis
-from ._elementwise import _zero_like, add, exp, isclose, log, maximum, minimum, sqrt, subtract
+from ._elementwise import (
+    _zero_like, add, exp, isclose, log, maximum, minimum, multiply, sqrt, subtract)
 from ._elementwise import where as _where
 
 
@@ -60,17 +61,10 @@ def _reduction(prim_bind, identity):
             x = _promote_integers(x)
         axes = _canon_axis(axis, len(_shape(x)))
         out = prim_bind(_masked(x, where, identity), axes=axes)
-        if initial is not None:
-            out = (add if identity == 0 else _mul)(out, _to_dtype(initial, out.dtype)
-                                                   if not hasattr(initial, "dtype")
-                                                   else initial)
+        if initial is not None:                   # folded in: initial + sum, initial * prod
+            out = (add if identity == 0 else multiply)(out, initial)
         return _keep(out, _shape(x), axes, keepdims)
     return f
-
-
-def _mul(a, b):
-    from ._elementwise import multiply
-    return multiply(a, b)
 
 
 sum = _reduction(red.reduce_sum, 0)

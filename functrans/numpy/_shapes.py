@@ -10,6 +10,7 @@ import numpy as _np
 from .. import core
 from ..core import is_python_scalar, to_concrete
 from functrans.primitives import elementwise as ew
+from functrans.primitives import indexing as ix
 from functrans.primitives import shape as sh
 from ._promotion import (
     _DEFAULT, _as_operand, _axis, _broadcast_to_shape, _shape, _to_dtype, astype,
@@ -237,14 +238,15 @@ def pad(array, pad_width, mode="constant", constant_values=0):
     if (pw < 0).any():
         raise ValueError(f"pad: negative pad_width {pad_width!r}; use slicing to crop")
     if mode != "constant":
-        from ._indexing import getitem               # (indexing imports this module)
         for d, (lo, hi) in enumerate(pw):
             if lo or hi:
                 if _shape(x)[d] == 0:
                     raise ValueError(f"pad: can't extend empty axis {d} using modes other "
                                      "than 'constant'")
                 idx = _pad_index(mode, _shape(x)[d], int(lo), int(hi))
-                x = getitem(x, (slice(None),) * d + (idx.astype(_np.int32),))
+                perm = (d,) + tuple(i for i in range(nd) if i != d)    # a gather on axis d
+                g = ix.gather(transpose(x, perm), idx.astype(_np.int32).reshape(-1, 1))
+                x = transpose(g, tuple(int(i) for i in _np.argsort(perm)))
         return x
     cv = _to_dtype(constant_values, _np.dtype(x.dtype)) if is_python_scalar(constant_values) \
         else astype(constant_values, x.dtype)
@@ -264,61 +266,17 @@ def tile(a, reps):
     return reshape(y, tuple(r * s for r, s in zip(reps, _shape(x))))
 
 
-def nonzero(a, *, size=None, fill_value=None):
-    """The indices of the nonzero elements, one array per axis. The number of them depends
-    on the values, so a traced `a` needs `size`: the first `size` indices, padded with
-    fill_value (0 by default; a tuple gives one per axis), as jax.numpy.nonzero."""
+def nonzero(a):
+    """The indices of the nonzero elements of a concrete array, one array per axis (the
+    number of them depends on the values; fnp.nonzero takes size= for traced ones)."""
     c = to_concrete(a)
-    if size is None:
-        if c is None:
-            raise core.ConcretizationTypeError(
-                f"nonzero/argwhere/boolean masks need a concrete array, but got the traced "
-                f"value {a.aval.str_short()}: the size of the result depends on the values. "
-                "Pass size= (the result padded or cut to that length), or use "
-                "fnp.where(mask, x, y) to choose elementwise instead.")
-        return tuple(i.astype(_DEFAULT["i"]) for i in _np.nonzero(_np.asarray(c)))
-    x = _as_operand(a)
-    shp = _shape(x)
-    if not shp:
-        raise ValueError("nonzero requires an array of at least one dimension")
-    size = int(size)
-    fills = fill_value if isinstance(fill_value, (tuple, list)) else \
-        (0 if fill_value is None else fill_value,) * len(shp)
-    if len(fills) != len(shp):
-        raise ValueError(f"nonzero: fill_value must be a scalar or a tuple of length "
-                         f"{len(shp)}, got {fill_value!r}")
-    from ._reductions import argsort, sum as _sum   # (the reductions import this module)
-    n = math.prod(shp)
-    mask = ew.ne(_to_dtype(reshape(x, (-1,)), _np.dtype(bool)), _np.zeros((), bool)) \
-        if _np.dtype(x.dtype) != _np.bool_ else reshape(x, (-1,))
-    idt = _DEFAULT["i"]
-    # the positions of the true elements first, in order (a stable sort of not-mask)
-    pos = argsort(ew.not_(mask), stable=True) if n else _np.zeros(0, idt)
-    pos = astype(pos, idt)
-    if size > n:
-        pos = concatenate([pos, _np.zeros(size - n, idt)])
-    elif size < n:
-        pos = _slice_axis(pos, 0, 0, size)
-    valid = ew.lt(sh.iota(dtype=idt, shape=(size,), dimension=0),
-                  _broadcast_to_shape(_to_dtype(_sum(mask), idt), (size,)))
-    out, rest = [], pos
-    for d in reversed(range(len(shp))):
-        k = _np.asarray(shp[d], idt)
-        coord = ew.rem(rest, _broadcast_to_shape(k, (size,))) if size else rest
-        rest = ew.div(rest, _broadcast_to_shape(k, (size,))) if size else rest
-        fill = _broadcast_to_shape(_np.asarray(fills[d], idt), (size,))
-        out.append(ew.select(valid, coord, fill) if size else coord)
-    return tuple(reversed(out))
-
-
-def argwhere(a, *, size=None, fill_value=None):
-    """The indices of the nonzero elements as rows of an (N, ndim) array; `size` and
-    fill_value as in nonzero."""
-    idx = nonzero(a, size=size, fill_value=fill_value)
-    if size is None:
-        return _np.stack(idx, axis=-1)
-    from ._promotion import stack
-    return stack(idx, axis=-1)
+    if c is None:
+        raise core.ConcretizationTypeError(
+            f"nonzero/argwhere/boolean masks need a concrete array, but got the traced "
+            f"value {a.aval.str_short()}: the size of the result depends on the values. "
+            "Pass size= to fnp.nonzero/argwhere (the result padded or cut to that length), "
+            "or use fnp.where(mask, x, y) to choose elementwise instead.")
+    return tuple(i.astype(_DEFAULT["i"]) for i in _np.nonzero(_np.asarray(c)))
 
 
 # ---------------------------------------------------------------------------

@@ -35,7 +35,7 @@ def spec(case_id, fn, *inputs, transforms=ALL, x64=True, **kw):
     vmap is dropped where an input has no leading axis to map over."""
     case_id = "numpy:" + case_id
     assert case_id not in SPECS, case_id
-    if not inputs or not all(isinstance(a, np.ndarray) and a.ndim for a in inputs):
+    if not inputs or not all(isinstance(a, np.ndarray) for a in inputs):
         transforms = tuple(t for t in transforms if t != "vmap")
     SPECS[case_id] = (fn, inputs, transforms, x64, kw)
 
@@ -765,6 +765,13 @@ def _arrays(x):
     return x
 
 
+def _vmap_inputs(inputs):
+    """vmap's inputs: each array input stacked with its flip along every axis, so that the
+    examples are the case's own inputs (whatever their rank) and differ from each other."""
+    return tuple(np.stack([a, np.flip(a)]) if isinstance(a, np.ndarray) else a
+                 for a in inputs)
+
+
 def _batched(case_id):
     """Whether JAX's results of the case come from the batched program: its function
     traces under jit (the JAX reference for 'value' is then the jitted value) and it
@@ -798,13 +805,15 @@ def _jax_reference(case_id, transform):
     if key not in _JAX:
         ids = [c for c in IDS if _batched(c) and SPECS[c][3] == x64
                and (kind in SPECS[c][2] or kind == "jit" and "value" in SPECS[c][2])]
-        arrays = {c: [a for a in SPECS[c][1] if isinstance(a, np.ndarray)] for c in ids}
+        given = {c: _vmap_inputs(SPECS[c][1]) if kind == "vmap" else SPECS[c][1] for c in ids}
+        arrays = {c: [a for a in given[c] if isinstance(a, np.ndarray)] for c in ids}
         failed = {}
 
         def program(arrays):
             out = {}
             for c in ids:
-                fn, inputs, _, _, kw = SPECS[c]
+                fn, _, _, _, kw = SPECS[c]
+                inputs = given[c]
                 it = iter(arrays[c])
                 args = [next(it) if isinstance(a, np.ndarray) else a for a in inputs]
                 f = _transformed(jax, jnp, jax.lax, fn, kind, kw.get("argnums", 0))
@@ -825,6 +834,8 @@ def _jax_reference(case_id, transform):
     if case_id in res:
         return res[case_id]
     fn, inputs, _, x64, kw = SPECS[case_id]
+    if transform == "vmap":
+        inputs = _vmap_inputs(inputs)
     with oracle.x64(x64):
         return oracle._jax_side("jax", fn, inputs, transform, kw.get("argnums", 0))
 
@@ -835,13 +846,14 @@ def _run(case_id):
     fn, inputs, transforms, x64, kw = SPECS[case_id]
     argnums, error = kw.get("argnums", 0), kw.get("error")
     for transform in transforms:
+        given = _vmap_inputs(inputs) if transform == "vmap" else inputs
         if _batched(case_id):
             theirs = _jax_reference(case_id, transform)
         else:
             with oracle.x64(x64):
-                theirs = oracle._jax_side("jax", fn, inputs, transform, argnums)
+                theirs = oracle._jax_side("jax", fn, given, transform, argnums)
         with oracle.x64(x64):
-            ours = _arrays(oracle._jax_side("ft", fn, inputs, transform, argnums))
+            ours = _arrays(oracle._jax_side("ft", fn, given, transform, argnums))
         if isinstance(theirs, BaseException) or error is not None:
             oracle.check_error(ours, theirs, error, transform)
             continue

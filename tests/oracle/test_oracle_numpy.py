@@ -8,6 +8,12 @@ Case ids: `numpy:<name>` (x64 on, float64 inputs with ties, kinks and signed zer
 jit, vmap and grad where the function is differentiable), `numpy:<name>:<variant>` for the
 rest (`x32`: x64 off, float32/int32 inputs and weak Python scalars; `special`: infinities and
 NaN; `kw`: keyword arguments; `error`: what JAX raises).
+
+vmap maps over a new leading axis: each array input stacked with its flip, so the examples
+are the case's own inputs. JAX's results of the cases that trace under jit come from one
+jitted program per (x64, transform) (`_jax_reference`): XLA's compile time per program is
+what a table of this size costs, minutes when every case compiles its own. functrans runs
+every case and transformation on its own, as oracle.functional does.
 """
 from __future__ import annotations
 

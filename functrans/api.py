@@ -13,8 +13,9 @@ from . import autograd, debug, func, lax, nn, numpy, optim, random, tree, tree_u
 from . import facade as _facade
 from .backends.threads import get_num_threads, set_num_threads
 from .compiler.compiled import compile, compile_stats
-from .core import (ClosedJaxpr, ConcretizationTypeError, DTypeError, FunctransError, Jaxpr,
-                   ShapedArray, ShapeError, TracerArrayConversionError, TypeCheckError,
+from .core import (AxisError, ClosedJaxpr, ConcretizationTypeError, DTypeError,
+                   FunctransError, Jaxpr, ShapedArray, ShapeError, TracerArrayConversionError,
+                   TracerBoolConversionError, TracerIntegerConversionError, TypeCheckError,
                    UnexpectedTracerError, check_jaxpr)
 from .core.config import config
 from .core.devices import block_until_ready, device_put, devices

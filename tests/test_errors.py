@@ -66,6 +66,20 @@ def test_shape_errors_are_value_errors(stack_unchanged):
     stack_unchanged()
 
 
+def test_shape_errors_are_also_type_errors_as_jaxs(stack_unchanged):
+    """JAX raises TypeError for incompatible shapes (add, reshape, dot, concatenate);
+    ShapeError is one too, so code catching either library's class catches it."""
+    for f in (lambda: fnp.add(np.ones(3), np.ones(2)),
+              lambda: fnp.reshape(np.ones(6), (4, 2)),
+              lambda: fnp.dot(np.ones((2, 3)), np.ones((2, 3))),
+              lambda: fnp.concatenate([np.ones((2, 3)), np.ones(3)])):
+        with pytest.raises(TypeError):
+            f()
+        stack_unchanged()
+    with pytest.raises(IndexError):            # an axis out of bounds: NumPy's AxisError
+        fnp.sum(np.ones(3), axis=1)
+
+
 @pytest.mark.parametrize("f, patterns", [
     (lambda: ft.lax.reshape(np.ones(6), new_sizes=(4,)), [r"reshape", r"f64\[6\]", r"\(4,\)"]),
     (lambda: ft.lax.dot_general(np.ones((2, 3)), np.ones((4, 2)),
@@ -170,6 +184,19 @@ def test_control_flow_on_primal_works_under_grad_and_jvp():
 def test_concretization_errors_are_type_errors():
     with pytest.raises(TypeError):
         ft.make_jaxpr(lambda x: bool(x))(F32(1))
+
+
+def test_concretization_error_classes_are_jaxs():
+    """bool() raises TracerBoolConversionError, __index__ TracerIntegerConversionError,
+    int() and float() the ConcretizationTypeError they both derive from (as JAX)."""
+    with pytest.raises(ft.TracerBoolConversionError):
+        ft.jit(lambda x: 1.0 if x > 0 else 0.0)(F32(1))
+    with pytest.raises(ft.TracerIntegerConversionError):
+        ft.jit(lambda x, n: fnp.ones(n) * x)(F32(1), np.int32(3))
+    with pytest.raises(ft.ConcretizationTypeError) as e:
+        ft.jit(lambda x: int(x))(F32(1))
+    assert type(e.value) is ft.ConcretizationTypeError
+    assert issubclass(ft.TracerBoolConversionError, ft.ConcretizationTypeError)
 
 
 def test_traced_boolean_mask_and_arange():

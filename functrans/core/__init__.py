@@ -8,8 +8,10 @@ check (the type checker) and printer (JAX's text layout); devices (device_put, t
 "cpu"/"cuda" devices) is imported by name, not from here.
 """
 from .arrays import array_module, cupy_array_module
-from .avals import (SUPPORTED_DTYPES, ConcretizationTypeError, DTypeError, FunctransError,
-                    RuleNotImplementedError, ShapedArray, ShapeError, TracerArrayConversionError,
+from .avals import (SUPPORTED_DTYPES, AxisError, ConcretizationTypeError, DTypeError,
+                    FunctransError, RuleNotImplementedError, ShapedArray, ShapeError,
+                    TracerArrayConversionError, TracerBoolConversionError,
+                    TracerIntegerConversionError,
                     TypeCheckError, UnexpectedTracerError, check_dtype, is_python_scalar, short_dtype)
 from .check import _subjaxprs, check_jaxpr
 from .evaluate import eval_impls, eval_jaxpr, run_eqns
@@ -24,7 +26,8 @@ from .trace import (EvalTrace, MainTrace, Primitive, Trace, Tracer, _state, _thr
                     trusted_eval)
 
 __all__ = ['array_module', 'cupy_array_module', 'SUPPORTED_DTYPES',
-           'ConcretizationTypeError', 'DTypeError', 'FunctransError',
+           'AxisError', 'ConcretizationTypeError', 'DTypeError', 'FunctransError',
+           'TracerBoolConversionError', 'TracerIntegerConversionError',
            'RuleNotImplementedError', 'ShapedArray', 'ShapeError', 'TracerArrayConversionError',
            'TypeCheckError',
            'UnexpectedTracerError', 'check_dtype', 'is_python_scalar', 'short_dtype',

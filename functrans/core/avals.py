@@ -13,8 +13,16 @@ class FunctransError(Exception):
     """Base class of every error functrans raises on purpose."""
 
 
-class ShapeError(FunctransError, ValueError):
-    """Operands of a primitive have incompatible shapes."""
+class ShapeError(FunctransError, ValueError, TypeError):
+    """Operands of a primitive have incompatible shapes. A ValueError, as NumPy's shape
+    errors, and a TypeError, as JAX's (`jnp.add` of shapes (3,) and (2,), a reshape to the
+    wrong size, a dot of misaligned operands raise TypeError there), so that code catching
+    either library's type catches it."""
+
+
+class AxisError(ShapeError, IndexError):
+    """An axis out of bounds for an array's rank. Also an IndexError, as NumPy's
+    `AxisError` (JAX raises ValueError or IndexError, depending on the function)."""
 
 
 class DTypeError(FunctransError, TypeError):
@@ -23,6 +31,16 @@ class DTypeError(FunctransError, TypeError):
 
 class ConcretizationTypeError(FunctransError, TypeError):
     """A traced (abstract) value was used where Python needs a concrete one."""
+
+
+class TracerBoolConversionError(ConcretizationTypeError):
+    """bool() of a traced value (a Python `if` or `while` on it), as JAX's class of the
+    same name."""
+
+
+class TracerIntegerConversionError(ConcretizationTypeError):
+    """__index__ of a traced value (its use as a Python index, a shape, a range), as JAX's
+    class of the same name (int() raises the plain ConcretizationTypeError there)."""
 
 
 class TracerArrayConversionError(FunctransError, TypeError):

@@ -14,6 +14,7 @@ import numpy as np
 from .arrays import array_module
 from .config import DEFAULT_DTYPES, config
 from .avals import (ConcretizationTypeError, ShapedArray, TracerArrayConversionError,
+                    TracerBoolConversionError, TracerIntegerConversionError,
                     UnexpectedTracerError, check_dtype,
                     is_python_scalar)
 
@@ -353,9 +354,9 @@ def to_concrete(val):
 tracer_ops: dict[str, Callable] = {}
 
 
-def _concretization_error(tracer, what):
+def _concretization_error(tracer, what, cls=ConcretizationTypeError):
     origin = tracer._trace.origin_of(tracer) or "a traced computation"
-    return ConcretizationTypeError(
+    return cls(
         f"Abstract tracer value encountered where a concrete value is expected: {what} was "
         f"called on the traced value {tracer.aval.str_short()} ({origin}), whose value is "
         "not known while the function is being transformed. Python control flow on traced "
@@ -407,17 +408,17 @@ class Tracer:
         grad), so that Python control flow on it works as in JAX; None otherwise."""
         return None
 
-    def _concrete(self, what):
+    def _concrete(self, what, cls=ConcretizationTypeError):
         if not is_live(self._trace.main):
             raise escaped_tracer_error(self, f"by {what}")
         val = self.to_concrete_value()
         if val is None:
-            raise _concretization_error(self, what)
+            raise _concretization_error(self, what, cls)
         return val
 
     # concretization
     def __bool__(self):
-        return bool(self._concrete("bool()"))
+        return bool(self._concrete("bool()", TracerBoolConversionError))
 
     def __float__(self):
         return float(self._concrete("float()"))
@@ -429,7 +430,8 @@ class Tracer:
         return complex(self._concrete("complex()"))
 
     def __index__(self):
-        return int(self._concrete("__index__ (use as a Python index)"))
+        return int(self._concrete("__index__ (use as a Python index)",
+                                  TracerIntegerConversionError))
 
     def item(self):
         return np.asarray(self._concrete(".item()")).item()

@@ -18,8 +18,8 @@ from ._promotion import (  # noqa: F401
     nan, ndarray, newaxis, number, pi, promote_types, ravel, reshape, result_type, stack, uint16, uint32,
     uint64, uint8)
 from ._shapes import (  # noqa: F401
-    _canon_axis, argwhere, array_split, atleast_1d, atleast_2d, broadcast_arrays, broadcast_to,
-    flip, fliplr, flipud, hstack, moveaxis, ndim, nonzero, pad, shape, size, split, squeeze,
+    _canon_axis, array_split, atleast_1d, atleast_2d, broadcast_arrays, broadcast_to,
+    flip, fliplr, flipud, hstack, moveaxis, ndim, pad, shape, size, split, squeeze,
     swapaxes, tile, transpose, vstack)
 from ._creation import (  # noqa: F401
     arange, copy, empty, empty_like, eye, from_dlpack, full, full_like, identity, linspace,
@@ -44,7 +44,7 @@ from ._reductions import (  # noqa: F401
     all, allclose, amax, amin, any, argmax, argmin, argsort, cumprod, cumsum, lexsort,
     logsumexp, max, mean, min, prod, sort, std, sum, var)
 from ._indexing import (  # noqa: F401
-    at, diag, diagonal, getitem, index_add, index_update, repeat, take, take_along_axis, trace,
+    argwhere, nonzero, at, diag, diagonal, getitem, index_add, index_update, repeat, take, take_along_axis, trace,
     tril, triu)
 from ._linalg import dot, einsum, inner, linalg, matmul, outer, tensordot, vdot  # noqa: F401
 from ._linalg import cross, kron  # noqa: F401

@@ -8,7 +8,7 @@ import numpy as _np
 
 from ..core import Tracer, is_python_scalar
 from ._promotion import (
-    _DEFAULT, _as_operand, _shape, asarray, astype, concatenate, reshape, result_type)
+    _DEFAULT, _as_operand, _shape, asarray, astype, concatenate, reshape, _result_type)
 from ._shapes import _canon_axis, _slice_axis, atleast_1d, ndim
 from ._creation import arange, linspace
 from ._reductions import sort
@@ -78,7 +78,7 @@ def gradient(f, *varargs, axis=None, edge_order=1):
         elif not is_python_scalar(h) and ndim(h) != 0:
             raise ValueError(f"gradient: a spacing is a scalar or 1-D coordinates, got shape "
                              f"{_shape(h)}")
-        dt = result_type(f, h)[0]
+        dt = _result_type(f, h)[0]
         dt = dt if dt.kind in "fc" else _DEFAULT["f"]
         out.append(_edge_diff(astype(f, dt), ax, h if is_python_scalar(h) else astype(h, dt),
                               edge_order))

@@ -12,7 +12,7 @@ from ..core import Tracer, is_python_scalar, to_concrete
 from ..core.devices import cupy_module
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
-from ._promotion import _DEFAULT, _as_operand, _shape, _to_dtype, astype, result_type
+from ._promotion import _DEFAULT, _as_operand, _shape, _to_dtype, astype, _result_type
 from ._shapes import broadcast_to
 
 
@@ -59,12 +59,20 @@ def from_dlpack(x, *, copy=None):
 
 from_dlpack.takes_array_likes = True    # reads the protocol itself, Tensors included
 
+def _shape_arg(shape):
+    """shape (an int or a sequence of them) as a tuple of Python ints: a traced dimension
+    raises TracerIntegerConversionError (the shape must be known while tracing)."""
+    if isinstance(shape, Tracer) or not hasattr(shape, "__iter__"):
+        return (operator.index(shape),)
+    return tuple(operator.index(d) for d in shape)
+
+
 def zeros(shape, dtype=None):
-    return _np.zeros(shape, dtype or _DEFAULT["f"])
+    return _np.zeros(_shape_arg(shape), dtype or _DEFAULT["f"])
 
 
 def ones(shape, dtype=None):
-    return _np.ones(shape, dtype or _DEFAULT["f"])
+    return _np.ones(_shape_arg(shape), dtype or _DEFAULT["f"])
 
 
 def empty(shape, dtype=None):
@@ -72,17 +80,18 @@ def empty(shape, dtype=None):
 
 
 def full(shape, fill_value, dtype=None):
+    shape = _shape_arg(shape)
     if isinstance(fill_value, Tracer):
         v = astype(fill_value, dtype) if dtype else fill_value
-        return broadcast_to(v, (shape,) if isinstance(shape, int) else tuple(shape))
+        return broadcast_to(v, shape)
     if dtype is None:
-        dtype = result_type(fill_value)[0]
+        dtype = _result_type(fill_value)[0]
     return _np.full(shape, fill_value, dtype)
 
 
 def _like(x, dtype, shape):
     s = _shape(x) if shape is None else shape
-    return s, (dtype or _np.dtype(x.dtype) if not is_python_scalar(x) else result_type(x)[0])
+    return s, (dtype or _np.dtype(x.dtype) if not is_python_scalar(x) else _result_type(x)[0])
 
 
 def zeros_like(a, dtype=None, shape=None):
@@ -112,7 +121,7 @@ def arange(start, stop=None, step=None, dtype=None):
                 f"arange needs concrete bounds, got the traced value {v.aval.str_short()}; "
                 "the length of the result must be known while tracing")
     if dtype is None:
-        dtype = result_type(*[v for v in (start, stop, step) if v is not None])[0]
+        dtype = _result_type(*[v for v in (start, stop, step) if v is not None])[0]
     cs, ce, cp = (to_concrete(v) if isinstance(v, Tracer) else v for v in (start, stop, step))
     out = _np.arange(cs, dtype=dtype) if ce is None else \
         _np.arange(cs, ce, cp if cp is not None else 1, dtype=dtype)
@@ -130,7 +139,7 @@ def arange(start, stop=None, step=None, dtype=None):
 def _float_dtype(dtype, *endpoints):
     """The dtype linspace and friends compute in: the endpoints' (float32 from Python numbers,
     float64 from float64 arrays) lifted to a float, or a float of dtype's size."""
-    dt = result_type(*endpoints, 1.0)[0]
+    dt = _result_type(*endpoints, 1.0)[0]
     if dtype is not None and _np.dtype(dtype).kind in "fc":
         return _np.dtype(dtype)
     return dt
@@ -140,7 +149,7 @@ def _endpoints(dtype, start, stop):
     """(dt, a, b): the dtype linspace and friends compute in (the endpoints' dtype lifted to a
     float: float32 from Python numbers, float64 from float64 arrays; or dtype when it is a
     float) and the endpoints in it, broadcast against each other."""
-    dt = result_type(start, stop, 1.0)[0]
+    dt = _result_type(start, stop, 1.0)[0]
     if dtype is not None and _np.dtype(dtype).kind in "fc":
         dt = _np.dtype(dtype)
     a, b = _to_dtype(_as_operand(start), dt), _to_dtype(_as_operand(stop), dt)
@@ -233,7 +242,9 @@ def identity(n, dtype=None):
 
 
 def tri(N, M=None, k=0, dtype=None):
-    return _np.tri(N, M, k, dtype=dtype or _DEFAULT["f"])
+    """Ones at and below the k-th diagonal; float32 by default (also under
+    jax_enable_x64, as jax.numpy.tri)."""
+    return _np.tri(N, M, k, dtype=dtype or _np.float32)
 
 
 def copy(a):

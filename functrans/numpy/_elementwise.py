@@ -10,8 +10,8 @@ from ..core import is_python_scalar
 from functrans.primitives import elementwise as ew
 from functrans.primitives.misc import stop_gradient
 from ._promotion import (
-    _as_operand, _binary, _broadcast_to_shape, _promote_args, _promote_float, _shape,
-    _to_dtype, _unary_float, broadcast_shapes, result_type)
+    _DEFAULT, _as_operand, _binary, _broadcast_to_shape, _promote_args, _promote_float, _shape,
+    _to_dtype, _unary_float, broadcast_shapes, _result_type)
 from ._shapes import nonzero
 from ._creation import full
 
@@ -19,9 +19,9 @@ from ._creation import full
 # ---------------------------------------------------------------------------
 # elementwise
 
-add = _binary(ew.add)
+add = _binary(ew.add, bools=ew.or_)               # bool + bool is `or`, as JAX
 subtract = _binary(ew.sub)
-multiply = _binary(ew.mul)
+multiply = _binary(ew.mul, bools=ew.and_)         # bool * bool is `and`
 true_divide = divide = _binary(ew.div, floats=True)
 _float_power = _binary(ew.pow, floats=True)
 
@@ -32,14 +32,13 @@ def power(x, y):
         x = _as_operand(x)
         if y >= 0 or _np.dtype(x.dtype).kind in "fc":
             return ew.integer_pow(x, y=y)
-    if result_type(x, y)[0].kind in "iu":            # integer ** integer stays integer
+    if _result_type(x, y)[0].kind in "iu":            # integer ** integer stays integer
         x, y = _promote_args("pow", x, y)
         return ew.pow(x, y)
     return _float_power(x, y)
 arctan2 = _binary(ew.atan2, floats=True)
 maximum = _binary(ew.max)
 minimum = _binary(ew.min)
-fmax, fmin = maximum, minimum
 equal = _binary(ew.eq)
 not_equal = _binary(ew.ne)
 less = _binary(ew.lt)
@@ -56,7 +55,33 @@ sinh, cosh, tanh = _unary_float(ew.sinh), _unary_float(ew.cosh), _unary_float(ew
 exp, log, log1p, expm1 = (_unary_float(ew.exp), _unary_float(ew.log), _unary_float(ew.log1p),
                           _unary_float(ew.expm1))
 sqrt = _unary_float(ew.sqrt)
-floor, ceil = _unary_float(ew.floor), _unary_float(ew.ceil)
+_floor, _ceil = _unary_float(ew.floor), _unary_float(ew.ceil)
+
+
+def floor(x):
+    """The largest integer <= x; integer and bool arrays are returned as they are (their
+    dtype kept, as JAX)."""
+    x = _as_operand(x) if not is_python_scalar(x) else x
+    return x if not is_python_scalar(x) and _np.dtype(x.dtype).kind in "biu" else _floor(x)
+
+
+def ceil(x):
+    """The smallest integer >= x; integer and bool arrays are returned as they are."""
+    x = _as_operand(x) if not is_python_scalar(x) else x
+    return x if not is_python_scalar(x) and _np.dtype(x.dtype).kind in "biu" else _ceil(x)
+
+
+def fmax(x1, x2):
+    """The larger of x1 and x2, ignoring NaN (NaN only where both are): x1 where
+    x1 > x2 or x2 is NaN, else x2, as JAX (so at a tie the derivative goes to x2)."""
+    x1, x2 = _promote_args("fmax", x1, x2)
+    return ew.select(ew.or_(ew.gt(x1, x2), ew.ne(x2, x2)), x1, x2)
+
+
+def fmin(x1, x2):
+    """The smaller of x1 and x2, ignoring NaN (as fmax)."""
+    x1, x2 = _promote_args("fmin", x1, x2)
+    return ew.select(ew.or_(ew.lt(x1, x2), ew.ne(x2, x2)), x1, x2)
 isfinite = _unary_float(ew.is_finite)
 
 
@@ -94,8 +119,15 @@ def rsqrt(x):
 
 
 def cbrt(x):
+    """The real cube root: x^(1/3) for x >= 0, -(-x)^(1/3) below, each branch fed a safe
+    operand on the other side, so that the derivative is (1/3) |x|^(-2/3) everywhere (inf
+    at 0, as JAX) with no 0 * inf from the branch not taken."""
     x = _promote_float(x)[0]
-    return ew.mul(ew.sign(x), ew.pow(ew.abs(x), _np.asarray(1 / 3, x.dtype)))
+    neg = ew.lt(x, _zero_like(x))
+    one, third = _np.ones((), x.dtype), _np.asarray(1 / 3, x.dtype)
+    pos_part = ew.pow(where(neg, one, x), third)
+    neg_part = ew.neg(ew.pow(where(neg, ew.neg(x), one), third))
+    return where(neg, neg_part, pos_part)
 
 
 def exp2(x):
@@ -140,11 +172,23 @@ def round(x, decimals=0):
     return ew.round(x, rounding_method=1)
 
 
-around = rint = round
+around = round
+
+
+def rint(x):
+    """x rounded to the nearest integer, half to even; integer operands become the default
+    float, as JAX (round keeps their dtype)."""
+    x = _as_operand(x)
+    if _np.dtype(x.dtype).kind in "biu":
+        x = _to_dtype(x, _DEFAULT["f"])
+    return round(x)
 
 
 def trunc(x):
+    """x rounded toward zero; integer and bool arrays are returned as they are."""
     x = _as_operand(x)
+    if _np.dtype(x.dtype).kind in "biu":
+        return x
     return ew.mul(ew.sign(x), ew.floor(ew.abs(x)))
 
 
@@ -230,7 +274,7 @@ def where(condition, x=None, y=None):
         raise ValueError("Either both or neither of x and y should be given to where")
     c = _to_dtype(_as_operand(condition), _np.dtype(bool)) if not is_python_scalar(condition) \
         else _np.asarray(bool(condition))
-    dt, _ = result_type(x, y)
+    dt, _ = _result_type(x, y)
     shape = broadcast_shapes(_shape(c), _shape(x), _shape(y))
     ops = []
     for a in (c, _to_dtype(x, dt), _to_dtype(y, dt)):     # rank-0 operands stay scalars
@@ -238,12 +282,21 @@ def where(condition, x=None, y=None):
     return ew.select(*ops)
 
 
-def clip(a, a_min=None, a_max=None):
-    out = _as_operand(a)
-    if a_min is not None:
-        out = maximum(out, a_min)
-    if a_max is not None:
-        out = minimum(out, a_max)
+def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):
+    """arr limited to [min, max] (either may be None), as jax.numpy.clip:
+    minimum(maximum(arr, min), max). NumPy's older names a, a_min and a_max are accepted
+    too."""
+    if arr is None:
+        arr = a
+    if arr is None:
+        raise TypeError("clip() missing the array to clip (arr)")
+    lo = min if min is not None else a_min
+    hi = max if max is not None else a_max
+    out = _as_operand(arr)
+    if lo is not None:
+        out = maximum(out, lo)
+    if hi is not None:
+        out = minimum(out, hi)
     return out
 
 

@@ -3,6 +3,7 @@ selections built on them (take, diagonal, tril, repeat, ...)."""
 from __future__ import annotations
 
 import builtins
+import math
 
 import numpy as _np
 
@@ -11,12 +12,14 @@ from functrans.primitives import elementwise as ew
 from functrans.primitives import indexing as ix
 from functrans.primitives import shape as sh
 from ._promotion import (
-    _as_operand, _broadcast_to_shape, _flat, _shape, _to_dtype, asarray, astype,
+    _DEFAULT, _axis, _as_operand, _broadcast_to_shape, _flat, _shape, _to_dtype, asarray, astype,
     broadcast_shapes, concatenate, expand_dims, ravel, reshape, stack)
-from ._shapes import broadcast_to, moveaxis, ndim, nonzero, size, transpose
+from ._shapes import broadcast_to, moveaxis, ndim, size, transpose
+from ._shapes import nonzero as _nonzero_concrete
 from ._creation import zeros
-from ._elementwise import _zero_like, multiply, where
-from ._reductions import sum
+from ._elementwise import (
+    _zero_like, clip, greater_equal, less, logical_and, multiply, remainder, where)
+from ._reductions import argsort, sum
 
 
 # ---------------------------------------------------------------------------
@@ -70,24 +73,68 @@ def diag(v, k=0):
     return index_update(out, (rows, cols), x)
 
 
-def trace(a, offset=0):
-    return sum(diagonal(a, offset), axis=-1)
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """The sum along the diagonal of the axis1/axis2 planes (sum's dtype rules)."""
+    if out is not None:
+        raise NotImplementedError("trace: the out argument is not supported (arrays are "
+                                  "immutable); use the returned value")
+    return sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 
-def take(a, indices, axis=None):
+def _fill_value(dt):
+    """take's default fill for out-of-bounds indices: NaN for inexact dtypes, the most
+    negative value for signed integers, the largest for unsigned ones, True for bool."""
+    dt = _np.dtype(dt)
+    if dt.kind in "fc":
+        return _np.asarray(_np.nan, dt)
+    if dt.kind == "b":
+        return _np.asarray(True)
+    return _np.asarray(_np.iinfo(dt).min if dt.kind == "i" else _np.iinfo(dt).max, dt)
+
+
+def take(a, indices, axis=None, mode=None, unique_indices=False, indices_are_sorted=False,
+         fill_value=None):
+    """Elements of a at indices along axis (of the flattened a when None), as
+    jax.numpy.take: mode "fill" (the default) gives fill_value (NaN, or the dtype's extreme
+    integer) for an index outside [-n, n), "clip" clamps into [0, n), "wrap" takes it
+    modulo n; negative indices in range count from the end."""
     x = _as_operand(a)
     if axis is None:
         x, axis = ravel(x), 0
-    axis %= ndim(x)
-    idx = (slice(None),) * axis + (indices,)
-    return x[idx] if isinstance(x, Tracer) else getitem(x, idx)
+    axis = _axis(axis, ndim(x), "take")
+    n = _shape(x)[axis]
+    mode = "fill" if mode is None else mode
+    if mode not in ("fill", "clip", "wrap"):
+        raise ValueError(f"take: invalid mode {mode!r}: use 'fill', 'clip' or 'wrap' (JAX "
+                         "has no 'raise': it cannot raise on traced indices)")
+    idx = _as_operand(indices) if not is_python_scalar(indices) else _np.asarray(indices)
+    if _np.dtype(idx.dtype).kind not in "iu":
+        raise IndexError(f"take: indices must be integers, got dtype {idx.dtype}")
+    if mode == "wrap":
+        idx = remainder(idx, n) if n else idx
+    elif mode == "clip":
+        idx = clip(idx, 0, builtins.max(n - 1, 0))
+    out = getitem(x, (slice(None),) * axis + (idx,))
+    if mode != "fill":
+        return out
+    valid = logical_and(greater_equal(idx, -n), less(idx, n))
+    if isinstance(valid, _np.ndarray) and valid.all():
+        return out
+    valid = reshape(valid, (1,) * axis + _shape(idx) + (1,) * (ndim(x) - axis - 1))
+    fill = _fill_value(x.dtype) if fill_value is None else _np.asarray(fill_value, x.dtype)
+    return where(valid, out, fill)
 
 
-def take_along_axis(arr, indices, axis):
+def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     x = _as_operand(arr)
     idx = _as_operand(indices)
+    if axis is None:
+        x, idx, axis = ravel(x), ravel(idx), 0
     nd = ndim(x)
-    axis %= nd
+    if ndim(idx) != nd:
+        raise ValueError(f"indices and arr must have the same number of dimensions; "
+                         f"{ndim(idx)} vs. {nd}")
+    axis = _axis(axis, nd, "take_along_axis")
     shape = broadcast_shapes(tuple(1 if i == axis else s for i, s in enumerate(_shape(x))),
                              tuple(1 if i == axis else s for i, s in enumerate(_shape(idx))))
     out_shape = tuple(s if i != axis else _shape(idx)[axis] for i, s in enumerate(shape))
@@ -99,7 +146,69 @@ def take_along_axis(arr, indices, axis):
             ar = _np.arange(out_shape[d], dtype=_np.int32).reshape(
                 tuple(-1 if i == d else 1 for i in range(nd)))
             comps.append(_np.broadcast_to(ar, out_shape))
-    return ix.gather(x, stack([astype(c, _np.int32) for c in comps], axis=-1))
+    out = ix.gather(x, stack([astype(c, _np.int32) for c in comps], axis=-1))
+    if mode not in (None, "fill"):
+        raise NotImplementedError(f"take_along_axis: mode {mode!r} is not supported (only "
+                                  "'fill', the default)")
+    # out-of-bounds indices give fill_value (NaN, or the dtype's extreme integer), as JAX
+    n = _shape(x)[axis]
+    valid = logical_and(greater_equal(idx, -n), less(idx, n))
+    if isinstance(valid, _np.ndarray) and valid.all():
+        return out
+    fill = _fill_value(x.dtype) if fill_value is None else _np.asarray(fill_value, x.dtype)
+    return where(_broadcast_to_shape(valid, out_shape) if _shape(valid) != out_shape else valid,
+                 out, fill)
+
+
+# ---------------------------------------------------------------------------
+# nonzero with a static size (traceable)
+
+def nonzero(a, *, size=None, fill_value=None):
+    """The indices of the nonzero elements, one array per axis. The number of them depends
+    on the values, so a traced `a` needs `size`: the first `size` indices, padded with
+    fill_value (0 by default; a tuple gives one per axis), as jax.numpy.nonzero."""
+    if size is None:
+        return _nonzero_concrete(a)
+    x = _as_operand(a)
+    shp = _shape(x)
+    if not shp:
+        raise ValueError("nonzero requires an array of at least one dimension")
+    size = int(size)
+    fills = fill_value if isinstance(fill_value, (tuple, list)) else \
+        (0 if fill_value is None else fill_value,) * len(shp)
+    if len(fills) != len(shp):
+        raise ValueError(f"nonzero: fill_value must be a scalar or a tuple of length "
+                         f"{len(shp)}, got {fill_value!r}")
+    n = math.prod(shp)
+    mask = ew.ne(_to_dtype(reshape(x, (-1,)), _np.dtype(bool)), _np.zeros((), bool)) \
+        if _np.dtype(x.dtype) != _np.bool_ else reshape(x, (-1,))
+    idt = _DEFAULT["i"]
+    # the positions of the true elements first, in order (a stable sort of not-mask)
+    pos = argsort(ew.not_(mask), stable=True) if n else _np.zeros(0, idt)
+    pos = astype(pos, idt)
+    if size > n:
+        pos = concatenate([pos, _np.zeros(size - n, idt)])
+    elif size < n:
+        pos = sh.slice(pos, start_indices=(0,), limit_indices=(size,), strides=None)
+    valid = ew.lt(sh.iota(dtype=idt, shape=(size,), dimension=0),
+                  _broadcast_to_shape(_to_dtype(sum(mask), idt), (size,)))
+    out, rest = [], pos
+    for d in reversed(range(len(shp))):
+        k = _np.asarray(shp[d], idt)
+        coord = ew.rem(rest, _broadcast_to_shape(k, (size,))) if size else rest
+        rest = ew.div(rest, _broadcast_to_shape(k, (size,))) if size else rest
+        fill = _broadcast_to_shape(_np.asarray(fills[d], idt), (size,))
+        out.append(ew.select(valid, coord, fill) if size else coord)
+    return tuple(reversed(out))
+
+
+def argwhere(a, *, size=None, fill_value=None):
+    """The indices of the nonzero elements as rows of an (N, ndim) array; `size` and
+    fill_value as in nonzero."""
+    idx = nonzero(a, size=size, fill_value=fill_value)
+    if size is None:
+        return _np.stack(idx, axis=-1)
+    return stack(idx, axis=-1)
 
 
 # ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins
 import functools
 import math
+import operator
 
 import numpy as _np
 
@@ -113,7 +114,7 @@ def asarray(x, dtype=None):
         if dtype is None and builtins.any(isinstance(v, (_np.ndarray, _np.generic)) for v in flat):
             # NumPy scalars or arrays in the list set its dtype as stacking them does when
             # traced, so eager and traced calls agree (np.float64 stays float64)
-            dtype = result_type(*flat)[0]
+            dtype = _result_type(*flat)[0]
     if dtype is not None:
         return _np.asarray(x, dtype=dtype)
     arr = _np.asarray(x)
@@ -195,7 +196,7 @@ def promote_types(a, b):
     return _node_dtype(_join((_node(_np.dtype(a), False), _node(_np.dtype(b), False))))
 
 
-def result_type(*args):
+def _result_type(*args):
     """(dtype, weak) of combining args on JAX's lattice; Python scalars are weak: they take
     the other operands' dtype unless their kind is higher (then their kind's default)."""
     dws = [_dtype_weak(a) for a in args]
@@ -203,6 +204,40 @@ def result_type(*args):
         return dws[0]
     node = _join([_node(d, w) for d, w in dws])
     return _node_dtype(node), node.endswith("*")
+
+
+def result_type(*args):
+    """The dtype of combining args (arrays, Python scalars, dtypes or scalar types) on JAX's
+    lattice, as jax.numpy.result_type: Python scalars are weak; the defaults follow
+    jax_enable_x64."""
+    if not args:
+        raise ValueError("at least one array or dtype is required")
+    ops = [a if is_python_scalar(a) else _np.zeros((), _canonical_x32(
+        a if isinstance(a, (type, _np.dtype, str)) else _dtype_weak(a)[0])) for a in args]
+    return _canonical_x32(_result_type(*ops)[0])
+
+
+def _canonical_x32(dt):
+    """dt with 64-bit kinds as their 32-bit ones while jax_enable_x64 is off (JAX's dtype
+    canonicalization, which result_type applies to its operands and its result)."""
+    dt = _canonical_dtype(dt)
+    if dt.itemsize == 8 and dt.kind in "iuf" and _DEFAULT["f"].itemsize == 4:
+        return _np.dtype(f"{dt.kind}4")
+    if dt == _np.complex128 and _DEFAULT["c"] == _np.complex64:
+        return _np.dtype(_np.complex64)
+    return dt
+
+
+def _inexact(dt):
+    """The floating dtype jax.numpy computes a floating function of an operand of dtype dt
+    in: dt itself if inexact, float32 for bool and integers up to 32 bits, the default
+    float (float64 under jax_enable_x64) for 64-bit integers."""
+    dt = _np.dtype(dt)
+    if dt.kind in "fc":
+        return dt
+    if dt.kind == "b" or dt.itemsize < 8:
+        return _np.dtype(_np.float32)
+    return _DEFAULT["f"]
 
 
 def _to_dtype(x, dt):
@@ -214,6 +249,16 @@ def _to_dtype(x, dt):
     if _np.dtype(x.dtype) != dt:
         return ew.convert_element_type(x, new_dtype=dt, weak_type=False)
     return x
+
+
+def _axis(axis, ndim, name=None):
+    """axis (negative ones count from the end) as an index into range(ndim); AxisError when
+    it is out of bounds (a silent modulo would pick another axis)."""
+    a = operator.index(axis)
+    if not -ndim <= a < ndim:
+        raise core.AxisError((f"{name}: " if name else "") +
+                             f"axis {a} is out of bounds for array of dimension {ndim}")
+    return a % ndim
 
 
 def _shape(x):
@@ -281,7 +326,7 @@ def _promote_args(name, *args, dtype_kinds=None):
         if hasattr(a, "__jax_array__"):
             raise ArrayLikeOperand
     args = [asarray(a) if isinstance(a, (list, tuple)) else a for a in args]
-    dt, _ = result_type(*args)
+    dt, _ = _result_type(*args)
     shape = broadcast_shapes(*[_shape(a) for a in args], name=name) if len(args) > 1 \
         else _shape(args[0])
     out = []
@@ -294,9 +339,12 @@ def _promote_args(name, *args, dtype_kinds=None):
 
 
 def _promote_float(*args, name=""):
-    dt, _ = result_type(*args)
+    """args promoted together and then to an inexact dtype (`_inexact`), as jax.numpy's
+    floating functions of integer operands: int32 -> float32 also under jax_enable_x64."""
+    dt, _ = _result_type(*args)
     if dt.kind not in "fc":
-        args = [_to_dtype(a, _DEFAULT["f"]) for a in args]
+        dt = _inexact(dt)
+        args = [_to_dtype(a, dt) for a in args]
     return _promote_args(name, *args)
 
 
@@ -313,7 +361,9 @@ def _unary_float(prim_bind):
     return f
 
 
-def _binary(prim_bind, floats=False):
+def _binary(prim_bind, floats=False, bools=None):
+    """The NumPy function of a binary primitive: JAX's promotion, then prim_bind; bools,
+    where given, runs instead on bool operands (add is `or` there, multiply `and`)."""
     name = getattr(getattr(prim_bind, "__self__", None), "name", "")   # for error messages
 
     def f(x, y):
@@ -321,6 +371,8 @@ def _binary(prim_bind, floats=False):
             x1, y1 = _promote_float(x, y, name=name) if floats else _promote_args(name, x, y)
         except ArrayLikeOperand:
             return call_on_values(f, (x, y), {})
+        if bools is not None and x1.dtype == _np.bool_:
+            return bools(x1, y1)
         return prim_bind(x1, y1)
     f.takes_array_likes = True
     return f
@@ -371,7 +423,10 @@ def expand_dims(a, axis):
     x = _as_operand(a)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     nd = len(_shape(x)) + len(axes)
-    return sh.expand_dims(x, dimensions=tuple(sorted(ax % nd for ax in axes)))
+    dims = sorted(_axis(ax, nd, "expand_dims") for ax in axes)
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"expand_dims: repeated axis in {axis}")
+    return sh.expand_dims(x, dimensions=tuple(dims))
 
 
 def concatenate(arrays, axis=0, dtype=None):
@@ -386,14 +441,14 @@ def concatenate(arrays, axis=0, dtype=None):
         raise ValueError("zero-dimensional arrays cannot be concatenated")
     if axis is None:
         return concatenate([ravel(o) for o in ops])
-    ax = axis % nd
+    ax = _axis(axis, nd, "concatenate")
     if len(ops) == 1:
         return ops[0]
     return sh.concatenate(*ops, dimension=ax)
 
 
 def _promote_same_dtype(arrays):
-    dt, _ = result_type(*arrays)
+    dt, _ = _result_type(*arrays)
     return [_to_dtype(_as_operand(a) if not is_python_scalar(a) else a, dt) for a in arrays]
 
 
@@ -408,5 +463,6 @@ def stack(arrays, axis=0):
     if len(shapes) > 1:
         raise core.ShapeError(f"all input arrays must have the same shape, got {sorted(shapes)}")
     nd = len(_shape(arrays[0])) + 1
-    ops = [expand_dims(a, axis % nd) for a in _promote_same_dtype(arrays)]
-    return concatenate(ops, axis=axis % nd)
+    ax = _axis(axis, nd, "stack")
+    ops = [expand_dims(a, ax) for a in _promote_same_dtype(arrays)]
+    return concatenate(ops, axis=ax)

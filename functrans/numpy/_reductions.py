@@ -12,9 +12,12 @@ from functrans.primitives import reductions as red
 from functrans.primitives import shape as sh
 from functrans.primitives.misc import stop_gradient as _stop_gradient
 from ._promotion import (
-    _as_operand, _broadcast_to_shape, _promote_float, _shape, _to_dtype, astype, ravel)
+    _DEFAULT, _as_operand, _broadcast_to_shape, _inexact, _promote_float, _shape, _to_dtype,
+    astype, ravel)
 from ._shapes import _canon_axis
-from ._elementwise import _zero_like, add, exp, isclose, log, sqrt, subtract
+from ._elementwise import (
+    _zero_like, add, exp, isclose, log, maximum, minimum, multiply, sqrt, subtract)
+from ._elementwise import where as _where
 
 
 # ---------------------------------------------------------------------------
@@ -27,88 +30,136 @@ def _keep(out, x_shape, axes, keepdims):
     return sh.reshape(out, new_sizes=shape)
 
 
-def _reduction(prim_bind, upcast_bool=True):
-    def f(a, axis=None, dtype=None, keepdims=False, where=None):
+def _promote_integers(x):
+    """x for sum/prod: bool and integers narrower than the default integer become it (int32,
+    or int64 under jax_enable_x64; unsigned ones the default unsigned), as jax.numpy's
+    promote_integers=True."""
+    dt = _np.dtype(x.dtype)
+    if dt.kind == "b" or (dt.kind in "iu" and dt.itemsize < _DEFAULT["i"].itemsize):
+        return astype(x, _DEFAULT["u"] if dt.kind == "u" else _DEFAULT["i"])
+    return x
+
+
+def _masked(x, where, fill):
+    """x with the elements where `where` is False replaced by fill (a reduction's where=)."""
+    if where is None:
+        return x
+    w = _to_dtype(_as_operand(where), _np.dtype(bool))
+    return _where(w, x, _np.asarray(fill, _np.dtype(x.dtype)))
+
+
+def _reduction(prim_bind, identity):
+    def f(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
+          promote_integers=True):
+        if out is not None:
+            raise NotImplementedError("the out argument of reductions is not supported "
+                                      "(arrays are immutable); use the returned value")
         x = _as_operand(a)
-        if where is not None:
-            raise NotImplementedError("the where= argument of reductions is not supported")
         if dtype is not None:
             x = astype(x, dtype)
-        elif upcast_bool and _np.dtype(x.dtype).kind == "b":
-            x = astype(x, _np.int32)
+        elif promote_integers:
+            x = _promote_integers(x)
         axes = _canon_axis(axis, len(_shape(x)))
-        out = prim_bind(x, axes=axes)
+        out = prim_bind(_masked(x, where, identity), axes=axes)
+        if initial is not None:                   # folded in: initial + sum, initial * prod
+            out = (add if identity == 0 else multiply)(out, initial)
         return _keep(out, _shape(x), axes, keepdims)
     return f
 
 
-sum = _reduction(red.reduce_sum)
-prod = _reduction(red.reduce_prod)
+sum = _reduction(red.reduce_sum, 0)
+prod = _reduction(red.reduce_prod, 1)
 
 
-def _minmax(prim_bind):
-    def f(a, axis=None, keepdims=False, initial=None, where=None):
+def _minmax(prim_bind, name):
+    def f(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+        if out is not None:
+            raise NotImplementedError(f"the out argument of {name} is not supported (arrays "
+                                      "are immutable); use the returned value")
         x = _as_operand(a)
         axes = _canon_axis(axis, len(_shape(x)))
-        for ax in axes:
-            if _shape(x)[ax] == 0:
-                raise ValueError("zero-size array to reduction operation which has no identity")
-        out = _keep(prim_bind(x, axes=axes), _shape(x), axes, keepdims)
-        return out
+        if where is not None:
+            if initial is None:
+                raise ValueError(f"reduction operation '{name}' does not have an identity, so "
+                                 "to use a where mask one has to specify 'initial'")
+            x = _masked(x, where, initial)
+        elif initial is None:
+            for ax in axes:
+                if _shape(x)[ax] == 0:
+                    raise ValueError("zero-size array to reduction operation "
+                                     f"{name} which has no identity")
+        out = prim_bind(x, axes=axes)
+        if initial is not None:
+            out = (maximum if name == "max" else minimum)(out, initial)
+            out = _to_dtype(out, _np.dtype(x.dtype))
+        return _keep(out, _shape(x), axes, keepdims)
     return f
 
 
-max = amax = _minmax(red.reduce_max)
-min = amin = _minmax(red.reduce_min)
+max = amax = _minmax(red.reduce_max, "max")
+min = amin = _minmax(red.reduce_min, "min")
 
 
-def all(a, axis=None, keepdims=False):
-    x = _to_dtype(_as_operand(a), _np.dtype(bool))
+def all(a, axis=None, out=None, keepdims=False, *, where=None):
+    x = _masked(_to_dtype(_as_operand(a), _np.dtype(bool)), where, True)
     return _keep(red.reduce_min(x, axes=_canon_axis(axis, len(_shape(x)))), _shape(x),
                  _canon_axis(axis, len(_shape(x))), keepdims)
 
 
-def any(a, axis=None, keepdims=False):
-    x = _to_dtype(_as_operand(a), _np.dtype(bool))
+def any(a, axis=None, out=None, keepdims=False, *, where=None):
+    x = _masked(_to_dtype(_as_operand(a), _np.dtype(bool)), where, False)
     return _keep(red.reduce_max(x, axes=_canon_axis(axis, len(_shape(x)))), _shape(x),
                  _canon_axis(axis, len(_shape(x))), keepdims)
 
 
-def mean(a, axis=None, dtype=None, keepdims=False):
+def _count(x, axes, where):
+    """The number of elements each reduction over axes sees (a constant, or an array of
+    x's dtype under where=)."""
+    if where is None:
+        return _np.asarray(math.prod([_shape(x)[i] for i in axes]), _np.dtype(x.dtype))
+    w = _to_dtype(_as_operand(where), _np.dtype(bool))
+    ones = _broadcast_to_shape(_np.ones((), _np.dtype(x.dtype)), _shape(x))
+    return red.reduce_sum(_masked(ones, w, 0), axes=axes)
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    """The mean over axis (of the elements where `where` is True); integer and bool input
+    gives float32 (float64 for 64-bit integers under jax_enable_x64), as jax.numpy."""
     x = _as_operand(a)
-    if dtype is not None:
-        x = astype(x, dtype)
-    elif _np.dtype(x.dtype).kind not in "fc":
-        x = astype(x, _np.float32)
+    x = astype(x, dtype) if dtype is not None else _to_dtype(x, _inexact(x.dtype))
     axes = _canon_axis(axis, len(_shape(x)))
-    n = math.prod([_shape(x)[i] for i in axes])
-    s = red.reduce_sum(x, axes=axes)
-    out = ew.div(s, _np.asarray(n, _np.dtype(x.dtype)))
+    s = red.reduce_sum(_masked(x, where, 0), axes=axes)
+    n = _count(x, axes, where)
+    out = ew.div(s, n if _shape(n) == _shape(s) else _broadcast_to_shape(n, _shape(s)))
     return _keep(out, _shape(x), axes, keepdims)
 
 
-def var(a, axis=None, dtype=None, ddof=0, keepdims=False):
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None):
     x = _as_operand(a)
-    if _np.dtype(x.dtype).kind not in "fc":
-        x = astype(x, _np.float32)
+    x = astype(x, dtype) if dtype is not None else _to_dtype(x, _inexact(x.dtype))
     axes = _canon_axis(axis, len(_shape(x)))
-    n = math.prod([_shape(x)[i] for i in axes])
-    centered = subtract(x, mean(x, axis=axes, keepdims=True))
+    centered = subtract(x, mean(x, axis=axes, keepdims=True, where=where))
     if _np.dtype(x.dtype).kind == "c":          # |x - mean|², real, as NumPy and JAX
         sq = ew.real(ew.mul(centered, ew.conj(centered)))
     else:
         sq = ew.mul(centered, centered)
-    ss = red.reduce_sum(sq, axes=axes)
-    out = ew.div(ss, _np.asarray(builtins.max(n - ddof, 0), ss.dtype))
+    ss = red.reduce_sum(_masked(sq, where, 0), axes=axes)
+    n = _count(sq, axes, where)
+    if where is None:
+        n = _np.asarray(builtins.max(int(n) - ddof, 0), ss.dtype)
+    else:
+        n = maximum(ew.sub(n, _np.asarray(ddof, ss.dtype)), _np.zeros((), ss.dtype))
+    out = ew.div(ss, n if _shape(n) == _shape(ss) else _broadcast_to_shape(n, _shape(ss)))
     return _keep(out, _shape(x), axes, keepdims)
 
 
-def std(a, axis=None, dtype=None, ddof=0, keepdims=False):
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None):
     """sqrt(var); over a single element (ddof 0) it is var itself, identically 0, so that its
     derivative is 0 there rather than sqrt's 0 * inf (JAX gives NaN; autograd and torch 0)."""
-    v = var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    v = var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, where=where)
     shape = _shape(_as_operand(a))
-    if ddof == 0 and math.prod([shape[i] for i in _canon_axis(axis, len(shape))]) == 1:
+    if where is None and ddof == 0 and \
+            math.prod([shape[i] for i in _canon_axis(axis, len(shape))]) == 1:
         return v
     return sqrt(v)
 
@@ -120,7 +171,7 @@ def _argreduce(prim_bind):
             x = ravel(x)
             axis = 0
         ax = _canon_axis(axis, len(_shape(x)))
-        out = prim_bind(x, axes=ax, index_dtype=_np.dtype(_np.int32))
+        out = prim_bind(x, axes=ax, index_dtype=_DEFAULT["i"])
         return _keep(out, _shape(x), ax, keepdims)
     return f
 
@@ -156,11 +207,11 @@ def argsort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False)
     """Indices that sort a along axis (stable; descending keeps equal elements in order)."""
     x, ax = _sort_operands(a, axis, kind, order, "argsort")
     shape = _shape(x)
-    index = sh.iota(dtype=_np.dtype(_np.int32), shape=shape, dimension=ax)
+    index = sh.iota(dtype=_DEFAULT["i"], shape=shape, dimension=ax)
     if not descending:
         return red.sort(x, index, dimension=ax, num_keys=1)[1]
     rev = red.sort(sh.rev(x, dimensions=(ax,)), index, dimension=ax, num_keys=1)[1]
-    return ew.sub(_np.int32(shape[ax] - 1), sh.rev(rev, dimensions=(ax,)))
+    return ew.sub(_np.asarray(shape[ax] - 1, _DEFAULT["i"]), sh.rev(rev, dimensions=(ax,)))
 
 
 def lexsort(keys, axis=-1):
@@ -170,7 +221,7 @@ def lexsort(keys, axis=-1):
         raise TypeError("lexsort: need at least one key")
     shape = _shape(ks[0])
     ax = _canon_axis(axis, len(shape))[0]
-    index = sh.iota(dtype=_np.dtype(_np.int32), shape=shape, dimension=ax)
+    index = sh.iota(dtype=_DEFAULT["i"], shape=shape, dimension=ax)
     return red.sort(*reversed(ks), index, dimension=ax, num_keys=len(ks))[-1]
 
 
@@ -181,7 +232,7 @@ def cumsum(a, axis=None, dtype=None):
     if dtype is not None:
         x = astype(x, dtype)
     elif _np.dtype(x.dtype).kind == "b":
-        x = astype(x, _np.int32)
+        x = astype(x, _DEFAULT["i"])
     return red.cumsum(x, axis=_canon_axis(axis, len(_shape(x)))[0], reverse=False)
 
 
@@ -192,6 +243,8 @@ def cumprod(a, axis=None, dtype=None):
         x, axis = ravel(x), 0
     if dtype is not None:
         x = astype(x, dtype)
+    elif _np.dtype(x.dtype).kind == "b":
+        x = astype(x, _DEFAULT["i"])
     ax = _canon_axis(axis, len(_shape(x)))[0]
     n = _shape(x)[ax]
     one = _np.ones((), _np.dtype(x.dtype))

@@ -10,10 +10,11 @@ import numpy as _np
 from .. import core
 from ..core import is_python_scalar, to_concrete
 from functrans.primitives import elementwise as ew
+from functrans.primitives import indexing as ix
 from functrans.primitives import shape as sh
 from ._promotion import (
-    _as_operand, _broadcast_to_shape, _shape, _to_dtype, astype, broadcast_shapes, concatenate,
-    expand_dims, reshape)
+    _DEFAULT, _as_operand, _axis, _broadcast_to_shape, _shape, _to_dtype, astype,
+    broadcast_shapes, concatenate, expand_dims, reshape)
 
 
 # ---------------------------------------------------------------------------
@@ -27,7 +28,7 @@ def _canon_axis(axis, ndim):
     for a in axes:
         a = int(a)
         if not -ndim <= a < builtins.max(ndim, 1):
-            raise core.ShapeError(f"axis {a} is out of bounds for array of dimension {ndim}")
+            raise core.AxisError(f"axis {a} is out of bounds for array of dimension {ndim}")
         out.append(a % ndim if ndim else 0)
     return tuple(sorted(set(out)))
 
@@ -48,7 +49,11 @@ def size(a, axis=None):
 def transpose(a, axes=None):
     x = _as_operand(a)
     nd = len(_shape(x))
-    perm = tuple(reversed(range(nd))) if axes is None else tuple(int(p) % nd for p in axes)
+    perm = tuple(reversed(range(nd))) if axes is None else tuple(
+        _axis(p, nd, "transpose") for p in axes)
+    if len(perm) != nd or len(set(perm)) != nd:
+        raise ValueError(f"transpose: axes {tuple(axes)} are not a permutation of the {nd} "
+                         "axes")
     if perm == tuple(range(nd)):
         return x
     return sh.transpose(x, permutation=perm)
@@ -57,14 +62,19 @@ def transpose(a, axes=None):
 def swapaxes(a, axis1, axis2):
     nd = ndim(a)
     perm = list(range(nd))
-    perm[axis1 % nd], perm[axis2 % nd] = perm[axis2 % nd], perm[axis1 % nd]
+    a1, a2 = _axis(axis1, nd, "swapaxes"), _axis(axis2, nd, "swapaxes")
+    perm[a1], perm[a2] = perm[a2], perm[a1]
     return transpose(a, perm)
 
 
 def moveaxis(a, source, destination):
     nd = ndim(a)
-    src = [s % nd for s in ((source,) if isinstance(source, int) else source)]
-    dst = [d % nd for d in ((destination,) if isinstance(destination, int) else destination)]
+    src = [_axis(s, nd, "moveaxis") for s in ((source,) if isinstance(source, int) else source)]
+    dst = [_axis(d, nd, "moveaxis")
+           for d in ((destination,) if isinstance(destination, int) else destination)]
+    if len(src) != len(dst):
+        raise ValueError("moveaxis: source and destination must have the same number of "
+                         "elements")
     perm = [i for i in range(nd) if i not in src]
     for d, s in sorted(zip(dst, src)):
         perm.insert(d, s)
@@ -113,11 +123,21 @@ def broadcast_arrays(*args):
     return [_broadcast_to_shape(_as_operand(a), s) for a in args]
 
 
+def _each(f):
+    """f of one array, or a list of f of each when given several (NumPy's atleast_*d)."""
+    def g(*arys):
+        return f(arys[0]) if len(arys) == 1 else [f(a) for a in arys]
+    g.__name__, g.__doc__ = f.__name__, f.__doc__
+    return g
+
+
+@_each
 def atleast_1d(x):
     x = _as_operand(x)
     return reshape(x, (1,)) if ndim(x) == 0 else x
 
 
+@_each
 def atleast_2d(x):
     x = atleast_1d(x)
     return expand_dims(x, 0) if ndim(x) == 1 else x
@@ -158,7 +178,7 @@ def array_split(a, sections, axis=0):
 
 def _slice_axis(x, axis, lo, hi):
     s = _shape(x)
-    axis %= len(s)
+    axis = _axis(axis, len(s))
     lo, hi = builtins.min(builtins.max(lo, 0), s[axis]), builtins.min(builtins.max(hi, 0), s[axis])
     hi = builtins.max(lo, hi)
     start = [0] * len(s)
@@ -180,10 +200,34 @@ def flipud(a):
     return flip(a, 0)
 
 
+_PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+
+
+def _pad_index(mode, n, lo, hi):
+    """The source position along an axis of length n of each position of the padded axis
+    (lo before, hi after) for an index-based pad mode (NumPy's definitions)."""
+    i = _np.arange(-lo, n + hi)
+    if mode == "edge":
+        return _np.clip(i, 0, n - 1)
+    if mode == "wrap":
+        return i % n
+    if mode == "reflect":                       # mirrored about the edge elements
+        if n == 1:
+            return _np.zeros_like(i)
+        m = i % (2 * (n - 1))
+        return _np.where(m < n, m, 2 * (n - 1) - m)
+    m = i % (2 * n)                             # symmetric: mirrored with the edges repeated
+    return _np.where(m < n, m, 2 * n - 1 - m)
+
+
 def pad(array, pad_width, mode="constant", constant_values=0):
+    """array padded by pad_width ((before, after) per axis, NumPy's broadcasting): with
+    constant_values ("constant"), or copies of its own elements ("edge", "reflect",
+    "symmetric", "wrap": a gather, so differentiable)."""
     x = _as_operand(array)
-    if mode != "constant":
-        raise NotImplementedError(f"pad mode {mode!r} is not supported (only 'constant')")
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"pad mode {mode!r} is not supported (supported: "
+                                  f"{', '.join(_PAD_MODES)})")
     nd = len(_shape(x))
     try:                                    # NumPy's rule: pad_width broadcasts to (ndim, 2)
         pw = _np.broadcast_to(_np.asarray(pad_width, dtype=_np.int64), (nd, 2))
@@ -193,6 +237,17 @@ def pad(array, pad_width, mode="constant", constant_values=0):
                          "((before, after),) or one (before, after) per axis") from None
     if (pw < 0).any():
         raise ValueError(f"pad: negative pad_width {pad_width!r}; use slicing to crop")
+    if mode != "constant":
+        for d, (lo, hi) in enumerate(pw):
+            if lo or hi:
+                if _shape(x)[d] == 0:
+                    raise ValueError(f"pad: can't extend empty axis {d} using modes other "
+                                     "than 'constant'")
+                idx = _pad_index(mode, _shape(x)[d], int(lo), int(hi))
+                perm = (d,) + tuple(i for i in range(nd) if i != d)    # a gather on axis d
+                g = ix.gather(transpose(x, perm), idx.astype(_np.int32).reshape(-1, 1))
+                x = transpose(g, tuple(int(i) for i in _np.argsort(perm)))
+        return x
     cv = _to_dtype(constant_values, _np.dtype(x.dtype)) if is_python_scalar(constant_values) \
         else astype(constant_values, x.dtype)
     return sh.pad(x, cv, padding_config=tuple((int(lo), int(hi), 0) for lo, hi in pw))
@@ -212,22 +267,22 @@ def tile(a, reps):
 
 
 def nonzero(a):
+    """The indices of the nonzero elements of a concrete array, one array per axis (the
+    number of them depends on the values; fnp.nonzero takes size= for traced ones)."""
     c = to_concrete(a)
     if c is None:
         raise core.ConcretizationTypeError(
-            f"nonzero/argwhere/boolean masks need a concrete array, but got the traced value "
-            f"{a.aval.str_short()}: the size of the result depends on the values. Use "
-            "fnp.where(mask, x, y) to choose elementwise instead.")
-    return tuple(i.astype(_np.int32) for i in _np.nonzero(_np.asarray(c)))
-
-
-def argwhere(a):
-    return _np.stack(nonzero(a), axis=-1)
+            f"nonzero/argwhere/boolean masks need a concrete array, but got the traced "
+            f"value {a.aval.str_short()}: the size of the result depends on the values. "
+            "Pass size= to fnp.nonzero/argwhere (the result padded or cut to that length), "
+            "or use fnp.where(mask, x, y) to choose elementwise instead.")
+    return tuple(i.astype(_DEFAULT["i"]) for i in _np.nonzero(_np.asarray(c)))
 
 
 # ---------------------------------------------------------------------------
 # more of NumPy's shape functions, as slices, concatenations and reshapes
 
+@_each
 def atleast_3d(x):
     """(1, 1, 1) for a scalar, (1, N, 1) for a vector, (M, N, 1) for a matrix."""
     x = _as_operand(x)
@@ -253,7 +308,8 @@ def roll(a, shift, axis=None):
     if len(shifts) != len(axes):
         raise ValueError("'shift' and 'axis' should be scalars or 1D sequences")
     for s, ax in zip(shifts, axes):
-        n = _shape(x)[ax % len(_shape(x))]
+        ax = _axis(ax, len(_shape(x)), "roll")
+        n = _shape(x)[ax]
         k = s % n if n else 0
         if k:
             x = concatenate([_slice_axis(x, ax, n - k, n), _slice_axis(x, ax, 0, n - k)], ax)
@@ -264,7 +320,9 @@ def rot90(m, k=1, axes=(0, 1)):
     """m rotated by 90 degrees k times in the plane of axes (from the first toward the second)."""
     x = _as_operand(m)
     nd = ndim(x)
-    a0, a1 = axes[0] % nd, axes[1] % nd
+    if len(axes) != 2:
+        raise ValueError("rot90: len(axes) must be 2")
+    a0, a1 = _axis(axes[0], nd, "rot90"), _axis(axes[1], nd, "rot90")
     if a0 == a1:
         raise ValueError("Axes must be different.")
     k %= 4
@@ -316,7 +374,9 @@ def append(arr, values, axis=None):
 def diff(a, n=1, axis=-1, prepend=None, append=None):
     """The n-th discrete difference along axis (not_equal for booleans, as NumPy)."""
     x = _as_operand(a)
-    axis %= builtins.max(ndim(x), 1)
+    if ndim(x) == 0:
+        raise ValueError("diff requires input that is at least one dimensional")
+    axis = _axis(axis, ndim(x), "diff")
     parts = []
     for v in (prepend, x, append):
         if v is None:

@@ -291,7 +291,7 @@ def rnn_step_facade(params, optimizer, xs, y):
     step."""
     wx, wh, b = params
     optimizer.zero_grad()
-    h = ft.zeros(xs.shape[1], wh.shape[0])
+    h = ft.zeros(xs.shape[1], wh.shape[0], dtype=wh.dtype)
     for t in range(xs.shape[0]):
         h = ft.tanh(xs[t] @ wx + h @ wh + b)
     loss = ((h - y) ** 2).mean()

@@ -8,7 +8,6 @@ The primitives' own `bind` takes operands positionally and parameters by keyword
 from __future__ import annotations
 
 import builtins as _builtins
-import functools as _functools
 
 import numpy as np
 
@@ -22,7 +21,6 @@ from functrans.primitives.misc import stop_gradient as _stop_gradient
 from . import tree_util as _tu
 from .batching import vmap as _vmap
 from .control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: F401
-from .core import ShapeError as _ShapeError
 from .core import canonicalize as _canonicalize
 from .core import check_dtype as _check_dtype
 from .core import get_aval as _aval
@@ -50,18 +48,6 @@ def _scalars(*xs):
     return xs
 
 
-class LaxShapeError(_ShapeError, TypeError):
-    """A shape error from an ft.lax function: a ShapeError (ValueError, as jax.numpy's
-    shape errors are) and a TypeError, as jax.lax's shape rules raise."""
-
-
-def _lax_error(e):
-    """e, or for a ShapeError that is not a TypeError the same as a LaxShapeError."""
-    if isinstance(e, TypeError):
-        return e
-    return LaxShapeError(str(e)).with_traceback(e.__traceback__)
-
-
 def _elementwise(name, nargs):
     # written out per arity (the eager path: no *args packing, no extra call)
     bind = getattr(_ew, name)
@@ -69,31 +55,21 @@ def _elementwise(name, nargs):
         def f(x, *, accuracy=None):
             if type(x) in _PY_SCALARS:
                 x = _canonicalize(x)
-            try:
-                return bind(x)
-            except _ShapeError as e:
-                raise _lax_error(e) from None
+            return bind(x)
     elif nargs == 1:
         def f(x):
             if type(x) in _PY_SCALARS:
                 x = _canonicalize(x)
-            try:
-                return bind(x)
-            except _ShapeError as e:
-                raise _lax_error(e) from None
+            return bind(x)
     else:
         def f(x, y):
             if type(x) in _PY_SCALARS and type(y) in _PY_SCALARS:
                 x, y = _canonicalize(x), _canonicalize(y)
-            try:
-                return bind(x, y)
-            except _ShapeError as e:
-                raise _lax_error(e) from None
+            return bind(x, y)
     f.__name__ = f.__qualname__ = name
     f.__module__ = __name__
     f.__doc__ = (f"jax.lax.{name}: the `{name}` primitive, elementwise on operands of equal "
                  "shapes and dtypes (rank-0 operands broadcast).")
-    f._lax_errors = True
     return f
 
 
@@ -335,24 +311,3 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (jax.lax's name)
     if len(pieces) == 1:
         return pieces[0]
     return _tu.tree_map(lambda a, b: _sh.concatenate(a, b, dimension=0), *pieces)
-
-
-# ---------------------------------------------------------------------------------------
-# errors: jax.lax's shape rules raise TypeError; functrans' ShapeError is a ValueError (as
-# jax.numpy's are). The functions above raise LaxShapeError, which is both (the elementwise
-# ones convert it themselves).
-def _with_lax_errors(f):
-    @_functools.wraps(f)
-    def g(*args, **kwargs):
-        try:
-            return f(*args, **kwargs)
-        except _ShapeError as e:
-            raise _lax_error(e) from None
-    return g
-
-
-for _name in [n for n, v in list(globals().items()) if not n.startswith("_")
-              and callable(v) and getattr(v, "__module__", None) == __name__
-              and not isinstance(v, type) and n != "map" and not hasattr(v, "_lax_errors")]:
-    globals()[_name] = _with_lax_errors(globals()[_name])
-del _name

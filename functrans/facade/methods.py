@@ -524,9 +524,8 @@ T.inner = lambda self, other: apply_fn("InnerBackward0", fnp.inner, (self, other
 
 def relu_fn(x):
     """torch's relu: 0 where x <= 0, else x, so NaN passes through (value NaN, derivative
-    1, as torch's threshold_backward); the derivative at 0 is 0."""
-    x = fnp.asarray(x)
-    return fnp.where(fnp.less_equal(x, 0), fnp.zeros((), x.dtype), x)
+    1, as torch's threshold_backward); the derivative at 0 is 0: the functional relu."""
+    return nnf.relu(x)
 
 
 def relu(self):

@@ -17,13 +17,12 @@ from functrans.primitives.misc import stop_gradient
 
 
 def relu(x):
-    """max(x, 0), with derivative 0 at 0 (as JAX and PyTorch); NaN stays NaN (as both), with
-    derivative 0."""
+    """max(x, 0), with derivative 0 at 0 (as JAX and PyTorch); NaN stays NaN (as both): x
+    where not x <= 0, else 0. The zero stays the select's second operand, its one-pass form
+    (x * mask; a zero first takes NumPy's where, 10x slower on a random mask). Its
+    derivative at NaN is 1, PyTorch's; JAX's is 0, which would take two more passes."""
     x = fnp.asarray(x)
-    zero = fnp.zeros((), x.dtype)
-    if np.dtype(x.dtype).kind == "f":
-        zero = fnp.where(fnp.isnan(x), stop_gradient(x), zero)
-    return fnp.where(fnp.greater(x, 0), x, zero)
+    return fnp.where(fnp.logical_not(fnp.less_equal(x, 0)), x, fnp.zeros((), x.dtype))
 
 
 def relu6(x):

@@ -12,7 +12,7 @@ from .. import numpy as fnp
 from ..numpy._linalg import pinv_tol, solve_matrices
 from . import dtypes as D
 from .creation import empty
-from .methods import matrix_norm_fn, vector_norm_fn
+from .reductions import matrix_norm_fn, vector_norm_fn
 from .tensor import Tensor, apply_fn, static
 
 INF = float("inf")

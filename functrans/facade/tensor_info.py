@@ -302,3 +302,13 @@ def to_array(data, dtype=None):
         arr = arr.astype(dtype, copy=False)
     check_dtype(arr.dtype, "a tensor")
     return arr
+
+
+def wrap_dim(dim, ndim):
+    """dim in [0, ndim) from torch's range [-ndim, ndim) (a 0-d tensor has dims -1 and 0),
+    or torch's IndexError."""
+    n = builtins.max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim % n

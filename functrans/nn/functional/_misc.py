@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ... import numpy as fnp
-from ...facade.methods import vector_norm_fn
+from ...facade.reductions import vector_norm_fn
 from ._dispatch import _call, _is_facade, _raw
 
 

@@ -278,13 +278,21 @@ def test_a_rank_that_dies_ends_the_job_and_is_named(tmp_path, how, says):
 
 
 def test_a_rank_killed_by_a_signal_fails_the_job_as_a_shell_would(tmp_path):
-    """Exit code 128 + the signal's number where the process manager said 0 (gforker)."""
+    """Exit code 128 + the signal's number where the process manager said 0 (gforker); the
+    killed rank's shared-memory segment does not stay behind in /dev/shm."""
+    before = _segments()
     proc, _, _ = launch(tmp_path, DIE.format(how="os.kill(os.getpid(), signal.SIGKILL)"), 2,
                         {"FUNCTRANS_COLLECTIVE_TIMEOUT": "3"}, LAUNCHER, ())
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode != 0, output
     if "signaled with Killed" in output:                 # gforker's report
         assert proc.returncode == 128 + signal.SIGKILL, output
+    assert not _segments() - before
+
+
+def _segments():
+    return {f for f in os.listdir("/dev/shm") if f.startswith("mpich_shm_")} \
+        if os.path.isdir("/dev/shm") else set()
 
 
 def _sockets_of(pids):

@@ -93,6 +93,7 @@ def launch(n, script, args=(), hosts=None, env=None, pm=None):
         if k == "PYTHONPATH" or k not in e:     # the user's own UCX/FI settings win
             e[k] = v
     e.update(env or {})
+    segments = _shm_segments()
     with tempfile.TemporaryDirectory(prefix="functrans-run-") as status:
         e[_STATUS_DIR] = status
         proc = subprocess.Popen(cmd, env=e, stderr=subprocess.PIPE)
@@ -110,7 +111,61 @@ def launch(n, script, args=(), hosts=None, env=None, pm=None):
         if rc == 0 and failed:
             culprits = [r for r in failed if signals.get(r) != _TEARDOWN] or failed
             rc = 128 + _signal_number(signals[culprits[0]]) if culprits[0] in signals else 1
+    if rc != 0 and not hosts:
+        _remove_abandoned_segments(_shm_segments() - segments)
     return rc
+
+
+SHM = "/dev/shm"
+
+
+def _shm_segments():
+    """The names of MPICH's shared-memory segment files now in /dev/shm."""
+    try:
+        return {f for f in os.listdir(SHM) if f.startswith("mpich_shm_")}
+    except OSError:
+        return set()
+
+
+def _remove_abandoned_segments(new):
+    """After a failed local job: the segments that appeared while it ran, that this user
+    owns and that no live process has mapped or open, are removed (a rank killed before
+    MPICH unlinks its segment leaves 2 MB in /dev/shm for every failed job). Another job's
+    segment in use is never touched."""
+    paths = {os.path.join(SHM, f) for f in new}
+    paths = {p for p in paths if _owned(p)}
+    if paths:
+        for p in paths - _in_use(paths):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+
+
+def _owned(path):
+    try:
+        return os.stat(path).st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def _in_use(paths):
+    """The paths among `paths` that a live process has mapped or open (/proc)."""
+    used = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                used.update(p for line in f if SHM in line for p in paths if p in line)
+            fds = f"/proc/{pid}/fd"
+            for fd in os.listdir(fds):
+                link = os.readlink(os.path.join(fds, fd))
+                if link in paths:
+                    used.add(link)
+        except OSError:
+            continue
+    return used
 
 
 # MPICH gforker's report of a rank that ended by a signal: "[0]<rank>:Return code = <rc>,

@@ -21,7 +21,7 @@ from .core.config import config
 from .core.devices import block_until_ready, device_put, devices
 from .higher_order.collectives import pmap
 from .higher_order.custom import checkpoint, custom_jvp, custom_vjp, remat
-from .higher_order.jit import RetraceWarning, jit, jit_stats
+from .higher_order.jit import RetraceWarning, disable_jit, jit, jit_stats
 from .batching import vmap
 from .primitives.misc import stop_gradient as _stop_gradient
 from .runtime import eval_jaxpr

@@ -284,6 +284,71 @@ def dynamic_update_slice(operand, update, start_indices):
     return _ix.dynamic_update_slice(operand, update, *_starts(operand, start_indices))
 
 
+def slice_in_dim(operand, start_index, limit_index, stride=1, axis=0):
+    """operand[start:limit:stride] along one axis (None: the axis' ends; negative indices
+    count from its end), as jax.lax.slice_in_dim."""
+    shape = _aval(operand).shape
+    axis = int(axis) % len(shape)
+    n = shape[axis]
+    start = 0 if start_index is None else int(start_index)
+    limit = n if limit_index is None else int(limit_index)
+    starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
+    starts[axis] = start + n if start < 0 else start
+    limits[axis] = limit + n if limit < 0 else limit
+    strides[axis] = int(stride)
+    return slice(operand, starts, limits, strides)
+
+
+def index_in_dim(operand, index, axis=0, keepdims=True):
+    """The slice at a static index along one axis (negative counts from the end), kept as
+    an axis of size 1 unless keepdims=False, as jax.lax.index_in_dim."""
+    shape = _aval(operand).shape
+    axis, index = int(axis) % len(shape), int(index)
+    wrapped = index + shape[axis] if index < 0 else index
+    if not 0 <= wrapped < shape[axis]:
+        raise IndexError(f"index {index} is out of bounds for axis {axis} with size "
+                         f"{shape[axis]}")
+    out = slice_in_dim(operand, wrapped, wrapped + 1, 1, axis)
+    return out if keepdims else squeeze(out, (axis,))
+
+
+def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0):
+    """dynamic_slice along one axis: slice_size elements from a traced start (clamped so
+    the slice fits), the other axes whole, as jax.lax.dynamic_slice_in_dim."""
+    shape = _aval(operand).shape
+    axis = int(axis) % len(shape)
+    starts, sizes = [0] * len(shape), list(shape)
+    starts[axis], sizes[axis] = start_index, int(slice_size)
+    return dynamic_slice(operand, starts, sizes)
+
+
+def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
+    """The slice at a traced index along one axis (clamped), kept as an axis of size 1
+    unless keepdims=False, as jax.lax.dynamic_index_in_dim."""
+    axis = int(axis) % _aval(operand).ndim
+    out = dynamic_slice_in_dim(operand, index, 1, axis)
+    return out if keepdims else squeeze(out, (axis,))
+
+
+def dynamic_update_slice_in_dim(operand, update, start_index, axis):
+    """dynamic_update_slice with a traced start along one axis (0 on the others), as
+    jax.lax.dynamic_update_slice_in_dim."""
+    ndim = _aval(operand).ndim
+    starts = [0] * ndim
+    starts[int(axis) % ndim] = start_index
+    return dynamic_update_slice(operand, update, starts)
+
+
+def dynamic_update_index_in_dim(operand, update, index, axis):
+    """operand with update written at a traced index along one axis (update may lack that
+    axis), as jax.lax.dynamic_update_index_in_dim."""
+    ndim = _aval(operand).ndim
+    axis = int(axis) % ndim
+    if _aval(update).ndim == ndim - 1:
+        update = expand_dims(update, (axis,))
+    return dynamic_update_slice_in_dim(operand, update, index, axis)
+
+
 def map(f, xs, *, batch_size=None):  # noqa: A001  (jax.lax's name)
     """f over the leading axis of xs, one element at a time (a scan); with batch_size,
     vmap(f) over chunks of that size, the remainder in one last vmap, as JAX."""

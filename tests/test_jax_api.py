@@ -497,3 +497,47 @@ def test_at_on_eager_values_is_spelled_fnp_at():
 def test_block_until_ready_returns_its_argument():
     tree = {"a": fnp.ones(3), "b": (np.zeros(2),)}
     assert ft.block_until_ready(tree) is tree
+
+
+def test_disable_jit_runs_the_python_eagerly_and_leaves_the_cache_alone():
+    seen = []
+
+    @ft.jit
+    def f(x):
+        seen.append(type(x).__name__)
+        return x * 2
+
+    f(np.ones(2))
+    with ft.disable_jit():
+        np.testing.assert_array_equal(f(np.ones(2)), [2.0, 2.0])
+        with ft.disable_jit(False):
+            f(np.ones(3))                      # jit again: traced for the new shape
+    f(np.ones(2))                              # cached: not traced again
+    assert seen[0] != "ndarray" and seen[1] == "ndarray" and seen[2] != "ndarray"
+    assert len(seen) == 3
+
+
+def test_one_axis_slicing_helpers_match_numpy_indexing():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    lax = ft.lax
+    np.testing.assert_array_equal(lax.slice_in_dim(x, 1, None, 2, -1), x[..., 1::2])
+    np.testing.assert_array_equal(lax.index_in_dim(x, -1, 1, False), x[:, -1])
+    np.testing.assert_array_equal(lax.index_in_dim(x, 0, 2), x[:, :, :1])
+    with pytest.raises(IndexError, match="index 3 is out of bounds for axis 1 with size 3"):
+        lax.index_in_dim(x, 3, 1)
+    at = ft.jit(lambda i: lax.dynamic_slice_in_dim(x, i, 2, 2))
+    np.testing.assert_array_equal(at(np.int32(1)), x[:, :, 1:3])
+    np.testing.assert_array_equal(at(np.int32(3)), x[:, :, 2:4])      # clamped to fit
+    np.testing.assert_array_equal(lax.dynamic_index_in_dim(x, np.int32(-1), 0, False), x[-1])
+    want = x.copy()
+    want[:, 1] = 7.0
+    np.testing.assert_array_equal(
+        lax.dynamic_update_index_in_dim(x, np.full((2, 4), 7.0), np.int32(1), 1), want)
+    want = x.copy()
+    want[:, :, 2:] = 7.0
+    np.testing.assert_array_equal(
+        lax.dynamic_update_slice_in_dim(x, np.full((2, 3, 2), 7.0), 2, 2), want)
+    g = ft.grad(lambda v: fnp.sum(lax.dynamic_index_in_dim(v, 1, 0, False) ** 2))(x)
+    want = np.zeros_like(x)
+    want[1] = 2 * x[1]
+    np.testing.assert_array_equal(g, want)

@@ -369,6 +369,31 @@ _fun_caches: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _ndarray = np.ndarray
 
 
+class _JitSwitch(threading.local):
+    disabled = False
+
+
+_JIT = _JitSwitch()
+
+
+class disable_jit:  # noqa: N801  (jax's name)
+    """`with ft.disable_jit():` jitted functions called in the block (in this thread) run
+    their Python eagerly, op by op, as JAX's disable_jit: print() and a debugger see
+    concrete values, and the jit cache is neither read nor filled. `disable_jit(False)`
+    turns jit back on inside an outer block."""
+
+    def __init__(self, disable: bool = True):
+        self.disable = bool(disable)
+
+    def __enter__(self):
+        self.prev, _JIT.disabled = _JIT.disabled, self.disable
+        return self
+
+    def __exit__(self, *exc):
+        _JIT.disabled = self.prev
+        return False
+
+
 class JitFunction:
     """A function traced once per input signature and run as a compiled program."""
 
@@ -491,6 +516,8 @@ class JitFunction:
         return names
 
     def __call__(self, *args, **kwargs):
+        if _JIT.disabled:
+            return self.fun(*args, **kwargs)
         st = self._state
         if not kwargs and _thread_state.depth == 0:
             # fast path: every argument a NumPy array, a signature seen before

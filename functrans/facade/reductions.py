@@ -100,20 +100,22 @@ def _std_fn(x, axis, keepdims, ddof):
         (), v.dtype), v)))
 
 
-def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def _spread(name, fn, self, dim, unbiased, keepdim, correction):
+    """var or std (fn) with torch's arguments: floating tensors only; a bool in dim's place
+    is `unbiased` (x.var(False))."""
     _float_only("std and var only support floating point and complex dtypes", self)
     if isinstance(dim, builtins.bool):
         dim, unbiased = None, dim
-    return apply_fn("VarBackward0", _var_fn, (self,), static(
+    return apply_fn(name, fn, (self,), static(
         axis=_dims(dim, self.ndim), keepdims=keepdim, ddof=_correction(unbiased, correction)))
+
+
+def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return _spread("VarBackward0", _var_fn, self, dim, unbiased, keepdim, correction)
 
 
 def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    _float_only("std and var only support floating point and complex dtypes", self)
-    if isinstance(dim, builtins.bool):
-        dim, unbiased = None, dim
-    return apply_fn("StdBackward0", _std_fn, (self,), static(
-        axis=_dims(dim, self.ndim), keepdims=keepdim, ddof=_correction(unbiased, correction)))
+    return _spread("StdBackward0", _std_fn, self, dim, unbiased, keepdim, correction)
 
 
 MinMax = namedtuple("return_types", ["values", "indices"])

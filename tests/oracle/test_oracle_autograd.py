@@ -1448,19 +1448,7 @@ def function_once_differentiable(lib, x):
 
 def function_once_differentiable_saved(lib, x):
     """Only a saved tensor requires grad, the incoming gradient does not."""
-    class Cube(lib.autograd.Function):
-        @staticmethod
-        def forward(ctx, a):
-            ctx.save_for_backward(a)
-            return a ** 3
-
-        @staticmethod
-        @lib.autograd.function.once_differentiable
-        def backward(ctx, g):
-            (a,) = ctx.saved_tensors
-            return g * 3 * a ** 2
-
-    y = Cube.apply(x).sum()
+    y = _once_cube(lib).apply(x).sum()
     (g,) = lib.autograd.grad(y, x, create_graph=True)
     r = [g.requires_grad]
     g.sum().backward()
@@ -1468,19 +1456,7 @@ def function_once_differentiable_saved(lib, x):
 
 
 def function_once_differentiable_first(lib, x):
-    class Cube(lib.autograd.Function):
-        @staticmethod
-        def forward(ctx, a):
-            ctx.save_for_backward(a)
-            return a ** 3
-
-        @staticmethod
-        @lib.autograd.function.once_differentiable
-        def backward(ctx, g):
-            (a,) = ctx.saved_tensors
-            return g * 3 * a ** 2
-
-    Cube.apply(x).sum().backward()
+    _once_cube(lib).apply(x).sum().backward()
     return [x.grad]
 
 

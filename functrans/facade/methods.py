@@ -130,7 +130,13 @@ T.__pos__ = _pos
 def _binop(op, reverse=False):
     def f(self, other):
         return binary(self, other, op, reverse)
-    return f
+
+    def sub(self, other):           # `-` refuses bool operands (torch), checked inline: hot
+        if self._data.dtype.kind == "b" or (isinstance(other, Tensor)
+                                            and other._data.dtype.kind == "b"):
+            raise _sub_error(self, other)
+        return binary(self, other, op, reverse)
+    return sub if op is SUB else f
 
 
 T.__add__ = T.__radd__ = _binop(ADD)
@@ -845,7 +851,7 @@ for _names, _refused, _error in [
         (("neg", "negative", "__neg__"), _is_bool, lambda s, o=None: RuntimeError(_NEG_BOOL)),
         (("relu",), _is_bool,
          lambda s, o=None: RuntimeError("Boolean inputs not supported for relu")),
-        (("sub", "subtract", "__sub__", "__rsub__"), _sub_refused, _sub_error)]:
+        (("sub", "subtract"), _sub_refused, _sub_error)]:
     for _n in _names:
         setattr(T, _n, _refuse(getattr(T, _n), _refused, _error))
 

@@ -508,17 +508,6 @@ def unary(a, op):
     return t
 
 
-def _scalar_as(dt, v):
-    """The Python number v as a dtype dt scalar; an integer out of dt's range wraps as in
-    torch (int8 + 1000), where NumPy 2 raises OverflowError."""
-    try:
-        return dt.type(v)
-    except OverflowError:
-        if dt.kind not in "iu":
-            raise
-        return np.array(v).astype(dt)[()]
-
-
 def check_broadcast(sa, sb):
     """Raise torch's RuntimeError when shapes sa and sb (of the left and right operands) do
     not broadcast: checked from the last dimension, as torch's infer_size does, so the
@@ -569,7 +558,12 @@ def binary(a, b, op, reverse=False):
     if x.dtype != dt:
         x = x.astype(dt)
     if tb in _PYSCALARS or tb is complex:
-        y0 = y = _scalar_as(dt, y)
+        try:
+            y0 = y = dt.type(y)
+        except OverflowError:       # NumPy 2 refuses int8 + 1000; torch wraps the integer
+            if dt.kind not in "iu":
+                raise
+            y0 = y = np.array(y).astype(dt)[()]
     else:
         y0 = y
         if y.dtype != dt:

@@ -23,13 +23,12 @@ import numpy as np
 
 from . import passes
 from .backends import cpu, cuda
-from .backends.memory import BUDGET
+from .backends.memory import BUDGET, DERIVED, EQN_BYTES
 from .core import (ClosedJaxpr, Jaxpr, Literal, _thread_state, array_module, eval_impls,
                    has_tracer, structure_key)
 from .core import eval_jaxpr as bind_jaxpr
 
 HOT_RUNS = 8                    # runs on NumPy arrays before a program is lowered
-_PROGRAMS_SIZE = 1024           # program structures kept (the cache is cleared past it)
 
 # ---------------------------------------------------------------------------
 # running programs
@@ -95,19 +94,17 @@ class _Program:
         self.straight, self.hot, self.runs = straight, None, 0
 
 
-_PROGRAMS: dict = {}
-
-
 def _program_of(jaxpr: Jaxpr) -> _Program:
-    key = structure_key(jaxpr)
+    """The compiled forms of jaxpr's structure, kept in the one cache of derived things
+    (backends/memory.DERIVED), shared by equal jaxprs."""
+    key = ("program", structure_key(jaxpr))
     try:
-        prog = _PROGRAMS.get(key)
+        prog = DERIVED.get(key)
     except TypeError:                   # an unhashable param: not shared
         return _Program(straight_line(jaxpr))
     if prog is None:
-        if len(_PROGRAMS) >= _PROGRAMS_SIZE:
-            _PROGRAMS.clear()
-        prog = _PROGRAMS[key] = _Program(straight_line(jaxpr))
+        prog = DERIVED.put(key, _Program(straight_line(jaxpr)),
+                           EQN_BYTES * (len(jaxpr.eqns) + 1))
     return prog
 
 

@@ -10,11 +10,10 @@ With tracer operands (or for effects) the wrapped rule is the rule itself."""
 from __future__ import annotations
 
 from .core import Zero, array_module, get_aval, has_tracer
+from .backends.memory import DERIVED, EQN_BYTES
 from .runtime import straight_line
 from .tracing import trace_to_jaxpr
 
-_cache: dict = {}
-_MAX_ENTRIES = 4096
 _wrapped: dict = {}     # (kind, primitive) -> (its rule, the wrapped rule)
 
 
@@ -30,15 +29,20 @@ def lookup(key, rule):
     """The staged form of `rule` (a function of a list of operands returning
     (flat outputs, aux)) for a `signature` key: (run, aux), or False if it cannot be
     staged."""
+    key = ("staged rule", key)
     try:
-        entry = _cache.get(key)
+        entry = DERIVED.get(key)
     except TypeError:                   # params that are not hashable
         return False
     if entry is None:
-        if len(_cache) >= _MAX_ENTRIES:
-            _cache.clear()
-        entry = _cache[key] = _stage(rule, list(key[2]))
+        entry, n_eqns = _stage(rule, list(key[1][2]))
+        DERIVED.put(key, entry, EQN_BYTES * (n_eqns + 1))
     return entry
+
+
+def staged(key):
+    """The staged entry of a `signature` key, if one is cached (tests)."""
+    return DERIVED.get(("staged rule", key))
 
 
 def call(entry, vals):
@@ -56,10 +60,10 @@ def _stage(rule, avals):
     try:
         jaxpr, consts = trace_to_jaxpr(flat, avals)
     except Exception:       # e.g. a rule that needs concrete values: keep running it as is
-        return False
+        return False, 0
     if consts:
-        return False
-    return straight_line(jaxpr), aux[0]
+        return False, 0
+    return (straight_line(jaxpr), aux[0]), len(jaxpr.eqns)
 
 
 def jvp_rule(prim):

@@ -20,7 +20,8 @@ from .batching import vmap
 from .core import FunctransError, Tracer, canonicalize, full_lower, get_aval
 from .primitives import elementwise as ew
 from .primitives.base import instantiate, zeros
-from .reverse import recorded_value, vjp_flat
+from .executor import vjp_flat
+from .reverse import recorded_value
 from .runtime import eval_jaxpr as run_jaxpr
 from .tracing import flatten_fun
 

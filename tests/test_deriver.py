@@ -3,7 +3,7 @@ the facade lowers its recorded graph into the same tape form vjp records."""
 import numpy as np
 
 import functrans as ft
-from functrans import reverse
+from functrans import executor, reverse
 from functrans.facade import engine, lower
 
 XV = np.array([0.1, 0.2, 0.3], np.float32)
@@ -21,6 +21,7 @@ def _spy(monkeypatch):
         got.append(d)
         return d
     monkeypatch.setattr(reverse, "derive", spy)
+    monkeypatch.setattr(executor, "derive", spy)
     monkeypatch.setattr(lower, "derive", spy)
     return got
 
@@ -30,7 +31,7 @@ def test_facade_lowers_into_the_core_deriver():
 
 
 def test_derive_counter_moves_for_vjp_and_for_backward():
-    reverse.clear_cache()
+    executor.clear_cache()
     engine.clear_cache()
     f = lambda x: ft.numpy.tanh(x) * x      # noqa: E731
     ft.vjp(f, np.arange(5.0))               # a new structure: interpreted per equation,
@@ -54,7 +55,7 @@ def test_derive_counter_moves_for_vjp_and_for_backward():
 
 def test_facade_graph_and_vjp_derive_identical_programs(monkeypatch):
     got = _spy(monkeypatch)
-    reverse.clear_cache()
+    executor.clear_cache()
     engine.clear_cache()
     f = lambda x, w: ft.numpy.sin(x) * w     # noqa: E731
     ft.vjp(f, XV, WV)                       # the first call is interpreted per equation

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import functrans as ft
 import functrans.numpy as fnp
-from functrans import core, reverse, runtime, staged_rules, tree_util
+from functrans import core, executor, runtime, staged_rules, tree_util
 from functrans.backends.memory import BUDGET
 from functrans.batching import apply_batch_rule
 from functrans.core import ShapedArray
@@ -155,7 +155,7 @@ def test_staged_rules_are_used_and_equal_the_rule():
             assert got_dim == want_dim, name
             _close(got, want, 0, name)
         key = staged_rules.signature(prim, params, vals, tuple(dims))
-        assert key is not None and staged_rules._cache.get(key), f"{name} was not staged"
+        assert key is not None and staged_rules.staged(key), f"{name} was not staged"
 
 
 def test_staged_multiple_results_rule():
@@ -498,7 +498,7 @@ def _mlp_params(dtype):
 def _any_hot():
     def hot(j):
         return j._compiled is not None and bool(j._compiled.hot)
-    return any(hot(d.backward.jaxpr) or hot(d.residual.jaxpr) for d in reverse._CACHE.values())
+    return any(hot(d.backward.jaxpr) or hot(d.residual.jaxpr) for d in executor.cached("vjp"))
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-6), (F64, 1e-12)])
@@ -920,7 +920,6 @@ def test_hot_facade_composites_match_numpy_and_keep_views():
     runs as a lowered program (after runtime.HOT_RUNS calls); view ops still share storage."""
     import sys
     import functrans.nn.functional as F
-    record = sys.modules["functrans.facade.record"]
     rng = np.random.default_rng(7)
     w = rng.standard_normal((5, 4))
     b = rng.standard_normal(5)
@@ -942,7 +941,7 @@ def test_hot_facade_composites_match_numpy_and_keep_views():
         np.testing.assert_allclose(tw.grad.numpy(), g.T @ x, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(tb.grad.numpy(), g.sum(0), rtol=1e-10, atol=1e-12)
     assert any(c.prog is not None and c.prog.jaxpr._compiled and c.prog.jaxpr._compiled.hot
-               for c in record._COMPOSITES.values()), "no composite was lowered"
+               for c in executor.cached("composite")), "no composite was lowered"
     t = ft.tensor(np.arange(6.0))
     for _ in range(runtime.HOT_RUNS + 4):
         v = t.view(2, 3)
@@ -1041,7 +1040,7 @@ def test_grad_through_scan_derives_once_and_stays_correct():
         fd = np.array([(loss_np(w + h * e, xs) - loss_np(w - h * e, xs)) / (2 * h)
                        for e in np.eye(3)])
         np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-8)
-        sizes.append(len(reverse._CACHE))
+        sizes.append(len(executor.cached("vjp")))
     assert sizes[-1] == sizes[1], "the gradient of the scan was derived again on later calls"
 
 
@@ -1056,5 +1055,5 @@ def test_hot_programs_respect_the_scratch_budget(monkeypatch):
     first = ft.grad(f)(x)
     for _ in range(runtime.HOT_RUNS + 3):
         np.testing.assert_allclose(ft.grad(f)(x), first, rtol=1e-12)
-    prog = reverse._CACHE[next(reversed(reverse._CACHE))].backward.jaxpr._compiled  # f's
+    prog = executor.cached("vjp")[-1].backward.jaxpr._compiled  # f's
     assert prog.runs >= runtime.HOT_RUNS and not prog.hot

@@ -21,7 +21,7 @@ LAYERS = [
     ("tracing and jaxpr passes", ["functrans.tracing", "functrans.passes"]),
     ("runtime and backends", ["functrans.runtime", "functrans.backends"]),
     ("transformations", ["functrans.ad", "functrans.batching", "functrans.staged_rules",
-                         "functrans.reverse"]),
+                         "functrans.reverse", "functrans.executor"]),
     ("higher-order primitives", ["functrans.higher_order"]),
     ("array API", ["functrans.transforms", "functrans.numpy", "functrans.contraction",
                    "functrans.lax", "functrans.control_flow", "functrans.random",

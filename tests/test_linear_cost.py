@@ -139,7 +139,7 @@ def facade_program_build():
         loss = y.sum()
 
         def build():
-            engine._CACHE.clear()
+            engine.clear_cache()
             ft.autograd.backward_jaxpr(loss)
         return build
     return _ratio(make)

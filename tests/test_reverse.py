@@ -3,7 +3,7 @@ import numpy as np
 
 import functrans as ft
 import functrans.numpy as fnp
-from functrans import reverse
+from functrans import executor
 from conftest import fd_grad
 
 
@@ -39,13 +39,13 @@ def test_params_are_part_of_the_structure():
 
 
 def test_residual_program_does_not_recompute_the_forward():
-    reverse.clear_cache()
+    executor.clear_cache()
     w = np.array([1.0, 2.0, 3.0])
     f = lambda x: fnp.sum(fnp.sin(x) * fnp.exp(x) * w)      # noqa: E731
     ft.grad(f)(np.ones(3))            # a new structure: interpreted equation by equation
-    assert not reverse._CACHE
+    assert not executor.cached("vjp")
     ft.grad(f)(np.ones(3))            # it repeats: its programs are derived
-    (derived,) = reverse._CACHE.values()
+    (derived,) = executor.cached("vjp")
     names = [e.primitive.name for e in derived.residual.jaxpr.eqns]
     assert "sin" not in names and "exp" not in names and "cos" in names
     ft.check_jaxpr(derived.residual.jaxpr)
@@ -140,11 +140,11 @@ def test_first_call_interpreted_and_repeated_call_derived_agree():
         b = fnp.sort(a * 2.0)[::-1] + fnp.exp(-x) * k
         return fnp.sum(b ** 2) + fnp.max(a * y)
     x, y, k = np.array([0.3, -0.7, 1.1]), np.array([1.5, 0.2, -0.4]), np.int64(3)
-    reverse.clear_cache()
+    executor.clear_cache()
     first = ft.grad(f, argnums=(0, 1))(x, y, k)
-    assert not reverse._CACHE
+    assert not executor.cached("vjp")
     second = ft.grad(f, argnums=(0, 1))(x, y, k)
-    assert len(reverse._CACHE) == 1
+    assert len(executor.cached("vjp")) == 1
     for a, b, arg in zip(first, second, (x, y)):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14)
     np.testing.assert_allclose(first[0], fd_grad(lambda v: f(v, y, k), x), rtol=1e-7)
@@ -156,7 +156,7 @@ def test_first_call_interpreted_and_repeated_call_derived_agree():
 
 def test_a_first_call_vjp_takes_traced_cotangents():
     """jacrev vmaps the vjp over cotangents: the first call then derives its programs."""
-    reverse.clear_cache()
+    executor.clear_cache()
     J = ft.jacrev(lambda x: fnp.sin(x) * x[::-1])(np.array([0.2, 0.5, 0.9]))
     x = np.array([0.2, 0.5, 0.9])
     want = np.diag(np.cos(x) * x[::-1]) + np.sin(x)[:, None] * np.eye(3)[::-1]

@@ -75,10 +75,10 @@ def test_program_cache_is_keyed_by_structure():
         runtime.run(a, x)
     prog = a.jaxpr._compiled
     assert prog is not None and prog.hot
-    n = len(runtime._PROGRAMS)
+    n = runtime.DERIVED.stats()["kinds"]["program"]
     runtime.run(b, x)
     runtime.run(b, x)
-    assert b.jaxpr._compiled is prog and len(runtime._PROGRAMS) == n
+    assert b.jaxpr._compiled is prog and runtime.DERIVED.stats()["kinds"]["program"] == n
     np.testing.assert_allclose(runtime.run(b, x)[0], runtime.run(a, x)[0])
     other = ft.make_jaxpr(f)(_rand(8, 3))       # another shape: another program
     runtime.run(other, _rand(8, 3))

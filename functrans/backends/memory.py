@@ -1,4 +1,5 @@
-"""One byte budget for the memory compiled programs hold between calls.
+"""The byte budgets: the memory compiled programs hold between calls, and the one cache of
+what the transformations derive (`DERIVED`, below).
 
 A CPU executable keeps persistent buffers (scratch arrays and the per-thread temporaries
 of its blocked groups). Every executable -- a jit signature, an ft.compile program, a hot
@@ -108,6 +109,141 @@ class ProgramMemory:
 
 
 BUDGET = ProgramMemory()
+
+
+DERIVED_LIMIT = 256 << 20      # bytes; set DERIVED.limit to change it
+EQN_BYTES = 1 << 10             # what one equation of a kept program costs, all forms counted
+
+
+class DerivedCache:
+    """The one cache of what the library derives from a structure and may derive again:
+    reverse-mode programs (ft.vjp's by tape structure, the facade's by graph structure,
+    per-equation ones for first sights), op signatures, the runtime's compiled straight-line
+    programs, staged rules, and the first-sight marks of structures seen once.
+
+    Keys are tuples whose first item names the kind. Each entry is charged its approximate
+    bytes (approx_bytes: keys included, since a graph structure's key grows with the
+    graph); past `limit` the least recently used entries go, and an entry's `on_evict`
+    callback removes it from the front table that answers its hits (a per-op dict on a hot
+    path, which does not reorder this one: a hot entry evicted by a burst of new
+    structures is derived again at its next miss). Lookups run without the lock: one
+    OrderedDict operation is atomic under the GIL."""
+
+    def __init__(self, limit=DERIVED_LIMIT):
+        self.limit = limit
+        self.held = 0
+        self.evictions = 0
+        self._lru: OrderedDict = OrderedDict()     # key -> (value, nbytes, on_evict)
+        self._lock = threading.RLock()
+
+    def get(self, key, default=None):
+        """The value under key, now the most recently used; default if absent. Raises
+        TypeError for an unhashable key (the caller then derives without caching)."""
+        hit = self._lru.get(key)
+        if hit is None:
+            return default
+        try:
+            self._lru.move_to_end(key)
+        except KeyError:                 # evicted by another thread just now
+            pass
+        return hit[0]
+
+    def put(self, key, value, nbytes=None, on_evict=None):
+        """Keep value under key, charged nbytes (approx_bytes(key, value) when None), and
+        evict the least recently used entries past the limit. Returns value."""
+        if nbytes is None:
+            nbytes = approx_bytes(key) + approx_bytes(value)
+        with self._lock:
+            old = self._lru.pop(key, None)
+            if old is not None:
+                self.held -= old[1]
+            self._lru[key] = (value, nbytes, on_evict)
+            self.held += nbytes
+            while self.held > self.limit and len(self._lru) > 1:
+                _, (_, n, cb) = self._lru.popitem(last=False)
+                self.held -= n
+                self.evictions += 1
+                if cb is not None:
+                    cb()
+        return value
+
+    def first_sight(self, key) -> bool:
+        """True the first time key is seen (it is then marked, charged the key's bytes):
+        the policy of running a structure's first reverse pass by cached per-equation
+        programs and deriving its whole program when it repeats."""
+        if self.get(key) is not None:
+            return False
+        self.put(key, True)
+        return True
+
+    def discard(self, key):
+        with self._lock:
+            old = self._lru.pop(key, None)
+            if old is not None:
+                self.held -= old[1]
+                if old[2] is not None:
+                    old[2]()
+
+    def clear(self, kind=None):
+        """Drop every entry (of one kind: keys whose first item is `kind`)."""
+        with self._lock:
+            for key in [k for k in self._lru if kind is None or k[0] == kind]:
+                self.discard(key)
+
+    def __len__(self):
+        return len(self._lru)
+
+    def stats(self):
+        """{'limit', 'held', 'entries', 'evictions', 'kinds': {kind: entries}}."""
+        with self._lock:
+            kinds = {}
+            for k in self._lru:
+                kinds[k[0]] = kinds.get(k[0], 0) + 1
+            return {"limit": self.limit, "held": self.held, "entries": len(self._lru),
+                    "evictions": self.evictions, "kinds": kinds}
+
+
+def approx_bytes(obj, depth=0):
+    """What obj keeps alive, roughly: containers by their length (nested ones walked a few
+    levels), arrays by their bytes, a jaxpr or program by its equations (EQN_BYTES each:
+    the equation, its straight-line code and compiled forms), anything else a pointer's
+    worth plus 64 bytes."""
+    t = type(obj)
+    if t is tuple or t is list:
+        n = 56 + 8 * len(obj)
+        if depth < 3:
+            for o in obj:
+                if type(o) in _WALKED:
+                    n += approx_bytes(o, depth + 1)
+        return n
+    if t is dict:
+        n = 64 + 100 * len(obj)
+        if depth < 3:
+            for o in obj.values():
+                if type(o) in _WALKED:
+                    n += approx_bytes(o, depth + 1)
+        return n
+    nbytes = getattr(obj, "nbytes", None)
+    if type(nbytes) is int:
+        return 112 + nbytes
+    sizer = getattr(obj, "approx_bytes", None)
+    if sizer is not None:
+        return sizer()
+    eqns = getattr(obj, "eqns", None)
+    if eqns is None:
+        inner = getattr(obj, "jaxpr", None)
+        eqns = getattr(inner, "eqns", None)
+        if eqns is not None:
+            return EQN_BYTES * (len(eqns) + 1) + sum(
+                getattr(c, "nbytes", 8) for c in getattr(obj, "consts", ()))
+        return 64
+    return EQN_BYTES * (len(eqns) + 1)
+
+
+_WALKED = (tuple, list, dict)
+
+
+DERIVED = DerivedCache()
 
 
 def glibc_version():

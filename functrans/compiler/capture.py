@@ -470,8 +470,8 @@ class _CaptureHooks:
             mask = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
             info = comp.infos.get((name, mask))
             if info is None:
-                info = comp.infos[(name, mask)] = info_for(
-                    (comp, name, mask), lambda: _composite_info(name, comp, mask))
+                info = info_for((comp, name, mask), lambda: _composite_info(name, comp, mask),
+                                comp.infos, (name, mask))
             make_node(info, args, vals, outs)
         _CaptureHooks.after_op(args, outs)
         return outs[0] if comp.out_tree is None else tuple(outs)

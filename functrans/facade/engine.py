@@ -13,8 +13,11 @@ An op signature's own backward program (`lower.analyze`) tells which slots its n
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
+from ..backends.memory import DERIVED, approx_bytes
 from ..core import (ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Tracer, Var, _thread_state,
                     array_module)
 from .. import passes
@@ -36,31 +39,28 @@ class Program:
     """A cached backward program: the compiled function, the keys of its value inputs,
     where to fetch them, the retained values it captures and the nodes it replays."""
     __slots__ = ("closed", "fn", "fused", "fetch", "captures", "keys", "replayed", "early",
-                 "saved_by")
+                 "saved_by", "token")
+    _tokens = itertools.count()
+
+    def approx_bytes(self):
+        """Its charge in DERIVED: the program's equations, constants and fetch table."""
+        return approx_bytes(self.closed) + 64 * sum(len(h) for h in self.fetch)
 
 
-_CACHE: dict = {}
 CACHE_STATS = {"hits": 0, "misses": 0}
-
-
-_SEEN: dict = {}          # program keys of structures run once, node by node
 
 
 def _program_key(structure, targets, root_keys, create_graph):
     parts, hooked, retained, _ = structure
-    return (parts, hooked, retained, tuple(targets), tuple(root_keys), bool(create_graph))
+    return ("backward", parts, hooked, retained, tuple(targets), tuple(root_keys),
+            bool(create_graph))
 
 
 def first_seen(key):
     """True the first time a backward of this structure runs (it is then interpreted node
     by node); later calls derive and cache its program. (Called on cache misses only: the
     key is a large tuple, hashed anew at each lookup.)"""
-    if key in _SEEN:
-        return False
-    if len(_SEEN) > 4096:
-        _SEEN.clear()
-    _SEEN[key] = True
-    return True
+    return DERIVED.first_sight(("backward seen", key))
 
 
 def get_program(nodes, pos, targets, root_keys, create_graph, structure=None, key=None):
@@ -69,7 +69,7 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None, ke
     parts, hooked, retained, fns = structure
     if key is None:
         key = _program_key(structure, targets, root_keys, create_graph)
-    prog = _CACHE.get(key)
+    prog = DERIVED.get(key)
     if prog is not None:
         CACHE_STATS["hits"] += 1
         return prog, hooked, fns
@@ -86,17 +86,16 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None, ke
     prog.fused = False
     if not create_graph:
         prog.fn, prog.fused = _program_fn(closed, spec)
-        # the variants that hand out leaf gradients early, by their saved inputs
+        # whether variants that hand out leaf gradients early (by their saved inputs) run
         # (_early_program; not across an ft.compile node, whose program is fused)
-        prog.early = None if prog.fused else {}
+        prog.early = None if prog.fused else True
     prog.saved_by = None
     prog.captures = list(spec.captures)
     prog.replayed = tuple(rn.pos for rn in spec.nodes)    # the nodes this backward executes
     index = _holder_index(spec)
     prog.fetch = [_holders(index, ks) for ks in keys]
-    if len(_CACHE) > 512:
-        _CACHE.clear()
-    _CACHE[key] = prog
+    prog.token = next(Program._tokens)
+    DERIVED.put(key, prog)
     return prog, hooked, fns
 
 
@@ -133,8 +132,9 @@ def _holders(index, keys):
 
 
 def clear_cache():
-    _CACHE.clear()
-    _SEEN.clear()
+    """Forget the backward programs and first sights (the op signatures stay)."""
+    for kind in ("backward", "backward seen", "early"):
+        DERIVED.clear(kind)
 
 
 # ---------------------------------------------------------------------------
@@ -196,7 +196,7 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
         early = _Early.of(targets, tkeys, uniq, deliver)
         dests = _destinations(targets, tkeys, uniq)
     key = _program_key(structure, uniq, root_keys, create_graph)
-    prog = None if anomaly else _CACHE.get(key)
+    prog = None if anomaly else DERIVED.get(key)
     if anomaly or (prog is None and not create_graph and not _thread_state.depth
                    and _on_cpu(root_cts) and first_seen(key)):
         outs, captures, replayed = run_node_by_node(nodes, pos, uniq, root_keys, root_cts,
@@ -325,12 +325,12 @@ def _early_program(prog, aliases):
     early(i, value) as soon as it is final and no later equation reads a saved value of
     its leaf, run through the runtime's tiers like prog (lowered once hot); aliases: (i,
     input positions of those saved values) per early output."""
-    fn = prog.early.get(aliases)
+    key = ("early", prog.token, aliases)
+    fn = DERIVED.get(key)
     if fn is None:
-        if len(prog.early) > 8:
-            prog.early.clear()
         jaxpr = _eager_order(prog.closed.jaxpr, aliases)
-        fn = prog.early[aliases] = concrete_program(ClosedJaxpr(jaxpr, prog.closed.consts))
+        fn = concrete_program(ClosedJaxpr(jaxpr, prog.closed.consts))
+        DERIVED.put(key, fn, approx_bytes(key) + approx_bytes(fn.closed))
     return fn
 
 

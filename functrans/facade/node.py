@@ -12,6 +12,7 @@ import sys
 import weakref
 from collections import OrderedDict
 
+from ..backends.memory import EQN_BYTES
 from ..core import Literal
 
 _seq = itertools.count()
@@ -68,6 +69,11 @@ class OpInfo:
         self.extra = None
         self.view = False
         self.plan = None
+
+    def approx_bytes(self):
+        """Its charge in DERIVED: its steps and its own backward program."""
+        n = len(self.steps) + (len(self.bwd.closed.jaxpr.eqns) if self.bwd is not None else 0)
+        return EQN_BYTES * (n + 1) + 64 * self.n_slots
 
     def __repr__(self):
         return f"OpInfo({self.name}, held={self.held})"

@@ -11,10 +11,12 @@ they compute are the ones backward reads.
 """
 from __future__ import annotations
 
+import functools
 import traceback
 
 import numpy as np
 
+from ..backends.memory import DERIVED, EQN_BYTES, approx_bytes
 from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer, Var
 from ..runtime import run as run_program
 from ..runtime import straight_line
@@ -102,16 +104,19 @@ def aval_of_value(v):
     return ShapedArray(np.shape(v), np.asarray(v).dtype if not hasattr(v, "dtype") else v.dtype)
 
 
-_SIGS: dict = {}
-
-
-def info_for(key, build):
-    """The OpInfo of a signature, building and analyzing it the first time."""
-    info = _SIGS.get(key)
+def info_for(key, build, front=None, fkey=None):
+    """The OpInfo of a signature (key), kept in DERIVED as ("op", key): built and analyzed
+    the first time. front: the caller's own table answering hits on its hot path
+    (front[fkey] = the info), from which DERIVED removes it when it evicts the entry."""
+    k = ("op", key)
+    info = DERIVED.get(k)
     if info is None:
         info = build()
         analyze(info)
-        _SIGS[key] = info
+        DERIVED.put(k, info, approx_bytes(key) + info.approx_bytes(),
+                    None if front is None else functools.partial(front.pop, fkey, None))
+    if front is not None:
+        front[fkey] = info
     return info
 
 
@@ -337,15 +342,13 @@ class Composite:
         return Jaxpr(constvars, var[:self.n_in], eqns, [var[s] for s in outs]), consts
 
 
-_COMPOSITES: dict = {}
-
-
-def composite_for(fn, static, in_avals):
-    """The Composite of fn on these avals (a separate cache from apply_fn's fast one)."""
-    key = ("avals", fn, static, tuple((a.shape, a.dtype, a.weak_type) for a in in_avals))
-    c = _COMPOSITES.get(key)
+def composite_for(key, fn, static, in_avals):
+    """The Composite of fn on these avals, kept in DERIVED as ("composite", key)."""
+    key = ("composite", key)
+    c = DERIVED.get(key)
     if c is None:
-        c = _COMPOSITES[key] = _trace_composite(fn, static, in_avals)
+        c = _trace_composite(fn, static, in_avals)
+        DERIVED.put(key, c, approx_bytes(key) + 2 * EQN_BYTES * (len(c.steps) + 1))
     return c
 
 

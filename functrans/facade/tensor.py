@@ -18,6 +18,7 @@ import weakref
 
 import numpy as np
 
+from ..backends.memory import DERIVED
 from ..core import FunctransError, ShapedArray, Tracer, _thread_state as _TS, array_module
 from ..tree_util import register_pytree_node
 from functrans.primitives import elementwise as ew
@@ -27,8 +28,8 @@ from . import capture_state
 from . import dtypes as D
 from . import grad_mode
 from .node import HookDict, OpInfo, add_hook
-from .record import (INFERENCE, _COMPOSITES, _trace_composite, elementwise_info, info_for,
-                     make_node, refresh_view, vc_of)
+from .record import (INFERENCE, composite_for, elementwise_info, info_for, make_node,
+                     refresh_view, vc_of)
 from .placement import _check_device, _on, device as _device, put
 from .tensor_info import Size, TensorInfo, _host, _ndarray, result_type, to_array
 from .tensor_info import NUMPY_GRAD_MSG, _Storage, _format  # noqa: F401  (names this module had)
@@ -478,7 +479,7 @@ class EOp:
         self.impl = functools.partial(prim.impl, **self.params) if params else prim.impl
         self.float_only = float_only
         self.differentiable = prim.differentiable
-        self.cache = {}          # signature -> OpInfo
+        self.cache = {}          # signature -> OpInfo (record.info_for's front table)
 
 
 def unary(a, op):
@@ -500,8 +501,9 @@ def unary(a, op):
         key = (x.shape, x.dtype)
         info = op.cache.get(key)
         if info is None:
-            info = op.cache[key] = info_for((op, key), lambda: elementwise_info(
-                op.name, op.prim, op.params, [ShapedArray(x.shape, x.dtype)], (True,), x.dtype))
+            info = info_for((op, key), lambda: elementwise_info(
+                op.name, op.prim, op.params, [ShapedArray(x.shape, x.dtype)], (True,), x.dtype),
+                op.cache, key)
         make_node(info, (a,), [x, out], (t,))
     if traced:
         h.after_op((a,), (t,))
@@ -591,9 +593,10 @@ def binary(a, b, op, reverse=False):
         if info is None:
             mask = (rb, ra) if reverse else (ra, rb)
             name = op.rname if reverse else op.name
-            info = op.cache[key] = info_for((op, key), lambda: elementwise_info(
+            info = info_for((op, key), lambda: elementwise_info(
                 name, op.prim, op.params, [ShapedArray(p.shape, p.dtype),
-                                           ShapedArray(q.shape, q.dtype)], mask, dt))
+                                           ShapedArray(q.shape, q.dtype)], mask, dt),
+                op.cache, key)
         n = info.n_slots
         if n == 3:
             vals = [p, q, out]
@@ -608,9 +611,6 @@ def binary(a, b, op, reverse=False):
 
 # ---------------------------------------------------------------------------
 # everything else: composite ops of primitive steps, traced once per signature
-
-_static_cache: dict = {}
-
 
 _SCALAR_DTYPES = {builtins.float: np.dtype(np.float64), builtins.int: np.dtype(np.int64),
                   builtins.bool: np.dtype(np.bool_), builtins.complex: np.dtype(np.complex128)}
@@ -647,10 +647,10 @@ def apply_fn(name, fn, args, static=(), view=False):
                 sig.append(d.dtype)
                 if type(d) is not _ndarray:
                     cpu = False
-    key = tuple(sig)
-    comp = _COMPOSITES.get(key)
+    key = ("composite", tuple(sig))
+    comp = DERIVED.get(key)
     if comp is None:
-        comp = _COMPOSITES[key] = _trace_composite(fn, static, _avals_of(args, arrays))
+        comp = composite_for(key[1], fn, static, _avals_of(args, arrays))
     if not cpu and any(isinstance(d, Tracer) for d in arrays):
         return traced_hooks().apply_composite(name, comp, args, arrays, view)
     vals = comp.evaluate(np if cpu else array_module(*arrays), arrays, view)
@@ -670,8 +670,8 @@ def apply_fn(name, fn, args, static=(), view=False):
         infos = comp.infos
         info = infos.get((name, mask))
         if info is None:
-            info = infos[(name, mask)] = info_for((comp, name, mask),
-                                                  lambda: _composite_info(name, comp, mask))
+            info = info_for((comp, name, mask), lambda: _composite_info(name, comp, mask),
+                            infos, (name, mask))
         make_node(info, args, vals, outs)
     if comp.out_tree is None:
         return outs[0]

@@ -1,0 +1,270 @@
+"""The executor of reverse mode: when to run what the deriver derives, and the one cache.
+
+`reverse.py` records tapes (RecordTrace) and derives programs from them (`derive`); this
+module owns the policy of running them, for `ft.vjp`/`ft.grad` and for the facade's
+`.backward()` alike:
+
+- first sight vs repeat: the first time a structure is seen, its reverse pass runs
+  equation by equation, each equation by its signature's cached program (`eqn_program`,
+  derived from the one-equation tape by the same deriver), so a structure that never
+  repeats pays no whole-program derivation; when it repeats, the whole tape is derived,
+  optimized and cached (`cached_derive`);
+- one cache for all of it, `backends.memory.DERIVED`: byte-counted, least recently used
+  first out, keyed by kind ("vjp", "vjp seen", "equation", and the facade's "backward",
+  "backward seen", "early", "op" entries);
+- what a caller gets back: fresh, writable gradients (`unaliased`).
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+
+from .ad import JVPTracer, is_float
+from .backends.memory import DERIVED, approx_bytes
+from .core import Zero, _thread_state, get_aval, has_tracer, new_main, trusted_eval
+from .reverse import (RecordTrace, _Tape, _input, _params_key, _rewrap, _same_key,
+                      _strippable_jvp, _strippable_vmap, _structure_key, derive,
+                      joined_program)
+from .runtime import gc_paused, run as run_program
+
+
+# user function -> (signature, the _Derived it used last); weak, so closures are not kept
+_HINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def _hint_get(hint):
+    if hint is None:
+        return None
+    fun, sig = hint
+    try:
+        last = _HINTS.get(fun)
+    except TypeError:               # not weak-referenceable
+        return None
+    return last[1] if last is not None and last[0] == sig else None
+
+
+def _hint_set(hint, derived):
+    if hint is None:
+        return
+    fun, sig = hint
+    try:
+        with _LOCK:
+            _HINTS[fun] = (sig, derived)
+    except TypeError:
+        pass
+
+
+def vjp_flat(f_flat, primals, hint=None, has_aux=False):
+    """(outputs, vjp) with vjp(cts) -> one cotangent per primal (zeros for integer ones).
+
+    `hint` = (user function, hashable signature) names the derived programs used last
+    time, so that recording holds only the values they read. has_aux: f_flat returns
+    values on the side (read them with `recorded_value`), so an outer jvp is not lifted
+    out (their tangents would be lost)."""
+    outer = None if has_aux else _strippable_jvp(primals)
+    vouter = _strippable_vmap(primals) if outer is None else None
+    expected = _hint_get(hint)
+    tape = _Tape(None if expected is None or outer is not None else expected.keep)
+    tape.batch = vouter
+    tape.fun = hint[0] if hint is not None else None
+    if outer is not None:        # jvp of vjp: record on the primals, add tangents after
+        tape.strip = outer.main
+        in_tangents = [p.tangent if isinstance(p, JVPTracer) else Zero(get_aval(p).strip_weak())
+                       for p in primals]
+        primals = [p.primal if isinstance(p, JVPTracer) else p for p in primals]
+    with new_main(RecordTrace, tape) as main:
+        trace = RecordTrace(main)
+        ins = [_input(trace, tape, p) for p in primals]
+        outs = [trace.full_raise(o) for o in f_flat(*ins)]
+        out_idx = [o.idx for o in outs]
+        outputs = [o.val for o in outs]
+        if vouter is not None:
+            outputs = [_rewrap(vouter, tape, i, v) for i, v in zip(out_idx, outputs)]
+    del ins, outs, trace
+    n_in = len(primals)
+    values = [tape.value(i) for i in range(len(tape.values))]
+    if vouter is not None:
+        values = [_rewrap(vouter, tape, i, v) for i, v in enumerate(values)]
+    available = [v is not None for v in values]
+    key = _structure_key(tape, n_in, out_idx)
+    if expected is not None and _same_key(expected.key, key):
+        derived = expected              # the usual case: comparing is cheaper than hashing
+    else:
+        try:
+            derived = DERIVED.get(("vjp", key))
+        except TypeError:               # an unhashable param: derive without caching
+            derived = key = None
+    if derived is not None and not all([available[i] for i in derived.value_idx]):
+        derived = None             # the structure changed and a value it reads is gone
+        key = None
+    if derived is None and key is not None and outer is None and vouter is None and all(
+            available) and DERIVED.first_sight(("vjp seen", key)) and not _thread_state.dynamic_trace.level \
+            and not has_tracer(values):
+        return outputs, _interpreted_vjp(tape, values, n_in, out_idx, key)
+    if derived is None:
+        derived = cached_derive(tape.avals, tape.eqns, n_in, tape.consts, out_idx, available,
+                                 key)
+    if derived is not expected:
+        _hint_set(hint, derived)
+    with trusted_eval():
+        residuals = derived.run("residual", [values[i] for i in derived.value_idx])
+        if outer is not None:
+            outputs, residuals = _with_tangents(outer, derived, tape, values, in_tangents,
+                                                outputs, residuals)
+    del tape, values
+    return outputs, _backward_fn(derived, residuals)
+
+
+def cached_derive(avals, eqns, n_in, consts, out_idx, available, key):
+    """reverse.derive, with the collector paused; kept in DERIVED under ("vjp", key) when
+    every value was recorded."""
+    with gc_paused():
+        derived = derive(avals, eqns, n_in, consts, out_idx, available)
+    if key is not None and all(available):
+        derived.key = key
+        DERIVED.put(("vjp", key), derived)
+    return derived
+
+
+def _backward_fn(derived, residuals):
+    """vjp(cts): the derived backward program on the residuals and the cotangents, one
+    fresh array per float input (None for the others)."""
+    def vjp(cts):
+        args = list(residuals) + list(cts)
+        with trusted_eval():
+            g = unaliased(derived.run("backward", args), args)
+        it = iter(g)
+        return [next(it) if nz else None for nz in derived.nonzero]
+    return vjp
+
+
+# ---------------------------------------------------------------------------
+# the first sight of a structure: equation by equation
+
+def eqn_program(prim, params, avals, live, present):
+    """The joined residual + backward program of one equation whose inputs have these
+    avals (live: the inputs that depend on the differentiated ones; present: the outputs
+    that receive a cotangent, the others being symbolic zeros), derived once per
+    signature: (program, local value indices it reads, which live inputs get a cotangent)."""
+    key = ("equation", prim, _params_key(params), avals, live, present)
+    hit = DERIVED.get(key)
+    if hit is None:
+        order = [k for k in range(len(avals)) if live[k]] + \
+                [k for k in range(len(avals)) if not live[k]]
+        local = {k: j for j, k in enumerate(order)}
+        n_live = sum(live)
+        out_avals = prim.abstract_eval(*avals, **params)
+        out_avals = out_avals if prim.multiple_results else [out_avals]
+        n = len(avals)
+        slot_avals = [avals[k] for k in order] + list(out_avals)
+        outs = tuple(range(n, n + len(out_avals)))
+        d = derive(slot_avals, [(prim, params, tuple(local[k] for k in range(n)), outs)],
+                   n_live, list(range(n_live, n)), [o for o, p in zip(outs, present) if p],
+                   [True] * len(slot_avals))
+        back = {j: k for k, j in local.items()}
+        reads = [back[i] if i < n else i for i in d.value_idx]   # eqn input k or output
+        prog = joined_program(d)
+        hit = DERIVED.put(key, (prog, reads, d.nonzero, [k for k in order[:n_live]]),
+                          approx_bytes(key) + approx_bytes(prog))
+    return hit
+
+
+def _interpreted_vjp(tape, values, n_in, out_idx, key):
+    """vjp of a recorded program run equation by equation in reverse, each equation by
+    its signature's cached program (as the facade's engine runs a new graph). Called with
+    traced cotangents (jacrev's vmap, an outer jit), it derives the whole programs then."""
+    eqns, avals = tape.eqns, tape.avals
+    live = [False] * len(values)
+    for i in range(n_in):
+        live[i] = True
+    for _, _, ii, oi in eqns:
+        if any(live[i] for i in ii):
+            for o in oi:
+                live[o] = True
+
+    def derived_vjp(cts):
+        derived = cached_derive(avals, eqns, n_in, tape.consts, out_idx,
+                                 [True] * len(values), key)
+        with trusted_eval():
+            residuals = derived.run("residual", [values[i] for i in derived.value_idx])
+        return _backward_fn(derived, residuals)(cts)
+
+    def vjp(cts):
+        if has_tracer(cts) or _thread_state.dynamic_trace.level:
+            return derived_vjp(cts)
+        ct = {}
+        for i, c in zip(out_idx, cts):
+            if type(c) is not Zero:
+                ct[i] = ct[i] + c if i in ct else c
+        with trusted_eval():
+            for prim, params, ii, oi in reversed(eqns):
+                if not any(o in ct for o in oi):
+                    continue
+                lv = tuple(live[i] for i in ii)
+                present = tuple(o in ct for o in oi)
+                prog, reads, nonzero, live_pos = eqn_program(
+                    prim, params, tuple(avals[i] for i in ii), lv, present)
+                n = len(ii)
+                args = [values[ii[r]] if r < n else values[oi[r - n]] for r in reads]
+                args += [ct.pop(o) for o, p in zip(oi, present) if p]
+                g = iter(run_program(prog, *args))
+                for k, nz in zip(live_pos, nonzero):
+                    if nz:
+                        gi = next(g)
+                        i = ii[k]
+                        ct[i] = ct[i] + gi if i in ct else gi
+        res = []
+        for i in range(n_in):
+            if not is_float(avals[i]):
+                res.append(None)
+                continue
+            c = ct.get(i)
+            if c is None:
+                c = np.zeros(avals[i].shape, avals[i].dtype)
+            res.append(c)
+        return unaliased(res, [values[i] for i in range(n_in)])
+    return vjp
+
+
+def unaliased(outs, args):
+    """outs with copies of the NumPy arrays that are (views of) a program input or an
+    earlier output, or read-only (broadcast views): a gradient the caller writes into must
+    not change the caller's data or another gradient, and must be writable."""
+    seen = {id(a) for a in args if type(a) is np.ndarray}
+    for i, o in enumerate(outs):
+        if type(o) is np.ndarray:
+            if id(o) in seen or (o.base is not None and id(o.base) in seen) \
+                    or not o.flags.writeable:
+                o = outs[i] = o.copy()
+            seen.add(id(o))
+    return outs
+
+
+def _with_tangents(trace, derived, tape, values, in_tangents, outputs, residuals):
+    """Outputs and residuals as jvp tracers of `trace`, their tangents from the cached
+    tangent program of this structure."""
+    tangents = list(in_tangents) + [Zero(tape.avals[i].strip_weak()) if t is None else t
+                                    for i, t in zip(tape.consts, tape.const_tangents)]
+    nonzero = tuple(type(t) is not Zero for t in tangents)
+    t_out = derived.tangents(nonzero, [values[i] for i in derived.all_idx], residuals,
+                             [t for t in tangents if type(t) is not Zero])
+    n = len(outputs)
+    wrap = [JVPTracer(trace, v, t) for v, t in zip(list(outputs) + list(residuals), t_out)]
+    return wrap[:n], wrap[n:]
+
+
+def cached(kind="vjp"):
+    """The values DERIVED keeps under one kind, least recently used first (tests, tools)."""
+    return [v for k, (v, _, _) in list(DERIVED._lru.items()) if k[0] == kind]
+
+
+def clear_cache():
+    """Forget everything derived (every kind in DERIVED) and the functions' hints."""
+    DERIVED.clear()
+    _HINTS.clear()
+
+
+__all__ = ["vjp_flat", "clear_cache", "cached_derive", "eqn_program"]

@@ -287,12 +287,13 @@ def _identity(path):
 def _run(argv):
     """Run a compiler: a CompletedProcess, or subprocess.TimeoutExpired after
     COMPILE_TIMEOUT_S, once the compiler and every process it started are killed (it runs
-    in a session of its own: cc1plus, as and ld are its children)."""
+    in a session of its own: cc1plus, as and ld are its children). Ctrl-C, which does not
+    reach that session, kills them too."""
     with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, start_new_session=True) as p:
         try:
             out, err = p.communicate(timeout=COMPILE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
+        except BaseException:
             try:
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:

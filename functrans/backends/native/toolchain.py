@@ -129,8 +129,7 @@ class CacheDir:
 
     def __init__(self, path):
         self.path = path
-        fresh = not os.path.lexists(path)
-        if fresh:
+        if not os.path.lexists(path):
             try:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 os.mkdir(path, 0o700)
@@ -173,7 +172,8 @@ class CacheDir:
         """(bytes, None) of file `name`, or (None, why it is missing or not trusted); a
         symlink is not followed."""
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd)
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=self.fd)
         except FileNotFoundError:
             return None, "it is missing"
         except OSError as e:
@@ -255,9 +255,12 @@ def cache_report() -> str:
         return f"{path}: not created yet (state: ok)"
     try:
         d = _cache(path)
-        limit = f"{cache_limit() / 1e6:g} MB"
-    except (ToolchainError, ValueError) as e:
+    except ToolchainError as e:
         return f"{path}: refused ({e})"
+    try:
+        limit = f"{cache_limit() / 1e6:g} MB"
+    except ValueError as e:
+        return f"{path}: unusable ({e})"
     files = d.entries()
     libs = sum(1 for n, _, _ in files if n.endswith(".so"))
     size = sum(b for _, b, _ in files)

@@ -41,7 +41,8 @@ def _compiler() -> str:
 
 
 def _native() -> str:
-    """ft.config.cpu_backend and the C++ compiler the native backend uses (or why none)."""
+    """ft.config.cpu_backend and the C++ compiler the native backend uses (or why none: no
+    compiler, or a refused cache)."""
     try:
         cc = toolchain.find_compiler()
     except toolchain.ToolchainError as e:
@@ -92,8 +93,9 @@ def report() -> str:
         rows.append((opt, _version(opt)))
     rows.append(("dot (Graphviz)", shutil.which("dot") or "not found"))
     rows.append(("native CPU backend", _native()))
+    rows.append(("native kernel cache", toolchain.cache_report()))
     rows.append(("functrans caches", "in memory (jit, program and kernel caches); native "
-                 f"libraries on disk in {toolchain.cache_dir()}"))
+                 "libraries on disk (above)"))
     if cupy != "not installed":
         rows.append(("CuPy kernel cache", os.environ.get(
             "CUPY_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cupy", "kernel_cache"))))

@@ -59,6 +59,10 @@ def test_process_group_calls(tmp_path):
         dist.reduce_scatter(o, [ft.tensor([1.0, 2.0]) * (r + 1), ft.tensor([3.0, 4.0]) * (r + 1)])
         out["reduce_scatter"] = o.tolist()
         dist.barrier()
+        try:                    # refused on every rank before any message: nothing waits
+            dist.all_reduce(ft.tensor([1, 3]) + r, op=dist.ReduceOp.AVG)
+        except TypeError as e:
+            out["int_avg"] = str(e)
         try:
             dist.all_reduce(ft.zeros(2 + r))
         except RuntimeError as e:
@@ -74,6 +78,7 @@ def test_process_group_calls(tmp_path):
         assert o["SUM"] == [5.0, -10.0, 15.0] and o["SUM_bumped"]
         assert o["MAX"] == [3.0, -4.0, 9.0] and o["MIN"] == [2.0, -6.0, 6.0]
         assert o["PRODUCT"] == [6.0, 24.0, 54.0] and o["AVG"] == [2.5, -5.0, 7.5]
+        assert o["int_avg"].startswith("Cannot use ReduceOp.AVG with integer inputs")
         assert o["async"] == [1.0]
         assert o["broadcast"] == [10.0, 11.0, 12.0]
         assert o["all_gather"] == [[0.0, 0.5], [1.0, 1.5]]

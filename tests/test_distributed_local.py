@@ -109,6 +109,15 @@ def test_one_process_group_without_a_launcher():
         t = ft.tensor([1.0, 2.0])
         dist.all_reduce(t, op=dist.ReduceOp.AVG)
         assert t.tolist() == [1.0, 2.0]
+        for x in (ft.tensor([1, 3]), ft.tensor([True, False])):    # torch refuses them
+            what = "boolean" if x.dtype == ft.bool else "integer"
+            with pytest.raises(TypeError, match=f"Cannot use ReduceOp.AVG with {what} inputs "
+                               r"\(all_reduce of a (int64|bool) tensor\)"):
+                dist.all_reduce(x, op=dist.ReduceOp.AVG)
+            with pytest.raises(TypeError, match=f"Cannot use ReduceOp.AVG with {what} inputs "
+                               r"\(reduce_scatter"):
+                dist.reduce_scatter(x[:1].clone(), [x[:1]], op=dist.ReduceOp.AVG)
+        assert x.tolist() == [True, False]
         m = ft.nn.Linear(3, 1).double()
         ddp = ft.nn.parallel.DistributedDataParallel(m)
         x = ft.tensor(np.arange(6.0).reshape(2, 3))

@@ -49,5 +49,18 @@ def test_timeout_comes_from_the_environment(monkeypatch):
     assert mpi.collective_timeout() == 300
 
 
+@pytest.mark.parametrize("value", ["nan", "-5", "0", "inf", "five", "1e400"])
+def test_a_malformed_timeout_is_refused_naming_the_variable(monkeypatch, value):
+    """nan never expired (a collective waited forever); each is refused before any wait."""
+    monkeypatch.setenv("FUNCTRANS_COLLECTIVE_TIMEOUT", value)
+    msg = r"\$FUNCTRANS_COLLECTIVE_TIMEOUT=.* is not a number of seconds > 0"
+    with pytest.raises(ValueError, match=msg):
+        mpi.collective_timeout()
+    monkeypatch.setattr(mpi, "_WORLD", None)         # the world is not made with it
+    with pytest.raises(ValueError, match=msg):
+        mpi.world()
+    assert mpi._WORLD is None
+
+
 def test_nccl_module_imports_without_cupy():
     assert nccl.NcclCommunicator.__doc__

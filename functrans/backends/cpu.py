@@ -16,7 +16,6 @@ import itertools
 import math
 import os
 import threading
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -308,7 +307,9 @@ class _Lowering:
         self.info = {"blocked_groups": 0, "unblocked_groups": 0, "native_groups": 0}
         self.natives: list = []       # (global name, C entry point, n, threads) per group
         self.row_functions: dict = {}     # id(fused eqn) -> native_rows.RowFunction
-        self.library = None           # the compiled .so of the native groups
+        self.library = None           # the compiled .so of the native groups,
+        self.addresses: dict = {}     # ... its entry points (C name -> address)
+        self.call = None              # ... and kernels.caller()
 
     # -- naming -----------------------------------------------------------
 
@@ -678,11 +679,8 @@ class _Lowering:
 
     def build(self):
         g = dict(self.ctx.globals)
-        if self.natives:
-            addrs = native_kernels.entry_points(self.library, [c for _, c, _, _ in self.natives])
-            call = native_kernels.caller()
-            for fn, cname, n, threads in self.natives:
-                g[fn] = functools.partial(call, addrs[cname], n, threads)
+        for fn, cname, n, threads in self.natives:      # loaded by lower()
+            g[fn] = functools.partial(self.call, self.addresses[cname], n, threads)
         code = compile(self.source, f"<functrans.jit {self.name}>", "exec")
         exec(code, g)
         return CpuExecutable(g[self.fname], g, len(self.closed.jaxpr.invars),
@@ -768,11 +766,7 @@ def native_setting():
     mode = config.cpu_backend
     if mode == "numpy":
         return None
-    try:
-        toolchain.find_compiler()
-    except toolchain.ToolchainError as e:
-        return mode, str(e).split(":")[0]       # "no C++ compiler found (tried ...)"
-    return mode, None
+    return mode, toolchain.unavailable()
 
 
 def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False, native=True,
@@ -787,13 +781,13 @@ def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False, n
     native_info = None
     if lw.native_groups:
         src = native_kernels.render_program(lw.native_groups)
-        try:
+        try:       # any failure was reported (one warning) and turned native code off
             lw.library = toolchain.build(src, name)
-            native_kernels.caller()
+            lw.addresses = native_kernels.entry_points(lw.library,
+                                                       [c for _, c, _, _ in lw.natives])
+            lw.call = native_kernels.caller()
         except toolchain.ToolchainError as e:
-            warnings.warn(f"functrans: {e}\nThe program {name!r} runs NumPy code instead.",
-                          RuntimeWarning, stacklevel=2)
-            why = f"compile failed: {str(e).splitlines()[0]}"
+            why = f"native code failed: {str(e).splitlines()[0]}"
             lw = _Lowering(closed, donated, name, alias_outputs, (setting[0], why),
                            destinations).run()
         else:

@@ -47,6 +47,7 @@ import time
 import numpy as np
 
 from ..core import FunctransError
+from ..core.config import env_positive
 
 OPS = ("sum", "max", "min", "prod")
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
@@ -62,8 +63,9 @@ class CollectiveError(FunctransError, RuntimeError):
 
 
 def collective_timeout() -> float:
-    """Seconds a collective waits for the other ranks (env FUNCTRANS_COLLECTIVE_TIMEOUT)."""
-    return float(os.environ.get("FUNCTRANS_COLLECTIVE_TIMEOUT", "300"))
+    """Seconds a collective waits for the other ranks: FUNCTRANS_COLLECTIVE_TIMEOUT, a
+    finite number > 0 (else a ValueError naming it: nan waited forever), default 300."""
+    return env_positive("FUNCTRANS_COLLECTIVE_TIMEOUT", 300.0, "seconds")
 
 
 def launched_by_mpiexec() -> bool:
@@ -86,9 +88,10 @@ _WORLD = None
 
 def world():
     """The process-wide communicator: MPI's COMM_WORLD when launched by mpiexec, else a
-    one-process world."""
+    one-process world. ValueError when FUNCTRANS_COLLECTIVE_TIMEOUT is malformed."""
     global _WORLD
     if _WORLD is None:
+        collective_timeout()            # a malformed deadline fails here, on every rank
         if launched_by_mpiexec():
             _WORLD = Communicator(mpi_module().COMM_WORLD)
         else:

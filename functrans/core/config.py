@@ -6,6 +6,7 @@ selects how jit runs fusion groups on the CPU (docs/jit.md, "The native CPU back
 """
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -20,6 +21,23 @@ _X64 = {"b": np.dtype(np.bool_), "i": np.dtype(np.int64), "u": np.dtype(np.uint6
 
 
 CPU_BACKENDS = ("auto", "native", "numpy")
+
+
+def env_positive(name: str, default: float, unit: str) -> float:
+    """The finite number > 0 that environment variable `name` holds, else `default` (unset
+    or empty). Anything else (text, nan, inf, zero, a negative) is a ValueError naming the
+    variable: a nan deadline would never expire, a negative one always has."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"${name}={text!r} is not a number of {unit} > 0; set it to a "
+                         f"positive number such as {default:g}, or unset it for {default:g}")
+    return value
 
 
 def _cpu_backend(value, source):

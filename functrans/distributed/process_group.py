@@ -130,6 +130,20 @@ def _check_tensor(name, t):
     return t
 
 
+def _is_avg(name, op, t):
+    """Whether op is AVG; a TypeError for AVG of integers or booleans (an average of them
+    is not one: the division would truncate silently), in torch's words, on every rank."""
+    if op != ReduceOp.AVG:
+        return False
+    kind = t._data.dtype.kind
+    if kind in "biu":
+        what = "boolean" if kind == "b" else "integer"
+        raise TypeError(f"Cannot use ReduceOp.AVG with {what} inputs ({name} of a "
+                        f"{t._data.dtype.name} tensor); convert it with .float(), or use "
+                        "ReduceOp.SUM and divide")
+    return True
+
+
 def _write(t, value, op):
     """Store value into t's storage in place (as torch's collectives) and bump its version."""
     t._data[...] = value
@@ -145,7 +159,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce the tensor across every rank, in place (every rank gets the result)."""
     _check_tensor("all_reduce", tensor)
     comm = _group(group).comm
-    avg = op == ReduceOp.AVG
+    avg = _is_avg("all_reduce", op, tensor)
     data = tensor._data
     req = comm.iallreduce(data, "sum" if avg else op)
 
@@ -188,7 +202,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
                          f"one per rank ({comm.size})")
     stacked = array_module(output._data).stack(
         [_check_tensor("reduce_scatter", t)._data for t in input_list])
-    avg = op == ReduceOp.AVG
+    avg = _is_avg("reduce_scatter", op, output)
     res = comm.reduce_scatter(stacked, "sum" if avg else op)[0]
     _write(output, res / comm.size if avg else res, "reduce_scatter")
     return Work() if async_op else None

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import importlib.machinery
-import importlib.util
 import os
 import re
 import sysconfig
@@ -190,17 +188,14 @@ _caller_lock = threading.Lock()
 
 def _ftcall():
     """The ftcall extension (built once per Python and compiler, from ftcall.cpp), or None
-    when the Python headers are missing (then ctypes calls the kernels)."""
+    when the Python headers are missing (then ctypes calls the kernels); ToolchainError
+    when it cannot be built or loaded."""
     inc = sysconfig.get_paths().get("include")
     if not inc or not os.path.exists(os.path.join(inc, "Python.h")):
         return None
     with open(os.path.join(toolchain.HERE, "ftcall.cpp")) as f:
         src = f.read()
-    path = toolchain.build(src, "ftcall", include=(inc,))
-    loader = importlib.machinery.ExtensionFileLoader("ftcall", path)
-    spec = importlib.util.spec_from_file_location("ftcall", path, loader=loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
+    mod = toolchain.load_extension(toolchain.build(src, "ftcall", include=(inc,)), "ftcall")
     mod.set_ndarray(np.ndarray)
     return mod.call
 
@@ -234,6 +229,7 @@ def retry(fn, *arrays):
 
 
 def entry_points(path, names):
-    """name -> the address of its C entry point in the library at path."""
+    """name -> the address of its C entry point in the library at path (loaded and checked
+    by the toolchain: ToolchainError when it cannot be)."""
     lib = toolchain.load(path)
     return {nm: ctypes.cast(getattr(lib, nm), ctypes.c_void_p).value for nm in names}

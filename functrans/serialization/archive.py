@@ -130,23 +130,24 @@ class Archive:
                                       f"{what}")
 
     def _check_sizes(self, infos, limit):
-        inflated = 0
+        compressed = [i for i in infos if i.compress_type != zipfile.ZIP_STORED]
         for info in infos:
-            if info.compress_type == zipfile.ZIP_STORED:
-                if info.compress_size != info.file_size:
-                    raise CheckpointError(f"ft.load: {self.name} is damaged: member "
-                                          f"{info.filename!r} records {info.file_size} bytes "
-                                          f"but stores {info.compress_size}")
-                continue
-            inflated += info.file_size
-            if inflated > limit:
-                raise CheckpointError(
-                    f"ft.load: {self.name}: compressed member {info.filename!r} declares "
-                    f"{info.file_size} bytes when inflated from {info.compress_size} compressed "
-                    f"bytes; the compressed members of one file may inflate to "
-                    f"{limit} bytes in all (ft.serialization.MAX_INFLATED_BYTES), and this "
-                    f"file's need {inflated} or more. If you trust the file, raise the limit: "
-                    f"ft.serialization.MAX_INFLATED_BYTES = {_round_up(inflated)}")
+            if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+                raise CheckpointError(f"ft.load: {self.name} is damaged: member "
+                                      f"{info.filename!r} records {info.file_size} bytes "
+                                      f"but stores {info.compress_size}")
+        total = sum(i.file_size for i in compressed)
+        if total <= limit:
+            return
+        info = max(compressed, key=lambda i: i.file_size)
+        raise CheckpointError(
+            f"ft.load: {self.name}: compressed member {info.filename!r} declares "
+            f"{info.file_size} bytes when inflated from {info.compress_size} compressed bytes, "
+            f"and the {len(compressed)} compressed member(s) of the file {total} in all; "
+            f"ft.load inflates at most {limit} bytes per file "
+            "(ft.serialization.MAX_INFLATED_BYTES), and checks this before inflating. If you "
+            f"trust the file, raise the limit: ft.serialization.MAX_INFLATED_BYTES = "
+            f"{_round_up(total)}")
 
     def open(self, member):
         """The member as a file object that yields at most its declared size (CRC checked)."""
@@ -174,16 +175,22 @@ def reading(name):
                               f"{type(e).__name__}: {e}") from e
 
 
+_CHUNK = 2 ** 18
+
+
 def read_into(m, out, name, member):
-    """Fill the uint8 array `out` from the member file `m`, then reach its end (CRC check)."""
-    view = memoryview(out) if out.size else memoryview(b"")
+    """Fill the uint8 array `out` from the member file `m`, then reach its end (CRC check).
+
+    Read 256 KiB at a time: zipfile's own read(n) would hold n bytes, and more while
+    inflating, beside `out`."""
     got = 0
     while got < out.size:
-        n = m.readinto(view[got:])
-        if not n:
+        chunk = m.read(min(_CHUNK, out.size - got))
+        if not chunk:
             raise CheckpointError(f"ft.load: {name} is truncated: member {member!r} "
                                   f"ends after {got} of {out.size} bytes")
-        got += n
+        out[got:got + len(chunk)] = np.frombuffer(chunk, np.uint8)
+        got += len(chunk)
     m.read(1)
 
 

@@ -338,6 +338,7 @@ class _Reader:
                           "ft.load does not run (it reads what torch.save writes)")
 
     def resolve(self, module, name):
+        module = {"__builtin__": "builtins", "copy_reg": "copyreg"}.get(module, module)
         full = f"{module}.{name}"
         if full in _GLOBALS:
             return _GLOBALS[full]
@@ -364,8 +365,8 @@ class _Reader:
                 else "")
         self.fail(f"names the global {full}{hint}, which ft.load does not allow: loading "
                   "rebuilds tensors, state dicts and optimizer state and never imports or "
-                  "calls what a file names (that is how a pickle runs code). If "
-                  f"{full} is a plain data class you trust, allow it with "
+                  "calls what a file names (that is how a pickle runs code). If it is a "
+                  "plain data class you trust (not a function), allow it with "
                   f"ft.serialization.add_safe_globals([{name}])")
 
     def storage(self, pid):

@@ -239,10 +239,10 @@ def _foreign_files(tmp_path):
 
 
 FOREIGN = ["truncated_zip", "truncated_end", "empty", "random_bytes", "pickle",
-           "pickle_protocol0", "bare_npy", "other_zip", "torch_zip_os_system", "object_array", "bad_json", "deep_json",
-           "deep_description", "other_format", "missing_array", "bad_index", "bad_int",
-           "bad_float", "bad_item", "bad_key", "unknown_node", "bare_list", "spec_not_text",
-           "string_tensor"]
+           "pickle_protocol0", "bare_npy", "other_zip", "torch_zip_os_system",
+           "object_array", "bad_json", "deep_json", "deep_description", "other_format",
+           "missing_array", "bad_index", "bad_int", "bad_float", "bad_item", "bad_key",
+           "unknown_node", "bare_list", "spec_not_text", "string_tensor"]
 
 
 @pytest.fixture

@@ -719,7 +719,7 @@ def _plan(tensors):
     groups: dict = {}
     for t in tensors.values():
         arr = _host(t)
-        root = _root(arr)
+        root = _root(arr) if arr.size else None       # an empty tensor shares nothing
         groups.setdefault(id(root) if root is not None else id(arr), (root, []))[1].append(
             (t, arr))
     plan, storages = {}, []

@@ -70,7 +70,7 @@ def test_exception_part_way_through_a_save_keeps_the_previous_checkpoint(tmp_pat
     if fmt == "npz":
         module, name = np.lib.format, "write_array"
     else:
-        module, name = serialization.torch_zip, "_put"
+        module, name = serialization.torch_write, "_put"
     write = getattr(module, name)
 
     def failing(fp, array, *args, **kwargs):

@@ -4,7 +4,7 @@
 it, weights_only=True included; `format="npz"` writes functrans's own .npz format instead
 (NumPy arrays stay arrays). `ft.load` reads both, and never unpickles: PyTorch's data.pkl
 runs on a small machine of our own that rebuilds tensors, state dicts and optimizer state
-and refuses every other global (torch_zip.py); the .npz format holds no pickle at all
+and refuses every other global (torch_read.py); the .npz format holds no pickle at all
 (npz.py). Both are zip archives whose members are checked before anything is read, so
 memory stays bounded by what the file declares (archive.py). Anything that is not an
 intact checkpoint raises `CheckpointError`, naming the file and what was wrong.
@@ -20,9 +20,9 @@ import stat
 import uuid
 from typing import IO, Any
 
-from . import npz, torch_zip
+from . import npz, torch_read, torch_write
 from .archive import MAX_DEPTH, Archive, CheckpointError, reading
-from .torch_zip import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals
+from .torch_read import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals
 
 __all__ = ["save", "load", "CheckpointError", "MAX_DEPTH", "MAX_INFLATED_BYTES",
            "add_safe_globals", "get_safe_globals", "clear_safe_globals", "safe_globals"]
@@ -44,10 +44,10 @@ def save(obj: Any, f: str | os.PathLike | IO[bytes], *, format: str = "torch") -
     or a binary file object. A whole nn.Module is refused: save its state_dict().
     """
     if format == "torch":
-        encoded = torch_zip.encode(obj)
+        encoded = torch_write.encode(obj)
 
         def write(fh):
-            torch_zip.write(fh, encoded)
+            torch_write.write(fh, encoded)
     elif format == "npz":
         entries = npz.entries(obj)
 
@@ -149,6 +149,6 @@ def _load(fh, name, map_location):
                                   f"{head!r}")
         archive = Archive(fh, name, MAX_INFLATED_BYTES)
     with archive:
-        if torch_zip.folder(archive) is not None:
-            return torch_zip.load(archive, map_location)
+        if torch_read.folder(archive) is not None:
+            return torch_read.load(archive, map_location)
         return npz.load(archive, map_location)

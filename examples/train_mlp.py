@@ -72,7 +72,7 @@ def main(epochs=15, batch_size=32):
             f"({time.perf_counter() - t0:.2f} s)")
     test_acc = accuracy(model, x_test, y_test)
 
-    # checkpoint: ft.save writes an .npz (no pickle); ft.load never executes code
+    # checkpoint: ft.save writes PyTorch's format (torch.load reads it); ft.load never executes code
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "mlp.pt")
         ft.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),

@@ -1,4 +1,5 @@
-"""ft.save / ft.load: state dicts as .npz that loading never executes (no pickle)."""
+"""ft.save / ft.load: state dicts in PyTorch's format (the default) or functrans's .npz, which
+loading never executes (no pickle)."""
 import io
 import zipfile
 
@@ -63,7 +64,7 @@ def test_nested_python_values_round_trip(tmp_path):
     obj = {"epoch": 3, "loss": 0.25, "best": float("inf"), "name": "run", "flags": [True, None],
            "nested": {"arr": np.arange(4, dtype=np.int16), "t": ft.tensor([1.5, 2.5])},
            "param": nn.Parameter(ft.ones(2))}
-    ft.save(obj, tmp_path / "ckpt")
+    ft.save(obj, tmp_path / "ckpt", format="npz")
     back = ft.load(tmp_path / "ckpt")
     assert back["epoch"] == 3 and isinstance(back["epoch"], int)
     assert back["loss"] == 0.25 and back["best"] == float("inf") and back["name"] == "run"
@@ -76,7 +77,7 @@ def test_nested_python_values_round_trip(tmp_path):
 
 
 def test_the_file_is_a_plain_npz_without_object_arrays(tmp_path):
-    ft.save({"w": ft.ones(2, 2)}, tmp_path / "f.npz")
+    ft.save({"w": ft.ones(2, 2)}, tmp_path / "f.npz", format="npz")
     with np.load(tmp_path / "f.npz", allow_pickle=False) as data:
         assert all(data[k].dtype != object for k in data.files)
     with zipfile.ZipFile(tmp_path / "f.npz") as z:
@@ -107,6 +108,51 @@ def test_unsupported_values_are_refused(tmp_path):
     with pytest.raises(TypeError, match="cannot save object"):
         ft.save({"x": object()}, tmp_path / "x")
     with pytest.raises(TypeError, match="dtype object"):
-        ft.save({"x": np.array([1, "a"], dtype=object)}, tmp_path / "x")
+        ft.save({"x": np.array([1, "a"], dtype=object)}, tmp_path / "x", format="npz")
+    with pytest.raises(TypeError, match="format='npz'"):      # PyTorch's format: no NumPy
+        ft.save({"x": np.arange(3)}, tmp_path / "x")
+    with pytest.raises(ValueError, match="unknown format 'pt'"):
+        ft.save({}, tmp_path / "x", format="pt")
     with pytest.raises(TypeError, match="only str and int keys"):
-        ft.save({(1, 2): 3}, tmp_path / "x")
+        ft.save({(1, 2): 3}, tmp_path / "x", format="npz")
+    with pytest.raises(TypeError, match="keys are strings, numbers, None or tuples"):
+        ft.save({ft.ones(1): 3}, tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("fmt", ["torch", "npz"])
+def test_nested_values_round_trip_in_both_formats(tmp_path, fmt):
+    p = nn.Parameter(ft.ones(2))
+    t = ft.tensor([1.5, 2.5])
+    obj = {"epoch": 3, "loss": 0.25, "best": float("inf"), "name": "run", "flags": [True, None],
+           "big": 2 ** 70, "neg": -(2 ** 40), "t": t, "again": t, "param": p,
+           "frozen": nn.Parameter(ft.zeros(1), requires_grad=False),
+           "leaf": ft.ones(2).requires_grad_(), "shape": ft.Size([2, 3]), 7: (1, 2, 3, 4, 5)}
+    ft.save(obj, tmp_path / "ckpt", format=fmt)
+    back = ft.load(tmp_path / "ckpt")
+    assert list(back) == list(obj)
+    for k in ("epoch", "loss", "best", "name", "flags", "big", "neg", 7):
+        assert back[k] == obj[k] and type(back[k]) is type(obj[k])
+    assert back["again"] is back["t"]                     # one tensor saved twice: one tensor
+    assert isinstance(back["param"], nn.Parameter) and back["param"].requires_grad
+    assert isinstance(back["frozen"], nn.Parameter) and not back["frozen"].requires_grad
+    assert back["leaf"].requires_grad and not isinstance(back["leaf"], nn.Parameter)
+    assert tuple(back["shape"]) == (2, 3)
+    if fmt == "torch":
+        assert isinstance(back["shape"], ft.Size)
+
+
+def test_saving_a_whole_module_says_how_to_save_its_state_dict(tmp_path):
+    """torch.save(model) pickles the class; ft.save refuses it and names the fix."""
+    model = nn.Linear(2, 2)
+    for fmt in ("torch", "npz"):
+        with pytest.raises(TypeError) as info:
+            ft.save({"model": model}, tmp_path / "m.pt", format=fmt)
+        msg = str(info.value)
+        assert "Linear" in msg and "obj['model']" in msg
+        assert "ft.save(model.state_dict(), path)" in msg
+        assert "model.load_state_dict(ft.load(path))" in msg
+    opt = ft.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match=r"ft.save\(optimizer.state_dict\(\), path\)"):
+        ft.save(opt, tmp_path / "o.pt")
+    assert not (tmp_path / "m.pt").exists() and not (tmp_path / "o.pt").exists()

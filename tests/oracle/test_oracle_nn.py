@@ -1419,6 +1419,18 @@ _OPTS = {
                                                   decoupled_weight_decay=True),
     "Adamax": lambda L, p: L.optim.Adamax(p, lr=0.01),
     "Adamax:weight_decay": lambda L, p: L.optim.Adamax(p, lr=0.01, weight_decay=0.1),
+    "Adadelta": lambda L, p: L.optim.Adadelta(p),
+    "Adadelta:rho_eps_weight_decay_maximize": lambda L, p: L.optim.Adadelta(
+        p, lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1, maximize=True),
+    "ASGD": lambda L, p: L.optim.ASGD(p, lr=0.05),
+    "ASGD:averaging_weight_decay": lambda L, p: L.optim.ASGD(   # mu < 1 from the third step
+        p, lr=0.05, lambd=0.01, alpha=0.5, t0=2, weight_decay=0.1, maximize=True),
+    "Rprop": lambda L, p: L.optim.Rprop(p, lr=0.01),
+    "Rprop:etas_step_sizes_maximize": lambda L, p: L.optim.Rprop(
+        p, lr=0.02, etas=(0.3, 1.5), step_sizes=(1e-3, 0.03), maximize=True),
+    "Adafactor": lambda L, p: L.optim.Adafactor(p, lr=0.05),
+    "Adafactor:eps_d_weight_decay": lambda L, p: L.optim.Adafactor(
+        p, lr=0.6, beta2_decay=-0.5, eps=(1e-6, 1e-2), d=1.5, weight_decay=0.1),
 }
 for _name, _make in _OPTS.items():
     add(f"optim:{_name}", lambda m=_make, n=7 if "RAdam" in _name else 5: opt_case(m, steps=n))
@@ -1429,6 +1441,126 @@ for _name in ("SGD:nesterov_weight_decay", "Adam:weight_decay_amsgrad", "AdamW",
     add(f"optim:{_name}:f32", lambda m=_OPTS[_name], n=7 if "RAdam" in _name else 5: opt_case(
         m, steps=n, data=_OPT_DATA32, dtype="float32"))
 add("optim:Adam:param_groups", lambda: opt_case(_OPTS["Adam"], groups=True))
+for _name in ("Adadelta", "ASGD", "Rprop", "Adafactor"):
+    add(f"optim:{_name}:param_groups", lambda m=_OPTS[_name]: opt_case(m, groups=True))
+
+
+def _scalars(x):
+    """A state value with its 0-d tensors and numbers as 0-d float64 arrays (PyTorch's LBFGS
+    keeps its step t and curvature scalars as a float or a 0-d tensor depending on the path
+    taken), compared with the tolerances of arrays."""
+    if isinstance(x, (list, tuple)):
+        return [_scalars(v) for v in x]
+    if isinstance(x, (int, float)) and not isinstance(x, bool) or getattr(x, "ndim", 1) == 0:
+        return np.asarray(float(x))
+    return x
+
+
+def _lbfgs_run(L, make, steps, data):
+    """steps calls of step(closure) of make(L, params) on small_net from fixed weights: the
+    losses step returns, the parameters after each, and the final state."""
+    m = small_net(L)
+    with L.no_grad():
+        for i, p in enumerate(m.parameters()):
+            p.copy_(L.tensor(randn(*p.shape, seed=10 + i)))
+    o = make(L, m.parameters())
+    out = []
+    for k in range(steps):
+        x, y = (L.tensor(a) for a in data[k % len(data)])
+
+        def closure():
+            o.zero_grad()
+            loss = L.nn.functional.mse_loss(m(x), y)
+            loss.backward()
+            return loss
+        out.append((o.step(closure), [p.detach().clone() for p in m.parameters()]))
+    state = {k: _scalars(v) for k, v in o.state_dict()["state"][0].items()}
+    return out, state, o.state_dict()["param_groups"]
+
+
+def lbfgs_case(make, steps=3):
+    """Up to 12 iterations a step, each taking or not a branch on the values: rounding
+    (summation order) grows to about 1e-9 relative, hence rtol=1e-7."""
+    ours, theirs = (_lbfgs_run(L, make, steps, _OPT_DATA) for L in (ft, torch))
+    compare(ours, theirs, "LBFGS", grad_fn=False, rtol=1e-7, atol=1e-10)
+
+
+_LBFGS = {
+    "LBFGS": lambda L, p: L.optim.LBFGS(p),
+    "LBFGS:history_lr": lambda L, p: L.optim.LBFGS(p, lr=0.5, max_iter=7, history_size=3,
+                                                   tolerance_change=1e-12),
+    "LBFGS:strong_wolfe": lambda L, p: L.optim.LBFGS(p, max_iter=6, history_size=4,
+                                                     line_search_fn="strong_wolfe"),
+    "LBFGS:strong_wolfe_max_eval": lambda L, p: L.optim.LBFGS(
+        p, lr=3.0, max_iter=10, max_eval=8, line_search_fn="strong_wolfe"),
+    # steps too long: the zoom, with trial steps pushed away from the bracket's ends
+    "LBFGS:strong_wolfe_zoom": lambda L, p: L.optim.LBFGS(p, lr=100.0, max_iter=12,
+                                                          line_search_fn="strong_wolfe"),
+    # steps too short: extrapolation, up to the line search's budget of evaluations
+    "LBFGS:strong_wolfe_extrapolate": lambda L, p: L.optim.LBFGS(
+        p, lr=0.01, max_iter=8, line_search_fn="strong_wolfe"),
+}
+for _name, _make in _LBFGS.items():     # the defaults' 20 iterations a step on this tanh net
+    # amplify rounding (summation order) past 1e-9 relative from the second step: one step
+    add(f"optim:{_name}", lambda m=_make, n=1 if _name == "LBFGS" else 3: lbfgs_case(m, n))
+
+
+def _custom_optimizer(L):
+    """A PyTorch-style optimizer written as users write them: `self.state[p]` starts as an
+    empty dict (Optimizer.state is a defaultdict(dict))."""
+    class HeavyBall(L.optim.Optimizer):
+        def __init__(self, params, lr=0.1, momentum=0.5):
+            super().__init__(params, dict(lr=lr, momentum=momentum))
+
+        @L.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state[p]
+                    if "velocity" not in state:
+                        state["velocity"] = L.zeros_like(p)
+                    state["velocity"].mul_(group["momentum"]).add_(p.grad)
+                    p.add_(state["velocity"], alpha=-group["lr"])
+    return HeavyBall
+
+
+def _custom_optimizer_state(L):
+    """The custom optimizer's state: the defaultdict's type and default, and a state_dict
+    that a fresh optimizer loads and continues from."""
+    w = L.nn.Parameter(L.tensor([1.0, -2.0], dtype=L.float64))
+    o = _custom_optimizer(L)([w])
+    out = {"type": type(o.state).__mro__[-3].__name__, "unseen": dict(o.state[w])}
+    for _ in range(2):
+        o.zero_grad()
+        (w * w * w).sum().backward()
+        o.step()
+    o2 = _custom_optimizer(L)([w], lr=0.5)
+    o2.load_state_dict(o.state_dict())
+    o2.zero_grad()
+    (w * w).sum().backward()
+    o2.step()
+    out["loaded"] = (w.detach().clone(), o2.state_dict()["state"][0]["velocity"],
+                     o2.param_groups[0]["lr"], type(o2.state).__mro__[-3].__name__)
+    return out
+
+
+add("optim:Optimizer:custom_subclass", lambda: opt_case(
+    lambda L, p: _custom_optimizer(L)(p, lr=0.05, momentum=0.9)))
+add("optim:Optimizer:custom_subclass_state", lambda: api_case(_custom_optimizer_state))
+
+
+def _sparse_adam_dense(L):
+    w = L.nn.Parameter(L.ones(3, dtype=L.float64))
+    o = L.optim.SparseAdam([w], lr=0.1)
+    (w * w).sum().backward()
+    o.step()
+
+
+add("optim:SparseAdam:dense_gradients", lambda: oracle.check_error(   # refused, with Adam named
+    oracle._attempt(_sparse_adam_dense, ft), oracle._attempt(_sparse_adam_dense, torch),
+    r"dense gradients.*Adam|Adam.*dense gradients"))
 
 
 def _clip_run(L, clip, seed=0):

@@ -21,6 +21,7 @@ What still differs is a row of docs/oracle.md, under `functional:` and `module:`
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -1339,6 +1340,143 @@ mod("TransformerEncoderLayer:f32", lambda L: (lambda m: (
 mod("TransformerEncoder", tr_build(lambda L: L.nn.TransformerEncoder(
     tel(L), 2, norm=L.nn.LayerNorm(4), enable_nested_tensor=False)), _TR)
 
+
+
+def tdl(L, **kw):
+    return L.nn.TransformerDecoderLayer(4, 2, dim_feedforward=6, dropout=0.0, **kw)
+
+
+def _causal(L, n):
+    return L.nn.Transformer.generate_square_subsequent_mask(n, dtype=L.float64)
+
+
+def seq2seq_build(make, batch_first=False, masks="padding", call="layer"):
+    """build(lib) for train: make(lib) -> a decoder layer, decoder or Transformer run on
+    (tgt, memory) or (src, tgt) with a causal tgt_mask and, with masks="padding", key
+    padding masks (batch element 1 ignores its last source and target steps); mse to y."""
+    def build(lib):
+        m = make(lib).double()
+
+        def loss(model, a, b, y):
+            n = a.shape[0 if batch_first else 1]
+            kw = dict(tgt_mask=_causal(lib, b.shape[1 if batch_first else 0]))
+            if masks == "padding":
+                pad = lambda t: lib.arange(t.shape[1 if batch_first else 0]).unsqueeze(0) \
+                    .expand(n, -1) >= lib.tensor([[t.shape[1 if batch_first else 0]], [2]])
+                kw.update(tgt_key_padding_mask=pad(b), memory_key_padding_mask=pad(a))
+                if call == "transformer":
+                    kw["src_key_padding_mask"] = pad(a)
+            elif masks == "causal_hint":
+                kw["tgt_is_causal"] = True
+                s_len = a.shape[1 if batch_first else 0]
+                kw["memory_mask"] = lib.zeros(b.shape[1 if batch_first else 0], s_len,
+                                              dtype=lib.float64)
+                kw["memory_mask"][0, -1] = float("-inf")
+            out = model(a, b, **kw) if call == "transformer" else model(b, a, **kw)
+            return lib.nn.functional.mse_loss(out, y)
+        return m, lib.optim.SGD(m.parameters(), lr=0.1), loss
+    return build
+
+
+# (memory or src (S=5), tgt (T=3), y); batch 2, d_model 4
+_S2S = [(randn(5, 2, 4, seed=s), randn(3, 2, 4, seed=s + 3), randn(3, 2, 4, seed=s + 6))
+        for s in range(2)]
+_S2SB = [tuple(a.transpose(1, 0, 2).copy() for a in batch) for batch in _S2S]
+mod("TransformerDecoderLayer", seq2seq_build(tdl), _S2S)
+mod("TransformerDecoderLayer:norm_first_gelu_batch_first_causal_hint", seq2seq_build(
+    lambda L: tdl(L, norm_first=True, activation="gelu", batch_first=True), batch_first=True,
+    masks="causal_hint"), _S2SB)
+mod("TransformerDecoderLayer:callable_activation_no_bias", seq2seq_build(
+    lambda L: tdl(L, activation=L.nn.functional.silu, bias=False, layer_norm_eps=1e-3)), _S2S)
+mod("TransformerDecoder", seq2seq_build(lambda L: L.nn.TransformerDecoder(
+    tdl(L), 2, norm=L.nn.LayerNorm(4))), _S2S)
+mod("TransformerDecoder:causal_hint", seq2seq_build(lambda L: L.nn.TransformerDecoder(
+    tdl(L), 2), masks="causal_hint"), _S2S)
+mod("Transformer", seq2seq_build(lambda L: L.nn.Transformer(
+    4, 2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=6, dropout=0.0),
+    call="transformer"), _S2S)
+mod("Transformer:batch_first_norm_first_gelu_causal_hint", seq2seq_build(
+    lambda L: L.nn.Transformer(4, 2, 1, 1, 6, 0.0, "gelu", batch_first=True, norm_first=True),
+    batch_first=True, masks="causal_hint", call="transformer"), _S2SB)
+
+
+def _word_language_model(L):
+    """PyTorch's examples/word_language_model TransformerModel, as written there: a subclass
+    of nn.Transformer that replaces `decoder` and runs `self.encoder` with a float causal
+    mask (log of a lower triangle of ones)."""
+    class PositionalEncoding(L.nn.Module):
+        def __init__(self, d_model, dropout=0.1, max_len=50):
+            super().__init__()
+            self.dropout = L.nn.Dropout(p=dropout)
+            pe = L.zeros(max_len, d_model)
+            position = L.arange(0, max_len, dtype=L.float).unsqueeze(1)
+            div_term = L.exp(L.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+            pe[:, 0::2] = L.sin(position * div_term)
+            pe[:, 1::2] = L.cos(position * div_term)
+            self.register_buffer("pe", pe.unsqueeze(0).transpose(0, 1))
+
+        def forward(self, x):
+            return self.dropout(x + self.pe[:x.size(0), :])
+
+    class TransformerModel(L.nn.Transformer):
+        def __init__(self, ntoken, ninp, nhead, nhid, nlayers, dropout=0.5):
+            super(TransformerModel, self).__init__(d_model=ninp, nhead=nhead,
+                                                   dim_feedforward=nhid,
+                                                   num_encoder_layers=nlayers)
+            self.model_type = "Transformer"
+            self.src_mask = None
+            self.pos_encoder = PositionalEncoding(ninp, dropout)
+            self.input_emb = L.nn.Embedding(ntoken, ninp)
+            self.ninp = ninp
+            self.decoder = L.nn.Linear(ninp, ntoken)
+
+        def _generate_square_subsequent_mask(self, sz):
+            return L.log(L.tril(L.ones(sz, sz)))
+
+        def forward(self, src, has_mask=True):
+            if has_mask:
+                if self.src_mask is None or self.src_mask.size(0) != len(src):
+                    self.src_mask = self._generate_square_subsequent_mask(len(src)).to(
+                        src.device)
+            else:
+                self.src_mask = None
+            src = self.pos_encoder(self.input_emb(src) * math.sqrt(self.ninp))
+            output = self.decoder(self.encoder(src, mask=self.src_mask))
+            return L.nn.functional.log_softmax(output, dim=-1)
+
+    return TransformerModel
+
+
+def wlm_build(lib):
+    m = _word_language_model(lib)(11, 4, 2, 6, 2).double()
+    m.eval()        # dropout off (the layers' 0.1 and the example's 0.5) so both agree
+    return m, lib.optim.SGD(m.parameters(), lr=0.5), lambda model, x, y: \
+        lib.nn.functional.nll_loss(model(x).view(-1, 11), y.view(-1))
+
+
+_WLM = [(rng(s).integers(0, 11, (5, 2)), rng(s + 1).integers(0, 11, (5, 2))) for s in range(2)]
+mod("Transformer:word_language_model_subclass", wlm_build, _WLM)
+
+
+def _transformer_api(L):
+    nn = L.nn
+    t = nn.Transformer(4, 2, 1, 1, 6, dropout=0.0)
+    x, y = L.zeros(3, 2, 4), L.zeros(5, 2, 4)
+    return {
+        "mask": nn.Transformer.generate_square_subsequent_mask(3),
+        "mask_f64": t.generate_square_subsequent_mask(2, dtype=L.float64),
+        "children": [n for n, _ in t.named_children()],
+        "decoder_children": [n for n, _ in t.decoder.layers[0].named_children()],
+        "attributes": (t.d_model, t.nhead, t.batch_first, t.decoder.num_layers),
+        "batch": _error(lambda: t(x, L.zeros(5, 3, 4))),
+        "features": _error(lambda: t(x, L.zeros(5, 2, 3))),
+        "activation": _error(lambda: nn.TransformerDecoderLayer(4, 2, activation="tanh")),
+        "causal_without_mask": _error(lambda: t(x, y, tgt_is_causal=True)),
+        "unbatched": t(x[:, 0], y[:, 0]).shape,
+    }
+
+
+add("module:Transformer:api", lambda: api_case(_transformer_api))
 
 def module_names():
     return sorted(n for n in set(dir(ft.nn)) & set(dir(torch.nn))

@@ -100,7 +100,22 @@ def nn_names_case():
         assert "'transformer'" not in shown, shown
 
 
+_QUERIES = ("is_cpu", "is_cuda", "is_xpu", "is_mps", "is_meta", "is_xla", "is_ipu", "is_mtia",
+            "is_maia", "is_vulkan", "is_sparse", "is_sparse_csr", "is_quantized", "is_nested",
+            "is_mkldnn")
+
+
+def _device_queries(L):
+    """A CPU tensor's device and layout queries (dcgan: `input.is_cuda or input.is_xpu`)."""
+    x = L.ones(2, requires_grad=True)
+    return {(kind, q): getattr(t, q) for kind, t in (("leaf", x), ("result", x * 2),
+                                                      ("parameter", L.nn.Parameter(L.ones(1))))
+            for q in _QUERIES}
+
+
 CASES = {
+    "porting:tensor_device_queries": lambda: compare(_device_queries(ft),
+                                                     _device_queries(torch), "queries"),
     "porting:accelerator": accelerator_case,
     "porting:onnx": onnx_case,
     "porting:nn_module_paths": module_paths_case,

@@ -1594,9 +1594,10 @@ def _scalars(x):
     return x
 
 
-def _lbfgs_run(L, make, steps, data):
+def _lbfgs_run(L, make, steps, data, reload=False):
     """steps calls of step(closure) of make(L, params) on small_net from fixed weights: the
-    losses step returns, the parameters after each, and the final state."""
+    losses step returns, the parameters after each, and the final state. reload: each step
+    runs on a fresh optimizer loaded from the previous one's state_dict."""
     m = small_net(L)
     with L.no_grad():
         for i, p in enumerate(m.parameters()):
@@ -1604,6 +1605,9 @@ def _lbfgs_run(L, make, steps, data):
     o = make(L, m.parameters())
     out = []
     for k in range(steps):
+        if reload:
+            previous, o = o, make(L, m.parameters())
+            o.load_state_dict(previous.state_dict())
         x, y = (L.tensor(a) for a in data[k % len(data)])
 
         def closure():
@@ -1616,10 +1620,10 @@ def _lbfgs_run(L, make, steps, data):
     return out, state, o.state_dict()["param_groups"]
 
 
-def lbfgs_case(make, steps=3):
+def lbfgs_case(make, steps=3, reload=False):
     """Up to 12 iterations a step, each taking or not a branch on the values: rounding
     (summation order) grows to about 1e-9 relative, hence rtol=1e-7."""
-    ours, theirs = (_lbfgs_run(L, make, steps, _OPT_DATA) for L in (ft, torch))
+    ours, theirs = (_lbfgs_run(L, make, steps, _OPT_DATA, reload) for L in (ft, torch))
     compare(ours, theirs, "LBFGS", grad_fn=False, rtol=1e-7, atol=1e-10)
 
 
@@ -1641,6 +1645,7 @@ _LBFGS = {
 for _name, _make in _LBFGS.items():     # the defaults' 20 iterations a step on this tanh net
     # amplify rounding (summation order) past 1e-9 relative from the second step: one step
     add(f"optim:{_name}", lambda m=_make, n=1 if _name == "LBFGS" else 3: lbfgs_case(m, n))
+add("optim:LBFGS:load_state_dict", lambda: lbfgs_case(_LBFGS["LBFGS:strong_wolfe"], reload=True))
 
 
 def _custom_optimizer(L):

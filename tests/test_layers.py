@@ -28,7 +28,8 @@ LAYERS = [
                    "functrans.nn.functions", "functrans.debug"]),
     ("facade", ["functrans.facade", "functrans.autograd", "functrans.nn", "functrans.optim",
                 "functrans.func", "functrans.serialization", "functrans.viz", "functrans.utils",
-                "functrans.cuda", "functrans.distributed"]),
+                "functrans.cuda", "functrans.accelerator", "functrans.onnx",
+                "functrans.distributed"]),
     ("compile", ["functrans.compiler"]),
     ("public namespace", ["functrans.api", "functrans"]),
 ]

@@ -298,3 +298,29 @@ def test_default_learning_rates_are_torchs():
     assert ft.optim.Adam(p).defaults["betas"] == (0.9, 0.999)
     assert ft.optim.AdamW(p).defaults["weight_decay"] == 1e-2
     assert math.isclose(ft.optim.Adam(p).defaults["eps"], 1e-8)
+
+
+def test_state_is_a_defaultdict_and_its_key_errors_name_the_parameter():
+    """A PyTorch-style optimizer reads `self.state[p]` before writing it; removing a
+    parameter the state lacks says its shape and dtype, not its (summarized) values."""
+    import collections
+    w = ft.nn.Parameter(ft.randn(40, 50))
+    opt = ft.optim.SGD([w], lr=0.1)
+    assert isinstance(opt.state, collections.defaultdict) and opt.state[w] == {}
+    assert repr(opt.state).startswith("defaultdict(<class 'dict'>, {")
+    del opt.state[w]
+    for remove in (lambda: opt.state.pop(w), lambda: opt.state.__delitem__(w)):
+        with pytest.raises(KeyError) as e:
+            remove()
+        assert str(e.value) == ("'optimizer state has no entry for the Parameter of shape "
+                                "(40, 50) and dtype float32'")
+    assert opt.state.pop(w, None) is None
+    opt.load_state_dict(opt.state_dict())
+    assert isinstance(opt.state, collections.defaultdict) and opt.state[w] == {}
+
+
+def test_sparse_adam_refuses_at_construction_naming_adam():
+    w = ft.nn.Parameter(ft.ones(3))
+    with pytest.raises(NotImplementedError, match=r"no sparse gradients.*optim\.Adam\(params, "
+                                                  r"lr=0\.01, betas=\(0\.9, 0\.999\)"):
+        ft.optim.SparseAdam([w], lr=0.01)

@@ -53,6 +53,15 @@ class TensorInfo:
         return self.device.type == "cuda"
 
     @property
+    def is_cpu(self):
+        return self.device.type == "cpu"
+
+    # devices and layouts a functrans tensor never has: PyTorch programs test them (dcgan's
+    # `if (input.is_cuda or input.is_xpu) and self.ngpu > 1`), so they read False
+    is_xpu = is_mps = is_meta = is_xla = is_ipu = is_mtia = is_maia = is_vulkan = False
+    is_sparse = is_sparse_csr = is_quantized = is_nested = is_mkldnn = False
+
+    @property
     def ndim(self) -> int:
         return self._data.ndim
 

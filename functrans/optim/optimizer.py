@@ -5,11 +5,41 @@ Updates run under no_grad as in-place tensor ops, so parameters keep their ident
 """
 from __future__ import annotations
 
+import collections
 import copy
 import math
 
 from ..facade import grad_mode
 from ..facade.tensor import Tensor
+
+
+class _State(collections.defaultdict):
+    """`Optimizer.state`: PyTorch's `defaultdict(dict)` keyed by parameter, so a custom
+    optimizer's `self.state[p]` starts empty. Removing a parameter it does not hold raises a
+    KeyError that names the parameter by shape and dtype (a Tensor key's repr would print
+    its values)."""
+
+    def __init__(self, default_factory=dict, *args, **kwargs):
+        super().__init__(default_factory, *args, **kwargs)
+
+    def __repr__(self):
+        return "defaultdict(" + super().__repr__().partition("(")[2]
+
+    def _missing_key(self, key):
+        if isinstance(key, Tensor):
+            return KeyError(f"optimizer state has no entry for the {type(key).__name__} of "
+                            f"shape {tuple(key.shape)} and dtype {key.dtype}")
+        return KeyError(key)
+
+    def __delitem__(self, key):
+        if key not in self:
+            raise self._missing_key(key)
+        super().__delitem__(key)
+
+    def pop(self, key, *default):
+        if key not in self and not default:
+            raise self._missing_key(key)
+        return super().pop(key, *default)
 
 
 class _RequiredParameter:
@@ -22,11 +52,11 @@ required = _RequiredParameter()
 
 class Optimizer:
     """Holds `param_groups` (a list of dicts: 'params' plus hyperparameters) and `state`
-    (a dict keyed by parameter). Subclasses implement `step`."""
+    (a `defaultdict(dict)` keyed by parameter). Subclasses implement `step`."""
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
-        self.state = {}
+        self.state = _State()
         self.param_groups = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
@@ -138,9 +168,11 @@ class Optimizer:
                     return v.detach().to(device=p.device).clone()
             if isinstance(v, dict):
                 return {k: cast(p, k, x) for k, x in v.items()}
+            if isinstance(v, (list, tuple)):        # LBFGS's histories
+                return type(v)(cast(p, key, x) for x in v)
             return copy.deepcopy(v)
 
-        self.state = {}
+        self.state = _State()
         for k, v in state_dict["state"].items():
             k = int(k)
             if k in id_map:

@@ -21,6 +21,7 @@ What still differs is a row of docs/oracle.md, under `functional:` and `module:`
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -1340,6 +1341,143 @@ mod("TransformerEncoder", tr_build(lambda L: L.nn.TransformerEncoder(
     tel(L), 2, norm=L.nn.LayerNorm(4), enable_nested_tensor=False)), _TR)
 
 
+
+def tdl(L, **kw):
+    return L.nn.TransformerDecoderLayer(4, 2, dim_feedforward=6, dropout=0.0, **kw)
+
+
+def _causal(L, n):
+    return L.nn.Transformer.generate_square_subsequent_mask(n, dtype=L.float64)
+
+
+def seq2seq_build(make, batch_first=False, masks="padding", call="layer"):
+    """build(lib) for train: make(lib) -> a decoder layer, decoder or Transformer run on
+    (tgt, memory) or (src, tgt) with a causal tgt_mask and, with masks="padding", key
+    padding masks (batch element 1 ignores its last source and target steps); mse to y."""
+    def build(lib):
+        m = make(lib).double()
+
+        def loss(model, a, b, y):
+            n = a.shape[0 if batch_first else 1]
+            kw = dict(tgt_mask=_causal(lib, b.shape[1 if batch_first else 0]))
+            if masks == "padding":
+                pad = lambda t: lib.arange(t.shape[1 if batch_first else 0]).unsqueeze(0) \
+                    .expand(n, -1) >= lib.tensor([[t.shape[1 if batch_first else 0]], [2]])
+                kw.update(tgt_key_padding_mask=pad(b), memory_key_padding_mask=pad(a))
+                if call == "transformer":
+                    kw["src_key_padding_mask"] = pad(a)
+            elif masks == "causal_hint":
+                kw["tgt_is_causal"] = True
+                s_len = a.shape[1 if batch_first else 0]
+                kw["memory_mask"] = lib.zeros(b.shape[1 if batch_first else 0], s_len,
+                                              dtype=lib.float64)
+                kw["memory_mask"][0, -1] = float("-inf")
+            out = model(a, b, **kw) if call == "transformer" else model(b, a, **kw)
+            return lib.nn.functional.mse_loss(out, y)
+        return m, lib.optim.SGD(m.parameters(), lr=0.1), loss
+    return build
+
+
+# (memory or src (S=5), tgt (T=3), y); batch 2, d_model 4
+_S2S = [(randn(5, 2, 4, seed=s), randn(3, 2, 4, seed=s + 3), randn(3, 2, 4, seed=s + 6))
+        for s in range(2)]
+_S2SB = [tuple(a.transpose(1, 0, 2).copy() for a in batch) for batch in _S2S]
+mod("TransformerDecoderLayer", seq2seq_build(tdl), _S2S)
+mod("TransformerDecoderLayer:norm_first_gelu_batch_first_causal_hint", seq2seq_build(
+    lambda L: tdl(L, norm_first=True, activation="gelu", batch_first=True), batch_first=True,
+    masks="causal_hint"), _S2SB)
+mod("TransformerDecoderLayer:callable_activation_no_bias", seq2seq_build(
+    lambda L: tdl(L, activation=L.nn.functional.silu, bias=False, layer_norm_eps=1e-3)), _S2S)
+mod("TransformerDecoder", seq2seq_build(lambda L: L.nn.TransformerDecoder(
+    tdl(L), 2, norm=L.nn.LayerNorm(4))), _S2S)
+mod("TransformerDecoder:causal_hint", seq2seq_build(lambda L: L.nn.TransformerDecoder(
+    tdl(L), 2), masks="causal_hint"), _S2S)
+mod("Transformer", seq2seq_build(lambda L: L.nn.Transformer(
+    4, 2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=6, dropout=0.0),
+    call="transformer"), _S2S)
+mod("Transformer:batch_first_norm_first_gelu_causal_hint", seq2seq_build(
+    lambda L: L.nn.Transformer(4, 2, 1, 1, 6, 0.0, "gelu", batch_first=True, norm_first=True),
+    batch_first=True, masks="causal_hint", call="transformer"), _S2SB)
+
+
+def _word_language_model(L):
+    """PyTorch's examples/word_language_model TransformerModel, as written there: a subclass
+    of nn.Transformer that replaces `decoder` and runs `self.encoder` with a float causal
+    mask (log of a lower triangle of ones)."""
+    class PositionalEncoding(L.nn.Module):
+        def __init__(self, d_model, dropout=0.1, max_len=50):
+            super().__init__()
+            self.dropout = L.nn.Dropout(p=dropout)
+            pe = L.zeros(max_len, d_model)
+            position = L.arange(0, max_len, dtype=L.float).unsqueeze(1)
+            div_term = L.exp(L.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+            pe[:, 0::2] = L.sin(position * div_term)
+            pe[:, 1::2] = L.cos(position * div_term)
+            self.register_buffer("pe", pe.unsqueeze(0).transpose(0, 1))
+
+        def forward(self, x):
+            return self.dropout(x + self.pe[:x.size(0), :])
+
+    class TransformerModel(L.nn.Transformer):
+        def __init__(self, ntoken, ninp, nhead, nhid, nlayers, dropout=0.5):
+            super(TransformerModel, self).__init__(d_model=ninp, nhead=nhead,
+                                                   dim_feedforward=nhid,
+                                                   num_encoder_layers=nlayers)
+            self.model_type = "Transformer"
+            self.src_mask = None
+            self.pos_encoder = PositionalEncoding(ninp, dropout)
+            self.input_emb = L.nn.Embedding(ntoken, ninp)
+            self.ninp = ninp
+            self.decoder = L.nn.Linear(ninp, ntoken)
+
+        def _generate_square_subsequent_mask(self, sz):
+            return L.log(L.tril(L.ones(sz, sz)))
+
+        def forward(self, src, has_mask=True):
+            if has_mask:
+                if self.src_mask is None or self.src_mask.size(0) != len(src):
+                    self.src_mask = self._generate_square_subsequent_mask(len(src)).to(
+                        src.device)
+            else:
+                self.src_mask = None
+            src = self.pos_encoder(self.input_emb(src) * math.sqrt(self.ninp))
+            output = self.decoder(self.encoder(src, mask=self.src_mask))
+            return L.nn.functional.log_softmax(output, dim=-1)
+
+    return TransformerModel
+
+
+def wlm_build(lib):
+    m = _word_language_model(lib)(11, 4, 2, 6, 2).double()
+    m.eval()        # dropout off (the layers' 0.1 and the example's 0.5) so both agree
+    return m, lib.optim.SGD(m.parameters(), lr=0.5), lambda model, x, y: \
+        lib.nn.functional.nll_loss(model(x).view(-1, 11), y.view(-1))
+
+
+_WLM = [(rng(s).integers(0, 11, (5, 2)), rng(s + 1).integers(0, 11, (5, 2))) for s in range(2)]
+mod("Transformer:word_language_model_subclass", wlm_build, _WLM)
+
+
+def _transformer_api(L):
+    nn = L.nn
+    t = nn.Transformer(4, 2, 1, 1, 6, dropout=0.0)
+    x, y = L.zeros(3, 2, 4), L.zeros(5, 2, 4)
+    return {
+        "mask": nn.Transformer.generate_square_subsequent_mask(3),
+        "mask_f64": t.generate_square_subsequent_mask(2, dtype=L.float64),
+        "children": [n for n, _ in t.named_children()],
+        "decoder_children": [n for n, _ in t.decoder.layers[0].named_children()],
+        "attributes": (t.d_model, t.nhead, t.batch_first, t.decoder.num_layers),
+        "batch": _error(lambda: t(x, L.zeros(5, 3, 4))),
+        "features": _error(lambda: t(x, L.zeros(5, 2, 3))),
+        "activation": _error(lambda: nn.TransformerDecoderLayer(4, 2, activation="tanh")),
+        "causal_without_mask": _error(lambda: t(x, y, tgt_is_causal=True)),
+        "unbatched": t(x[:, 0], y[:, 0]).shape,
+    }
+
+
+add("module:Transformer:api", lambda: api_case(_transformer_api))
+
 def module_names():
     return sorted(n for n in set(dir(ft.nn)) & set(dir(torch.nn))
                   if not n.startswith("_") and isinstance(getattr(ft.nn, n), type))
@@ -1419,6 +1557,18 @@ _OPTS = {
                                                   decoupled_weight_decay=True),
     "Adamax": lambda L, p: L.optim.Adamax(p, lr=0.01),
     "Adamax:weight_decay": lambda L, p: L.optim.Adamax(p, lr=0.01, weight_decay=0.1),
+    "Adadelta": lambda L, p: L.optim.Adadelta(p),
+    "Adadelta:rho_eps_weight_decay_maximize": lambda L, p: L.optim.Adadelta(
+        p, lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1, maximize=True),
+    "ASGD": lambda L, p: L.optim.ASGD(p, lr=0.05),
+    "ASGD:averaging_weight_decay": lambda L, p: L.optim.ASGD(   # mu < 1 from the third step
+        p, lr=0.05, lambd=0.01, alpha=0.5, t0=2, weight_decay=0.1, maximize=True),
+    "Rprop": lambda L, p: L.optim.Rprop(p, lr=0.01),
+    "Rprop:etas_step_sizes_maximize": lambda L, p: L.optim.Rprop(
+        p, lr=0.02, etas=(0.3, 1.5), step_sizes=(1e-3, 0.03), maximize=True),
+    "Adafactor": lambda L, p: L.optim.Adafactor(p, lr=0.05),
+    "Adafactor:eps_d_weight_decay": lambda L, p: L.optim.Adafactor(
+        p, lr=0.6, beta2_decay=-0.5, eps=(1e-6, 1e-2), d=1.5, weight_decay=0.1),
 }
 for _name, _make in _OPTS.items():
     add(f"optim:{_name}", lambda m=_make, n=7 if "RAdam" in _name else 5: opt_case(m, steps=n))
@@ -1429,6 +1579,131 @@ for _name in ("SGD:nesterov_weight_decay", "Adam:weight_decay_amsgrad", "AdamW",
     add(f"optim:{_name}:f32", lambda m=_OPTS[_name], n=7 if "RAdam" in _name else 5: opt_case(
         m, steps=n, data=_OPT_DATA32, dtype="float32"))
 add("optim:Adam:param_groups", lambda: opt_case(_OPTS["Adam"], groups=True))
+for _name in ("Adadelta", "ASGD", "Rprop", "Adafactor"):
+    add(f"optim:{_name}:param_groups", lambda m=_OPTS[_name]: opt_case(m, groups=True))
+
+
+def _scalars(x):
+    """A state value with its 0-d tensors and numbers as 0-d float64 arrays (PyTorch's LBFGS
+    keeps its step t and curvature scalars as a float or a 0-d tensor depending on the path
+    taken), compared with the tolerances of arrays."""
+    if isinstance(x, (list, tuple)):
+        return [_scalars(v) for v in x]
+    if isinstance(x, (int, float)) and not isinstance(x, bool) or getattr(x, "ndim", 1) == 0:
+        return np.asarray(float(x))
+    return x
+
+
+def _lbfgs_run(L, make, steps, data, reload=False):
+    """steps calls of step(closure) of make(L, params) on small_net from fixed weights: the
+    losses step returns, the parameters after each, and the final state. reload: each step
+    runs on a fresh optimizer loaded from the previous one's state_dict."""
+    m = small_net(L)
+    with L.no_grad():
+        for i, p in enumerate(m.parameters()):
+            p.copy_(L.tensor(randn(*p.shape, seed=10 + i)))
+    o = make(L, m.parameters())
+    out = []
+    for k in range(steps):
+        if reload:
+            previous, o = o, make(L, m.parameters())
+            o.load_state_dict(previous.state_dict())
+        x, y = (L.tensor(a) for a in data[k % len(data)])
+
+        def closure():
+            o.zero_grad()
+            loss = L.nn.functional.mse_loss(m(x), y)
+            loss.backward()
+            return loss
+        out.append((o.step(closure), [p.detach().clone() for p in m.parameters()]))
+    state = {k: _scalars(v) for k, v in o.state_dict()["state"][0].items()}
+    return out, state, o.state_dict()["param_groups"]
+
+
+def lbfgs_case(make, steps=3, reload=False):
+    """Up to 12 iterations a step, each taking or not a branch on the values: rounding
+    (summation order) grows to about 1e-9 relative, hence rtol=1e-7."""
+    ours, theirs = (_lbfgs_run(L, make, steps, _OPT_DATA, reload) for L in (ft, torch))
+    compare(ours, theirs, "LBFGS", grad_fn=False, rtol=1e-7, atol=1e-10)
+
+
+_LBFGS = {
+    "LBFGS": lambda L, p: L.optim.LBFGS(p),
+    "LBFGS:history_lr": lambda L, p: L.optim.LBFGS(p, lr=0.5, max_iter=7, history_size=3,
+                                                   tolerance_change=1e-12),
+    "LBFGS:strong_wolfe": lambda L, p: L.optim.LBFGS(p, max_iter=6, history_size=4,
+                                                     line_search_fn="strong_wolfe"),
+    "LBFGS:strong_wolfe_max_eval": lambda L, p: L.optim.LBFGS(
+        p, lr=3.0, max_iter=10, max_eval=8, line_search_fn="strong_wolfe"),
+    # steps too long: the zoom, with trial steps pushed away from the bracket's ends
+    "LBFGS:strong_wolfe_zoom": lambda L, p: L.optim.LBFGS(p, lr=100.0, max_iter=12,
+                                                          line_search_fn="strong_wolfe"),
+    # steps too short: extrapolation, up to the line search's budget of evaluations
+    "LBFGS:strong_wolfe_extrapolate": lambda L, p: L.optim.LBFGS(
+        p, lr=0.01, max_iter=8, line_search_fn="strong_wolfe"),
+}
+for _name, _make in _LBFGS.items():     # the defaults' 20 iterations a step on this tanh net
+    # amplify rounding (summation order) past 1e-9 relative from the second step: one step
+    add(f"optim:{_name}", lambda m=_make, n=1 if _name == "LBFGS" else 3: lbfgs_case(m, n))
+add("optim:LBFGS:load_state_dict", lambda: lbfgs_case(_LBFGS["LBFGS:strong_wolfe"], reload=True))
+
+
+def _custom_optimizer(L):
+    """A PyTorch-style optimizer written as users write them: `self.state[p]` starts as an
+    empty dict (Optimizer.state is a defaultdict(dict))."""
+    class HeavyBall(L.optim.Optimizer):
+        def __init__(self, params, lr=0.1, momentum=0.5):
+            super().__init__(params, dict(lr=lr, momentum=momentum))
+
+        @L.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state[p]
+                    if "velocity" not in state:
+                        state["velocity"] = L.zeros_like(p)
+                    state["velocity"].mul_(group["momentum"]).add_(p.grad)
+                    p.add_(state["velocity"], alpha=-group["lr"])
+    return HeavyBall
+
+
+def _custom_optimizer_state(L):
+    """The custom optimizer's state: the defaultdict's type and default, and a state_dict
+    that a fresh optimizer loads and continues from."""
+    w = L.nn.Parameter(L.tensor([1.0, -2.0], dtype=L.float64))
+    o = _custom_optimizer(L)([w])
+    out = {"type": type(o.state).__mro__[-3].__name__, "unseen": dict(o.state[w])}
+    for _ in range(2):
+        o.zero_grad()
+        (w * w * w).sum().backward()
+        o.step()
+    o2 = _custom_optimizer(L)([w], lr=0.5)
+    o2.load_state_dict(o.state_dict())
+    o2.zero_grad()
+    (w * w).sum().backward()
+    o2.step()
+    out["loaded"] = (w.detach().clone(), o2.state_dict()["state"][0]["velocity"],
+                     o2.param_groups[0]["lr"], type(o2.state).__mro__[-3].__name__)
+    return out
+
+
+add("optim:Optimizer:custom_subclass", lambda: opt_case(
+    lambda L, p: _custom_optimizer(L)(p, lr=0.05, momentum=0.9)))
+add("optim:Optimizer:custom_subclass_state", lambda: api_case(_custom_optimizer_state))
+
+
+def _sparse_adam_dense(L):
+    w = L.nn.Parameter(L.ones(3, dtype=L.float64))
+    o = L.optim.SparseAdam([w], lr=0.1)
+    (w * w).sum().backward()
+    o.step()
+
+
+add("optim:SparseAdam:dense_gradients", lambda: oracle.check_error(   # refused, with Adam named
+    oracle._attempt(_sparse_adam_dense, ft), oracle._attempt(_sparse_adam_dense, torch),
+    r"dense gradients.*Adam|Adam.*dense gradients"))
 
 
 def _clip_run(L, clip, seed=0):

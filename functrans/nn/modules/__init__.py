@@ -1,17 +1,21 @@
-"""torch.nn's modules: the Module machinery, layers, containers and losses."""
-from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, ReLU,  # noqa: F401
-                         Mish, ReLU6, SiLU, Sigmoid, Softmax, Softplus, Tanh)
+"""torch.nn's modules: the Module machinery, layers, containers and losses. Each is importable
+by the module path PyTorch gives it (nn.modules.sparse.Embedding,
+nn.modules.activation.MultiheadAttention, nn.modules.pooling.MaxPool2d, ...)."""
+from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax,  # noqa: F401
+                         MultiheadAttention, ReLU, Mish, ReLU6, SiLU, Sigmoid, Softmax, Softplus,
+                         Tanh)
 from .container import (Flatten, ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                         Sequential, Unflatten)
 from .conv import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
-from .embedding import Embedding  # noqa: F401
+from .sparse import Embedding  # noqa: F401
 from .linear import Bilinear, Identity, Linear  # noqa: F401
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss,  # noqa: F401
                    L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 from .module import (Buffer, Module, Parameter, register_module_forward_hook,  # noqa: F401
                      register_module_forward_pre_hook, register_module_full_backward_hook)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell, RNNBase, RNNCellBase  # noqa: F401
-from .transformer import (MultiheadAttention, TransformerEncoder,  # noqa: F401
-                          TransformerEncoderLayer)
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
+                          TransformerEncoder, TransformerEncoderLayer)
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm  # noqa: F401
+from . import batchnorm, flatten, pooling  # noqa: F401,E402  (PyTorch's module paths)

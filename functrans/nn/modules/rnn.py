@@ -65,6 +65,10 @@ class RNNBase(Module):
                     self._flat_weights_names.append(name + sfx)
         self.reset_parameters()
 
+    def flatten_parameters(self):
+        """Nothing to do: PyTorch packs the weights into one buffer for cuDNN here; functrans
+        reads each weight where it is. Returns None, as torch's."""
+
     def reset_parameters(self):
         bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
         for w in self.parameters():

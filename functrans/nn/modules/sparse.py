@@ -1,4 +1,5 @@
-"""Embedding (torch.nn.Embedding): weight ~ N(0, 1), the padding_idx row zero and gradient-free."""
+"""Embedding (torch.nn.Embedding, in PyTorch's module nn.modules.sparse): weight ~ N(0, 1), the
+padding_idx row zero and gradient-free."""
 from __future__ import annotations
 
 from .. import functional as F

@@ -1,0 +1,130 @@
+"""The names PyTorch programs reach for before they train, against PyTorch: the device
+selection of pytorch/examples (`torch.accelerator`), `import torch.onnx`, the module paths
+programs name classes by (`torch.nn.modules.sparse.Embedding` in word_language_model's
+safe_globals), `flatten_parameters()` after loading an RNN, and what a missing `nn` name
+says. Each case runs the same function with `torch` and with `functrans` and compares
+(oracle.case; an error by type and message)."""
+import importlib
+import traceback
+import types
+
+import pytest
+
+import oracle
+from oracle import compare, ft, torch
+
+
+def _error(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the error is the result being compared
+        return type(e).__name__, str(e).split(" (functrans")[0]
+    return "ok"
+
+
+def _accelerator(L):
+    """What mnist/main.py, word_language_model and dcgan call to pick a device, and what the
+    device-only calls do without an accelerator."""
+    A = L.accelerator
+    device = A.current_accelerator() if A.is_available() else L.device("cpu")
+    return {"is_available": A.is_available(), "current": A.current_accelerator(),
+            "checked": A.current_accelerator(check_available=True),
+            "count": A.device_count(), "device": str(device),
+            "index": _error(A.current_device_index), "synchronize": _error(A.synchronize),
+            "set_index": _error(lambda: A.set_device_index(0)),
+            "empty_cache": _error(A.empty_cache),
+            "device_index_none": _error(lambda: A.device_index(None).__enter__())}
+
+
+def accelerator_case():
+    if ft.cuda.is_available():      # torch here is a CPU build: compare with what CUDA gives
+        assert ft.accelerator.current_accelerator() == ft.device("cuda")
+        assert ft.accelerator.device_count() == ft.cuda.device_count()
+        return
+    compare(_accelerator(ft), _accelerator(torch), "accelerator")
+
+
+def onnx_case():
+    """`import torch.onnx` and the query models make; export itself refuses, saying what
+    to do (PyTorch exports)."""
+    onnx = importlib.import_module("functrans.onnx")
+    assert onnx.is_in_onnx_export() is torch.onnx.is_in_onnx_export() is False
+    with pytest.raises(NotImplementedError, match=r"cannot export to ONNX.*ft\.save\(model"
+                                                  r"\.state_dict\(\), path\).*torch\.onnx"
+                                                  r"\.export"):
+        onnx.export(ft.nn.Linear(2, 2), (ft.zeros(1, 2),), "model.onnx")
+
+
+def module_paths_case():
+    """Every torch.nn class functrans has too is reachable by torch's module path
+    (`nn.modules.<file>.<Class>`, `nn.parameter.Parameter`) as the same class."""
+    missing = []
+    for name in sorted(set(dir(ft.nn)) & set(dir(torch.nn))):
+        cls = getattr(torch.nn, name)
+        if name.startswith("_") or not isinstance(cls, type):
+            continue
+        ours = ft.nn
+        for part in cls.__module__.split(".")[2:]:          # torch.nn.modules.sparse
+            ours = getattr(ours, part, None)
+        if getattr(ours, name, None) is not getattr(ft.nn, name):
+            missing.append(f"{cls.__module__}.{name}")
+    assert not missing, f"not reachable by torch's module path: {missing}"
+    assert ft.nn.parameter.Parameter is ft.nn.Parameter
+
+
+def _flatten(L):
+    """flatten_parameters() returns None and changes no output (word_language_model calls it
+    after torch.load)."""
+    L.manual_seed(0)
+    out = []
+    for rnn in (L.nn.LSTM(3, 4, 2), L.nn.GRU(3, 4), L.nn.RNN(3, 4, nonlinearity="relu")):
+        rnn.double()
+        x = L.ones(2, 1, 3, dtype=L.float64)
+        before = rnn(x)[0]
+        out.append((rnn.flatten_parameters(), bool((rnn(x)[0] == before).all())))
+    return out
+
+
+def nn_names_case():
+    """A missing nn name raises AttributeError, and nothing Python could suggest instead is
+    a submodule: asked for a class, the user must not be pointed to the module
+    'transformer'."""
+    allowed = {"functional", "init", "utils", "modules", "parallel", "parameter", "functions"}
+    modules = sorted(n for n in dir(ft.nn) if not n.startswith("_")
+                     and isinstance(getattr(ft.nn, n), types.ModuleType))
+    assert set(modules) <= allowed, f"submodules listed by dir(ft.nn): {modules}"
+    for lib in (ft, torch):
+        with pytest.raises(AttributeError) as e:
+            lib.nn.Transformerr  # noqa: B018
+        shown = "".join(traceback.format_exception_only(e.type, e.value))
+        assert "'transformer'" not in shown, shown
+
+
+_QUERIES = ("is_cpu", "is_cuda", "is_xpu", "is_mps", "is_meta", "is_xla", "is_ipu", "is_mtia",
+            "is_maia", "is_vulkan", "is_sparse", "is_sparse_csr", "is_quantized", "is_nested",
+            "is_mkldnn")
+
+
+def _device_queries(L):
+    """A CPU tensor's device and layout queries (dcgan: `input.is_cuda or input.is_xpu`)."""
+    x = L.ones(2, requires_grad=True)
+    return {(kind, q): getattr(t, q) for kind, t in (("leaf", x), ("result", x * 2),
+                                                      ("parameter", L.nn.Parameter(L.ones(1))))
+            for q in _QUERIES}
+
+
+CASES = {
+    "porting:tensor_device_queries": lambda: compare(_device_queries(ft),
+                                                     _device_queries(torch), "queries"),
+    "porting:accelerator": accelerator_case,
+    "porting:onnx": onnx_case,
+    "porting:nn_module_paths": module_paths_case,
+    "porting:flatten_parameters": lambda: compare(_flatten(ft), _flatten(torch), "flatten"),
+    "porting:nn_missing_name": nn_names_case,
+}
+oracle.register(*CASES)
+
+
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_porting(case_id):
+    oracle.case(case_id, CASES[case_id])

@@ -16,6 +16,8 @@ weights as PyTorch's, comparing the loss, every .grad and every parameter after 
   by Flatten and a Linear head.
 - `compose:A+B+C`, `compose:img:A+B+C`: a fixed sample of 54 triples of both families,
   the recurrent layers drawn three times as often.
+- `compose:tbptt:R`: PyTorch's word-language-model (Embedding -> R -> Linear) with the
+  hidden state detached and carried from step to step, sequence lengths alternating.
 - `compose:interleaved`: seven models of both families (two of the same structure) trained
   a step of each in turn, so that whatever the engine keeps per structure sees structures
   alternate.
@@ -202,6 +204,47 @@ def test_image_pair_trains_as_pytorch(case_id):
 @pytest.mark.parametrize("case_id", TRIPLES)
 def test_triple_trains_as_pytorch(case_id):
     build, batches = setup(case_id)
+    oracle.case(case_id, lambda: oracle.train(build, batches, steps=STEPS))
+
+
+RECURRENT_KINDS = {"LSTM": ("LSTM", {}), "GRU": ("GRU", {}), "RNN": ("RNN", {}),
+                   "BiLSTM2": ("LSTM", dict(num_layers=2, bidirectional=True))}
+
+
+@pytest.mark.parametrize("case_id", oracle.register(
+    *[f"compose:tbptt:{k}" for k in RECURRENT_KINDS]))
+def test_hidden_state_carried_across_steps(case_id):
+    """PyTorch's word-language-model: Embedding -> recurrent layer -> Linear, the hidden
+    state of each step detached and fed to the next (truncated backpropagation through
+    time), the sequence length alternating between 5 and 3 (a short last chunk)."""
+    kind = case_id.rsplit(":", 1)[1]
+    rng = np.random.default_rng(0)
+    batches = [(rng.integers(0, VOCAB, (n, 3)), rng.integers(0, CLASSES, n * 3))
+               for n in (SEQ, 3)]
+
+    def build(lib):
+        nn = lib.nn
+
+        class LanguageModel(nn.Module):
+            def __init__(self):
+                super().__init__()
+                cls, kw = RECURRENT_KINDS[kind]
+                self.embed = nn.Embedding(VOCAB, D)
+                self.rnn = getattr(nn, cls)(D, D, **kw)
+                self.decode = nn.Linear(2 * D if kw else D, CLASSES)
+                self.hidden = None
+
+            def forward(self, x):
+                out, h = self.rnn(self.embed(x), self.hidden)
+                self.hidden = tuple(t.detach() for t in h) if isinstance(h, tuple) \
+                    else h.detach()
+                return self.decode(out)
+
+        model = LanguageModel().double()
+        loss = lambda m, x, y: lib.nn.functional.cross_entropy(  # noqa: E731
+            m(x).reshape(-1, CLASSES), y)
+        return model, lib.optim.SGD(model.parameters(), lr=0.1), loss
+
     oracle.case(case_id, lambda: oracle.train(build, batches, steps=STEPS))
 
 

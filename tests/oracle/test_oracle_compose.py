@@ -21,9 +21,9 @@ weights as PyTorch's, comparing the loss, every .grad and every parameter after 
 - `compose:interleaved`: seven models of both families (two of the same structure) trained
   a step of each in turn, so that whatever the engine keeps per structure sees structures
   alternate.
-- `compose:stress`: 600 distinct small graphs, more than the backward caches hold, each
-  differentiated three times in rotation by `.backward()` and by `ft.grad`, every gradient
-  compared with PyTorch's.
+- `compose:stress`: 600 distinct small graphs, about three times what the cache of derived
+  programs holds under the test's budget, each differentiated three times at growing
+  distances by `.backward()` and by `ft.grad`, every gradient compared with PyTorch's.
 
 TransformerDecoderLayer and Dropout2d are not in `ft.nn` yet; they join the families when
 they are.
@@ -31,6 +31,7 @@ they are.
 No case may see functrans' InternalEngineError: oracle.case fails with EngineBug on one,
 even for a case listed in docs/oracle.md.
 """
+import contextlib
 import itertools
 import random
 from types import SimpleNamespace
@@ -39,6 +40,7 @@ import numpy as np
 import pytest
 
 import oracle
+from functrans.backends import memory
 
 D, SEQ, VOCAB, CLASSES = 8, 5, 11, 7     # features, sequence length, vocabulary, classes
 C, SIDE = 4, 8                           # image channels (GroupNorm has 2 groups) and side
@@ -308,12 +310,38 @@ def stress_loss(ops, chain, x, w):
     return ops.sum(x * x)
 
 
+STRESS_REVISITS = (0, 30, 200)   # each structure is run at these steps after its first
+STRESS_BUDGET = 8 << 20          # bytes of derived programs kept: about 200 structures
+
+
+def stress_schedule(count):
+    """Structure indices in running order: structure j at steps j, j + 30 and j + 200. The
+    first run of a structure goes node by node, the second derives its program, the third
+    finds the program kept or (most of the time, under STRESS_BUDGET) evicted."""
+    order = []
+    for step in range(count + max(STRESS_REVISITS)):
+        order += [step - d for d in STRESS_REVISITS if 0 <= step - d < count]
+    return order
+
+
+@contextlib.contextmanager
+def derived_budget(limit):
+    """The byte budget of functrans' one cache of derived programs set to limit for the
+    block; yields the cache."""
+    cache = memory.DERIVED
+    saved, cache.limit = cache.limit, limit
+    try:
+        yield cache
+    finally:
+        cache.limit = saved
+
+
 @pytest.mark.parametrize("case_id", oracle.register("compose:stress"))
 def test_more_structures_than_caches_hold(case_id):
-    """600 distinct graphs (more than the 512 and 256 entries the facade's and ft.grad's
-    backward caches held when this was written), each run three times in rotation through
-    `.backward()` (a weight shared by all of them accumulating its .grad) and through
-    `ft.grad`: every gradient equals PyTorch's."""
+    """600 distinct graphs, about three times what an 8 MiB budget of derived programs
+    holds, each run three times (stress_schedule) through `.backward()` (a weight shared by
+    all of them accumulating its .grad) and through `ft.grad`: every gradient equals
+    PyTorch's."""
     structures = stress_structures()
     rng = np.random.default_rng(0)
     inputs = {shape: rng.standard_normal(shape) for shape in STRESS_SHAPES}
@@ -324,9 +352,11 @@ def test_more_structures_than_caches_hold(case_id):
     def run():
         tw, fw = torch.tensor(w0, requires_grad=True), ft.tensor(w0, requires_grad=True)
         tw_total = None                  # torch's w.grad: None until a graph uses w
-        for rnd in range(3):
-            for k, (chain, shape) in enumerate(structures):
-                where = f"round {rnd}, structure {k} ({'+'.join(chain)} on {shape})"
+        with derived_budget(STRESS_BUDGET) as cache:
+            evictions = cache.stats()["evictions"]
+            for n, k in enumerate(stress_schedule(len(structures))):
+                chain, shape = structures[k]
+                where = f"run {n}, structure {k} ({'+'.join(chain)} on {shape})"
                 tx = torch.tensor(inputs[shape], requires_grad=True)
                 tgx, tgw = torch.autograd.grad(stress_loss(t_ops, chain, tx, tw), (tx, tw),
                                                allow_unused=True, materialize_grads=True)
@@ -339,6 +369,8 @@ def test_more_structures_than_caches_hold(case_id):
                 grads = ft.grad(lambda x, w: stress_loss(fn_ops, chain, x, w),
                                 argnums=(0, 1))(inputs[shape], w0)
                 oracle.compare(grads, (tgx, tgw), f"{where}: ft.grad", grad_fn=False)
+            assert cache.stats()["evictions"] > evictions + len(structures), \
+                "the stress test no longer overflows the derived-program cache"
     oracle.case(case_id, run)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .ad import JVPTracer, is_float
 from .backends.memory import DERIVED, approx_bytes
-from .core import Zero, _thread_state, get_aval, has_tracer, new_main, trusted_eval
+from .core import Var, Zero, _thread_state, get_aval, has_tracer, new_main, trusted_eval
 from .reverse import (RecordTrace, _Tape, _input, _params_key, _rewrap, _same_key,
                       _strippable_jvp, _strippable_vmap, _structure_key, derive,
                       joined_program)
@@ -144,13 +144,22 @@ def _backward_fn(derived, residuals):
 # ---------------------------------------------------------------------------
 # the first sight of a structure: equation by equation
 
-def eqn_program(prim, params, avals, live, present):
+def eqn_program(prim, params, avals, live, present, sig=None):
     """The joined residual + backward program of one equation whose inputs have these
     avals (live: the inputs that depend on the differentiated ones; present: the outputs
-    that receive a cotangent, the others being symbolic zeros), derived once per
-    signature: (program, local value indices it reads, which live inputs get a cotangent)."""
-    key = ("equation", prim, _params_key(params), avals, live, present)
-    hit = DERIVED.get(key)
+    that receive a cotangent, the others being symbolic zeros; sig: its eqn_signature when
+    known, avals then None), derived once per signature: (program, the values it reads:
+    input positions k or len(avals) + output j, which live inputs it returns a cotangent
+    for (the float ones), their positions, and per returned cotangent whether any
+    cotangent flows into it (_flows))."""
+    if sig is None:
+        sig = (prim, _params_key(params), avals)
+    avals = sig[2]
+    key = ("equation", sig, live, present)
+    try:
+        hit = DERIVED.get(key)
+    except TypeError:               # params that are not hashable: derived, not kept
+        hit, key = None, None
     if hit is None:
         order = [k for k in range(len(avals)) if live[k]] + \
                 [k for k in range(len(avals)) if not live[k]]
@@ -167,14 +176,123 @@ def eqn_program(prim, params, avals, live, present):
         back = {j: k for k, j in local.items()}
         reads = [back[i] if i < n else i for i in d.value_idx]   # eqn input k or output
         prog = joined_program(d)
-        hit = DERIVED.put(key, (prog, reads, d.nonzero, [k for k in order[:n_live]]),
-                          approx_bytes(key) + approx_bytes(prog))
+        hit = (prog, reads, d.nonzero, [k for k in order[:n_live]], _flows(prog, len(reads)))
+        if key is not None:
+            DERIVED.put(key, hit, approx_bytes(key) + approx_bytes(prog))
     return hit
 
 
+def _flows(closed, n_vals):
+    """Per output of an equation's joined program: whether it depends on a cotangent input
+    (the inputs after the n_vals values); False where the derivative is structurally zero
+    (a stop_gradient), which the schedule then does not hand on, as the whole program's
+    symbolic zeros are not."""
+    j = closed.jaxpr
+    dep = set(j.invars[n_vals:])
+    for e in j.eqns:
+        if any(type(a) is Var and a in dep for a in e.invars):
+            dep.update(e.outvars)
+    return tuple(type(v) is Var and v in dep for v in j.outvars)
+
+
+def eqn_reads(prim, params, avals, live, present):
+    """(what the backward of one equation reads: input positions k < len(avals) and
+    len(avals) + j for output j; the live input positions a cotangent flows into), from
+    its eqn_program."""
+    _, reads, nonzero, live_pos, flows = eqn_program(prim, params, avals, live, present)
+    it = iter(flows)
+    return reads, [k for k, nz in zip(live_pos, nonzero) if nz and next(it)]
+
+
+def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=None,
+                 on_grad=None, due=None, deliver=None):
+    """The first-sight schedule of a tape, shared by ft.vjp and `.backward()`: its reverse
+    pass equation by equation, each by its signature's cached program (eqn_program).
+
+    eqns: (primitive, params, input slots or Literals, output slots); live[slot]: whether
+    it depends on a differentiated input; ct: {slot: cotangent}, the outputs' on entry,
+    updated in place (the inputs' are left there); value(slot, i, r): the slot's primal
+    value as equation i reads it (r: its position among the equation's inputs, then
+    outputs); sigs: per equation its signature (eqn_signature), when the
+    caller has them at hand; run(prog, args): the outputs of an equation's program
+    (default: the runtime; the facade's create_graph records them as ops); special:
+    {primitive: f(i, present)} for the equations the caller runs itself (taps,
+    autograd.Functions: f pops their output cotangents from ct and returns the input
+    cotangents); on_grad(i, k, g): each input cotangent produced (anomaly checks); due:
+    {step: [slots]} whose cotangent is final before reverse step `step` runs, popped and
+    handed to deliver(slot, ct) (None if nothing reached it)."""
+    n = len(eqns)
+    memo = {}
+    for step in range(n):
+        if due and step in due:
+            for s in due.pop(step):
+                deliver(s, ct.pop(s, None))
+        i = n - 1 - step
+        prim, params, ii, oi = eqns[i]
+        if len(oi) == 1:
+            if oi[0] not in ct:
+                continue
+            present = _ONE
+        else:
+            present = tuple([o in ct for o in oi])
+            if True not in present:
+                continue
+        if special and prim in special:
+            for k, (a, g) in enumerate(zip(ii, special[prim](i, present))):
+                if g is not None and type(a) is int:
+                    if on_grad is not None:
+                        on_grad(i, k, g)
+                    ct[a] = ct[a] + g if a in ct else g
+            continue
+        lv = tuple([type(a) is int and live[a] for a in ii])
+        if True not in lv:
+            for o in oi:
+                ct.pop(o, None)
+            continue
+        if sigs is not None:        # the caller's signatures live through the pass
+            sig = sigs[i]
+            mkey = (id(sig), lv, present)
+            hit = memo.get(mkey)
+            if hit is None:
+                hit = memo[mkey] = eqn_program(prim, params, None, lv, present, sig)
+        else:
+            hit = eqn_program(prim, params, None, lv, present,
+                              eqn_signature(prim, params, ii, avals))
+        prog, reads, nonzero, live_pos, flows = hit
+        k_in = len(ii)
+        args = []
+        for r in reads:
+            a = ii[r] if r < k_in else oi[r - k_in]
+            args.append(value(a, i, r) if type(a) is int else a.val)
+        args += [ct.pop(o) for o, p in zip(oi, present) if p]
+        g = iter(zip(run_program(prog, *args) if run is None else run(prog, args), flows))
+        for k, nz in zip(live_pos, nonzero):
+            if nz:
+                gi, flow = next(g)
+                if not flow:
+                    continue
+                a = ii[k]
+                if on_grad is not None:
+                    on_grad(i, k, gi)
+                ct[a] = ct[a] + gi if a in ct else gi
+    if due:
+        for s in due.pop(n, ()):
+            deliver(s, ct.pop(s, None))
+    return ct
+
+
+_ONE = (True,)
+
+
+def eqn_signature(prim, params, ins, avals):
+    """What an equation's program depends on besides liveness: (primitive, params, input
+    avals); ins are slots of avals or Literals."""
+    return (prim, _params_key(params),
+            tuple([avals[a] if type(a) is int else a.aval for a in ins]))
+
+
 def _interpreted_vjp(tape, values, n_in, out_idx, key):
-    """vjp of a recorded program run equation by equation in reverse, each equation by
-    its signature's cached program (as the facade's engine runs a new graph). Called with
+    """vjp of a recorded program by the first-sight schedule (reverse_pass). Called with
     traced cotangents (jacrev's vmap, an outer jit), it derives the whole programs then."""
     eqns, avals = tape.eqns, tape.avals
     live = [False] * len(values)
@@ -187,7 +305,7 @@ def _interpreted_vjp(tape, values, n_in, out_idx, key):
 
     def derived_vjp(cts):
         derived = cached_derive(avals, eqns, n_in, tape.consts, out_idx,
-                                 [True] * len(values), key)
+                                [True] * len(values), key)
         with trusted_eval():
             residuals = derived.run("residual", [values[i] for i in derived.value_idx])
         return _backward_fn(derived, residuals)(cts)
@@ -200,22 +318,7 @@ def _interpreted_vjp(tape, values, n_in, out_idx, key):
             if type(c) is not Zero:
                 ct[i] = ct[i] + c if i in ct else c
         with trusted_eval():
-            for prim, params, ii, oi in reversed(eqns):
-                if not any(o in ct for o in oi):
-                    continue
-                lv = tuple(live[i] for i in ii)
-                present = tuple(o in ct for o in oi)
-                prog, reads, nonzero, live_pos = eqn_program(
-                    prim, params, tuple(avals[i] for i in ii), lv, present)
-                n = len(ii)
-                args = [values[ii[r]] if r < n else values[oi[r - n]] for r in reads]
-                args += [ct.pop(o) for o, p in zip(oi, present) if p]
-                g = iter(run_program(prog, *args))
-                for k, nz in zip(live_pos, nonzero):
-                    if nz:
-                        gi = next(g)
-                        i = ii[k]
-                        ct[i] = ct[i] + gi if i in ct else gi
+            reverse_pass(eqns, avals, live, ct, lambda s, i, r: values[s])
         res = []
         for i in range(n_in):
             if not is_float(avals[i]):
@@ -267,4 +370,5 @@ def clear_cache():
     _HINTS.clear()
 
 
-__all__ = ["vjp_flat", "clear_cache", "cached_derive", "eqn_program"]
+__all__ = ["vjp_flat", "clear_cache", "cached_derive", "eqn_program", "eqn_reads",
+           "eqn_signature", "reverse_pass"]

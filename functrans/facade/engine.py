@@ -24,8 +24,8 @@ from .. import passes
 from ..runtime import gc_paused, program as concrete_program
 from .grad_mode import STATE as GRAD_STATE
 from .record import ANOMALY
-from .interpret import run_node_by_node
-from .lower import derive_program, index_graph, make_spec, prune_inputs, value_key
+from .interpret import run_first_sight
+from .lower import derive_graph, graph_tape, index_graph, prune_inputs, value_key
 from .node import edge_of
 from .ops import eval_jaxpr_facade
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
@@ -75,57 +75,43 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None, ke
         return prog, hooked, fns
     CACHE_STATS["misses"] += 1
     with gc_paused():
-        spec = make_spec(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph)
-        closed, keys = derive_program(spec)
+        tape = graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph)
+        closed, keys = derive_graph(tape)
         closed = passes.optimize(closed) if not create_graph else passes.dce(closed)
-        closed, keys = prune_inputs(closed, keys, len(spec.roots))
+        closed, keys = prune_inputs(closed, keys, len(tape.out_idx))
     prog = Program()
     prog.closed = closed
     prog.keys = [ks[0] for ks in keys]
     prog.fn = prog.early = None
     prog.fused = False
     if not create_graph:
-        prog.fn, prog.fused = _program_fn(closed, spec)
+        prog.fn, prog.fused = _program_fn(closed, tape)
         # whether variants that hand out leaf gradients early (by their saved inputs) run
         # (_early_program; not across an ft.compile node, whose program is fused)
         prog.early = None if prog.fused else True
     prog.saved_by = None
-    prog.captures = list(spec.captures)
-    prog.replayed = tuple(rn.pos for rn in spec.nodes)    # the nodes this backward executes
-    index = _holder_index(spec)
-    prog.fetch = [_holders(index, ks) for ks in keys]
+    prog.captures = list(tape.captures)
+    prog.replayed = tape.replayed           # the nodes this backward executes
+    prog.fetch = [_holders(tape.holders, ks) for ks in keys]
     prog.token = next(Program._tokens)
     DERIVED.put(key, prog)
     return prog, hooked, fns
 
 
-def _program_fn(closed, spec):
+def _program_fn(closed, tape):
     """The compiled backward program and whether it is fused: one that crosses an
     ft.compile node is lowered by the jit pipeline (optimized and fused) instead of
     straight-line impl calls."""
     fn = concrete_program(closed)
-    for rn in spec.nodes:
-        for st in rn.info.steps:
-            if st.prim.name == "compiled":      # its `prog` param is compiler.capture's
-                return st.params["prog"].fused_program(closed, fn), True
+    for prim, params, _, _ in tape.eqns:
+        if prim.name == "compiled":          # its `prog` param is compiler.capture's
+            return params["prog"].fused_program(closed, fn), True
     return fn, False
 
 
-def _holder_index(spec):
-    """Slot key -> (node order, node position, slot) of every held slot, built once per
-    program (looking each value up by scanning all nodes was quadratic in graph size)."""
-    index = {}
-    for i, rn in enumerate(spec.nodes):
-        held = rn.info.held_set
-        for s, sk in enumerate(rn.slot_keys):
-            if s in held:
-                index.setdefault(sk, []).append((i, rn.pos, s))
-    return index
-
-
-def _holders(index, keys):
+def _holders(holders, keys):
     """(node position, slot) pairs holding the value named by keys, in node order."""
-    res = tuple((pos, s) for _, pos, s in sorted(h for k in set(keys) for h in index.get(k, ())))
+    res = tuple(sorted(h for k in set(keys) for h in holders.get(k, ())))
     if not res:
         raise InternalEngineError(f"backward program reads {keys[0]}, which no node saved")
     return res
@@ -199,10 +185,13 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     prog = None if anomaly else DERIVED.get(key)
     if anomaly or (prog is None and not create_graph and not _thread_state.depth
                    and _on_cpu(root_cts) and first_seen(key)):
-        outs, captures, replayed = run_node_by_node(nodes, pos, uniq, root_keys, root_cts,
-                                                    create_graph, structure,
-                                                    check_nan=anomaly and ANOMALY.check_nan,
-                                                    early=early)
+        parts, hooked, retained, fns = structure
+        with gc_paused():       # the tape of a large graph: many long-lived objects
+            tape = graph_tape(nodes, pos, uniq, root_keys, hooked, retained, fns,
+                              create_graph, program=False)
+        outs = run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph,
+                               check_nan=anomaly and ANOMALY.check_nan, early=early)
+        captures, replayed = tape.captures, tape.replayed
     else:
         if prog is not None:
             CACHE_STATS["hits"] += 1

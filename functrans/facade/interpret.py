@@ -1,207 +1,263 @@
-"""The engine's interpreter: a backward pass run node by node, each node by its op
-signature's own backward program (lower.analyze), as PyTorch's engine does.
+"""A backward's first-sight schedule on the facade's graph: the GraphTape (lower.py) run
+equation by equation by the executor (executor.reverse_pass), the schedule ft.vjp uses for
+a new structure, with what only the facade has: values fetched from the nodes that saved
+them (version counters checked as they are read), tensor hooks and retained gradients
+at the taps, autograd.Function nodes, early delivery of final leaf gradients, and, in
+anomaly mode, the first NaN attributed to its node.
 
 It runs a graph structure the first time it is seen (deriving, optimizing and compiling a
-program for the whole graph pays off only when the structure repeats) and every backward
-in anomaly mode, where the first NaN is attributed to its node.
+program for the whole tape pays off only when the structure repeats) and every backward
+in anomaly mode.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..core import Var, run_eqns
+from ..core import run_eqns, Var
+from ..executor import reverse_pass
 from .anomaly import has_nan, nan_error
-from .lower import make_spec
 from .ops import apply_prim
-from .plumbing import (FREED_MSG, RUN, RunContext, _check_version, hook_dicts,
-                       run_cotangent_hooks)
+from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
+                       fn_call_p, hook_dicts, run_cotangent_hooks, tap_p)
 from .tensor import wrap
 
 
-def run_node_by_node(nodes, pos, targets, root_keys, root_cts, create_graph, structure,
-                     check_nan=False, early=None):
-    """Backward node by node: (outputs like the derived program's, capture keys, the nodes
-    run). check_nan: raise at the first node whose gradient has a NaN (anomaly mode).
-    early(i, g): called for the targets at early.indices as soon as the last node that
-    contributes to them has run (their output is then None)."""
-    parts, hooked, retained, fns = structure
-    spec = make_spec(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph)
-    order = spec.nodes[::-1]
-    due = _due(order, targets, spec, early)
-    add = (lambda a, b: a + b)
+def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=False,
+                    early=None):
+    """The backward of one graph tape equation by equation: (outputs like the derived
+    program's: the targets' gradients, then the retained ones). check_nan: raise at the
+    first node whose gradient has a NaN (anomaly mode). early(i, g): called for the
+    targets at early.indices as soon as their gradient is final (their output is then
+    None)."""
+    values = _Values(tape, nodes, create_graph)
     ct = {}
-    for k, c in zip(root_keys, root_cts):
-        if k is not None:
-            ct[k] = add(ct[k], c) if k in ct else c
+    for s, c in zip(tape.out_idx, root_cts):
+        ct[s] = ct[s] + c if s in ct else c
     captured = {}
     run = RunContext([[nodes[p].hooks[j]] for p, j in hooked], [nodes[p] for p in fns],
                      create_graph, wrap)
+
+    def tap(i, present):
+        _, params, _, oi = tape.eqns[i]
+        c = _tap(ct.pop(oi[0]), params["hook"], create_graph)
+        captured[params["key"]] = c
+        return [c]
+
+    def function(i, present):
+        node = nodes[tape.eqn_node[i]]
+        return _function_backward(node, [ct.pop(o, None) for o in tape.eqns[i][3]],
+                                  create_graph)
+
+    on_grad = _nan_check(tape, nodes) if check_nan else None
+    due, deliver = None, None
+    if early is not None:
+        due, deliver = _due(tape, early)
     RUN.stack.append(run)
     try:
-        for step, rn in enumerate(order):
-            if step in due:
-                for k, i in due.pop(step):
-                    early(i, _fresh(_final(ct.pop(k, None), k, spec, run, create_graph)))
-            node = nodes[rn.pos]
-            info = rn.info
-            outs = []
-            for j, s in enumerate(info.out_slots):
-                k = rn.slot_keys[s]
-                c = ct.pop(k, None)
-                if c is not None and k in spec.taps:
-                    c = _tap(c, spec.taps[k], run, create_graph)
-                    captured[k] = c
-                outs.append(c)
-            if all(c is None for c in outs):
-                continue
-            if info.kind == "function":
-                present = tuple(c is not None for c, m in zip(outs, info.out_float) if m)
-                cts = [c for c, m in zip(outs, info.out_float) if m and c is not None]
-                if node.ctx.materialize_grads:
-                    cts = [c if c is not None else np.zeros(a.shape, a.dtype)
-                           for c, a, m in zip(outs, info.slot_avals[info.n_in:], info.out_float)
-                           if m]
-                    present = (True,) * len(cts)
-                in_avals = tuple(a for a, m in zip(info.slot_avals[:info.n_in], info.mask) if m)
-                grads = info.extra["run_backward"](node, cts, present, in_avals, info.out_float,
-                                     tensors=create_graph)
-            else:
-                grads = _run_node(node, rn, outs, create_graph, nodes)
-            for i, g in enumerate(grads):
-                if check_nan and has_nan(g):
-                    raise nan_error(node, i)
-            mask_keys = [k for k, m in zip(rn.in_keys, info.mask) if m]
-            for k, g in zip(mask_keys, grads):
-                if g is None:
-                    continue
-                ct[k] = add(ct[k], g) if k in ct else g
-        for k, i in due.pop(len(order), ()):
-            early(i, _fresh(_final(ct.pop(k, None), k, spec, run, create_graph)))
+        with np.errstate(all="ignore"):     # torch's backward does not warn about inf/nan
+            reverse_pass(tape.eqns, tape.avals, tape.live, ct, values.get, sigs=tape.sigs,
+                         run=_run_recorded if create_graph else None,
+                         special={tap_p: tap, fn_call_p: function}, on_grad=on_grad,
+                         due=due, deliver=deliver)
         res = []
-        for i, k in enumerate(targets):
+        for i, k in enumerate(tape.targets):
             if early is not None and i in early.done:
                 res.append(None)
                 continue
-            if k in spec.args:
-                res.append(_final(ct.get(k), k, spec, run, create_graph))
-                continue
+            s = tape.arg_slot.get(k)
+            c = ct.get(s) if s is not None else captured.get(k)
+            res.append(c if c is not None else _zeros(tape, k, create_graph))
+        for k in tape.captures:
             c = captured.get(k)
-            res.append(c if c is not None else _zeros(k, spec, create_graph))
-        for k in spec.captures:
-            c = captured.get(k, ct.get(k))
-            res.append(c if c is not None else _zeros(k, spec, create_graph))
+            res.append(c if c is not None else _zeros(tape, k, create_graph))
     finally:
         RUN.stack.pop()
     if not create_graph:
         res = [_fresh(r) for r in res]
-    return res, list(spec.captures), [rn.pos for rn in spec.nodes]
+    return res
+
+
+def _nan_check(tape, nodes):
+    """on_grad for anomaly mode: raise at the first input cotangent holding a NaN, naming
+    the node (and which of its gradient outputs, counting the inputs requiring grad)."""
+    def on_grad(i, k, g):
+        if tape.eqn_node[i] >= 0 and has_nan(g):
+            node = nodes[tape.eqn_node[i]]
+            j = tape.eqn_refs[i][0][k]
+            raise nan_error(node, sum(node.info.mask[:j]) if j < node.info.n_in else 0)
+    return on_grad
+
+
+def _run_recorded(prog, args):
+    """create_graph: an equation's program run as recorded facade ops (differentiable)."""
+    j = prog.jaxpr
+    env = {}
+    for v, c in zip(j.constvars, prog.consts):
+        env[v] = wrap(np.asarray(c))
+    for v, a in zip(j.invars, args):
+        env[v] = a
+    run_eqns(j.eqns, env, apply_prim)
+    return [env[a] if type(a) is Var else wrap(np.asarray(a.val)) for a in j.outvars]
+
+
+class _Values:
+    """Slot values as the equations read them, each from the node the equation belongs to:
+    its saved copy (checked, freed or modified in place, at every read, as torch checks a
+    node's saved tensors when the node runs), or recomputed from the node's earlier steps
+    (a float intermediate no node saves). Under create_graph they are Tensors connected to
+    the graph (a node's input or output; an intermediate recomputed by recorded ops), so
+    the result is differentiable again."""
+
+    def __init__(self, tape, nodes, create_graph):
+        self.tape, self.nodes, self.cg = tape, nodes, create_graph
+        self.vals = [None] * len(tape.avals)
+        self.producer = None
+
+    def get(self, s, i, r):
+        tape = self.tape
+        n = self.nodes[tape.eqn_node[i]]
+        refs, outs = tape.eqn_refs[i]
+        ls = refs[r] if r < len(refs) else outs[r - len(refs)]
+        info = n.info
+        v = self.vals[s]
+        if ls in info.held_set:
+            if n.vals is None:
+                raise RuntimeError(FREED_MSG + f" (the values saved by {info.name} were freed "
+                                   "by an earlier backward)")
+            if n.vers:
+                _check_version(n, ls)
+            if v is None:
+                v = n.vals[ls]
+                if self.cg:
+                    v = _connect(n, ls, v)
+                self.vals[s] = v
+        if v is None:
+            if ls < info.n_in:
+                if not self.cg or n.edges[ls] is not None:
+                    raise InternalEngineError(
+                        f"the backward of {info.name} reads its input {ls}, which it did not "
+                        "save")
+                v = self.vals[s] = wrap(n.vals[ls])
+            else:
+                v = self._recompute(s)
+        return v
+
+    def _recompute(self, s):
+        """A value no node saved, from the step computing it (its node's own slots)."""
+        if self.producer is None:
+            self.producer = {o: i for i, e in enumerate(self.tape.eqns) for o in e[3]}
+        i = self.producer[s]
+        prim, params, ii, oi = self.tape.eqns[i]
+        ins = [self.get(a, i, k) if type(a) is int else a.val for k, a in enumerate(ii)]
+        out = apply_prim(prim, params, ins) if self.cg else prim.impl(np, *ins, **params)
+        for o, v in zip(oi, out if prim.multiple_results else [out]):
+            if self.vals[o] is None:
+                self.vals[o] = v
+        return self.vals[s]
+
+
+def _connect(n, ls, v):
+    """Node n's saved value at local slot ls as a Tensor connected to the graph: the
+    variable of a leaf input, the output of the producing node, or a constant."""
+    info = n.info
+    if ls < info.n_in:
+        e = n.edges[ls]
+        if e is None:
+            return wrap(v)
+        prod, out_nr = e
+        if prod.info is None:
+            return prod.variable
+        t = wrap(v)
+        t._grad_fn, t._out_nr, t._requires_grad = prod, out_nr, True
+        return t
+    if ls in info.out_slots:
+        t = wrap(v)
+        t._grad_fn, t._out_nr, t._requires_grad = n, info.out_slots.index(ls), True
+        return t
+    return wrap(v)          # an integer intermediate (a mask): constant
+
+
+def _function_backward(node, outs, create_graph):
+    """An autograd.Function node's backward on its output cotangents (None: none came):
+    its input cotangents (None for inputs that do not require grad)."""
+    info = node.info
+    present = tuple(c is not None for c, m in zip(outs, info.out_float) if m)
+    cts = [c for c, m in zip(outs, info.out_float) if m and c is not None]
+    if node.ctx.materialize_grads:
+        cts = [c if c is not None else _zero_like(a, create_graph)
+               for c, a, m in zip(outs, info.slot_avals[info.n_in:], info.out_float) if m]
+        present = (True,) * len(cts)
+    in_avals = tuple(a for a, m in zip(info.slot_avals[:info.n_in], info.mask) if m)
+    grads = iter(info.extra["run_backward"](node, cts, present, in_avals, info.out_float,
+                                            tensors=create_graph))
+    return [next(grads) if m else None for m in info.mask]
+
+
+def _zero_like(a, create_graph):
+    z = np.zeros(a.shape, a.dtype)
+    return wrap(z) if create_graph else z
+
+
+def _due(tape, early):
+    """({reverse step: [slots]}, deliver) for the early targets: a leaf's gradient is final,
+    and handed out, once every node reading it (directly or through its tap) has run all
+    its equations (torch runs a leaf's AccumulateGrad node, and so its hooks, after the
+    nodes it feeds: a hook may update what those nodes saved, as an optimizer step does)."""
+    slot_of = {}
+    for i in early.indices:
+        s = tape.arg_slot.get(tape.targets[i])
+        if s is not None:
+            slot_of[s] = i
+    n = len(tape.eqns)
+    first = {}                  # node position -> its first equation
+    for i, p in enumerate(tape.eqn_node):
+        if p >= 0 and p not in first:
+            first[p] = i
+    readers = {}
+    for i, (prim, _, ins, outs) in enumerate(tape.eqns):
+        for a in ins:
+            if type(a) is int:
+                readers.setdefault(a, []).append(i)
+    due = {}
+    for s in slot_of:
+        step, stack = 0, [s]
+        while stack:
+            for i in readers.get(stack.pop(), ()):
+                p = tape.eqn_node[i]
+                if p < 0:                       # its tap: the tap's readers too
+                    step = max(step, n - i)
+                    stack.extend(tape.eqns[i][3])
+                else:
+                    step = max(step, n - first[p])
+        due.setdefault(step, []).append(s)
+
+    def deliver(s, c):
+        i = slot_of[s]
+        early(i, _fresh(c if c is not None else _zeros(tape, tape.targets[i], False)))
+    return due, deliver
 
 
 def _fresh(r):
     return np.array(r, copy=True) if isinstance(r, (np.ndarray, np.generic)) else r
 
 
-def _due(order, targets, spec, early):
-    """Step (in `order`) -> [(key, target index)] of the early targets: delivered before that
-    step runs, once every node that adds to their cotangent has run."""
-    if early is None:
-        return {}
-    last = {}
-    for i in early.indices:
-        last[targets[i]] = (0, i)
-    for step, rn in enumerate(order):
-        for k, m in zip(rn.in_keys, rn.info.mask):
-            if m and k in last:
-                last[k] = (step + 1, last[k][1])
-    due = {}
-    for k, (step, i) in last.items():
-        due.setdefault(step, []).append((k, i))
-    return due
-
-
-def _final(c, k, spec, run, create_graph):
-    """A leaf target's gradient once complete: its tensor hooks run, zeros if none came."""
-    if c is not None and k in spec.taps:
-        c = _tap(c, spec.taps[k], run, create_graph)
-    return c if c is not None else _zeros(k, spec, create_graph)
-
-
-def _zeros(k, spec, create_graph):
+def _zeros(tape, k, create_graph):
     """The gradient of value k when nothing reached it (a Tensor under create_graph)."""
-    a = spec.avals[k]
-    c = np.zeros(a.shape, a.dtype)
-    return wrap(c) if create_graph else c
+    s = tape.arg_slot.get(k)
+    a = tape.avals[s] if s is not None else _tapped_aval(tape, k)
+    return _zero_like(a, create_graph)
 
 
-def _tap(c, hook, run, create_graph):
+def _tapped_aval(tape, k):
+    for prim, params, ins, _ in tape.eqns:
+        if prim is tap_p and params["key"] == k:
+            return tape.avals[ins[0]]
+    raise InternalEngineError(f"backward target {k} is neither an input nor tapped")
+
+
+def _tap(c, hook, create_graph):
     if hook < 0:
         return c
     if create_graph:
         return run_cotangent_hooks(c, *hook_dicts(hook))
     return run_cotangent_hooks(wrap(np.asarray(c)), *hook_dicts(hook))._data
-
-
-def _run_node(node, rn, outs, create_graph, nodes):
-    """One node's backward program on its saved values and output cotangents."""
-    info = node.info
-    prog = info.bwd
-    if prog is None:
-        return [np.zeros(a.shape, a.dtype) for a, m in zip(info.slot_avals, info.mask) if m]
-    vals = []
-    for s in prog.slots:
-        if node.vals is None:
-            raise RuntimeError(FREED_MSG + f" (the values saved by {info.name} were "
-                               "freed by an earlier backward)")
-        v = node.vals[s]
-        if node.vers:
-            _check_version(node, s)
-        vals.append(v)
-    cts = []
-    for c, s, f in zip(outs, info.out_slots, info.out_float):
-        if not f:
-            continue
-        if c is None:
-            a = info.slot_avals[s]
-            c = np.zeros(a.shape, a.dtype)
-            c = wrap(c) if create_graph else c
-        cts.append(c)
-    if create_graph:
-        return _eval_node_facade(node, rn, prog, vals, cts, nodes)
-    with np.errstate(all="ignore"):
-        return prog.fn(np, *vals, *cts)
-
-
-def _eval_node_facade(node, rn, prog, vals, cts, nodes):
-    """create_graph node by node: the node's program run as recorded facade ops. Saved
-    inputs and outputs become tensors connected to the graph."""
-    j = prog.closed.jaxpr
-    env = {}
-    for v, c in zip(j.constvars, prog.closed.consts):
-        env[v] = wrap(np.asarray(c))
-    info = node.info
-    for v, s, val in zip(j.invars, prog.slots, vals):
-        if s < info.n_in:
-            e = node.edges[s]
-            if e is None:
-                env[v] = wrap(val)
-            else:
-                prod, out_nr = e
-                if prod.info is None:
-                    env[v] = prod.variable
-                else:
-                    t = wrap(val)
-                    t._grad_fn, t._out_nr, t._requires_grad = prod, out_nr, True
-                    env[v] = t
-        elif s in info.out_slots:
-            t = wrap(val)
-            t._grad_fn, t._out_nr, t._requires_grad = node, info.out_slots.index(s), True
-            env[v] = t
-        else:
-            raise NotImplementedError(
-                "create_graph=True with anomaly detection through an op whose backward reads "
-                f"an intermediate value ({info.name}) is not supported; turn anomaly detection "
-                "off for the double backward")
-    for v, c in zip(j.invars[len(vals):], cts):
-        env[v] = c
-    run_eqns(j.eqns, env, apply_prim)
-    return [env[a] if type(a) is Var else wrap(np.asarray(a.val)) for a in j.outvars]

@@ -1,135 +1,248 @@
-"""The facade's graph as the deriver sees it: indexing the recorded graph, the Spec of
-one backward call, lowering a Spec into a tape for the core's reverse-mode deriver, and
-the per-signature analysis (`analyze`: which slots a node's backward reads) that recording
-needs, so it sits below record.py.
+"""The facade's graph as a tape: indexing the recorded graph, the GraphTape of one
+backward call (the nodes' primitive steps as equations over value slots: the one program
+representation the executor runs equation by equation and the deriver derives whole), and
+the per-signature analysis recording needs (`analyze`: which slots a node's backward
+reads), so it sits below record.py.
 
-A node's primitive steps become equations over value slots (equal steps share one slot,
-so a value saved under either name is found); the targets not produced by replayed
-nodes are the differentiated inputs, other values read are constants; hooked, retained
-and produced-target values pass through a `facade_tap` equation, whose cotangent the
-deriver adds to the backward program's outputs.
+Equal steps share one slot, so a value saved under either name is found; the targets not
+produced by replayed nodes are the differentiated inputs, other values read are
+constants; hooked, retained and produced-target values pass through a `facade_tap`
+equation, whose cotangent the deriver adds to the backward program's outputs.
 """
 from __future__ import annotations
 
 import threading
 
-from .. import passes
 from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
+from ..executor import eqn_reads, eqn_signature
 from ..reverse import derive, joined_program, literal_key
-from ..runtime import program as concrete_program
 from .node import OpInfo
-from .plumbing import fn_call_p, tap_p
+from .plumbing import InternalEngineError, fn_call_p, tap_p
 
 
-class RNode:
-    """A node as the lowering sees it: its info, the keys of its inputs and of its slots."""
-    __slots__ = ("info", "in_keys", "slot_keys", "fslot", "pos")
+class GraphTape:
+    """One backward call's tape: the replayed nodes' primitive steps as equations over value
+    slots, the one program representation both schedules run (the executor's equation by
+    equation on a first sight, the derived whole program when the structure repeats).
 
-    def __init__(self, info, in_keys, slot_keys, fslot=-1, pos=-1):
-        self.info, self.in_keys, self.slot_keys = info, in_keys, slot_keys
-        self.fslot, self.pos = fslot, pos
-
-
-class Spec:
-    """What one backward program computes, independent of the values.
-
-    avals: key -> aval of every value the program may read (all slots of replayed nodes
-    and the values entering them); available: keys whose saved value it may read;
-    args: target keys that enter it as differentiated inputs; targets: keys whose
-    cotangents are outputs; taps: key -> hook slot (-1 for none), for replayed values
-    whose cotangent is captured or hooked; roots: keys of the differentiated outputs;
-    captures: retained keys whose cotangents follow the targets'."""
-
-    def __init__(self):
-        self.avals = {}
-        self.available = set()
-        self.nodes = []
-        self.args = []
-        self.targets = []
-        self.taps = {}
-        self.roots = []
-        self.captures = []
+    Slots 0..n_in-1 are the differentiated inputs (targets no replayed node produces);
+    consts: the other slots read before being produced (saved inputs of replayed nodes);
+    eqns: (primitive, params, input slots or Literals, output slots); eqn_node: the position
+    of the node each equation comes from (-1 for taps); keys_of: per slot, the value keys
+    naming it (several where equal steps share it, an available one first); available:
+    per slot, whether a node saved it; holders: key -> ((node position, local slot), ...)
+    of the replayed nodes holding it; live: per slot, whether it depends on a
+    differentiated input; out_idx: the roots' slots; targets / captures: the keys whose
+    cotangents the backward returns (targets, then retained gradients); arg_slot: target
+    key -> its input slot; replayed: the positions of the nodes it runs."""
+    __slots__ = ("avals", "eqns", "eqn_node", "n_in", "consts", "keys_of", "available",
+                 "holders", "live", "out_idx", "targets", "captures", "arg_slot", "replayed",
+                 "eqn_refs", "sigs")
 
 
-def derive_program(spec: Spec):
-    """The backward program of spec, from the core's deriver: (ClosedJaxpr of (values...,
-    root cotangents) -> target cotangents + captured cotangents, and per value input the
-    keys naming it: several when equal steps share it, an available one first)."""
-    avals, eqns, keys_of = [], [], []
+def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph,
+               program=True):
+    """The GraphTape of one backward call (replaying only the nodes between the targets
+    and the roots). Hooked, retained and produced-target values pass through a
+    `facade_tap` equation, whose cotangent the deriver adds to the program's outputs.
+
+    program: for the derived whole program, equal steps of different nodes share one slot
+    (CSE: a value saved under either name is found and computed once) and each slot gets
+    its keys, availability and holders. Without it (the first-sight schedule, which reads
+    each equation's values from its own node) those are left out (None)."""
+    target_set = set(targets)
+    replay = [False] * len(nodes)
+    in_keys_all = [None] * len(nodes)
+    for p, n in enumerate(nodes):
+        if n.info is None:
+            continue
+        ik = _in_keys(n, p, pos)
+        in_keys_all[p] = ik
+        for k, e in zip(ik, n.edges):
+            if e is not None and (k in target_set or replay[k[0]]):
+                replay[p] = True
+                break
+    hook_slot = {pj: i for i, pj in enumerate(hooked)}
+    fslot = {p: i for i, p in enumerate(fns)}
+    retained_set = set(retained)
+    produced = {(p, s) for p, n in enumerate(nodes) if replay[p] for s in n.info.out_slots}
+    tape = GraphTape()
+    avals, eqns, eqn_node, eqn_refs, live, sigs = [], [], [], [], [], []
+    keys_of = [] if program else None
+    holders = {}
+    avail_keys = set()   # keys of values a replayed node saved (and may be read)
     env = {}             # key -> the slot its readers see (after its tap)
-    cse = {}             # (primitive, input slots) -> [(params, output slots)]
-    available = spec.available
+    table = {}           # CSE: (primitive, input slots) -> [(params, output slots)]
 
-    def new(aval, keys):
+    def new(aval, k, is_live):
         avals.append(aval)
-        keys_of.append(keys)
+        if program:
+            keys_of.append([k])
+        live.append(is_live)
         return len(avals) - 1
 
-    def tap(s, k):
-        h = spec.taps.get(k)
-        if h is None:
-            return s
-        t = new(avals[s], keys_of[s])
+    def tap(s, k, h):
+        t = len(avals)
+        avals.append(avals[s])
+        if program:
+            keys_of.append(keys_of[s])      # one value: the same names
+        live.append(live[s])
         eqns.append((tap_p, {"key": k, "hook": h}, (s,), (t,)))
+        eqn_node.append(-1)
+        eqn_refs.append(None)
+        sigs.append(None)
         return t
 
-    for k in spec.args:
-        env[k] = tap(new(spec.avals[k], [k]), k)
-    n_in = len(spec.args)
+    args, arg_slot = [], {}
+    for k in targets:
+        if k not in produced:
+            p, s = k
+            n = nodes[p]
+            a = new(_key_aval(nodes, k), k, True)
+            args.append(a)
+            arg_slot[k] = a
+            h = hook_slot.get((p, n.info.out_slots.index(s)), -1) if n.info is not None else -1
+            env[k] = tap(a, k, h) if h >= 0 else a
+    n_in = len(args)
     consts = []
 
-    def read(k):
+    lists = (avals, eqns, eqn_node, eqn_refs, live, sigs, keys_of)
+    replayed = []
+    for p, n in enumerate(nodes):
+        if not replay[p]:
+            continue
+        replayed.append(p)
+        info = n.info
+        in_keys = in_keys_all[p]
+        ni = info.n_in
+        if program:
+            for s in info.held_set:
+                k = in_keys[s] if s < ni else (p, s)
+                holders.setdefault(k, []).append((p, s))
+                if not create_graph or s in info.cg_slots:
+                    avail_keys.add(k)
+        local = []
+        for k, aval in zip(in_keys, info.slot_avals):
+            s = env.get(k)
+            if s is None:
+                s = env[k] = new(aval, k, False)
+                consts.append(s)
+            local.append(s)
+        local += [None] * (info.n_slots - ni)
+        steps = info.tape_eqns
+        if steps is None:
+            steps = _tape_eqns(info)
+        if info.kind == "function":
+            steps = [(fn_call_p, info.extra["params"](fslot.get(p, -1)), range(ni),
+                      info.out_slots, None)]
+        for prim, params, refs, outs, sig in steps:
+            ins = tuple([local[r] if type(r) is int else r for r in refs])
+            if program:
+                cands = table.setdefault((prim, tuple([i if type(i) is int else literal_key(i)
+                                                       for i in ins])), [])
+                for cparams, couts in cands:
+                    if cparams == params:
+                        for o, c in zip(outs, couts):
+                            local[o] = c
+                            keys_of[c].append((p, o))   # an output: not an input slot
+                        break
+                else:
+                    cands.append((params, _emit(prim, params, ins, refs, outs, sig, p, info,
+                                                local, lists)))
+            else:
+                _emit(prim, params, ins, refs, outs, sig, p, info, local, lists)
+        for j, s in enumerate(info.out_slots):
+            k = (p, s)
+            h = hook_slot.get((p, j), -1)
+            env[k] = tap(local[s], k, h) if (h >= 0 or (p, j) in retained_set
+                                             or k in target_set) else local[s]
+    tape.out_idx = []
+    for k in root_keys:
         s = env.get(k)
         if s is None:
-            s = env[k] = new(spec.avals[k], [k])
+            s = env[k] = new(_key_aval(nodes, k), k, False)
             consts.append(s)
-        return s
+        tape.out_idx.append(s)
+    available = None
+    if program:
+        for ks in {id(ks): ks for ks in keys_of}.values():     # an available name first
+            if ks[0] not in avail_keys:
+                for i, k in enumerate(ks):
+                    if k in avail_keys:
+                        ks.insert(0, ks.pop(i))
+                        break
+        available = [ks[0] in avail_keys for ks in keys_of]
+    args_set = set(arg_slot)
+    tape.captures = [k for k in ((p, nodes[p].info.out_slots[j]) for p, j in retained)
+                     if k in produced or k in args_set]
+    tape.avals, tape.eqns, tape.eqn_node, tape.eqn_refs = avals, eqns, eqn_node, eqn_refs
+    tape.n_in, tape.consts, tape.keys_of, tape.available = n_in, consts, keys_of, available
+    tape.holders = {k: tuple(v) for k, v in holders.items()}
+    tape.live, tape.targets, tape.arg_slot = live, list(targets), arg_slot
+    tape.replayed = tuple(replayed)
+    tape.sigs = sigs
+    return tape
 
-    for rn in spec.nodes:
-        info = rn.info
-        sk = rn.slot_keys
-        local = [read(k) for k in rn.in_keys] + [None] * (info.n_slots - info.n_in)
-        if info.kind == "function":
-            steps = [(fn_call_p, info.extra["params"](rn.fslot), range(info.n_in),
-                      info.out_slots)]
-        else:
-            steps = [(st.prim, st.params, st.refs, st.outs) for st in info.steps]
-        for prim, params, refs, outs in steps:
-            ins = tuple([local[r] if type(r) is int else r for r in refs])
-            cands = cse.setdefault((prim, tuple([i if type(i) is int else literal_key(i)
-                                                 for i in ins])), [])
-            for cparams, couts in cands:
-                if cparams == params:
-                    for o, c in zip(outs, couts):
-                        local[o] = c
-                        _add_key(keys_of[c], sk[o], available)
-                    break
-            else:
-                for o in outs:
-                    local[o] = new(info.slot_avals[o], [sk[o]])
-                cands.append((params, [local[o] for o in outs]))
-                eqns.append((prim, params, ins, tuple([local[o] for o in outs])))
-        for s in info.out_slots:
-            env[sk[s]] = tap(local[s], sk[s])
-    out_idx = [read(k) for k in spec.roots]
+
+def _emit(prim, params, ins, refs, outs, sig, p, info, local, lists):
+    """Append one step of node p to the tape lists: its output slots (a tuple)."""
+    avals, eqns, eqn_node, eqn_refs, live, sigs, keys_of = lists
+    is_live = False
+    for i in ins:
+        if type(i) is int and live[i]:
+            is_live = True
+            break
+    out_slots = []
+    for o in outs:
+        local[o] = len(avals)
+        out_slots.append(local[o])
+        avals.append(info.slot_avals[o])
+        live.append(is_live)
+        if keys_of is not None:
+            keys_of.append([(p, o)])
+    out_slots = tuple(out_slots)
+    eqns.append((prim, params, ins, out_slots))
+    sigs.append(sig)
+    eqn_node.append(p)
+    eqn_refs.append((refs, outs))
+    return out_slots
+
+
+def _tape_eqns(info):
+    """info's steps as tape equations over its local slots, with their signatures:
+    ((primitive, params, refs, outs, eqn_signature), ...), computed once per OpInfo."""
+    info.tape_eqns = tuple([(st.prim, st.params, st.refs, st.outs,
+                             eqn_signature(st.prim, st.params, st.refs, info.slot_avals))
+                            for st in info.steps])
+    return info.tape_eqns
+
+
+def derive_graph(tape: GraphTape):
+    """The backward program of a graph tape, from the core's deriver: (ClosedJaxpr of
+    (values..., root cotangents) -> target cotangents + captured cotangents, and per value
+    input the keys naming it)."""
+    avals = tape.avals
     # the deriver returns the float inputs' cotangents; any other target is captured
     # (a produced value through its tap; an integer one is never tapped: zeros)
-    arg_out = {k: j for j, k in enumerate([k for k in spec.args
-                                           if spec.avals[k].dtype.kind in "fc"])}
-    cap_keys = [k for k in spec.targets if k not in arg_out] + list(spec.captures)
-    d = derive(avals, eqns, n_in, consts, out_idx,
-               [any([k in available for k in ks]) for ks in keys_of],
-               [(k, spec.avals[k].strip_weak()) for k in dict.fromkeys(cap_keys)])
+    arg_out = {k: j for j, k in enumerate([k for k, s in tape.arg_slot.items()
+                                           if avals[s].dtype.kind in "fc"])}
+    cap_keys = list(dict.fromkeys([k for k in tape.targets if k not in arg_out]
+                                  + list(tape.captures)))
+    cap_avals = {}
+    for k in cap_keys:
+        cap_avals[k] = _target_aval(tape, k)
+    d = derive(avals, tape.eqns, tape.n_in, tape.consts, tape.out_idx, tape.available,
+               [(k, cap_avals[k].strip_weak()) for k in cap_keys])
     closed = joined_program(d)
     j = closed.jaxpr
     outs = j.outvars
-    cap_out = {k: len(arg_out) + i for i, k in enumerate(dict.fromkeys(cap_keys))}
-    outvars = [outs[arg_out[k]] if k in arg_out else outs[cap_out[k]] for k in spec.targets]
-    outvars += [outs[cap_out[k]] for k in spec.captures]
+    cap_out = {k: len(arg_out) + i for i, k in enumerate(cap_keys)}
+    outvars = [outs[arg_out[k]] if k in arg_out else outs[cap_out[k]] for k in tape.targets]
+    outvars += [outs[cap_out[k]] for k in tape.captures]
     invars, keys, sub = [], [], {}
     first = {}
     for v, s in zip(j.invars, d.value_idx):
-        ks = keys_of[s]
+        ks = tape.keys_of[s]
         f = first.get(id(ks))
         if f is None:                     # a tapped value and its tap read the same input
             first[id(ks)] = v
@@ -148,12 +261,16 @@ def derive_program(spec: Spec):
     return ClosedJaxpr(Jaxpr(j.constvars, invars, eqns_j, outvars), closed.consts), keys
 
 
-def _add_key(keys, k, available):
-    """Name one more key for a shared slot (first the available ones: they are read)."""
-    if k in available and keys[0] not in available:
-        keys.insert(0, k)
-    else:
-        keys.append(k)
+def _target_aval(tape, k):
+    """The aval of a target or retained key: its slot's (an argument's, or the slot a tap
+    of it reads)."""
+    s = tape.arg_slot.get(k)
+    if s is not None:
+        return tape.avals[s]
+    for prim, params, ins, _ in tape.eqns:
+        if prim is tap_p and params["key"] == k:
+            return tape.avals[ins[0]]
+    raise InternalEngineError(f"backward target {k} is neither an input nor tapped")
 
 
 def prune_inputs(closed: ClosedJaxpr, keys, n_cts):
@@ -295,64 +412,6 @@ def index_graph(root_fns):
     return nodes, Positions(nodes), (tuple(flat), tuple(hooked), tuple(retained), tuple(fns))
 
 
-def make_spec(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph):
-    """Build the Spec of one backward call (replay only nodes between targets and roots)."""
-    spec = Spec()
-    target_set = set(targets)
-    replay = [False] * len(nodes)
-    in_keys_all = [None] * len(nodes)
-    for p, n in enumerate(nodes):
-        if n.info is None:
-            continue
-        ik = _in_keys(n, p, pos)
-        in_keys_all[p] = ik
-        for k, e in zip(ik, n.edges):
-            if e is not None and (k in target_set or replay[k[0]]):
-                replay[p] = True
-                break
-    hook_slot = {}
-    for i, pj in enumerate(hooked):
-        hook_slot[pj] = i
-    fslot = {p: i for i, p in enumerate(fns)}
-    avals = spec.avals
-    for p, n in enumerate(nodes):
-        if not replay[p]:
-            continue
-        info = n.info
-        sk = list(in_keys_all[p]) + [(p, s) for s in range(info.n_in, len(info.slot_avals))]
-        for s, k in enumerate(sk):
-            avals.setdefault(k, info.slot_avals[s])
-            if s in info.held_set and (not create_graph or s in info.cg_slots):
-                spec.available.add(k)
-        spec.nodes.append(RNode(info, in_keys_all[p], sk, fslot.get(p, -1), p))
-        for j, s in enumerate(info.out_slots):
-            k = (p, s)
-            h = hook_slot.get((p, j), -1)
-            if h >= 0 or (p, j) in retained or k in target_set:
-                spec.taps[k] = h
-    produced = {(p, s) for p, n in enumerate(nodes) if replay[p] for s in n.info.out_slots}
-    for k in targets:
-        if k not in produced:
-            spec.args.append(k)
-            avals.setdefault(k, _key_aval(nodes, k))
-            p, s = k
-            n = nodes[p]
-            if n.info is not None:
-                h = hook_slot.get((p, n.info.out_slots.index(s)), -1)
-                if h >= 0:
-                    spec.taps[k] = h
-    args = set(spec.args)
-    for p, j in retained:
-        k = (p, nodes[p].info.out_slots[j])
-        if k in produced or k in args:
-            spec.captures.append(k)
-    spec.targets = list(targets)
-    for k in root_keys:
-        avals.setdefault(k, _key_aval(nodes, k))
-    spec.roots = list(root_keys)
-    return spec
-
-
 def _key_aval(nodes, k):
     p, s = k
     n = nodes[p]
@@ -366,49 +425,62 @@ def _key_aval(nodes, k):
 # per-signature analysis: which slots does an op's backward read?
 
 def analyze(info: OpInfo):
-    """Trace the backward of one node of this signature from the slots it may read
-    (info.bwd_slots; info.cg_slots under create_graph); set info.held (the slots either
-    variant reads) and info.bwd (its own program)."""
-    if info.kind != "prim":
+    """Set info.held: the slots a backward through a node of this signature may read,
+    whether it runs alone (create_graph: info.cg_slots may be saved) or not
+    (info.bwd_slots). Each step's equation says what its backward reads (the executor's
+    per-equation program, derived once per primitive signature and shared with the
+    first-sight schedule); a float intermediate that may not be saved is recomputed from
+    its step's inputs, which are then read instead. No whole-op derivation."""
+    if info.kind != "prim" or not any(info.mask) or not any(info.out_float):
         info.held, info.held_set = (), frozenset()
         return
-    if not any(info.mask) or not any(info.out_float):
-        info.held, info.held_set = (), frozenset()
-        info.bwd = None
-        return
-    spec, cg_spec = _node_spec(info, False), _node_spec(info, True)
-    closed, keys = derive_program(spec)
-    closed = passes.optimize(closed)
-    closed, keys = prune_inputs(closed, keys, len(spec.roots))
-    cg_closed, cg_keys = derive_program(cg_spec)
-    cg_closed = passes.dce(cg_closed)
-    _, cg_keys = prune_inputs(cg_closed, cg_keys, len(cg_spec.roots))
-    held = sorted({ks[0][1] for ks in keys} | {ks[0][1] for ks in cg_keys})
-    info.held = tuple(held)
+    reads = _step_reads(info)
+    held = _closure(info, reads, info.bwd_slots) | _closure(info, reads, info.cg_slots)
+    info.held = tuple(sorted(held))
     info.held_set = frozenset(held)
-    info.bwd = NodeProgram(closed, [ks[0][1] for ks in keys], spec)
 
 
-def _node_spec(info, create_graph):
-    spec = Spec()
-    n = len(info.slot_avals)
-    for s in range(n):
-        spec.avals[("s", s)] = info.slot_avals[s]
-    readable = info.cg_slots if create_graph else info.bwd_slots
-    spec.available = {("s", s) for s in range(n) if s in readable}
-    spec.nodes = [RNode(info, [("s", i) for i in range(info.n_in)],
-                        [("s", s) for s in range(n)])]
-    spec.args = [("s", i) for i in range(info.n_in) if info.mask[i]]
-    spec.targets = list(spec.args)
-    spec.roots = [("s", s) for s, f in zip(info.out_slots, info.out_float) if f]
-    return spec
+def _step_reads(info):
+    """The slots the backward equations of info's steps read, the steps taken in reverse
+    from the op's float outputs and each reached by a cotangent (not past a stop_gradient)."""
+    live = [False] * info.n_slots
+    for i in range(info.n_in):
+        live[i] = info.mask[i]
+    for st in info.steps:
+        if any(type(r) is int and live[r] for r in st.refs):
+            for o in st.outs:
+                live[o] = True
+    avals = info.slot_avals
+    reach = {s for s, f in zip(info.out_slots, info.out_float) if f}
+    reads = set()
+    for st in reversed(info.steps):
+        present = tuple(o in reach for o in st.outs)
+        lv = tuple(type(r) is int and live[r] for r in st.refs)
+        if True not in present or True not in lv:
+            continue
+        in_avals = tuple(avals[r] if type(r) is int else r.aval for r in st.refs)
+        n = len(st.refs)
+        got, flows_to = eqn_reads(st.prim, st.params, in_avals, lv, present)
+        for r in got:
+            slot = st.refs[r] if r < n else st.outs[r - n]
+            if type(slot) is int:
+                reads.add(slot)
+        reach.update(st.refs[k] for k in flows_to)
+    return reads
 
 
-class NodeProgram:
-    """The backward of one node: (held slot values, output cotangents) -> input cotangents."""
-
-    def __init__(self, closed, slots, spec):
-        self.closed = closed
-        self.slots = slots
-        self.fn = concrete_program(closed)
-        self.n_roots = len(spec.roots)
+def _closure(info, reads, saveable):
+    """reads, each slot that may not be saved replaced by the inputs of the step that
+    computes it (recursively)."""
+    producer = {o: st for st in info.steps for o in st.outs}
+    held, stack, seen = set(), list(reads), set()
+    while stack:
+        s = stack.pop()
+        if s in seen:
+            continue
+        seen.add(s)
+        if s < info.n_in or s in saveable:
+            held.add(s)
+        else:
+            stack.extend(r for r in producer[s].refs if type(r) is int)
+    return held

@@ -34,11 +34,11 @@ class OpInfo:
     """Everything about a recorded op that depends only on its signature (cached).
 
     slots: 0..n_in-1 are the op's inputs, then the outputs of each step in order.
-    held: the slots the backward program reads (found by tracing it once, then DCE).
+    held: the slots a backward may read (lower.analyze: what its steps' backward equations read).
     """
     __slots__ = ("id", "name", "steps", "n_in", "out_slots", "slot_avals", "mask", "held",
-                 "held_set", "out_float", "kind", "fn_cls", "bwd", "extra", "view", "plan",
-                 "n_slots", "cg_slots", "bwd_slots")
+                 "held_set", "out_float", "kind", "fn_cls", "extra", "view", "plan",
+                 "n_slots", "cg_slots", "bwd_slots", "tape_eqns")
     _ids = itertools.count()
 
     def __init__(self, name, steps, n_in, out_slots, slot_avals, mask, kind="prim",
@@ -65,15 +65,14 @@ class OpInfo:
         self.held_set = frozenset()
         self.kind = kind
         self.fn_cls = None
-        self.bwd = None          # per-node backward program (anomaly mode, debugging)
         self.extra = None
         self.view = False
         self.plan = None
+        self.tape_eqns = None    # its steps as tape equations (lower.graph_tape)
 
     def approx_bytes(self):
-        """Its charge in DERIVED: its steps and its own backward program."""
-        n = len(self.steps) + (len(self.bwd.closed.jaxpr.eqns) if self.bwd is not None else 0)
-        return EQN_BYTES * (n + 1) + 64 * self.n_slots
+        """Its charge in DERIVED: its steps (the per-equation programs are charged apart)."""
+        return EQN_BYTES * (len(self.steps) + 1) + 64 * self.n_slots
 
     def __repr__(self):
         return f"OpInfo({self.name}, held={self.held})"

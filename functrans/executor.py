@@ -16,6 +16,7 @@ module owns the policy of running them, for `ft.vjp`/`ft.grad` and for the facad
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 
@@ -28,6 +29,45 @@ from .reverse import (RecordTrace, _Tape, _input, _params_key, _rewrap, _same_ke
                       _strippable_jvp, _strippable_vmap, _structure_key, derive,
                       joined_program)
 from .runtime import gc_paused, run as run_program
+
+
+# ---------------------------------------------------------------------------
+# the policy: which schedule runs a reverse pass
+
+SCHEDULES = ("auto", "first-sight", "program")
+
+
+class _Policy:
+    schedule = "auto"
+
+
+POLICY = _Policy()
+
+
+def first_sight(key, cached):
+    """Whether a reverse pass of this structure (key, in DERIVED's "... seen" kinds) runs
+    by the first-sight schedule (reverse_pass) rather than its derived whole program
+    (cached: that program is at hand). "auto": the first time the structure is seen and
+    never once its program is cached; `schedule()` forces either for a block (tests run
+    models under both and compare)."""
+    s = POLICY.schedule
+    if s == "auto":
+        return not cached and DERIVED.first_sight(key)
+    return s == "first-sight"
+
+
+@contextlib.contextmanager
+def schedule(which):
+    """Run every reverse pass in the block by one schedule: "first-sight" (equation by
+    equation, where it can: concrete NumPy values, not create_graph), "program" (the
+    derived whole program) or "auto"."""
+    if which not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {which!r}")
+    prev, POLICY.schedule = POLICY.schedule, which
+    try:
+        yield
+    finally:
+        POLICY.schedule = prev
 
 
 # user function -> (signature, the _Derived it used last); weak, so closures are not kept
@@ -100,9 +140,9 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
     if derived is not None and not all([available[i] for i in derived.value_idx]):
         derived = None             # the structure changed and a value it reads is gone
         key = None
-    if derived is None and key is not None and outer is None and vouter is None and all(
-            available) and DERIVED.first_sight(("vjp seen", key)) and not _thread_state.dynamic_trace.level \
-            and not has_tracer(values):
+    if key is not None and outer is None and vouter is None and all(available) \
+            and not _thread_state.dynamic_trace.level and not has_tracer(values) \
+            and first_sight(("vjp seen", key), derived is not None):
         return outputs, _interpreted_vjp(tape, values, n_in, out_idx, key)
     if derived is None:
         derived = cached_derive(tape.avals, tape.eqns, n_in, tape.consts, out_idx, available,
@@ -371,4 +411,4 @@ def clear_cache():
 
 
 __all__ = ["vjp_flat", "clear_cache", "cached_derive", "eqn_program", "eqn_reads",
-           "eqn_signature", "reverse_pass"]
+           "eqn_signature", "reverse_pass", "first_sight", "schedule"]

@@ -1,15 +1,16 @@
-"""The autograd engine: what `.backward()` adds around the core's reverse-mode deriver.
+"""The autograd engine: PyTorch's semantics around the executor's reverse mode.
 
-The walked graph (lower.index_graph) names a backward program by its structure. The first
-time a structure is seen, backward runs node by node (interpret.py: each node by its op
-signature's cached backward, as PyTorch's engine does), so a graph that never repeats pays
-no whole-graph compilation; when it repeats, it is lowered into a tape for the deriver
-(lower.derive_program), and the joined residual + backward program is optimized, compiled
-and cached. Each call of the program then
-checks the version counters of the saved values it reads, runs the program on them (as
-recorded facade ops under create_graph, so the result is differentiable again), delivers
-retained gradients, accumulates `.grad` and frees the saved values unless retain_graph.
-An op signature's own backward program (`lower.analyze`) tells which slots its nodes save.
+The walked graph (lower.index_graph) names a backward by its structure, and
+lower.graph_tape lowers the replayed nodes into one tape (their primitive steps as
+equations over value slots). Which schedule runs it is the executor's policy
+(executor.first_sight): the first time a structure is seen, the tape runs equation by
+equation (interpret.py on executor.reverse_pass, as ft.vjp runs a new structure), so a
+graph that never repeats pays no whole-graph derivation; when it repeats, the tape is
+derived whole (lower.derive_graph, the core's deriver), optimized, compiled and kept in
+the one cache (backends.memory.DERIVED). This module keeps what is PyTorch's: the graph
+walk, the version counters of the saved values a program reads, early delivery of final
+leaf gradients to post-accumulate hooks (and destinations for them), `.grad`
+accumulation, retained gradients, and freeing the saved values unless retain_graph.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ..backends.memory import DERIVED, approx_bytes
 from ..core import (ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Tracer, Var, _thread_state,
                     array_module)
 from .. import passes
+from ..executor import first_sight
 from ..runtime import gc_paused, program as concrete_program
 from .grad_mode import STATE as GRAD_STATE
 from .record import ANOMALY
@@ -54,13 +56,6 @@ def _program_key(structure, targets, root_keys, create_graph):
     parts, hooked, retained, _ = structure
     return ("backward", parts, hooked, retained, tuple(targets), tuple(root_keys),
             bool(create_graph))
-
-
-def first_seen(key):
-    """True the first time a backward of this structure runs (it is then interpreted node
-    by node); later calls derive and cache its program. (Called on cache misses only: the
-    key is a large tuple, hashed anew at each lookup.)"""
-    return DERIVED.first_sight(("backward seen", key))
 
 
 def get_program(nodes, pos, targets, root_keys, create_graph, structure=None, key=None):
@@ -183,8 +178,8 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
         dests = _destinations(targets, tkeys, uniq)
     key = _program_key(structure, uniq, root_keys, create_graph)
     prog = None if anomaly else DERIVED.get(key)
-    if anomaly or (prog is None and not create_graph and not _thread_state.depth
-                   and _on_cpu(root_cts) and first_seen(key)):
+    if anomaly or (not create_graph and not _thread_state.depth and _on_cpu(root_cts)
+                   and first_sight(("backward seen", key), prog is not None)):
         parts, hooked, retained, fns = structure
         with gc_paused():       # the tape of a large graph: many long-lived objects
             tape = graph_tape(nodes, pos, uniq, root_keys, hooked, retained, fns,

@@ -1,5 +1,6 @@
-"""The package keeps its shape: no import cycle, no import up the layers, no hidden
-(function-local) import of a project module. docs/architecture.md draws the layers.
+"""The package keeps its shape: every module in a layer of docs/architecture.md's table
+(read from the page: the table is the one list of layers), no import cycle, no import up
+the layers, no hidden (function-local) import of a project module.
 
 The checks read the source (AST); nothing is imported, except in the last test, which
 starts a fresh interpreter to see what `import functrans.primitives` loads.
@@ -8,31 +9,40 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Lowest first; a module may import its own layer and the layers before it.
-LAYERS = [
-    ("core", ["functrans.core", "functrans.tree_util", "functrans.tree"]),
-    ("first-order primitives", ["functrans.primitives"]),
-    ("tracing and jaxpr passes", ["functrans.tracing", "functrans.passes"]),
-    ("runtime and backends", ["functrans.runtime", "functrans.backends"]),
-    ("transformations", ["functrans.ad", "functrans.batching", "functrans.staged_rules",
-                         "functrans.reverse", "functrans.executor"]),
-    ("higher-order primitives", ["functrans.higher_order"]),
-    ("array API", ["functrans.transforms", "functrans.numpy", "functrans.contraction",
-                   "functrans.lax", "functrans.control_flow", "functrans.random",
-                   "functrans.nn.functions", "functrans.debug"]),
-    ("facade", ["functrans.facade", "functrans.autograd", "functrans.nn", "functrans.optim",
-                "functrans.func", "functrans.serialization", "functrans.viz", "functrans.utils",
-                "functrans.cuda", "functrans.accelerator", "functrans.onnx",
-                "functrans.distributed"]),
-    ("compile", ["functrans.compiler"]),
-    ("public namespace", ["functrans.api", "functrans"]),
-]
+
+def doc_layers():
+    """The layer table of docs/architecture.md, lowest first: [(layer, [module, ...])],
+    a folder as "package.*" (the package and everything below it). Paths there are
+    relative to functrans/ (`core/`, `tree_util.py`, `nn/functions.py`, `__init__.py`); a
+    module may import its own layer and the layers before it. The page's table is the one
+    list of layers."""
+    with open(os.path.join(ROOT, "docs", "architecture.md")) as f:
+        text = f.read()
+    section = text.split("## The layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")][2:]
+    layers = []
+    for row in rows:
+        cells = [c.strip() for c in row.split("|")[1:-1]]
+        paths = re.findall(r"`([^`]+)`", cells[1])
+        prefixes = []
+        for path in paths:
+            assert os.path.exists(os.path.join(ROOT, "functrans", path)), \
+                f"docs/architecture.md names functrans/{path}, which does not exist"
+            mod = path.rstrip("/").removesuffix(".py").replace("/", ".")
+            mod = "functrans" if mod == "__init__" else f"functrans.{mod}"
+            prefixes.append(mod + ".*" if path.endswith("/") else mod)
+        layers.append((cells[0], prefixes))
+    return layers
+
+
+LAYERS = doc_layers()
 
 # Imports that run up the layers, each with its reason (none today; these lists only
 # shrink: a test checks that every entry still exists).
@@ -46,13 +56,18 @@ LOCAL: dict = {
 
 
 def layer_of(mod):
+    """The index of mod's row: the row naming its file, else the row of the most specific
+    folder holding it."""
     best = None
-    for i, (_, prefixes) in enumerate(LAYERS):
-        for p in prefixes:
-            if mod == p or mod.startswith(p + "."):
-                if best is None or len(p) > len(best[1]):
-                    best = (i, p)
-    assert best is not None, f"{mod} is in no layer: add it to LAYERS in {__file__}"
+    for i, (_, names) in enumerate(LAYERS):
+        for p in names:
+            folder = p.endswith(".*")
+            base = p[:-2] if folder else p
+            if mod == base or (folder and mod.startswith(base + ".")):
+                rank = (not folder, len(base))
+                if best is None or rank > best[1]:
+                    best = (i, rank)
+    assert best is not None, f"{mod} is in no layer: add it to a row of docs/architecture.md"
     return best[0]
 
 
@@ -150,8 +165,13 @@ def _cycles(edges):
 
 
 def test_every_module_has_a_layer():
+    """Every module of the package is in one row of the page's table (the most specific
+    path naming it), and no path is named twice."""
     for mod in MODS:
         layer_of(mod)
+    named = [p for _, prefixes in LAYERS for p in prefixes]
+    assert len(named) == len(set(named)), sorted(p for p in named if named.count(p) > 1)
+    assert [name for name, _ in LAYERS][0] == "core" and len(LAYERS) == 10
 
 
 def test_no_import_cycle():

@@ -1,7 +1,7 @@
 """Anomaly detection: `set_detect_anomaly` / `detect_anomaly`.
 
 While it is on, each recorded node keeps the traceback of the forward call that created
-it, and backward runs node by node (interpret.py) so that the first NaN produced is
+it, and backward runs equation by equation (interpret.py) so that the first NaN produced is
 attributed to its node and reported with that traceback.
 """
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Recording facade ops as graph nodes: signatures, primitive steps, composite ops.
 
 An op's *signature* (what it computes, its input shapes/dtypes, which inputs require
-grad) maps to one cached `OpInfo`: its primitive steps and the slots its backward reads,
-found once by tracing that backward (lower.analyze). Recording a node is then a dict
-lookup, a few attribute writes and references to the held arrays.
+grad) maps to one cached `OpInfo` (kept in backends.memory.DERIVED): its primitive steps
+and the slots its backward reads, found once from what each step's backward equation
+reads (lower.analyze; no whole-op derivation). Recording a node is then a dict lookup, a
+few attribute writes and references to the held arrays.
 
 Composite ops (`apply_fn`) are functions written with functrans.numpy; they are traced
 into steps once per signature and run eagerly by the runtime, so the intermediate values

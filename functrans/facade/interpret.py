@@ -16,6 +16,7 @@ import numpy as np
 from ..core import run_eqns, Var
 from ..executor import reverse_pass
 from .anomaly import has_nan, nan_error
+from .lower import target_aval
 from .ops import apply_prim
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
                        fn_call_p, hook_dicts, run_cotangent_hooks, tap_p)
@@ -243,16 +244,7 @@ def _fresh(r):
 
 def _zeros(tape, k, create_graph):
     """The gradient of value k when nothing reached it (a Tensor under create_graph)."""
-    s = tape.arg_slot.get(k)
-    a = tape.avals[s] if s is not None else _tapped_aval(tape, k)
-    return _zero_like(a, create_graph)
-
-
-def _tapped_aval(tape, k):
-    for prim, params, ins, _ in tape.eqns:
-        if prim is tap_p and params["key"] == k:
-            return tape.avals[ins[0]]
-    raise InternalEngineError(f"backward target {k} is neither an input nor tapped")
+    return _zero_like(target_aval(tape, k), create_graph)
 
 
 def _tap(c, hook, create_graph):

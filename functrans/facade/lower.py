@@ -230,7 +230,7 @@ def derive_graph(tape: GraphTape):
                                   + list(tape.captures)))
     cap_avals = {}
     for k in cap_keys:
-        cap_avals[k] = _target_aval(tape, k)
+        cap_avals[k] = target_aval(tape, k)
     d = derive(avals, tape.eqns, tape.n_in, tape.consts, tape.out_idx, tape.available,
                [(k, cap_avals[k].strip_weak()) for k in cap_keys])
     closed = joined_program(d)
@@ -261,7 +261,7 @@ def derive_graph(tape: GraphTape):
     return ClosedJaxpr(Jaxpr(j.constvars, invars, eqns_j, outvars), closed.consts), keys
 
 
-def _target_aval(tape, k):
+def target_aval(tape, k):
     """The aval of a target or retained key: its slot's (an argument's, or the slot a tap
     of it reads)."""
     s = tape.arg_slot.get(k)

@@ -94,8 +94,10 @@ def report() -> str:
     rows.append(("dot (Graphviz)", shutil.which("dot") or "not found"))
     rows.append(("native CPU backend", _native()))
     rows.append(("native kernel cache", toolchain.cache_report()))
-    rows.append(("functrans caches", "in memory (jit, program and kernel caches); native "
-                 "libraries on disk (above)"))
+    d = memory.DERIVED.stats()
+    rows.append(("derived programs", f"in memory, one cache: {d['entries']} entries, "
+                 f"{d['held'] / 2**20:.1f} of {d['limit'] / 2**20:.0f} MB "
+                 "(backends.memory.DERIVED.limit); native libraries on disk (above)"))
     if cupy != "not installed":
         rows.append(("CuPy kernel cache", os.environ.get(
             "CUPY_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cupy", "kernel_cache"))))

@@ -24,11 +24,13 @@ import numpy as np
 
 from .ad import JVPTracer, is_float
 from .backends.memory import DERIVED, approx_bytes
-from .core import Var, Zero, _thread_state, get_aval, has_tracer, new_main, trusted_eval
+from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var, Zero, _thread_state,
+                   get_aval, has_tracer, new_main, trusted_eval)
+from .primitives.base import defprim
 from .reverse import (RecordTrace, _Tape, _input, _params_key, _rewrap, _same_key,
                       _strippable_jvp, _strippable_vmap, _structure_key, derive,
                       joined_program)
-from .runtime import gc_paused, run as run_program
+from .runtime import gc_paused, program as concrete_program, run as run_program
 
 
 # ---------------------------------------------------------------------------
@@ -397,6 +399,183 @@ def _with_tangents(trace, derived, tape, values, in_tangents, outputs, residuals
     n = len(outputs)
     wrap = [JVPTracer(trace, v, t) for v, t in zip(list(outputs) + list(residuals), t_out)]
     return wrap[:n], wrap[n:]
+
+
+# ---------------------------------------------------------------------------
+# early delivery: final gradients handed out while the backward program runs
+
+class _Delivery(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+DELIVERY = _Delivery()
+
+
+@contextlib.contextmanager
+def delivering(early):
+    """Run an early_program's `deliver_gradients` equations against early: early(i, g)
+    takes final output i, early.verify(positions) checks that the saved values at those
+    program inputs (read by later equations) were left unmodified by what early ran."""
+    DELIVERY.stack.append(early)
+    try:
+        yield
+    finally:
+        DELIVERY.stack.pop()
+
+
+def _deliver_impl(xp, *vals, outputs, check):
+    if not DELIVERY.stack:
+        raise RuntimeError("a deliver_gradients equation ran outside executor.delivering")
+    early = DELIVERY.stack[-1]
+    for i, g in zip(outputs, vals):
+        early(i, g)
+    if check:
+        early.verify(check)
+    return np.zeros((), np.bool_)
+
+
+# the program's outputs `outputs` are final, handed to the delivery in effect (the facade's
+# runs their post-accumulate hooks), which then checks that the hooks left the saved values
+# at the program inputs `check` (read by later equations) unmodified. Operands past
+# len(outputs) are values of the equations that must run first (those reading the leaves'
+# saved values), so that no schedule of the lowered program moves them after the hooks,
+# which may update the leaves in place (the fusion pass places a group at its last member;
+# a group read by the delivery closes there). What it hands out are program outputs, never
+# a lowered program's scratch buffers, and it keeps nothing else: safe in hot code.
+_TOKEN = ShapedArray((), np.dtype(np.bool_))
+deliver_p = defprim("deliver_gradients", _deliver_impl, lambda *a, **p: _TOKEN,
+                    effectful=True, memo=False, hot_safe=True)
+
+
+def early_program(closed, token, aliases):
+    """A backward program (closed; token: a small unique id of it, for the key) with
+    `deliver_gradients` equations that hand output i to the delivery in effect
+    (`delivering`) as soon as it is final and no later equation reads a saved value of its
+    leaf, run through the runtime's tiers like the program (lowered once hot), kept in
+    DERIVED as "early"; aliases: (i, input positions of those saved values) per early
+    output."""
+    key = ("early", token, aliases)
+    fn = DERIVED.get(key)
+    if fn is None:
+        jaxpr = _eager_order(closed.jaxpr, aliases)
+        fn = concrete_program(ClosedJaxpr(jaxpr, closed.consts))
+        DERIVED.put(key, fn, approx_bytes(key) + approx_bytes(fn.closed))
+    return fn
+
+
+def _eager_order(jaxpr, aliases):
+    """jaxpr with its equations reordered and `deliver_gradients` equations added: each
+    early output i after the equations computing it and those reading its leaf's saved
+    values (a post-accumulate hook may update the leaf in place, as an optimizer step in
+    backward does; torch's engine too has finished with them by then; the delivery reads
+    their results, so that no later schedule moves them past it), the one needing the
+    fewest equations first (torch accumulates the last layer's gradients first);
+    effectful equations (hooks) keep their relative order. The same equations on the same
+    values: the same numbers."""
+    producer, readers, deps, last_effect = {}, {}, [], None
+    roots = _memory_roots(jaxpr.invars, jaxpr.eqns)
+    for i, e in enumerate(jaxpr.eqns):
+        d = set()
+        for v in e.invars:
+            if type(v) is Var:
+                readers.setdefault(v, []).append(i)
+                if v in producer:
+                    d.add(producer[v])
+        if e.primitive.effectful:
+            if last_effect is not None:
+                d.add(last_effect)
+            last_effect = i
+        deps.append(d)
+        for v in e.outvars:
+            producer[v] = i
+    cones = []
+    for i, saved in aliases:
+        v = jaxpr.outvars[i]
+        if type(v) is not Var or v not in producer:
+            continue                    # not computed by the program: handed out after it
+        saved = set(saved)
+        first = sorted({r for a, js in roots.items() if js & saved for r in readers.get(a, ())})
+        cone, stack = set(), [producer[v]] + first
+        while stack:
+            j = stack.pop()
+            if j not in cone:
+                cone.add(j)
+                stack.extend(deps[j])
+        cones.append((len(cone), i, cone, first))
+    eqns, placed, pending = [], set(), ([], [])
+    for _, i, cone, first in sorted(cones):
+        new = sorted(cone - placed)
+        if new and pending[0]:
+            eqns.append(_delivery(jaxpr, *pending))
+            pending = ([], [])
+        eqns += [jaxpr.eqns[j] for j in new]
+        placed.update(new)
+        pending[0].append(i)
+        pending[1].extend(jaxpr.eqns[j].outvars[0] for j in first if jaxpr.eqns[j].outvars)
+    if pending[0]:
+        eqns.append(_delivery(jaxpr, *pending))
+    eqns += [e for j, e in enumerate(jaxpr.eqns) if j not in placed]
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, _with_checks(eqns, roots), jaxpr.outvars)
+
+
+def _memory_roots(invars, eqns):
+    """var -> the positions of the inputs whose memory it may share: the inputs themselves
+    and the results of equations that may return views (not `fresh`: a reshape, a
+    broadcast) of them."""
+    roots = {v: frozenset((j,)) for j, v in enumerate(invars)}
+    for e in eqns:
+        if not e.primitive.fresh:
+            r = frozenset().union(*[roots.get(v, ()) for v in e.invars if type(v) is Var])
+            if r:
+                for o in e.outvars:
+                    roots[o] = r
+    return roots
+
+
+def _delivery(jaxpr, outputs, after):
+    """The equation handing out jaxpr's outputs at positions `outputs` (their values
+    computed by then), reading `after` (results of equations that must run first)."""
+    return JaxprEqn(deliver_p, [jaxpr.outvars[i] for i in outputs] + after,
+                    {"outputs": tuple(outputs), "check": ()}, [Var(ShapedArray((), np.bool_))])
+
+
+def _with_checks(eqns, roots):
+    """Each delivery equation given `check`: the positions of the inputs that equations
+    after it read (directly or through views; `roots` as _memory_roots), whose version
+    counters it checks once the hooks have run."""
+    out, later = [], set()
+    for e in reversed(eqns):
+        if e.primitive is deliver_p:
+            e = e._replace(params={**e.params, "check": tuple(sorted(later))})
+        else:
+            later.update(j for v in e.invars if type(v) is Var for j in roots.get(v, ()))
+        out.append(e)
+    return out[::-1]
+
+
+def usable_destinations(dests, outvars, vals, root_cts):
+    """The destinations as the program's `dests` list: those of the output's shape and
+    dtype, C-contiguous, writable, not a view of memory the program reads, and each given
+    once (different arrays must not overlap: the hooks' promise, as DDP's disjoint slots;
+    checking every pair would cost more than the copies saved)."""
+    read = {memory_owner(v) for v in vals}
+    read.update(memory_owner(c) for c in root_cts)
+    res, given = [None] * len(outvars), set()
+    for i, a in dests.items():
+        aval = outvars[i].aval
+        if (type(a) is np.ndarray and a.shape == aval.shape and a.dtype == aval.dtype
+                and a.flags.c_contiguous and a.flags.writeable and memory_owner(a) not in read
+                and id(a) not in given):
+            res[i] = a
+            given.add(id(a))
+    return res
+
+
+def memory_owner(a):
+    """The id of the array owning a's memory (a itself, or the base of a view)."""
+    b = getattr(a, "base", None)
+    return id(a if b is None else b)
 
 
 def cached(kind="vjp"):

@@ -26,6 +26,7 @@ from .ad import JVPTrace, JVPTracer, is_float, jvp_jaxpr, partial_eval_jaxpr, tr
 from .batching import AxisFrame, BatchTrace, BatchTracer, apply_batch_rule, batch_jaxpr
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, Var, Zero, _thread_state,
                    bind_below, eval_jaxpr, get_aval, has_tracer, to_concrete)
+from .backends.memory import approx_bytes
 from .passes import dce_jaxpr
 from .runtime import run as run_program
 
@@ -207,6 +208,12 @@ class _Derived:
         self.keep = frozenset(value_idx)
         self.transformed: dict = {}
         self.key = None                  # the structure key it is cached under
+
+    def approx_bytes(self):
+        """Its charge in the executor's cache: both programs (the jvp/vmap variants it
+        derives later live with it, a few per entry)."""
+        return approx_bytes(self.residual) + approx_bytes(self.backward) + 8 * len(
+            self.value_idx)
 
     def tangents(self, nonzero, values, residuals, tangents):
         """Tangents of the outputs and of the residuals along input tangents (a cached

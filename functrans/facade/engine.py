@@ -19,10 +19,10 @@ import itertools
 import numpy as np
 
 from ..backends.memory import DERIVED, approx_bytes
-from ..core import (ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Tracer, Var, _thread_state,
-                    array_module)
+from ..core import Tracer, _thread_state, array_module
 from .. import passes
-from ..executor import first_sight
+from ..executor import (delivering, early_program, first_sight, memory_owner,
+                        usable_destinations)
 from ..runtime import gc_paused, program as concrete_program
 from .grad_mode import STATE as GRAD_STATE
 from .record import ANOMALY
@@ -31,7 +31,7 @@ from .lower import derive_graph, graph_tape, index_graph, prune_inputs, value_ke
 from .node import edge_of
 from .ops import eval_jaxpr_facade
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
-                       deliver_p, torch_convention)
+                       torch_convention)
 from .tensor import Tensor, traced_hooks, wrap
 
 # ---------------------------------------------------------------------------
@@ -214,7 +214,7 @@ def _execute(prog, nodes, hooked, fns, root_cts, create_graph, early=None, dests
         return traced_hooks().run_program(prog, nodes, hooked, fns, vals, root_cts,
                                           create_graph)
     hooks = [[nodes[p].hooks[j]] for p, j in hooked]
-    run = RunContext(hooks, [nodes[p] for p in fns], create_graph, wrap, early)
+    run = RunContext(hooks, [nodes[p] for p in fns], create_graph, wrap)
     RUN.stack.append(run)
     try:
         if create_graph:
@@ -222,14 +222,16 @@ def _execute(prog, nodes, hooked, fns, root_cts, create_graph, early=None, dests
         xp = array_module(*vals) if vals else np
         seen = _input_ids(vals, root_cts)
         with np.errstate(all="ignore"):     # torch's backward does not warn about inf/nan
-            dests = (_usable(dests, prog.closed.jaxpr.outvars, vals, root_cts)
+            dests = (usable_destinations(dests, prog.closed.jaxpr.outvars, vals, root_cts)
                      if dests and not prog.fused and xp is np else None)
             kw = {"dests": dests} if dests else {}
             if early is not None and prog.early is not None:
                 early.owned, early.nodes, early.fetch = seen, nodes, prog.fetch
                 early.dests = dests
-                outs = _early_program(prog, early.aliases(vals, _saved_by(prog, nodes)))(
-                    xp, *vals, *root_cts, **kw)
+                fn = early_program(prog.closed, prog.token,
+                                   early.aliases(vals, _saved_by(prog, nodes)))
+                with delivering(early):
+                    outs = fn(xp, *vals, *root_cts, **kw)
             else:
                 outs = prog.fn(xp, *vals, *root_cts, **kw)
     finally:
@@ -264,24 +266,6 @@ def _destinations(targets, tkeys, uniq):
     return res
 
 
-def _usable(dests, outvars, vals, root_cts):
-    """The destinations as the program's `dests` list: those of the output's shape and
-    dtype, C-contiguous, writable, not a view of memory the program reads, and each given
-    once (different arrays must not overlap: the hooks' promise, as DDP's disjoint slots;
-    checking every pair would cost more than the copies saved)."""
-    read = {_owner(v) for v in vals}
-    read.update(_owner(c) for c in root_cts)
-    res, given = [None] * len(outvars), set()
-    for i, a in dests.items():
-        aval = outvars[i].aval
-        if (type(a) is np.ndarray and a.shape == aval.shape and a.dtype == aval.dtype
-                and a.flags.c_contiguous and a.flags.writeable and _owner(a) not in read
-                and id(a) not in given):
-            res[i] = a
-            given.add(id(a))
-    return res
-
-
 def _saved_by(prog, nodes):
     """Value key of a node input -> the program inputs holding leaves (parameters) saved by
     the nodes that take it (for a leaf with hooks: by the ops it went into), computed once
@@ -302,110 +286,6 @@ def _saved_by(prog, nodes):
                         res.setdefault((e[0].pos, e[1]), set()).update(leaves[p])
         prog.saved_by = res
     return prog.saved_by
-
-
-def _early_program(prog, aliases):
-    """prog with `deliver_gradients` equations that hand output i to the run context's
-    early(i, value) as soon as it is final and no later equation reads a saved value of
-    its leaf, run through the runtime's tiers like prog (lowered once hot); aliases: (i,
-    input positions of those saved values) per early output."""
-    key = ("early", prog.token, aliases)
-    fn = DERIVED.get(key)
-    if fn is None:
-        jaxpr = _eager_order(prog.closed.jaxpr, aliases)
-        fn = concrete_program(ClosedJaxpr(jaxpr, prog.closed.consts))
-        DERIVED.put(key, fn, approx_bytes(key) + approx_bytes(fn.closed))
-    return fn
-
-
-def _eager_order(jaxpr, aliases):
-    """jaxpr with its equations reordered and `deliver_gradients` equations added: each
-    early output i after the equations computing it and those reading its leaf's saved
-    values (a post-accumulate hook may update the leaf in place, as an optimizer step in
-    backward does; torch's engine too has finished with them by then; the delivery reads
-    their results, so that no later schedule moves them past it), the one needing the
-    fewest equations first (torch accumulates the last layer's gradients first);
-    effectful equations (hooks) keep their relative order. The same equations on the same
-    values: the same numbers."""
-    producer, readers, deps, last_effect = {}, {}, [], None
-    roots = _memory_roots(jaxpr.invars, jaxpr.eqns)
-    for i, e in enumerate(jaxpr.eqns):
-        d = set()
-        for v in e.invars:
-            if type(v) is Var:
-                readers.setdefault(v, []).append(i)
-                if v in producer:
-                    d.add(producer[v])
-        if e.primitive.effectful:
-            if last_effect is not None:
-                d.add(last_effect)
-            last_effect = i
-        deps.append(d)
-        for v in e.outvars:
-            producer[v] = i
-    cones = []
-    for i, saved in aliases:
-        v = jaxpr.outvars[i]
-        if type(v) is not Var or v not in producer:
-            continue                    # not computed by the program: handed out after it
-        saved = set(saved)
-        first = sorted({r for a, js in roots.items() if js & saved for r in readers.get(a, ())})
-        cone, stack = set(), [producer[v]] + first
-        while stack:
-            j = stack.pop()
-            if j not in cone:
-                cone.add(j)
-                stack.extend(deps[j])
-        cones.append((len(cone), i, cone, first))
-    eqns, placed, pending = [], set(), ([], [])
-    for _, i, cone, first in sorted(cones):
-        new = sorted(cone - placed)
-        if new and pending[0]:
-            eqns.append(_delivery(jaxpr, *pending))
-            pending = ([], [])
-        eqns += [jaxpr.eqns[j] for j in new]
-        placed.update(new)
-        pending[0].append(i)
-        pending[1].extend(jaxpr.eqns[j].outvars[0] for j in first if jaxpr.eqns[j].outvars)
-    if pending[0]:
-        eqns.append(_delivery(jaxpr, *pending))
-    eqns += [e for j, e in enumerate(jaxpr.eqns) if j not in placed]
-    return Jaxpr(jaxpr.constvars, jaxpr.invars, _with_checks(eqns, roots), jaxpr.outvars)
-
-
-def _memory_roots(invars, eqns):
-    """var -> the positions of the inputs whose memory it may share: the inputs themselves
-    and the results of equations that may return views (not `fresh`: a reshape, a
-    broadcast) of them."""
-    roots = {v: frozenset((j,)) for j, v in enumerate(invars)}
-    for e in eqns:
-        if not e.primitive.fresh:
-            r = frozenset().union(*[roots.get(v, ()) for v in e.invars if type(v) is Var])
-            if r:
-                for o in e.outvars:
-                    roots[o] = r
-    return roots
-
-
-def _delivery(jaxpr, outputs, after):
-    """The equation handing out jaxpr's outputs at positions `outputs` (their values
-    computed by then), reading `after` (results of equations that must run first)."""
-    return JaxprEqn(deliver_p, [jaxpr.outvars[i] for i in outputs] + after,
-                    {"outputs": tuple(outputs), "check": ()}, [Var(ShapedArray((), np.bool_))])
-
-
-def _with_checks(eqns, roots):
-    """Each delivery equation given `check`: the positions of the inputs that equations
-    after it read (directly or through views; `roots` as _memory_roots), whose version
-    counters it checks once the hooks have run."""
-    out, later = [], set()
-    for e in reversed(eqns):
-        if e.primitive is deliver_p:
-            e = e._replace(params={**e.params, "check": tuple(sorted(later))})
-        else:
-            later.update(j for v in e.invars if type(v) is Var for j in roots.get(v, ()))
-        out.append(e)
-    return out[::-1]
 
 
 class _Early:
@@ -444,12 +324,12 @@ class _Early:
         read, as an optimizer step does)."""
         by_owner = {}
         for j, v in enumerate(vals):
-            by_owner.setdefault(_owner(v), []).append(j)
+            by_owner.setdefault(memory_owner(v), []).append(j)
         res = []
         for i in sorted(self.indices):
             pos = set(saved_by.get(self.keys[i], ()))
             for t in self.targets[i]:
-                pos.update(by_owner.get(_owner(t._data), ()))
+                pos.update(by_owner.get(memory_owner(t._data), ()))
             res.append((i, tuple(sorted(pos))))
         return tuple(res)
 
@@ -478,12 +358,6 @@ class _Early:
                             "every value it saved; modify other tensors after backward "
                             "returns (or in a callback queued with "
                             "ft.autograd.Variable._execution_engine.queue_callback)") from None
-
-
-def _owner(a):
-    """The id of the array owning a's memory (a itself, or the base of a view)."""
-    b = getattr(a, "base", None)
-    return id(a if b is None else b)
 
 
 def _any_traced(vals, root_cts):

@@ -75,16 +75,15 @@ RUN = _Run()
 
 
 class RunContext:
-    __slots__ = ("hooks", "fn_nodes", "create_graph", "anomaly", "wrap", "early")
+    __slots__ = ("hooks", "fn_nodes", "create_graph", "anomaly", "wrap")
 
-    def __init__(self, hooks, fn_nodes, create_graph, wrap=None, early=None):
+    def __init__(self, hooks, fn_nodes, create_graph, wrap=None):
         self.hooks = hooks            # hook slot -> list of hook dicts (called in order)
         self.fn_nodes = fn_nodes      # function slot -> Node of an autograd.Function
         self.create_graph = create_graph
         self.anomaly = False
         self.wrap = wrap              # array -> Tensor for the hooks (tensor.wrap, given by
         #                               the engine: this module sits below the Tensor class)
-        self.early = early            # early(i, g): output i is final (deliver_gradients)
 
 
 def _current_run():
@@ -277,28 +276,6 @@ def _fhook_jvp(primals, tangents, *, ref):
 def _fhook_run(xp, *vals, ref):
     ref.obj.fire(vals)
     return np.zeros((), np.bool_)
-
-
-def _deliver_impl(xp, *vals, outputs, check):
-    run = _current_run()
-    for i, g in zip(outputs, vals):
-        run.early(i, g)
-    if check:
-        run.early.verify(check)
-    return np.zeros((), np.bool_)
-
-
-# the engine's early delivery of final leaf gradients (engine._early_program): the
-# program's outputs `outputs` are final, handed to the run context's `early` (which runs
-# their post-accumulate hooks), which then checks that the hooks left the saved values at
-# the program inputs `check` (read by later equations) unmodified. Operands past
-# len(outputs) are values of the equations that must run first (those reading the leaves'
-# saved values), so that no schedule of the lowered program moves them after the hooks,
-# which may update the leaves in place (the fusion pass places a group at its last member;
-# a group read by the delivery closes there). What it hands out are program outputs, never
-# a lowered program's scratch buffers, and it keeps nothing else: safe in hot code.
-deliver_p = defprim("deliver_gradients", _deliver_impl, lambda *a, **p: _TOKEN,
-                    effectful=True, memo=False, hot_safe=True)
 
 
 # forward pre-hooks and forward hooks of modules: called at run time with the tensors'

@@ -19,7 +19,7 @@ import itertools
 import numpy as np
 
 from ..backends.memory import DERIVED, approx_bytes
-from ..core import Tracer, _thread_state, array_module
+from ..core import ShapedArray, Tracer, _thread_state, array_module
 from .. import passes
 from ..executor import (delivering, early_program, first_sight, memory_owner,
                         usable_destinations)
@@ -31,7 +31,7 @@ from .lower import derive_graph, graph_tape, index_graph, prune_inputs, value_ke
 from .node import edge_of
 from .ops import eval_jaxpr_facade
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
-                       torch_convention)
+                       describe_value, torch_convention)
 from .tensor import Tensor, traced_hooks, wrap
 
 # ---------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None, ke
     prog.saved_by = None
     prog.captures = list(tape.captures)
     prog.replayed = tape.replayed           # the nodes this backward executes
-    prog.fetch = [_holders(tape.holders, ks) for ks in keys]
+    prog.fetch = [_holders(tape.holders, ks, nodes) for ks in keys]
     prog.token = next(Program._tokens)
     DERIVED.put(key, prog)
     return prog, hooked, fns
@@ -104,12 +104,22 @@ def _program_fn(closed, tape):
     return fn, False
 
 
-def _holders(holders, keys):
+def _holders(holders, keys, nodes):
     """(node position, slot) pairs holding the value named by keys, in node order."""
     res = tuple(sorted(h for k in set(keys) for h in holders.get(k, ())))
     if not res:
-        raise InternalEngineError(f"backward program reads {keys[0]}, which no node saved")
+        p, s = keys[0]
+        n = nodes[p]
+        what = (f"a leaf {describe_value(_leaf_aval(n))}" if n.info is None else
+                f"slot {s} ({describe_value(n.info.slot_avals[s])}) of {n.info.name}")
+        raise InternalEngineError(f"the derived backward program reads {what}, which no node "
+                                  "saved", workaround="first-sight")
     return res
+
+
+def _leaf_aval(n):
+    d = n.variable._data
+    return ShapedArray(d.shape, d.dtype)
 
 
 def clear_cache():

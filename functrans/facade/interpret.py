@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import run_eqns, Var
+from ..core import Var, run_eqns
 from ..executor import reverse_pass
 from .anomaly import has_nan, nan_error
 from .lower import target_aval
 from .ops import apply_prim
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
-                       fn_call_p, hook_dicts, run_cotangent_hooks, tap_p)
+                       describe_value, fn_call_p, hook_dicts, run_cotangent_hooks, tap_p)
 from .tensor import wrap
 
 
@@ -136,8 +136,8 @@ class _Values:
             if ls < info.n_in:
                 if not self.cg or n.edges[ls] is not None:
                     raise InternalEngineError(
-                        f"the backward of {info.name} reads its input {ls}, which it did not "
-                        "save")
+                        f"the backward of {info.name} reads its input {ls} "
+                        f"({describe_value(info.slot_avals[ls])}), which it did not save")
                 v = self.vals[s] = wrap(n.vals[ls])
             else:
                 v = self._recompute(s)

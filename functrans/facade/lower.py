@@ -270,7 +270,8 @@ def target_aval(tape, k):
     for prim, params, ins, _ in tape.eqns:
         if prim is tap_p and params["key"] == k:
             return tape.avals[ins[0]]
-    raise InternalEngineError(f"backward target {k} is neither an input nor tapped")
+    raise InternalEngineError(f"a gradient was asked for value {k}, which is neither an input "
+                              "of the backward nor tapped")
 
 
 def prune_inputs(closed: ClosedJaxpr, keys, n_cts):

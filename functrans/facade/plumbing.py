@@ -34,7 +34,16 @@ FREED_MSG = (
 
 
 class InternalEngineError(FunctransError):
-    """A bug in the facade's engine (never the user's fault)."""
+    """A bug in the facade's engine (never the user's fault): the message says what in the
+    user's graph the engine did not expect, that it is functrans's bug, and the other
+    schedule to run it by meanwhile."""
+
+    def __init__(self, what, workaround="program"):
+        super().__init__(
+            f"functrans's backward engine did not expect this graph: {what}. This is a bug in "
+            "functrans, not in your program: please report it with the code that built the "
+            "graph. Meanwhile the other schedule of the same backward may run it: wrap the "
+            f"backward in `with functrans.executor.schedule({workaround!r}):`.")
 
 
 def describe_value(aval):
@@ -88,7 +97,8 @@ class RunContext:
 
 def _current_run():
     if not RUN.stack:
-        raise InternalEngineError("a facade callback ran outside a backward pass")
+        raise InternalEngineError("a hook or autograd.Function callback ran outside a backward "
+                                  "pass")
     return RUN.stack[-1]
 
 

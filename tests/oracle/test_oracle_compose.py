@@ -25,8 +25,7 @@ weights as PyTorch's, comparing the loss, every .grad and every parameter after 
   programs holds under the test's budget, each differentiated three times at growing
   distances by `.backward()` and by `ft.grad`, every gradient compared with PyTorch's.
 
-TransformerDecoderLayer and Dropout2d are not in `ft.nn` yet; they join the families when
-they are.
+Dropout2d is not in `ft.nn` yet; it joins the image family when it is.
 
 No case may see functrans' InternalEngineError: oracle.case fails with EngineBug on one,
 even for a case listed in docs/oracle.md.
@@ -72,6 +71,15 @@ def sequence_layers(lib):
             mask = lib.ones(n, n, dtype=lib.bool).triu(1) if self.causal else None
             return self.attn(x, x, x, attn_mask=mask)[0]
 
+    class Decoder(nn.Module):          # causal self-attention, then attention to x itself
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.TransformerDecoderLayer(D, 2, dim_feedforward=16, dropout=0.0)
+
+        def forward(self, x):
+            mask = nn.Transformer.generate_square_subsequent_mask(x.shape[0], dtype=x.dtype)
+            return self.layer(x, x, tgt_mask=mask, tgt_is_causal=True)
+
     class OverSequence(nn.Module):     # a (batch, D, seq) layer applied to (seq, batch, D)
         def __init__(self, layer):
             super().__init__()
@@ -89,6 +97,7 @@ def sequence_layers(lib):
         "MultiheadAttention": SelfAttention,
         "TransformerEncoderLayer": lambda: nn.TransformerEncoderLayer(
             D, 2, dim_feedforward=16, dropout=0.0),
+        "TransformerDecoderLayer": Decoder,
         "LayerNorm": lambda: nn.LayerNorm(D),
         "GELU": nn.GELU,
         "Tanh": nn.Tanh,

@@ -376,3 +376,70 @@ def map(f, xs, *, batch_size=None):  # noqa: A001  (jax.lax's name)
     if len(pieces) == 1:
         return pieces[0]
     return _tu.tree_map(lambda a, b: _sh.concatenate(a, b, dimension=0), *pieces)
+
+
+def associative_scan(fn, elems, reverse=False, axis=0):
+    """Inclusive scan of an associative binary fn (pytrees of arrays in, elementwise along
+    the scanned axis) over elems along axis, as jax.lax.associative_scan: log2(n) levels
+    of fn on strided slices (combine the pairs, scan the half, fill in the rest), so it
+    traces, vmaps and differentiates like any function of slices, concatenations and
+    reshapes."""
+    leaves, tree = _tu.tree_flatten(elems)
+    if not leaves:
+        raise ValueError("associative_scan: elems has no arrays")
+    axis = int(axis)
+    sizes = []
+    for x in leaves:
+        a = _aval(x)
+        if not -a.ndim <= axis < a.ndim:
+            raise ValueError(f"associative_scan: axis {axis} is out of bounds for an array "
+                             f"of rank {a.ndim}")
+        sizes.append(a.shape[axis])
+    if len(set(sizes)) > 1:
+        raise ValueError("Array inputs to associative_scan must have the same first dimension. "
+                         f"(saw: {[_aval(x).shape for x in leaves]})")
+    axis = axis % _aval(leaves[0]).ndim
+
+    def combine(a, b):
+        out, out_tree = _tu.tree_flatten(fn(_tu.tree_unflatten(tree, a),
+                                            _tu.tree_unflatten(tree, b)))
+        if out_tree != tree:
+            raise TypeError("associative_scan: fn must return a value of the same pytree "
+                            f"structure as elems ({tree}), got {out_tree}")
+        return out
+
+    def part(xs, start, stop=None, stride=1):
+        return [slice_in_dim(x, start, stop, stride, axis) for x in xs]
+
+    def level(xs):
+        n = _aval(xs[0]).shape[axis]
+        if n < 2:
+            return xs
+        odd = level(combine(part(xs, 0, -1, 2), part(xs, 1, None, 2)))   # at 1, 3, 5, ...
+        if n % 2 == 0:
+            even = combine(part(odd, 0, -1), part(xs, 2, None, 2))
+        else:
+            even = combine(odd, part(xs, 2, None, 2))
+        even = [concatenate([slice_in_dim(x, 0, 1, 1, axis), e], axis)
+                for x, e in zip(xs, even)]                                # at 0, 2, 4, ...
+        return [_interleave(e, o, axis) for e, o in zip(even, odd)]
+
+    if reverse:
+        leaves = [rev(x, (axis,)) for x in leaves]
+    out = level(leaves)
+    if reverse:
+        out = [rev(x, (axis,)) for x in out]
+    return _tu.tree_unflatten(tree, out)
+
+
+def _interleave(a, b, axis):
+    """a's elements at the even positions along axis, b's at the odd ones (a has as many
+    as b or one more)."""
+    na, nb = _aval(a).shape[axis], _aval(b).shape[axis]
+    if na == nb + 1:
+        b = concatenate([b, slice_in_dim(a, 0, 1, 1, axis)], axis)   # a filler, cut below
+    pair = concatenate([expand_dims(a, (axis + 1,)), expand_dims(b, (axis + 1,))], axis + 1)
+    shape = list(_aval(a).shape)
+    shape[axis] = 2 * shape[axis]
+    out = reshape(pair, tuple(shape))
+    return slice_in_dim(out, 0, na + nb, 1, axis) if na == nb + 1 else out

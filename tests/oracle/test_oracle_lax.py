@@ -499,6 +499,17 @@ CONTROL = {
     "cond:kw_funs": lambda L: L.lax.cond(False, true_fun=lambda: X, false_fun=lambda: -X),
     "select:grad": lambda L: L.top.grad(lambda a, b: L.np.sum(L.lax.select(P, a * a, b)),
                                         argnums=(0, 1))(X, X),
+    "associative_scan:add": lambda L: [L.lax.associative_scan(L.np.add, np.arange(
+        1.0, n + 1, dtype=np.float32)) for n in (1, 2, 5, 8, 13)],
+    "associative_scan:reverse_axis": lambda L: L.lax.associative_scan(
+        L.np.maximum, np.stack([X, -X, X[::-1]]), reverse=True, axis=1),
+    "associative_scan:pytree_recurrence": lambda L: L.lax.associative_scan(
+        lambda a, b: (a[0] * b[0], a[1] * b[0] + b[1]), (np.stack([X] * 7), np.stack([-X] * 7))),
+    "associative_scan:grad_vmap_jit": lambda L: L.top.jit(L.top.vmap(L.top.grad(
+        lambda x: L.np.sum(L.lax.associative_scan(L.np.multiply, x) ** 2))))(
+        np.stack([X, X * 0.5, -X])),
+    "associative_scan:error_sizes": lambda L: L.lax.associative_scan(
+        lambda a, b: a, (X, X[:2])),
 }
 CONTROL_ERRORS = {
     "cond:error_branch_types": r"^cond branches must have equal output types but they differ",
@@ -515,7 +526,9 @@ CONTROL_ERRORS = {
     "switch:error_branch_types": r"^switch branches must have equal output types but they "
                                  r"differ",
     "while_loop:grad_error": "Reverse-mode differentiation does not work",
-    "fori_loop:dynamic_grad_error": "Reverse-mode differentiation does not work"}
+    "fori_loop:dynamic_grad_error": "Reverse-mode differentiation does not work",
+    "associative_scan:error_sizes": r"^Array inputs to associative_scan must have the same "
+                                    r"first dimension\. \(saw: \[\(3,\), \(2,\)\]\)"}
 CONTROL_IDS = [f"lax:{n}" if ":" in n else f"lax:{n}:value" for n in CONTROL]
 register(*CONTROL_IDS)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any as _Any     # (not a public name)
 
-from . import autograd, debug, func, lax, nn, numpy, optim, random, tree, tree_util
+from . import ad_checkpoint, autograd, debug, func, lax, nn, numpy, optim, random, tree, tree_util
 from . import facade as _facade
 from .backends.threads import get_num_threads, set_num_threads
 from .compiler.compiled import compile, compile_stats
@@ -20,6 +20,7 @@ from .core import (AxisError, ClosedJaxpr, ConcretizationTypeError, DTypeError,
 from .core.config import config
 from .core.devices import block_until_ready, device_put, devices
 from .higher_order.collectives import pmap
+from .ad_checkpoint import checkpoint_policies
 from .higher_order.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .higher_order.jit import RetraceWarning, disable_jit, jit, jit_stats
 from .batching import vmap

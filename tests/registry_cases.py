@@ -859,6 +859,7 @@ EXTERNAL: dict[str, str] = {
     "custom_vjp_call": "test_custom.py",
     "custom_lin": "test_custom.py",
     "checkpoint": "test_custom.py",
+    "name": "test_custom.py",
     "cond": "test_control_flow.py",
     "while": "test_control_flow.py",
     "scan": "test_control_flow.py",

@@ -176,3 +176,69 @@ def test_stop_gradient():
     assert ft.grad(f)(3.0) == 3.0
     tree = ft.stop_gradient({"a": np.ones(2), "b": 1.0})
     assert set(tree) == {"a", "b"}
+
+
+# ---------------------------------------------------------------------------
+# checkpoint policies and named values (ft.ad_checkpoint)
+
+def _named_mlp(x, w):
+    h = ft.ad_checkpoint.checkpoint_name(ft.numpy.sin(x @ w), "h")
+    return ft.numpy.sum(ft.numpy.cos(h @ w))
+
+
+POLICIES = {
+    None: ["from the argument x", "from the argument w"],
+    "nothing_saveable": ["from the argument x", "from the argument w"],
+    "dots_saveable": ["from the argument x", "from the argument w", "output of dot_general",
+                      "output of dot_general"],
+    "names": ["from the argument x", "from the argument w", "named 'h'"],
+    "everything_saveable": ["from the argument x", "from the argument w", "output of sin",
+                            "named 'h'", "output of cos"],
+}
+
+
+@pytest.mark.parametrize("which", list(POLICIES), ids=str)
+def test_checkpoint_policy_saves_what_it_names_and_keeps_the_gradient(which):
+    """Each policy changes what the backward keeps (JAX's print_saved_residuals shows the
+    same sets for this function), never the gradient, under grad, vmap, jit and jvp."""
+    P = ft.checkpoint_policies
+    policy = {None: None, "names": P.save_only_these_names("h")}.get(which) or (
+        getattr(P, which) if which else None)
+    x = np.random.default_rng(0).standard_normal((3, 3))
+    w = np.random.default_rng(1).standard_normal((3, 3)) * 0.5
+    f = ft.checkpoint(_named_mlp, policy=policy)
+    got = sorted(d for _, d in ft.ad_checkpoint.saved_residuals(f, x, w))
+    assert got == sorted(POLICIES[which])
+    want = ft.grad(_named_mlp, argnums=(0, 1))(x, w)
+    for g, r in zip(ft.grad(f, argnums=(0, 1))(x, w), want):
+        np.testing.assert_allclose(g, r, rtol=1e-12)
+    np.testing.assert_allclose(ft.jit(ft.vmap(ft.grad(f), in_axes=(0, None)))(
+        np.stack([x, -x]), w)[1], ft.grad(_named_mlp)(-x, w), rtol=1e-12)
+    np.testing.assert_allclose(ft.jvp(ft.grad(f), (x, w), (x, np.zeros_like(w)))[1],
+                               ft.jvp(ft.grad(_named_mlp), (x, w), (x, np.zeros_like(w)))[1],
+                               rtol=1e-10)
+
+
+def test_checkpoint_name_is_the_identity_in_every_transformation():
+    name = ft.ad_checkpoint.checkpoint_name
+    x = np.linspace(-1.0, 1.0, 5)
+    f = lambda v: ft.numpy.sum(name(v * v, "sq") * v)      # noqa: E731
+    np.testing.assert_allclose(ft.grad(f)(x), 3 * x * x, rtol=1e-12)
+    np.testing.assert_allclose(ft.vmap(ft.grad(f))(x[:, None])[:, 0], 3 * x * x, rtol=1e-12)
+    np.testing.assert_allclose(ft.jit(f)(x), np.sum(x ** 3), rtol=1e-12)
+    assert name({"a": x, "b": (x,)}, "t")["b"][0] is not None
+
+
+def test_the_policies_combine_and_a_bad_policy_is_refused():
+    P = ft.checkpoint_policies
+    both = P.save_from_both_policies(P.dots_saveable, P.save_only_these_names("h"))
+    x = np.eye(3)
+    got = sorted(d for _, d in ft.ad_checkpoint.saved_residuals(
+        ft.checkpoint(_named_mlp, policy=both), x, x))
+    assert got.count("output of dot_general") == 2 and "named 'h'" in got
+    except_h = P.save_anything_except_these_names("h")
+    got = [d for _, d in ft.ad_checkpoint.saved_residuals(
+        ft.checkpoint(_named_mlp, policy=except_h), x, x)]
+    assert "named 'h'" not in got and "output of cos" in got
+    with pytest.raises(TypeError, match="policy must be a callable"):
+        ft.checkpoint(_named_mlp, policy="dots")

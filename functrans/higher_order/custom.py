@@ -12,7 +12,7 @@ import inspect
 from .. import runtime, tree_util
 from ..ad import jvp_jaxpr, partial_eval_jaxpr, backward_pass
 from ..batching import batch_jaxpr, vmap_flat
-from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Tracer, UndefinedPrimal, Zero,
+from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Tracer, UndefinedPrimal, Var, Zero,
                     canonicalize, eval_jaxpr, get_aval, _state)
 from ..passes import dce_jaxpr
 from ..tracing import flatten_fun, trace_to_jaxpr
@@ -330,69 +330,126 @@ class custom_vjp:  # noqa: N801  (JAX's name)
 # ---------------------------------------------------------------------------
 # checkpoint / remat
 
-def _remat_impl(xp, *args, jaxpr):
+def _remat_impl(xp, *args, jaxpr, policy):
     return runtime.run(jaxpr, *args)
 
 
-def _remat_jvp(primals, tangents, jaxpr):
+def _remat_jvp(primals, tangents, jaxpr, policy):
     nonzeros = [type(t) is not Zero for t in tangents]
     jvp_closed, out_nz = jvp_jaxpr(jaxpr, nonzeros, False)
-    outs = remat_p.bind(*primals, *[t for t in tangents if type(t) is not Zero], jaxpr=jvp_closed)
+    outs = remat_p.bind(*primals, *[t for t in tangents if type(t) is not Zero],
+                        jaxpr=jvp_closed, policy=policy)
     n = len(jaxpr.out_avals)
     nz_iter = iter(outs[n:])
     t_out = [next(nz_iter) if nz else Zero(a.strip_weak()) for nz, a in zip(out_nz, jaxpr.out_avals)]
     return outs[:n], t_out
 
 
-def _remat_partial_eval(trace, tracers, jaxpr):
-    """Known outputs now; the unknown part recomputes from the known *inputs*."""
+def _saved_by_policy(known, n_known_out, policy):
+    """The values of the known part that the policy lets the backward keep, among those its
+    residuals are computed from: walking back from each residual, a value an equation the
+    policy accepts produced is kept (and the walk stops there); the rest is recomputed from
+    the known inputs."""
+    if policy is None:
+        return []
+    j = known.jaxpr
+    producer = {}
+    for e in j.eqns:
+        for v in e.outvars:
+            producer[v] = e
+    keep, seen, saved = {}, set(), []
+    stack = [v for v in j.outvars[n_known_out:] if type(v) is Var]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        e = producer.get(v)
+        if e is None:
+            continue                    # a known input: the recomputation reads it anyway
+        ok = keep.get(id(e))
+        if ok is None:
+            ok = keep[id(e)] = bool(policy(e.primitive, *[a.aval for a in e.invars],
+                                           **e.params))
+        if ok:
+            saved.append(v)
+        else:
+            stack.extend(a for a in e.invars if type(a) is Var)
+    return saved
+
+
+def _remat_partial_eval(trace, tracers, jaxpr, policy):
+    """Known outputs now; the unknown part recomputes from the known *inputs*, and from
+    the known values the policy saves (none without a policy)."""
     in_unknowns = [not t.pval.is_known for t in tracers]
     known, unknown, out_unknowns, num_res = partial_eval_jaxpr(jaxpr, in_unknowns, False)
     n_known_out = sum(1 for u in out_unknowns if not u)
+    saved = _saved_by_policy(known, n_known_out, policy)
     known_vals = [t.pval.const for t in tracers if t.pval.is_known]
-    used = [True] * n_known_out + [False] * num_res
-    known_only = ClosedJaxpr(dce_jaxpr(known.jaxpr, used), known.consts)
-    known_outs = remat_p.bind(*known_vals, jaxpr=known_only) if n_known_out else []
+    kj = known.jaxpr
+    k_only = Jaxpr(kj.constvars, kj.invars, kj.eqns, kj.outvars[:n_known_out] + saved)
+    known_only = ClosedJaxpr(dce_jaxpr(k_only, [True] * len(k_only.outvars)), known.consts)
+    known_outs = remat_p.bind(*known_vals, jaxpr=known_only, policy=policy) \
+        if known_only.jaxpr.outvars else []
     known_avals = [a for a, u in zip(jaxpr.in_avals, in_unknowns) if not u]
     unk_avals = [a for a, u in zip(jaxpr.in_avals, in_unknowns) if u]
+    saved_avals = [v.aval for v in saved]
+    nk, ns = len(known_avals), len(saved)
 
     def recompute(*xs):
-        kx, ux = xs[:len(known_avals)], xs[len(known_avals):]
-        res = eval_jaxpr(known.jaxpr, known.consts, *kx)[n_known_out:]
+        kx, sx, ux = xs[:nk], xs[nk:nk + ns], xs[nk + ns:]
+        env = dict(zip(kj.constvars, known.consts))
+        env.update(zip(kj.invars, kx))
+        env.update(zip(saved, sx))
+        for e in kj.eqns:
+            if all(v in env for v in e.outvars):
+                continue                    # saved: read, not recomputed
+            outs = e.primitive.bind(*[env[a] if type(a) is Var else a.val for a in e.invars],
+                                    **e.params)
+            env.update(zip(e.outvars, outs if e.primitive.multiple_results else [outs]))
+        res = [env[v] if type(v) is Var else v.val for v in kj.outvars[n_known_out:]]
         return eval_jaxpr(unknown.jaxpr, unknown.consts, *res, *ux)
-    rj, rconsts = _trace_with_consts_as_args(recompute, known_avals + unk_avals)
+    rj, rconsts = _trace_with_consts_as_args(recompute, known_avals + saved_avals + unk_avals)
     if rconsts:
         raise FunctransError("checkpoint: unexpected captured constants in the recomputation")
+    rj = ClosedJaxpr(dce_jaxpr(rj.jaxpr, [True] * len(rj.jaxpr.outvars)), rj.consts)
+    saved_outs = known_outs[n_known_out:]
     ins = [trace.instantiate_const(t) for t in tracers if t.pval.is_known] + \
+          [trace.instantiate_const(trace.pure(v)) for v in saved_outs] + \
           [t for t in tracers if not t.pval.is_known]
-    unk_outs = trace.default_process_primitive(remat_p, ins, {"jaxpr": rj})
-    k_it, u_it = iter(known_outs), iter(unk_outs)
+    unk_outs = trace.default_process_primitive(remat_p, ins, {"jaxpr": rj, "policy": policy})
+    k_it, u_it = iter(known_outs[:n_known_out]), iter(unk_outs)
     return [next(u_it) if u else trace.pure(next(k_it)) for u in out_unknowns]
 
 
-def _remat_transpose(cts, *args, jaxpr):
+def _remat_transpose(cts, *args, jaxpr, policy):
     cts = [c if type(c) is not Zero else zeros(c.aval) for c in cts]
     res = backward_pass(jaxpr.jaxpr, jaxpr.consts, list(args), cts)
     return [r if type(a) is UndefinedPrimal else None for r, a in zip(res, args)]
 
 
-def _remat_batch(vals, dims, jaxpr):
+def _remat_batch(vals, dims, jaxpr, policy):
     size = bdim_size(vals, dims)
     vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     new, out_b = batch_jaxpr(jaxpr, size, [d is not None for d in dims], False)
-    return remat_p.bind(*vals, jaxpr=new), [0 if b else None for b in out_b]
+    return remat_p.bind(*vals, jaxpr=new, policy=policy), [0 if b else None for b in out_b]
 
 
 remat_p = defprim("checkpoint", _remat_impl,
-                  lambda *avals, jaxpr: list(jaxpr.out_avals), jvp=_remat_jvp,
+                  lambda *avals, jaxpr, policy: list(jaxpr.out_avals), jvp=_remat_jvp,
                   transpose=_remat_transpose, batch=_remat_batch, multiple_results=True,
                   partial_eval=_remat_partial_eval)
 
 
-def checkpoint(fun, prevent_cse=True, static_argnums=(), policy=None):
-    """fun whose residuals are recomputed in the backward pass instead of being stored."""
-    if policy is not None:
-        raise NotImplementedError("checkpoint policies are not supported; omit policy=")
+def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
+    """fun whose residuals are recomputed in the backward pass instead of being stored,
+    except the values `policy` saves (jax.checkpoint: `policy(prim, *avals, **params)` says
+    whether an equation's outputs may be saved; see `checkpoint_policies`)."""
+    if policy is not None and not callable(policy):
+        raise TypeError(f"checkpoint: policy must be a callable (one of "
+                        f"ft.checkpoint_policies), got {policy!r}")
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
@@ -401,9 +458,28 @@ def checkpoint(fun, prevent_cse=True, static_argnums=(), policy=None):
         if traced is None:
             return fun(*args, **kwargs)
         leaves, _, closed, consts, out_tree = traced
-        outs = remat_p.bind(*consts, *leaves, jaxpr=closed)
+        outs = remat_p.bind(*consts, *leaves, jaxpr=closed, policy=policy)
         return tree_util.tree_unflatten(out_tree, outs)
     return wrapped
 
 
 remat = checkpoint
+
+
+# a value named for checkpoint policies (jax.ad_checkpoint.checkpoint_name): the identity,
+# in every transformation, carrying the name the policies read
+def _name_jvp(primals, tangents, *, name):
+    return name_p.bind(primals[0], name=name), tangents[0]
+
+
+def _name_batch(vals, dims, *, name):
+    return name_p.bind(vals[0], name=name), dims[0]
+
+
+name_p = defprim("name", lambda xp, x, *, name: x, lambda a, *, name: a, jvp=_name_jvp,
+                 transpose=lambda ct, x, *, name: [ct], batch=_name_batch)
+
+
+def checkpoint_name(x, name):
+    """x, named for the checkpoint policies (save_only_these_names, ...) by `name`."""
+    return tree_util.tree_map(lambda v: name_p.bind(v, name=name), x)

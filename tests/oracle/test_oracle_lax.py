@@ -8,6 +8,10 @@ docs/porting_jax.md). Differences that stay are rows of docs/oracle.md."""
 from __future__ import annotations
 
 import collections
+import contextlib
+import importlib
+import io
+import re
 import inspect
 import types
 
@@ -550,6 +554,24 @@ def _loss(L, p):
     return L.np.sum(L.np.tanh(W @ p["w"]) * p["b"]) + L.np.sum(p["c"][0] ** 2)
 
 
+W3 = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5], [0.3, 0.8, -1.2]], np.float32)
+
+
+def _policy_f(L):
+    name = importlib.import_module(L.top.__name__ + ".ad_checkpoint").checkpoint_name
+    return lambda x, w: L.np.sum(L.np.cos(name(L.np.sin(x @ w), "h") @ w))
+
+
+def _saved(L, f, *args):
+    """print_saved_residuals' lines, sorted, without JAX's source locations."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        importlib.import_module(L.top.__name__ + ".ad_checkpoint").print_saved_residuals(
+            f, *args)
+    return sorted(re.sub(r" from \S+:\d+(:\d+)? \(.*\)$", "", line)
+                  for line in out.getvalue().splitlines())
+
+
 def _sq(L):
     return lambda x: L.np.sum(L.np.sin(x) * x)
 
@@ -665,6 +687,22 @@ TRANSFORMS = {
         lambda x: L.np.sum(L.np.sin(L.np.sin(x)) * x)))(V),
     "remat": lambda L: L.top.grad(lambda x: L.np.sum(L.top.remat(
         lambda v: L.np.exp(v) * v)(x) ** 2))(V),
+    "checkpoint:policy_dots": lambda L: L.top.value_and_grad(L.top.checkpoint(
+        _policy_f(L), policy=L.top.checkpoint_policies.dots_saveable), argnums=(0, 1))(W3, W3.T),
+    "checkpoint:policy_names_jit_vmap": lambda L: L.top.jit(L.top.vmap(L.top.grad(
+        L.top.checkpoint(_policy_f(L), policy=L.top.checkpoint_policies.save_only_these_names(
+            "h"))), in_axes=(0, None)))(np.stack([W3, -W3]), W3.T),
+    "checkpoint:policy_both_hvp": lambda L: L.top.jvp(L.top.grad(L.top.checkpoint(
+        _policy_f(L), policy=L.top.checkpoint_policies.save_from_both_policies(
+            L.top.checkpoint_policies.dots_with_no_batch_dims_saveable,
+            L.top.checkpoint_policies.save_anything_except_these_names("h")))),
+        (W3, W3.T), (W3.T, W3)),
+    "checkpoint:saved_residuals": lambda L: sorted(
+        _saved(L, L.top.checkpoint(_policy_f(L), policy=policy), W3, W3.T)
+        for policy in (None, L.top.checkpoint_policies.nothing_saveable,
+                       L.top.checkpoint_policies.everything_saveable,
+                       L.top.checkpoint_policies.dots_saveable,
+                       L.top.checkpoint_policies.save_only_these_names("h"))),
     "stop_gradient": lambda L: L.top.grad(lambda x: L.np.sum(
         L.lax.stop_gradient(x * x) * x))(V),
     "stop_gradient:pytree": lambda L: L.top.grad(lambda x: L.np.sum(

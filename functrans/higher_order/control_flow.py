@@ -25,6 +25,7 @@ from ..primitives.base import (aval_of, bdim_size, broadcast_batched, defprim, i
                                moveaxis, zeros)
 from ..primitives.elementwise import (add, convert_element_type, eq, max as max_,
                                       min as min_, select)
+from ..primitives.misc import stop_gradient
 from ..primitives.reductions import reduce_max
 from ..primitives.shape import broadcast_in_dim
 from ..tracing import trace_to_jaxpr
@@ -242,7 +243,18 @@ def _cond_batch(vals, dims, branches):
         return cond_p.bind(index, *ops, branches=b_brs), [0 if b else None for b in out_b]
     n = len(branches)
     index = min_(max_(moveaxis(index, d_index, 0), _int_like(index, 0)), _int_like(index, n - 1))
-    results = [_eval(batching.batch_jaxpr(br, size, ops_b, True)[0], *ops) for br in branches]
+    # each branch sees its float operands only where it is taken (elsewhere under
+    # stop_gradient, as JAX): a branch not taken adds no cotangent, not 0 * inf = NaN
+    masked = [aval_of(x).dtype.kind in "fc" for x in ops]
+    ops = [broadcast_batched(x, size) if m and not b else x
+           for x, m, b in zip(ops, masked, ops_b)]
+    ops_b = [b or m for b, m in zip(ops_b, masked)]
+    results = []
+    for i, br in enumerate(branches):
+        pred = eq(index, _int_like(index, i))
+        own = [select(_bcast_pred(pred, aval_of(x)), x, stop_gradient(x)) if m else x
+               for x, m in zip(ops, masked)]
+        results.append(_eval(batching.batch_jaxpr(br, size, ops_b, True)[0], *own))
     out = results[-1]
     for i in range(n - 2, -1, -1):
         pred = eq(index, _int_like(index, i))

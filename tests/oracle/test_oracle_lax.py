@@ -503,6 +503,12 @@ CONTROL = {
     "cond:kw_funs": lambda L: L.lax.cond(False, true_fun=lambda: X, false_fun=lambda: -X),
     "select:grad": lambda L: L.top.grad(lambda a, b: L.np.sum(L.lax.select(P, a * a, b)),
                                         argnums=(0, 1))(X, X),
+    "cond:vmap_grad_untaken_branch": lambda L: L.top.grad(lambda x: L.np.sum(L.top.vmap(
+        lambda v: L.lax.cond(v < 1e-6, lambda: 0.0, lambda: L.np.sqrt(v)))(x)))(
+        np.array([0.0, 4.0, 0.0], np.float32)),
+    "switch:vmap_jacrev": lambda L: L.top.jacrev(lambda v: L.top.vmap(lambda p, a: L.lax.switch(
+        p, [lambda u: u * 2, lambda u: L.np.log(u), lambda u: u ** 3], a))(
+        np.array([0, 1, 2, 5, -1]), v))(np.array([0.0, 1.0, 2.0, 0.0, 4.0], np.float32)),
     "associative_scan:add": lambda L: [L.lax.associative_scan(L.np.add, np.arange(
         1.0, n + 1, dtype=np.float32)) for n in (1, 2, 5, 8, 13)],
     "associative_scan:reverse_axis": lambda L: L.lax.associative_scan(

@@ -51,6 +51,15 @@ def named_trace(name):
     return None
 
 
+def axis_env():
+    """The named axes in scope, outermost first: ((name, size, procs), ...). What a
+    function traced now may read of them (axis_size) is part of its trace, so caches of
+    traces key on it."""
+    return tuple((g.name, g.size, g.procs) for g in
+                 (main.global_data for main in _thread_state.trace_stack)
+                 if type(g) is AxisFrame)
+
+
 def current_axis_name():
     """The axis name given to jaxprs batched now (None outside a named trace's rule)."""
     f = _naming.frame

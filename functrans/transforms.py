@@ -107,11 +107,23 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
     outs, lin = linearize_flat(f_flat, leaves)
     out_tree = store["out_tree"]
 
+    expected = [_tangent_aval(p) for p in leaves]
+
     def f_jvp(*tangents):
         t_leaves, t_tree = tree_util.tree_flatten(tangents)
         if t_tree != in_tree:
             raise TypeError(f"linearized function expects tangents with structure {in_tree}, "
                             f"got {t_tree}")
+        for t, p, want in zip(t_leaves, leaves, expected):
+            got = get_aval(canonicalize(t)).strip_weak()
+            if got.shape != want.shape or got.dtype != want.dtype:
+                raise ValueError(
+                    "linearized function called on tangent values inconsistent with the "
+                    f"original primal values:\nGot tangent aval {got.str_short()} for primal "
+                    f"aval {get_aval(p).strip_weak().str_short()} but expected "
+                    f"{want.str_short()}." + ("" if want.dtype.kind in "fc" else
+                                             " (an integer value's tangent is zeros of its "
+                                             "dtype here; JAX's is float0)"))
         return tree_util.tree_unflatten(out_tree, lin(*t_leaves))
     f_jvp.jaxpr = lin.jaxpr  # type: ignore[attr-defined]
     return tree_util.tree_unflatten(out_tree, outs), f_jvp

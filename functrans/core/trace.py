@@ -55,6 +55,10 @@ def get_aval(x) -> ShapedArray:
     a = _SCALAR_AVALS.get(t)
     if a is not None:
         return a
+    if isinstance(x, np.ma.MaskedArray):     # its mask would be dropped silently
+        raise ValueError("numpy masked arrays are not supported as direct inputs to "
+                         "functrans functions. Use arr.filled() to convert the value to a "
+                         "standard numpy array.")
     dtype = getattr(x, "dtype", None)
     shape = getattr(x, "shape", None)
     if dtype is None or shape is None:

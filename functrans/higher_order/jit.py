@@ -28,7 +28,7 @@ import numpy as np
 from .. import passes, tree_util
 from ..ad import (PartialEvalTracer, PartialVal, _EqnRecipe, jvp_jaxpr, partial_eval_jaxpr,
                   transpose_jaxpr)
-from ..batching import batch_jaxpr, current_axis_name
+from ..batching import axis_env, batch_jaxpr, current_axis_name
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, TypeCheckError, Tracer,
                     UndefinedPrimal, Zero, _state, _thread_state, get_aval, short_dtype)
 from ..core.config import config
@@ -114,8 +114,11 @@ def _describe_sig(sig, names):
 
 def _diff_keys(old, new, leaf_names, static_names):
     """Human-readable differences between two cache keys."""
-    (otree, osig, ostatic), (ntree, nsig, nstatic) = old, new
+    (otree, osig, ostatic), (ntree, nsig, nstatic) = old[:3], new[:3]
     out = []
+    if old[3:] != new[3:]:
+        out.append(f"the named axes in scope changed: {old[3:][0]} -> {new[3:][0]}"
+                   if old[3:] and new[3:] else "the named axes in scope changed")
     if otree != ntree:
         out.append(f"argument structure changed: {otree} -> {ntree}")
     else:
@@ -651,7 +654,7 @@ class JitFunction:
         turns them into explicit arguments)."""
         sig = tuple((get_aval(x).shape, get_aval(x).dtype, get_aval(x).weak_type)
                     for x in leaves)
-        key = (tree, sig, static)
+        key = (tree, sig, static, axis_env())     # axis_size reads the named axes
         st = self._state
         entry = st.entries.get(key)
         if entry is None:

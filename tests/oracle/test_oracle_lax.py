@@ -306,7 +306,8 @@ def test_every_shared_lax_function_is_a_case():
     shared = {n for n in dir(ft.lax) if not n.startswith("_") and hasattr(jax.lax, n)
               and callable(getattr(jax.lax, n))}
     assert shared <= set(LAX) | set(COLLECTIVES) | {"cond", "switch", "while_loop",
-                                                     "fori_loop", "scan", "map"}
+                                                     "fori_loop", "scan", "map",
+                                                     "associative_scan"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -518,6 +519,10 @@ CONTROL = {
     "associative_scan:grad_vmap_jit": lambda L: L.top.jit(L.top.vmap(L.top.grad(
         lambda x: L.np.sum(L.lax.associative_scan(L.np.multiply, x) ** 2))))(
         np.stack([X, X * 0.5, -X])),
+    "linearize:int_tangent_error": lambda L: L.top.linearize(
+        lambda x: x * 2, np.int32(3))[1](np.float32(1.0)),
+    "jit:masked_array_error": lambda L: L.top.jit(lambda x: x * 2)(
+        np.ma.masked_array([1.0, 2.0], mask=[0, 1])),
     "associative_scan:error_sizes": lambda L: L.lax.associative_scan(
         lambda a, b: a, (X, X[:2])),
 }
@@ -537,6 +542,12 @@ CONTROL_ERRORS = {
                                  r"differ",
     "while_loop:grad_error": "Reverse-mode differentiation does not work",
     "fori_loop:dynamic_grad_error": "Reverse-mode differentiation does not work",
+    "linearize:int_tangent_error": r"^linearized function called on tangent values "
+                                             r"inconsistent with the original primal values:\n"
+                                             r"Got tangent aval f(loat)?32\[\] for primal aval "
+                                             r"i(nt)?32\[\]",
+    "jit:masked_array_error": r"^numpy masked arrays are not supported as direct inputs "
+                                    r"to (JAX|functrans) functions\. Use arr\.filled\(\)",
     "associative_scan:error_sizes": r"^Array inputs to associative_scan must have the same "
                                     r"first dimension\. \(saw: \[\(3,\), \(2,\)\]\)"}
 CONTROL_IDS = [f"lax:{n}" if ":" in n else f"lax:{n}:value" for n in CONTROL]

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 import functrans as ft
+from functrans import runtime
+from functrans.backends.memory import DERIVED
 from functrans.backends.native import eager, toolchain
 from functrans.primitives import REGISTRY
 from functrans.primitives.base import EAGER_KERNELS
@@ -129,3 +131,63 @@ def test_gelu_eager_uses_the_kernel(native_backend):
     for _ in range(10):
         got = ft.nn.functional.gelu(t).numpy()
         np.testing.assert_allclose(got, want, rtol=3e-7, atol=1e-7)
+
+
+# ---------------------------------------------------------------------------
+# hot un-jitted programs: native groups after runtime.NATIVE_RUNS runs
+
+
+def _softmax_like(x, w):
+    m = ft.numpy.max(x, axis=-1, keepdims=True)
+    e = ft.numpy.exp(x - m) * w
+    return e / ft.numpy.sum(e, axis=-1, keepdims=True)
+
+
+def _run_hot(mode, n):
+    x = np.random.default_rng(2).standard_normal((64, 300)).astype(np.float32)
+    w = np.random.default_rng(3).uniform(0.5, 1, 300).astype(np.float32)
+    closed = ft.make_jaxpr(_softmax_like)(x, w)
+    DERIVED.clear("program")            # its runs counted from 0 (shared by structure)
+    saved = ft.config.cpu_backend
+    ft.config.update("cpu_backend", mode)
+    try:
+        for _ in range(n):
+            out, = runtime.run(closed, x, w)
+    finally:
+        ft.config.update("cpu_backend", saved)
+    return out, closed.jaxpr._compiled.hot
+
+
+def test_hot_programs_go_native_after_native_runs(native_backend):
+    """A program run NATIVE_RUNS times is lowered again with native groups (the row group
+    of this softmax): the same values as its NumPy code, within a sum's rounding; before,
+    and under cpu_backend='numpy', it runs NumPy code."""
+    before, hot = _run_hot("native", runtime.NATIVE_RUNS - 1)
+    assert hot and "native C++" not in hot.source
+    out, hot = _run_hot("native", runtime.NATIVE_RUNS + 1)
+    assert "native C++" in hot.source
+    np.testing.assert_allclose(out, before, rtol=3e-6, atol=1e-8)
+    _, hot = _run_hot("numpy", runtime.NATIVE_RUNS + 1)
+    assert "native C++" not in hot.source
+
+
+def test_facade_layer_norm_hot_native_matches_jit(native_backend):
+    """The facade's layer_norm forward and backward, run as a training loop runs it (past
+    NATIVE_RUNS), agrees with the same under ft.jit of the functional form."""
+    rng = np.random.default_rng(4)
+    x0, w0 = rng.standard_normal((32, 200)).astype(np.float32), rng.standard_normal(200)
+    x, w = ft.tensor(x0, requires_grad=True), ft.tensor(w0.astype(np.float32),
+                                                         requires_grad=True)
+    for _ in range(runtime.NATIVE_RUNS + 2):
+        x.grad = w.grad = None
+        y = ft.nn.functional.layer_norm(x, (200,), w)
+        (y * y).sum().backward()
+
+    def loss(x, w):
+        mu = ft.numpy.mean(x, axis=-1, keepdims=True)
+        var = ft.numpy.mean((x - mu) ** 2, axis=-1, keepdims=True)
+        y = (x - mu) / ft.numpy.sqrt(var + 1e-5) * w
+        return ft.numpy.sum(y * y)
+    gx, gw = ft.jit(ft.grad(loss, argnums=(0, 1)))(x0, w0.astype(np.float32))
+    np.testing.assert_allclose(x.grad.numpy(), gx, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(w.grad.numpy(), gw, rtol=1e-4, atol=1e-4)

@@ -183,7 +183,8 @@ def native_hot_program(jaxpr: Jaxpr):
     NATIVE_RUNS runs: a loop's step, which then pays its compile (about 0.1-0.5 s, none
     when the toolchain's disk cache has the library) once, not a function called a few
     times."""
-    if cpu.native_setting() is None or cpu.native_setting()[1]:
+    setting = cpu.native_setting()
+    if setting is None or setting[1]:           # cpu_backend="numpy", or no toolchain
         return None
     flat = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
     try:

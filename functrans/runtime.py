@@ -5,8 +5,9 @@ equations (the implementations called directly: the jaxpr is already well typed)
 the second run on it is straight-line Python code, shared by every jaxpr of the same
 structure (a loop body traced again at every call compiles once); after HOT_RUNS runs on
 NumPy arrays it is lowered by the CPU backend (in-place ufuncs, fused and blocked
-elementwise groups); the buffers it then holds count against the one byte budget of all
-compiled programs (backends/memory.py). `lower_jaxpr` is the jit
+elementwise groups), and after NATIVE_RUNS runs lowered again with the fusion groups where
+native code wins (cpu_backend "auto") as C++ functions; the buffers it then holds count
+against the one byte budget of all compiled programs (backends/memory.py). `lower_jaxpr` is the jit
 pipeline (optimize, then the backend of the arguments' device) that jit executables and
 hot programs share.
 """
@@ -29,6 +30,7 @@ from .core import (ClosedJaxpr, Jaxpr, Literal, _thread_state, array_module, eva
 from .core import eval_jaxpr as bind_jaxpr
 
 HOT_RUNS = 8                    # runs on NumPy arrays before a program is lowered
+NATIVE_RUNS = 64                # ... and before it is lowered again with native groups
 
 # ---------------------------------------------------------------------------
 # running programs
@@ -81,6 +83,8 @@ def _run(jaxpr: Jaxpr, vals: list, dests=None):
         hot = prog.hot
         if hot is None and prog.runs >= HOT_RUNS:
             hot = prog.hot = hot_program(jaxpr)
+        elif prog.runs == NATIVE_RUNS and hot:
+            hot = prog.hot = native_hot_program(jaxpr) or hot
         if hot:
             return hot(*vals, dests=dests)
     return prog.straight(xp, *vals)
@@ -172,6 +176,31 @@ def hot_program(jaxpr: Jaxpr):
     return exe
 
 
+def native_hot_program(jaxpr: Jaxpr):
+    """jaxpr lowered as hot_program does, its fusion groups native where the cpu_backend
+    policy ("auto": those where native code wins) and the toolchain allow; None when no
+    group became native code (the NumPy-code program stays). A program gets here after
+    NATIVE_RUNS runs: a loop's step, which then pays its compile (about 0.1-0.5 s, none
+    when the toolchain's disk cache has the library) once, not a function called a few
+    times."""
+    setting = cpu.native_setting()
+    if setting is None or setting[1]:           # cpu_backend="numpy", or no toolchain
+        return None
+    flat = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
+    try:
+        low = lower_jaxpr(ClosedJaxpr(flat, []), "cpu", (), "program", alias_outputs=True,
+                          native=True, destinations=True)
+        if low.native is None:
+            return None
+        exe = low.compile()
+    except Exception as e:      # as hot_program: say so, keep the program running
+        warnings.warn(f"functrans: the native lowering of a hot program failed "
+                      f"({type(e).__name__}: {e}); it keeps running NumPy code. Please "
+                      "report this.", RuntimeWarning, stacklevel=2)
+        return None
+    return exe if exe.nbytes <= BUDGET.limit else None
+
+
 # ---------------------------------------------------------------------------
 # lowering for a backend
 
@@ -179,8 +208,8 @@ def hot_program(jaxpr: Jaxpr):
 def lower_jaxpr(closed: ClosedJaxpr, backend="cpu", donated=(), name="jitted", optimize=True,
                 alias_outputs=False, native=True, destinations=False):
     """Optimize a ClosedJaxpr and lower it for a backend ("cpu" or "cuda"): a Lowered.
-    native=False keeps CPU fusion groups on NumPy code (the hot tier of un-jitted
-    programs: no compiler run in the middle of eager code)."""
+    native=False keeps CPU fusion groups on NumPy code (the first hot tier of un-jitted
+    programs: no compiler run for a program run only a few times)."""
     t0 = time.perf_counter()
     optimized = passes.optimize(closed) if optimize else closed
     t1 = time.perf_counter()

@@ -53,10 +53,41 @@ def _resolve(rule, p):
     return rule.factory(p) if type(rule) is self_rule else rule
 
 
+class EagerKernels:
+    """Compiled kernels for the eager CPU calls of the unary primitives declared
+    `native_eager=True` (NumPy has no fast loop for them). The native backend installs
+    `run(prim, x) -> result or None` (backends/cpu.py, on import); until then, and whenever
+    it answers None (no compiler, a failed build, cpu_backend="numpy", a small or
+    non-float array), the primitive's NumPy implementation runs."""
+
+    run = None
+    min_size = 1024         # smaller arrays: NumPy (a kernel call's overhead, ~1 us, and no
+                            # compile for a program that only ever sees small arrays)
+
+
+EAGER_KERNELS = EagerKernels()
+
+
+def _native_eager(prim_name, numpy_impl):
+    """The implementation of a native_eager primitive: the installed kernel for NumPy
+    float arrays of EagerKernels.min_size elements or more, else numpy_impl."""
+    def impl(xp, x, **params):
+        if xp is np and type(x) is np.ndarray and x.size >= EAGER_KERNELS.min_size \
+                and EAGER_KERNELS.run is not None and not params:
+            out = EAGER_KERNELS.run(REGISTRY[prim_name], x)
+            if out is not None:
+                return out
+        return numpy_impl(xp, x, **params)
+    impl.numpy = numpy_impl
+    impl.__name__, impl.__doc__ = numpy_impl.__name__, numpy_impl.__doc__
+    return impl
+
+
 def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpose=None,
             batch=None, cuda=None, cpu=None, fresh=False, simplify=None, simplify_late=None,
             commutative=False, differentiable=True, multiple_results=False,
-            elementwise=False, memo=True, primitive_class=Primitive, **extra):
+            elementwise=False, memo=True, primitive_class=Primitive, native_eager=False,
+            **extra):
     """Declare a primitive with all its rules in one call and register it; nothing is
     added to it afterwards (a registry test checks against DECLARED).
 
@@ -69,8 +100,14 @@ def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpos
     memo=False: the shape rule is not memoized (for primitives whose params hold programs
         and whose rule just reads them: a cache would only keep the programs alive)
     primitive_class: a Primitive subclass whose bind does more (the collectives')
+    native_eager: a unary elementwise primitive that NumPy computes slowly (erf: a
+        polynomial over each branch, ~30 passes): its eager calls on large float arrays
+        run the native kernel of its `cuda=` template when one is installed
+        (EagerKernels); `impl.numpy` is the NumPy implementation
     """
     cache: dict = {}
+    if native_eager:
+        impl = _native_eager(name, impl)
 
     def abstract_eval(*avals, **params):
         # shape rules are pure functions of avals and params: successful results are

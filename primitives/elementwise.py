@@ -430,11 +430,11 @@ logistic_p = defprim("logistic", _logistic_impl, unary(FLOAT),
                      elementwise=True,
                      jvp_out=(lambda t, ans, x: mul(t, mul(ans, sub(_one(ans), ans))),),
                      cuda="(({0} >= 0 ? 1 : exp(-fabs({0}))) / (1 + exp(-fabs({0}))))",
-                     cpu=_logistic_cpu)
+                     cpu=_logistic_cpu, native_eager=True)
 erf_p = defprim("erf", _erf_impl, unary(REAL), elementwise=True,
                 jvp=(lambda t, x: mul(t, mul(_const(x, 2 / math.sqrt(math.pi)),
                                              exp(neg(mul(x, x))))),), cuda="erf({0})",
-                fresh=True)
+                fresh=True, native_eager=True)
 # JAX's convention (deliberate, pinned by tests): d|x|/dx = 1 at x = 0, via select(x >= 0);
 # complex x: d|x| = Re(t conj(x) / |x|), 0 at x = 0 (JAX's rule)
 abs_p = defprim("abs", lambda xp, x: xp.abs(x), unary(NUMERIC, real_out=True),

@@ -105,6 +105,22 @@ def test_layernorm_with_scale_and_shift(native_backend):
         _check(layernorm, (x, g, b), tol, tol)
 
 
+def test_broadcasts_along_rows_and_columns(native_backend):
+    """Inputs broadcast into a row group over the column axes (a weight of the last axis,
+    of the last two) and over the row axes (a per-batch scale): each read at the right
+    index (the column part from `i - base`, the row part from the row number)."""
+    x = rand((3, 4, 5, 6), np.float32)
+    w1, w2 = rand(6, np.float32, 1), rand((5, 6), np.float32, 2)
+    s, t = rand((3, 1, 1, 1), np.float32, 3), rand((1, 4, 1, 1), np.float32, 4)
+
+    def f(x, w1, w2, s, t):
+        y = (x - fnp.mean(x, axis=(-2, -1), keepdims=True)) * w2 * s + t
+        return F.softmax(y * w1, axis=-1) * w1 + s * t
+    _check(f, (x, w1, w2, s, t), 2e-6, 2e-6)
+    _, low = _jit_under("native", f, x, w1, w2, s, t)
+    assert "(i %" not in low.native["source"]     # no modulo of the flat index: vectorizes
+
+
 def test_rows_of_inf_and_nan_follow_numpy(native_backend):
     """softmax of a row of -inf is NaN (-inf - -inf), as NumPy's; a NaN propagates through
     max, min and sums; +inf rows too."""

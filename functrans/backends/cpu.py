@@ -23,9 +23,11 @@ import numpy as np
 from .. import passes
 from . import Lowered, identifier
 from .memory import BUDGET
-from .native import kernels as native_kernels, rows as native_rows, toolchain
+from .native import eager as native_eager, kernels as native_kernels, rows as native_rows, \
+    toolchain
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
 from ..core.config import config
+from ..primitives.base import EAGER_KERNELS
 from ..primitives.linalg import dot_general_p
 from ..primitives.shape import broadcast_in_dim_p
 
@@ -759,6 +761,19 @@ class CpuExecutable:
 
     def __repr__(self):
         return f"<CpuExecutable {self.name}>"
+
+
+def eager_kernel(prim, x):
+    """prim(x) by its native kernel (backends/native/eager.py), for the eager calls of the
+    primitives declared native_eager, or None (the NumPy implementation runs): under
+    cpu_backend="numpy", or without a working toolchain. Installed as EAGER_KERNELS.run."""
+    if config.cpu_backend == "numpy":
+        return None
+    threads = CONFIG.threads if x.size >= CONFIG.native_parallel_min_size else 1
+    return native_eager.run(prim, x, threads)
+
+
+EAGER_KERNELS.run = eager_kernel
 
 
 def native_setting():

@@ -194,6 +194,26 @@ def bcast_index_c(terms, i="i"):
     return " + ".join(parts) or "0"
 
 
+def row_bcast_index_c(terms, cols):
+    """bcast_index_c inside a row body (row `r`, its first flat index `base`, `cols`
+    elements a row): a term over the row axes is the same for the whole row, one over the
+    column axes reads the column `i - base`, which the compiler sees as affine in the
+    element loop (a `%` of the flat index kept the row passes scalar: a LayerNorm's
+    weight, broadcast along the rows, made its row kernel slower than NumPy)."""
+    parts = []
+    for div, mod, stride in terms:
+        if div >= cols:                 # a row axis (div is a multiple of cols there)
+            c = "r" if div == cols else f"(r / {div // cols}LL)"
+            if mod is not None:
+                c = f"({c} % {mod}LL)"
+        else:
+            c = "(i - base)" if div == 1 else f"((i - base) / {div}LL)"
+            if mod is not None and div * mod < cols:
+                c = f"({c} % {mod}LL)"
+        parts.append(c if stride == 1 else f"{c} * {stride}LL")
+    return " + ".join(parts) or "0"
+
+
 def bcast_index_numpy(terms, i):
     """The same index arithmetic on an int64 NumPy array of flat output indices."""
     out = np.zeros_like(i)
@@ -523,7 +543,7 @@ def row_body(jaxpr, loops=RowLoops(), local_type=compute_type) -> RowBody:
                                         f"{ov.aval.str_short()} of a value computed in the "
                                         "group (only group inputs are broadcast this way)")
             exp = expanded_shape(x.aval.shape, e.params["broadcast_dimensions"], len(full))
-            idx = bcast_index_c(bcast_index_terms(full, exp))
+            idx = row_bcast_index_c(bcast_index_terms(full, exp), cols)
             define_elem(ov, ct, _load(ptr_of[x], idx, x.aval.dtype), [], pos)
         elif ov.aval.shape == full:
             define_elem(ov, ct, eqn_expr(e, [ref(a) for a in e.invars]), e.invars, pos)

@@ -345,14 +345,16 @@ _warned: set = set()        # ... of those whose error was reported by a warning
 _found_lock = threading.RLock()
 
 
-def _setting():
+def setting():
+    """What a found compiler (or a remembered failure) is keyed by: $CXX, $CC, $PATH and
+    the cache directory."""
     return (os.environ.get("CXX"), os.environ.get("CC"), os.environ.get("PATH"), cache_dir())
 
 
 def find_compiler() -> Compiler:
     """The compiler to use (found once per setting); ToolchainError says why none: no
     compiler, a refused cache, or an earlier build or load failure in this process."""
-    key = _setting()
+    key = setting()
     with _found_lock:
         hit = _found.get(key)
         if hit is None:
@@ -372,7 +374,7 @@ def unavailable() -> str | None:
     try:
         find_compiler()
     except ToolchainError as e:
-        _warn_once(_setting(), e)
+        _warn_once(setting(), e)
         return str(e).splitlines()[0]
     return None
 
@@ -388,7 +390,7 @@ def _warn_once(key, e):
 
 def _failed(e: ToolchainError) -> ToolchainError:
     """Remember e as this setting's toolchain (native code off for the process), warn once."""
-    key = _setting()
+    key = setting()
     with _found_lock:
         if not isinstance(_found.get(key), ToolchainError):
             _found[key] = e

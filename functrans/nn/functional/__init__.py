@@ -17,6 +17,7 @@ from ._activations import (  # noqa: F401
 from ._normalization import batch_norm, group_norm, layer_norm  # noqa: F401
 from ._conv import (_pair, _single, adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, max_pool2d,  # noqa: F401
                     pad)
+from ._fold import conv_transpose1d, conv_transpose2d, fold, unfold  # noqa: F401
 from ._losses import (  # noqa: F401
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div,
     l1_loss, mse_loss, nll_loss, smooth_l1_loss)

@@ -6,8 +6,10 @@ from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax,
                          Tanh)
 from .container import (Flatten, ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                         Sequential, Unflatten)
-from .conv import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d  # noqa: F401
+from .conv import (AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, ConvTranspose1d,  # noqa: F401
+                   ConvTranspose2d, MaxPool2d)
 from .dropout import Dropout  # noqa: F401
+from .fold import Fold, Unfold  # noqa: F401
 from .sparse import Embedding  # noqa: F401
 from .linear import Bilinear, Identity, Linear  # noqa: F401
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss,  # noqa: F401

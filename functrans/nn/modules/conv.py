@@ -1,10 +1,12 @@
-"""Conv2d (torch.nn.Conv2d): im2col by strided slices and one contraction, recorded as one op."""
+"""Conv1d/Conv2d (im2col by strided slices and one contraction, recorded as one op), their
+transposes ConvTranspose1d/2d (col2im), and the 2-D pooling layers."""
 from __future__ import annotations
 
 import math
 
 from .. import functional as F
 from .. import init
+from ..functional._fold import _output_padding
 from ._factory import empty
 from .module import Module, Parameter
 
@@ -174,3 +176,73 @@ class AdaptiveAvgPool2d(Module):
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
+
+
+class ConvTranspose2d(Module):
+    """2-D transposed convolution (F.conv_transpose2d: the gradient of conv2d with respect to
+    its input). weight (in, out/groups, kh, kw) ~ kaiming_uniform_(a=sqrt(5)) over its fan-in
+    as torch computes it (out/groups * kh * kw); bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+    forward(input, output_size=None): output_size picks the output_padding."""
+
+    _dims = 2
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        super().__init__()
+        name = type(self).__name__
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {name}')
+        tup = (lambda v, n: (F._single(v, n),)) if self._dims == 1 else \
+            (lambda v, n: F._pair(v, n))
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size = tup(kernel_size, "kernel_size")
+        self.stride, self.padding = tup(stride, "stride"), tup(padding, "padding")
+        self.dilation = tup(dilation, "dilation")
+        self.output_padding = tup(output_padding, "output_padding")
+        self.groups, self.padding_mode, self.transposed = groups, padding_mode, True
+        self.weight = Parameter(empty(in_channels, out_channels // groups, *self.kernel_size,
+                                      device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(empty(out_channels, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    reset_parameters = Conv2d.reset_parameters
+
+    def forward(self, input, output_size=None):
+        op = self.output_padding if output_size is None else _output_padding(
+            input, output_size, self.stride, self.padding, self.kernel_size, self.dilation,
+            self._dims)
+        conv = F.conv_transpose1d if self._dims == 1 else F.conv_transpose2d
+        return conv(input, self.weight, self.bias, self.stride, self.padding, op, self.groups,
+                    self.dilation)
+
+    def extra_repr(self):
+        zero, one = (0,) * self._dims, (1,) * self._dims
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding != zero:
+            s += f", padding={self.padding}"
+        if self.dilation != one:
+            s += f", dilation={self.dilation}"
+        if self.output_padding != zero:
+            s += f", output_padding={self.output_padding}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class ConvTranspose1d(ConvTranspose2d):
+    """1-D transposed convolution: weight (in, out/groups, k); F.conv_transpose1d."""
+
+    _dims = 1

@@ -12,6 +12,7 @@ from ...facade import ops
 from ...facade.creation import zeros
 from .. import functional as F
 from .. import init
+from .._packed import PackedSequence, packed_rnn_forward
 from ..functional._rnn import GATES, rnn_cell, rnn_layer
 from ._factory import empty
 from .module import Module, Parameter
@@ -85,6 +86,8 @@ class RNNBase(Module):
             raise RuntimeError(f"Expected {what} size {expected}, got {list(h.shape)}")
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):     # (nn.utils.rnn: each sequence to its length)
+            return packed_rnn_forward(self, input, hx)
         name = type(self).__name__
         if input.dim() not in (2, 3):
             # (torch's RNN says "4D tensor instead", its GRU and LSTM "4D instead")

@@ -1,14 +1,14 @@
-"""torch.nn.utils: gradient clipping and parameter/vector conversion."""
+"""torch.nn.utils.clip_grad: gradient clipping, and parameter/vector conversion."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from ..facade import creation as C
-from ..facade import ops
-from ..facade.grad_mode import no_grad
-from ..facade.tensor import Tensor
+from ...facade import creation as C
+from ...facade import ops
+from ...facade.grad_mode import no_grad
+from ...facade.tensor import Tensor
 
 
 def _grads(parameters):

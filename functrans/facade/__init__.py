@@ -4,7 +4,7 @@ Every backward pass is the core's reverse-mode transformation of the recorded gr
 (engine.py); nothing here defines a derivative.
 """
 from . import dtypes
-from .dtypes import get_default_dtype, set_default_dtype, promote_types  # noqa: F401
+from .dtypes import finfo, get_default_dtype, iinfo, set_default_dtype, promote_types  # noqa: F401
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                         is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .tensor import Size, Tensor  # noqa: F401
@@ -38,5 +38,6 @@ FACADE_NAMES = (
      "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "get_default_dtype",
      "set_default_dtype", "promote_types", "result_type", "cat", "concat", "stack", "hstack",
      "vstack", "einsum", "broadcast_tensors", "meshgrid", "is_tensor", "numel",
-     "is_floating_point", "clone", "where", "linalg", "from_dlpack", "real", "imag"]
+     "is_floating_point", "clone", "where", "linalg", "from_dlpack", "real", "imag", "finfo",
+     "iinfo"]
     + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES))

@@ -1,6 +1,8 @@
 """The facade's dtypes (NumPy dtypes under torch's names) and torch's type promotion."""
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 float16 = half = np.dtype(np.float16)
@@ -133,3 +135,42 @@ def cpp_name(d):
     """The C++ type name torch's kernels print for dtype d: float, double, long int, ..."""
     d = np.dtype(d)
     return _CPP_NAMES.get(d.name, d.name)
+
+
+_int, _float = builtins.int, builtins.float     # (int and float are dtypes here)
+
+
+class finfo:  # noqa: N801  (torch's name)
+    """torch.finfo: a floating dtype's bits, eps, max, min, tiny (= smallest_normal) and
+    resolution as Python numbers; the default dtype's when none is given."""
+
+    def __init__(self, type=None):  # noqa: A002  (torch's argument name)
+        d = get_default_dtype() if type is None else to_dtype(type)
+        if d.kind not in "fc":
+            raise TypeError("torch.finfo() requires a floating point input type. Use "
+                            "torch.iinfo to handle 'torch.finfo'")
+        f = np.finfo(d)
+        self.bits, self.dtype = _int(f.bits), (f.dtype.name if d.kind == "f" else d.name)
+        self.eps, self.max, self.min = _float(f.eps), _float(f.max), _float(f.min)
+        self.tiny = self.smallest_normal = _float(f.smallest_normal)
+        self.resolution = 10.0 ** -_int(f.precision)
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+                f"eps={self.eps:g}, smallest_normal={self.smallest_normal:g}, "
+                f"tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:  # noqa: N801
+    """torch.iinfo: an integer dtype's bits, min and max as Python ints."""
+
+    def __init__(self, type):  # noqa: A002
+        d = to_dtype(type)
+        if d.kind not in "iub":
+            raise TypeError("torch.iinfo() requires an integer input type. Use torch.finfo to "
+                            "handle 'torch.iinfo'")
+        f = np.iinfo(np.uint8 if d.kind == "b" else d)
+        self.bits, self.min, self.max, self.dtype = _int(f.bits), _int(f.min), _int(f.max), d.name
+
+    def __repr__(self):
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"

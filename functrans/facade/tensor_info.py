@@ -170,7 +170,8 @@ class TensorInfo:
     __str__ = __repr__
 
     def __format__(self, spec):
-        if self._data.ndim == 0 and spec:
+        # torch: a 0-d tensor formats as its number (f"{loss}" prints 0.5, not tensor(0.5))
+        if self._data.ndim == 0 and not isinstance(self._data, Tracer):
             return format(self.item(), spec)
         return repr(self)
 

@@ -14,6 +14,7 @@ from .tensor_info import result_type  # noqa: F401
 from . import methods, reductions, shape_methods, inplace, indexing, api, numpy_interop  # noqa: F401,E402
 from . import linalg  # noqa: F401,E402  (ft.linalg: torch.linalg's norms, svd)
 from .dlpack import from_dlpack  # noqa: F401,E402
+from .distance import cdist  # noqa: F401,E402
 from . import ops as _ops
 from .creation import (Generator, arange, as_tensor, bernoulli, default_generator, device,  # noqa: F401
                        empty, empty_like, eye, from_numpy, full, full_like, initial_seed,
@@ -39,5 +40,5 @@ FACADE_NAMES = (
      "set_default_dtype", "promote_types", "result_type", "cat", "concat", "stack", "hstack",
      "vstack", "einsum", "broadcast_tensors", "meshgrid", "is_tensor", "numel",
      "is_floating_point", "clone", "where", "linalg", "from_dlpack", "real", "imag", "finfo",
-     "iinfo"]
+     "iinfo", "cdist"]
     + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES))

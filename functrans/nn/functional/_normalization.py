@@ -163,3 +163,42 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     return _call("NativeGroupNormBackward0", _group_norm_fn, (input,) + affine,
                  groups=int(num_groups), eps=float(eps), has_w=weight is not None,
                  has_b=bias is not None)
+
+
+def _instance_norm_fn(x, *args, eps, has_w, has_b):
+    axes = tuple(range(2, fnp.ndim(x)))
+    shape = (1, x.shape[1]) + (1,) * (fnp.ndim(x) - 2)
+    mean = fnp.mean(x, axis=axes, keepdims=True)
+    xc = x - mean
+    var = fnp.mean(xc * xc, axis=axes, keepdims=True)
+    y = _affine(xc * fnp.rsqrt(var + eps), args, has_w, has_b, shape)
+    return y, fnp.reshape(mean, x.shape[:2]), fnp.reshape(var, x.shape[:2])
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalize each (sample, channel) over its spatial positions (biased variance), then
+    affine per channel. use_input_stats=False normalizes by the running statistics instead;
+    with them given and use_input_stats, they are updated with the batch's average of the
+    per-instance means and unbiased variances (torch's rule)."""
+    shape = _shape(input)
+    if len(shape) < 3:
+        raise ValueError(f"expected 3D or more input (got {len(shape)}D input)")
+    affine = tuple(a for a in (weight, bias) if a is not None)
+    flags = dict(eps=float(eps), has_w=weight is not None, has_b=bias is not None)
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("Expected running_mean and running_var to be defined when "
+                               "use_input_stats is false")
+        return _call("ViewBackward0", _bn_eval_fn, (input, running_mean, running_var) + affine,
+                     **flags)
+    n = math.prod(shape[2:])
+    if n <= 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size "
+                         f"{_size(shape)}")
+    y, mean, var = _call("ViewBackward0", _instance_norm_fn, (input,) + affine, **flags)
+    if running_mean is not None:
+        mean = (mean.detach() if isinstance(mean, Tensor) else mean).mean(0)
+        var = (var.detach() if isinstance(var, Tensor) else var).mean(0)
+        _update_running(running_mean, running_var, mean, var, n, momentum)
+    return y

@@ -8,7 +8,7 @@ from .container import (Flatten, ModuleDict, ModuleList, ParameterDict, Paramete
                         Sequential, Unflatten)
 from .conv import (AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, ConvTranspose1d,  # noqa: F401
                    ConvTranspose2d, MaxPool2d)
-from .dropout import Dropout  # noqa: F401
+from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d  # noqa: F401
 from .fold import Fold, Unfold  # noqa: F401
 from .sparse import Embedding  # noqa: F401
 from .linear import Bilinear, Identity, Linear  # noqa: F401
@@ -20,4 +20,7 @@ from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell, RNNBase, RNNCellBas
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
                           TransformerEncoder, TransformerEncoderLayer)
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm  # noqa: F401
+from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d  # noqa: F401
+from .pixelshuffle import PixelShuffle, PixelUnshuffle  # noqa: F401
+from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
 from . import batchnorm, flatten, pooling  # noqa: F401,E402  (PyTorch's module paths)

@@ -1996,6 +1996,217 @@ def scheduler_names():
 
 
 # ---------------------------------------------------------------------------------------
+# what PyTorch's image examples add (dcgan, super-resolution, style transfer): transposed
+# convolutions, fold/unfold, resampling, pixel shuffle, instance norm, channel dropout
+
+both("conv_transpose2d", lambda L, x, w, b: F(L).conv_transpose2d(x, w, b, stride=2, padding=1),
+     lambda dt: (randn(2, 4, 5, 6, dtype=dt), randn(4, 3, 4, 4, dtype=dt, seed=1),
+                 randn(3, dtype=dt, seed=2)))
+one("conv_transpose2d:output_padding_groups_dilation",
+    lambda L, x, w: F(L).conv_transpose2d(x, w, None, (2, 3), (2, 1), (1, 2), 2, (2, 1)),
+    randn(2, 4, 5, 6), randn(4, 1, 3, 2, seed=1))
+one("conv_transpose2d:unbatched", lambda L, x, w: F(L).conv_transpose2d(x, w), randn(4, 3, 3),
+    randn(4, 2, 2, 2, seed=1))
+one("conv_transpose2d:channels", lambda L, x, w: F(L).conv_transpose2d(x, w), randn(1, 5, 3, 3),
+    randn(4, 2, 2, 2, seed=1), error=r"Given transposed=1, weight of size \[4, 2, 2, 2\], "
+    r"expected input\[1, 5, 3, 3\] to have 4 channels, but got 5 channels instead")
+one("conv_transpose2d:output_padding", lambda L, x, w: F(L).conv_transpose2d(
+    x, w, output_padding=1), randn(1, 4, 3, 3), randn(4, 2, 2, 2, seed=1),
+    error="output padding must be smaller than either stride or dilation")
+both("conv_transpose1d", lambda L, x, w, b: F(L).conv_transpose1d(x, w, b, stride=3, padding=1,
+                                                                  output_padding=2),
+     lambda dt: (randn(2, 4, 7, dtype=dt), randn(4, 3, 3, dtype=dt, seed=1),
+                 randn(3, dtype=dt, seed=2)))
+one("conv_transpose1d:groups_dilation", lambda L, x, w: F(L).conv_transpose1d(
+    x, w, groups=2, dilation=2), randn(4, 7), randn(4, 2, 5, seed=1))
+both("unfold", lambda L, x: F(L).unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+     lambda dt: (randn(2, 3, 5, 6, dtype=dt),))
+one("unfold:unbatched", lambda L, x: F(L).unfold(x, 2), randn(3, 4, 4))
+one("unfold:5d", lambda L, x: F(L).unfold(x, 2), randn(1, 1, 3, 4, 4),
+    error=r"Expected 3D or 4D \(batch mode\) tensor .* but got: \[1, 1, 3, 4, 4\]")
+one("unfold:too_small", lambda L, x: F(L).unfold(x, 4), randn(1, 2, 3, 3),
+    error=r"calculated shape of the array of sliding blocks as \(0, 0\), but its components "
+          "must be at least one")
+one("fold:4d", lambda L, x: F(L).fold(x, 4, 2), randn(1, 1, 8, 4),
+    error=r"Expected 2D or 3D \(batch mode\) tensor .* but got: \[1, 1, 8, 4\]")
+one("fold:kernel", lambda L, x: F(L).fold(x, 4, 2), randn(1, 7, 4),
+    error=r"divisible by the product of kernel_size, but got input.size\(1\)=7 and "
+          r"kernel_size=\(2, 2\)")
+both("fold", lambda L, x: F(L).fold(x, (5, 6), (2, 3), dilation=(1, 2), padding=1,
+                                    stride=(2, 1)), lambda dt: (randn(2, 18, 12, dtype=dt),))
+one("fold:unbatched", lambda L, x: F(L).fold(x, 4, 2, stride=2), randn(8, 4))
+one("fold:blocks", lambda L, x: F(L).fold(x, 4, 2), randn(1, 8, 5),
+    error="expected size of input's dimension 2 to match the calculated number of sliding "
+          "blocks 3 \\* 3 = 9, but got input.size\\(2\\)=5")
+for _tag, _kw in (("nearest:scale", dict(scale_factor=2)), ("nearest:size", dict(size=(7, 9))),
+                  ("nearest:fractional", dict(scale_factor=(0.6, 2.3))),
+                  ("nearest_exact", dict(scale_factor=(0.6, 2.3), mode="nearest-exact")),
+                  ("bilinear", dict(scale_factor=1.7, mode="bilinear")),
+                  ("bilinear:align_corners", dict(size=(4, 11), mode="bilinear",
+                                                  align_corners=True)),
+                  ("bilinear:size", dict(size=(4, 11), mode="bilinear")),
+                  ("bilinear:recompute", dict(scale_factor=1.5, mode="bilinear",
+                                              recompute_scale_factor=True)),
+                  ("area", dict(size=(3, 3), mode="area"))):
+    both(f"interpolate:{_tag}", lambda L, x, kw=_kw: F(L).interpolate(x, **kw),
+         lambda dt: (randn(2, 3, 5, 6, dtype=dt),))
+one("interpolate:linear", lambda L, x: F(L).interpolate(x, size=8, mode="linear"), randn(2, 3, 5))
+one("interpolate:linear_align", lambda L, x: F(L).interpolate(x, 3, mode="linear",
+                                                              align_corners=True), randn(1, 2, 5))
+one("interpolate:trilinear", lambda L, x: F(L).interpolate(x, scale_factor=2, mode="trilinear"),
+    randn(1, 2, 3, 2, 4))
+one("interpolate:nearest_1d", lambda L, x: F(L).interpolate(x, scale_factor=2.5), randn(2, 3, 5))
+for _tag, _kw, _pattern in (
+        ("both", dict(size=3, scale_factor=2), "only one of size or scale_factor should be "
+                                               "defined"),
+        ("neither", {}, "either size or scale_factor should be defined"),
+        ("align_nearest", dict(scale_factor=2, align_corners=True),
+         "align_corners option can only be set with the interpolating modes"),
+        ("linear_4d", dict(scale_factor=2, mode="linear"),
+         "Got 4D input, but linear mode needs 3D input"),
+        ("size_dims", dict(size=(3,)), "Input and output must have the same number of spatial "
+                                       "dimensions")):
+    one(f"interpolate:error:{_tag}", lambda L, x, kw=_kw: F(L).interpolate(x, **kw),
+        randn(1, 2, 5, 6), error=_pattern)
+one("upsample", lambda L, x: F(L).upsample(x, scale_factor=2, mode="bilinear",
+                                           align_corners=False), randn(1, 2, 3, 4))
+both("pixel_shuffle", lambda L, x: F(L).pixel_shuffle(x, 2),
+     lambda dt: (randn(2, 8, 3, 4, dtype=dt),))
+one("pixel_shuffle:channels", lambda L, x: F(L).pixel_shuffle(x, 2), randn(1, 5, 2, 2),
+    error="pixel_shuffle expects its input's 'channel' dimension to be divisible by the square "
+          "of upscale_factor, but input.size.-3.=5 is not divisible by 4")
+both("pixel_unshuffle", lambda L, x: F(L).pixel_unshuffle(x, 2),
+     lambda dt: (randn(3, 2, 4, 6, dtype=dt),))
+both("instance_norm", lambda L, x, w, b: F(L).instance_norm(x, weight=w, bias=b),
+     lambda dt: (randn(2, 3, 4, 5, dtype=dt), randn(3, dtype=dt, seed=1),
+                 randn(3, dtype=dt, seed=2)))
+
+
+def _instance_running(L, x):
+    rm, rv = L.zeros(3, dtype=L.float64), L.ones(3, dtype=L.float64)
+    y = F(L).instance_norm(x, rm, rv, momentum=0.3)
+    return y, F(L).instance_norm(x, rm, rv, use_input_stats=False), rm, rv
+
+
+one("instance_norm:running_stats", _instance_running, randn(2, 3, 4, 5))
+one("instance_norm:1d", lambda L, x: F(L).instance_norm(x), randn(2, 3, 7))
+for _name, _x in (("dropout1d", randn(2, 3, 4)), ("dropout2d", randn(2, 3, 4, 5)),
+                  ("dropout3d", randn(2, 3, 2, 2, 2))):
+    one(f"{_name}:p0", lambda L, x, n=_name: getattr(F(L), n)(x, p=0.0), _x)
+    one(f"{_name}:eval", lambda L, x, n=_name: getattr(F(L), n)(x, 0.5, training=False), _x)
+    one(f"{_name}:p1", lambda L, x, n=_name: getattr(F(L), n)(x, p=1.0), _x)
+    one(f"{_name}:bad_p", lambda L, x, n=_name: getattr(F(L), n)(x, p=-0.1), _x,
+        error="dropout probability has to be between 0 and 1, but got -0.1")
+
+
+def dropout2d_channels_case():
+    """Training-mode dropout2d zeroes whole channels and scales the kept ones by 1/(1-p);
+    about p of the channels go (the stream is ours, so this checks the law, not values)."""
+    ft.manual_seed(0)
+    x = ft.ones(64, 32, 3, 3)
+    y = FF.dropout2d(x, p=0.25).numpy()
+    per_channel = y.reshape(64, 32, 9)
+    assert np.all((per_channel == 0).all(-1) | np.isclose(per_channel, 1 / 0.75).all(-1))
+    assert abs((per_channel[..., 0] == 0).mean() - 0.25) < 0.03
+
+
+add("functional:dropout2d:channels", dropout2d_channels_case)
+
+
+def dcgan_generator(L):
+    """dcgan/main.py's generator at a small size: ConvTranspose2d -> BatchNorm -> ReLU,
+    ending in Tanh (the layers and arguments of the example)."""
+    return L.nn.Sequential(
+        L.nn.ConvTranspose2d(6, 8, 4, 1, 0, bias=False), L.nn.BatchNorm2d(8), L.nn.ReLU(True),
+        L.nn.ConvTranspose2d(8, 4, 4, 2, 1, bias=False), L.nn.BatchNorm2d(4), L.nn.ReLU(True),
+        L.nn.ConvTranspose2d(4, 3, 4, 2, 1, bias=False), L.nn.Tanh())
+
+
+mod("ConvTranspose2d", mse_build(dcgan_generator), batches((3, 6, 1, 1), (3, 3, 16, 16)))
+mod("ConvTranspose2d:groups_output_padding", mse_build(lambda L: L.nn.Sequential(
+    L.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2,
+                         dilation=1), L.nn.Tanh())), batches((2, 4, 3, 3), (2, 6, 6, 6)))
+mod("ConvTranspose1d", mse_build(lambda L: L.nn.Sequential(
+    L.nn.ConvTranspose1d(3, 4, 3, stride=2, padding=1, output_padding=1), L.nn.Tanh())),
+    batches((2, 3, 5), (2, 4, 10)))
+mod("Fold", mse_build(lambda L: L.nn.Sequential(L.nn.Linear(4, 4), L.nn.Fold((3, 3), 2))),
+    batches((2, 8, 4), (2, 2, 3, 3)))
+mod("Unfold", mse_build(lambda L: L.nn.Sequential(L.nn.Conv2d(2, 2, 1), L.nn.Unfold(2, padding=1,
+                                                                                   stride=2))),
+    batches((2, 2, 4, 4), (2, 8, 9)))
+mod("Upsample", mse_build(lambda L: L.nn.Sequential(
+    L.nn.Conv2d(2, 3, 3, padding=1), L.nn.Upsample(scale_factor=2, mode="bilinear",
+                                                   align_corners=False),
+    L.nn.Upsample(size=(11, 9)))), batches((2, 2, 4, 3), (2, 3, 11, 9)))
+mod("UpsamplingNearest2d", mse_build(lambda L: L.nn.Sequential(
+    L.nn.Conv2d(2, 3, 1), L.nn.UpsamplingNearest2d(scale_factor=2))),
+    batches((2, 2, 3, 3), (2, 3, 6, 6)))
+mod("UpsamplingBilinear2d", mse_build(lambda L: L.nn.Sequential(
+    L.nn.Conv2d(2, 3, 1), L.nn.UpsamplingBilinear2d(size=(5, 7)))),
+    batches((2, 2, 3, 3), (2, 3, 5, 7)))
+mod("PixelUnshuffle", mse_build(lambda L: L.nn.Sequential(
+    L.nn.Conv2d(2, 3, 3, padding=1), L.nn.PixelUnshuffle(2))), batches((2, 2, 4, 6),
+                                                                      (2, 12, 2, 3)))
+mod("PixelShuffle", mse_build(lambda L: L.nn.Sequential(
+    L.nn.Conv2d(2, 12, 3, padding=1), L.nn.PixelShuffle(2), L.nn.PixelUnshuffle(2))),
+    batches((2, 2, 3, 3), (2, 12, 3, 3)))
+
+
+def _instance_norm_build(cls, **kw):
+    def build(lib):
+        m = lib.nn.Sequential(lib.nn.Conv2d(2, 3, 3, padding=1) if cls.endswith("2d") else
+                              lib.nn.Conv1d(2, 3, 3, padding=1), getattr(lib.nn, cls)(3, **kw))
+        return mse_build(lambda L: m)(lib)
+    return build
+
+
+def _instance_state(build, data):
+    """InstanceNorm with tracked statistics: 3 training steps, then the state_dicts and an
+    eval-mode forward (which reads the running statistics)."""
+    def case():
+        oracle.train(build, data, 3)
+        torch.manual_seed(0)
+        tm, _, _ = build(torch)
+        fm, _, _ = build(ft)
+        oracle.copy_weights(tm, fm)
+        for m, L in ((tm, torch), (fm, ft)):
+            m.train()
+            m(L.tensor(data[0][0]))
+            m.eval()
+        compare({k: v for k, v in fm.state_dict().items()},
+                {k: v for k, v in tm.state_dict().items()}, "state_dict", grad_fn=False)
+        compare(fm(ft.tensor(data[1][0])), tm(torch.tensor(data[1][0])), "eval", grad_fn=False)
+    return case
+
+
+mod("InstanceNorm2d", _instance_norm_build("InstanceNorm2d"), batches((2, 2, 4, 4), (2, 3, 4, 4)))
+mod("InstanceNorm1d", _instance_norm_build("InstanceNorm1d", affine=True),
+    batches((2, 2, 5), (2, 3, 5)))
+add("module:InstanceNorm2d:track_running_stats", _instance_state(
+    _instance_norm_build("InstanceNorm2d", affine=True, track_running_stats=True),
+    batches((2, 2, 4, 4), (2, 3, 4, 4))))
+add("module:InstanceNorm3d:unbatched", lambda: facade(
+    lambda L, x: L.nn.InstanceNorm3d(2)(x), randn(2, 3, 2, 4)))
+for _cls, _shape in (("Dropout1d", (2, 3, 4)), ("Dropout2d", (2, 3, 4, 4)),
+                     ("Dropout3d", (2, 3, 2, 2, 2))):
+    add(f"module:{_cls}:eval", lambda c=_cls, s=_shape: facade(
+        lambda L, x: getattr(L.nn, c)(0.5).eval()(x), randn(*s)))
+add("module:image_reprs", lambda: compare(
+    [repr(m(ft)) for m in _IMAGE_REPRS], [repr(m(torch)) for m in _IMAGE_REPRS], "repr"))
+_IMAGE_REPRS = (
+    lambda L: L.nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1, bias=False,
+                                   dilation=2),
+    lambda L: L.nn.ConvTranspose1d(2, 3, 3, groups=1), lambda L: L.nn.Fold(3, 2),
+    lambda L: L.nn.Unfold((2, 3), stride=2), lambda L: L.nn.Upsample(scale_factor=2),
+    lambda L: L.nn.Upsample(size=(3, 4), mode="bilinear", align_corners=True),
+    lambda L: L.nn.UpsamplingBilinear2d(scale_factor=2), lambda L: L.nn.UpsamplingNearest2d(3),
+    lambda L: L.nn.PixelShuffle(2), lambda L: L.nn.PixelUnshuffle(3),
+    lambda L: L.nn.InstanceNorm2d(3), lambda L: L.nn.InstanceNorm1d(3, affine=True,
+                                                                    track_running_stats=True),
+    lambda L: L.nn.Dropout2d(), lambda L: L.nn.Dropout1d(0.2))
+
+
+# ---------------------------------------------------------------------------------------
 # the tests
 
 oracle.register(*CASES)

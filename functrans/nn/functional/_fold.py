@@ -61,17 +61,18 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     as a column (L blocks, row-major)."""
     nd = _ndim(input)
     if nd not in (3, 4):
-        raise NotImplementedError(f"Input Error: Only 3D or 4D input Tensors are supported "
-                                  f"(got {nd}D)")
+        raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor with possibly 0 batch size "
+                           f"and other non-zero dimensions for input, but got: "
+                           f"{list(_shape(input))}")
     kernel, dilation = _pair(kernel_size), _pair(dilation, "dilation")
     padding, stride = _pair(padding, "padding"), _pair(stride, "stride")
     h, w = _shape(input)[-2:]
     oh = _blocks(h, kernel[0], dilation[0], padding[0], stride[0])
     ow = _blocks(w, kernel[1], dilation[1], padding[1], stride[1])
     if oh < 1 or ow < 1:
-        raise RuntimeError(f"Given input with spatial size ({h}, {w}), kernel_size "
-                           f"({kernel[0]}, {kernel[1]}), dilation ({dilation[0]}, "
-                           f"{dilation[1]}), padding ({padding[0]}, {padding[1]}), calculated "
+        raise RuntimeError(f"Given input with spatial size ({h}, {w}), kernel_size="
+                           f"({kernel[0]}, {kernel[1]}), dilation=({dilation[0]}, "
+                           f"{dilation[1]}), padding=({padding[0]}, {padding[1]}), calculated "
                            f"shape of the array of sliding blocks as ({oh}, {ow}), but its "
                            "components must be at least one.")
     return _call("Im2ColBackward0", _unfold_fn, (input,), kernel=kernel, dilation=dilation,
@@ -93,8 +94,9 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     at its block's positions (overlaps sum): the adjoint of unfold."""
     nd = _ndim(input)
     if nd not in (2, 3):
-        raise NotImplementedError(f"Input Error: Only unbatched (2D) or batched (3D) input "
-                                  f"Tensors are supported (got {nd}D)")
+        raise RuntimeError(f"Expected 2D or 3D (batch mode) tensor for input with possibly 0 "
+                           f"batch size and non-zero dimensions for input, but got: "
+                           f"{list(_shape(input))}")
     out_size, kernel = _pair(output_size, "output_size"), _pair(kernel_size)
     dilation, padding = _pair(dilation, "dilation"), _pair(padding, "padding")
     stride = _pair(stride, "stride")
@@ -103,7 +105,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     if ckk % (kernel[0] * kernel[1]):
         raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the "
                            f"product of kernel_size, but got input.size(1)={ckk} and "
-                           f"kernel_size=({kernel[0]}, {kernel[1]})")
+                           f"kernel_size=({kernel[0]}, {kernel[1]}).")
     blocks = tuple(_blocks(s, k, d, p, st) for s, k, d, p, st in
                    zip(out_size, kernel, dilation, padding, stride))
     if blocks[0] * blocks[1] != length:

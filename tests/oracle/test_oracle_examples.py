@@ -393,6 +393,29 @@ add("examples:format_scalar_tensor", lambda: facade(
     np.array([0.25, 0.5]), backward=False))
 
 
+# torch.cdist: every p, zero distances (gradient zero there), the matmul path past 25 rows
+_A, _B = randn(2, 4, 3, seed=1), randn(2, 5, 3, seed=2)
+_B[0, 1] = _A[0, 2]
+for _p in (2.0, 1.0, 0.0, 3.0, float("inf")):
+    add(f"examples:cdist:p{_p}", lambda p=_p: facade(lambda L, a, b: L.cdist(a, b, p=p), _A, _B))
+add("examples:cdist:mm", lambda: facade(lambda L, a, b: L.cdist(a, b), randn(30, 3),
+                                        randn(7, 3, seed=1)))
+add("examples:cdist:columns", lambda: facade(lambda L, a, b: L.cdist(a, b), randn(3, 2),
+                                             randn(3, 3), error=r"X1 and X2 must have the same "
+                                             r"number of columns\. X1: 2 X2: 3"))
+
+
+def cudnn_case():
+    """dcgan's `import torch.backends.cudnn as cudnn; cudnn.benchmark = True`."""
+    import importlib
+    cudnn = importlib.import_module("functrans.backends.cudnn")
+    cudnn.benchmark = True
+    assert cudnn.is_available() is False and cudnn.enabled is True
+
+
+add("examples:backends_cudnn", cudnn_case)
+
+
 # ---------------------------------------------------------------------------------------
 # the tests
 

@@ -416,6 +416,69 @@ def cudnn_case():
 add("examples:backends_cudnn", cudnn_case)
 
 
+# nn.utils.weight_norm / spectral_norm (the hook-based API): trained 3 steps from torch's
+# weights and power-iteration vectors (copied with the state_dict), then eval mode
+def _norm_build(make, conv):
+    def build(L):
+        m = make(L).double()
+        run = (lambda model, x: model(x.unsqueeze(-1)).squeeze(-1)) if conv else \
+            (lambda model, x: model(x))
+        return m, L.optim.SGD(m.parameters(), lr=0.1), \
+            lambda model, x, y: L.nn.functional.mse_loss(run(model, x), y)
+    return build
+
+
+def _weight_norm_net(L):
+    return L.nn.Sequential(L.nn.utils.weight_norm(L.nn.Linear(4, 5)), L.nn.Tanh(),
+                           L.nn.utils.weight_norm(L.nn.Linear(5, 3), dim=None))
+
+
+def _spectral_norm_net(L):
+    return L.nn.Sequential(L.nn.utils.spectral_norm(L.nn.Conv1d(4, 5, 1)), L.nn.Tanh(),
+                           L.nn.utils.spectral_norm(L.nn.ConvTranspose1d(5, 3, 1),
+                                                    n_power_iterations=2))
+
+
+_NORM_DATA = [(randn(6, 4, seed=i), randn(6, 3, seed=i + 5)) for i in range(2)]
+
+
+def _norm_case(make, conv):
+    def case():
+        build = _norm_build(make, conv)
+        oracle.train(build, _NORM_DATA, 3)
+        torch.manual_seed(0)
+        tm, fm = build(torch)[0], build(ft)[0]
+        oracle.copy_weights(tm, fm)
+        x = _NORM_DATA[0][0][..., None] if conv else _NORM_DATA[0][0]
+        outs = {}
+        for L, m in ((torch, tm), (ft, fm)):
+            m.eval()
+            y1 = m(L.tensor(x))
+            outs[L.__name__] = (y1, m(L.tensor(x)), list(m.state_dict()),
+                                [n for n, _ in m.named_parameters()])
+        compare(outs["functrans"], outs["torch"], "eval", grad_fn=False)
+    return case
+
+
+add("examples:weight_norm", _norm_case(_weight_norm_net, False))
+add("examples:spectral_norm", _norm_case(_spectral_norm_net, True))
+
+
+def _remove_norms(L):
+    L.manual_seed(0)
+    a = L.nn.utils.weight_norm(L.nn.Linear(3, 2).double())
+    b = L.nn.utils.spectral_norm(L.nn.Linear(3, 2).double())
+    b.eval()
+    wa, wb = a.weight.detach().clone(), b.weight.detach().clone()
+    L.nn.utils.remove_weight_norm(a)
+    L.nn.utils.remove_spectral_norm(b)
+    return [sorted(a.state_dict()), sorted(b.state_dict()), type(a.weight).__name__,
+            bool((a.weight - wa).abs().max() < 1e-12)]
+
+
+add("examples:remove_norms", lambda: compare(_remove_norms(ft), _remove_norms(torch), "remove"))
+
+
 # ---------------------------------------------------------------------------------------
 # the tests
 

@@ -279,6 +279,21 @@ def retain_grad_after_setitem_and_view(lib, x):
     return r + [y.grad, v.grad, x.grad]
 
 
+def retain_grad_leaf_freed(lib, x):
+    """The retained tensor's leaf is a temporary, gone before backward: .grad still comes."""
+    y = leaf(lib, X) * 2
+    y.retain_grad()
+    y.mul_(3)
+    (y * y).sum().backward()
+    z = leaf(lib, X).clone()
+    z.retain_grad()
+    v = z[:]
+    v *= 2
+    z *= 2
+    z.sum().backward()
+    return [y.grad, z.grad]
+
+
 def retain_grad_no_requires(lib, x):
     return leaf(lib, X, grad=False).retain_grad()
 
@@ -2002,6 +2017,7 @@ TABLE = {
     "retain_grad:basic": (retain_grad, [X], {"backward": False}),
     "retain_grad:leaf_and_twice": (retain_grad_leaf_and_twice, [X], {"backward": False}),
     "retain_grad:after_inplace": (retain_grad_after_inplace, [X], {"backward": False}),
+    "retain_grad:leaf_freed": (retain_grad_leaf_freed, [X], {"backward": False}),
     "retain_grad:after_inplace:view": (retain_grad_after_setitem_and_view, [X],
                                        {"backward": False}),
     "retain_grad:no_requires_grad": (retain_grad_no_requires, [X],

@@ -6,6 +6,8 @@ custom Functions and gradcheck. Each case is a small program run under both libr
 structure by structure."""
 import warnings
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -292,6 +294,18 @@ def retain_grad_leaf_freed(lib, x):
     z *= 2
     z.sum().backward()
     return [y.grad, z.grad]
+
+
+def var_mean_std_mean(lib, x):
+    """torch.var_mean / std_mean: one node with two outputs; gradients through both."""
+    v, m = lib.var_mean(x, dim=1, keepdim=True)
+    s, m2 = lib.std_mean(x, 0, correction=0)
+    (v.sum() * 2 + m.sum() + s.sum() * 3 + m2.sum()).backward()
+    with lib.inference_mode():
+        i = x * 2
+    return [v, m, s, m2, v.grad_fn.name(), s.grad_fn.name(), x.grad,
+            lib.is_inference(i), lib.is_inference(x), lib.inf, lib.pi, lib.e,
+            math.isnan(lib.nan)]
 
 
 def retain_grad_no_requires(lib, x):
@@ -2018,6 +2032,7 @@ TABLE = {
     "retain_grad:leaf_and_twice": (retain_grad_leaf_and_twice, [X], {"backward": False}),
     "retain_grad:after_inplace": (retain_grad_after_inplace, [X], {"backward": False}),
     "retain_grad:leaf_freed": (retain_grad_leaf_freed, [X], {"backward": False}),
+    "names:var_mean_is_inference": (var_mean_std_mean, [X], {"backward": False}),
     "retain_grad:after_inplace:view": (retain_grad_after_setitem_and_view, [X],
                                        {"backward": False}),
     "retain_grad:no_requires_grad": (retain_grad_no_requires, [X],

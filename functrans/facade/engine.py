@@ -179,6 +179,11 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     root_keys = [value_key(t, pos) for t in roots]
     tkeys = [value_key(t, pos) for t in targets]
     uniq = list(dict.fromkeys(k for k in tkeys if k is not None))
+    # retained values are differentiated like targets, so a retain_grad() whose tensor has
+    # no target below it (its leaf freed, or a constant) still gets its .grad, as torch's
+    n_targets = len(uniq)
+    retained_keys = [(p, nodes[p].info.out_slots[j]) for p, j in structure[2]]
+    uniq += [k for k in dict.fromkeys(retained_keys) if k not in set(uniq)]
     if not uniq:
         return [None] * len(targets), targets
     root_cts = [torch_convention(c) for c in root_cts]
@@ -208,7 +213,8 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
         captures, replayed = prog.captures, prog.replayed
     outs = [torch_convention(o) for o in outs]
     res = dict(zip(uniq, outs[:len(uniq)]))        # None where delivered early
-    _deliver_captures(captures, nodes, outs[len(uniq):], create_graph)
+    _deliver_captures(retained_keys, nodes, [res[k] for k in retained_keys], create_graph)
+    uniq = uniq[:n_targets]
     if not retain_graph:
         free_graph([nodes[p] for p in replayed])
     return [res.get(k) if k is not None else None for k in tkeys], targets

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any as _Any     # (not a public name)
 
-from . import ad_checkpoint, autograd, debug, func, lax, nn, numpy, optim, random, tree, tree_util
+from . import (ad_checkpoint, autograd, debug, dtypes, func, lax, nn, numpy, optim, random,
+               tree, tree_util)
 from . import facade as _facade
 from .backends.threads import get_num_threads, set_num_threads
 from .compiler.compiled import compile, compile_stats
@@ -28,7 +29,9 @@ from .primitives.misc import stop_gradient as _stop_gradient
 from .runtime import eval_jaxpr
 from .serialization import CheckpointError, load, save
 from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr
-from .transforms import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp
+from .transforms import (default_matmul_precision, grad, hessian, jacfwd, jacrev, jvp,
+                         linear_transpose, linearize, named_call, named_scope, value_and_grad,
+                         vjp)
 from .tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 

@@ -25,8 +25,8 @@ from .tensor import wrap
 
 def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=False,
                     early=None):
-    """The backward of one graph tape equation by equation: (outputs like the derived
-    program's: the targets' gradients, then the retained ones). check_nan: raise at the
+    """The backward of one graph tape equation by equation: the targets' gradients, as the
+    derived program returns them. check_nan: raise at the
     first node whose gradient has a NaN (anomaly mode). early(i, g): called for the
     targets at early.indices as soon as their gradient is final (their output is then
     None)."""
@@ -67,9 +67,6 @@ def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=
                 continue
             s = tape.arg_slot.get(k)
             c = ct.get(s) if s is not None else captured.get(k)
-            res.append(c if c is not None else _zeros(tape, k, create_graph))
-        for k in tape.captures:
-            c = captured.get(k)
             res.append(c if c is not None else _zeros(tape, k, create_graph))
     finally:
         RUN.stack.pop()

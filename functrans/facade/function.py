@@ -22,7 +22,7 @@ from ..core import FunctransError, ShapedArray, Tracer
 from . import engine
 from .grad_mode import STATE as GS
 from .grad_mode import enable_grad, no_grad
-from .node import Node, OpInfo, edge_of, user_frame
+from .node import OpInfo, edge_of, node_class, user_frame
 from .plumbing import torch_convention
 from .record import ANOMALY, INFERENCE, INFERENCE_SAVE_MSG, _forward_stack, vc_of
 from .tensor import Tensor, traced_hooks, wrap
@@ -246,7 +246,7 @@ def _record(cls, ctx, args, tensor_pos, outs):
     info.id = _sig_id(cls, in_avals, out_avals, in_mask, out_mask, materialize,
                       tuple(tensor_pos), len(args), tuple(out_idx), len(outs))
     edges = tuple(edge_of(a) for a in inputs)
-    node = Node(info, edges, [], (), user_frame())
+    node = node_class(info.name)(info, edges, [], (), user_frame())
     node.ctx = ctx
     if ANOMALY.enabled:
         node.stack = _forward_stack()

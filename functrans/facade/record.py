@@ -26,7 +26,7 @@ from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
 from . import grad_mode
 from .lower import analyze
-from .node import Node, OpInfo, Step, _seq, edge_of, user_frame
+from .node import OpInfo, Step, _seq, edge_of, node_class, user_frame
 from .tensor_info import TensorInfo   # (the base of Tensor, which sits above this module)
 
 GS = grad_mode.STATE
@@ -176,7 +176,10 @@ def make_node(info, inputs, vals, outs):
                 edges.append(acc.edge if acc is not None else edge_of(t))
         else:
             edges.append(None)
-    node = _new(Node)
+    cls = info.node_cls
+    if cls is None:
+        cls = info.node_cls = node_class(info.name)
+    node = _new(cls)
     node.info = info
     node.edges = edges
     node.vals = kept

@@ -105,6 +105,26 @@ def g_clone_to(lib, x):
             graph(x.sigmoid().tanh().grad_fn)]
 
 
+def g_node_types(lib, x):
+    """type(grad_fn).__name__ is PyTorch's node class (code dispatches on it): ops, a
+    custom Function's node, CopySlices after an in-place op on a view."""
+    class Twice(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+    y = x.clone()
+    y[:2].mul_(3)
+    outs = {"mul": x * x, "sum": x.sum(), "exp": x.exp(), "function": Twice.apply(x),
+            "copy_slices": y, "matmul": x @ x.t()}
+    return {k: [type(v.grad_fn).__name__, type(v.grad_fn).__name__ == v.grad_fn.name()
+                or v.grad_fn.name().endswith("::" + type(v.grad_fn).__name__)]
+            for k, v in outs.items()}
+
+
 def g_common_ops(lib, x):
     """grad_fn names of common ops (the names the ops table does not flag)."""
     F = lib.nn.functional
@@ -2065,6 +2085,7 @@ ERR_INPLACE_VERSION = (r"one of the variables needed for gradient computation ha
 TABLE = {
     "grad_fn:elementwise": (g_elementwise, [X], {}),
     "grad_fn:common_ops": (g_common_ops, [X], {"backward": False}),
+    "grad_fn:node_types": (g_node_types, [X], {"backward": False}),
     "grad_fn:reductions": (g_reductions, [X], {"backward": False}),
     "grad_fn:shapes": (g_shapes, [X], {"backward": False}),
     "grad_fn:indexing": (g_indexing, [X], {"backward": False}),

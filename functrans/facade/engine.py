@@ -25,7 +25,7 @@ from ..executor import (delivering, early_program, first_sight, memory_owner,
                         usable_destinations)
 from ..runtime import gc_paused, program as concrete_program
 from .grad_mode import STATE as GRAD_STATE
-from .record import ANOMALY
+from .record import ANOMALY, Packed, unpack_saved
 from .interpret import run_first_sight
 from .lower import derive_graph, graph_tape, index_graph, prune_inputs, value_key
 from .node import edge_of
@@ -147,6 +147,8 @@ def _fetch_inputs(prog, nodes):
                 v = nv[s]
                 if v is not None and n.vers:
                     _check_version(n, s)
+                if type(v) is Packed:
+                    v = unpack_saved(v)
         if v is None:
             n = nodes[holders[0][0]]
             raise RuntimeError(FREED_MSG + f" (the values saved by {n.info.name} were freed by "

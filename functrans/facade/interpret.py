@@ -17,6 +17,7 @@ from ..core import Var, run_eqns
 from ..executor import reverse_pass
 from .anomaly import has_nan, nan_error
 from .lower import target_aval
+from .record import saved_value
 from .ops import apply_prim
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
                        describe_value, fn_call_p, hook_dicts, run_cotangent_hooks, tap_p)
@@ -125,7 +126,7 @@ class _Values:
             if n.vers:
                 _check_version(n, ls)
             if v is None:
-                v = n.vals[ls]
+                v = saved_value(n, ls)
                 if self.cg:
                     v = _connect(n, ls, v)
                 self.vals[s] = v
@@ -135,7 +136,7 @@ class _Values:
                     raise InternalEngineError(
                         f"the backward of {info.name} reads its input {ls} "
                         f"({describe_value(info.slot_avals[ls])}), which it did not save")
-                v = self.vals[s] = wrap(n.vals[ls])
+                v = self.vals[s] = wrap(saved_value(n, ls))
             else:
                 v = self._recompute(s)
         return v

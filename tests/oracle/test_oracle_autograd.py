@@ -125,6 +125,55 @@ def g_node_types(lib, x):
             for k, v in outs.items()}
 
 
+def g_saved_tensors_hooks(lib, x):
+    """Saved-tensor hooks: what backward reads is unpack(pack(saved)); every saved tensor
+    is packed once when saved (ops and custom Functions), each with the hooks in effect
+    then; the gradient is unchanged; the hooks' own ops save nothing through them."""
+    log = []
+
+    def pack(t):
+        log.append(("pack", list(t.shape)))
+        return t * 4
+
+    def unpack(t):
+        return t / 4
+
+    class Sq(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a * a
+
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return 2 * a * g
+    w = x.detach().requires_grad_()
+    with lib.autograd.graph.saved_tensors_hooks(pack, unpack):
+        y = (w.exp() * w).sin().sum() + Sq.apply(w).sum()
+    packs = len(log)
+    y.backward()
+    return {"packs": packs, "grad": w.grad}
+
+
+def g_multi_grad_hook(lib, x):
+    """register_multi_grad_hook: mode "all" once per backward with None for the tensors it
+    did not reach; mode "any" once, with the first gradient."""
+    a = x[0].detach().requires_grad_()
+    b = x[1].detach().requires_grad_()
+    got, first = [], []
+    h = lib.autograd.graph.register_multi_grad_hook(
+        (a, b), lambda gs: got.append([None if g is None else g.sum() for g in gs]))
+    lib.autograd.graph.register_multi_grad_hook(
+        (a, b), lambda g: first.append(g.sum()), mode="any")
+    (a * 3).sum().backward()
+    (a * b).sum().backward()
+    h.remove()
+    (a * b).sum().backward()
+    edge = lib.autograd.graph.get_gradient_edge(a * 2)
+    return {"all": got, "any": first, "edge": [edge.node.name(), edge.output_nr]}
+
+
 def g_common_ops(lib, x):
     """grad_fn names of common ops (the names the ops table does not flag)."""
     F = lib.nn.functional
@@ -2086,6 +2135,8 @@ TABLE = {
     "grad_fn:elementwise": (g_elementwise, [X], {}),
     "grad_fn:common_ops": (g_common_ops, [X], {"backward": False}),
     "grad_fn:node_types": (g_node_types, [X], {"backward": False}),
+    "graph:saved_tensors_hooks": (g_saved_tensors_hooks, [X], {"backward": False}),
+    "graph:multi_grad_hook": (g_multi_grad_hook, [X], {"backward": False}),
     "grad_fn:reductions": (g_reductions, [X], {"backward": False}),
     "grad_fn:shapes": (g_shapes, [X], {"backward": False}),
     "grad_fn:indexing": (g_indexing, [X], {"backward": False}),

@@ -594,3 +594,10 @@ def test_named_call_scope_precision_and_platform_dependent():
     with pytest.raises(NotImplementedError, match="no branch for platform 'cpu'"):
         ft.lax.platform_dependent(1.0, cuda=lambda v: v)
     assert ft.dtypes.canonicalize_dtype(np.float64) in (np.float32, np.float64)
+
+
+def test_dir_of_random_lists_its_api_only():
+    names = dir(ft.random)
+    assert "np" not in names and "ew" not in names and "sh" not in names
+    assert {"PRNGKey", "split", "uniform", "normal", "categorical"} <= set(names)
+    assert all(callable(getattr(ft.random, n)) for n in ft.random.__all__)

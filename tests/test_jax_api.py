@@ -601,3 +601,14 @@ def test_dir_of_random_lists_its_api_only():
     assert "np" not in names and "ew" not in names and "sh" not in names
     assert {"PRNGKey", "split", "uniform", "normal", "categorical"} <= set(names)
     assert all(callable(getattr(ft.random, n)) for n in ft.random.__all__)
+
+
+def test_array_is_the_type_of_eager_and_traced_values():
+    assert isinstance(ft.numpy.ones(3), ft.Array) and isinstance(np.float32(1), ft.Array)
+    assert not isinstance(3.0, ft.Array) and not isinstance([1.0], ft.Array)
+    seen = []
+    ft.grad(lambda x: (seen.append(isinstance(x, ft.Array)) or x).sum())(np.ones(2))
+    ft.jit(lambda x: seen.append(isinstance(x, ft.Array)) or x)(np.ones(2))
+    assert seen == [True, True]
+    with pytest.raises(TypeError, match="cannot be instantiated"):
+        ft.Array()

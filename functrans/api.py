@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any as _Any     # (not a public name)
 
-from . import ad_checkpoint, autograd, debug, func, lax, nn, numpy, optim, random, tree, tree_util
+import numpy as _np
+
+from . import (ad_checkpoint, autograd, debug, dtypes, func, lax, nn, numpy, optim, random,
+               tree, tree_util)
 from . import facade as _facade
 from .backends.threads import get_num_threads, set_num_threads
 from .compiler.compiled import compile, compile_stats
@@ -17,6 +20,7 @@ from .core import (AxisError, ClosedJaxpr, ConcretizationTypeError, DTypeError,
                    FunctransError, Jaxpr, ShapedArray, ShapeError, TracerArrayConversionError,
                    TracerBoolConversionError, TracerIntegerConversionError, TypeCheckError,
                    UnexpectedTracerError, check_jaxpr)
+from .core import Tracer as _Tracer
 from .core.config import config
 from .core.devices import block_until_ready, device_put, devices
 from .higher_order.collectives import pmap
@@ -28,8 +32,30 @@ from .primitives.misc import stop_gradient as _stop_gradient
 from .runtime import eval_jaxpr
 from .serialization import CheckpointError, load, save
 from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr
-from .transforms import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp
+from .transforms import (default_matmul_precision, grad, hessian, jacfwd, jacrev, jvp,
+                         linear_transpose, linearize, named_call, named_scope, value_and_grad,
+                         vjp)
 from .tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
+
+
+class _ArrayMeta(type):
+    def __instancecheck__(cls, x):
+        return (isinstance(x, (_np.ndarray, _np.generic, _Tracer))
+                or hasattr(x, "__cuda_array_interface__")) and not isinstance(
+                    x, _np.ma.MaskedArray)
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, (_np.ndarray, _np.generic, _Tracer))
+
+
+class Array(metaclass=_ArrayMeta):
+    """jax.Array: the type of functrans's array values, for isinstance checks and
+    annotations. Eager values are NumPy arrays (CuPy arrays on a GPU), traced ones
+    tracers: `isinstance(x, ft.Array)` is true for all of them."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("ft.Array is the type of functrans arrays and cannot be "
+                        "instantiated; use ft.numpy.asarray(...) to make one")
 
 
 def stop_gradient(x: _Any) -> _Any:

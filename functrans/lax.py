@@ -443,3 +443,19 @@ def _interleave(a, b, axis):
     shape[axis] = 2 * shape[axis]
     out = reshape(pair, tuple(shape))
     return slice_in_dim(out, 0, na + nb, 1, axis) if na == nb + 1 else out
+
+
+def platform_dependent(*args, default=None, **per_platform):
+    """The branch for the platform the arguments live on, called with them, as
+    jax.lax.platform_dependent: "cuda" for CuPy arrays, else "cpu"; `default` where the
+    platform has none. The choice is made when the function runs (or is traced)."""
+    for name, branch in per_platform.items():
+        if not callable(branch):
+            raise TypeError(f"platform_dependent: the branch for {name!r} must be callable")
+    leaves = _tu.tree_leaves(args)
+    platform = "cuda" if any(type(x).__module__.startswith("cupy") for x in leaves) else "cpu"
+    branch = per_platform.get(platform, default)
+    if branch is None:
+        raise NotImplementedError(f"platform_dependent: no branch for platform '{platform}' "
+                                  "and no default")
+    return branch(*args)

@@ -271,3 +271,12 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
         return fnp.reshape(ind, shape)
     out = fnp.take(arr, fnp.reshape(ind, (-1,)), axis=axis)
     return fnp.reshape(out, fnp.shape(arr)[:axis] + shape + fnp.shape(arr)[axis + 1:])
+
+
+__all__ = ["PRNGKey", "key", "split", "fold_in", "random_bits", "uniform", "normal",
+           "bernoulli", "gumbel", "categorical", "randint", "permutation", "shuffle", "choice"]
+
+
+def __dir__():
+    """The public names only, as jax.random's dir() (not the modules this one imports)."""
+    return sorted(__all__)

@@ -7,6 +7,7 @@ vmap in batching.py (for Jacobians).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,15 +16,18 @@ import numpy as np
 
 from . import numpy as fnp
 from . import tree_util
-from .ad import JVPTracer, PartialVal, _tangent_aval, is_float, jvp_flat, partial_eval_flat
+from .ad import (JVPTracer, PartialVal, _tangent_aval, backward_pass, is_float, jvp_flat,
+                 partial_eval_flat)
 from .batching import vmap
-from .core import FunctransError, Tracer, canonicalize, full_lower, get_aval
+from .core import (FunctransError, Tracer, UndefinedPrimal, Zero, canonicalize, full_lower,
+                   get_aval)
+from .dtypes import float0
 from .primitives import elementwise as ew
 from .primitives.base import instantiate, zeros
 from .executor import vjp_flat
 from .reverse import recorded_value
 from .runtime import eval_jaxpr as run_jaxpr
-from .tracing import flatten_fun
+from .tracing import flatten_fun, make_jaxpr
 
 Argnums = int | Sequence[int]
 
@@ -37,7 +41,7 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     p_leaves, p_tree = tree_util.tree_flatten(tuple(primals))
     t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
     p_leaves = [canonicalize(x) for x in p_leaves]
-    t_leaves = [canonicalize(x) for x in t_leaves]
+    t_leaves = [_from_float0(t, p) for t, p in zip(t_leaves, p_leaves)]
     if p_tree != t_tree:
         raise TypeError(f"primal and tangent arguments to jvp must have the same tree "
                         f"structure; got {p_tree} and {t_tree}")
@@ -196,6 +200,18 @@ def _match_dtype(ct, aval):
     return ct
 
 
+def _from_float0(t, p):
+    """A tangent as the core takes it: a float0 tangent (JAX's, of an integer or boolean
+    primal) becomes zeros of the primal's dtype, functrans's tangent of such a value."""
+    if getattr(t, "dtype", None) == float0:
+        a = get_aval(p)
+        if not is_float(a):
+            return np.zeros(np.shape(t), a.dtype)
+        raise TypeError(f"a float0 tangent was given for a primal of dtype {a.dtype.name}; "
+                        "float0 is the tangent dtype of integer and boolean values only")
+    return canonicalize(t)
+
+
 def _check_grad_input(x, argnum, holomorphic=False, name="grad"):
     aval = get_aval(x)
     if holomorphic and aval.dtype.kind != "c":
@@ -226,10 +242,12 @@ def _check_output(name, aval, holomorphic):
 
 
 def value_and_grad(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False,
-                   holomorphic: bool = False) -> Callable[..., tuple[Any, Any]]:
+                   holomorphic: bool = False, allow_int: bool = False
+                   ) -> Callable[..., tuple[Any, Any]]:
     """A function returning (fun(*args), gradient of fun w.r.t. args[argnums]). JAX's
     convention: for real f of complex z = x + iy the gradient is df/dx - i df/dy;
-    holomorphic=True: complex f of complex z, the gradient is f'(z)."""
+    holomorphic=True: complex f of complex z, the gradient is f'(z). allow_int: integer
+    and boolean arguments are allowed, their gradient float0 zeros (as JAX's)."""
     int_argnums = isinstance(argnums, int)
     argnums_t = (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
@@ -248,10 +266,11 @@ def value_and_grad(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool 
                 full[a] = d
             return fun(*full, **kwargs)
         extra = (argnums_t, len(args))
+        checked = None if allow_int else argnums_t
         if has_aux:
-            ans, vjp_fn, aux = _vjp(f_partial, diff, True, fun, extra, argnums_t, holomorphic)
+            ans, vjp_fn, aux = _vjp(f_partial, diff, True, fun, extra, checked, holomorphic)
         else:
-            ans, vjp_fn = _vjp(f_partial, diff, False, fun, extra, argnums_t, holomorphic)
+            ans, vjp_fn = _vjp(f_partial, diff, False, fun, extra, checked, holomorphic)
         if type(ans) is np.ndarray or isinstance(ans, (np.generic, Tracer)):
             leaf, out_tree = ans, None
         else:                                   # a registered node around one array (a Tensor)
@@ -266,16 +285,19 @@ def value_and_grad(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool 
         _check_output("grad", out_aval, holomorphic)
         ct = np.ones((), out_aval.dtype)
         g = vjp_fn(ct if out_tree is None else out_tree.unflatten([ct]))
+        if allow_int:
+            g = tree_util.tree_map(lambda gi, x: gi if is_float(get_aval(x)) else
+                                   np.zeros(np.shape(x), float0), g, diff)
         g = g[0] if int_argnums else g
         return ((ans, aux), g) if has_aux else (ans, g)
     return vg
 
 
 def grad(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False,
-         holomorphic: bool = False) -> Callable[..., Any]:
-    """The gradient of a scalar-valued fun with respect to args[argnums] (complex inputs and
-    holomorphic=True: see value_and_grad)."""
-    vg = value_and_grad(fun, argnums, has_aux, holomorphic)
+         holomorphic: bool = False, allow_int: bool = False) -> Callable[..., Any]:
+    """The gradient of a scalar-valued fun with respect to args[argnums] (complex inputs,
+    holomorphic=True and allow_int: see value_and_grad)."""
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
     @functools.wraps(fun)
     def g(*args, **kwargs):
@@ -408,3 +430,75 @@ def hessian(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False
             holomorphic: bool = False) -> Callable[..., Any]:
     """Hessian = jacfwd(jacrev(fun))."""
     return jacfwd(jacrev(fun, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)
+
+
+def linear_transpose(fun: Callable[..., Any], *primals: Any, reduce_axes=()) -> Callable:
+    """The transpose of a linear fun, as jax.linear_transpose: primals give the input
+    shapes and dtypes (their values are not used); the returned function takes the output
+    cotangents and returns one cotangent per primal, as a tuple. fun is traced once; an
+    operation that is not linear in the inputs makes the transpose raise."""
+    leaves, in_tree = tree_util.tree_flatten(primals)
+    avals = [get_aval(canonicalize(x)).strip_weak() for x in leaves]
+    f_flat, store = flatten_fun(fun, in_tree)
+    closed = make_jaxpr(lambda *xs: f_flat(*xs))(*[np.zeros(a.shape, a.dtype) for a in avals])
+    out_tree = store["out_tree"]
+    out_avals = closed.out_avals
+
+    def transposed(*cts):
+        ct = cts[0] if len(cts) == 1 else cts
+        ct_leaves, ct_tree = tree_util.tree_flatten(ct)
+        if ct_tree != out_tree:
+            raise TypeError(f"linear_transpose: cotangent tree structure {ct_tree} does not "
+                            f"match the output's {out_tree}")
+        for c, a in zip(ct_leaves, out_avals):
+            ca = get_aval(canonicalize(c))
+            if ca.shape != a.shape or ca.dtype != a.strip_weak().dtype:
+                raise TypeError(f"linear_transpose: cotangent {ca.str_short()} does not match "
+                                f"the output {a.str_short()}")
+        try:
+            res = backward_pass(closed.jaxpr, closed.consts,
+                                [UndefinedPrimal(a) for a in avals],
+                                [canonicalize(c) for c in ct_leaves])
+        except NotImplementedError as e:
+            raise NotImplementedError(
+                f"linear_transpose: {getattr(fun, '__name__', 'fun')} is not linear in its "
+                f"inputs ({e.args[0].split('.')[0] if e.args else e})") from None
+        res = [np.zeros(a.shape, a.dtype) if type(r) is Zero else r
+               for r, a in zip(res, avals)]
+        return tree_util.tree_unflatten(in_tree, res)
+    return transposed
+
+
+def named_call(fun: Callable[..., Any], *, name: str | None = None) -> Callable[..., Any]:
+    """fun, under a name (jax.named_call): the same function here, since functrans
+    programs carry no name stack."""
+    @functools.wraps(fun)
+    def call(*args, **kwargs):
+        return fun(*args, **kwargs)
+    if name is not None:
+        call.__name__ = call.__qualname__ = name
+    return call
+
+
+@contextlib.contextmanager
+def named_scope(name: str):
+    """jax.named_scope: a name for the operations of a block; functrans programs carry
+    no name stack, so the block runs unchanged."""
+    if not isinstance(name, str):
+        raise TypeError("named_scope name argument must be a string.")
+    yield
+
+
+_PRECISIONS = ("default", "high", "highest", "fastest", "bfloat16", "tensorfloat32", "float32",
+               "bfloat16_3x", "tensorfloat32_3x", "ANY_F8_ANY_F8_F32", "F16_F16_F32",
+               "F32_F32_F32", "F64_F64_F64", "BF16_BF16_F32")
+
+
+@contextlib.contextmanager
+def default_matmul_precision(precision: str):
+    """jax.default_matmul_precision: matrix products on the CPU use the operands'
+    precision whatever is asked, so the block runs unchanged (the name is checked)."""
+    if precision not in _PRECISIONS:
+        raise ValueError(f"jax_default_matmul_precision got an unknown value "
+                         f"{precision!r}; expected one of {list(_PRECISIONS)}")
+    yield

@@ -541,3 +541,74 @@ def test_one_axis_slicing_helpers_match_numpy_indexing():
     want = np.zeros_like(x)
     want[1] = 2 * x[1]
     np.testing.assert_array_equal(g, want)
+
+
+# ---------------------------------------------------------------------------
+# names JAX programs use (issue 33)
+
+def test_linear_transpose_of_a_linear_function_and_refusal_of_a_nonlinear_one():
+    f = lambda x, y: (2 * x + y.sum(), x @ np.arange(9.0).reshape(3, 3))     # noqa: E731
+    t = ft.linear_transpose(f, np.ones(3), np.ones(2))
+    ct = (np.array([1.0, -2.0, 0.5]), np.array([0.25, 1.0, 3.0]))
+    gx, gy = t(ct)
+    _, vjp = ft.vjp(f, np.ones(3), np.ones(2))
+    wx, wy = vjp(ct)
+    np.testing.assert_allclose(gx, wx, rtol=1e-12)
+    np.testing.assert_allclose(gy, wy, rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="not linear in its inputs"):
+        ft.linear_transpose(lambda x: ft.numpy.sin(x), np.ones(3))(np.ones(3))
+    with pytest.raises(TypeError, match="does not match"):
+        t((np.ones(2), np.ones(3)))
+
+
+def test_grad_allow_int_gives_float0_and_jvp_takes_float0_tangents():
+    g = ft.grad(lambda x, n: (x * n).sum(), argnums=(0, 1), allow_int=True)(
+        np.ones(3), np.int32(2))
+    np.testing.assert_allclose(g[0], [2.0, 2.0, 2.0])
+    assert g[1].dtype == ft.dtypes.float0 and g[1].shape == ()
+    out, t = ft.jvp(lambda x, n: x * n, (np.float32(2), np.int32(3)),
+                    (np.float32(1), np.zeros((), ft.dtypes.float0)))
+    assert (out, t) == (6.0, 3.0)
+    with pytest.raises(TypeError, match="float0 is the tangent dtype of integer"):
+        ft.jvp(lambda x: x, (np.float32(2),), (np.zeros((), ft.dtypes.float0),))
+    with pytest.raises(TypeError, match="grad requires real- or complex-valued inputs"):
+        ft.grad(lambda n: n * 2.0)(np.int32(2))
+
+
+def test_jit_donate_argnames_and_jax_only_options():
+    f = ft.jit(lambda x, y: x * 2 + y, donate_argnames="x", keep_unused=True, inline=True)
+    assert f.donate_argnums == (0,)
+    np.testing.assert_allclose(f(np.ones(3), np.ones(3)), 3.0)
+    assert ft.jit(donate_argnames=("y",))(lambda x, y: x + y).donate_argnums == (1,)
+
+
+def test_named_call_scope_precision_and_platform_dependent():
+    with ft.named_scope("block"), ft.default_matmul_precision("float32"):
+        inc = ft.named_call(lambda x: x + 1, name="inc")
+        assert inc.__name__ == "inc" and ft.jit(inc)(1.0) == 2.0
+    with pytest.raises(ValueError, match="unknown value 'double'"):
+        with ft.default_matmul_precision("double"):
+            pass
+    f = lambda x: ft.lax.platform_dependent(x, cpu=lambda v: v * 3, cuda=lambda v: v)  # noqa
+    np.testing.assert_allclose(ft.jit(f)(np.ones(2)), 3.0)
+    with pytest.raises(NotImplementedError, match="no branch for platform 'cpu'"):
+        ft.lax.platform_dependent(1.0, cuda=lambda v: v)
+    assert ft.dtypes.canonicalize_dtype(np.float64) in (np.float32, np.float64)
+
+
+def test_dir_of_random_lists_its_api_only():
+    names = dir(ft.random)
+    assert "np" not in names and "ew" not in names and "sh" not in names
+    assert {"PRNGKey", "split", "uniform", "normal", "categorical"} <= set(names)
+    assert all(callable(getattr(ft.random, n)) for n in ft.random.__all__)
+
+
+def test_array_is_the_type_of_eager_and_traced_values():
+    assert isinstance(ft.numpy.ones(3), ft.Array) and isinstance(np.float32(1), ft.Array)
+    assert not isinstance(3.0, ft.Array) and not isinstance([1.0], ft.Array)
+    seen = []
+    ft.grad(lambda x: (seen.append(isinstance(x, ft.Array)) or x).sum())(np.ones(2))
+    ft.jit(lambda x: seen.append(isinstance(x, ft.Array)) or x)(np.ones(2))
+    assert seen == [True, True]
+    with pytest.raises(TypeError, match="cannot be instantiated"):
+        ft.Array()

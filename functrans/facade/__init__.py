@@ -26,6 +26,8 @@ from .ops import (broadcast_tensors, broadcast_to, cat, clone, concat, concatena
                   where)
 
 globals().update(_ops.FUNCTIONS)
+# torch's float constants
+inf, nan, pi, e = float("inf"), float("nan"), 3.141592653589793, 2.718281828459045
 for _n in dtypes.NAMES:
     globals()[_n] = getattr(dtypes, _n)
 del _n
@@ -39,6 +41,6 @@ FACADE_NAMES = (
      "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "get_default_dtype",
      "set_default_dtype", "promote_types", "result_type", "cat", "concat", "stack", "hstack",
      "vstack", "einsum", "broadcast_tensors", "meshgrid", "is_tensor", "numel",
-     "is_floating_point", "clone", "where", "linalg", "from_dlpack", "real", "imag", "finfo",
-     "iinfo", "cdist"]
+     "is_floating_point", "clone", "where", "linalg", "from_dlpack", "real", "imag", "inf", "nan",
+     "pi", "e", "finfo", "iinfo", "cdist"]
     + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES))

@@ -118,6 +118,35 @@ class _final_callbacks:
         return False
 
 
+class _CheckpointScope(threading.local):
+    """Whether the innermost backward call on this thread accumulates into every leaf
+    (.backward() without inputs=): torch.utils.checkpoint's re-entrant variant is valid
+    only there, since its recomputed backward accumulates into every leaf it reaches."""
+
+    def __init__(self):
+        self.stack = []
+
+
+CHECKPOINT_SCOPE = _CheckpointScope()
+
+
+def is_checkpoint_valid():
+    """True inside a .backward() without inputs= (torch.autograd._is_checkpoint_valid)."""
+    return not CHECKPOINT_SCOPE.stack or CHECKPOINT_SCOPE.stack[-1]
+
+
+class _checkpoint_scope:
+    def __init__(self, valid):
+        self.valid = valid
+
+    def __enter__(self):
+        CHECKPOINT_SCOPE.stack.append(self.valid)
+
+    def __exit__(self, *exc):
+        CHECKPOINT_SCOPE.stack.pop()
+        return False
+
+
 class _ExecutionEngine:
     """`ft.autograd.Variable._execution_engine` (torch's name for the engine's callbacks)."""
     queue_callback = staticmethod(queue_callback)
@@ -144,7 +173,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         for t in targets:
             if not t._requires_grad:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
-    with _grad_mode(create_graph), _final_callbacks():
+    with _grad_mode(create_graph), _final_callbacks(), _checkpoint_scope(targets is None):
         cts = _root_cts(roots, grads, create_graph, "grad_tensors")
         res, targets = engine.run_backward(roots, cts, targets, retain_graph, create_graph,
                                            anomaly=ANOMALY.enabled, deliver=_accumulate)
@@ -186,7 +215,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise TypeError("inputs must be Tensors")
         if not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    with _grad_mode(create_graph), _final_callbacks():
+    with _grad_mode(create_graph), _final_callbacks(), _checkpoint_scope(False):
         cts = _root_cts(outs, gos, create_graph, "grad_outputs")
         res, _ = engine.run_backward(outs, cts, ins, retain_graph, create_graph,
                                      anomaly=ANOMALY.enabled)

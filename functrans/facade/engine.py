@@ -25,7 +25,7 @@ from ..executor import (delivering, early_program, first_sight, memory_owner,
                         usable_destinations)
 from ..runtime import gc_paused, program as concrete_program
 from .grad_mode import STATE as GRAD_STATE
-from .record import ANOMALY
+from .record import ANOMALY, Packed, unpack_saved
 from .interpret import run_first_sight
 from .lower import derive_graph, graph_tape, index_graph, prune_inputs, value_key
 from .node import edge_of
@@ -39,8 +39,8 @@ from .tensor import Tensor, traced_hooks, wrap
 
 class Program:
     """A cached backward program: the compiled function, the keys of its value inputs,
-    where to fetch them, the retained values it captures and the nodes it replays."""
-    __slots__ = ("closed", "fn", "fused", "fetch", "captures", "keys", "replayed", "early",
+    where to fetch them and the nodes it replays."""
+    __slots__ = ("closed", "fn", "fused", "fetch", "keys", "replayed", "early",
                  "saved_by", "token")
     _tokens = itertools.count()
 
@@ -85,7 +85,6 @@ def get_program(nodes, pos, targets, root_keys, create_graph, structure=None, ke
         # (_early_program; not across an ft.compile node, whose program is fused)
         prog.early = None if prog.fused else True
     prog.saved_by = None
-    prog.captures = list(tape.captures)
     prog.replayed = tape.replayed           # the nodes this backward executes
     prog.fetch = [_holders(tape.holders, ks, nodes) for ks in keys]
     prog.token = next(Program._tokens)
@@ -148,6 +147,8 @@ def _fetch_inputs(prog, nodes):
                 v = nv[s]
                 if v is not None and n.vers:
                     _check_version(n, s)
+                if type(v) is Packed:
+                    v = unpack_saved(v)
         if v is None:
             n = nodes[holders[0][0]]
             raise RuntimeError(FREED_MSG + f" (the values saved by {n.info.name} were freed by "
@@ -179,6 +180,8 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     root_keys = [value_key(t, pos) for t in roots]
     tkeys = [value_key(t, pos) for t in targets]
     uniq = list(dict.fromkeys(k for k in tkeys if k is not None))
+    n_targets = len(uniq)
+    uniq, retained_keys = with_retained(uniq, nodes, structure)
     if not uniq:
         return [None] * len(targets), targets
     root_cts = [torch_convention(c) for c in root_cts]
@@ -196,7 +199,7 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
                               create_graph, program=False)
         outs = run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph,
                                check_nan=anomaly and ANOMALY.check_nan, early=early)
-        captures, replayed = tape.captures, tape.replayed
+        replayed = tape.replayed
     else:
         if prog is not None:
             CACHE_STATS["hits"] += 1
@@ -205,10 +208,11 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
             prog, hooked, fns = get_program(nodes, pos, uniq, root_keys, create_graph,
                                             structure, key)
         outs = _execute(prog, nodes, hooked, fns, root_cts, create_graph, early, dests)
-        captures, replayed = prog.captures, prog.replayed
+        replayed = prog.replayed
     outs = [torch_convention(o) for o in outs]
     res = dict(zip(uniq, outs[:len(uniq)]))        # None where delivered early
-    _deliver_captures(captures, nodes, outs[len(uniq):], create_graph)
+    _deliver_retained(retained_keys, nodes, [res[k] for k in retained_keys], create_graph)
+    uniq = uniq[:n_targets]
     if not retain_graph:
         free_graph([nodes[p] for p in replayed])
     return [res.get(k) if k is not None else None for k in tkeys], targets
@@ -401,8 +405,18 @@ def _own(o, seen):
     return o
 
 
-def _deliver_captures(captures, nodes, cap_vals, create_graph):
-    for k, g in zip(captures, cap_vals):
+def with_retained(uniq, nodes, structure):
+    """(the targets followed by the retained values not among them, the retained values'
+    keys): retained values are differentiated like targets, so a retain_grad() whose
+    tensor has no target below it (its leaf freed, or a constant) still gets its .grad,
+    as torch's."""
+    retained = list(dict.fromkeys((p, nodes[p].info.out_slots[j]) for p, j in structure[2]))
+    have = set(uniq)
+    return uniq + [k for k in retained if k not in have], retained
+
+
+def _deliver_retained(keys, nodes, grads, create_graph):
+    for k, g in zip(keys, grads):
         p, s = k
         n = nodes[p]
         if n.retains is None:

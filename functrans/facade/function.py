@@ -22,9 +22,10 @@ from ..core import FunctransError, ShapedArray, Tracer
 from . import engine
 from .grad_mode import STATE as GS
 from .grad_mode import enable_grad, no_grad
-from .node import Node, OpInfo, edge_of, user_frame
+from .node import OpInfo, edge_of, node_class, user_frame
 from .plumbing import torch_convention
-from .record import ANOMALY, INFERENCE, INFERENCE_SAVE_MSG, _forward_stack, vc_of
+from .record import (ANOMALY, INFERENCE, INFERENCE_SAVE_MSG, SAVED_HOOKS, Packed, _forward_stack,
+                     vc_of)
 from .tensor import Tensor, traced_hooks, wrap
 
 SAVED_FREED_MSG = engine.FREED_MSG
@@ -101,7 +102,7 @@ class FunctionCtx:
                         f"by an inplace operation: [ft.{t.dtype.name} {list(t.shape)}], which is "
                         f"saved tensor {i} of {self._fn_name}Backward, is at version {vc.v}; "
                         f"expected version {ver} instead.")
-        return tuple(saved)
+        return tuple(p.unpack(p.obj) if type(p) is Packed else p for p in saved)
 
     saved_variables = saved_tensors
 
@@ -246,14 +247,16 @@ def _record(cls, ctx, args, tensor_pos, outs):
     info.id = _sig_id(cls, in_avals, out_avals, in_mask, out_mask, materialize,
                       tuple(tensor_pos), len(args), tuple(out_idx), len(outs))
     edges = tuple(edge_of(a) for a in inputs)
-    node = Node(info, edges, [], (), user_frame())
+    node = node_class(info.name)(info, edges, [], (), user_frame())
     node.ctx = ctx
     if ANOMALY.enabled:
         node.stack = _forward_stack()
     ctx._inputs = tuple(inputs)
     ctx._outputs = tuple(out_ts)
     saved = ctx.to_save or ()
-    ctx._saved = tuple(saved)
+    ctx._saved = tuple(saved) if not SAVED_HOOKS.stack else tuple(
+        t if t is None else Packed(SAVED_HOOKS.stack[-1][0](t), SAVED_HOOKS.stack[-1][1], None)
+        for t in saved)
     ctx._saved_versions = tuple((t, vc_of(t) if t is not None else None,
                                  vc_of(t).v if t is not None else 0) for t in saved)
     ctx.to_save = None

@@ -17,6 +17,7 @@ from ..core import Var, run_eqns
 from ..executor import reverse_pass
 from .anomaly import has_nan, nan_error
 from .lower import target_aval
+from .record import saved_value
 from .ops import apply_prim
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
                        describe_value, fn_call_p, hook_dicts, run_cotangent_hooks, tap_p)
@@ -25,8 +26,8 @@ from .tensor import wrap
 
 def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=False,
                     early=None):
-    """The backward of one graph tape equation by equation: (outputs like the derived
-    program's: the targets' gradients, then the retained ones). check_nan: raise at the
+    """The backward of one graph tape equation by equation: the targets' gradients, as the
+    derived program returns them. check_nan: raise at the
     first node whose gradient has a NaN (anomaly mode). early(i, g): called for the
     targets at early.indices as soon as their gradient is final (their output is then
     None)."""
@@ -67,9 +68,6 @@ def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=
                 continue
             s = tape.arg_slot.get(k)
             c = ct.get(s) if s is not None else captured.get(k)
-            res.append(c if c is not None else _zeros(tape, k, create_graph))
-        for k in tape.captures:
-            c = captured.get(k)
             res.append(c if c is not None else _zeros(tape, k, create_graph))
     finally:
         RUN.stack.pop()
@@ -128,7 +126,7 @@ class _Values:
             if n.vers:
                 _check_version(n, ls)
             if v is None:
-                v = n.vals[ls]
+                v = saved_value(n, ls)
                 if self.cg:
                     v = _connect(n, ls, v)
                 self.vals[s] = v
@@ -138,7 +136,7 @@ class _Values:
                     raise InternalEngineError(
                         f"the backward of {info.name} reads its input {ls} "
                         f"({describe_value(info.slot_avals[ls])}), which it did not save")
-                v = self.vals[s] = wrap(n.vals[ls])
+                v = self.vals[s] = wrap(saved_value(n, ls))
             else:
                 v = self._recompute(s)
         return v

@@ -28,15 +28,17 @@ class GraphTape:
     Slots 0..n_in-1 are the differentiated inputs (targets no replayed node produces);
     consts: the other slots read before being produced (saved inputs of replayed nodes);
     eqns: (primitive, params, input slots or Literals, output slots); eqn_node: the position
-    of the node each equation comes from (-1 for taps); keys_of: per slot, the value keys
-    naming it (several where equal steps share it, an available one first); available:
-    per slot, whether a node saved it; holders: key -> ((node position, local slot), ...)
-    of the replayed nodes holding it; live: per slot, whether it depends on a
-    differentiated input; out_idx: the roots' slots; targets / captures: the keys whose
-    cotangents the backward returns (targets, then retained gradients); arg_slot: target
-    key -> its input slot; replayed: the positions of the nodes it runs."""
+    of the node each equation comes from (-1 for taps), eqn_refs its (input, output)
+    slots local to that node and sigs its signature (executor.eqn_signature); keys_of: per
+    slot, the value keys naming it (several where equal steps share it, an available one
+    first); available: per slot, whether a node saved it; holders: key -> ((node position,
+    local slot), ...) of the replayed nodes holding it (these three for the derived
+    program only, else None/empty); live: per slot, whether it depends on a
+    differentiated input; out_idx: the roots' slots; targets: the keys whose cotangents
+    the backward returns (retained values among them); arg_slot: target key -> its input
+    slot; replayed: the positions of the nodes it runs."""
     __slots__ = ("avals", "eqns", "eqn_node", "n_in", "consts", "keys_of", "available",
-                 "holders", "live", "out_idx", "targets", "captures", "arg_slot", "replayed",
+                 "holders", "live", "out_idx", "targets", "arg_slot", "replayed",
                  "eqn_refs", "sigs")
 
 
@@ -172,9 +174,6 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
                         ks.insert(0, ks.pop(i))
                         break
         available = [ks[0] in avail_keys for ks in keys_of]
-    args_set = set(arg_slot)
-    tape.captures = [k for k in ((p, nodes[p].info.out_slots[j]) for p, j in retained)
-                     if k in produced or k in args_set]
     tape.avals, tape.eqns, tape.eqn_node, tape.eqn_refs = avals, eqns, eqn_node, eqn_refs
     tape.n_in, tape.consts, tape.keys_of, tape.available = n_in, consts, keys_of, available
     tape.holders = {k: tuple(v) for k, v in holders.items()}
@@ -226,8 +225,7 @@ def derive_graph(tape: GraphTape):
     # (a produced value through its tap; an integer one is never tapped: zeros)
     arg_out = {k: j for j, k in enumerate([k for k, s in tape.arg_slot.items()
                                            if avals[s].dtype.kind in "fc"])}
-    cap_keys = list(dict.fromkeys([k for k in tape.targets if k not in arg_out]
-                                  + list(tape.captures)))
+    cap_keys = list(dict.fromkeys([k for k in tape.targets if k not in arg_out]))
     cap_avals = {}
     for k in cap_keys:
         cap_avals[k] = target_aval(tape, k)
@@ -238,7 +236,6 @@ def derive_graph(tape: GraphTape):
     outs = j.outvars
     cap_out = {k: len(arg_out) + i for i, k in enumerate(cap_keys)}
     outvars = [outs[arg_out[k]] if k in arg_out else outs[cap_out[k]] for k in tape.targets]
-    outvars += [outs[cap_out[k]] for k in tape.captures]
     invars, keys, sub = [], [], {}
     first = {}
     for v, s in zip(j.invars, d.value_idx):

@@ -38,7 +38,7 @@ class OpInfo:
     """
     __slots__ = ("id", "name", "steps", "n_in", "out_slots", "slot_avals", "mask", "held",
                  "held_set", "out_float", "kind", "fn_cls", "extra", "view", "plan",
-                 "n_slots", "cg_slots", "bwd_slots", "tape_eqns")
+                 "n_slots", "cg_slots", "bwd_slots", "tape_eqns", "node_cls")
     _ids = itertools.count()
 
     def __init__(self, name, steps, n_in, out_slots, slot_avals, mask, kind="prim",
@@ -68,6 +68,7 @@ class OpInfo:
         self.extra = None
         self.view = False
         self.plan = None
+        self.node_cls = None     # the Node subclass named after the op (node_class)
         self.tape_eqns = None    # its steps as tape equations (lower.graph_tape)
 
     def approx_bytes(self):
@@ -159,6 +160,21 @@ class Node:
     def __call__(self, *grads):
         raise NotImplementedError("calling a grad_fn directly is not supported by functrans; "
                                   "use ft.autograd.grad(outputs, inputs, grad_outputs) instead.")
+
+
+_NODE_CLASSES: dict = {}      # op name -> its Node subclass (a registry: one per name)
+
+
+def node_class(name):
+    """The Node subclass whose instances are the graph nodes of op `name`, so that
+    `type(t.grad_fn).__name__` is PyTorch's (MulBackward0, CopySlices, a custom Function's
+    MyFunctionBackward), as code that dispatches on node types expects."""
+    cls = _NODE_CLASSES.get(name)
+    if cls is None:
+        short = name.rsplit("::", 1)[-1]
+        cls = _NODE_CLASSES[name] = type(short, (Node,), {"__slots__": (),
+                                                          "__module__": "functrans.autograd"})
+    return cls
 
 
 class AccumulateGrad:

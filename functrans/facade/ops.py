@@ -16,6 +16,7 @@ from .record import info_for, make_node
 from .lower import analyze
 from .tensor import Tensor, apply_fn, static, tensor, traced_hooks, wrap
 from . import methods as M
+from . import reductions
 
 # ---------------------------------------------------------------------------
 # one primitive applied to tensors (create_graph, and programs run by the facade)
@@ -335,6 +336,7 @@ FUNCTION_NAMES = [
     "roll", "repeat_interleave", "tril", "triu", "diagonal", "trace", "gather", "index_select",
     "take_along_dim", "scatter", "scatter_add", "masked_fill", "sort", "argsort", "topk",
     "nonzero", "softmax", "log_softmax", "conj", "conj_physical", "resolve_conj", "angle",
+    "is_inference",
 ]
 FUNCTIONS = {n: _method_fn(n) for n in FUNCTION_NAMES}
 _tensor_pow = FUNCTIONS["pow"]
@@ -349,6 +351,8 @@ def pow(input, exponent):  # noqa: A001,A002
 
 
 FUNCTIONS["pow"] = pow
+FUNCTIONS.update(var_mean=reductions.var_mean, std_mean=reductions.std_mean)
+FUNCTION_NAMES += ["var_mean", "std_mean"]
 
 
 def _part_fn(name):

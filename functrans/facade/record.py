@@ -13,6 +13,7 @@ they compute are the ones backward reads.
 from __future__ import annotations
 
 import functools
+import threading
 import traceback
 
 import numpy as np
@@ -26,7 +27,7 @@ from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
 from . import grad_mode
 from .lower import analyze
-from .node import Node, OpInfo, Step, _seq, edge_of, user_frame
+from .node import OpInfo, Step, _seq, edge_of, node_class, user_frame
 from .tensor_info import TensorInfo   # (the base of Tensor, which sits above this module)
 
 GS = grad_mode.STATE
@@ -56,6 +57,59 @@ class _Anomaly:
 
 
 ANOMALY = _Anomaly()
+
+class _SavedHooks(threading.local):
+    """The saved-tensor hooks in effect on this thread (autograd.graph.saved_tensors_hooks),
+    innermost last, and the message of a disable_saved_tensors_hooks block (None: none)."""
+    def __init__(self):
+        self.stack = []
+        self.disabled = None
+
+
+SAVED_HOOKS = _SavedHooks()
+
+
+class Packed:
+    """A value saved for backward through a pack hook: what the hook returned and the
+    unpack hook that gives the tensor back when backward reads it."""
+    __slots__ = ("obj", "unpack", "aval")
+
+    def __init__(self, obj, unpack, aval):
+        self.obj, self.unpack, self.aval = obj, unpack, aval
+
+
+def pack_saved(v, t, wrap):
+    """v (an array about to be saved; t the Tensor holding it, or None) through the
+    innermost pack hook: a Packed, or v when no hook is in effect."""
+    stack = SAVED_HOOKS.stack
+    pack, unpack = stack[-1]
+    SAVED_HOOKS.stack = []          # what the hook computes saves its values plainly
+    try:
+        obj = pack(t if t is not None else wrap(v))
+    finally:
+        SAVED_HOOKS.stack = stack
+    return Packed(obj, unpack, (v.shape, v.dtype))
+
+
+def unpack_saved(p):
+    """The array of a Packed: its unpack hook's Tensor, checked against what was saved."""
+    t = p.unpack(p.obj)
+    data = getattr(t, "_data", None)
+    if data is None:
+        raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got "
+                        f"result of type {type(t).__name__}")
+    if (data.shape, data.dtype) != p.aval:
+        raise RuntimeError(f"saved tensor unpack_hook returned a tensor of shape "
+                           f"{tuple(data.shape)} and dtype {data.dtype}, but the saved one was "
+                           f"{tuple(p.aval[0])} {p.aval[1]}")
+    return data
+
+
+def saved_value(n, s):
+    """Node n's saved value at slot s, unpacked when a hook packed it."""
+    v = n.vals[s]
+    return unpack_saved(v) if type(v) is Packed else v
+
 
 INFERENCE_SAVE_MSG = ("Inference tensors cannot be saved for backward. To work around you can "
                       "make a clone to get a normal tensor and use it in autograd.")
@@ -159,6 +213,15 @@ def make_node(info, inputs, vals, outs):
                     vc = t._vc = VersionCounter()
                 vers.append((s, vc, vc.v))
         src = user_frame(3)
+        if SAVED_HOOKS.stack:
+            wrap = VIEW_HISTORY.wrap
+            for s, j in plan:
+                v = kept[s]
+                t = inputs[s] if j < 0 else outs[j] if j < 1000 else None
+                if v is None or isinstance(v, Tracer) or j < 0 and not isinstance(
+                        t, TensorInfo):
+                    continue            # a Python scalar or constant argument: not a tensor
+                kept[s] = pack_saved(v, t if isinstance(t, TensorInfo) else None, wrap)
     else:
         kept = []
         vers = ()
@@ -176,7 +239,10 @@ def make_node(info, inputs, vals, outs):
                 edges.append(acc.edge if acc is not None else edge_of(t))
         else:
             edges.append(None)
-    node = _new(Node)
+    cls = info.node_cls
+    if cls is None:
+        cls = info.node_cls = node_class(info.name)
+    node = _new(cls)
     node.info = info
     node.edges = edges
     node.vals = kept
@@ -206,8 +272,10 @@ def make_node(info, inputs, vals, outs):
 
 class _ViewHistory:
     """The function that regenerates a stale view's history: inplace.py (which sits above
-    this module and records ops) sets `regenerate` when it loads."""
+    this module and records ops) sets `regenerate` when it loads; tensor.py sets `wrap`
+    (array -> Tensor, for the pack hooks of saved intermediates)."""
     regenerate = None
+    wrap = None
 
 
 VIEW_HISTORY = _ViewHistory()

@@ -118,6 +118,25 @@ def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return _spread("StdBackward0", _std_fn, self, dim, unbiased, keepdim, correction)
 
 
+def _var_mean_fn(x, axis, keepdims, ddof):
+    return (fnp.var(x, axis=axis, keepdims=keepdims, ddof=ddof),
+            fnp.mean(x, axis=axis, keepdims=keepdims))
+
+
+def _std_mean_fn(x, axis, keepdims, ddof):
+    return (_std_fn(x, axis, keepdims, ddof), fnp.mean(x, axis=axis, keepdims=keepdims))
+
+
+def var_mean(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """torch.var_mean (a function only, as torch's): (var, mean) in one VarMeanBackward0."""
+    return _spread("VarMeanBackward0", _var_mean_fn, self, dim, unbiased, keepdim, correction)
+
+
+def std_mean(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """torch.std_mean (a function only): (std, mean) in one StdMeanBackward0."""
+    return _spread("StdMeanBackward0", _std_mean_fn, self, dim, unbiased, keepdim, correction)
+
+
 MinMax = namedtuple("return_types", ["values", "indices"])
 
 

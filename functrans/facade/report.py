@@ -49,12 +49,14 @@ def backward_jaxpr(tensor, inputs=None, create_graph=False):
         targets = [v for v in (n.variable for n in nodes if n.info is None) if v is not None]
     tkeys = [engine.value_key(t, pos) for t in targets]
     uniq = list(dict.fromkeys(k for k in tkeys if k is not None))
+    n = len(uniq)
+    uniq, _ = engine.with_retained(uniq, nodes, structure)
     root_keys = [engine.value_key(tensor, pos)]
     prog, _, _ = engine.get_program(nodes, pos, uniq, root_keys, create_graph, structure)
     ins = [_describe_key(nodes, k) for k in prog.keys] + [
         f"cotangent of the output {_aval_str(tensor)}"]
-    outs = [f"gradient of {_describe_key(nodes, k)}" for k in uniq] + [
-        f"retained grad of {_describe_key(nodes, k)}" for k in prog.captures]
+    outs = [f"gradient of {_describe_key(nodes, k)}" for k in uniq[:n]] + [
+        f"retained grad of {_describe_key(nodes, k)}" for k in uniq[n:]]
     return BackwardJaxpr(prog.closed, ins, outs)
 
 

@@ -28,8 +28,8 @@ from . import capture_state
 from . import dtypes as D
 from . import grad_mode
 from .node import HookDict, OpInfo, add_hook
-from .record import (INFERENCE, composite_for, elementwise_info, info_for, make_node,
-                     refresh_view, vc_of)
+from .record import (INFERENCE, VIEW_HISTORY, composite_for, elementwise_info, info_for,
+                     make_node, refresh_view, vc_of)
 from .placement import _check_device, _on, device as _device, put
 from .tensor_info import Size, TensorInfo, _host, _ndarray, result_type, to_array
 from .tensor_info import NUMPY_GRAD_MSG, _Storage, _format  # noqa: F401  (names this module had)
@@ -60,6 +60,9 @@ def wrap(data):
     if GS.inference:
         t._flags = INFERENCE
     return t
+
+
+VIEW_HISTORY.wrap = wrap
 
 
 def _as_array(x):

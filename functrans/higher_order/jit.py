@@ -718,15 +718,40 @@ class _CacheState:
 def jit(fun: Callable[..., Any] | None = None,
         static_argnums: int | Sequence[int] | None = None,
         donate_argnums: int | Sequence[int] = (),
-        static_argnames: str | Sequence[str] | None = None
+        static_argnames: str | Sequence[str] | None = None,
+        donate_argnames: str | Sequence[str] | None = None,
+        keep_unused: bool = False, inline: bool = False
         ) -> JitFunction | Callable[[Callable[..., Any]], JitFunction]:
     """Trace `fun` once per input signature, optimize the jaxpr, lower it to generated
     NumPy code (CPU) or fused CUDA kernels (GPU) and cache the result.
 
     static_argnums / static_argnames: positions / names of hashable, non-array arguments
     baked into the trace (a new value retraces); given one, the other is inferred from the
-    signature, as JAX does. donate_argnums: positions whose buffers the program may
-    overwrite (the caller must not use those arrays afterwards)."""
+    signature, as JAX does. donate_argnums / donate_argnames: positions / names of
+    arguments whose buffers the program may overwrite (the caller must not use those
+    arrays afterwards); names become positions through the signature (an argument passed
+    by keyword is not donated). keep_unused and inline are accepted as JAX's: the program's
+    values do not depend on them."""
+    donate_argnums = _donated_positions(fun, donate_argnums, donate_argnames)
     if fun is None:
-        return lambda f: JitFunction(f, static_argnums, donate_argnums, static_argnames)
+        return lambda f: JitFunction(f, static_argnums,
+                                     _donated_positions(f, donate_argnums, donate_argnames),
+                                     static_argnames)
     return JitFunction(fun, static_argnums, donate_argnums, static_argnames)
+
+
+def _donated_positions(fun, donate_argnums, donate_argnames):
+    """donate_argnums with the positions of donate_argnames added (from fun's signature)."""
+    if not donate_argnames or fun is None:
+        return donate_argnums
+    names = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames)
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return donate_argnums
+    nums = list(_norm_argnums(donate_argnums, "donate_argnums"))
+    for i, p in enumerate(params):
+        if p.name in names and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) \
+                and i not in nums:
+            nums.append(i)
+    return tuple(nums)

@@ -1,2 +1,3 @@
-"""ft.utils: torch.utils's data loading (`ft.utils.data`)."""
-from . import data  # noqa: F401
+"""ft.utils: torch.utils's data loading (`ft.utils.data`) and activation checkpointing
+(`ft.utils.checkpoint`)."""
+from . import checkpoint, data  # noqa: F401

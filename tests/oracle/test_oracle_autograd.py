@@ -6,6 +6,9 @@ custom Functions and gradcheck. Each case is a small program run under both libr
 structure by structure."""
 import warnings
 
+import importlib
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -100,6 +103,75 @@ def g_clone_to(lib, x):
     return [graph(x.clone().grad_fn), graph(x.float().grad_fn), graph(x.abs().grad_fn),
             graph(x.pow(2).grad_fn), graph(x.relu().grad_fn), graph((-x).grad_fn),
             graph(x.sigmoid().tanh().grad_fn)]
+
+
+def g_node_types(lib, x):
+    """type(grad_fn).__name__ is PyTorch's node class (code dispatches on it): ops, a
+    custom Function's node, CopySlices after an in-place op on a view."""
+    class Twice(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+    y = x.clone()
+    y[:2].mul_(3)
+    outs = {"mul": x * x, "sum": x.sum(), "exp": x.exp(), "function": Twice.apply(x),
+            "copy_slices": y, "matmul": x @ x.t()}
+    return {k: [type(v.grad_fn).__name__, type(v.grad_fn).__name__ == v.grad_fn.name()
+                or v.grad_fn.name().endswith("::" + type(v.grad_fn).__name__)]
+            for k, v in outs.items()}
+
+
+def g_saved_tensors_hooks(lib, x):
+    """Saved-tensor hooks: what backward reads is unpack(pack(saved)); every saved tensor
+    is packed once when saved (ops and custom Functions), each with the hooks in effect
+    then; the gradient is unchanged; the hooks' own ops save nothing through them."""
+    log = []
+
+    def pack(t):
+        log.append(("pack", list(t.shape)))
+        return t * 4
+
+    def unpack(t):
+        return t / 4
+
+    class Sq(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a * a
+
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return 2 * a * g
+    w = x.detach().requires_grad_()
+    with lib.autograd.graph.saved_tensors_hooks(pack, unpack):
+        y = (w.exp() * w).sin().sum() + Sq.apply(w).sum()
+    packs = len(log)
+    y.backward()
+    return {"packs": packs, "grad": w.grad}
+
+
+def g_multi_grad_hook(lib, x):
+    """register_multi_grad_hook: mode "all" once per backward with None for the tensors it
+    did not reach; mode "any" once, with the first gradient."""
+    a = x[0].detach().requires_grad_()
+    b = x[1].detach().requires_grad_()
+    got, first = [], []
+    h = lib.autograd.graph.register_multi_grad_hook(
+        (a, b), lambda gs: got.append([None if g is None else g.sum() for g in gs]))
+    lib.autograd.graph.register_multi_grad_hook(
+        (a, b), lambda g: first.append(g.sum()), mode="any")
+    (a * 3).sum().backward()
+    (a * b).sum().backward()
+    h.remove()
+    (a * b).sum().backward()
+    edge = lib.autograd.graph.get_gradient_edge(a * 2)
+    return {"all": got, "any": first, "edge": [edge.node.name(), edge.output_nr]}
 
 
 def g_common_ops(lib, x):
@@ -277,6 +349,88 @@ def retain_grad_after_setitem_and_view(lib, x):
     r = [y.retains_grad, v.retains_grad, y.grad_fn.name(), v.grad_fn.name()]
     ((y * y).sum() + v.sum()).backward()
     return r + [y.grad, v.grad, x.grad]
+
+
+def retain_grad_leaf_freed(lib, x):
+    """The retained tensor's leaf is a temporary, gone before backward: .grad still comes."""
+    y = leaf(lib, X) * 2
+    y.retain_grad()
+    y.mul_(3)
+    (y * y).sum().backward()
+    z = leaf(lib, X).clone()
+    z.retain_grad()
+    v = z[:]
+    v *= 2
+    z *= 2
+    z.sum().backward()
+    return [y.grad, z.grad]
+
+
+def var_mean_std_mean(lib, x):
+    """torch.var_mean / std_mean: one node with two outputs; gradients through both."""
+    v, m = lib.var_mean(x, dim=1, keepdim=True)
+    s, m2 = lib.std_mean(x, 0, correction=0)
+    (v.sum() * 2 + m.sum() + s.sum() * 3 + m2.sum()).backward()
+    with lib.inference_mode():
+        i = x * 2
+    return [v, m, s, m2, v.grad_fn.name(), s.grad_fn.name(), x.grad,
+            lib.is_inference(i), lib.is_inference(x), lib.inf, lib.pi, lib.e,
+            math.isnan(lib.nan)]
+
+
+def _ckpt(lib):
+    return importlib.import_module(lib.__name__ + ".utils.checkpoint")
+
+
+def checkpoint_modes(lib, x):
+    """torch.utils.checkpoint in both modes: the same values and gradients as without it,
+    into the input and the parameters the function closes over; checkpoint_sequential over
+    a Sequential; autograd.grad through the non-re-entrant variant."""
+    ck = _ckpt(lib)
+    w = lib.tensor(np.linspace(-1, 1, 9).reshape(3, 3), requires_grad=True)
+
+    def f(a, scale):
+        return (a @ w).tanh() * scale
+
+    out = []
+    for reentrant in (True, False):
+        y = ck.checkpoint(f, x * 1, 3.0, use_reentrant=reentrant)
+        if reentrant:
+            name = y.grad_fn.name()
+        y.sum().backward()
+        # torch's non-re-entrant output keeps fn's own nodes (MulBackward0); functrans's is
+        # one CheckpointFunctionBackward in both modes (ft.utils.checkpoint's docstring)
+        out += [y if reentrant else y.detach(), x.grad.clone(), w.grad.clone()]
+    seq = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.Tanh(), lib.nn.Linear(4, 3),
+                            lib.nn.Sigmoid()).double()
+    with lib.no_grad():
+        for i, p in enumerate(seq.parameters()):
+            p.copy_(lib.tensor(np.linspace(-1, 1 + i, p.numel()).reshape(p.shape)))
+    z = ck.checkpoint_sequential(seq, 2, x, use_reentrant=False)
+    z.sum().backward()
+    g = lib.autograd.grad(ck.checkpoint(f, x, 1.0, use_reentrant=False).sum(), x)[0]
+    return out + [z, seq[0].weight.grad, g, name]
+
+
+def checkpoint_rng(lib, x):
+    """preserve_rng_state: the recomputation draws the same random numbers, so the
+    gradient of a * rand is exactly the draw (y / a where a != 0)."""
+    ck = _ckpt(lib)
+    out = []
+    for reentrant in (True, False):
+        a = x.detach().clone().requires_grad_()
+        y = ck.checkpoint(lambda t: t * lib.rand(t.shape, dtype=t.dtype), a,
+                          use_reentrant=reentrant)
+        y.sum().backward()
+        out.append(bool(lib.allclose(a.grad * a, y)))
+    return out
+
+
+def checkpoint_reentrant_grad(lib, x):
+    """The re-entrant variant refuses autograd.grad with torch's error."""
+    ck = _ckpt(lib)
+    y = ck.checkpoint(lambda a: a.sin(), x * 1, use_reentrant=True)
+    return lib.autograd.grad(y.sum(), x)
 
 
 def retain_grad_no_requires(lib, x):
@@ -1980,6 +2134,9 @@ ERR_INPLACE_VERSION = (r"one of the variables needed for gradient computation ha
 TABLE = {
     "grad_fn:elementwise": (g_elementwise, [X], {}),
     "grad_fn:common_ops": (g_common_ops, [X], {"backward": False}),
+    "grad_fn:node_types": (g_node_types, [X], {"backward": False}),
+    "graph:saved_tensors_hooks": (g_saved_tensors_hooks, [X], {"backward": False}),
+    "graph:multi_grad_hook": (g_multi_grad_hook, [X], {"backward": False}),
     "grad_fn:reductions": (g_reductions, [X], {"backward": False}),
     "grad_fn:shapes": (g_shapes, [X], {"backward": False}),
     "grad_fn:indexing": (g_indexing, [X], {"backward": False}),
@@ -2002,6 +2159,13 @@ TABLE = {
     "retain_grad:basic": (retain_grad, [X], {"backward": False}),
     "retain_grad:leaf_and_twice": (retain_grad_leaf_and_twice, [X], {"backward": False}),
     "retain_grad:after_inplace": (retain_grad_after_inplace, [X], {"backward": False}),
+    "retain_grad:leaf_freed": (retain_grad_leaf_freed, [X], {"backward": False}),
+    "names:var_mean_is_inference": (var_mean_std_mean, [X], {"backward": False}),
+    "checkpoint:modes": (checkpoint_modes, [X[:, :3]], {"backward": False}),
+    "checkpoint:rng": (checkpoint_rng, [X], {"backward": False}),
+    "checkpoint:reentrant_grad": (checkpoint_reentrant_grad, [X],
+                                  {"error": "When use_reentrant=True, torch.utils.checkpoint "
+                                            "is incompatible with .grad()"}),
     "retain_grad:after_inplace:view": (retain_grad_after_setitem_and_view, [X],
                                        {"backward": False}),
     "retain_grad:no_requires_grad": (retain_grad_no_requires, [X],

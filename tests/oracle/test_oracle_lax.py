@@ -307,7 +307,7 @@ def test_every_shared_lax_function_is_a_case():
               and callable(getattr(jax.lax, n))}
     assert shared <= set(LAX) | set(COLLECTIVES) | {"cond", "switch", "while_loop",
                                                      "fori_loop", "scan", "map",
-                                                     "associative_scan"}
+                                                     "associative_scan", "platform_dependent"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -510,6 +510,13 @@ CONTROL = {
     "switch:vmap_jacrev": lambda L: L.top.jacrev(lambda v: L.top.vmap(lambda p, a: L.lax.switch(
         p, [lambda u: u * 2, lambda u: L.np.log(u), lambda u: u ** 3], a))(
         np.array([0, 1, 2, 5, -1]), v))(np.array([0.0, 1.0, 2.0, 0.0, 4.0], np.float32)),
+    "linear_transpose": lambda L: L.top.linear_transpose(
+        lambda x, y: (2 * x + y.sum(), x @ W3), np.ones(3, np.float32), np.ones(2, np.float32))(
+        (np.array([1.0, -2.0, 0.5], np.float32), np.array([0.25, 1.0, 3.0], np.float32))),
+    "named_call:jit_grad": lambda L: L.top.jit(L.top.grad(L.top.named_call(
+        lambda x: L.np.sum(L.np.sin(x) * x), name="f")))(X),
+    "platform_dependent:jit": lambda L: L.top.jit(lambda x: L.lax.platform_dependent(
+        x, cpu=lambda v: v * 3, default=lambda v: v))(X),
     "associative_scan:add": lambda L: [L.lax.associative_scan(L.np.add, np.arange(
         1.0, n + 1, dtype=np.float32)) for n in (1, 2, 5, 8, 13)],
     "associative_scan:reverse_axis": lambda L: L.lax.associative_scan(

@@ -362,20 +362,8 @@ def adadelta_update(xp, params, grads, state, lr=MNIST.lr, rho=0.9, eps=1e-6):
     return new_p, {"sq": sq, "acc": acc}
 
 
-def sgd_clip_init(xp, params):
-    return {}
-
-
-def sgd_clip_update(xp, params, grads, state, lr=LSTM.lr, clip=LSTM.clip):
-    """clip_grad_norm_(clip) over all gradients, then plain SGD (word_language_model)."""
-    total = xp.sqrt(sum(xp.sum(g * g) for g in grads.values()))
-    coef = xp.minimum(clip / (total + 1e-6), 1.0)
-    return {k: p - lr * (grads[k] * coef) for k, p in params.items()}, state
-
-
 # the functional optimizers of the models that have an ft.jit / JAX version: (init, update)
-OPTIMIZERS = {"gpt": (adamw_init, adamw_update), "mnist_net": (adadelta_init, adadelta_update),
-              "lstm_lm": (sgd_clip_init, sgd_clip_update)}
+OPTIMIZERS = {"gpt": (adamw_init, adamw_update), "mnist_net": (adadelta_init, adadelta_update)}
 
 
 def cross_entropy(xp, log_probs, y):

@@ -513,8 +513,9 @@ def test_model_quick_run_reports_the_functrans_variants(tmp_path):
 
 
 def test_model_losses_match_pytorch_from_the_same_weights():
-    """The facade's and ft.jit's first two losses against PyTorch eager's from the same
-    weights (the check the bench makes with --against torch), on the mnist Net."""
+    """The facade's and a jitted functional_call step's first two losses against PyTorch
+    eager's from the same weights (the check the bench makes with --against torch), on the
+    mnist Net (in eval mode, as the check takes them)."""
     pytest.importorskip("torch", reason="--against torch needs the oracle extra")
     harness.set_against(["torch"])
     from bench import workloads_models as wm

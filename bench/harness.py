@@ -715,7 +715,7 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"meta": _meta(args.quick), "skipped_modules": SKIPPED_MODULES,
                        "workloads": records}, f, indent=2, default=str)
-    failed = [r["name"] for r in records
+    failed = [f"{r['name']} (threads: {r.get('threads', 'default')})" for r in records
               if r["error"] or any(not v["correct"] or "median_s" not in v
                                    for v in r["variants"])]
     if failed:

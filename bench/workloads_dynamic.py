@@ -12,10 +12,10 @@ that every call (or many) meets a structure never seen before, as in real PyTorc
   250 / 2,500 / 10,000 equations, in the notes, with the compiled programs' speed.
 
 Each floor is NumPy written by hand: the derivative of each op by hand, looping in Python
-over the ops (the Python-per-op cost PyTorch eager pays too). PyTorch eager on this
-machine, from the issue (not installed here): first backward of a new 625 / 1,250 /
-2,500 / 10,000-op chain 6.5 / 12 / 25 / 132 ms; the changing-length chain, forward +
-backward, 17 ms. The notes repeat them; docs/benchmarks.md states the ratios.
+over the ops (the Python-per-op cost PyTorch eager pays too). With ``--against torch`` the
+changing-length chain and the first backward also run in PyTorch eager, the same chains in
+the same rounds (``torch_eager``, ``torch_<n>``), and each facade variant's median is
+given as a ratio to PyTorch's of the same run.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import functrans as ft
 import functrans.numpy as fnp
 from functrans import runtime
 
-from .harness import Case, Staged, workload
+from .harness import Case, Staged, library, workload
 from .workloads_jit import first_call_seconds
 
 SIN, TANH, MUL, ADD = range(4)
@@ -36,8 +36,6 @@ CHAIN_LENGTHS = (800, 1820)              # the changing-length chain: lengths dr
 CHAIN_POOL = 512                         # chains per variant before the sequence repeats
 FIRST_BACKWARD_SIZES = (2500, 10_000, 40_000)
 COMPILE_SIZES = (250, 2500, 10_000)      # equations of the traced loss (chain + sum)
-PYTORCH_FIRST_BACKWARD_MS = {625: 6.5, 1250: 12, 2500: 25, 10_000: 132}
-PYTORCH_CHANGING_LENGTH_MS = 17
 
 # ---------------------------------------------------------------------------
 # f32[8] chains of sin / tanh / mul / add
@@ -129,6 +127,18 @@ def facade_backward(state):
     return tx.grad.numpy()
 
 
+def torch_chain(torch, x, ops, a, b):
+    """The chain in PyTorch eager from a new leaf; (leaf, summed output)."""
+    tx = torch.tensor(x, requires_grad=True)
+    return tx, dyn_chain(torch, tx, ops, a, b).sum()
+
+
+def torch_backward(state):
+    tx, loss = state
+    loss.backward()
+    return tx.grad.numpy()
+
+
 def changing_chains(pool=CHAIN_POOL, lengths=CHAIN_LENGTHS, seed=0):
     """``pool`` op sequences of distinct lengths in [lo, hi], each with its own ops."""
     rng = np.random.default_rng(seed)
@@ -146,15 +156,15 @@ def fresh_chains(n):
           settings={"budget_s": 8.0},
           description="f32[8] chain of sin/tanh/mul/add, a new length (800-1,820 ops) and op "
                       "sequence every call, sum, backward: facade and ft.grad without jit vs "
-                      "hand-written NumPy (PyTorch eager: 17 ms)")
+                      "hand-written NumPy (and PyTorch eager with --against torch)")
 def dyn_chain_changing_length():
     """Every call is a structure never seen before (a pool of 512 distinct lengths), so the
-    facade runs its backward node by node and ft.grad interprets equation by equation.
-    PyTorch eager, forward + backward, on this machine (issue 17): 17 ms."""
+    facade runs its backward node by node and ft.grad interprets equation by equation;
+    PyTorch eager (with --against torch) records and runs the same chains."""
     x, a, b = chain_inputs()
     ta, tb = ft.tensor(a), ft.tensor(b)
     chains = changing_chains()
-    streams = {name: itertools.cycle(chains) for name in ("numpy", "facade", "grad")}
+    streams = {name: itertools.cycle(chains) for name in ("numpy", "facade", "grad", "torch")}
 
     def floor():
         return chain_grad_floor(x, next(streams["numpy"]), a, b)
@@ -164,40 +174,55 @@ def dyn_chain_changing_length():
 
     def grad():
         return ft.grad(partial(chain_loss, ops=next(streams["grad"]), a=a, b=b))(x)
-    return Case({"numpy": floor, "facade": facade, "grad": grad},
-                notes={"pytorch_eager_ms": PYTORCH_CHANGING_LENGTH_MS,
-                       "mean_ops": round(float(np.mean([len(c) for c in chains])))})
+    variants = {"numpy": floor, "facade": facade, "grad": grad}
+    torch = library("torch")
+    if torch is not None:
+        pa, pb = torch.tensor(a), torch.tensor(b)
+        variants["torch_eager"] = lambda: torch_backward(
+            torch_chain(torch, x, next(streams["torch"]), pa, pb))
+    return Case(variants, notes={"mean_ops": round(float(np.mean([len(c) for c in chains])))})
 
 
-def _first_backward_variants(n):
-    """(floor, facade) for n-op chains: each prepares a new chain's forward, untimed."""
+def _first_backward_variants(n, torch=None):
+    """(floor, facade, PyTorch eager or None) for n-op chains: each prepares a new chain's
+    forward, untimed."""
     x, a, b = chain_inputs()
     ta, tb = ft.tensor(a), ft.tensor(b)
-    floor_chains, facade_chains = fresh_chains(n), fresh_chains(n)
+    floor_chains, facade_chains, torch_chains = fresh_chains(n), fresh_chains(n), fresh_chains(n)
 
     def floor_prepare():
         ops = next(floor_chains)
         return ops, chain_forward_floor(x, ops, a, b)[1]
+    pytorch = None
+    if torch is not None:
+        pa, pb = torch.tensor(a), torch.tensor(b)
+        pytorch = Staged(lambda: torch_chain(torch, x, next(torch_chains), pa, pb),
+                         torch_backward)
     return (Staged(floor_prepare, lambda state: chain_backward_floor(*state, a)),
-            Staged(lambda: facade_chain(x, next(facade_chains), ta, tb), facade_backward))
+            Staged(lambda: facade_chain(x, next(facade_chains), ta, tb), facade_backward),
+            pytorch)
 
 
 @workload("dyn_first_backward", issue=17, floor="numpy_2500", rtol=1e-4, atol=1e-7,
           settings={"warmup": 2, "warmup_s": 0.0, "budget_s": 10.0},
           description="first backward of a new 2,500 / 10,000 / 40,000-op f32[8] chain "
                       "(facade; the forward recorded untimed) vs the hand-written NumPy "
-                      "backward (PyTorch eager: 25 / 132 ms at 2,500 / 10,000)")
+                      "backward (and PyTorch eager's with --against torch)")
 def dyn_first_backward():
     """Each timed call runs the backward of a freshly recorded chain with a new op sequence
-    (a structure never seen), each floor call the hand-written backward of the same chain.
-    PyTorch eager backward on this machine (issue 17): 625 / 1,250 / 2,500 / 10,000 ops
-    6.5 / 12 / 25 / 132 ms."""
-    variants, floors = {}, {}
+    (a structure never seen), each floor call the hand-written backward of the same chain,
+    each PyTorch call (--against torch) the backward of the same chain recorded by torch."""
+    variants, floors, refs = {}, {}, {}
+    torch = library("torch")
     for n in FIRST_BACKWARD_SIZES:
-        variants[f"numpy_{n}"], variants[f"facade_{n}"] = _first_backward_variants(n)
+        floor, facade, pytorch = _first_backward_variants(n, torch)
+        variants[f"numpy_{n}"], variants[f"facade_{n}"] = floor, facade
         floors[f"facade_{n}"] = f"numpy_{n}"
-    return Case(variants, floors=floors,
-                notes={"pytorch_eager_backward_ms": PYTORCH_FIRST_BACKWARD_MS})
+        if pytorch is not None:
+            variants[f"torch_{n}"] = pytorch
+            floors[f"torch_{n}"] = f"numpy_{n}"
+            refs[f"facade_{n}"] = refs[f"torch_{n}"] = {"torch": f"torch_{n}"}
+    return Case(variants, floors=floors, refs=refs)
 
 
 @workload("jit_compile_time", issue=17, floor="numpy_250", rtol=1e-4, atol=1e-7,

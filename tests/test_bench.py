@@ -163,7 +163,20 @@ def test_chain_has_200_equations_and_stays_finite():
     assert np.all(np.isfinite(wcore.chain(np, x, a, b)))
 
 
-@pytest.mark.parametrize("name", sorted(harness.REGISTRY))
+MODEL_WORKLOADS = sorted(n for n, wl in harness.REGISTRY.items()
+                         if wl.module == "bench.workloads_models")
+SLOW_MODELS = {"gpt_train_step", "lstm_lm_train_step"}     # 10 s or more each, compiles
+
+
+@pytest.fixture(autouse=True)
+def _no_libraries_against():
+    """Every test starts and ends without --against libraries (module state of the harness)."""
+    harness.set_against([])
+    yield
+    harness.set_against([])
+
+
+@pytest.mark.parametrize("name", sorted(set(harness.REGISTRY) - set(MODEL_WORKLOADS)))
 def test_workload_variants_agree_with_floor(name, monkeypatch):
     if name == "jit_compile_time":     # compiling 10,000 equations takes seconds: smaller here
         monkeypatch.setattr(_dyn(), "COMPILE_SIZES", (250, 1000, 2500))
@@ -372,3 +385,144 @@ def test_settings_caps_only_lower():
     s = harness.Settings.quick().capped({"warmup": 2, "budget_s": 10.0})
     assert s.warmup == 1 and s.budget_s == 1.5
     assert harness.Settings().capped({"warmup": 2}).warmup == 2
+
+
+# ---------------------------------------------------------------------------
+# --against, reference ratios, thread settings (issue 30)
+
+def test_reference_ratios_checked_variants_and_failures_while_timed():
+    """A variant named torch_eager is the "torch" reference of its workload: every timed
+    variant gets its median divided by it; a Checked variant is compared by check() and
+    timed by run(); a variant that raises while timed is reported, the others still timed."""
+    name = "_test_refs"
+    calls = {"check": 0, "run": 0}
+
+    def run():
+        calls["run"] += 1
+        return np.arange(3.0)
+
+    def check():
+        calls["check"] += 1
+        return np.arange(3.0)
+
+    def flaky():
+        if calls["run"] > 2:
+            raise RuntimeError("broke in round 2")
+        return np.arange(3.0)
+    harness.workload(name)(lambda: {"numpy": lambda: np.arange(3.0),
+                                    "torch_eager": lambda: np.arange(3.0),
+                                    "checked": harness.Checked(check, run),
+                                    "flaky": flaky})
+    try:
+        rec = harness.run_workload(harness.REGISTRY[name], harness.Settings(
+            rounds=3, min_rounds=1, warmup=1, warmup_s=0.0, sample_s=1e-4, budget_s=0.5))
+    finally:
+        del harness.REGISTRY[name]
+    by = {v["name"]: v for v in rec["variants"]}
+    assert calls["check"] == 1 and calls["run"] > 1
+    assert by["torch_eager"]["vs"] == {"torch": 1.0}
+    assert by["checked"]["vs"]["torch"] == pytest.approx(
+        by["checked"]["median_s"] / by["torch_eager"]["median_s"])
+    assert by["flaky"]["correct"] and "median_s" not in by["flaky"]
+    assert "broke in round 2" in by["flaky"]["error"]
+    out = io.StringIO()
+    harness.print_table([rec], out=out, against={"torch": None})
+    assert "vs torch" in out.getvalue() and "FAILED: while timed: RuntimeError" in out.getvalue()
+
+
+def test_against_without_torch_or_jax_runs_the_rest(tmp_path, monkeypatch, capsys):
+    """--against torch,jax where neither imports: says what is missing and how to get it,
+    runs the workloads without their variants, exit status 0."""
+    monkeypatch.setitem(sys.modules, "torch", None)      # import torch -> ImportError
+    monkeypatch.setitem(sys.modules, "jax", None)
+    path = tmp_path / "out.json"
+    assert harness.main(["--quick", "--only", "dyn_chain_changing_length", "--against",
+                         "torch,jax", "--threads", "default", "--json", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "--against torch: not available" in captured.err and "oracle" in captured.err
+    assert "--against jax: not available" in captured.err
+    data = json.loads(path.read_text())
+    assert set(data["meta"]["missing"]) == {"torch", "jax"} and data["meta"]["against"] == []
+    (rec,) = data["workloads"]
+    assert {v["name"] for v in rec["variants"]} == {"numpy", "facade", "grad"}
+    assert rec["threads"] == "default"
+
+
+def test_against_rejects_an_unknown_library():
+    with pytest.raises(SystemExit):
+        harness.main(["--only", "chain200_eval", "--against", "tensorflow"])
+
+
+def test_dynamic_chain_pytorch_variant_agrees_with_the_floor():
+    pytest.importorskip("torch", reason="--against torch needs the oracle extra")
+    harness.set_against(["torch"])
+    wl = harness.REGISTRY["dyn_chain_changing_length"]
+    case = harness.build(wl)
+    assert "torch_eager" in case.variants
+    assert harness.check(wl, case) == {"facade": None, "grad": None, "torch_eager": None}
+    assert case.refs_of("facade") == {"torch": "torch_eager"}
+
+
+def test_thread_settings_parse_and_child_environment():
+    assert harness.parse_threads("default,1") == ("default", 1)
+    assert harness.parse_threads("1, default, 1") == (1, "default")
+    with pytest.raises(ValueError, match="neither"):
+        harness.parse_threads("0")
+    env = harness.thread_env(1)
+    assert env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
+    assert "intra_op_parallelism_threads=1" in env["XLA_FLAGS"]
+    assert "--xla_cpu_multi_thread_eigen=false" in env["XLA_FLAGS"]
+
+
+def test_one_thread_pass_runs_in_a_child_process(tmp_path, capfd):
+    path = tmp_path / "out.json"
+    assert harness.main(["--quick", "--only", "chain200_eval", "--threads", "1",
+                         "--json", str(path)]) == 0
+    assert "== threads: 1 ==" in capfd.readouterr().out     # printed by the child
+    data = json.loads(path.read_text())
+    (rec,) = data["workloads"]
+    assert rec["threads"] == 1 and all(v["correct"] for v in rec["variants"])
+    child = data["meta"]["threads"]["1"]
+    assert child["functrans"] == 1 and child["env"]["OPENBLAS_NUM_THREADS"] == "1"
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_MODELS
+                                  else n for n in MODEL_WORKLOADS])
+def test_model_workload_checks_and_steps(name):
+    """Without torch the facade is the floor: ft.compile (and ft.jit where the model has
+    it) agree with its first two losses, then each variant runs a training step."""
+    wl = harness.REGISTRY[name]
+    case = harness.build(wl)
+    assert case.floor == "facade" and "reference" in case.notes
+    errors = harness.check(wl, case)
+    assert "ft_compile" in errors and all(e is None for e in errors.values()), errors
+    for variant in case.variants.values():
+        loss = variant()
+        assert np.isfinite(float(loss.detach()))
+    assert set(case.notes["first_step_s"]()) == set(case.variants)
+
+
+def test_model_quick_run_reports_the_functrans_variants(tmp_path):
+    path = tmp_path / "out.json"
+    assert harness.main(["--quick", "--only", "resnet_block_train_step", "--threads",
+                         "default", "--json", str(path)]) == 0
+    (rec,) = json.loads(path.read_text())["workloads"]
+    by = {v["name"]: v for v in rec["variants"]}
+    assert set(by) == {"facade", "ft_compile"} and rec["floor"] == "facade"
+    assert by["ft_compile"]["median_s"] > 0 and by["ft_compile"]["vs"] == {}
+
+
+def test_model_losses_match_pytorch_from_the_same_weights():
+    """The facade's and a jitted functional_call step's first two losses against PyTorch
+    eager's from the same weights (the check the bench makes with --against torch), on the
+    mnist Net (in eval mode, as the check takes them)."""
+    pytest.importorskip("torch", reason="--against torch needs the oracle extra")
+    harness.set_against(["torch"])
+    from bench import workloads_models as wm
+    state = wm.initial_state("mnist_net")
+    batch = wm.M.batch("mnist_net")
+    torch = harness.library("torch")
+    want = wm.trainer_variant(torch, "mnist_net", state, batch).check()
+    for got in (wm.trainer_variant(ft, "mnist_net", state, batch).check(),
+                wm.ft_jit_variant("mnist_net", state, batch).check()):
+        harness.compare(got, want, 1e-4, 1e-5, where="mnist_net")

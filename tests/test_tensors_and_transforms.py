@@ -392,3 +392,24 @@ def test_python_bool_answers_of_traced_tensors_name_the_fix():
         ft.jit(lambda u: u * float(u.allclose(u)))(ft.ones(2))
     with pytest.raises(ft.ConcretizationTypeError, match=r"\(a == b\).all\(\)"):
         ft.grad(lambda u: u.sum() * float(ft.equal(u, u)))(ft.ones(2))
+
+
+def test_random_draws_inside_jit_or_vmap_are_refused_not_frozen():
+    """A draw from the global generator (dropout, randn) inside ft.jit would happen once at
+    trace time and repeat at every call: refused with what to do; ft.compile draws at
+    every call, and grad (which records eagerly) draws as eager code does."""
+    drop = ft.nn.Dropout(0.5)
+    with pytest.raises(RuntimeError, match="would be made once when the function is traced"):
+        ft.jit(lambda x: ft.func.functional_call(drop, {}, (x,)))(ft.ones(8))
+    with pytest.raises(RuntimeError, match="ft.compile"):
+        ft.jit(lambda x: x + ft.randn(3))(np.ones(3))
+    with pytest.raises(RuntimeError, match="vmapped batch"):
+        ft.vmap(lambda t: drop(t))(ft.ones(2, 8))
+    net = ft.compile(ft.nn.Dropout(0.5))
+    masks = [(net(ft.ones(64)) == 0).numpy() for _ in range(3)]
+    assert not (np.array_equal(masks[0], masks[1]) and np.array_equal(masks[1], masks[2]))
+    lin = ft.nn.Linear(3, 2)
+    g = ft.func.grad(lambda p, x: ft.func.functional_call(
+        ft.nn.Sequential(lin, ft.nn.Dropout(0.3)), p, (x,)).sum())(
+        dict(ft.nn.Sequential(lin).named_parameters()), ft.ones(2, 3))
+    assert set(g) == {"0.weight", "0.bias"}

@@ -681,6 +681,14 @@ def apply_fn(name, fn, args, static=(), view=False):
     return tuple(outs)
 
 
+def _vmapping():
+    """True inside a vmap (a batching trace is on the stack)."""
+    for main in _TS.trace_stack:
+        if main.trace_type.__name__ == "BatchTrace":
+            return True
+    return False
+
+
 def traced_hooks():
     """The facade's one seam with tracing: what facade code does with traced data (and
     the few things a capture must see: tensors created, .grad read, concrete updates,
@@ -749,6 +757,17 @@ class PlainTracing:
 
     @staticmethod
     def rng(facade_gen, np_gen):
+        """The generator a random draw uses. Inside ft.jit (or make_jaxpr, or a vmap of
+        Tensors) a draw would happen once, at trace time, and every call would reuse it:
+        refused, saying what to do (ft.compile draws at every call)."""
+        if _TS.dynamic_trace.level or _vmapping():
+            raise RuntimeError(
+                "a random draw from the global generator (ft.rand, randn, randint, dropout, "
+                "...) inside ft.jit, make_jaxpr or vmap would be made once when the function "
+                "is traced and reused at every call (and shared across a vmapped batch). Use "
+                "ft.compile(fn), which draws at every call; or pass the random values in as "
+                "arguments; or use ft.random with explicit keys; or call model.eval() for "
+                "dropout.")
         return np_gen
 
     @staticmethod

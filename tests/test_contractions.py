@@ -11,6 +11,7 @@ import pytest
 import functrans as ft
 import functrans.numpy as fnp
 from functrans import core, lax, passes
+from functrans.nn.functional._rnn import GATES, rnn_layer
 from functrans.primitives import linalg as la
 from functrans.primitives.linalg import _dot_impl
 
@@ -239,3 +240,32 @@ def test_vmap_of_the_scan_gradient():
     per = ft.vmap(lambda x: ft.grad(_rnn_loss)(*args[:4], x))(xs)
     for k in range(2):
         assert_close(per[k], ft.grad(_rnn_loss)(*args[:4], xs[k]), rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# recurrent layers (values and gradients: tests/test_nn_rnn.py, the oracle against torch)
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN_TANH"])
+def test_recurrent_weight_gradients_are_contractions_over_time_and_batch(mode):
+    """The input projection is one contraction of (T, B, I) with W_ih, and the reverse loop
+    carries only the state's cotangents: W_ih's, W_hh's and the biases' gradients are
+    each one contraction over time and batch after it."""
+    rng = np.random.default_rng(8)
+    t, b, i, h = 5, 3, 4, 2
+    g = GATES[mode] * h
+    ws = [rng.standard_normal(s) * 0.5 for s in ((g, i), (g, h), (g,), (g,))]
+    x, h0 = rng.standard_normal((t, b, i)), rng.standard_normal((b, h))
+    c0 = rng.standard_normal((b, h)) if mode == "LSTM" else None
+
+    def loss(*ws):
+        return fnp.sum(rnn_layer(mode, x, h0, c0, ws, True, False, False)[0] ** 2)
+    closed = ft.make_jaxpr(ft.grad(loss, argnums=(0, 1, 2, 3)))(*ws)
+    (scan,) = _reverse_scans(closed)
+    assert scan.params["num_carry"] == 2          # (h, c), or h twice: no weight
+    for e in closed.jaxpr.eqns:
+        if e.primitive.name == "dot_general":
+            assert e.params["dimension_numbers"][1] == ((), ()), e
+    grads = ft.grad(loss, argnums=(0, 1, 2, 3))(*ws)
+    for k in (0, 1, 2):
+        assert_close(grads[k], _fd_grad(loss, ws, k), rtol=1e-6, atol=1e-8)

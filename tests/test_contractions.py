@@ -11,6 +11,7 @@ import pytest
 import functrans as ft
 import functrans.numpy as fnp
 from functrans import core, lax, passes
+from functrans.higher_order.control_flow import _const_layout
 from functrans.nn.functional._rnn import GATES, rnn_layer
 from functrans.primitives import linalg as la
 from functrans.primitives.linalg import _dot_impl
@@ -269,3 +270,31 @@ def test_recurrent_weight_gradients_are_contractions_over_time_and_batch(mode):
     grads = ft.grad(loss, argnums=(0, 1, 2, 3))(*ws)
     for k in (0, 1, 2):
         assert_close(grads[k], _fd_grad(loss, ws, k), rtol=1e-6, atol=1e-8)
+
+
+def test_scan_reads_a_transposed_weight_in_row_major_order():
+    """A const the body multiplies only as x @ Wᵀ is passed as Wᵀ (contiguous) and read by
+    a plain product; a const read otherwise too is left alone. Same values either way."""
+    rng = np.random.default_rng(9)
+    w, v = rng.standard_normal((4, 4)), rng.standard_normal((4, 4))
+    h0, xs = rng.standard_normal((2, 4)), rng.standard_normal((6, 2, 4))
+
+    def f(w, v, h0, xs):
+        def body(h, x):
+            wt = la.dot_general(h, w, dimension_numbers=(((1,), (1,)), ((), ())))    # h @ wᵀ
+            vt = la.dot_general(h, v, dimension_numbers=(((1,), (1,)), ((), ())))
+            h = fnp.tanh(wt + vt @ v + x)                                           # v also as is
+            return h, h
+        return lax.scan(body, h0, xs)
+    closed = ft.make_jaxpr(f)(w, v, h0, xs)
+    scan = next(e for e in closed.jaxpr.eqns if e.primitive.name == "scan")
+    body, flip = _const_layout(scan.params["jaxpr"], scan.params["num_consts"])
+    assert flip == (True, False)
+    core.check_jaxpr(body.jaxpr)
+    h, ys = f(w, v, h0, xs)
+    ref, hh = [], h0
+    for x in xs:
+        hh = np.tanh(hh @ w.T + (hh @ v.T) @ v + x)
+        ref.append(hh)
+    assert_close(ys, np.stack(ref), rtol=1e-12, atol=1e-12)
+    assert_close(h, hh, rtol=1e-12, atol=1e-12)

@@ -18,8 +18,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ad, batching, runtime
-from ..core import (ClosedJaxpr, FunctransError, Jaxpr, ShapedArray, Var, Zero, eval_jaxpr,
-                   get_aval, is_undefined)
+from ..backends.memory import DERIVED
+from ..core import (ClosedJaxpr, FunctransError, Jaxpr, JaxprEqn, ShapedArray, Var, Zero,
+                   eval_jaxpr, get_aval, is_undefined, structure_key)
 from ..passes import contract_sums, dce_jaxpr
 from ..primitives.base import (aval_of, bdim_size, broadcast_batched, defprim, instantiate,
                                moveaxis, zeros)
@@ -431,6 +432,11 @@ while_p = defprim("while", _while_impl, _while_shape, jvp=_while_jvp, transpose=
 
 def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
     consts, carry, xs = _split(args, num_consts, num_carry)
+    if xp is np and length >= _LAYOUT_STEPS:
+        body, flip = _const_layout(jaxpr, num_consts)
+        if body is not None:
+            jaxpr = body
+            consts = [np.ascontiguousarray(c.T) if f else c for c, f in zip(consts, flip)]
     ys = [xp.empty((length,) + a.shape, a.dtype) for a in jaxpr.out_avals[num_carry:]]
     for i in (range(length - 1, -1, -1) if reverse else range(length)):
         out = runtime.run(jaxpr, *consts, *carry, *[x[i] for x in xs])
@@ -438,6 +444,55 @@ def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
         for y, v in zip(ys, out[num_carry:]):
             y[i] = v
     return [xp.asarray(c) for c in carry] + ys
+
+
+_LAYOUT_STEPS = 4       # steps from which a const's one transposing copy pays off
+
+
+def _const_layout(closed, num_consts):
+    """(body, flip): the body reading each 2-D const that it only multiplies as the
+    transposed right operand of a matrix product (x @ Wᵀ: a recurrent layer's hidden
+    weight) as Wᵀ itself, to be passed C-contiguous, so that every step's GEMM reads both
+    operands in row-major order (BLAS's transposed-operand path is slower on the small
+    row counts of a batch per step); (None, None) when no const qualifies. Kept in the
+    one cache by the body's structure."""
+    j = closed.jaxpr
+    key = ("scan layout", structure_key(j))
+    try:
+        hit = DERIVED.get(key)
+    except TypeError:
+        return None, None
+    if hit is None:
+        hit = DERIVED.put(key, _flip_consts(j, num_consts))
+    body, flip = hit
+    return (None, None) if body is None else (ClosedJaxpr(body, closed.consts), flip)
+
+
+def _flip_consts(j, num_consts):
+    readers = {}
+    for e in j.eqns:
+        for k, a in enumerate(e.invars):
+            if type(a) is Var:
+                readers.setdefault(a, []).append((e, k))
+    flip = []
+    for v in j.invars[:num_consts]:
+        rs = readers.get(v, [])
+        flip.append(v.aval.ndim == 2 and bool(rs) and v not in j.outvars and all(
+            e.primitive is dot_general_p and k == 1 and e.invars[0] is not v
+            and e.params["dimension_numbers"][0][1] == (1,)
+            and e.params["dimension_numbers"][1] == ((), ()) for e, k in rs))
+    if not any(flip):
+        return None, None
+    new = {v: Var(v.aval.update(shape=v.aval.shape[::-1]))
+           for v, f in zip(j.invars, flip) if f}
+    eqns = []
+    for e in j.eqns:
+        if e.primitive is dot_general_p and e.invars[1] in new:
+            (lc, _), nb = e.params["dimension_numbers"]
+            e = JaxprEqn(dot_general_p, [e.invars[0], new[e.invars[1]]],
+                         {"dimension_numbers": ((lc, (0,)), nb)}, e.outvars)
+        eqns.append(e)
+    return Jaxpr(j.constvars, [new.get(v, v) for v in j.invars], eqns, j.outvars), tuple(flip)
 
 
 def _scan_shape(*avals, jaxpr, length, reverse, num_consts, num_carry):

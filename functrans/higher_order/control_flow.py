@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ad, batching, runtime
-from ..backends.memory import DERIVED
+from ..backends.memory import DERIVED, EQN_BYTES
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, JaxprEqn, ShapedArray, Var, Zero,
                    eval_jaxpr, get_aval, is_undefined, structure_key)
 from ..passes import contract_sums, dce_jaxpr
@@ -463,12 +463,13 @@ def _const_layout(closed, num_consts):
     except TypeError:
         return None, None
     if hit is None:
-        hit = DERIVED.put(key, _flip_consts(j, num_consts))
+        hit = DERIVED.put(key, _flip_consts(j, num_consts), EQN_BYTES * (len(j.eqns) + 1))
     body, flip = hit
     return (None, None) if body is None else (ClosedJaxpr(body, closed.consts), flip)
 
 
 def _flip_consts(j, num_consts):
+    """_const_layout's rewrite of the body j (None, None when no const qualifies)."""
     readers = {}
     for e in j.eqns:
         for k, a in enumerate(e.invars):
@@ -477,10 +478,11 @@ def _flip_consts(j, num_consts):
     flip = []
     for v in j.invars[:num_consts]:
         rs = readers.get(v, [])
-        flip.append(v.aval.ndim == 2 and bool(rs) and v not in j.outvars and all(
-            e.primitive is dot_general_p and k == 1 and e.invars[0] is not v
-            and e.params["dimension_numbers"][0][1] == (1,)
-            and e.params["dimension_numbers"][1] == ((), ()) for e, k in rs))
+        only_nt = all(e.primitive is dot_general_p and k == 1 and e.invars[0] is not v
+                      and e.params["dimension_numbers"][0][1] == (1,)
+                      and e.params["dimension_numbers"][1] == ((), ()) for e, k in rs)
+        flip.append(v.aval.ndim == 2 and bool(rs) and only_nt
+                    and not any(o is v for o in j.outvars))
     if not any(flip):
         return None, None
     new = {v: Var(v.aval.update(shape=v.aval.shape[::-1]))

@@ -1,7 +1,8 @@
 """Jaxpr-to-jaxpr optimization passes, each a small function with its own tests.
 
 The jit pipeline (runtime.lower_jaxpr) runs them in this order: `inline_calls` (jit of
-jit), `simplify` (what AD leaves behind), `fold_constants`, `cse`, `dce`; a backend
+jit), `simplify` (what AD leaves behind), `contract_sums` (sums over batched products
+become contractions), `fold_constants`, `cse`, `dce`; a backend
 then calls `fuse` (elementwise fusion groups) and `plan_buffers` (buffer reuse).
 Every pass returns a new jaxpr and leaves its input untouched.
 """
@@ -14,8 +15,11 @@ import numpy as np
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Var,
                    array_module, eval_jaxpr)
 from .primitives.base import defprim
+from .primitives.elementwise import add_p
+from .primitives.linalg import dot_general_p
 from .primitives.reductions import reduce_max_p, reduce_min_p, reduce_sum_p
-from .primitives.shape import broadcast_in_dim_p, expand_dims_p, reshape_p, squeeze_p
+from .primitives.shape import (broadcast_in_dim_p, expand_dims_p, reshape_p, squeeze_p,
+                               transpose_p)
 
 # ---------------------------------------------------------------------------
 # small helpers
@@ -372,6 +376,101 @@ def _simplify_eqn(e, ins, s):
     if ins is not operands:
         return JaxprEqn(prim, ins, p, e.outvars)
     return None
+
+
+# ---------------------------------------------------------------------------
+# sums of batched products as contractions
+
+
+def contract_sums(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """A reduce_sum over batch axes of a dot_general that only it reads becomes that
+    dot_general with those axes contracted: sum_t x[t] @ y[t] is one product over t and
+    the inner axis together (one GEMM when the operands are laid out for it), not a
+    product per t written out and summed. This is what the cotangent of a matrix applied
+    at every step or batch index looks like (a weight broadcast along the batch axes, the
+    per-step products of a scan's hoisted accumulation). The rule sees through what a
+    cotangent leaves between the product and the sum: a transpose that only the sum
+    reads (summed first, the smaller result transposed), a sum (one sum), and an add
+    of such a term and others (each summed, then added)."""
+    j = closed.jaxpr
+    uses = _uses(j)
+    defs: dict = {}
+    eqns: list = []
+    changed = False
+    for e in j.eqns:
+        new = None
+        if e.primitive is reduce_sum_p and type(e.invars[0]) is Var:
+            new = _sum_of(e.invars[0], tuple(e.params["axes"]), e.outvars[0], defs, uses)
+        if new is None:
+            new = [e]
+        else:
+            changed = True
+        for n in new:
+            eqns.append(n)
+            for v in n.outvars:
+                defs[v] = n
+    if not changed:
+        return closed
+    return dce(ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts))
+
+
+def _sum_of(v, axes, out, defs, uses):
+    """Equations computing out = reduce_sum(v, axes) with the sum moved into v's
+    producer (a single-use transpose, reduce_sum, dot_general, or an add with such a
+    term), or None when there is nothing to move."""
+    d = defs.get(v)
+    if d is None or uses.get(v, 0) != 1 or not axes:
+        return None
+    if d.primitive is transpose_p:
+        perm = d.params["permutation"]
+        u = d.invars[0]
+        kept = [i for i in range(len(perm)) if i not in axes]
+        u_axes = tuple(sorted(perm[a] for a in axes))
+        u_kept = sorted(perm[i] for i in kept)
+        perm2 = tuple(u_kept.index(perm[i]) for i in kept)
+        if perm2 == tuple(range(len(perm2))):
+            summed = _sum_of(u, u_axes, out, defs, uses)
+            return summed if summed is not None else [
+                JaxprEqn(reduce_sum_p, [u], {"axes": u_axes}, [out])]
+        mid = Var(ShapedArray(tuple(u.aval.shape[i] for i in u_kept), out.aval.dtype,
+                              out.aval.weak_type))
+        summed = _sum_of(u, u_axes, mid, defs, uses)
+        if summed is None:
+            summed = [JaxprEqn(reduce_sum_p, [u], {"axes": u_axes}, [mid])]
+        return summed + [JaxprEqn(transpose_p, [mid], {"permutation": perm2}, [out])]
+    if d.primitive is add_p and all(type(a) is Var and a.aval.shape == v.aval.shape
+                                    for a in d.invars):
+        # a sum of a sum of terms, where a term gains from it: the sum of each term
+        parts = [Var(out.aval) for _ in d.invars]
+        moved = [_sum_of(a, axes, p, defs, uses) for a, p in zip(d.invars, parts)]
+        if all(m is None for m in moved):
+            return None
+        eqns = [n for a, p, m in zip(d.invars, parts, moved)
+                for n in (m or [JaxprEqn(reduce_sum_p, [a], {"axes": axes}, [p])])]
+        return eqns + [JaxprEqn(add_p, parts, {}, [out])]
+    if d.primitive is reduce_sum_p:             # a sum of a sum: one sum
+        inner = d.params["axes"]
+        kept = [i for i in range(d.invars[0].aval.ndim) if i not in inner]
+        both = tuple(sorted(tuple(inner) + tuple(kept[a] for a in axes)))
+        return _sum_of(d.invars[0], both, out, defs, uses) or [
+            JaxprEqn(reduce_sum_p, [d.invars[0]], {"axes": both}, [out])]
+    if d.primitive is not dot_general_p:
+        return None
+    (lc, rc), (lb, rb) = d.params["dimension_numbers"]
+    moved = [i for i in axes if i < len(lb)]
+    if not moved:
+        return None
+    x, y = d.invars
+    pairs = sorted(list(zip(lc, rc)) + [(lb[i], rb[i]) for i in moved])   # lhs axis order
+    dn = ((tuple(a for a, _ in pairs), tuple(b for _, b in pairs)),
+          (tuple(b for i, b in enumerate(lb) if i not in moved),
+           tuple(b for i, b in enumerate(rb) if i not in moved)))
+    rest = tuple(a - sum(1 for m in moved if m < a) for a in axes if a not in moved)
+    if not rest:
+        return [JaxprEqn(dot_general_p, [x, y], {"dimension_numbers": dn}, [out])]
+    mid = Var(dot_general_p.abstract_eval(x.aval, y.aval, dimension_numbers=dn))
+    return [JaxprEqn(dot_general_p, [x, y], {"dimension_numbers": dn}, [mid]),
+            JaxprEqn(reduce_sum_p, [mid], {"axes": rest}, [out])]
 
 
 # ---------------------------------------------------------------------------
@@ -852,7 +951,7 @@ def optimize(closed: ClosedJaxpr, max_rounds=3) -> ClosedJaxpr:
     closed = dce(inline_calls(closed))
     for _ in range(max_rounds):
         before = (len(closed.jaxpr.eqns), len(closed.consts))
-        closed = dce(cse(fold_constants(simplify(closed))))
+        closed = dce(cse(fold_constants(contract_sums(simplify(closed)))))
         if (len(closed.jaxpr.eqns), len(closed.consts)) == before:
             break
     return closed

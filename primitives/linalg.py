@@ -33,7 +33,7 @@ def _dot_impl(xp, x, y, dimension_numbers):
             return xp.matmul(x, y)
         if x.ndim == 1 and y.ndim == 2 and rc == (0,):
             return xp.matmul(x, y)
-        return xp.tensordot(x, y, axes=(lc, rc))
+        return _contract(xp, x, y, lc, rc)
     lf, rf = _free(x.ndim, lc, lb), _free(y.ndim, rc, rb)
     if not lc and xp is np:   # batched outer product (per-example gradients of dense layers):
         nb, nl = len(lb), len(lf)   # einsum's loop is about twice as fast as matmul with k=1
@@ -55,6 +55,45 @@ def _dot_impl(xp, x, y, dimension_numbers):
     ym = xp.transpose(y, rb + rc + rf).reshape(bshape + (k, n))
     out = xp.matmul(xm, ym)
     return out.reshape(bshape + tuple(x.shape[i] for i in lf) + tuple(y.shape[i] for i in rf))
+
+
+def _as_matrix(x, axes, contract_last):
+    """x as a (free, contracted) matrix (contract_last) or its transpose's view, without
+    moving data, when `axes` are x's trailing (resp. leading) axes in order; else None."""
+    k = len(axes)
+    if axes != tuple(range(x.ndim - k, x.ndim) if contract_last else range(k)):
+        return None
+    free = math.prod(x.shape[:x.ndim - k] if contract_last else x.shape[k:])
+    kk = math.prod(x.shape[x.ndim - k:] if contract_last else x.shape[:k])
+    return x.reshape(free, kk) if contract_last else x.reshape(kk, free).T
+
+
+def _contract(xp, x, y, lc, rc):
+    """A contraction without batch axes as one GEMM where both operands are matrices
+    already (their contracted axes leading or trailing, in the same order: (T, B, ...)
+    activations against (T, B, ...) cotangents is one GEMM over T * B); a contraction
+    that includes both leading axes as a batched product summed over that axis (no
+    operand copied into another layout); else tensordot (which copies)."""
+    lf = tuple(i for i in range(x.ndim) if i not in lc)
+    rf = tuple(i for i in range(y.ndim) if i not in rc)
+    shape = tuple(x.shape[i] for i in lf) + tuple(y.shape[i] for i in rf)
+    lc, rc = (tuple(t) for t in zip(*sorted(zip(lc, rc)))) if lc else (lc, rc)
+    if tuple(sorted(rc)) == rc and lc:
+        for xl in (True, False):
+            xm = _as_matrix(x, lc, xl)
+            if xm is None:
+                continue
+            for yl in (False, True):
+                ym = _as_matrix(y, rc, yl)
+                if ym is not None:
+                    return xp.matmul(xm, ym.T).reshape(shape)
+    lead = [i for i, (a, b) in enumerate(zip(lc, rc)) if a == 0 and b == 0]
+    if lead and len(lc) > 1:
+        rest = [i for i in range(len(lc)) if i != lead[0]]
+        dn = ((tuple(lc[i] for i in rest), tuple(rc[i] for i in rest)), ((0,), (0,)))
+        out = _dot_impl(xp, x, y, dn)
+        return out.sum(axis=0, dtype=out.dtype)
+    return xp.tensordot(x, y, axes=(lc, rc))
 
 
 def _dot_shape(x, y, dimension_numbers):

@@ -18,15 +18,17 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ad, batching, runtime
-from ..core import (ClosedJaxpr, FunctransError, Jaxpr, ShapedArray, Var, Zero, eval_jaxpr,
-                   get_aval, is_undefined)
-from ..passes import dce_jaxpr
+from ..backends.memory import DERIVED, EQN_BYTES
+from ..core import (ClosedJaxpr, FunctransError, Jaxpr, JaxprEqn, ShapedArray, Var, Zero,
+                   eval_jaxpr, get_aval, is_undefined, structure_key)
+from ..passes import contract_sums, dce_jaxpr
 from ..primitives.base import (aval_of, bdim_size, broadcast_batched, defprim, instantiate,
                                moveaxis, zeros)
 from ..primitives.elementwise import (add, convert_element_type, eq, max as max_,
                                       min as min_, select)
+from ..primitives.linalg import dot_general_p
 from ..primitives.misc import stop_gradient
-from ..primitives.reductions import reduce_max
+from ..primitives.reductions import reduce_max, reduce_sum, reduce_sum_p
 from ..primitives.shape import broadcast_in_dim
 from ..tracing import trace_to_jaxpr
 
@@ -442,6 +444,11 @@ while_p = defprim("while", _while_impl, _while_shape, jvp=_while_jvp, transpose=
 
 def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
     consts, carry, xs = _split(args, num_consts, num_carry)
+    if xp is np and length >= _LAYOUT_STEPS:
+        body, flip = _const_layout(jaxpr, num_consts)
+        if body is not None:
+            jaxpr = body
+            consts = [np.ascontiguousarray(c.T) if f else c for c, f in zip(consts, flip)]
     ys = [xp.empty((length,) + a.shape, a.dtype) for a in jaxpr.out_avals[num_carry:]]
     for i in (range(length - 1, -1, -1) if reverse else range(length)):
         out = runtime.run(jaxpr, *consts, *carry, *[x[i] for x in xs])
@@ -449,6 +456,57 @@ def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
         for y, v in zip(ys, out[num_carry:]):
             y[i] = v
     return [xp.asarray(c) for c in carry] + ys
+
+
+_LAYOUT_STEPS = 4       # steps from which a const's one transposing copy pays off
+
+
+def _const_layout(closed, num_consts):
+    """(body, flip): the body reading each 2-D const that it only multiplies as the
+    transposed right operand of a matrix product (x @ Wᵀ: a recurrent layer's hidden
+    weight) as Wᵀ itself, to be passed C-contiguous, so that every step's GEMM reads both
+    operands in row-major order (BLAS's transposed-operand path is slower on the small
+    row counts of a batch per step); (None, None) when no const qualifies. Kept in the
+    one cache by the body's structure."""
+    j = closed.jaxpr
+    key = ("scan layout", structure_key(j))
+    try:
+        hit = DERIVED.get(key)
+    except TypeError:
+        return None, None
+    if hit is None:
+        hit = DERIVED.put(key, _flip_consts(j, num_consts), EQN_BYTES * (len(j.eqns) + 1))
+    body, flip = hit
+    return (None, None) if body is None else (ClosedJaxpr(body, closed.consts), flip)
+
+
+def _flip_consts(j, num_consts):
+    """_const_layout's rewrite of the body j (None, None when no const qualifies)."""
+    readers = {}
+    for e in j.eqns:
+        for k, a in enumerate(e.invars):
+            if type(a) is Var:
+                readers.setdefault(a, []).append((e, k))
+    flip = []
+    for v in j.invars[:num_consts]:
+        rs = readers.get(v, [])
+        only_nt = all(e.primitive is dot_general_p and k == 1 and e.invars[0] is not v
+                      and e.params["dimension_numbers"][0][1] == (1,)
+                      and e.params["dimension_numbers"][1] == ((), ()) for e, k in rs)
+        flip.append(v.aval.ndim == 2 and bool(rs) and only_nt
+                    and not any(o is v for o in j.outvars))
+    if not any(flip):
+        return None, None
+    new = {v: Var(v.aval.update(shape=v.aval.shape[::-1]))
+           for v, f in zip(j.invars, flip) if f}
+    eqns = []
+    for e in j.eqns:
+        if e.primitive is dot_general_p and e.invars[1] in new:
+            (lc, _), nb = e.params["dimension_numbers"]
+            e = JaxprEqn(dot_general_p, [e.invars[0], new[e.invars[1]]],
+                         {"dimension_numbers": ((lc, (0,)), nb)}, e.outvars)
+        eqns.append(e)
+    return Jaxpr(j.constvars, [new.get(v, v) for v in j.invars], eqns, j.outvars), tuple(flip)
 
 
 def _scan_shape(*avals, jaxpr, length, reverse, num_consts, num_carry):
@@ -575,7 +633,10 @@ def _scan_partial_eval(trace, tracers, jaxpr, length, reverse, num_consts, num_c
 
 def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry):
     """A scan in the opposite direction over the transposed body: carries the cotangents of
-    the carry and accumulates those of the linear consts; emits those of the linear xs."""
+    the carry and accumulates those of the linear consts; emits those of the linear xs.
+    A const cotangent that is a contraction of per-step values (a weight's: the step's
+    input against its output's cotangent) is not accumulated step by step: the loop
+    stacks the per-step values and one contraction over every step follows (_hoist_sums)."""
     consts, carry, xs = _split(args, num_consts, num_carry)
     c_lin, x_lin = [is_undefined(c) for c in consts], [is_undefined(x) for x in xs]
     # carries are linear in a linear scan even when given as (zero) constants
@@ -584,25 +645,109 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry):
     res_x = [x for x, lin in zip(xs, x_lin) if not lin]
     ct_carry, ct_ys = _split([instantiate(c) for c in cts], num_carry)
     acc_avals = [c.aval.strip_weak() for c, lin in zip(consts, c_lin) if lin]
-    n_rc, n_acc, n_rx = len(res_c), len(acc_avals), len(res_x)
+    n_rc, n_rx = len(res_c), len(res_x)
+    loop, hoisted, tail = _hoist_sums(body_t, n_rc, n_rx, num_carry, len(acc_avals), length)
+    kept = [k for k in range(len(acc_avals)) if k not in hoisted]
+    n_acc = len(kept)
+    acc_avals_kept = [acc_avals[k] for k in kept]
 
     def step(*a):
         rc, acc, ctc, rx, cty = _split(a, n_rc, n_acc, num_carry, n_rx)
-        ct_consts, ct_carry_in, ct_x = _split(_eval(body_t, *rc, *rx, *ctc, *cty),
-                                              n_acc, num_carry)
-        return [add(s, c) for s, c in zip(acc, ct_consts)] + ct_carry_in + ct_x
+        ct_consts, rest = _split(_eval(loop, *rc, *rx, *ctc, *cty), n_acc)
+        return [add(s, c) for s, c in zip(acc, ct_consts)] + rest
     y_avals = jaxpr.out_avals[num_carry:]
-    step_avals = ([get_aval(c) for c in res_c] + acc_avals
+    step_avals = ([get_aval(c) for c in res_c] + acc_avals_kept
                   + [a.strip_weak() for a in jaxpr.out_avals[:num_carry]]
                   + [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in res_x]
                   + [a.strip_weak() for a in y_avals])
-    outs = scan_p.bind(*res_c, *[zeros(a) for a in acc_avals], *ct_carry, *res_x, *ct_ys,
+    outs = scan_p.bind(*res_c, *[zeros(a) for a in acc_avals_kept], *ct_carry, *res_x, *ct_ys,
                        jaxpr=_trace(step, step_avals), length=length, reverse=not reverse,
                        num_consts=n_rc, num_carry=n_acc + num_carry)
-    ct_consts, ct_init, ct_xs = _split(outs, n_acc, num_carry)
+    n_ctx = len(loop.out_avals) - n_acc - num_carry - (len(tail[2]) if tail else 0)
+    ct_kept, ct_init, ct_xs, stacked = _split(outs, n_acc, num_carry, n_ctx)
+    ct_consts = [None] * len(acc_avals)
+    for k, c in zip(kept, ct_kept):
+        ct_consts[k] = c
+    if hoisted:
+        summed, sources, _ = tail
+        # the tail's inputs, read outside the loop: loop-invariant consts, stacked residuals
+        # and cotangents, the loop's stacked cotangent outputs, and the values it stacked
+        pools = {"rc": res_c, "rx": res_x, "cty": ct_ys, "ctx": ct_xs, "new": stacked}
+        for k, c in zip(hoisted, _eval(summed, *[pools[g][i] for g, i in sources])):
+            ct_consts[k] = c
     return (_merge(c_lin, ct_consts, [None] * len(consts))
             + [ct if is_undefined(c) else None for c, ct in zip(carry, ct_init)]
             + _merge(x_lin, ct_xs, [None] * len(xs)))
+
+
+_CONTRACTIONS = (dot_general_p, reduce_sum_p)
+
+
+def _hoist_sums(body_t, n_rc, n_rx, num_carry, n_acc, length):
+    """Split a transposed scan body (rc, rx, ct_carry, ct_ys) -> (acc, ct_carry, ct_x) so
+    that the const cotangents computed by a contraction (dot_general, reduce_sum) of
+    per-step values leave the loop: sum_t f(v_t) is f batched over the stacked v, summed
+    over the steps, and contract_sums makes that sum part of the contraction (x_tᵀ ct_t
+    summed over t is one GEMM over time and batch). Returns (loop body, hoisted acc
+    indices, tail): the loop body outputs the kept accs, ct_carry, ct_x, then the
+    per-step values it must stack; tail = (summed program, its inputs as (pool, index)
+    pairs, the stacked vars) or None. Hoisted only when the values stacked for it take
+    no more memory per step than the accumulators it replaces."""
+    j = body_t.jaxpr
+    nothing = (body_t, [], None)
+    if length < 2 or not n_acc:
+        return nothing
+    producer = {v: i for i, e in enumerate(j.eqns) for v in e.outvars}
+
+    def needed(outs):
+        live, idx = {v for v in outs if type(v) is Var}, set()
+        for i in range(len(j.eqns) - 1, -1, -1):
+            e = j.eqns[i]
+            if e.primitive.effectful or any(v in live for v in e.outvars):
+                idx.add(i)
+                live.update(v for v in e.invars if type(v) is Var)
+        return idx
+    acc_out, others = j.outvars[:n_acc], j.outvars[n_acc:]
+    hoist = [k for k in range(n_acc) if type(acc_out[k]) is Var and acc_out[k] in producer]
+    while True:
+        loop_idx = needed(others + [acc_out[k] for k in range(n_acc) if k not in hoist])
+        tail_idx = needed([acc_out[k] for k in hoist]) - loop_idx
+        keep = [k for k in hoist if producer[acc_out[k]] in tail_idx
+                and any(j.eqns[i].primitive in _CONTRACTIONS
+                        for i in needed([acc_out[k]]) & tail_idx)]
+        if keep == hoist:
+            break
+        hoist = keep
+    if not hoist or any(j.eqns[i].primitive.effectful for i in tail_idx):
+        return nothing
+    tail_eqns = [j.eqns[i] for i in sorted(tail_idx)]
+    made = {v for e in tail_eqns for v in e.outvars}
+    frontier = list(dict.fromkeys(a for e in tail_eqns for a in e.invars
+                                  if type(a) is Var and a not in made
+                                  and a not in j.constvars))
+    groups = {}
+    for name, vs in (("rc", j.invars[:n_rc]), ("rx", j.invars[n_rc:n_rc + n_rx]),
+                     ("cty", j.invars[n_rc + n_rx + num_carry:]),
+                     ("ctx", others[num_carry:])):
+        for i, v in enumerate(vs):
+            if type(v) is Var:
+                groups.setdefault(v, (name, i))
+    new = [v for v in frontier if v not in groups]
+    if sum(v.aval.size * v.aval.dtype.itemsize for v in new) > sum(
+            acc_out[k].aval.size * acc_out[k].aval.dtype.itemsize for k in hoist):
+        return nothing
+    sources = [groups[v] if v in groups else ("new", new.index(v)) for v in frontier]
+    loop = ClosedJaxpr(dce_jaxpr(Jaxpr(j.constvars, j.invars, j.eqns,
+                                       [acc_out[k] for k in range(n_acc) if k not in hoist]
+                                       + others + new)), body_t.consts)
+    tail = ClosedJaxpr(Jaxpr(j.constvars, frontier, tail_eqns, [acc_out[k] for k in hoist]),
+                       body_t.consts)
+    batched = [g != "rc" for g, _ in sources]
+    tail_b, _ = batching.batch_jaxpr(tail, length, batched, True)
+    avals = [v.aval.update(shape=(length,) + v.aval.shape) if b else v.aval
+             for v, b in zip(frontier, batched)]
+    summed = _trace(lambda *a: [reduce_sum(o, axes=(0,)) for o in _eval(tail_b, *a)], avals)
+    return loop, hoist, (contract_sums(summed), sources, new)
 
 
 def _scan_batch(vals, dims, jaxpr, length, reverse, num_consts, num_carry):

@@ -49,10 +49,14 @@ def matmul(a, b):
     if xs[-1] != ys[-2]:
         raise core.ShapeError(f"matmul: contracting dimensions differ: {xs} @ {ys} "
                               f"({xs[-1]} != {ys[-2]})")
+    if len(ys) == 2:
+        # activations (..., M, K) @ a matrix (K, N): one contraction over the last axis, not
+        # the matrix broadcast along the batch axes. The product is one GEMM of
+        # (prod(...) * M, K) @ (K, N), and the matrix's cotangent one GEMM contracting every
+        # leading axis, instead of a product per batch index summed afterwards.
+        return la.dot_general(x, y, dimension_numbers=(((len(xs) - 1,), (0,)), ((), ())))
     batch = broadcast_shapes(xs[:-2], ys[:-2])
     nb = len(batch)
-    if nb == 0:
-        return la.dot_general(x, y, dimension_numbers=(((1,), (0,)), ((), ())))
     if xs[:-2] != batch:
         x = _broadcast_to_shape(x, batch + xs[-2:])
     if ys[:-2] != batch:

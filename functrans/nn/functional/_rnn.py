@@ -6,6 +6,7 @@ from __future__ import annotations
 from ... import numpy as fnp
 from ...control_flow import scan
 from ._dispatch import _call
+from functrans.primitives import linalg as la
 from .. import functions as _jnn
 
 GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
@@ -17,7 +18,10 @@ _CELL_NAMES = {"RNN_TANH": "TanhBackward0", "RNN_RELU": "ReluBackward0", "LSTM":
 
 
 def _lin(x, w, b=None):
-    y = fnp.matmul(x, fnp.swapaxes(w, -1, -2))
+    """x @ wᵀ (+ b) as one contraction of x's last axis with w's second: over (T, B, I)
+    inputs one GEMM, and so is w's cotangent (time and batch contracted together)."""
+    nd = fnp.ndim(x)
+    y = la.dot_general(x, w, dimension_numbers=(((nd - 1,), (1,)), ((), ())))
     return y if b is None else y + b
 
 

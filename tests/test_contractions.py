@@ -1,0 +1,300 @@
+"""Contractions as GEMMs (issue 30): a matrix applied along leading axes is one contraction
+(fnp.matmul, the recurrent layers' projections), its cotangent contracts every leading axis
+at once (dot_general's impl, passes.contract_sums), and a scan's weight cotangents leave
+the reverse loop as one contraction over the steps instead of a product per step
+accumulated. Values and gradients against float64 finite differences and einsum."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import functrans as ft
+import functrans.numpy as fnp
+from functrans import core, lax, passes
+from functrans.higher_order.control_flow import _const_layout
+from functrans.nn.functional._rnn import GATES, rnn_layer
+from functrans.primitives import linalg as la
+from functrans.primitives.linalg import _dot_impl
+
+from conftest import assert_close
+
+
+def _einsum_ref(x, y, lc, rc):
+    """dot_general without batch axes, written with einsum's labels."""
+    xl = list(range(x.ndim))
+    yl = [xl[lc[rc.index(i)]] if i in rc else 20 + i for i in range(y.ndim)]
+    out = [i for i in xl if i not in lc] + [20 + i for i in range(y.ndim) if i not in rc]
+    return np.einsum(x, xl, y, yl, out)
+
+
+def _fd_grad(f, args, i, eps=1e-6):
+    """Central finite differences of a scalar f with respect to args[i] (float64)."""
+    a = np.asarray(args[i], np.float64)
+    g = np.zeros_like(a)
+    for idx in np.ndindex(a.shape):
+        hi, lo = a.copy(), a.copy()
+        hi[idx] += eps
+        lo[idx] -= eps
+        g[idx] = (float(f(*args[:i], hi, *args[i + 1:]))
+                  - float(f(*args[:i], lo, *args[i + 1:]))) / (2 * eps)
+    return g
+
+
+def _prims(closed):
+    return [e.primitive.name for e in closed.jaxpr.eqns]
+
+
+# ---------------------------------------------------------------------------
+# dot_general's impl: contractions without batch axes
+
+
+@pytest.mark.parametrize("xs,ys,lc,rc", [
+    ((3, 4, 5), (3, 4, 6), (0, 1), (0, 1)),     # (T, B, H) against (T, B, G): one GEMM
+    ((3, 4, 5), (3, 4, 6), (1, 0), (1, 0)),     # the same pairs in another order
+    ((5, 3, 4), (6, 3, 4), (1, 2), (1, 2)),     # trailing axes
+    ((3, 4, 5), (6, 3, 4), (0, 1), (1, 2)),     # leading against trailing
+    ((3, 4, 5), (3, 6, 5), (0, 2), (0, 2)),     # a convolution's weight: batched, summed
+    ((3, 4, 5), (3, 6, 5), (2, 0), (2, 0)),
+    ((3, 4, 5), (4, 3, 6), (0, 1), (1, 0)),     # crossed pairs: tensordot
+    ((3, 4, 5), (5, 6), (2,), (0,)),
+])
+def test_contraction_impl_matches_einsum(xs, ys, lc, rc):
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(xs), rng.standard_normal(ys)
+    out = _dot_impl(np, x, y, ((lc, rc), ((), ())))
+    assert_close(out, _einsum_ref(x, y, lc, rc))
+    xi, yi = (rng.integers(-3, 4, s).astype(np.int32) for s in (xs, ys))
+    got = _dot_impl(np, xi, yi, ((lc, rc), ((), ())))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, _einsum_ref(xi, yi, lc, rc))
+
+
+def test_contraction_over_leading_axes_reads_operands_in_place():
+    """(T, B, G) against (T, B, H) over T and B is a matmul of reshaped views: the
+    operands are not copied into another layout (tensordot would transpose one)."""
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((7, 5, 4)), rng.standard_normal((7, 5, 3))
+    calls = []
+    real = np.tensordot
+    try:
+        np.tensordot = lambda *a, **k: calls.append(1) or real(*a, **k)
+        out = _dot_impl(np, x, y, (((0, 1), (0, 1)), ((), ())))
+    finally:
+        np.tensordot = real
+    assert not calls
+    assert_close(out, np.einsum("tbg,tbh->gh", x, y))
+
+
+# ---------------------------------------------------------------------------
+# fnp.matmul of activations with a matrix
+
+
+def test_matmul_with_a_matrix_is_one_contraction_and_its_gradient_too():
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((4, 3, 5)), rng.standard_normal((5, 2))
+    closed = ft.make_jaxpr(fnp.matmul)(x, w)
+    assert _prims(closed) == ["dot_general"]
+    assert closed.jaxpr.eqns[0].params["dimension_numbers"] == (((2,), (0,)), ((), ()))
+    assert_close(fnp.matmul(x, w), x @ w)
+
+    def loss(x, w):
+        return fnp.sum(fnp.sin(x @ w))
+    gx, gw = ft.grad(loss, argnums=(0, 1))(x, w)
+    assert_close(gw, _fd_grad(loss, [x, w], 1), rtol=1e-6, atol=1e-8)
+    assert_close(gx, _fd_grad(loss, [x, w], 0), rtol=1e-6, atol=1e-8)
+    # the weight's cotangent: no product per leading index summed afterwards
+    back = ft.make_jaxpr(ft.grad(loss, argnums=1))(x, w)
+    assert "reduce_sum" not in _prims(back)
+    for e in back.jaxpr.eqns:
+        if e.primitive.name == "dot_general":
+            assert e.params["dimension_numbers"][1] == ((), ())
+
+
+# ---------------------------------------------------------------------------
+# passes.contract_sums
+
+
+def _batched(x, y):
+    return la.dot_general(x, y, dimension_numbers=(((2,), (1,)), ((0,), (0,))))
+
+
+def test_contract_sums_turns_a_sum_over_batches_into_a_contraction():
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((5, 3, 4)), rng.standard_normal((5, 4, 6))
+    closed = ft.make_jaxpr(lambda x, y: fnp.sum(_batched(x, y), axis=0))(x, y)
+    assert _prims(closed) == ["dot_general", "reduce_sum"]
+    out = passes.contract_sums(closed)
+    core.check_jaxpr(out.jaxpr)
+    assert _prims(out) == ["dot_general"]
+    assert out.jaxpr.eqns[0].params["dimension_numbers"] == (((0, 2), (0, 1)), ((), ()))
+    assert_close(core.eval_jaxpr(out.jaxpr, out.consts, x, y)[0],
+                 np.einsum("bij,bjk->ik", x, y))
+    assert _prims(passes.optimize(closed)) == ["dot_general"]
+
+
+def test_contract_sums_sees_through_transposes_and_sums_of_sums():
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((5, 3, 4)), rng.standard_normal((5, 4, 6))
+
+    def f(x, y):
+        t = fnp.transpose(_batched(x, y), (2, 0, 1))          # (6, 5, 3)
+        return fnp.sum(fnp.sum(t, axis=1), axis=0)           # over b, then over k
+    closed = ft.make_jaxpr(f)(x, y)
+    out = passes.contract_sums(closed)
+    core.check_jaxpr(out.jaxpr)
+    assert "transpose" not in _prims(out)
+    assert _prims(out).count("dot_general") == 1
+    (lc, _), (lb, _) = next(e for e in out.jaxpr.eqns
+                            if e.primitive.name == "dot_general").params["dimension_numbers"]
+    assert 0 in lc and lb == ()
+    assert_close(core.eval_jaxpr(out.jaxpr, out.consts, x, y)[0],
+                 np.einsum("bij,bjk->i", x, y))
+
+    def g(x, y):                                              # a summed transposed product
+        return fnp.sum(fnp.swapaxes(_batched(x, y), 1, 2), axis=0)
+    closed = ft.make_jaxpr(g)(x, y)
+    out = passes.contract_sums(closed)
+    core.check_jaxpr(out.jaxpr)
+    assert _prims(out) == ["dot_general", "transpose"]
+    assert_close(core.eval_jaxpr(out.jaxpr, out.consts, x, y)[0],
+                 np.einsum("bij,bjk->ki", x, y))
+
+
+def test_contract_sums_keeps_a_product_read_elsewhere_and_free_axis_sums():
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((5, 3, 4)), rng.standard_normal((5, 4, 6))
+
+    def f(x, y):
+        p = _batched(x, y)
+        return fnp.sum(p, axis=0), p                         # the product is an output too
+    closed = ft.make_jaxpr(f)(x, y)
+    assert passes.contract_sums(closed) is closed
+    closed = ft.make_jaxpr(lambda x, y: fnp.sum(_batched(x, y), axis=1))(x, y)
+    assert passes.contract_sums(closed) is closed             # a free axis: nothing to move
+
+
+# ---------------------------------------------------------------------------
+# the scan's reverse loop
+
+
+def _rnn_loss(w, u, b, h0, xs):
+    def body(h, x):
+        h = fnp.tanh(h @ w + x @ u + b) * (1 + 0.1 * fnp.sum(w))   # w read twice
+        return h, h
+    h, ys = lax.scan(body, h0, xs)
+    return fnp.sum(ys ** 2) + fnp.sum(fnp.cos(h))
+
+
+def _rnn_args(seed=6, t=6):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s) * 0.5 for s in ((4, 4), (5, 4), (4,), (3, 4), (t, 3, 5))]
+
+
+def _reverse_scans(closed):
+    return [e for e in closed.jaxpr.eqns
+            if e.primitive.name == "scan" and e.params["reverse"]]
+
+
+def test_scan_weight_cotangents_leave_the_reverse_loop():
+    """The reverse loop carries only the state's cotangent: the cotangents of w, u and b
+    are contractions over every step after it (no (4, 4) accumulator per step)."""
+    args = _rnn_args()
+    closed = ft.make_jaxpr(ft.grad(_rnn_loss, argnums=(0, 1, 2)))(*args)
+    (scan,) = _reverse_scans(closed)
+    assert scan.params["num_carry"] == 1
+    dots = [e for e in closed.jaxpr.eqns if e.primitive.name == "dot_general"
+            and 0 in e.params["dimension_numbers"][0][0]]
+    assert len(dots) >= 2              # w's and u's: the step axis contracted
+
+
+@pytest.mark.parametrize("length", [1, 2, 6])
+def test_scan_weight_gradients_match_finite_differences(length):
+    args = _rnn_args(t=length)
+    grads = ft.grad(_rnn_loss, argnums=(0, 1, 2, 3, 4))(*args)
+    for i, g in enumerate(grads):
+        assert_close(g, _fd_grad(_rnn_loss, args, i), rtol=1e-6, atol=1e-8)
+    jitted = ft.jit(ft.grad(_rnn_loss, argnums=(0, 1, 2)))(*args)
+    for g, h in zip(jitted, grads[:3]):
+        assert_close(g, h, rtol=1e-12, atol=1e-12)
+
+
+def test_scan_reverse_loop_keeps_an_accumulator_whose_stacking_would_cost_more():
+    """w's cotangent per step is an outer product of two long vectors: stacking them
+    would take more memory than the (2, 2) accumulator, so it stays in the loop."""
+    rng = np.random.default_rng(7)
+    w, h0, xs = rng.standard_normal((2, 2)), rng.standard_normal(2), rng.standard_normal((5, 2))
+    big = rng.standard_normal((2, 50))
+
+    def loss(w, h0, xs):
+        def body(h, x):
+            v = fnp.tanh((h @ w) @ big)                        # (50,)
+            return fnp.tanh(h @ w + x + 0.01 * (big @ v)), None
+        h, _ = lax.scan(body, h0, xs)
+        return fnp.sum(h)
+    g = ft.grad(loss)(w, h0, xs)
+    assert_close(g, _fd_grad(loss, [w, h0, xs], 0), rtol=1e-6, atol=1e-8)
+
+
+def test_vmap_of_the_scan_gradient():
+    args = _rnn_args()
+    xs = np.stack([args[4], args[4] * 0.5])
+    per = ft.vmap(lambda x: ft.grad(_rnn_loss)(*args[:4], x))(xs)
+    for k in range(2):
+        assert_close(per[k], ft.grad(_rnn_loss)(*args[:4], xs[k]), rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# recurrent layers (values and gradients: tests/test_nn_rnn.py, the oracle against torch)
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN_TANH"])
+def test_recurrent_weight_gradients_are_contractions_over_time_and_batch(mode):
+    """The input projection is one contraction of (T, B, I) with W_ih, and the reverse loop
+    carries only the state's cotangents: W_ih's, W_hh's and the biases' gradients are
+    each one contraction over time and batch after it."""
+    rng = np.random.default_rng(8)
+    t, b, i, h = 5, 3, 4, 2
+    g = GATES[mode] * h
+    ws = [rng.standard_normal(s) * 0.5 for s in ((g, i), (g, h), (g,), (g,))]
+    x, h0 = rng.standard_normal((t, b, i)), rng.standard_normal((b, h))
+    c0 = rng.standard_normal((b, h)) if mode == "LSTM" else None
+
+    def loss(*ws):
+        return fnp.sum(rnn_layer(mode, x, h0, c0, ws, True, False, False)[0] ** 2)
+    closed = ft.make_jaxpr(ft.grad(loss, argnums=(0, 1, 2, 3)))(*ws)
+    (scan,) = _reverse_scans(closed)
+    assert scan.params["num_carry"] == 2          # (h, c), or h twice: no weight
+    for e in closed.jaxpr.eqns:
+        if e.primitive.name == "dot_general":
+            assert e.params["dimension_numbers"][1] == ((), ()), e
+    grads = ft.grad(loss, argnums=(0, 1, 2, 3))(*ws)
+    for k in (0, 1, 2):
+        assert_close(grads[k], _fd_grad(loss, ws, k), rtol=1e-6, atol=1e-8)
+
+
+def test_scan_reads_a_transposed_weight_in_row_major_order():
+    """A const the body multiplies only as x @ Wᵀ is passed as Wᵀ (contiguous) and read by
+    a plain product; a const read otherwise too is left alone. Same values either way."""
+    rng = np.random.default_rng(9)
+    w, v = rng.standard_normal((4, 4)), rng.standard_normal((4, 4))
+    h0, xs = rng.standard_normal((2, 4)), rng.standard_normal((6, 2, 4))
+
+    def f(w, v, h0, xs):
+        def body(h, x):
+            wt = la.dot_general(h, w, dimension_numbers=(((1,), (1,)), ((), ())))    # h @ wᵀ
+            vt = la.dot_general(h, v, dimension_numbers=(((1,), (1,)), ((), ())))
+            h = fnp.tanh(wt + vt @ v + x)                                           # v also as is
+            return h, h
+        return lax.scan(body, h0, xs)
+    closed = ft.make_jaxpr(f)(w, v, h0, xs)
+    scan = next(e for e in closed.jaxpr.eqns if e.primitive.name == "scan")
+    body, flip = _const_layout(scan.params["jaxpr"], scan.params["num_consts"])
+    assert flip == (True, False)
+    core.check_jaxpr(body.jaxpr)
+    h, ys = f(w, v, h0, xs)
+    ref, hh = [], h0
+    for x in xs:
+        hh = np.tanh(hh @ w.T + (hh @ v.T) @ v + x)
+        ref.append(hh)
+    assert_close(ys, np.stack(ref), rtol=1e-12, atol=1e-12)
+    assert_close(h, hh, rtol=1e-12, atol=1e-12)

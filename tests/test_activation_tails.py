@@ -93,7 +93,7 @@ PATHS = ["numpy", "eager", "jit-numpy", "jit-native"]
 VALUE_ULP = {"softplus": 2, "log_sigmoid": 2, "silu": 4, "mish": 4}
 GRAD_ULP = {"softplus": 2, "log_sigmoid": 2}
 GRAD_ULP_CANCEL = 4     # SiLU and Mish: ulp <= 4 (|first term| + |second term|) / |derivative|
-GRAD_PER_X = 1.0       # ... + |x|: sigmoid's derivative is s (1 - s) from the rounded s
+GRAD_PER_X = 1.0        # ... + |x|: sigmoid's derivative is s (1 - s) from the rounded s
                         # (torch's formula; it is 0 in float32 above 17), and the subnormal tail
 TAIL_PER_X = 0.6        # SiLU and Mish below log(tiny): ulp <= 0.6 |x| + VALUE_ULP
 

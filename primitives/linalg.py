@@ -268,11 +268,30 @@ dot_general = dot_general_p.bind
 # ---------------------------------------------------------------------------
 # svd: the thin singular value decomposition of real matrices (and stacks of them)
 
+def _nonfinite_matrices(xp, x):
+    """The mask of the matrices of the stack x holding an inf or a NaN (None: all finite)."""
+    finite = xp.isfinite(x).all(axis=(-2, -1))
+    return None if bool(finite.all()) else ~finite
+
+
+def _nan_where(xp, mask, outs):
+    """Each output (shaped like the stack's batch plus trailing axes) NaN where mask."""
+    for o in outs:
+        o[mask] = complex(np.nan, np.nan) if o.dtype.kind == "c" else np.nan
+    return outs
+
+
 def _svd_impl(xp, x):
     """LAPACK's thin SVD; for complex matrices each pair (u_i, v_i) is turned by one phase so
     that v_i's largest-modulus entry is real and positive (a continuous gauge, which the JVP
-    follows; real matrices keep LAPACK's signs)."""
-    u, s, vh = xp.linalg.svd(xp.asarray(x), full_matrices=False)
+    follows; real matrices keep LAPACK's signs). A matrix holding inf or NaN is never given
+    to LAPACK (its gesdd loops forever on some matrices with an inf): its U, S and Vh are
+    NaN, JAX's answer for NaN input."""
+    x = xp.asarray(x)
+    bad = _nonfinite_matrices(xp, x)
+    if bad is not None:
+        return _nan_where(xp, bad, _svd_impl(xp, xp.where(bad[..., None, None], 0, x)))
+    u, s, vh = xp.linalg.svd(x, full_matrices=False)
     if u.dtype.kind == "c":
         ph = _eigvec_phases(xp, xp.conj(xp.swapaxes(vh, -1, -2)))
         u, vh = u * ph, vh * xp.conj(xp.swapaxes(ph, -1, -2))
@@ -661,7 +680,11 @@ def _eig_impl(xp, x):
     if not hasattr(xp.linalg, "eig"):
         raise NotImplementedError(f"eig: {xp.__name__}.linalg has no eig (the non-symmetric "
                                   "eigendecomposition); move the matrix to the CPU")
-    w, v = xp.linalg.eig(xp.asarray(x))
+    x = xp.asarray(x)
+    bad = _nonfinite_matrices(xp, x)
+    if bad is not None:     # LAPACK refuses them (NumPy raises): NaN for those, as JAX
+        return _nan_where(xp, bad, _eig_impl(xp, xp.where(bad[..., None, None], 0, x)))
+    w, v = xp.linalg.eig(x)
     cdt = complex_dtype(x.dtype)
     w, v = w.astype(cdt, copy=False), v.astype(cdt, copy=False)
     return [w, v * _eigvec_phases(xp, v)]

@@ -12,7 +12,7 @@ from .. import numpy as fnp
 from ..numpy._linalg import pinv_tol, solve_matrices
 from . import dtypes as D
 from .creation import empty
-from .reductions import matrix_norm_fn, vector_norm_fn
+from .reductions import LinAlgError, check_svd_input, matrix_norm_fn, vector_norm_fn
 from .tensor import Tensor, apply_fn, static
 
 INF = float("inf")
@@ -21,10 +21,6 @@ SVD = namedtuple("torch_return_types_linalg_svd", ["U", "S", "Vh"])
 SLOGDET = namedtuple("torch_return_types_linalg_slogdet", ["sign", "logabsdet"])
 QR = namedtuple("torch_return_types_linalg_qr", ["Q", "R"])
 EIGH = namedtuple("torch_return_types_linalg_eigh", ["eigenvalues", "eigenvectors"])
-
-
-class LinAlgError(RuntimeError):
-    """torch.linalg.LinAlgError: a singular or not positive-definite input."""
 
 
 def _check_float(A, name):
@@ -65,6 +61,8 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
         raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple of distinct dimensions. "
                            f"Got {tuple(dim)}")
     A = A if dtype is None else A.to(dtype)
+    if ord in ("nuc", 2, -2):
+        check_svd_input(A, axes)
     return apply_fn("LinalgMatrixNormBackward0", matrix_norm_fn, (A,),
                     static(ord=ord, axes=axes, keepdims=keepdim))
 
@@ -93,6 +91,7 @@ def _svdvals_fn(x):
 def svdvals(A):
     """The singular values of a real matrix (or a stack), in descending order."""
     _check_float(A, "linalg.svdvals")
+    check_svd_input(A)
     return apply_fn("LinalgSvdBackward0", _svdvals_fn, (A,))
 
 
@@ -104,6 +103,7 @@ def svd(A, full_matrices=True):
     """torch.linalg.svd of a real matrix (or a stack): (U, S, Vh); full_matrices=True of a
     non-square matrix is not supported (pass False)."""
     _check_float(A, "linalg.svd")
+    check_svd_input(A)
     return SVD(*apply_fn("LinalgSvdBackward0", _svd_fn, (A,),
                          static(full_matrices=full_matrices)))
 
@@ -302,12 +302,17 @@ def eig(A):
     complex; each eigenvector's largest-modulus entry is real and positive (torch leaves
     the phase to LAPACK: losses that do not depend on it get torch's gradients)."""
     _check_square(A, "linalg.eig")
+    data = A._data
+    if type(data) is np.ndarray and not np.isfinite(data).all():
+        raise RuntimeError("torch.linalg.eig: input tensor should not contain infs or NaNs.")
     return EIG(*apply_fn("LinalgEigBackward0", _eig_fn, (A,)))
 
 
 def eigvals(A):
-    """torch.linalg.eigvals: the eigenvalues of eig (complex)."""
-    return eig(A)[0]
+    """torch.linalg.eigvals: the eigenvalues of eig (complex); NaN for a matrix holding inf
+    or NaN (eig raises there, as torch's)."""
+    _check_square(A, "linalg.eigvals")
+    return apply_fn("LinalgEigBackward0", _eig_fn, (A,))[0]
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
@@ -322,5 +327,6 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
     a = 0.0 if atol is None else float(atol)
     if rtol is None:
         rtol = 0.0 if a > 0 else builtins.max(A.shape[-2:]) * float(np.finfo(A.dtype).eps)
+    check_svd_input(A)
     return apply_fn("LinalgPinvBackward0", pinv_tol, (A,),
                     static(rtol=float(rtol), atol=a))

@@ -306,6 +306,25 @@ def _frobenius(y, axes):
     return vector_norm_fn(y, axes, False, 2)
 
 
+class LinAlgError(RuntimeError):
+    """torch.linalg.LinAlgError: a singular or not positive-definite input, or a NaN given to
+    an SVD (ft.linalg.LinAlgError)."""
+
+
+def check_svd_input(A, axes=(-2, -1)):
+    """torch's error for an SVD (svd, svdvals, pinv, the nuclear and spectral norms) of a
+    matrix holding a NaN, naming the first such matrix of a stack; inf alone gives NaN
+    values (the svd primitive's answer), as in torch. Traced values are not checked."""
+    data = A._data if isinstance(A, Tensor) else A
+    if type(data) is not np.ndarray or A.ndim < 2:
+        return
+    nan = np.isnan(np.moveaxis(data, axes, (-2, -1))).any(axis=(-2, -1))
+    if nan.any():
+        where = f"(Batch element {int(np.argmax(nan.ravel()))}): " if nan.ndim else ""
+        raise LinAlgError(f"linalg.svd: {where}The algorithm failed to converge because the "
+                          "input matrix contained non-finite values.")
+
+
 def matrix_norm_fn(x, ord, axes, keepdims):
     """torch.linalg.matrix_norm over two axes, with PyTorch's derivatives at kinks."""
     return matrix_norm(x, ord, axes, keepdims, absval=abs_fn, frobenius=_frobenius)
@@ -320,6 +339,7 @@ def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
         if self.ndim < 2 or len(axes) != 2:
             raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
                                "dimensions.")
+        check_svd_input(self, axes)
         return apply_fn("NormBackward1", matrix_norm_fn, (self,),
                         static(ord="nuc", axes=axes, keepdims=keepdim))
     _float_only("linalg.vector_norm: Expected a floating point or complex tensor as input. "

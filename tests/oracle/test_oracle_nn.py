@@ -112,6 +112,11 @@ one("sigmoid:inf", lambda L, x: F(L).sigmoid(x), with_inf(np.float64))
 both("tanh", lambda L, x: F(L).tanh(x), lambda dt: (kinks(dt, (-30.0, 30.0)),))
 both("logsigmoid", lambda L, x: F(L).logsigmoid(x), lambda dt: (kinks(dt, (-50.0, 50.0)),))
 both("softplus", lambda L, x: F(L).softplus(x), lambda dt: (kinks(dt, (-30.0, 25.0)),))
+# issue 32: both tails, where sigmoid underflows (log(sigmoid(-20)) was -inf, its gradient NaN)
+for _name in ("logsigmoid", "softplus", "silu", "mish", "sigmoid"):
+    both(f"{_name}:tails", lambda L, x, n=_name: getattr(F(L), n)(x),
+         lambda dt: (np.array([-1e4, -745.0, -200.0, -80.0, -20.0, -1.0, 17.0, 20.0, 40.0,
+                               1e4], dt),))
 one("softplus:beta_threshold", lambda L, x: F(L).softplus(x, beta=2.0, threshold=1.0),
     kinks(np.float64, (0.25,)))       # 0.5 * 2 == threshold: the switch point itself
 both("hardtanh", lambda L, x: F(L).hardtanh(x), lambda dt: (kinks(dt, (-1.0, 1.0)),))
@@ -354,6 +359,10 @@ one("cosine_similarity:dim0_broadcast", lambda L, a, b: F(L).cosine_similarity(a
     randn(3, 4), randn(3, 1, seed=1))
 one("cosine_similarity:zero", lambda L, a, b: F(L).cosine_similarity(a, b, dim=1),
     np.vstack([randn(2, 4), np.zeros((1, 4))]), randn(3, 4, seed=1))
+one("cosine_similarity:both_zero", lambda L, a, b: F(L).cosine_similarity(a, b, dim=0),
+    np.zeros(4), np.zeros(4))
+one("cosine_similarity:tiny", lambda L, a, b: F(L).cosine_similarity(a, b, dim=0),
+    np.array([1e-9, 0.0, 0.0]), np.array([0.0, 1e-9, 0.0]))
 
 
 # ---------------------------------------------------------------------------------------
@@ -614,6 +623,9 @@ for _red in REDUCTIONS:
 one("binary_cross_entropy:weight",
     lambda L, p, t, w: F(L).binary_cross_entropy(p, t, w.detach()),
     *_probs(np.float64), randn(4, seed=5))
+one("binary_cross_entropy:at_the_target",                 # issue 32: 0 and 1, both targets
+    lambda L, p, t: F(L).binary_cross_entropy(p, t, reduction="none"),
+    np.array([0.0, 1.0, 0.0, 1.0]), np.array([0.0, 1.0, 1.0, 0.0]))
 one("binary_cross_entropy:out_of_range", lambda L, p, t: F(L).binary_cross_entropy(p * 3, t),
     *_probs(np.float64), error="all elements of input should be between 0 and 1")
 one("binary_cross_entropy:shape", lambda L, p, t: F(L).binary_cross_entropy(p, t[:2]),

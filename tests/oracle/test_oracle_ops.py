@@ -357,6 +357,7 @@ spec("ops:std:correction", lambda lib, x: lib.std(x, 1, correction=0), XF)
 spec("ops:var:unbiased", lambda lib, x: lib.var(x, 0, unbiased=False), XF)
 spec("ops:var:single", lambda lib, x: lib.var(x, 0), np.ones((1, 3)))
 spec("ops:std:constant", lambda lib, x: lib.std(x, 1), np.ones((2, 3)))
+spec("ops:std:constant_all", lambda lib, x: x.std(), np.ones(3))      # issue 32: gradient 0
 spec("ops:std:int_error", lambda lib, x: lib.std(x), I64,
      error="std and var only support floating point and complex dtypes")
 for p in (1, 2, 3, float("inf"), -float("inf"), 0, 0.5, "fro"):

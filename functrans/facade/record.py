@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import threading
 import traceback
+from typing import Any
 
 import numpy as np
 
@@ -274,8 +275,8 @@ class _ViewHistory:
     """The function that regenerates a stale view's history: inplace.py (which sits above
     this module and records ops) sets `regenerate` when it loads; tensor.py sets `wrap`
     (array -> Tensor, for the pack hooks of saved intermediates)."""
-    regenerate = None
-    wrap = None
+    regenerate: Any = None
+    wrap: Any = None
 
 
 VIEW_HISTORY = _ViewHistory()

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import Var, run_eqns
 from ..executor import reverse_pass
 from .anomaly import has_nan, nan_error
 from .lower import target_aval
 from .record import saved_value
-from .ops import apply_prim
+from .ops import apply_prim, run_recorded
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
                        describe_value, fn_call_p, hook_dicts, run_cotangent_hooks, tap_p)
 from .tensor import wrap
@@ -58,7 +57,7 @@ def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=
     try:
         with np.errstate(all="ignore"):     # torch's backward does not warn about inf/nan
             reverse_pass(tape.eqns, tape.avals, tape.live, ct, values.get, sigs=tape.sigs,
-                         run=_run_recorded if create_graph else None,
+                         run=run_recorded if create_graph else None,
                          special={tap_p: tap, fn_call_p: function}, on_grad=on_grad,
                          due=due, deliver=deliver)
         res = []
@@ -85,18 +84,6 @@ def _nan_check(tape, nodes):
             j = tape.eqn_refs[i][0][k]
             raise nan_error(node, sum(node.info.mask[:j]) if j < node.info.n_in else 0)
     return on_grad
-
-
-def _run_recorded(prog, args):
-    """create_graph: an equation's program run as recorded facade ops (differentiable)."""
-    j = prog.jaxpr
-    env = {}
-    for v, c in zip(j.constvars, prog.consts):
-        env[v] = wrap(np.asarray(c))
-    for v, a in zip(j.invars, args):
-        env[v] = a
-    run_eqns(j.eqns, env, apply_prim)
-    return [env[a] if type(a) is Var else wrap(np.asarray(a.val)) for a in j.outvars]
 
 
 class _Values:

@@ -36,10 +36,11 @@ class GraphTape:
     program only, else None/empty); live: per slot, whether it depends on a
     differentiated input; out_idx: the roots' slots; targets: the keys whose cotangents
     the backward returns (retained values among them); arg_slot: target key -> its input
-    slot; replayed: the positions of the nodes it runs."""
+    slot; tapped: key -> the slot its tap reads; replayed: the positions of the nodes it
+    runs."""
     __slots__ = ("avals", "eqns", "eqn_node", "n_in", "consts", "keys_of", "available",
                  "holders", "live", "out_idx", "targets", "arg_slot", "replayed",
-                 "eqn_refs", "sigs")
+                 "eqn_refs", "sigs", "tapped")
 
 
 def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph,
@@ -90,12 +91,13 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
             keys_of.append(keys_of[s])      # one value: the same names
         live.append(live[s])
         eqns.append((tap_p, {"key": k, "hook": h}, (s,), (t,)))
+        tapped[k] = s
         eqn_node.append(-1)
         eqn_refs.append(None)
         sigs.append(None)
         return t
 
-    args, arg_slot = [], {}
+    args, arg_slot, tapped = [], {}, {}
     for k in targets:
         if k not in produced:
             p, s = k
@@ -178,6 +180,7 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
     tape.n_in, tape.consts, tape.keys_of, tape.available = n_in, consts, keys_of, available
     tape.holders = {k: tuple(v) for k, v in holders.items()}
     tape.live, tape.targets, tape.arg_slot = live, list(targets), arg_slot
+    tape.tapped = tapped
     tape.replayed = tuple(replayed)
     tape.sigs = sigs
     return tape
@@ -262,11 +265,10 @@ def target_aval(tape, k):
     """The aval of a target or retained key: its slot's (an argument's, or the slot a tap
     of it reads)."""
     s = tape.arg_slot.get(k)
+    if s is None:
+        s = tape.tapped.get(k)
     if s is not None:
         return tape.avals[s]
-    for prim, params, ins, _ in tape.eqns:
-        if prim is tap_p and params["key"] == k:
-            return tape.avals[ins[0]]
     raise InternalEngineError(f"a gradient was asked for value {k}, which is neither an input "
                               "of the backward nor tapped")
 

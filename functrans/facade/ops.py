@@ -103,23 +103,29 @@ def _params_key(params):
         return None
 
 
-def eval_jaxpr_facade(prog, nodes, vals, root_cts):
-    """Run a backward program with every equation recorded as a facade op (create_graph)."""
-    j = prog.closed.jaxpr
+def run_recorded(closed, args):
+    """closed run with every equation recorded as a facade op, so its results are
+    differentiable again (create_graph): args are its inputs (Tensors or arrays); the
+    outputs are Tensors."""
+    j = closed.jaxpr
     env = {}
-    for v, c in zip(j.constvars, prog.closed.consts):
+    for v, c in zip(j.constvars, closed.consts):
         env[v] = wrap(np.asarray(c))
-    nv = len(prog.keys)
-    for v, key, val in zip(j.invars[:nv], prog.keys, vals):
-        env[v] = tensor_for_key(nodes, key, val)
-    for v, ct in zip(j.invars[nv:], root_cts):
-        env[v] = ct
-    run_eqns(j.eqns, env, apply_prim)    # as recorded ops: differentiable again
+    for v, a in zip(j.invars, args):
+        env[v] = a
+    run_eqns(j.eqns, env, apply_prim)
     res = []
     for a in j.outvars:
         r = env[a] if type(a) is Var else wrap(np.asarray(a.val))
         res.append(r if isinstance(r, Tensor) else wrap(np.asarray(r)))
     return res
+
+
+def eval_jaxpr_facade(prog, nodes, vals, root_cts):
+    """Run a backward program with every equation recorded as a facade op (create_graph):
+    its saved inputs as tensors connected to the graph."""
+    saved = [tensor_for_key(nodes, key, val) for key, val in zip(prog.keys, vals)]
+    return run_recorded(prog.closed, saved + list(root_cts))
 
 
 def tensor_for_key(nodes, key, val):

@@ -61,7 +61,11 @@ ANOMALY = _Anomaly()
 
 class _SavedHooks(threading.local):
     """The saved-tensor hooks in effect on this thread (autograd.graph.saved_tensors_hooks),
-    innermost last, and the message of a disable_saved_tensors_hooks block (None: none)."""
+    innermost last, and the message of a disable_saved_tensors_hooks block (None: none);
+    `wrap` (array -> Tensor, for the pack hooks of saved intermediates) is set by
+    tensor.py, which sits above this module."""
+    wrap: Any = None
+
     def __init__(self):
         self.stack = []
         self.disabled = None
@@ -79,14 +83,14 @@ class Packed:
         self.obj, self.unpack, self.aval = obj, unpack, aval
 
 
-def pack_saved(v, t, wrap):
+def pack_saved(v, t):
     """v (an array about to be saved; t the Tensor holding it, or None) through the
     innermost pack hook: a Packed, or v when no hook is in effect."""
     stack = SAVED_HOOKS.stack
     pack, unpack = stack[-1]
     SAVED_HOOKS.stack = []          # what the hook computes saves its values plainly
     try:
-        obj = pack(t if t is not None else wrap(v))
+        obj = pack(t if t is not None else SAVED_HOOKS.wrap(v))
     finally:
         SAVED_HOOKS.stack = stack
     return Packed(obj, unpack, (v.shape, v.dtype))
@@ -215,14 +219,13 @@ def make_node(info, inputs, vals, outs):
                 vers.append((s, vc, vc.v))
         src = user_frame(3)
         if SAVED_HOOKS.stack:
-            wrap = VIEW_HISTORY.wrap
             for s, j in plan:
                 v = kept[s]
                 t = inputs[s] if j < 0 else outs[j] if j < 1000 else None
                 if v is None or isinstance(v, Tracer) or j < 0 and not isinstance(
                         t, TensorInfo):
                     continue            # a Python scalar or constant argument: not a tensor
-                kept[s] = pack_saved(v, t if isinstance(t, TensorInfo) else None, wrap)
+                kept[s] = pack_saved(v, t if isinstance(t, TensorInfo) else None)
     else:
         kept = []
         vers = ()
@@ -273,10 +276,8 @@ def make_node(info, inputs, vals, outs):
 
 class _ViewHistory:
     """The function that regenerates a stale view's history: inplace.py (which sits above
-    this module and records ops) sets `regenerate` when it loads; tensor.py sets `wrap`
-    (array -> Tensor, for the pack hooks of saved intermediates)."""
+    this module and records ops) sets `regenerate` when it loads."""
     regenerate: Any = None
-    wrap: Any = None
 
 
 VIEW_HISTORY = _ViewHistory()

@@ -28,7 +28,7 @@ from . import capture_state
 from . import dtypes as D
 from . import grad_mode
 from .node import HookDict, OpInfo, add_hook
-from .record import (INFERENCE, VIEW_HISTORY, composite_for, elementwise_info, info_for,
+from .record import (INFERENCE, SAVED_HOOKS, composite_for, elementwise_info, info_for,
                      make_node, refresh_view, vc_of)
 from .placement import _check_device, _on, device as _device, put
 from .tensor_info import Size, TensorInfo, _host, _ndarray, result_type, to_array
@@ -62,7 +62,7 @@ def wrap(data):
     return t
 
 
-VIEW_HISTORY.wrap = wrap
+SAVED_HOOKS.wrap = wrap
 
 
 def _as_array(x):

@@ -9,6 +9,7 @@ staged code reduce over the same axis."""
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -199,28 +200,92 @@ def _broadcast_prefix(prefix, tree, what):
                      f"arguments/outputs, whose structure is {tree_util.tree_structure(tree)}")
 
 
+def _check_axes_spec(in_axes):
+    """in_axes as JAX accepts it: an int, None, or a tuple/list of per-argument prefixes
+    whose leaves are ints or None (a dict or another pytree at the top is refused)."""
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if not (in_axes is None or type(in_axes) in (int, tuple)):
+        raise TypeError("vmap in_axes must be an int, None, or a tuple of entries corresponding "
+                        "to the positional arguments passed to the function, but got "
+                        f"{in_axes}.")
+    leaves = tree_util.tree_leaves(in_axes, is_leaf=lambda x: x is None)
+    if any(a is not None and type(a) is not int for a in leaves):
+        raise TypeError("vmap in_axes must be an int, None, or (nested) container with those "
+                        f"types as leaves, but got {in_axes}.")
+    return in_axes
+
+
 def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0,
          axis_size: int | None = None, axis_name: Any = None) -> Callable[..., Any]:
     """Vectorize fun over a leading (or chosen) axis of its arguments; `axis_name` names
-    the mapped axis for the collectives (ft.lax.psum, ...) inside fun."""
-    return batch_with(fun, in_axes, out_axes, axis_size, axis_name, None)
+    the mapped axis for the collectives (ft.lax.psum, ...) inside fun. Keyword arguments
+    are mapped along axis 0 (in_axes names positional arguments only), as JAX's."""
+    return batch_with(fun, _check_axes_spec(in_axes), out_axes, axis_size, axis_name, None)
+
+
+def _leaf_names(fun, args, kwargs):
+    """Each argument leaf's name for error messages, as JAX writes them: `argument x`,
+    `argument b[0]`, `kwargs['y']`."""
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+
+    def paths(x, prefix):
+        return [prefix + tree_util.keystr(k) for k, _ in tree_util.tree_leaves_with_path(x)]
+    names = []
+    for i, a in enumerate(args):
+        p = params[i] if i < len(params) and params[i].kind in (
+            inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) else None
+        names += paths(a, f"argument {p.name}" if p is not None else f"args[{i}]")
+    for k in sorted(kwargs):
+        names += paths(kwargs[k], f"kwargs[{k!r}]")
+    return names
+
+
+def _inconsistent_sizes(fun, args, kwargs, leaves, dims, axis_size):
+    """JAX's message: each size with how many axes had it, the most common first."""
+    names = _leaf_names(fun, args, kwargs)
+    groups: dict = {}
+    for name, x, d in zip(names, leaves, dims):
+        if d is not None:
+            a = get_aval(x)
+            ty = f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+            groups.setdefault(a.shape[d], []).append(f"axis {d} of {name} of type {ty}")
+    lines = [] if axis_size is None else [f"the `axis_size` argument was {axis_size}"]
+    order = sorted(groups, key=lambda sz: -len(groups[sz]))
+    for i, sz in enumerate(order):
+        where = groups[sz]
+        if len(where) == 1:
+            lines.append(f"one axis had size {sz}: {where[0]}")
+        else:
+            lines.append(f"{'most' if i == 0 else 'some'} axes ({len(where)} of them) had "
+                         f"size {sz}, e.g. {where[0]}")
+    return ValueError("vmap got inconsistent sizes for array axes to be mapped:\n" +
+                      ";\n".join(f"  * {ln}" for ln in lines))
 
 
 def batch_with(fun, in_axes, out_axes, axis_size, axis_name, procs):
     """vmap's body; pmap passes `procs`, the number of processes its axis spans."""
     @functools.wraps(fun)
-    def batched(*args):
-        if isinstance(in_axes, list):
-            axes_spec = tuple(in_axes)
-        else:
-            axes_spec = in_axes
+    def batched(*args, **kwargs):
+        axes_spec = tuple(in_axes) if isinstance(in_axes, list) else in_axes
         if isinstance(axes_spec, tuple) and len(axes_spec) != len(args):
+            note = "" if not kwargs else (
+                f" Note that the function was called with keyword arguments {sorted(kwargs)}, "
+                "which the entries of a tuple in_axes never correspond to: keyword arguments "
+                "are always mapped along their leading axis (axis 0)")
             raise ValueError(f"vmap in_axes must be an int, None, or a tuple of entries "
                              f"corresponding to the positional arguments passed to the "
                              f"function, but got len(in_axes)={len(axes_spec)}, "
-                             f"len(args)={len(args)}")
+                             f"len(args)={len(args)}.{note}")
         dims = _broadcast_prefix(axes_spec, tuple(args), "in_axes")
-        leaves, in_tree = tree_util.tree_flatten(tuple(args))
+        if kwargs:
+            dims = dims + [0] * len(tree_util.tree_leaves(kwargs))
+            leaves, in_tree = tree_util.tree_flatten((tuple(args), kwargs))
+        else:
+            leaves, in_tree = tree_util.tree_flatten(tuple(args))
         leaves = [canonicalize(x) for x in leaves]
         sizes = set()
         norm_dims = []
@@ -239,18 +304,23 @@ def batch_with(fun, in_axes, out_axes, axis_size, axis_name, procs):
         if axis_size is not None:
             sizes.add(axis_size)
         if len(sizes) > 1:
-            desc = ", ".join(f"axis {d} of an argument of shape {get_aval(x).shape}"
-                             for x, d in zip(leaves, norm_dims) if d is not None)
-            raise ValueError(f"vmap got inconsistent sizes for array axes to be mapped: "
-                             f"{desc}")
+            raise _inconsistent_sizes(fun, args, kwargs, leaves, norm_dims, axis_size)
         if not sizes:
+            if not leaves:
+                raise ValueError("vmap wrapped function must be passed at least one argument "
+                                 "containing an array or axis_size must be specified, got "
+                                 f"empty *args={tuple(args)} and **kwargs={kwargs}")
             raise ValueError("vmap must have at least one non-None value in in_axes, or be "
                              "given axis_size")
         size = sizes.pop()
         store = {}
 
         def f_flat(*ls):
-            out = fun(*tree_util.tree_unflatten(in_tree, ls))
+            if kwargs:
+                a, kw = tree_util.tree_unflatten(in_tree, ls)
+                out = fun(*a, **kw)
+            else:
+                out = fun(*tree_util.tree_unflatten(in_tree, ls))
             out_leaves, store["tree"] = tree_util.tree_flatten(out)
             store["out"] = out
             return out_leaves

@@ -248,10 +248,18 @@ class ShapeDtypeStruct:
     __slots__ = ("shape", "dtype")
 
     def __init__(self, shape, dtype):
+        if dtype is None:
+            raise ValueError("ShapeDtypeStruct: dtype must be specified.")
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
 
     def __repr__(self):
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"
+
+    def __len__(self):
+        """The leading axis's size, as an array's (a scalar has no len)."""
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
 
     def __eq__(self, other):
         return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape

@@ -612,3 +612,93 @@ def test_array_is_the_type_of_eager_and_traced_values():
     assert seen == [True, True]
     with pytest.raises(TypeError, match="cannot be instantiated"):
         ft.Array()
+
+
+# ---------------------------------------------------------------------------
+# names JAX's own api_test.py and lax_control_flow_test.py use (issue 33)
+
+def test_precision_is_accepted_and_checked_by_the_products():
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(3, 2)
+    P = ft.lax.Precision
+    assert P("highest") is P.HIGHEST and str(P.HIGH) == "HIGH"
+    for out in (fnp.dot(a, b, precision=P.HIGHEST), fnp.matmul(a, b, precision="high"),
+                fnp.einsum("ij,jk->ik", a, b, precision=(P.DEFAULT, P.HIGHEST)),
+                fnp.tensordot(a, b, 1, precision=P.HIGH), ft.lax.dot(a, b, precision=P.HIGH)):
+        np.testing.assert_allclose(out, a @ b)
+    assert fnp.dot(a.astype(np.float32), b.astype(np.float32),
+                   preferred_element_type=np.float64).dtype == np.float64
+    with pytest.raises(ValueError, match="Precision argument must be one of"):
+        fnp.dot(a, b, precision="double")
+    g = ft.grad(lambda x: fnp.sum(fnp.dot(x, x, precision=P.HIGHEST)))(np.eye(2))
+    np.testing.assert_allclose(g, 2 * np.ones((2, 2)))
+
+
+def test_shape_dtype_struct_len_and_missing_dtype():
+    assert len(ft.ShapeDtypeStruct((4, 2), np.float32)) == 4
+    with pytest.raises(TypeError, match=r"len\(\) of unsized object"):
+        len(ft.ShapeDtypeStruct((), np.float32))
+    with pytest.raises(ValueError, match="dtype must be specified"):
+        ft.ShapeDtypeStruct((), None)
+
+
+def test_tree_util_registration_forms_and_key_paths():
+    import collections
+    import dataclasses
+    tu = ft.tree_util
+
+    @tu.register_pytree_node_class
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+        def tree_flatten(self):
+            return [self.v], None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children)
+
+    @dataclasses.dataclass
+    class Layer:
+        w: object
+        name: str = dataclasses.field(default="l", metadata=dict(static=True))
+    tu.register_dataclass(Layer)
+
+    class Pair:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+    tu.register_pytree_with_keys(Pair, lambda p: (((tu.GetAttrKey("a"), p.a),
+                                                   (tu.GetAttrKey("b"), p.b)), None),
+                                 lambda aux, ch: Pair(*ch))
+    assert ft.grad(lambda b: b.v * 3.0)(Box(2.0)).v == 3.0
+    out = ft.jit(lambda layer: Layer(layer.w * 2, layer.name))(Layer(np.ones(2), "x"))
+    assert out.name == "x" and out.w.tolist() == [2.0, 2.0]
+    assert tu.tree_leaves(Pair(1.0, 2.0)) == [1.0, 2.0]
+    od = collections.OrderedDict([("b", 1.0), ("a", 2.0)])
+    assert tu.tree_leaves(od) == [1.0, 2.0]                 # insertion order, as JAX
+    assert type(tu.tree_map(lambda v: v, od)) is collections.OrderedDict
+    paths = tu.tree_map_with_path(lambda p, v: tu.keystr(p), {"x": [1.0, (2.0, None)]})
+    assert paths == {"x": ["['x'][0]", ("['x'][1][0]", None)]}
+
+
+def test_enable_x64_and_the_errors_module():
+    assert ft.enable_x64.value is False
+    with ft.enable_x64(True):
+        assert ft.enable_x64.value and fnp.ones(1).dtype == np.float64
+    assert fnp.ones(1).dtype == np.float32
+    assert ft.errors.UnexpectedTracerError is ft.UnexpectedTracerError
+    assert ft.errors.TracerBoolConversionError is ft.TracerBoolConversionError
+    assert ft.float0 is ft.dtypes.float0
+
+
+def test_fori_loop_bounds_as_jax_takes_them():
+    # floats count by 1 (JAX's trip count int(upper) - int(lower)), even under grad
+    assert float(ft.lax.fori_loop(0.0, 3.0, lambda i, c: c + i, 0.0)) == 3.0
+    f = lambda x: ft.lax.fori_loop(x, x + 2.0, lambda i, c: c * i, x)  # noqa: E731
+    # the bounds are concrete, so the counter is too (as JAX): x * 1 * 2, derivative 2
+    np.testing.assert_allclose(ft.grad(f)(np.float32(1.0)), 2.0)
+    with pytest.raises(TypeError, match="arguments to fori_loop must have equal types"):
+        ft.lax.fori_loop(np.int16(0), np.int32(10), lambda i, c: c, np.float32(7))
+    with pytest.raises(ValueError, match="Can only use `unroll` in `fori_loop` if the loop "
+                                         "bounds are statically known"):
+        ft.jit(lambda n: ft.lax.fori_loop(0, n, lambda i, c: c + 1, 0.0, unroll=3))(5)

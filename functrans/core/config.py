@@ -6,6 +6,7 @@ selects how jit runs fusion groups on the CPU (docs/jit.md, "The native CPU back
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -94,3 +95,24 @@ class Config:
 
 
 config = Config()
+
+
+class _X64State:
+    """jax.enable_x64: `with enable_x64(True):` sets `jax_enable_x64` inside the block and
+    restores it after; `enable_x64.value` is the current setting."""
+
+    @property
+    def value(self) -> bool:
+        return config.jax_enable_x64
+
+    @contextlib.contextmanager
+    def __call__(self, new_val: bool = True):
+        old = config.jax_enable_x64
+        config.update("jax_enable_x64", new_val)
+        try:
+            yield
+        finally:
+            config.update("jax_enable_x64", old)
+
+
+enable_x64 = _X64State()

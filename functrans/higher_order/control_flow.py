@@ -277,7 +277,7 @@ class WhileReverseError(FunctransError, ValueError):
 
 
 _WHILE_REVERSE_ERROR = (
-    "Reverse-mode differentiation does not work for ft.lax.while_loop or ft.lax.fori_loop "
+    "Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop "
     "with dynamic start/stop values: the number of iterations is not known ahead of time, so "
     "the values of each iteration cannot be stored for the backward pass. Use ft.lax.scan, "
     "or ft.lax.fori_loop with static (Python int) start/stop, or bound the loop with "

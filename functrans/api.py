@@ -21,7 +21,7 @@ from .core import (AxisError, ClosedJaxpr, ConcretizationTypeError, DTypeError,
                    TracerBoolConversionError, TracerIntegerConversionError, TypeCheckError,
                    UnexpectedTracerError, check_jaxpr)
 from .core import Tracer as _Tracer
-from .core.config import config, enable_x64
+from .core.config import check_tracer_leaks, checking_leaks, config, enable_x64
 from .dtypes import float0
 from .core.devices import block_until_ready, device_put, devices
 from .higher_order.collectives import pmap

@@ -221,7 +221,13 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0,
     """Vectorize fun over a leading (or chosen) axis of its arguments; `axis_name` names
     the mapped axis for the collectives (ft.lax.psum, ...) inside fun. Keyword arguments
     are mapped along axis 0 (in_axes names positional arguments only), as JAX's."""
-    return batch_with(fun, _check_axes_spec(in_axes), out_axes, axis_size, axis_name, None)
+    batched = batch_with(fun, _check_axes_spec(in_axes), out_axes, axis_size, axis_name, None)
+    name = getattr(fun, "__name__", "fun")
+    batched.__doc__ = (f"Vectorized version of {name}. Takes similar arguments as {name} but "
+                       f"with additional array axes over which {name} is mapped.")
+    if getattr(fun, "__doc__", None):
+        batched.__doc__ += "\n\nOriginal documentation:\n\n" + fun.__doc__
+    return batched
 
 
 def _leaf_names(fun, args, kwargs):

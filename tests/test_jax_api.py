@@ -702,3 +702,80 @@ def test_fori_loop_bounds_as_jax_takes_them():
     with pytest.raises(ValueError, match="Can only use `unroll` in `fori_loop` if the loop "
                                          "bounds are statically known"):
         ft.jit(lambda n: ft.lax.fori_loop(0, n, lambda i, c: c + 1, 0.0, unroll=3))(5)
+
+
+def test_checking_leaks_names_a_tracer_that_outlives_its_trace():
+    lst = []
+    with ft.checking_leaks():
+        assert ft.check_tracer_leaks.value
+        ft.vmap(lambda x: x)(np.arange(3.0))                       # no false positives
+        f = ft.jit(lambda x: x)
+        f(3), ft.vmap(f)(np.arange(3)), ft.grad(f)(3.0)
+        ft.lax.scan(lambda c, x: (fnp.sin(c), None), 1.0, np.arange(3.0))
+        with pytest.raises(ft.UnexpectedTracerError, match=r"^Leaked trace .*ft\.jit of `g`"):
+            ft.jit(_leaky(lst))(3)
+        with pytest.raises(ft.UnexpectedTracerError, match="Leaked trace"):
+            ft.lax.scan(lambda c, x: (lst.append(c) or fnp.sin(c), None), 1.0, np.arange(3.0))
+    assert not ft.check_tracer_leaks.value
+    ft.jit(_leaky(lst))(4)                                         # off: no check
+
+
+def _leaky(lst):
+    def g(x):
+        lst.append(x)
+        return x
+    return g
+
+
+def test_concretization_errors_carry_jaxs_sentences():
+    cases = [(float, 1.0, r"try using `x\.astype\(float\)`"),
+             (int, 1.0, r"(?s)where concrete value is expected.*`x\.astype\(int\)`"),
+             (bool, 1.0, r"Attempted boolean conversion of traced array with shape float32\[\]\."),
+             (hex, 1, r"The __index__\(\) method was called on traced array with shape int32\[\]")]
+    for fn, arg, pattern in cases:
+        with pytest.raises(TypeError, match=pattern):
+            ft.jit(lambda x: fn(x))(arg)
+
+
+def test_transformation_errors_use_jaxs_words():
+    with pytest.raises(TypeError, match=r"must be tuples or lists; found float and tuple\."):
+        ft.jvp(lambda x: x, 1.0, (1.0,))
+    with pytest.raises(TypeError, match=r"to jax\.jvp must have the same tree structure"):
+        ft.jvp(lambda x: x, (1.0,), ((1.0, 2.0),))
+    with pytest.raises(TypeError, match=r"argnums=0 requires at least 1 positional arguments "
+                                        r"to be passed by the caller, but got only 0"):
+        ft.grad(lambda x, y: x + y)(x=0.0, y=1.0)
+    with pytest.raises(TypeError, match=r"Output had shape: \(1,\)\. If the output has a single "
+                                        r"element, use output\.reshape\(\(\)\) or output\[0\]"):
+        ft.grad(lambda x: fnp.array([x ** 2]))(1.0)
+    with pytest.raises(TypeError, match=r"applied to foo was called with 2 arguments"):
+        def foo(x):
+            return x
+        ft.vjp(foo, 1.0)[1](1.0, 2.0)
+    with pytest.raises(TypeError, match=r"^Expected a callable value, got 3$"):
+        ft.jit(3)
+
+    def gen(x):
+        yield x
+    with pytest.raises(TypeError, match=r"^Expected a function, got a generator function"):
+        ft.jit(gen)
+    with pytest.raises(TypeError, match="linear_transpose only supports"):
+        ft.linear_transpose(lambda x: 2.0 * x, 1)
+    with pytest.raises(TypeError, match="cotangent tree does not match"):
+        ft.linear_transpose(lambda x: [x, x], 1.0)(1.0)
+    with pytest.raises(TypeError, match="cotangent type does not match"):
+        ft.linear_transpose(lambda x: x, 1.0)(1j)
+    with pytest.raises(ValueError, match=r"`shape`.*cannot have None\."):
+        ft.ShapeDtypeStruct((None, 2), np.int32)
+
+
+def test_linearize_has_aux_and_vmap_docstring():
+    out, lin, aux = ft.linearize(lambda x: (x * 2 - 3, x > 0), 3.5, has_aux=True)
+    assert float(out) == 4.0 and float(lin(5.0)) == 10.0 and bool(aux) is True
+
+    def superfun(a):
+        """Does things with stuff."""
+    assert ft.vmap(superfun).__doc__ == (
+        "Vectorized version of superfun. Takes similar arguments as superfun but with "
+        "additional array axes over which superfun is mapped.\n\nOriginal documentation:\n\n"
+        "Does things with stuff.")

@@ -779,3 +779,15 @@ def test_linearize_has_aux_and_vmap_docstring():
         "Vectorized version of superfun. Takes similar arguments as superfun but with "
         "additional array axes over which superfun is mapped.\n\nOriginal documentation:\n\n"
         "Does things with stuff.")
+
+
+def test_python_types_as_dtype_arguments_are_the_default_dtypes():
+    # JAX: dtype=int is the default integer (int32 with x64 off), not NumPy's int64
+    for make in (lambda d: fnp.array(0, dtype=d), lambda d: fnp.asarray([1], dtype=d),
+                 lambda d: fnp.zeros(2, dtype=d), lambda d: fnp.full(2, 1, dtype=d),
+                 lambda d: fnp.arange(2, dtype=d), lambda d: fnp.ones_like(np.ones(2), dtype=d),
+                 lambda d: fnp.astype(np.ones(2), d)):
+        assert [make(d).dtype for d in (bool, int, float)] == [np.bool_, np.int32, np.float32]
+        with ft.enable_x64(True):
+            assert make(int).dtype == np.int64 and make(float).dtype == np.float64
+    assert fnp.zeros(2, dtype=np.float64).dtype == np.float64    # NumPy's dtypes as given

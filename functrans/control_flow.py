@@ -61,6 +61,17 @@ def _operands(leaves):
     return [canonicalize(x) for x in leaves]
 
 
+def _forward_carry(closed, nconsts, carry, outs):
+    """A carry the loop body returns unchanged leaves the loop as it came in: outs with
+    those entries replaced by the initial values (so they stay unbatched, unknown-free and
+    cheap for every transformation downstream, as JAX's read-only carries)."""
+    invars = closed.jaxpr.invars
+    for j, v in enumerate(closed.jaxpr.outvars[:len(carry)]):
+        if v is invars[nconsts + j]:
+            outs[j] = carry[j]
+    return outs
+
+
 def _callable(what, *fns):
     """JAX's check that the functions given to a control flow construct are callable."""
     if not all(callable(f) for f in fns):
@@ -286,11 +297,12 @@ def while_loop(cond_fun, body_fun, init_val, max_iters=None):
     if pred[0].shape != () or pred[0].dtype != np.bool_:
         raise TypeError(f"cond_fun must return a boolean scalar, but got output type(s) "
                         f"[ShapedArray({_ty(pred[0])})].")
-    outs = while_p.bind(*cond_consts, *body_consts, *_operands(carry), cond_jaxpr=cond_closed,
+    carry = _operands(carry)
+    outs = while_p.bind(*cond_consts, *body_consts, *carry, cond_jaxpr=cond_closed,
                         body_jaxpr=body, cond_nconsts=len(cond_consts),
                         body_nconsts=len(body_consts),
                         max_iters=None if max_iters is None else int(max_iters))
-    return tree_util.tree_unflatten(tree, outs)
+    return tree_util.tree_unflatten(tree, _forward_carry(body, len(body_consts), carry, outs))
 
 
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
@@ -340,9 +352,11 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         return c_tree, c_out, ys
     closed, consts, carry = _trace_loop(step, carry, carry_tree, x_avals, "scan body function",
                                         _carry_name(f))
-    outs = scan_p.bind(*consts, *_operands(carry), *_operands(x_leaves), jaxpr=closed,
+    carry = _operands(carry)
+    outs = scan_p.bind(*consts, *carry, *_operands(x_leaves), jaxpr=closed,
                        length=length, reverse=bool(reverse), num_consts=len(consts),
                        num_carry=len(carry))
+    outs = _forward_carry(closed, len(consts), carry, list(outs))
     return (tree_util.tree_unflatten(carry_tree, outs[:len(carry)]),
             tree_util.tree_unflatten(store["y_tree"], outs[len(carry):]))
 

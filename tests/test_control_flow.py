@@ -647,3 +647,29 @@ def test_corpus_under_jit(name):
     assert_close(jit(g)(x), g(x), rtol=1e-12)
     xs = np.stack([x, x * 0.5])
     assert_close(jit(ft.vmap(f))(xs), ft.vmap(f)(xs), rtol=1e-12)
+
+
+def test_values_passed_through_unchanged_stay_unbatched_under_vmap():
+    """JAX's forwarding: an operand every cond branch returns as it is, a while carry the
+    body returns unchanged and a scan carry likewise leave the construct as they came in,
+    so a batched predicate does not batch them (out_axes=None works)."""
+    def f(x, y):
+        return lax.cond(x < 3, lambda x, y: (x * 2, y), lambda x, y: (x * 3, y), x, y)
+    x2, y2 = ft.vmap(f, in_axes=(0, None), out_axes=(0, None))(np.arange(5), np.float32(3))
+    assert x2.tolist() == [0, 2, 4, 9, 12] and float(y2) == 3.0
+
+    def loop(w, x, n):
+        _, x, w = lax.while_loop(lambda v: v[0] < n, lambda v: (v[0] + 1, v[1] @ v[2], v[2]),
+                                 (0, x, w))
+        return w, x
+    w, x = ft.vmap(loop, in_axes=(None, 0, 0), out_axes=(None, 0))(
+        np.ones((2, 2), np.float32), np.ones((4, 2), np.float32), np.arange(4))
+    assert w.shape == (2, 2) and x[:, 0].tolist() == [1.0, 2.0, 4.0, 8.0]
+
+    def g(x, y):
+        def h(_, y):
+            return lax.scan(lambda c, _: (c, None), y, None, length=1)[0]
+        return lax.cond(x < 0, h, h, x, y)
+    assert float(ft.vmap(g, (0, None), None)(np.arange(3.0), 3.0)) == 3.0
+    # derivatives through a forwarded carry are those of the identity
+    assert float(ft.grad(lambda y: lax.scan(lambda c, _: (c, None), y, None, length=2)[0])(2.0)) == 1.0

@@ -156,10 +156,13 @@ def _apply_named(prim, vals, dims, params, frame):
         _naming.frame = prev
 
 
-def _move_out(x, from_dim, to_dim, size):
+def _move_out(x, from_dim, to_dim, size, i=0, frame=None):
     if to_dim is None:
         if from_dim is not None:
-            raise ValueError("vmap has mapped output but out_axes is None")
+            named = "" if frame is None else f" (axis_name={frame.name})"
+            raise ValueError(f"vmap has mapped output{named} but out_axes is None at vmap "
+                             f"out_axes for output leaf {i}: the output varies along the "
+                             "mapped axis, so it needs an out_axes entry that is an int")
         return x
     if from_dim is None:
         return broadcast_batched(x, size, to_dim % (get_aval(x).ndim + 1))
@@ -176,7 +179,8 @@ def vmap_flat(f_flat, in_dims, out_dims_thunk, size, args, frame=None):
         vals = [t.val for t in tracers_out]
         dims = [t.batch_dim for t in tracers_out]
         out_dims = out_dims_thunk()
-        outs = [_move_out(v, d, od, size) for v, d, od in zip(vals, dims, out_dims, strict=True)]
+        outs = [_move_out(v, d, od, size, i, frame)
+                for i, (v, d, od) in enumerate(zip(vals, dims, out_dims, strict=True))]
     return [full_lower(o) for o in outs]
 
 
@@ -196,8 +200,12 @@ def _broadcast_prefix(prefix, tree, what):
         for k in sorted(tree):
             out.extend(_broadcast_prefix(prefix[k], tree[k], what))
         return out
-    raise ValueError(f"vmap {what} specification {prefix!r} must be a tree prefix of the "
-                     f"arguments/outputs, whose structure is {tree_util.tree_structure(tree)}")
+    raise ValueError(f"vmap {what} specification must be a tree prefix of the corresponding "
+                     f"value; got {what} {prefix!r} for a value of structure "
+                     f"{tree_util.tree_structure(tree)}.\nMismatch details: the specification "
+                     f"has a {type(prefix).__name__} where the value has "
+                     f"{'an array' if tree_util.tree_structure(tree) == tree_util.LEAF else 'a ' + type(tree).__name__}"
+                     ": different types or lengths")
 
 
 def _check_axes_spec(in_axes):
@@ -221,6 +229,10 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0,
     """Vectorize fun over a leading (or chosen) axis of its arguments; `axis_name` names
     the mapped axis for the collectives (ft.lax.psum, ...) inside fun. Keyword arguments
     are mapped along axis 0 (in_axes names positional arguments only), as JAX's."""
+    if any(a is not None and type(a) is not int
+           for a in tree_util.tree_leaves(out_axes, is_leaf=lambda x: x is None)):
+        raise TypeError("vmap out_axes must be an int, None, or (nested) container with those "
+                        f"types as leaves, but got {out_axes}.")
     batched = batch_with(fun, _check_axes_spec(in_axes), out_axes, axis_size, axis_name, None)
     name = getattr(fun, "__name__", "fun")
     batched.__doc__ = (f"Vectorized version of {name}. Takes similar arguments as {name} but "

@@ -270,3 +270,17 @@ def test_vmap_equals_loop_on_corpus(name):
     for g, w in zip(ft.tree_leaves(got), ft.tree_leaves(want)):
         assert_close(g, w, rtol=1e-10, atol=1e-12)
     check_traced(ft.vmap(f, in_axes=axes), *args)
+
+
+def test_out_axes_errors_are_jaxs():
+    x = np.array([1.0, 2.0])
+    with pytest.raises(ValueError, match=r"vmap has mapped output \(axis_name=foo\) but "
+                                         r"out_axes is None"):
+        ft.vmap(lambda v: v, out_axes=None, axis_name="foo")(x)
+    with pytest.raises(ValueError, match=r"but out_axes is None at vmap out_axes"):
+        ft.vmap(lambda v: v, out_axes=None)(x)
+    with pytest.raises(ValueError, match=r"^vmap out_axes specification must be a tree prefix "
+                                         r"of the corresponding value;.*(?s:.*)Mismatch details"):
+        ft.vmap(lambda v: v, out_axes=(2, 3))(x)
+    with pytest.raises(TypeError, match=r"^vmap out_axes must be an int, None, or"):
+        ft.vmap(lambda v: v, out_axes=(x,))(x)

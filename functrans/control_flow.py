@@ -215,6 +215,53 @@ def switch(index, branches, *operands):
 # ---------------------------------------------------------------------------
 # loops
 
+def _node_desc(t, how):
+    """A pytree node as JAX's structure messages describe it."""
+    kind = "a leaf (an array)" if t.node_type is None else f"a {t.node_type}"
+    if how == "length":
+        return f"a {t.node_type.__name__} of length {len(t.children)}"
+    if how == "children":
+        n = len(t.children)
+        return f"{kind} with {n} child{'' if n == 1 else 'ren'}"
+    if how == "metadata":
+        return f"{kind} with pytree metadata {t.aux}"
+    return kind
+
+
+def _tree_diffs(path, tin, tout):
+    """[(path, what differs)] between the carry's input and output structures, at the
+    outermost nodes that differ (JAX's wording)."""
+    if tin == tout:
+        return []
+    if tin.node_type != tout.node_type or tin.node_type is None:
+        how, why = "type", "their Python types differ"
+    elif len(tin.children) != len(tout.children):
+        how = "length" if tin.node_type in (tuple, list) else "children"
+        why = "the lengths do not match" if how == "length" else \
+            "the numbers of children do not match"
+    elif tin.aux != tout.aux:
+        how, why = "metadata", "the pytree node metadata does not match"
+    else:
+        keys = tin.aux if tin.node_type is dict else range(len(tin.children))
+        out = []
+        for k, a, b in zip(keys, tin.children, tout.children):
+            out += _tree_diffs(f"{path}[{k!r}]", a, b)
+        return out
+    return [(path, f"is {_node_desc(tin, how)} but the corresponding component of the carry "
+                   f"output is {_node_desc(tout, how)}, so {why}")]
+
+
+def _carry_tree_mismatch(loop, name, tin, tout):
+    diffs = _tree_diffs(name, tin, tout)
+    lines = [f"input carry {'component ' if p != name else ''}{p} {d}" for p, d in diffs]
+    detail = ("The " + lines[0] + ".") if len(lines) == 1 else \
+        ";\n".join(f"  * the {ln}" for ln in lines) + "."
+    return ControlFlowTypeError(f"{loop} carry input and carry output must have the same "
+                                f"pytree structure, but they differ:\n\n{detail}\n\nRevise "
+                                "the function so that the carry output has the same pytree "
+                                "structure as the carry input.")
+
+
 def _carry_mismatch(loop, name, carry_tree, in_avals, out_avals):
     """JAX's message for a loop body whose carry output differs from its carry input in
     type: each differing leaf by its path in the carry."""
@@ -223,12 +270,13 @@ def _carry_mismatch(loop, name, carry_tree, in_avals, out_avals):
     diffs = []
     for path, a, b in zip(paths, in_avals, out_avals):
         if a.shape != b.shape or a.dtype != b.dtype:
-            why = "shapes" if a.shape != b.shape else "dtypes"
+            why = ", and ".join(f"the {w} do not match" for w, differ in (
+                ("dtypes", a.dtype != b.dtype), ("shapes", a.shape != b.shape)) if differ)
             comp = "component " if path != name else ""
             diffs.append((f"input carry {comp}{path} has type {_ty(a)} but the corresponding "
-                          f"output carry component has type {_ty(b)}, so the {why} do not "
-                          "match"))
-    detail = ("The " + diffs[0]) if len(diffs) == 1 else "\n".join(f"  * the {d}" for d in diffs)
+                          f"output carry component has type {_ty(b)}, so {why}"))
+    detail = ("The " + diffs[0] + ".") if len(diffs) == 1 else \
+        ";\n".join(f"  * the {d}" for d in diffs) + "."
     return ControlFlowTypeError(f"{loop} carry input and carry output must have equal types, "
                                 f"but they differ:\n\n{detail}\n\nRevise the function so "
                                 "that all output types match the corresponding input types.")
@@ -253,9 +301,8 @@ def _trace_loop(step, carry, carry_tree, extra_avals, what, name="carry"):
             return list(c_out) + list(rest)
         closed, consts = _trace_flat(f, c_avals + list(extra_avals))
         if store["tree"] != carry_tree:
-            raise ControlFlowTypeError(
-                f"{what} output and input must have identical tree structure: the carry "
-                f"is {carry_tree} on input but {store['tree']} on output")
+            loop = "while_loop body function" if what == "body_fun" else what
+            raise _carry_tree_mismatch(loop, name, carry_tree, store["tree"])
         outs = closed.out_avals[:len(c_avals)]
         casts_in, casts_out = _weak_casts(c_avals, outs)
         if attempt or all(c is None for c in casts_in + casts_out):

@@ -431,7 +431,7 @@ def test_scan_errors_name_the_types():
     with pytest.raises(TypeError, match=r"  \* the input carry component c\[0\] has type "
                                         r"float32\[\] but the corresponding output carry "
                                         r"component has type float64\[\], so the dtypes do "
-                                        r"not match\n  \* the input carry component c\[1\]"):
+                                        r"not match;\n  \* the input carry component c\[1\]"):
         lax.scan(lambda c, x: ((c[0] + x, c[1] + x), x), (np.float32(0), np.float32(0)),
                  np.ones(3, np.float64))
     with pytest.raises(TypeError, match=r"^scan body output must be a pair, got float32\[\]\.$"):
@@ -443,6 +443,14 @@ def test_scan_errors_name_the_types():
                  lambda: lax.switch(0, [42]), lambda: lax.associative_scan(42, np.ones(2))):
         with pytest.raises(TypeError, match=r"^lax\.\w+: .* should be .*callable"):
             call()
+    with pytest.raises(TypeError, match=r"The input carry x is a <class 'dict'> with 1 child but "
+                                        r"the corresponding component of the carry output is a "
+                                        r"<class 'dict'> with 2 children"):
+        lax.scan(lambda x, _: ({"a": x["a"], "b": x["a"]}, None), {"a": np.int32(0)}, None,
+                 length=1)
+    with pytest.raises(TypeError, match=r"with pytree metadata \('t',\) but .* with pytree "
+                                        r"metadata \('T',\)"):
+        lax.while_loop(lambda c: False, lambda c: {"T": c["t"]}, {"t": np.ones(1)})
     with pytest.raises(TypeError, match="^cond predicate is None$"):
         lax.cond(None, lambda x: x, lambda x: x, 1.0)
     with pytest.raises(ValueError, match=r"^scan got values with different leading axis "

@@ -200,12 +200,12 @@ def _broadcast_prefix(prefix, tree, what):
         for k in sorted(tree):
             out.extend(_broadcast_prefix(prefix[k], tree[k], what))
         return out
+    structure = tree_util.tree_structure(tree)
+    has = "an array" if structure == tree_util.LEAF else f"a {type(tree).__name__}"
     raise ValueError(f"vmap {what} specification must be a tree prefix of the corresponding "
-                     f"value; got {what} {prefix!r} for a value of structure "
-                     f"{tree_util.tree_structure(tree)}.\nMismatch details: the specification "
-                     f"has a {type(prefix).__name__} where the value has "
-                     f"{'an array' if tree_util.tree_structure(tree) == tree_util.LEAF else 'a ' + type(tree).__name__}"
-                     ": different types or lengths")
+                     f"value; got {what} {prefix!r} for a value of structure {structure}.\n"
+                     f"Mismatch details: the specification has a {type(prefix).__name__} "
+                     f"where the value has {has}: different types or lengths")
 
 
 def _check_axes_spec(in_axes):

@@ -680,4 +680,5 @@ def test_values_passed_through_unchanged_stay_unbatched_under_vmap():
         return lax.cond(x < 0, h, h, x, y)
     assert float(ft.vmap(g, (0, None), None)(np.arange(3.0), 3.0)) == 3.0
     # derivatives through a forwarded carry are those of the identity
-    assert float(ft.grad(lambda y: lax.scan(lambda c, _: (c, None), y, None, length=2)[0])(2.0)) == 1.0
+    carry_out = lambda y: lax.scan(lambda c, _: (c, None), y, None, length=2)[0]  # noqa: E731
+    assert float(ft.grad(carry_out)(2.0)) == 1.0

@@ -377,14 +377,17 @@ def _jax_sentence(aval, what):
 def _concretization_error(tracer, what, cls=ConcretizationTypeError):
     origin = tracer._trace.origin_of(tracer) or "a traced computation"
     jax_words = _jax_sentence(tracer.aval, what)
+    # JAX's messages open with the boolean/__index__ sentence and end with the conversion one
+    first = what == "bool()" or what.startswith("__index__")
     return cls(
+        (f"{jax_words}\n" if first else "") +
         f"Abstract tracer value encountered where concrete value is expected: {what} was "
         f"called on the traced value {tracer.aval.str_short()} ({origin}), whose value is "
         "not known while the function is being transformed. Python control flow on traced "
         "values cannot be traced: use ft.lax.cond / ft.lax.switch for `if`, "
         "ft.lax.while_loop / ft.lax.fori_loop for loops, or fnp.where for elementwise "
         "choices; or mark the argument static (static_argnums) if it is not an array."
-        + (f"\n{jax_words}" if jax_words else ""))
+        + (f"\n{jax_words}" if jax_words and not first else ""))
 
 
 class Tracer:

@@ -17,6 +17,7 @@ from functrans.primitives import linalg as _la
 from functrans.primitives import reductions as _red
 from functrans.primitives import shape as _sh
 from functrans.primitives.indexing import gather, scatter, scatter_add  # noqa: F401
+from functrans.primitives.linalg import Precision  # noqa: F401
 from functrans.primitives.misc import stop_gradient as _stop_gradient
 from . import tree_util as _tu
 from .batching import vmap as _vmap
@@ -73,14 +74,100 @@ def _elementwise(name, nargs):
     return f
 
 
-for _name in ("abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "exp", "expm1",
-              "floor", "is_finite", "log", "log1p", "logistic", "neg", "rsqrt", "sign", "sin",
-              "sinh", "sqrt", "tan", "tanh"):
+for _name in ("abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil",
+              "cos", "cosh", "erf", "exp", "expm1", "floor", "imag", "is_finite", "log", "log1p",
+              "logistic", "neg", "real", "rsqrt", "sign", "sin", "sinh", "sqrt", "tan", "tanh"):
     globals()[_name] = _elementwise(_name, 1)
 for _name in ("add", "atan2", "div", "eq", "ge", "gt", "le", "lt", "max", "min", "mul", "ne",
               "pow", "rem", "sub"):
     globals()[_name] = _elementwise(_name, 2)
 del _name
+
+
+def _bitwise(name, bind):
+    def f(x, y):
+        return bind(*_scalars(x, y))
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"jax.lax.{name}: elementwise on boolean or integer operands of equal shapes "
+                 "and dtypes (logical for booleans).")
+    return f
+
+
+bitwise_and = _bitwise("bitwise_and", _ew.and_)
+bitwise_or = _bitwise("bitwise_or", _ew.or_)
+bitwise_xor = _bitwise("bitwise_xor", _ew.xor)
+shift_left = _bitwise("shift_left", _ew.shift_left)
+shift_right_logical = _bitwise("shift_right_logical", _ew.shift_right_logical)
+
+
+def bitwise_not(x):
+    """jax.lax.bitwise_not: elementwise NOT of a boolean or integer operand."""
+    return _ew.not_(*_scalars(x))
+
+
+def square(x):
+    """x * x, elementwise."""
+    x, = _scalars(x)
+    return _ew.mul(x, x)
+
+
+def clamp(min, x, max):  # noqa: A002  (jax.lax's names)
+    """x limited to [min, max] elementwise (min and max scalars or of x's shape). As JAX's,
+    the derivative goes to x strictly inside the interval, to a bound strictly beyond it,
+    and nowhere at a tie."""
+    lo, x, hi = _scalars(min, x, max)
+    below, above = _ew.gt(lo, x), _ew.lt(hi, x)
+    inside = _ew.and_(_ew.gt(x, lo), _ew.lt(x, hi))
+    tie = _stop_gradient(x)
+    return _ew.select(inside, x, _ew.select(below, _broadcast_like(lo, x),
+                                            _ew.select(above, _broadcast_like(hi, x), tie)))
+
+
+def _broadcast_like(v, x):
+    """v (rank 0 or x's shape) at x's shape, for select."""
+    shape = _aval(x).shape
+    return v if _aval(v).shape == shape else broadcast_in_dim(v, shape, ())
+
+
+def full(shape, fill_value, dtype=None, *, sharding=None):
+    """An array of `shape` filled with fill_value, of dtype (fill_value's dtype by default,
+    weak Python scalars becoming the default dtypes)."""
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
+    v = _canonicalize(fill_value) if type(fill_value) in _PY_SCALARS else fill_value
+    if dtype is not None:
+        v = convert_element_type(v, dtype)
+    return broadcast_in_dim(v, shape, ())
+
+
+def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
+    """full(shape or x's shape, fill_value, dtype or x's dtype)."""
+    a = _aval(x)
+    return full(a.shape if shape is None else shape, fill_value,
+                a.dtype if dtype is None else dtype)
+
+
+def empty(shape, dtype, *, out_sharding=None):
+    """jax.lax.empty: an array of shape and dtype whose values are unspecified (zeros here)."""
+    return full(shape, 0, _dtype(dtype))
+
+
+def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None,
+        out_sharding=None):
+    """jax.lax.dot: the last axis of lhs contracted with the first of rhs (vector.vector,
+    matrix.vector, matrix.matrix), or dot_general's dimension_numbers when given."""
+    dn = dimension_numbers or (((_aval(lhs).ndim - 1,), (0,)), ((), ()))
+    return dot_general(lhs, rhs, dn, precision, preferred_element_type)
+
+
+def conj(x):
+    """jax.lax.conj: the complex conjugate; a real operand becomes complex first (its
+    conjugate is itself, in the complex dtype of its precision), as JAX's."""
+    if type(x) in _PY_SCALARS:
+        x = _canonicalize(x)
+    a = _aval(x)
+    if a.dtype.kind != "c":
+        x = _ew.complex(x, np.zeros((), a.dtype))
+    return _ew.conj(x)
 
 
 def integer_pow(x, y):
@@ -238,6 +325,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     rhs_contracting), (lhs_batch, rhs_batch)). precision is accepted for JAX's signature
     (the CPU computes at full precision); preferred_element_type, when given, is the
     result's dtype (the operands are converted to it first)."""
+    _la.canonicalize_precision(precision)
     (lc, rc), (lb, rb) = dimension_numbers
     dn = ((_ints(lc), _ints(rc)), (_ints(lb), _ints(rb)))
     if preferred_element_type is not None:
@@ -384,6 +472,8 @@ def associative_scan(fn, elems, reverse=False, axis=0):
     of fn on strided slices (combine the pairs, scan the half, fill in the rest), so it
     traces, vmaps and differentiates like any function of slices, concatenations and
     reshapes."""
+    if not callable(fn):
+        raise TypeError("lax.associative_scan: fn argument should be callable.")
     leaves, tree = _tu.tree_flatten(elems)
     if not leaves:
         raise ValueError("associative_scan: elems has no arrays")

@@ -1,16 +1,17 @@
-"""ft.nn.functional's convolution and pooling (im2col by strided slices, then one contraction),
-and pad."""
+"""ft.nn.functional's convolution (the conv_general_dilated primitive), pooling (im2col by
+strided slices) and pad."""
 from __future__ import annotations
 
 import numpy as np
 
+from ... import lax
 from ... import numpy as fnp
 from ...facade.inplace import _cname, _tname
 from ._dispatch import _call, _ndim, _shape, _squeeze0, _unsqueeze0
 
 
 # ---------------------------------------------------------------------------
-# convolution and pooling (im2col by strided slices, then one contraction)
+# convolution (one primitive) and pooling (im2col by strided slices)
 
 
 def _pair(v, name="kernel_size"):
@@ -36,28 +37,13 @@ def _windows(x, kh, kw, stride, dilation, oh, ow):
     return fnp.stack(cols, axis=2)
 
 
-def _conv2d_fn(x, w, *b, stride, pads, dilation, groups):
-    n, c = x.shape[0], x.shape[1]
-    o, cg, kh, kw = w.shape
-    (pt, pb), (pl, pr) = pads
-    if pt or pb or pl or pr:
-        x = fnp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    hp, wp = x.shape[2], x.shape[3]
-    oh = (hp - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    ow = (wp - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    if kh == 1 and kw == 1 and stride == (1, 1):
-        cols = fnp.reshape(x, (n, c, oh * ow))
-    else:
-        cols = fnp.reshape(_windows(x, kh, kw, stride, dilation, oh, ow), (n, c * kh * kw, oh * ow))
-    # one batched contraction; its output is already (n, o, L): no transposes to copy
-    if groups == 1:
-        out = fnp.matmul(fnp.reshape(w, (o, cg * kh * kw)), cols)
-    else:
-        cols = fnp.reshape(cols, (n, groups, cg * kh * kw, oh * ow))
-        out = fnp.matmul(fnp.reshape(w, (groups, o // groups, cg * kh * kw)), cols)
-    out = fnp.reshape(out, (n, o, oh, ow))
+def _conv_fn(x, w, *b, stride, pads, dilation, groups):
+    """conv1d/2d/3d as one op: the conv_general_dilated primitive (N, C, ...) * (O, C/groups,
+    ...), then the bias."""
+    out = lax.conv_general_dilated(x, w, stride, pads, rhs_dilation=dilation,
+                                   feature_group_count=groups)
     if b:
-        out = out + fnp.reshape(b[0], (1, o, 1, 1))
+        out = out + fnp.reshape(b[0], (1, -1) + (1,) * len(stride))
     return out
 
 
@@ -92,7 +78,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     _check_conv_dtypes(input, weight, bias)
     pads = _check_conv(_shape(input), _shape(weight), stride, padding, dilation, groups)
     args = (input, weight) if bias is None else (input, weight, bias)
-    out = _call("ConvolutionBackward0", _conv2d_fn, args, stride=stride, pads=pads,
+    out = _call("ConvolutionBackward0", _conv_fn, args, stride=stride, pads=pads,
                 dilation=dilation, groups=int(groups))
     return _squeeze0(out) if unbatched else out
 
@@ -162,14 +148,9 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     pads = _check_conv(si[:2] + (1,) + si[2:], sw[:2] + (1,) + sw[2:], stride, pad, dilation,
                        groups, one_d=True)
     args = (input, weight) if bias is None else (input, weight, bias)
-    out = _call("ConvolutionBackward0", _conv1d_fn, args, stride=stride, pads=pads,
-                dilation=dilation, groups=int(groups))
+    out = _call("ConvolutionBackward0", _conv_fn, args, stride=stride[1:], pads=pads[1:],
+                dilation=dilation[1:], groups=int(groups))
     return _squeeze0(out) if unbatched else out
-
-
-def _conv1d_fn(x, w, *b, **kw):
-    """conv1d as one op: _conv2d_fn over a height of one."""
-    return fnp.squeeze(_conv2d_fn(fnp.expand_dims(x, -2), fnp.expand_dims(w, 2), *b, **kw), -2)
 
 
 def _pool_geometry(h, k, s, p, d, ceil_mode):

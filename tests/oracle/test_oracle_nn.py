@@ -403,6 +403,14 @@ one("conv1d:same", lambda L, x, w: F(L).conv1d(x, w, padding="same"), randn(2, 3
     randn(4, 3, 4, seed=1))
 one("conv1d:unbatched", lambda L, x, w: F(L).conv1d(x, w, padding=(1,)), randn(3, 6),
     randn(4, 3, 3, seed=1))
+# grad-of-grad (a gradient penalty, as WGAN-GP's critic): the convolution's transpose rules
+# are convolutions, differentiated again
+one("conv2d:grad_of_grad", lambda L, x, w: (L.autograd.grad(
+    (F(L).conv2d(x, w, stride=2, padding=1, groups=2) ** 2).sum(), x, create_graph=True)[0]
+    ** 2).sum(), randn(2, 4, 6, 5), randn(6, 2, 3, 3, seed=1))
+one("conv1d:grad_of_grad", lambda L, x, w: (L.autograd.grad(
+    F(L).conv1d(x, w, dilation=2).tanh().sum(), w, create_graph=True)[0] ** 2).sum(),
+    randn(2, 3, 9), randn(4, 3, 3, seed=1))
 one("conv1d:wrong_ndim", lambda L, x, w: F(L).conv1d(x, w), randn(1, 2, 3, 6),
     randn(4, 3, 3, seed=1), error="Expected 2D .unbatched. or 3D .batched. input to conv1d")
 
@@ -2017,6 +2025,9 @@ both("conv_transpose2d", lambda L, x, w, b: F(L).conv_transpose2d(x, w, b, strid
 one("conv_transpose2d:output_padding_groups_dilation",
     lambda L, x, w: F(L).conv_transpose2d(x, w, None, (2, 3), (2, 1), (1, 2), 2, (2, 1)),
     randn(2, 4, 5, 6), randn(4, 1, 3, 2, seed=1))
+one("conv_transpose2d:grad_of_grad", lambda L, x, w: (L.autograd.grad(
+    (F(L).conv_transpose2d(x, w, stride=2, padding=1, output_padding=1) ** 2).sum(), x,
+    create_graph=True)[0] ** 2).sum(), randn(2, 3, 4, 3), randn(3, 2, 3, 3, seed=1))
 one("conv_transpose2d:unbatched", lambda L, x, w: F(L).conv_transpose2d(x, w), randn(4, 3, 3),
     randn(4, 2, 2, 2, seed=1))
 one("conv_transpose2d:channels", lambda L, x, w: F(L).conv_transpose2d(x, w), randn(1, 5, 3, 3),

@@ -147,14 +147,21 @@ def _pad_dilate(xp, x, padding, lhs_dilation):
     return out
 
 
+# the column matrix is built and multiplied in blocks of batch entries of about this many
+# bytes: a block comes from malloc's heap (below backends/memory.HEAP_MMAP_BYTES, so it is
+# reused without page faults, where a whole 40 MB matrix is a fresh mapping each call) and
+# is still in cache when the GEMM reads it
+_COLS_BYTES = 4 << 20
+
+
 def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                dimension_numbers, feature_group_count, batch_group_count):
     """Channels-last im2col: the lhs as (N, *spatial, C) (one copy while padding), its
     windows as a strided view (N, *out, *kernel, C), copied once into the (N*out, kernel*C)
     column matrix, times the kernel as (kernel*C, O): the layout whose GEMM runs fastest
     (a tall, thin product; the long axis is never the one BLAS streams the small operand
-    along) and whose column copy moves contiguous runs of C. Groups are a batched matmul.
-    The result is a view of the (N, *out, O) product in out_spec's axis order."""
+    along) and whose column copy moves contiguous runs of kernel_w*C. Groups are a batched
+    matmul. The result is a view of the (N, *out, O) product in out_spec's axis order."""
     lspec, rspec, ospec = dimension_numbers
     nsp = len(lspec) - 2
     g, bg = feature_group_count, batch_group_count
@@ -186,19 +193,45 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
         win = np.lib.stride_tricks.as_strided(x, view_shape, view_strides, writeable=False)
     else:
         win = xp.lib.stride_tricks.as_strided(x, view_shape, view_strides)
-    m, kk = nb * math.prod(out_sp), math.prod(ksp) * i
-    if gt == 1:
-        cols = win.reshape(m, kk)
-    else:    # group axis first: (bg, g) -> gt, then the rows of each group
-        gaxis = 2 + 2 * nsp
-        order = (0, gaxis) + tuple(range(1, gaxis)) + (gaxis + 1,)
-        cols = xp.transpose(win, order).reshape(gt, m, kk)
-    w = xp.transpose(rhs, (rspec[0],) + rspec[2:] + (rspec[1],)).reshape(gt, og, kk)
-    if gt == 1:
-        prod = xp.matmul(cols, w[0].T)                           # (m, o)
-    else:
-        prod = xp.matmul(cols, xp.swapaxes(w, -1, -2))            # (gt, m, og)
-        prod = xp.moveaxis(prod, 0, 1).reshape(m, o)
+    rows, kk = math.prod(out_sp), math.prod(ksp) * i
+    w = xp.transpose(rhs, (rspec[0],) + rspec[2:] + (rspec[1],)).reshape((gt, og) + ksp + (i,))
+    prod = xp.empty((nb * rows, gt, og), np.result_type(lhs.dtype, rhs.dtype))
+    gaxis = 2 + 2 * nsp
+    order = (0, gaxis) + tuple(range(1, gaxis)) + (gaxis + 1,)   # group axis (bg, g) first
+
+    def product(part, wpart, out=None):
+        """The (rows, gt, og) product of a block of windows with a block of the kernel
+        (written into out when given)."""
+        m = math.prod(part.shape[1:2 + nsp])
+        if gt == 1:
+            cols = part.reshape(m, -1)
+            return xp.matmul(cols, wpart.reshape(og, -1).T,
+                             out=None if out is None else out.reshape(m, og))
+        cols = xp.transpose(part, order).reshape(gt, m, -1)
+        res = xp.moveaxis(xp.matmul(cols, xp.swapaxes(wpart.reshape(gt, og, -1), -1, -2)),
+                          0, 1)
+        if out is not None:
+            out[...] = res
+        return res
+
+    per = x.itemsize * gt * nb * rows * kk      # bytes of the whole column matrix
+    if xp is not np or per <= _COLS_BYTES:
+        product(win, w, prod)
+    elif nb * rows >= kk:   # many output rows: blocks of batch entries
+        step = max(1, nb * _COLS_BYTES // per)
+        for n0 in range(0, nb, step):
+            product(win[:, n0:n0 + step], w, prod[n0 * rows:(n0 + step) * rows])
+    else:   # few rows and a long contraction (a kernel's gradient): blocks of the first
+            # kernel axis, accumulated
+        k0 = ksp[0]
+        step = max(1, k0 * _COLS_BYTES // per)
+        at = (slice(None),) * (2 + nsp)
+        for a in range(0, k0, step):
+            block = at + (slice(a, a + step),)
+            res = product(win[block], w[(slice(None), slice(None), slice(a, a + step))],
+                          prod if a == 0 else None)
+            if a:
+                prod += res.reshape(prod.shape)
     return xp.transpose(prod.reshape((nb,) + out_sp + (o,)), out_perm)
 
 

@@ -12,6 +12,7 @@ import pytest
 import functrans as ft
 import functrans.numpy as fnp
 from functrans import lax
+from functrans.primitives import conv as conv_module
 
 jax = pytest.importorskip("jax")
 jlax = jax.lax
@@ -236,3 +237,21 @@ def test_facade_convs_are_one_node_and_compile():
     np.testing.assert_allclose(y.detach().numpy(), out.detach().numpy(), rtol=1e-5, atol=1e-6)
     for p, g in zip(model.parameters(), grads):
         np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["same", "groups_negative_pad", "batch_groups", "nhwc",
+                                  "3d_groups"])
+def test_blocked_products_equal_one_product(name, monkeypatch):
+    """The NumPy implementation builds its column matrix in blocks (of batch entries, or of
+    the first kernel axis, accumulated, for a kernel's gradient): forced to tiny blocks, the
+    values and both gradients are those of one block."""
+    x, w, kw = _pair(name)
+
+    def run():
+        return ft.value_and_grad(lambda x, w: fnp.sum(fnp.tanh(
+            lax.conv_general_dilated(x, w, **kw))), (0, 1))(x, w)
+    whole = run()
+    monkeypatch.setattr(conv_module, "_COLS_BYTES", 64)
+    blocked = run()
+    for a, b in zip(jax.tree_util.tree_leaves(blocked), jax.tree_util.tree_leaves(whole)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)

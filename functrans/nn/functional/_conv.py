@@ -47,13 +47,24 @@ def _conv_fn(x, w, *b, stride, pads, dilation, groups):
     return out
 
 
-def _conv_pads(padding, kernel, dilation, stride, what="conv2d"):
-    """((top, bottom), (left, right)) from an int, a pair, 'valid' or 'same'."""
+def _triple(v, name="kernel_size"):
+    if isinstance(v, int):
+        return (v, v, v)
+    v = tuple(int(a) for a in v)
+    if len(v) == 1:
+        return v * 3
+    if len(v) != 3:
+        raise ValueError(f"{name} must be an int or a triple of ints, got {v}")
+    return v
+
+
+def _conv_pads(padding, kernel, dilation, stride, tuple_of):
+    """(lo, hi) per spatial dim from an int, a tuple (read by tuple_of), 'valid' or 'same'."""
     if isinstance(padding, str):
         if padding == "valid":
-            return ((0, 0), (0, 0))
+            return ((0, 0),) * len(kernel)
         if padding == "same":
-            if stride != (1, 1):     # (the layers' constructors raise ValueError instead)
+            if any(s != 1 for s in stride):  # (the layers' constructors raise ValueError)
                 raise RuntimeError("padding='same' is not supported for strided convolutions")
             pads = []
             for k, d in zip(kernel, dilation):
@@ -62,25 +73,7 @@ def _conv_pads(padding, kernel, dilation, stride, what="conv2d"):
             return tuple(pads)
         raise ValueError(f"Invalid padding string '{padding}', should be one of "
                          "{'valid', 'same'}")
-    ph, pw = _pair(padding, "padding")
-    return ((ph, ph), (pw, pw))
-
-
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """2-D cross-correlation of (N, C, H, W) (or (C, H, W)) with weight (O, C/groups, kh, kw)."""
-    unbatched = _ndim(input) == 3
-    if unbatched:
-        input = _unsqueeze0(input)
-    if _ndim(input) != 4:
-        raise RuntimeError(f"Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
-                           f"input of size: {list(_shape(input))}")
-    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
-    _check_conv_dtypes(input, weight, bias)
-    pads = _check_conv(_shape(input), _shape(weight), stride, padding, dilation, groups)
-    args = (input, weight) if bias is None else (input, weight, bias)
-    out = _call("ConvolutionBackward0", _conv_fn, args, stride=stride, pads=pads,
-                dilation=dilation, groups=int(groups))
-    return _squeeze0(out) if unbatched else out
+    return tuple((p, p) for p in tuple_of(padding, "padding"))
 
 
 def _check_conv_dtypes(input, weight, bias):
@@ -93,29 +86,24 @@ def _check_conv_dtypes(input, weight, bias):
                            f"({_cname(np.dtype(bias.dtype))}) should be the same")
 
 
-def _check_conv(si, sw, stride, padding, dilation, groups, one_d=False):
-    """torch's checks of a batched convolution's shapes (conv1d's given as conv2d's over a
-    height of one, one_d=True, and reported in 1-D); returns the padding pairs."""
-    o, cg, kh, kw = sw
+def _check_conv(si, sw, stride, padding, dilation, groups, tuple_of):
+    """torch's checks of a batched convolution's shapes; returns the padding pairs."""
+    o, cg, ks = sw[0], sw[1], sw[2:]
     c = si[1]
-    show = (lambda s: list(s[:2]) + list(s[3:])) if one_d else list
     if c != cg * groups:
-        raise RuntimeError(f"Given groups={groups}, weight of size {show(sw)}, "
-                           f"expected input{show(si)} to have {cg * groups} channels, "
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(sw)}, "
+                           f"expected input{list(si)} to have {cg * groups} channels, "
                            f"but got {c} channels instead")
     if o % groups:
         raise RuntimeError("out_channels must be divisible by groups")
-    pads = _conv_pads(padding, (kh, kw), dilation, stride)
-    hp = si[2] + pads[0][0] + pads[0][1]
-    wp = si[3] + pads[1][0] + pads[1][1]
-    if hp < dilation[0] * (kh - 1) + 1 or wp < dilation[1] * (kw - 1) + 1:
-        if one_d:
-            raise RuntimeError(f"Calculated padded input size per channel: ({wp}). Kernel size: "
-                               f"({dilation[1] * (kw - 1) + 1}). Kernel size can't be greater "
-                               "than actual input size")
-        raise RuntimeError(f"Calculated padded input size per channel: ({hp} x {wp}). Kernel "
-                           f"size: ({dilation[0] * (kh - 1) + 1} x {dilation[1] * (kw - 1) + 1}). "
-                           "Kernel size can't be greater than actual input size")
+    pads = _conv_pads(padding, ks, dilation, stride, tuple_of)
+    padded = [n + lo + hi for n, (lo, hi) in zip(si[2:], pads)]
+    spans = [d * (k - 1) + 1 for k, d in zip(ks, dilation)]
+    if any(p < k for p, k in zip(padded, spans)):
+        raise RuntimeError(f"Calculated padded input size per channel: "
+                           f"({' x '.join(map(str, padded))}). Kernel size: "
+                           f"({' x '.join(map(str, spans))}). Kernel size can't be greater "
+                           "than actual input size")
     return pads
 
 
@@ -129,28 +117,47 @@ def _single(v, name):
     return int(v)
 
 
-def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """1-D cross-correlation of (N, C, L) (or (C, L)) with weight (O, C/groups, k): conv2d
-    over a height of one."""
-    if _ndim(input) not in (2, 3):
-        raise RuntimeError(f"Expected 2D (unbatched) or 3D (batched) input to conv1d, but got "
-                           f"input of size: {list(_shape(input))}")
-    if _ndim(weight) != 3:
+def _one(v, name):
+    return (_single(v, name),)
+
+
+def _conv(name, nsp, tuple_of, input, weight, bias, stride, padding, dilation, groups):
+    """conv1d/2d/3d: torch's checks, then one ConvolutionBackward0 op over the
+    conv_general_dilated primitive (an unbatched input gets a batch of one around it)."""
+    nd = _ndim(input)
+    if nd not in (nsp + 1, nsp + 2):
+        raise RuntimeError(f"Expected {nsp + 1}D (unbatched) or {nsp + 2}D (batched) input to "
+                           f"{name}, but got input of size: {list(_shape(input))}")
+    if nsp == 1 and _ndim(weight) != 3:
         raise RuntimeError(f"conv1d: weight must be 3-D (out_channels, in_channels/groups, "
                            f"kernel), got size {list(_shape(weight))}")
-    unbatched = _ndim(input) == 2
+    unbatched = nd == nsp + 1
     if unbatched:
         input = _unsqueeze0(input)
-    pad = padding if isinstance(padding, str) else (0, _single(padding, "padding"))
-    stride, dilation = (1, _single(stride, "stride")), (1, _single(dilation, "dilation"))
-    si, sw = _shape(input), _shape(weight)
+    stride, dilation = tuple_of(stride, "stride"), tuple_of(dilation, "dilation")
     _check_conv_dtypes(input, weight, bias)
-    pads = _check_conv(si[:2] + (1,) + si[2:], sw[:2] + (1,) + sw[2:], stride, pad, dilation,
-                       groups, one_d=True)
+    pads = _check_conv(_shape(input), _shape(weight), stride, padding, dilation, groups,
+                       tuple_of)
     args = (input, weight) if bias is None else (input, weight, bias)
-    out = _call("ConvolutionBackward0", _conv_fn, args, stride=stride[1:], pads=pads[1:],
-                dilation=dilation[1:], groups=int(groups))
+    out = _call("ConvolutionBackward0", _conv_fn, args, stride=stride, pads=pads,
+                dilation=dilation, groups=int(groups))
     return _squeeze0(out) if unbatched else out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D cross-correlation of (N, C, L) (or (C, L)) with weight (O, C/groups, k)."""
+    return _conv("conv1d", 1, _one, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation of (N, C, H, W) (or (C, H, W)) with weight (O, C/groups, kh, kw)."""
+    return _conv("conv2d", 2, _pair, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D cross-correlation of (N, C, D, H, W) (or unbatched) with weight
+    (O, C/groups, kd, kh, kw)."""
+    return _conv("conv3d", 3, _triple, input, weight, bias, stride, padding, dilation, groups)
 
 
 def _pool_geometry(h, k, s, p, d, ceil_mode):

@@ -120,7 +120,7 @@ def _conv_shape(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
 
 
 # ---------------------------------------------------------------------------
-# implementation: im2col by a strided window view, then one (batched) GEMM
+# implementation: im2col by a strided window view, then GEMMs in blocks
 
 
 def _pad_dilate(xp, x, padding, lhs_dilation):
@@ -166,7 +166,7 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
     nsp = len(lspec) - 2
     g, bg = feature_group_count, batch_group_count
     gt = g * bg
-    n, c = lhs.shape[lspec[0]], lhs.shape[lspec[1]]
+    n = lhs.shape[lspec[0]]
     o, i = rhs.shape[rspec[0]], rhs.shape[rspec[1]]
     ksp = tuple(rhs.shape[a] for a in rspec[2:])
     out_sp = _out_spatial([lhs.shape[a] for a in lspec[2:]], ksp, window_strides, padding,
@@ -217,7 +217,7 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
     per = x.itemsize * gt * nb * rows * kk      # bytes of the whole column matrix
     if xp is not np or per <= _COLS_BYTES:
         product(win, w, prod)
-    elif nb * rows >= kk:   # many output rows: blocks of batch entries
+    elif nb * rows >= kk or not nsp:   # many output rows: blocks of batch entries
         step = max(1, nb * _COLS_BYTES // per)
         for n0 in range(0, nb, step):
             product(win[:, n0:n0 + step], w, prod[n0 * rows:(n0 + step) * rows])

@@ -15,8 +15,8 @@ from ._activations import (  # noqa: F401
     dropout, elu, gelu, hardtanh, leaky_relu, log_softmax, logsigmoid, mish, relu, relu6, relu_,
     sigmoid, silu, softmax, softmin, softplus, tanh)
 from ._normalization import batch_norm, group_norm, instance_norm, layer_norm  # noqa: F401
-from ._conv import (_pair, _single, adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, max_pool2d,  # noqa: F401
-                    pad)
+from ._conv import (_pair, _single, _triple, adaptive_avg_pool2d, avg_pool2d, conv1d,  # noqa: F401
+                    conv2d, conv3d, max_pool2d, pad)
 from ._fold import conv_transpose1d, conv_transpose2d, fold, unfold  # noqa: F401
 from ._image import (dropout1d, dropout2d, dropout3d, interpolate, pixel_shuffle,  # noqa: F401
                      pixel_unshuffle, upsample)

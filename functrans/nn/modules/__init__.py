@@ -6,7 +6,7 @@ from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax,
                          Tanh)
 from .container import (Flatten, ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                         Sequential, Unflatten)
-from .conv import (AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, ConvTranspose1d,  # noqa: F401
+from .conv import (AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, Conv3d, ConvTranspose1d,  # noqa: F401
                    ConvTranspose2d, MaxPool2d)
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d  # noqa: F401
 from .fold import Fold, Unfold  # noqa: F401

@@ -45,7 +45,8 @@ def to_dtype(d):
         return None
     if isinstance(d, np.dtype):
         return d
-    import builtins
+    if isinstance(d, type) and isinstance(getattr(d, "dtype", None), np.dtype):
+        return d.dtype                      # a legacy type: t.type(torch.LongTensor)
     if d is builtins.float:
         return _DEFAULT["float"]
     if d is builtins.int:

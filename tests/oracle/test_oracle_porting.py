@@ -63,9 +63,11 @@ def module_paths_case():
         cls = getattr(torch.nn, name)
         if name.startswith("_") or not isinstance(cls, type):
             continue
-        ours = ft.nn
-        for part in cls.__module__.split(".")[2:]:          # torch.nn.modules.sparse
-            ours = getattr(ours, part, None)
+        path = "functrans." + cls.__module__.split(".", 1)[1]    # torch.nn.modules.sparse
+        try:            # by import: nn.parallel.data_parallel is also a function's name
+            ours = importlib.import_module(path)
+        except ImportError:
+            ours = None
         if getattr(ours, name, None) is not getattr(ft.nn, name):
             missing.append(f"{cls.__module__}.{name}")
     assert not missing, f"not reachable by torch's module path: {missing}"
@@ -113,7 +115,49 @@ def _device_queries(L):
             for q in _QUERIES}
 
 
+_LEGACY = ("FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor",
+           "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor")
+
+
+def _legacy_types(L):
+    """The legacy tensor types: constructors from a size, a Size, data and a tensor, the
+    isinstance checks old programs make, `t.type(L.LongTensor)`, and the errors."""
+    out = {}
+    x, p = L.ones(2, 3), L.nn.Parameter(L.ones(2, dtype=L.float64))
+    for name in _LEGACY:
+        T = getattr(L, name)
+        out[name] = (T(2, 3).shape, T(L.Size([4])).shape, T().shape, T([1, 0, 1]).tolist(),
+                     T([1, 0]).dtype, isinstance(x, T), isinstance(p, T),
+                     isinstance(x.long(), T), x.type(T).dtype,
+                     _error(lambda: T(2.5)), _error(lambda: T("a")))
+    same = L.tensor([1, 2])
+    L.LongTensor(same)[0] = 7             # an alias of the tensor
+    out["same_tensor"] = same.tolist()
+    out["other_dtype"] = _error(lambda: L.FloatTensor(L.ones(2, dtype=L.float64)))[0]
+    out["subclass"] = issubclass(L.FloatTensor, L.Tensor)
+    return out
+
+
+def _data_parallel(L):
+    """nn.DataParallel on a CPU (torch runs the module itself): outputs, state_dict keys,
+    the wrapped module, and gradients through it."""
+    net = L.nn.Sequential(L.nn.Linear(3, 4), L.nn.Tanh(), L.nn.Linear(4, 2)).double()
+    with L.no_grad():
+        for i, w in enumerate(net.parameters()):
+            w.copy_(L.arange(w.numel(), dtype=L.float64).reshape(w.shape) / 10 - 0.3 * i)
+    dp = L.nn.DataParallel(net)
+    x = L.arange(6, dtype=L.float64).reshape(2, 3) / 6
+    y = dp(x)
+    y.sum().backward()
+    return (y, list(dp.state_dict()), dp.module is net, net[0].weight.grad,
+            type(dp).__module__.split(".", 1)[1])
+
+
 CASES = {
+    "porting:legacy_tensor_types": lambda: compare(_legacy_types(ft), _legacy_types(torch),
+                                                   "legacy"),
+    "porting:data_parallel": lambda: compare(_data_parallel(ft), _data_parallel(torch),
+                                             "data_parallel", grad_fn=False),
     "porting:tensor_device_queries": lambda: compare(_device_queries(ft),
                                                      _device_queries(torch), "queries"),
     "porting:accelerator": accelerator_case,
@@ -128,3 +172,15 @@ oracle.register(*CASES)
 @pytest.mark.parametrize("case_id", sorted(CASES))
 def test_porting(case_id):
     oracle.case(case_id, CASES[case_id])
+
+
+def test_data_parallel_function_runs_module():
+    """nn.parallel.data_parallel on functrans's one device calls the module (a CPU-only
+    torch raises "device type could not be determined", so this is not an oracle case);
+    several device ids are refused naming DistributedDataParallel."""
+    net = ft.nn.Linear(3, 2)
+    x = ft.ones(4, 3)
+    assert (ft.nn.parallel.data_parallel(net, x) == net(x)).all()
+    assert (ft.nn.parallel.data_parallel(net, (x,), module_kwargs={}) == net(x)).all()
+    with pytest.raises(RuntimeError, match="DistributedDataParallel"):
+        ft.nn.DataParallel(net, device_ids=[0, 1])

@@ -5,6 +5,7 @@ safe_globals), `flatten_parameters()` after loading an RNN, and what a missing `
 says. Each case runs the same function with `torch` and with `functrans` and compares
 (oracle.case; an error by type and message)."""
 import importlib
+import io
 import traceback
 import types
 
@@ -153,7 +154,85 @@ def _data_parallel(L):
             type(dp).__module__.split(".", 1)[1])
 
 
+def _lm_class(L, name):
+    """word_language_model's RNNModel, cut down (encoder, dropout, recurrent layer, decoder
+    with tied weights), as a module-level class of library L: torch.save pickles it by name."""
+    class LM(L.nn.Module):
+        def __init__(self, kind, ntoken=7, ninp=4):
+            super().__init__()
+            self.drop = L.nn.Dropout(0.2)
+            self.encoder = L.nn.Embedding(ntoken, ninp)
+            self.rnn = getattr(L.nn, kind)(ninp, ninp, 2)
+            self.decoder = L.nn.Linear(ninp, ntoken)
+            self.decoder.weight = self.encoder.weight
+            self.kind = kind
+
+        def forward(self, tokens):
+            out, hidden = self.rnn(self.drop(self.encoder(tokens)))
+            return L.nn.functional.log_softmax(self.decoder(self.drop(out)), dim=-1), hidden
+    LM.__name__ = LM.__qualname__ = name
+    return LM
+
+
+TorchLM, FtLM = _lm_class(torch, "TorchLM"), _lm_class(ft, "FtLM")
+
+
+def _save_load_whole_model(L, cls, kind):
+    """main.py's `torch.save(model, f)` and `torch.load(f)` under `safe_globals`, then one
+    evaluation and one training step of the loaded model (weights set alike in both)."""
+    model = cls(kind).double()
+    with L.no_grad():
+        for i, (_, w) in enumerate(sorted(model.named_parameters())):
+            w.copy_(L.sin(L.arange(w.numel(), dtype=L.float64).reshape(w.shape) + i) / 2)
+    buf = io.BytesIO()
+    L.save(model, buf)
+    buf.seek(0)
+    with L.serialization.safe_globals([cls, L.nn.Dropout, L.nn.Embedding, L.nn.Linear,
+                                       getattr(L.nn, kind)]):
+        back = L.load(buf)
+    back.rnn.flatten_parameters()
+    back.eval()
+    tokens = L.tensor([[1, 2], [3, 4], [5, 6]])
+    out, hidden = back(tokens)
+    loss = L.nn.functional.nll_loss(out.view(-1, 7), tokens.view(-1))
+    loss.backward()
+    return (out, hidden, loss, back.encoder.weight.grad, back.decoder.weight is
+            back.encoder.weight, type(back) is cls, back.kind)
+
+
+def _save_load_transformer(L):
+    """word_language_model's Transformer branch: the allowlist names F.relu (the layers'
+    `activation` attribute) and the attention's classes."""
+    L.manual_seed(0)
+    enc = L.nn.TransformerEncoder(L.nn.TransformerEncoderLayer(4, 2, 8, 0.0), 2,
+                                  enable_nested_tensor=False).double()
+    with L.no_grad():
+        for i, (_, w) in enumerate(sorted(enc.named_parameters())):
+            w.copy_(L.cos(L.arange(w.numel(), dtype=L.float64).reshape(w.shape) + i) / 3)
+    buf = io.BytesIO()
+    L.save(enc, buf)
+    buf.seek(0)
+    M = L.nn.modules
+    with L.serialization.safe_globals([
+            L.nn.functional.relu, M.activation.MultiheadAttention, M.container.ModuleList,
+            M.dropout.Dropout, M.linear.Linear, M.linear.NonDynamicallyQuantizableLinear,
+            M.normalization.LayerNorm, M.transformer.TransformerEncoder,
+            M.transformer.TransformerEncoderLayer]):
+        back = L.load(buf)
+    x = L.linspace(-1, 1, 24, dtype=L.float64).reshape(3, 2, 4)
+    mask = L.nn.Transformer.generate_square_subsequent_mask(3).double()
+    return back(x, mask), back.layers[0].activation is L.nn.functional.relu
+
+
+def _whole_model_case(kind):
+    return lambda: compare(_save_load_whole_model(ft, FtLM, kind),
+                           _save_load_whole_model(torch, TorchLM, kind), "lm", grad_fn=False)
+
+
 CASES = {
+    **{f"porting:save_whole_model_{k}": _whole_model_case(k) for k in ("LSTM", "GRU", "RNN")},
+    "porting:save_whole_model_Transformer": lambda: compare(
+        _save_load_transformer(ft), _save_load_transformer(torch), "encoder", grad_fn=False),
     "porting:legacy_tensor_types": lambda: compare(_legacy_types(ft), _legacy_types(torch),
                                                    "legacy"),
     "porting:data_parallel": lambda: compare(_data_parallel(ft), _data_parallel(torch),

@@ -4,5 +4,5 @@
 """
 
 from .base import REGISTRY, defprim  # noqa: F401
-from . import elementwise, shape, reductions, indexing, linalg, random, fft  # noqa: F401
+from . import elementwise, shape, reductions, indexing, linalg, random, fft, special  # noqa: F401
 from .misc import stop_gradient_p  # noqa: F401

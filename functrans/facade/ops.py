@@ -329,7 +329,7 @@ FUNCTION_NAMES = [
     "negative", "abs", "absolute", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1",
     "sin", "cos", "tan", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "sinh", "cosh",
     "tanh", "sigmoid", "relu", "sqrt", "rsqrt", "square", "reciprocal", "sign", "sgn", "floor",
-    "ceil", "round", "trunc", "frac", "erf", "clamp", "clip", "clamp_min", "clamp_max",
+    "ceil", "round", "trunc", "frac", "erf", "erfc", "erfinv", "lgamma", "digamma", "clamp", "clip", "clamp_min", "clamp_max",
     "maximum", "minimum", "atan2", "arctan2", "fmod", "remainder", "floor_divide", "lerp",
     "addcmul", "addcdiv", "matmul", "mm", "bmm", "mv", "dot", "outer", "ger", "inner",
     "sum", "mean", "prod", "var", "std", "max", "min", "amax", "amin", "argmax", "argmin",

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from ...facade.grad_mode import no_grad
 from ...facade.tensor import Tensor
 from ..modules.container import ModuleDict, ModuleList
-from ..modules.module import Module, Parameter
+from ..modules.module import Parameter
 
 __all__ = ["register_parametrization", "remove_parametrizations", "is_parametrized",
            "cached", "type_before_parametrizations", "ParametrizationList"]

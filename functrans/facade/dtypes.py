@@ -21,7 +21,6 @@ complex64 = cfloat = np.dtype(np.complex64)
 complex128 = cdouble = np.dtype(np.complex128)
 
 
-
 class UnsupportedDtype:
     """A dtype name torch has and functrans does not (bfloat16): it exists, so that programs
     that name it import and compare (`dtype == torch.bfloat16`), and using it to make or

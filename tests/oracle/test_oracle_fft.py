@@ -104,8 +104,7 @@ SPECIAL = {
     "special:gammaln": (_sp("gammaln"), GAMMA_X),
     "special:digamma": (_sp("digamma"), GAMMA_X),
     "special:psi": (_sp("psi"), POS),
-    "special:polygamma_0": (_sp("polygamma", 0) if False else
-                            (lambda L, x: L.special.polygamma(0, x)), POS),
+    "special:polygamma_0": (lambda L, x: L.special.polygamma(0, x), POS),
     "special:polygamma_1": (lambda L, x: L.special.polygamma(1, x), POS),
     "special:polygamma_3": (lambda L, x: L.special.polygamma(3, x), POS),
     "special:multigammaln": (lambda L, x: L.special.multigammaln(x, 3), POS + 1.1),
@@ -144,7 +143,7 @@ SPECIAL = {
     "special:edges": (lambda L, x: [getattr(L.special, n)(x) for n in (
         "gammaln", "digamma", "erfinv", "ndtri", "i0e", "i1e", "erfc", "log_ndtr")], EDGES),
     "special:torch_names": (lambda L, x: (L.lgamma(x), L.digamma(x), L.erfc(x),
-                                          x.erfinv() if False else L.erfinv(x / 10),
+                                          (x / 10).erfinv(), L.erfinv(x / 10),
                                           L.polygamma(2, x), L.i0(x), L.sinc(x),
                                           L.logit(x / 20), L.xlogy(x, x), L.mvlgamma(x, 2),
                                           x.lgamma(), x.digamma(), x.erfc()), POS + 1),

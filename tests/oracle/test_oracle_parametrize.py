@@ -221,12 +221,21 @@ def _orthogonal(L, x, w, kw, original_grad=True):
 
 
 def _orthogonal_assign(L, w):
+    """Assignment through right_inverse: Householder without trivialization (geqrf), and
+    with trivialization an orthogonal matrix kept as the base, a general one made
+    orthogonal (its QR's Q)."""
     m = L.nn.Linear(4, 4, bias=False).double()
     L.nn.utils.parametrizations.orthogonal(m, orthogonal_map="householder",
                                            use_trivialization=False)
     q = L.linalg.qr(w.detach())[0]
     m.weight = q
-    return m.weight.detach(), m.parametrizations.weight.original.detach()
+    t = L.nn.Linear(4, 4, bias=False).double()
+    L.nn.utils.parametrizations.orthogonal(t)
+    t.weight = q
+    kept = t.weight.detach()
+    t.weight = w.detach()
+    return (m.weight.detach(), m.parametrizations.weight.original.detach(), kept,
+            t.weight.detach(), t.parametrizations.weight[0].base)
 
 
 def _orthogonal_errors(L):

@@ -32,6 +32,9 @@ from .batching import vmap
 from .primitives.misc import stop_gradient as _stop_gradient
 from .runtime import eval_jaxpr
 from .serialization import CheckpointError, load, save
+from .special import i0, logit, polygamma, sinc, xlogy
+from .amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
+from .special import multigammaln as mvlgamma
 from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr
 from .transforms import (default_matmul_precision, grad, hessian, jacfwd, jacrev, jvp,
                          linear_transpose, linearize, named_call, named_scope, value_and_grad,

@@ -107,6 +107,19 @@ def _erf_ref(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
 
 
+def _math_ref(fn):
+    return lambda x: np.vectorize(fn, otypes=[np.float64])(x).astype(x.dtype)
+
+
+def _scipy_ref(name):
+    """scipy.special's function as a reference (the test skips where SciPy is missing)."""
+    def ref(x):
+        import pytest
+        special = pytest.importorskip("scipy.special", reason="the reference is SciPy's")
+        return getattr(special, name)(_wide(x)).astype(x.dtype)
+    return ref
+
+
 def _round_ref(x, rounding_method):
     if rounding_method == 1:
         return np.round(x)
@@ -843,6 +856,14 @@ CASES: dict[str, Case] = {
     "logistic": unary(lambda x: (1 / (1 + np.exp(-_wide(x)))).astype(x.dtype), -5, 5,
                       dtypes=CFLOATS),
     "erf": unary(_erf_ref, -3, 3),
+    # primitives/special.py
+    "lgamma": unary(_math_ref(math.lgamma), 0.2, 5),
+    "erfc": unary(_math_ref(math.erfc), -3, 3),
+    "digamma": unary(_scipy_ref("digamma"), 0.3, 5),
+    "ndtri": unary(_scipy_ref("ndtri"), 0.05, 0.95),
+    "erf_inv": unary(_scipy_ref("erfinv"), -0.9, 0.9),
+    "bessel_i0e": unary(_scipy_ref("i0e"), -5, 5, away=0.2),
+    "bessel_i1e": unary(_scipy_ref("i1e"), -5, 5, away=0.2),
     "softplus": unary(lambda x: np.logaddexp(x, 0), -5, 5),
     "abs": unary(np.abs, -3, 3, away=0.2, dtypes=CFLOATS + (I32,)),
     "sign": unary(np.sign, -3, 3, away=0.2, dtypes=CFLOATS + (I32,), smooth=False),
@@ -939,6 +960,8 @@ EXTERNAL: dict[str, str] = {
     "scan": "test_control_flow.py",
     "jit": "test_jit.py",
     "fused": "test_passes.py",
+    "zeta": "test_special.py",          # differentiable in q only: its own checks there
+    "zeta_dx": "test_special.py",
     # the facade's plumbing: hooks, retain_grad and autograd.Function as primitives
     "facade_tap": "test_facade_autograd.py",
     "hook_call": "test_facade_autograd.py",

@@ -2116,6 +2116,20 @@ one("pixel_shuffle:channels", lambda L, x: F(L).pixel_shuffle(x, 2), randn(1, 5,
           "of upscale_factor, but input.size.-3.=5 is not divisible by 4")
 both("pixel_unshuffle", lambda L, x: F(L).pixel_unshuffle(x, 2),
      lambda dt: (randn(3, 2, 4, 6, dtype=dt),))
+# (the full tables of these are tests/oracle/test_oracle_grid_ctc.py's)
+both("grid_sample", lambda L, x, g: F(L).grid_sample(x, g, align_corners=False),
+     lambda dt: (randn(2, 3, 4, 5, dtype=dt), np.tanh(randn(2, 3, 2, 2, dtype=dt, seed=1))))
+both("affine_grid", lambda L, t: F(L).affine_grid(t, (2, 3, 4, 5), align_corners=True),
+     lambda dt: (randn(2, 2, 3, dtype=dt),))
+both("ctc_loss", lambda L, x: F(L).ctc_loss(x.log_softmax(2), L.tensor([[1, 2], [3, 3]]),
+                                            [6, 5], [2, 2]),
+     lambda dt: (randn(6, 2, 4, dtype=dt),))
+add("module:CTCLoss:sum", lambda: facade(
+    lambda L, x: L.nn.CTCLoss(blank=3, reduction="sum")(x.log_softmax(2),
+                                                        L.tensor([[1, 2], [0, 0]]), [6, 5],
+                                                        [2, 1]), randn(6, 2, 4)))
+add("module:DataParallel:forward", lambda: facade(
+    lambda L, x: L.nn.DataParallel(L.nn.Softmax(dim=1))(x), randn(4, 3)))
 both("instance_norm", lambda L, x, w, b: F(L).instance_norm(x, weight=w, bias=b),
      lambda dt: (randn(2, 3, 4, 5, dtype=dt), randn(3, dtype=dt, seed=1),
                  randn(3, dtype=dt, seed=2)))

@@ -24,6 +24,8 @@ from ._losses import (  # noqa: F401
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div,
     l1_loss, mse_loss, nll_loss, smooth_l1_loss)
 from ._attention import scaled_dot_product_attention  # noqa: F401
+from ._grid import affine_grid, grid_sample  # noqa: F401
+from ._ctc import ctc_loss  # noqa: F401
 from ._misc import cosine_similarity, flatten, normalize  # noqa: F401
 from ._dispatch import tensor_arguments as _tensor_arguments
 

@@ -26,7 +26,7 @@ from .ad import JVPTrace, JVPTracer, is_float, jvp_jaxpr, partial_eval_jaxpr, tr
 from .batching import AxisFrame, BatchTrace, BatchTracer, apply_batch_rule, batch_jaxpr
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, Var, Zero, _thread_state,
                    bind_below, eval_jaxpr, get_aval, has_tracer, to_concrete)
-from .backends.memory import approx_bytes
+from .backends.memory import DERIVED, approx_bytes
 from .passes import dce_jaxpr
 from .runtime import run as run_program
 
@@ -387,13 +387,64 @@ def _rename(outvars, outs, avail, env, alias):
 DERIVE_STATS = {"derived": 0}     # how many programs were derived (vjp and backward())
 
 
-def derive(avals, eqns, n_in, consts, out_idx, available, captures=()):
+def residual_form(prim, params, in_avals, nonzero):
+    """How to run one equation of `prim` so that it also produces the residuals its
+    backward reads, for a primitive whose partial evaluation keeps a known copy of the
+    equation with residual outputs appended (`known_outputs_first`: a scan's known part
+    returns its outputs, then each step's residuals stacked). Reverse mode records the
+    forward before deriving it; evaluated as is, such an equation's residuals are lost
+    and the derived residual program runs the loop again. Run as its residual form, the
+    recording holds them, and `derive` (given the form's equations as `companions`) reads
+    them where its known part would recompute them: the loop runs once, as JAX's
+    linearize does.
+
+    nonzero: per input, whether its tangent is nonzero (it depends on a differentiated
+    input), which decides the split. Returns the known part of the equation's
+    linearization, the same one `derive` builds (so its equations compare equal there):
+    a ClosedJaxpr from the equation's inputs to its outputs then the residuals, or None
+    when the primitive has no such form or no input is differentiated. Derived once per
+    signature (kept in the executor's cache)."""
+    if not prim.extra.get("known_outputs_first") or not any(nonzero):
+        return None
+    key = ("residual form", prim, _params_key(params), tuple(in_avals), tuple(nonzero))
+    try:
+        hit = DERIVED.get(key)
+    except TypeError:                   # params that are not hashable: no form
+        return None
+    if hit is None:
+        hit = _residual_form(prim, params, list(in_avals), list(nonzero))
+        DERIVED.put(key, (hit,), approx_bytes(key) + (0 if hit is None else
+                                                      approx_bytes(hit)))
+        return hit
+    return hit[0]
+
+
+def _residual_form(prim, params, in_avals, nonzero):
+    out = prim.abstract_eval(*in_avals, **params)
+    out_avals = out if prim.multiple_results else [out]
+    ins, outs = [Var(a) for a in in_avals], [Var(a) for a in out_avals]
+    one = Jaxpr([], ins, [JaxprEqn(prim, ins, params, outs)], outs)
+    jvp_c, _ = jvp_jaxpr(ClosedJaxpr(one, []), nonzero, True)
+    n_t, n_out = sum(nonzero), len(outs)
+    known, _, _, _ = partial_eval_jaxpr(jvp_c, [False] * len(ins) + [True] * n_t,
+                                        [False] * n_out + [True] * n_out)
+    j = known.jaxpr
+    made = {v for e in j.eqns for v in e.outvars}
+    if known.consts or not all(type(v) is Var and v in made for v in j.outvars[:n_out]):
+        return None          # its outputs are not all computed by its equations
+    return known
+
+
+def derive(avals, eqns, n_in, consts, out_idx, available, captures=(), companions=()):
     """Residual and backward programs of a tape: equations (primitive, params, input slots
     or Literals, output slots) over value slots of these avals; slots 0..n_in-1 are the
     differentiated inputs, `consts` the other inputs. The residual program reads the
     values that are `available` and recomputes the others; the backward program returns
     the float inputs' cotangents, then the cotangents captured by taps for `captures`
-    ((key, aval) pairs)."""
+    ((key, aval) pairs). companions: equations in the same form that the recording
+    evaluated besides the forward (residual_form's: a loop's residuals), over slots of
+    their own except for the outputs they share with a forward equation; where the
+    known part would compute the same thing, it reads their available values."""
     DERIVE_STATS["derived"] += 1
     var = [Var(a) for a in avals]
     in_idx = list(range(n_in)) + list(consts)
@@ -416,6 +467,12 @@ def derive(avals, eqns, n_in, consts, out_idx, available, captures=()):
         table[_eqn_key(e.primitive, e.params, e.invars)] = entry
         if e.primitive.extra.get("known_outputs_first"):
             extended[_eqn_key(e.primitive, None, e.invars)] = entry
+    companion_idx = []
+    for p, pa, ii, oi in companions:
+        avail = [available[i] for i in oi]
+        table[_eqn_key(p, pa, [var[i] if type(i) is int else i for i in ii])] = (
+            [var[i] for i in oi], None if all(avail) else avail)
+        companion_idx.extend(i for i in oi if i not in companion_idx)
     env = dict(zip(known.jaxpr.invars, forward.invars))
     # array literals of the tape became constants of the known part: key them alike
     lits = {id(a.val): a for e in jeqns for a in e.invars if type(a) is Literal}
@@ -427,7 +484,9 @@ def derive(avals, eqns, n_in, consts, out_idx, available, captures=()):
     residual = dce_jaxpr(Jaxpr(known.jaxpr.constvars, [], kept, res_out))
     read = {a for e in residual.eqns for a in e.invars if type(a) is Var}
     read.update(a for a in residual.outvars if type(a) is Var)
-    value_idx = [i for i in in_idx + eqn_out_idx if var[i] in read]
+    produced = set(eqn_out_idx)
+    value_idx = [i for i in in_idx + eqn_out_idx + [i for i in companion_idx
+                                                     if i not in produced] if var[i] in read]
     residual = Jaxpr(residual.constvars, [var[i] for i in value_idx], residual.eqns,
                      residual.outvars)
     backward = transpose_jaxpr(unknown, [False] * num_res + [True] * n_t, captures)
@@ -496,4 +555,4 @@ def _strippable_jvp(primals):
     return trace
 
 
-__all__ = ["RecordTrace", "recorded_value", "derive", "joined_program"]
+__all__ = ["RecordTrace", "recorded_value", "derive", "joined_program", "residual_form"]

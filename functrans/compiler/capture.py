@@ -34,8 +34,8 @@ from ..facade.node import HookDict, add_hook, edge_of
 from ..facade.ops import eval_jaxpr_facade, is_tensor
 from ..facade.plumbing import (HostRef, module_bwd_hook_p, module_hook_p,
                                tensor_hook_p)
-from ..facade.record import info_for, make_node, vc_of
-from ..facade.tensor import Tensor, _composite_info, bind_broadcast, bind_composite, wrap
+from ..facade.record import make_node, vc_of
+from ..facade.tensor import Tensor, bind_broadcast, bind_composite, composite_info, wrap
 from ..higher_order.jit import compile_jaxpr, jit_p
 from ..nn.modules import module as M
 from ..nn.modules.hooks import _flat_tensors
@@ -454,6 +454,10 @@ class _CaptureHooks:
     @staticmethod
     def apply_composite(name, comp, args, arrays, view):
         """apply_fn on traced data: bind the composite's steps, record, mark views."""
+        rg = any(isinstance(a, Tensor) and a._requires_grad for a in args)
+        info = None
+        if rg and GS.enabled and comp.any_float:    # before binding: it may add residuals
+            info = composite_info(comp, name, args)
         vals, outs = bind_composite(comp, arrays)
         if view and isinstance(args[0], Tensor):
             base = args[0]
@@ -465,13 +469,7 @@ class _CaptureHooks:
                 if b._requires_grad:
                     o.__dict__["_vfn"] = b._grad_fn
             _current().note_alias(base, b, *outs)
-        rg = any(isinstance(a, Tensor) and a._requires_grad for a in args)
-        if rg and GS.enabled and comp.any_float:
-            mask = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
-            info = comp.infos.get((name, mask))
-            if info is None:
-                info = info_for((comp, name, mask), lambda: _composite_info(name, comp, mask),
-                                comp.infos, (name, mask))
+        if info is not None:
             make_node(info, args, vals, outs)
         _CaptureHooks.after_op(args, outs)
         return outs[0] if comp.out_tree is None else tuple(outs)

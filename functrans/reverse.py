@@ -71,10 +71,13 @@ class _Tape:
         self.dims: list = []             # then: each value's batch axis (or None)
         self.keepalive: list = []        # and the unwrapped tracers, whose ids are keys
         self.fun = None                  # the user's function, named in error messages
+        self.live: list = []             # per value: depends on a differentiated input
+        self.companions: list = []       # residual forms' equations (derive's companions)
 
-    def add(self, val, strong=False, aval=None, dim=None):
+    def add(self, val, strong=False, aval=None, dim=None, live=False):
         i = len(self.values)
         self.avals.append(get_aval(val) if aval is None else aval)
+        self.live.append(live and is_float(self.avals[i]))
         if self.batch is not None:
             self.dims.append(dim)
         if not strong and self.keep is not None and i not in self.keep \
@@ -133,14 +136,43 @@ class RecordTrace(Trace):
             return self._process_batched(tape, prim, tracers, params)
         in_idx = tuple([t.idx for t in tracers])
         avals = tape.avals                      # the input avals are known already
+        live = tape.live
+        lv = [live[i] for i in in_idx]
+        is_live = True in lv
+        if is_live and prim.extra.get("known_outputs_first") and tape.strip is None:
+            form = residual_form(prim, params, [avals[i] for i in in_idx], lv)
+            if form is not None:
+                return self._record_form(tape, prim, params, in_idx, form)
         out = bind_below(prim, [t.val for t in tracers], params, [avals[i] for i in in_idx])
         if not prim.multiple_results:
-            i = tape.add(out)
+            i = tape.add(out, live=is_live)
             tape.eqns.append((prim, params, in_idx, (i,)))
             return RecordTracer(self, out, i, tape.avals[i])
-        out_idx = tuple([tape.add(o) for o in out])
+        out_idx = tuple([tape.add(o, live=is_live) for o in out])
         tape.eqns.append((prim, params, in_idx, out_idx))
         return [RecordTracer(self, o, i, tape.avals[i]) for o, i in zip(out, out_idx)]
+
+    def _record_form(self, tape, prim, params, in_idx, form):
+        """Run the equation as its residual form (reverse.residual_form): its outputs and
+        the residuals are recorded, the form's equations as the tape's companions, so the
+        derived residual program reads them instead of running the loop again."""
+        j = form.jaxpr
+        idx = dict(zip(j.invars, in_idx))
+        held = {i: tape.value(i) for i in in_idx}
+        for e in j.eqns:
+            ins = [idx[a] if type(a) is Var else a for a in e.invars]
+            vals = [held[i] if type(i) is int else i.val for i in ins]
+            out = bind_below(e.primitive, vals, e.params,
+                             [tape.avals[i] if type(i) is int else i.aval for i in ins])
+            out = out if e.primitive.multiple_results else [out]
+            oi = tuple([tape.add(o, live=True) for o in out])
+            held.update(zip(oi, out))
+            idx.update(zip(e.outvars, oi))
+            tape.companions.append((e.primitive, e.params, tuple(ins), oi))
+        n_out = len(prim.abstract_eval(*[tape.avals[i] for i in in_idx], **params))
+        out_idx = tuple([idx[v] for v in j.outvars[:n_out]])
+        tape.eqns.append((prim, params, in_idx, out_idx))
+        return [RecordTracer(self, held[i], i, tape.avals[i]) for i in out_idx]
 
     def _process_batched(self, tape, prim, tracers, params):
         """Under a stripped vmap: the shape rule on the unbatched avals (so errors name the
@@ -163,7 +195,7 @@ def _input(trace, tape, p):
     """The recording's tracer of a primal (each primal its own index, even if repeated);
     under a stripped vmap, its batched value (see vjp_flat)."""
     if tape.batch is None:
-        i = tape.add(p, strong=True)
+        i = tape.add(p, strong=True, live=True)
         return RecordTracer(trace, p, i, tape.avals[i])
     i = _add_unbatched(tape, p, True)
     return RecordTracer(trace, tape.values[i], i, tape.avals[i], tape.dims[i] is not None)
@@ -193,7 +225,8 @@ def _structure_key(tape, n_in, out_idx):
     order: the same call site gives the same order, another order only derives again)."""
     return (tuple(tape.avals[:n_in]), tuple([(i, tape.avals[i]) for i in tape.consts]),
             tuple([(p, tuple(pa.items()), ii, oi) for p, pa, ii, oi in tape.eqns]),
-            tuple(out_idx))
+            tuple(out_idx),
+            tuple([(p, tuple(pa.items()), ii, oi) for p, pa, ii, oi in tape.companions]))
 
 
 class _Derived:

@@ -454,13 +454,13 @@ def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
     lead = [None] * num_carry
     for i in (range(length - 1, -1, -1) if reverse else range(length)):
         # each step's ys are written into their rows where the lowered body can (dests)
-        rows = [y[i] for y in ys]
+        rows = [y[i] if y.ndim > 1 else None for y in ys]     # (a scalar row is no view)
         out = step(xp, *consts, *carry, *[x[i] for x in xs],
                    dests=lead + rows if xp is np else None)
         carry = out[:num_carry]
-        for row, v in zip(rows, out[num_carry:]):
+        for y, row, v in zip(ys, rows, out[num_carry:]):
             if v is not row:
-                row[...] = v
+                y[i] = v
     return [xp.asarray(c) for c in carry] + ys
 
 

@@ -454,10 +454,6 @@ class _CaptureHooks:
     @staticmethod
     def apply_composite(name, comp, args, arrays, view):
         """apply_fn on traced data: bind the composite's steps, record, mark views."""
-        rg = any(isinstance(a, Tensor) and a._requires_grad for a in args)
-        info = None
-        if rg and GS.enabled and comp.any_float:    # before binding: it may add residuals
-            info = composite_info(comp, name, args)
         vals, outs = bind_composite(comp, arrays)
         if view and isinstance(args[0], Tensor):
             base = args[0]
@@ -469,8 +465,9 @@ class _CaptureHooks:
                 if b._requires_grad:
                     o.__dict__["_vfn"] = b._grad_fn
             _current().note_alias(base, b, *outs)
-        if info is not None:
-            make_node(info, args, vals, outs)
+        rg = any(isinstance(a, Tensor) and a._requires_grad for a in args)
+        if rg and GS.enabled and comp.any_float:
+            make_node(composite_info(comp, name, args, forms=False), args, vals, outs)
         _CaptureHooks.after_op(args, outs)
         return outs[0] if comp.out_tree is None else tuple(outs)
 

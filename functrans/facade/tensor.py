@@ -710,9 +710,9 @@ def bind_broadcast(prim, params, args):
 
 def bind_composite(comp, arrays):
     """A composite op's steps bound on traced arrays: (every slot's value, the outputs
-    wrapped as Tensors)."""
+    wrapped as Tensors); as traced, without residual forms (see composite_info)."""
     vals = list(arrays) + [None] * (len(comp.slot_avals) - comp.n_in)
-    for st in comp.eval_steps():
+    for st in comp.steps:
         ins = [vals[r] if type(r) is int else r.val for r in st.refs]
         out = st.prim.bind(*ins, **st.params)
         for o, v in zip(st.outs, out if st.prim.multiple_results else [out]):
@@ -850,20 +850,23 @@ def _aliases(v, arrays):
     return False
 
 
-def composite_info(comp, name, args):
+def composite_info(comp, name, args, forms=True):
     """The OpInfo of composite comp recorded as `name` on these arguments (their
     requires-grad mask), made once per mask; made before the forward is evaluated, as it
-    may give a step a residual form (Composite.companions)."""
+    may give a step a residual form (Composite.companions). forms=False: without (a
+    traced forward, which ft.compile differentiates as a whole: its partial evaluation
+    makes the scan's known part itself)."""
     mask = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
-    info = comp.infos.get((name, mask))
+    key = (name, mask) if forms else (name, mask, "traced")
+    info = comp.infos.get(key)
     if info is None:
-        info = info_for((comp, name, mask), lambda: _composite_info(name, comp, mask),
-                        comp.infos, (name, mask))
+        info = info_for((comp,) + key, lambda: _composite_info(name, comp, mask, forms),
+                        comp.infos, key)
     return info
 
 
-def _composite_info(name, comp, mask):
-    companions = comp.companions(mask)       # (first: may add slots to comp.slot_avals)
+def _composite_info(name, comp, mask, forms=True):
+    companions = comp.companions(mask) if forms else ()   # (may add slots to comp)
     return OpInfo(name, comp.steps, comp.n_in, comp.out_slots, comp.slot_avals, mask,
                   companions=companions)
 

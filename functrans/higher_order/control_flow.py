@@ -450,17 +450,11 @@ def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
             jaxpr = body
             consts = [np.ascontiguousarray(c.T) if f else c for c, f in zip(consts, flip)]
     ys = [xp.empty((length,) + a.shape, a.dtype) for a in jaxpr.out_avals[num_carry:]]
-    step = runtime.program(jaxpr)
-    lead = [None] * num_carry
     for i in (range(length - 1, -1, -1) if reverse else range(length)):
-        # each step's ys are written into their rows where the lowered body can (dests)
-        rows = [y[i] if y.ndim > 1 else None for y in ys]     # (a scalar row is no view)
-        out = step(xp, *consts, *carry, *[x[i] for x in xs],
-                   dests=lead + rows if xp is np else None)
+        out = runtime.run(jaxpr, *consts, *carry, *[x[i] for x in xs])
         carry = out[:num_carry]
-        for y, row, v in zip(ys, rows, out[num_carry:]):
-            if v is not row:
-                y[i] = v
+        for y, v in zip(ys, out[num_carry:]):
+            y[i] = v
     return [xp.asarray(c) for c in carry] + ys
 
 

@@ -21,8 +21,8 @@ import numpy as np
 
 from ..backends.memory import DERIVED, EQN_BYTES, approx_bytes
 from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer, Var
-from ..runtime import run as run_program
 from ..reverse import residual_form
+from ..runtime import run as run_program
 from ..runtime import straight_line
 from ..tracing import trace_to_jaxpr
 from functrans.primitives import elementwise as ew

@@ -1,7 +1,7 @@
 """cpu_backend="auto" never keeps native code that makes a program slower: OpenMP and BLAS
-threads are counted as one pool (cpu.parallel_threads), and a program with native groups
+threads are counted as one pool (cpu_auto.parallel_threads), and a program with native groups
 is timed against its NumPy-code twin on its first calls, the faster kept
-(cpu.MeasuredChoice). The costs are injected here (a scripted clock, a BLAS thread count):
+(cpu_auto.MeasuredChoice). The costs are injected here (a scripted clock, a BLAS thread count):
 the policy is tested, not this machine's speed."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import functrans as ft
 import functrans.numpy as fnp
-from functrans.backends import blas, cpu
+from functrans.backends import blas, cpu, cpu_auto
 from functrans.backends.native import toolchain
 
 
@@ -68,7 +68,7 @@ def test_auto_keeps_the_faster_of_native_and_numpy_code(auto_backend, monkeypatc
     low = ft.jit(_arith).lower(x)
     assert low.native is not None
     exe = low.compile()
-    assert isinstance(exe, cpu.MeasuredChoice) and exe.choice is None
+    assert isinstance(exe, cpu_auto.MeasuredChoice) and exe.choice is None
     outs = _calls_until_chosen(exe, (x,))
     assert len(outs) == 2 * (cpu.CONFIG.native_trials + 1)      # one untimed call each
     assert exe.choice == kept and "chose " + kept in repr(exe)
@@ -99,19 +99,18 @@ def test_the_jitted_function_keeps_running_the_chosen_code(auto_backend, monkeyp
 
 
 def test_a_program_calling_blas_gives_its_loops_the_cores_blas_leaves(monkeypatch):
-    monkeypatch.setattr(cpu.CONFIG, "threads", 4)
     x = np.ones((64, 64), np.float32)
     prod = ft.make_jaxpr(_with_product)(x, x).jaxpr
     plain = ft.make_jaxpr(_arith)(x).jaxpr
-    assert cpu.calls_blas(prod) and not cpu.calls_blas(plain)
+    assert cpu_auto.calls_blas(prod) and not cpu_auto.calls_blas(plain)
     for b, want in [(1, 4), (2, 3), (4, 1), (16, 1)]:
         monkeypatch.setattr(blas, "threads", lambda cores, b=b: b)
-        n, why = cpu.parallel_threads(prod)
+        n, why = cpu_auto.parallel_threads(prod, 4)
         assert n == want
         assert why == (None if want == 4 else f"the program calls BLAS, which runs {b} threads")
-        assert cpu.parallel_threads(plain) == (4, None)     # no BLAS call: every core
+        assert cpu_auto.parallel_threads(plain, 4) == (4, None)     # no BLAS call: every core
     nested = ft.make_jaxpr(lambda x: ft.lax.cond(True, lambda v: v @ v, lambda v: v, x))(x)
-    assert cpu.calls_blas(nested.jaxpr)
+    assert cpu_auto.calls_blas(nested.jaxpr)
 
 
 def test_native_groups_beside_a_multithreaded_blas_run_one_thread(monkeypatch):

@@ -22,11 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import passes
-from . import Lowered, blas, identifier
+from . import Lowered, identifier
+from .cpu_auto import MeasuredChoice, parallel_threads
 from .memory import BUDGET
 from .native import eager as native_eager, kernels as native_kernels, rows as native_rows, \
     toolchain
-from ..core import ClosedJaxpr, Jaxpr, Literal, Var, _subjaxprs, short_dtype
+from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
 from ..core.config import config
 from ..primitives.base import EAGER_KERNELS
 from ..primitives.linalg import dot_general_p
@@ -59,32 +60,6 @@ class CpuConfig:
 
 CONFIG = CpuConfig()
 
-
-def calls_blas(jaxpr) -> bool:
-    """Whether the program, or one nested in it, binds a primitive whose impl calls BLAS or
-    LAPACK (declared blas=True: matrix products, factorizations)."""
-    return any(e.primitive.blas or any(calls_blas(j) for j in _subjaxprs(e.params))
-               for e in jaxpr.eqns)
-
-
-def parallel_threads(jaxpr) -> tuple[int, str | None]:
-    """The threads of a program's own parallel loops (native groups' OpenMP regions and
-    blocked groups' pool), and why fewer than CONFIG.threads (None: all of them). OpenMP and
-    BLAS are counted as one pool: in a program that calls a BLAS running b threads, the
-    loops get CONFIG.threads - (b - 1), at least one. A multithreaded OpenBLAS keeps its
-    workers spinning for a while after each call, so an OpenMP region started then waits
-    for cores they hold (measured: the jitted WGAN-GP step with every group native, 2 cores,
-    OpenBLAS on 2 threads: 200 ms a step with 2 OpenMP threads a group, 1.2 ms with one,
-    NumPy code 1.2 ms; in a product-chain-product program on 1024x1024 floats, 131 ms and
-    118 ms). Limiting BLAS instead would slow the products."""
-    cores = CONFIG.threads
-    if cores <= 1 or not calls_blas(jaxpr):
-        return cores, None
-    b = blas.threads(cores)
-    if b <= 1:
-        return cores, None
-    n = max(1, cores - (b - 1))
-    return n, (None if n == cores else f"the program calls BLAS, which runs {b} threads")
 
 # ---------------------------------------------------------------------------
 # the thread pool and the blocked-loop driver (run time)
@@ -343,7 +318,7 @@ class _Lowering:
         self.library = None           # the compiled .so of the native groups,
         self.addresses: dict = {}     # ... its entry points (C name -> address)
         self.call = None              # ... and kernels.caller()
-        self.threads, self.threads_why = parallel_threads(closed.jaxpr)
+        self.threads, self.threads_why = parallel_threads(closed.jaxpr, CONFIG.threads)
 
     # -- naming -----------------------------------------------------------
 
@@ -798,80 +773,6 @@ class CpuExecutable:
         return f"<CpuExecutable {self.name}>"
 
 
-class MeasuredChoice:
-    """cpu_backend="auto": a program with native groups and its NumPy-code twin (the same
-    program lowered with cpu_backend="numpy", built at its first turn), timed on the
-    program's own calls until one is kept: calls alternate between the two; the first call
-    of each is not timed (buffers allocated, pages touched), the next CONFIG.native_trials
-    of each are, and the native executable is kept when its fastest call beats the NumPy
-    code's fastest, else the NumPy code. The other is dropped (its buffers go back to the
-    byte budget). Native code thus stays only where it makes the program faster on this
-    machine, with this BLAS and this load; until the choice, successive calls may differ in
-    their last bits (both compute the same operations, the native math within its ulp
-    bounds). `choice`: None while timing, then "native" or "numpy"; `times`: the timed
-    seconds of each."""
-
-    def __init__(self, native, build_numpy):
-        self._exes = {"native": native, "numpy": None}
-        self._build_numpy = build_numpy
-        self.times: dict = {"native": [], "numpy": []}
-        self.choice = None
-        self._chosen = None
-        self._calls = 0
-        self._lock = threading.Lock()
-        self.name, self.n_in = native.name, native.n_in
-
-    def __call__(self, *args, dests=None):
-        exe = self._chosen
-        if exe is not None:
-            return exe(*args, dests=dests)
-        with self._lock:
-            if self._chosen is not None:
-                return self._chosen(*args, dests=dests)
-            k = self._calls
-            self._calls += 1
-            which = ("native", "numpy")[k % 2]
-            if self._exes[which] is None:
-                self._exes[which] = self._build_numpy()
-            exe = self._exes[which]
-        t0 = CONFIG.clock()
-        out = exe(*args, dests=dests)
-        dt = CONFIG.clock() - t0
-        if k >= 2:
-            with self._lock:
-                if self._chosen is None:
-                    self.times[which].append(dt)
-                    if min(map(len, self.times.values())) >= CONFIG.native_trials:
-                        self._choose()
-        return out
-
-    def _choose(self):
-        native, numpy = min(self.times["native"]), min(self.times["numpy"])
-        self.choice = "native" if native < numpy else "numpy"
-        self._chosen = self._exes[self.choice]
-        self._exes = {self.choice: self._chosen}
-
-    def _current(self):
-        return self._chosen or self._exes["native"]
-
-    @property
-    def nbytes(self):
-        """The bytes of the executable that runs (the native one until the choice)."""
-        return self._current().nbytes
-
-    @property
-    def holds_buffers(self):
-        return self._current().holds_buffers
-
-    @property
-    def source(self):
-        return self._current().source
-
-    def __repr__(self):
-        state = f"chose {self.choice}" if self.choice else "timing native against NumPy code"
-        return f"<MeasuredChoice {self.name}: {state}>"
-
-
 def eager_kernel(prim, x):
     """prim(x) by its native kernel (backends/native/eager.py), for the eager calls of the
     primitives declared native_eager, or None (the NumPy implementation runs): under
@@ -921,6 +822,7 @@ def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False, n
     if native_info is not None and setting[0] == "auto":
         def build():
             return MeasuredChoice(lw.build(), lambda: _Lowering(
-                closed, donated, name, alias_outputs, None, destinations).run().build())
+                closed, donated, name, alias_outputs, None, destinations).run().build(),
+                CONFIG.native_trials, CONFIG.clock)
     return Lowered(lw.fusedj, lw.source, build, "cpu", name, plan=lw.plan, info=info,
                    native=native_info)

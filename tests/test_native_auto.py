@@ -38,24 +38,24 @@ def auto_backend():
 
 
 class ScriptedClock:
-    """CONFIG.clock for MeasuredChoice: call k (native on even k, NumPy code on odd) lasts
-    costs[k % 2] seconds. MeasuredChoice reads the clock twice per call, before and after."""
+    """CONFIG.clock for MeasuredChoice: call k (which runs candidate k % len(costs)) lasts
+    costs[k % len(costs)] seconds. MeasuredChoice reads the clock twice per call."""
 
-    def __init__(self, native_s, numpy_s):
-        self.costs, self.reads, self.now = (native_s, numpy_s), 0, 0.0
+    def __init__(self, *costs):
+        self.costs, self.reads, self.now = costs, 0, 0.0
 
     def __call__(self):
         if self.reads % 2:
-            self.now += self.costs[(self.reads // 2) % 2]
+            self.now += self.costs[(self.reads // 2) % len(self.costs)]
         self.reads += 1
         return self.now
 
 
-def _calls_until_chosen(exe, args):
+def _calls_until_chosen(exe, args, candidates=2):
     outs = []
     while exe.choice is None:
         outs.append(exe(*args))
-        assert len(outs) <= 2 * (cpu.CONFIG.native_trials + 1)
+        assert len(outs) <= candidates * (cpu.CONFIG.native_trials + 1)
     return outs
 
 
@@ -71,7 +71,7 @@ def test_auto_keeps_the_faster_of_native_and_numpy_code(auto_backend, monkeypatc
     assert isinstance(exe, cpu_auto.MeasuredChoice) and exe.choice is None
     outs = _calls_until_chosen(exe, (x,))
     assert len(outs) == 2 * (cpu.CONFIG.native_trials + 1)      # one untimed call each
-    assert exe.choice == kept and "chose " + kept in repr(exe)
+    assert exe.choice == kept and f"chose {kept}" in repr(exe)
     assert exe.times == {"native": pytest.approx([native_s] * cpu.CONFIG.native_trials),
                          "numpy": pytest.approx([numpy_s] * cpu.CONFIG.native_trials)}
     want = np.asarray(_arith(x))
@@ -96,6 +96,24 @@ def test_the_jitted_function_keeps_running_the_chosen_code(auto_backend, monkeyp
         jf(x)
     assert ran == [True, False] * (trials // 2) + [False] * 5
     assert clock.reads == 2 * trials            # no timing once chosen
+
+
+def test_auto_also_times_the_native_program_on_one_thread(auto_backend, monkeypatch):
+    """A native group on several OpenMP threads: the same library on one thread is a third
+    candidate (a busy machine's cores make a parallel region wait)."""
+    monkeypatch.setattr(cpu.CONFIG, "threads", 2)
+    monkeypatch.setattr(cpu.CONFIG, "clock", ScriptedClock(3e-3, 2e-3, 1e-3))
+    x = np.linspace(-2, 2, 1 << 16, dtype=np.float32)
+    low = ft.jit(_arith).lower(x)
+    assert "2 thread(s)" in low.source
+    exe = low.compile()
+    outs = _calls_until_chosen(exe, (x,), candidates=3)
+    assert len(outs) == 3 * (cpu.CONFIG.native_trials + 1)
+    assert exe.choice == "native, 1 thread" and list(exe.times) == [
+        "native", "numpy", "native, 1 thread"]
+    for k, got in enumerate(outs):      # the same library on 1 or 2 threads: the same bits
+        if k % 3 != 1:                  # (calls 1, 4, ... ran the NumPy code)
+            np.testing.assert_array_equal(got[0], outs[0][0])
 
 
 def test_a_program_calling_blas_gives_its_loops_the_cores_blas_leaves(monkeypatch):

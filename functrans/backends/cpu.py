@@ -689,9 +689,13 @@ class _Lowering:
 
     # -- the executable ---------------------------------------------------
 
-    def build(self):
+    def build(self, max_threads=None):
+        """The executable; max_threads: at most so many threads a native group (its
+        lowered thread count otherwise; the source's comments keep that one)."""
         g = dict(self.ctx.globals)
         for fn, cname, n, threads in self.natives:      # loaded by lower()
+            if max_threads is not None:
+                threads = min(threads, max_threads)
             g[fn] = functools.partial(self.call, self.addresses[cname], n, threads)
         code = compile(self.source, f"<functrans.jit {self.name}>", "exec")
         exec(code, g)
@@ -820,9 +824,12 @@ def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False, n
     info = dict(lw.info, scratch_buffers=len(lw.scratch), plan=repr(lw.plan), groups=lw.report)
     build = lw.build
     if native_info is not None and setting[0] == "auto":
+        candidates = [("native", lw.build), ("numpy", lambda: _Lowering(
+            closed, donated, name, alias_outputs, None, destinations).run().build())]
+        if any(threads > 1 for _, _, _, threads in lw.natives):
+            candidates.append(("native, 1 thread", lambda: lw.build(max_threads=1)))
+
         def build():
-            return MeasuredChoice(lw.build(), lambda: _Lowering(
-                closed, donated, name, alias_outputs, None, destinations).run().build(),
-                CONFIG.native_trials, CONFIG.clock)
+            return MeasuredChoice(candidates, CONFIG.native_trials, CONFIG.clock)
     return Lowered(lw.fusedj, lw.source, build, "cpu", name, plan=lw.plan, info=info,
                    native=native_info)

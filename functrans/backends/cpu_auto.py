@@ -39,27 +39,33 @@ def parallel_threads(jaxpr, cores) -> tuple[int, str | None]:
 
 
 class MeasuredChoice:
-    """cpu_backend="auto": a program with native groups and its NumPy-code twin (the same
-    program lowered with cpu_backend="numpy", built at its first turn), timed on the
-    program's own calls until one is kept: calls alternate between the two; the first call
-    of each is not timed (buffers allocated, pages touched), the next `trials`
-    of each are, and the native executable is kept when its fastest call beats the NumPy
-    code's fastest, else the NumPy code. The other is dropped (its buffers go back to the
-    byte budget). Native code thus stays only where it makes the program faster on this
-    machine, with this BLAS and this load; until the choice, successive calls may differ in
-    their last bits (both compute the same operations, the native math within its ulp
-    bounds). `choice`: None while timing, then "native" or "numpy"; `times`: the timed
-    seconds of each."""
+    """cpu_backend="auto": a program with native groups, timed on its own calls against
+    the other ways to run it until the fastest is kept. `candidates` are (name, build)
+    pairs, each build() giving an executable at the candidate's first turn: the native
+    program, its NumPy-code twin (the same program lowered with cpu_backend="numpy"), and,
+    when a native group runs several OpenMP threads, the native program on one thread (on
+    cores that other processes keep busy, a parallel region waits for a thread the
+    scheduler has not run yet). Calls go round the candidates; the first call of each is not
+    timed (buffers allocated, pages touched), the next `trials` of each are, and the one
+    with the fastest call is kept (the first named on a tie); the others are dropped (their
+    buffers go back to the byte budget). Native code thus stays only where it makes the
+    program faster on this machine, with this BLAS and this load. Until the choice,
+    successive calls may differ in their last bits (the candidates compute the same
+    operations, the native math within its ulp bounds). `choice`: None while timing, then
+    the name kept; `times`: the timed seconds of each."""
 
-    def __init__(self, native, build_numpy, trials, clock):
-        self._exes = {"native": native, "numpy": None}
-        self._build_numpy, self._trials, self._clock = build_numpy, trials, clock
-        self.times: dict = {"native": [], "numpy": []}
+    def __init__(self, candidates, trials, clock):
+        self._names = [name for name, _ in candidates]
+        self._builds = dict(candidates)
+        self._trials, self._clock = trials, clock
+        self.times: dict = {name: [] for name in self._names}
         self.choice = None
         self._chosen = None
         self._calls = 0
         self._lock = threading.Lock()
-        self.name, self.n_in = native.name, native.n_in
+        first = self._builds.pop(self._names[0])()
+        self._exes = {self._names[0]: first}
+        self.name, self.n_in = first.name, first.n_in
 
     def __call__(self, *args, dests=None):
         exe = self._chosen
@@ -70,14 +76,14 @@ class MeasuredChoice:
                 return self._chosen(*args, dests=dests)
             k = self._calls
             self._calls += 1
-            which = ("native", "numpy")[k % 2]
-            if self._exes[which] is None:
-                self._exes[which] = self._build_numpy()
-            exe = self._exes[which]
+            which = self._names[k % len(self._names)]
+            exe = self._exes.get(which)
+            if exe is None:
+                exe = self._exes[which] = self._builds.pop(which)()
         t0 = self._clock()
         out = exe(*args, dests=dests)
         dt = self._clock() - t0
-        if k >= 2:
+        if k >= len(self._names):
             with self._lock:
                 if self._chosen is None:
                     self.times[which].append(dt)
@@ -86,17 +92,16 @@ class MeasuredChoice:
         return out
 
     def _choose(self):
-        native, numpy = min(self.times["native"]), min(self.times["numpy"])
-        self.choice = "native" if native < numpy else "numpy"
+        self.choice = min(self._names, key=lambda n: (min(self.times[n]), self._names.index(n)))
         self._chosen = self._exes[self.choice]
-        self._exes = {self.choice: self._chosen}
+        self._exes, self._builds = {self.choice: self._chosen}, {}
 
     def _current(self):
-        return self._chosen or self._exes["native"]
+        return self._chosen or self._exes[self._names[0]]
 
     @property
     def nbytes(self):
-        """The bytes of the executable that runs (the native one until the choice)."""
+        """The bytes of the executable that runs (the first candidate until the choice)."""
         return self._current().nbytes
 
     @property
@@ -108,5 +113,6 @@ class MeasuredChoice:
         return self._current().source
 
     def __repr__(self):
-        state = f"chose {self.choice}" if self.choice else "timing native against NumPy code"
+        state = (f"chose {self.choice}" if self.choice else
+                 f"timing {', '.join(self._names)}")
         return f"<MeasuredChoice {self.name}: {state}>"

@@ -147,3 +147,23 @@ def test_native_groups_beside_a_multithreaded_blas_run_one_thread(monkeypatch):
         assert "2 thread(s)" in str(ft.jit(_arith).lower(x))
     finally:
         ft.config.update("cpu_backend", saved)
+
+
+def test_blas_threads_reads_the_library_else_the_environment(monkeypatch):
+    monkeypatch.setattr(cpu.CONFIG, "threads", cpu.CONFIG.threads)   # set_num_threads sets it
+    if blas.numpy_openblas() is not None:       # NumPy's bundled OpenBLAS: its own count
+        before = blas.openblas_threads(blas.numpy_openblas())
+        try:
+            ft.set_num_threads(1)
+            assert blas.threads(8) == 1
+        finally:
+            ft.set_num_threads(before)
+    monkeypatch.setattr(blas, "numpy_openblas", lambda: None)
+    monkeypatch.setattr(blas, "threadpoolctl", lambda: None)
+    for var in blas.ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+    assert blas.threads(8) == 8                 # unreachable and unset: every core
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert blas.threads(8) == 3
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    assert blas.threads(8) == 2

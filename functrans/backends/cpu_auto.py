@@ -72,14 +72,16 @@ class MeasuredChoice:
         if exe is not None:
             return exe(*args, dests=dests)
         with self._lock:
-            if self._chosen is not None:
-                return self._chosen(*args, dests=dests)
-            k = self._calls
-            self._calls += 1
-            which = self._names[k % len(self._names)]
-            exe = self._exes.get(which)
+            exe = self._chosen
             if exe is None:
-                exe = self._exes[which] = self._builds.pop(which)()
+                k = self._calls
+                self._calls += 1
+                which = self._names[k % len(self._names)]
+                exe = self._exes.get(which)
+                if exe is None:
+                    exe = self._exes[which] = self._builds.pop(which)()
+        if exe is self._chosen:         # chosen by another thread meanwhile
+            return exe(*args, dests=dests)
         t0 = self._clock()
         out = exe(*args, dests=dests)
         dt = self._clock() - t0

@@ -28,7 +28,7 @@ import functrans as ft
 import functrans.numpy as fnp
 
 from . import workloads_vmap
-from .harness import Case, Staged, workload
+from .harness import Case, Staged, library, workload
 from .workloads_ad import (gp_inputs, mlp_inputs, mlp_loss, mlp_value_and_grad_floor,
                            wgan_gp_grad_floor, wgan_gp_loss)
 from .workloads_core import chain, chain_block, chain_inputs
@@ -283,10 +283,41 @@ def jit_wgan_gp_step():
     params, real, fake, eps = gp_inputs()
     step = ft.jit(gp_step)
     compile_s = first_call_seconds(step, params, real, fake, eps)
-    return Case({"numpy": lambda: gp_step_floor(params, real, fake, eps),
-                 "jit": lambda: step(params, real, fake, eps),
-                 "eager": lambda: gp_step(params, real, fake, eps)},
-                notes={"compile_s": compile_s})
+    variants = {"numpy": lambda: gp_step_floor(params, real, fake, eps),
+                "jit": lambda: step(params, real, fake, eps),
+                "eager": lambda: gp_step(params, real, fake, eps)}
+    torch = library("torch")
+    if torch is not None:
+        variants["torch_eager"] = torch_gp_step(torch, params, real, fake, eps)
+    return Case(variants, notes={"compile_s": compile_s,
+                                 "cpu_backend": ft.config.cpu_backend})
+
+
+def torch_gp_step(torch, params, real, fake, eps, lam=10.0, lr=LR):
+    """The same step in PyTorch eager: the penalty's input gradient with create_graph=True,
+    the loss's parameter gradients, SGD; returns the new parameters as NumPy pairs."""
+    tp = [(torch.tensor(W, requires_grad=True), torch.tensor(b, requires_grad=True))
+          for W, b in params]
+    flat = [p for wb in tp for p in wb]
+    tr, tf, te = (torch.tensor(a) for a in (real, fake, eps))
+
+    def critic(x):
+        h = x
+        for W, b in tp[:-1]:
+            h = torch.tanh(h @ W + b)
+        W, b = tp[-1]
+        return (h @ W + b)[:, 0]
+
+    def step():
+        x = (te * tr + (1 - te) * tf).requires_grad_(True)
+        gx, = torch.autograd.grad(critic(x).sum(), x, create_graph=True)
+        penalty = ((gx.pow(2).sum(1).sqrt() - 1) ** 2).mean()
+        loss = critic(tf).mean() - critic(tr).mean() + lam * penalty
+        grads = torch.autograd.grad(loss, flat)
+        with torch.no_grad():
+            new = [(p - lr * g).numpy() for p, g in zip(flat, grads)]
+        return [(new[i], new[i + 1]) for i in range(0, len(new), 2)]
+    return step
 
 
 # ---------------------------------------------------------------------------

@@ -17,6 +17,8 @@ Rule conventions (read by the transformations in functrans/):
       aval, s.ok(a) whether a may replace it, s.src(a) the equation defining a, s.scalar(a)
       the value of a rank-0 known atom, s.uses the read counts.
   commutative: f(x, y) == f(y, x) (common-subexpression elimination orders operands).
+  blas: impl calls BLAS or LAPACK (matrix products, factorizations): the CPU backend
+      counts that library's threads in a program that binds it (cpu.parallel_threads).
 """
 from __future__ import annotations
 
@@ -87,7 +89,7 @@ def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpos
             batch=None, cuda=None, cpu=None, fresh=False, simplify=None, simplify_late=None,
             commutative=False, differentiable=True, multiple_results=False,
             elementwise=False, memo=True, primitive_class=Primitive, native_eager=False,
-            **extra):
+            blas=False, **extra):
     """Declare a primitive with all its rules in one call and register it; nothing is
     added to it afterwards (a registry test checks against DECLARED).
 
@@ -137,7 +139,7 @@ def defprim(name, impl, shape, *, jvp=None, jvp_out=None, linear=False, transpos
     p = primitive_class(name, impl=impl, abstract_eval=abstract_eval, multiple_results=multiple_results,
                   transpose=transpose, batch=batch, cuda=cuda, differentiable=differentiable,
                   elementwise=elementwise, **extra)
-    p.cpu, p.fresh, p.commutative = cpu, fresh, commutative
+    p.cpu, p.fresh, p.commutative, p.blas = cpu, fresh, commutative, blas
     p.simplify, p.simplify_late = simplify, simplify_late
     if not differentiable:
         p.jvp = _zero_jvp(p)

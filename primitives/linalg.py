@@ -300,7 +300,7 @@ dot_general_p = defprim(
     "dot_general", _dot_impl, _dot_shape,
     jvp=(lambda t, x, y, dimension_numbers: dot_general(t, y, dimension_numbers=dimension_numbers),
          lambda t, x, y, dimension_numbers: dot_general(x, t, dimension_numbers=dimension_numbers)),
-    transpose=_dot_transpose, batch=_dot_batch, cpu=_dot_cpu, fresh=True)
+    transpose=_dot_transpose, batch=_dot_batch, cpu=_dot_cpu, fresh=True, blas=True)
 
 dot_general = dot_general_p.bind
 
@@ -456,7 +456,7 @@ def _svd_batch(vals, dims):
 
 
 svd_p = defprim("svd", _svd_impl, _svd_shape, jvp=_svd_jvp, batch=_svd_batch,
-                multiple_results=True, fresh=True)
+                multiple_results=True, fresh=True, blas=True)
 svd = svd_p.bind
 
 
@@ -529,7 +529,7 @@ def _solve_batch(vals, dims):
 solve_p = defprim(
     "solve", _solve_impl, _solve_shape,
     jvp_out=(lambda t, x, a, b: neg(solve(a, _mm(t, x))), lambda t, x, a, b: solve(a, t)),
-    transpose=_solve_transpose, batch=_solve_batch, fresh=True)
+    transpose=_solve_transpose, batch=_solve_batch, fresh=True, blas=True)
 solve = solve_p.bind
 
 
@@ -563,7 +563,8 @@ def _slogdet_jvp(primals, tangents):
 
 
 slogdet_p = defprim("slogdet", _slogdet_impl, _slogdet_shape, jvp=_slogdet_jvp,
-                    batch=_first_batch(lambda x: slogdet(x)), multiple_results=True, fresh=True)
+                    batch=_first_batch(lambda x: slogdet(x)), multiple_results=True,
+                    fresh=True, blas=True)
 slogdet = slogdet_p.bind
 
 
@@ -588,7 +589,7 @@ def _cholesky_jvp(primals, tangents):
 cholesky_p = defprim("cholesky", lambda xp, x: xp.linalg.cholesky(xp.asarray(x)),
                      _cholesky_shape, jvp=_cholesky_jvp,
                      batch=lambda vals, dims: (cholesky(moveaxis(vals[0], dims[0], 0)), 0),
-                     fresh=True)
+                     fresh=True, blas=True)
 cholesky = cholesky_p.bind
 
 
@@ -639,7 +640,7 @@ def _cols(a, lo, hi):
 
 
 qr_p = defprim("qr", _qr_impl, _qr_shape, jvp=_qr_jvp, batch=_first_batch(lambda x: qr(x)),
-               multiple_results=True, fresh=True)
+               multiple_results=True, fresh=True, blas=True)
 qr = qr_p.bind
 
 
@@ -709,7 +710,8 @@ def _eigh_jvp(primals, tangents):
 
 
 eigh_p = defprim("eigh", _eigh_impl, _eigh_shape, jvp=_eigh_jvp,
-                 batch=_first_batch(lambda x: eigh(x)), multiple_results=True, fresh=True)
+                 batch=_first_batch(lambda x: eigh(x)), multiple_results=True,
+                 fresh=True, blas=True)
 eigh = eigh_p.bind
 
 
@@ -756,5 +758,5 @@ def _eig_jvp(primals, tangents):
 
 
 eig_p = defprim("eig", _eig_impl, _eig_shape, jvp=_eig_jvp,
-                batch=_first_batch(lambda x: eig(x)), multiple_results=True, fresh=True)
+                batch=_first_batch(lambda x: eig(x)), multiple_results=True, fresh=True, blas=True)
 eig = eig_p.bind

@@ -23,13 +23,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 @pytest.fixture(scope="session", autouse=True)
 def _cpu_backend_for_the_suite(tmp_path_factory):
-    """The suite runs the NumPy CPU backend unless $FUNCTRANS_CPU_BACKEND says otherwise;
-    the tests of the native backend ask for it (`native_backend`). Compiled libraries go
-    to a cache directory of this session (unless $FUNCTRANS_CACHE_DIR names one)."""
+    """The suite runs the CPU backend users get: "auto" (the default), unless
+    $FUNCTRANS_CPU_BACKEND says otherwise; the tests of the native backend ask for it
+    (`native_backend`), and those about the NumPy backend's generated code for that
+    (`numpy_backend`). Compiled libraries go to a cache directory of this session (unless
+    $FUNCTRANS_CACHE_DIR names one): a fresh run compiles every native kernel cold."""
     mp = pytest.MonkeyPatch()
     if not os.environ.get("FUNCTRANS_CACHE_DIR"):
         mp.setenv("FUNCTRANS_CACHE_DIR", str(tmp_path_factory.mktemp("native_cache")))
-    yield from _cpu_backend(os.environ.get("FUNCTRANS_CPU_BACKEND", "numpy"))
+    yield from _cpu_backend(os.environ.get("FUNCTRANS_CPU_BACKEND", "auto"))
     mp.undo()
 
 

@@ -16,12 +16,14 @@ import itertools
 import math
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .. import passes
 from . import Lowered, identifier
+from .cpu_auto import MeasuredChoice, parallel_threads
 from .memory import BUDGET
 from .native import eager as native_eager, kernels as native_kernels, rows as native_rows, \
     toolchain
@@ -47,6 +49,9 @@ class CpuConfig:
         self.native_rows_min_size = 1 << 14     # "auto": smaller row groups stay NumPy (a
                                                 # compile saves little there); larger ones
                                                 # run native whatever their ops
+        self.native_trials = 3              # "auto": timed calls of each executable before
+                                            # the faster is kept (MeasuredChoice)
+        self.clock = time.perf_counter      # ... and the clock that times them
         try:
             self.threads = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
@@ -54,6 +59,7 @@ class CpuConfig:
 
 
 CONFIG = CpuConfig()
+
 
 # ---------------------------------------------------------------------------
 # the thread pool and the blocked-loop driver (run time)
@@ -312,6 +318,7 @@ class _Lowering:
         self.library = None           # the compiled .so of the native groups,
         self.addresses: dict = {}     # ... its entry points (C name -> address)
         self.call = None              # ... and kernels.caller()
+        self.threads, self.threads_why = parallel_threads(closed.jaxpr, CONFIG.threads)
 
     # -- naming -----------------------------------------------------------
 
@@ -553,14 +560,17 @@ class _Lowering:
         else:
             n, what = g.rows, f"{g.rows} rows of {g.cols}"
         self.native_groups.append(g)
-        threads = CONFIG.threads if g.size >= CONFIG.native_parallel_min_size else 1
+        threads = self.threads if g.size >= CONFIG.native_parallel_min_size else 1
         fn = self.ctx._fresh(f"N_{g.name}")
         self.ctx.globals[fn] = None             # bound to the kernel by build()
         self.natives.append((fn, g.name, n, threads))
         args = ", ".join([self.atom(a, as_scalar=False) for a in e.invars] + list(outs))
         ops = sum(m.primitive is not broadcast_in_dim_p for m in inner.eqns)
+        why = f" ({self.threads_why})" if self.threads_why and g.size >= \
+            CONFIG.native_parallel_min_size else ""
         self.report.append((e.params["name"], "native",
-                            f"C++ function {g.name}: {ops} ops on {what}, {threads} thread(s)"))
+                            f"C++ function {g.name}: {ops} ops on {what}, {threads} thread(s)"
+                            f"{why}"))
         return [f"# {e.params['name']}: native C++ {g.name}, {ops} ops on {what}, "
                 f"{threads} thread(s)",
                 f"{fn}({args}) or _retry({fn}, {args})"]
@@ -582,7 +592,7 @@ class _Lowering:
             n = shape[0]
             block = max(1, elems // max(row, 1))
         size = e.outvars[0].aval.size
-        threads = CONFIG.threads if size >= CONFIG.parallel_min_size else 1
+        threads = self.threads if size >= CONFIG.parallel_min_size else 1
         threads = max(1, min(threads, -(-n // block)))
         block = min(block, n)
         block_shape = (block,) if flat else (block,) + tuple(shape[1:])
@@ -679,9 +689,13 @@ class _Lowering:
 
     # -- the executable ---------------------------------------------------
 
-    def build(self):
+    def build(self, max_threads=None):
+        """The executable; max_threads: at most so many threads a native group (its
+        lowered thread count otherwise; the source's comments keep that one)."""
         g = dict(self.ctx.globals)
         for fn, cname, n, threads in self.natives:      # loaded by lower()
+            if max_threads is not None:
+                threads = min(threads, max_threads)
             g[fn] = functools.partial(self.call, self.addresses[cname], n, threads)
         code = compile(self.source, f"<functrans.jit {self.name}>", "exec")
         exec(code, g)
@@ -808,5 +822,14 @@ def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False, n
         else:
             native_info = {"source": src, "library": lw.library}
     info = dict(lw.info, scratch_buffers=len(lw.scratch), plan=repr(lw.plan), groups=lw.report)
-    return Lowered(lw.fusedj, lw.source, lw.build, "cpu", name, plan=lw.plan, info=info,
+    build = lw.build
+    if native_info is not None and setting[0] == "auto":
+        candidates = [("native", lw.build), ("numpy", lambda: _Lowering(
+            closed, donated, name, alias_outputs, None, destinations).run().build())]
+        if any(threads > 1 for _, _, _, threads in lw.natives):
+            candidates.append(("native, 1 thread", lambda: lw.build(max_threads=1)))
+
+        def build():
+            return MeasuredChoice(candidates, CONFIG.native_trials, CONFIG.clock)
+    return Lowered(lw.fusedj, lw.source, build, "cpu", name, plan=lw.plan, info=info,
                    native=native_info)

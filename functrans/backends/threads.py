@@ -10,41 +10,17 @@ program, so programs lowered before the call keep theirs.
 from __future__ import annotations
 
 import ctypes
-import glob
 import os
 import warnings
 
 import numpy as np
 
+from . import blas
 from .cpu import CONFIG
 
-ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
-            "VECLIB_MAXIMUM_THREADS")
-_OPENBLAS_SYMBOLS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
-                     "openblas_set_num_threads64_", "openblas_set_num_threads")
-
-
-def _numpy_openblas():
-    """NumPy's bundled OpenBLAS (wheels ship it in numpy.libs or numpy/.dylibs), or None."""
-    base = os.path.dirname(np.__file__)
-    found = glob.glob(base + ".libs/*openblas*") + glob.glob(base + "/.dylibs/*openblas*")
-    for path in sorted(found):
-        try:
-            lib = ctypes.CDLL(path)      # already loaded by NumPy: the same library
-        except OSError:
-            continue
-        if any(hasattr(lib, s) for s in _OPENBLAS_SYMBOLS):
-            return lib
-    return None
-
-
-def _threadpoolctl():
-    """The optional threadpoolctl module, or None."""
-    try:
-        import threadpoolctl
-    except ImportError:
-        return None
-    return threadpoolctl
+_numpy_openblas = blas.numpy_openblas
+_threadpoolctl = blas.threadpoolctl
+ENV_VARS = blas.ENV_VARS
 
 
 def blas_info() -> list[dict]:
@@ -55,13 +31,12 @@ def blas_info() -> list[dict]:
         return [{k: v for k, v in d.items() if k in ("internal_api", "version", "num_threads",
                                                     "filepath", "architecture")}
                 for d in threadpoolctl.threadpool_info() if d.get("user_api") == "blas"]
-    blas = dict(np.__config__.CONFIG.get("Build Dependencies", {}).get("blas", {}))
-    out = {"internal_api": blas.get("name", "unknown"), "version": blas.get("version")}
+    build = dict(np.__config__.CONFIG.get("Build Dependencies", {}).get("blas", {}))
+    out = {"internal_api": build.get("name", "unknown"), "version": build.get("version")}
     lib = _numpy_openblas()
-    get = getattr(lib, "scipy_openblas_get_num_threads64_", None) or getattr(
-        lib, "openblas_get_num_threads", None)
-    if get is not None:
-        out["num_threads"] = get()
+    count = None if lib is None else blas.openblas_threads(lib)
+    if count is not None:
+        out["num_threads"] = count
     return [out]
 
 
@@ -76,7 +51,7 @@ def set_num_threads(n: int) -> None:
         return
     lib = _numpy_openblas()
     if lib is not None:
-        getattr(lib, next(s for s in _OPENBLAS_SYMBOLS if hasattr(lib, s)))(ctypes.c_int(n))
+        getattr(lib, next(s for s in blas.OPENBLAS_SET if hasattr(lib, s)))(ctypes.c_int(n))
         return
     for var in ENV_VARS:
         os.environ[var] = str(n)

@@ -85,6 +85,7 @@ class Primitive:
     elementwise primitive.
     """
     cpu = fresh = simplify = simplify_late = commutative = None  # set by primitives.defprim
+    blas = False        # impl calls BLAS or LAPACK (set by primitives.defprim)
 
     def __init__(self, name, *, impl=None, abstract_eval=None, multiple_results=False,
                  jvp=None, transpose=None, batch=None, cuda=None, differentiable=True,

@@ -1,0 +1,120 @@
+"""What cpu_backend="auto" adds to the CPU backend's lowering so that native code never
+makes a program slower: the threads of the program's own parallel loops, counted with
+BLAS's (`parallel_threads`), and the choice between a program's native and NumPy code by
+timing both on its first calls (`MeasuredChoice`). The knobs (the number of timed calls,
+the clock) are cpu.CONFIG's."""
+from __future__ import annotations
+
+import threading
+
+from . import blas
+from ..core import _subjaxprs
+
+
+def calls_blas(jaxpr) -> bool:
+    """Whether the program, or one nested in it, binds a primitive whose impl calls BLAS or
+    LAPACK (declared blas=True: matrix products, factorizations)."""
+    return any(e.primitive.blas or any(calls_blas(j) for j in _subjaxprs(e.params))
+               for e in jaxpr.eqns)
+
+
+def parallel_threads(jaxpr, cores) -> tuple[int, str | None]:
+    """The threads of a program's own parallel loops (native groups' OpenMP regions and
+    blocked groups' pool) on `cores` cores, and why fewer (None: all of them). OpenMP and
+    BLAS are counted as one pool: in a program that calls a BLAS running b threads, the
+    loops get cores - (b - 1), at least one. A multithreaded OpenBLAS keeps its
+    workers spinning for a while after each call, so an OpenMP region started then waits
+    for cores they hold (measured: the jitted WGAN-GP step with every group native, 2 cores,
+    OpenBLAS on 2 threads: 200 ms a step with 2 OpenMP threads a group, 1.2 ms with one,
+    NumPy code 1.2 ms; in a product-chain-product program on 1024x1024 floats, 131 ms and
+    118 ms). Limiting BLAS to one thread instead measured no faster on the WGAN-GP step
+    (its products are small) and slows large products."""
+    if cores <= 1 or not calls_blas(jaxpr):
+        return cores, None
+    b = blas.threads(cores)
+    if b <= 1:
+        return cores, None
+    n = max(1, cores - (b - 1))
+    return n, (None if n == cores else f"the program calls BLAS, which runs {b} threads")
+
+
+class MeasuredChoice:
+    """cpu_backend="auto": a program with native groups, timed on its own calls against
+    the other ways to run it until the fastest is kept. `candidates` are (name, build)
+    pairs, each build() giving an executable at the candidate's first turn: the native
+    program, its NumPy-code twin (the same program lowered with cpu_backend="numpy"), and,
+    when a native group runs several OpenMP threads, the native program on one thread (on
+    cores that other processes keep busy, a parallel region waits for a thread the
+    scheduler has not run yet). Calls go round the candidates; the first call of each is not
+    timed (buffers allocated, pages touched), the next `trials` of each are, and the one
+    with the fastest call is kept (the first named on a tie); the others are dropped (their
+    buffers go back to the byte budget). Native code thus stays only where it makes the
+    program faster on this machine, with this BLAS and this load. Until the choice,
+    successive calls may differ in their last bits (the candidates compute the same
+    operations, the native math within its ulp bounds). `choice`: None while timing, then
+    the name kept; `times`: the timed seconds of each."""
+
+    def __init__(self, candidates, trials, clock):
+        self._names = [name for name, _ in candidates]
+        self._builds = dict(candidates)
+        self._trials, self._clock = trials, clock
+        self.times: dict = {name: [] for name in self._names}
+        self.choice = None
+        self._chosen = None
+        self._calls = 0
+        self._lock = threading.Lock()
+        first = self._builds.pop(self._names[0])()
+        self._exes = {self._names[0]: first}
+        self.name, self.n_in = first.name, first.n_in
+
+    def __call__(self, *args, dests=None):
+        exe = self._chosen
+        if exe is not None:
+            return exe(*args, dests=dests)
+        with self._lock:
+            exe = self._chosen
+            if exe is None:
+                k = self._calls
+                self._calls += 1
+                which = self._names[k % len(self._names)]
+                exe = self._exes.get(which)
+                if exe is None:
+                    exe = self._exes[which] = self._builds.pop(which)()
+        if exe is self._chosen:         # chosen by another thread meanwhile
+            return exe(*args, dests=dests)
+        t0 = self._clock()
+        out = exe(*args, dests=dests)
+        dt = self._clock() - t0
+        if k >= len(self._names):
+            with self._lock:
+                if self._chosen is None:
+                    self.times[which].append(dt)
+                    if min(map(len, self.times.values())) >= self._trials:
+                        self._choose()
+        return out
+
+    def _choose(self):
+        self.choice = min(self._names, key=lambda n: (min(self.times[n]), self._names.index(n)))
+        self._chosen = self._exes[self.choice]
+        self._exes, self._builds = {self.choice: self._chosen}, {}
+
+    def _current(self):
+        return self._chosen or self._exes[self._names[0]]
+
+    @property
+    def nbytes(self):
+        """The bytes of the executable that runs (the first candidate until the choice)."""
+        return self._current().nbytes
+
+    @property
+    def holds_buffers(self):
+        return self._current().holds_buffers
+
+    @property
+    def source(self):
+        return self._current().source
+
+    def __repr__(self):
+        state = (f"chose {self.choice}" if self.choice else
+                 f"timing {', '.join(self._names)}")
+        return f"<MeasuredChoice {self.name}: {state}>"

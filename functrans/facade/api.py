@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from . import engine
-from .plumbing import run_tensor_hooks
+from .plumbing import run_node_prehooks, run_tensor_hooks
 from .grad_mode import STATE as GS
 from .record import ANOMALY
 from .tensor import Tensor, wrap
@@ -185,14 +185,21 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
 def _accumulate(t, g, create_graph=False):
     """t's hooks on g, t.grad += g, then t's post-accumulate hooks (torch's AccumulateGrad
     node); the engine calls it during the backward for leaves with post-accumulate hooks."""
+    acc = None
     if t._grad_fn is None:
         g = _leaf_hooks(t, g, create_graph)
+        acc = t._accum
+        if acc is not None and acc.pre:
+            g = run_node_prehooks(acc.pre, g if isinstance(g, Tensor) else wrap(g))
     g = g if isinstance(g, Tensor) else wrap(g)
     engine.accumulate_grad(t, g, create_graph)
     post = t.__dict__.get("_post_hooks") if t._grad_fn is None else None
     if post:
         for fn in list(post.values()):
             fn(t)
+    if acc is not None and acc.post:
+        for fn in list(acc.post.values()):
+            fn((), (g,))
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import weakref
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class FunctionCtx:
         return object.__getattribute__(self, name)
 
     def _check_stored(self, name, t):
-        ok = list(self._inputs) + list(self._outputs) + list(self._saved or ())
+        ok = list(self._inputs) + [r() for r in self._outputs] + list(self._saved or ())
         if any(t is o for o in ok if o is not None):
             return
         raise CtxTensorError(
@@ -252,7 +253,9 @@ def _record(cls, ctx, args, tensor_pos, outs):
     if ANOMALY.enabled:
         node.stack = _forward_stack()
     ctx._inputs = tuple(inputs)
-    ctx._outputs = tuple(out_ts)
+    # weakly: an output holds the node, the node its ctx (a strong reference back would make
+    # a cycle, keeping the graph alive until the garbage collector runs)
+    ctx._outputs = tuple(weakref.ref(o) for o in out_ts)
     saved = ctx.to_save or ()
     ctx._saved = tuple(saved) if not SAVED_HOOKS.stack else tuple(
         t if t is None else Packed(SAVED_HOOKS.stack[-1][0](t), SAVED_HOOKS.stack[-1][1], None)

@@ -81,10 +81,10 @@ class OpInfo:
 
 class _Extra:
     """Rarely used node fields, kept off the hot path."""
-    __slots__ = ("hooks", "retains", "ctx", "stack")
+    __slots__ = ("hooks", "retains", "ctx", "stack", "meta")
 
     def __init__(self):
-        self.hooks = self.retains = self.ctx = self.stack = None
+        self.hooks = self.retains = self.ctx = self.stack = self.meta = None
 
 
 def _extra_field(name):
@@ -120,6 +120,7 @@ class Node:
     retains = _extra_field("retains")    # {output index: weakref to the retaining tensor}
     ctx = _extra_field("ctx")            # autograd.Function context
     stack = _extra_field("stack")        # forward traceback (anomaly mode)
+    meta = _extra_field("meta")          # the `metadata` dict, made on first use
 
     @property
     def freed(self):
@@ -134,7 +135,11 @@ class Node:
 
     @property
     def metadata(self):
-        return {}
+        """A dict the user may store anything in, kept with the node (torch's Node.metadata)."""
+        m = self.meta
+        if m is None:
+            m = self.meta = {}
+        return m
 
     def __getattr__(self, name):
         """A custom Function's node is its ctx in torch (grad_fn.saved_tensors,
@@ -151,8 +156,15 @@ class Node:
 
     def register_hook(self, fn):
         raise NotImplementedError(
-            "Node.register_hook is not supported by functrans; register the hook on the "
-            "tensor instead (tensor.register_hook(fn)).")
+            f"{type(self).__name__}.register_hook (a hook on a grad_fn node) is not supported "
+            "by functrans: the backward runs fused, without a step per node; register the "
+            "hook on the tensor instead (tensor.register_hook(fn)).")
+
+    def register_prehook(self, fn):
+        raise NotImplementedError(
+            f"{type(self).__name__}.register_prehook (a hook on a grad_fn node) is not "
+            "supported by functrans: the backward runs fused, without a step per node; "
+            "register the hook on the tensor instead (tensor.register_hook(fn)).")
 
     def __repr__(self):
         return f"<{self.info.name} object at {hex(id(self))}>"
@@ -181,8 +193,12 @@ class AccumulateGrad:
     """The graph node of a leaf that requires grad: gradients accumulate into .grad.
 
     The leaf holds its AccumulateGrad; the AccumulateGrad refers to the leaf weakly (no
-    reference cycle, so temporary leaves are freed at once)."""
-    __slots__ = ("_var", "seq", "edge", "pos", "mark", "__weakref__")
+    reference cycle, so temporary leaves are freed at once). Its hooks run where torch runs
+    the node: when a backward accumulates into the leaf (api._accumulate), not in
+    autograd.grad or for a leaf outside backward(inputs=...): pre-hooks after the leaf's
+    tensor hooks, `pre((grad,)) -> (grad,) or None`; post-hooks after the accumulation and
+    the post-accumulate-grad hooks, `post((), (grad,))`."""
+    __slots__ = ("_var", "seq", "pos", "mark", "pre", "post", "meta", "__weakref__")
     edges = ()
     info = None
     vals = None
@@ -190,9 +206,33 @@ class AccumulateGrad:
     def __init__(self, variable):
         self._var = weakref.ref(variable)
         self.seq = next(_seq)
-        self.edge = (self, 0)
         self.pos = -1
         self.mark = None
+        self.pre = self.post = self.meta = None
+
+    @property
+    def edge(self):
+        """(self, 0), made per use: kept as a field it would be a reference cycle, and the
+        node would outlive its leaf until the garbage collector ran."""
+        return (self, 0)
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) -> a tuple replacing them, or None; before the accumulation."""
+        if self.pre is None:
+            self.pre = HookDict()
+        return add_hook(self.pre, fn)
+
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs), i.e. fn((), (grad,)), after the accumulation."""
+        if self.post is None:
+            self.post = HookDict()
+        return add_hook(self.post, fn)
+
+    @property
+    def metadata(self):
+        if self.meta is None:
+            self.meta = {}
+        return self.meta
 
     @property
     def variable(self):

@@ -433,6 +433,130 @@ def checkpoint_reentrant_grad(lib, x):
     return lib.autograd.grad(y.sum(), x)
 
 
+def checkpoint_kwargs_tensor(lib, x):
+    """A tensor passed to checkpoint by keyword gets its gradient (non-re-entrant)."""
+    ck = _ckpt(lib)
+    b = leaf(lib, W[:2, :1] * 3)
+
+    def fn(a, blah=None):
+        return (a.sin().exp() * blah).sin().exp()
+
+    out = ck.checkpoint(fn, x, blah=b, use_reentrant=False)
+    return list(lib.autograd.grad(out.sum(), (x, b))) + [out.detach()]
+
+
+def checkpoint_early_stop(lib, x):
+    """set_checkpoint_early_stop(True/False): the same values and gradients either way."""
+    ck = _ckpt(lib)
+    out = []
+    for stop in (True, False):
+        with ck.set_checkpoint_early_stop(stop):
+            y = ck.checkpoint(lambda a: a.sin().cos() * 2, x, use_reentrant=False)
+            out += [y.detach(), lib.autograd.grad(y.sum(), x)[0]]
+    return out
+
+
+def checkpoint_double_backward(lib, x):
+    """Second and third derivatives through a non-re-entrant checkpoint (grad of grad of
+    a checkpointed function, and a checkpoint inside a checkpoint)."""
+    ck = _ckpt(lib)
+
+    def f(a):
+        return a.sin().exp().sin()
+
+    def c(fn):
+        return lambda a: ck.checkpoint(fn, a, use_reentrant=False)
+
+    out = []
+    for fn in (f, c(f), c(c(f))):
+        g1, = lib.autograd.grad(fn(x).sum(), x, create_graph=True)
+        g2, = lib.autograd.grad(g1.sum(), x, create_graph=True)
+        g3, = lib.autograd.grad(g2.sum(), x)
+        out += [g1, g2, g3]
+    return out
+
+
+def hooks_accumulate_grad_node(lib, x):
+    """AccumulateGrad's pre- and post-hooks: the order tensor hook, node pre-hook,
+    accumulation, post-accumulate hook, node post-hook; not run by autograd.grad nor for a
+    leaf left out of backward(inputs=...)."""
+    log = []
+    t = leaf(lib, V[:3])
+    acc = t.view_as(t).grad_fn.next_functions[0][0]
+    t.register_hook(lambda g: (log.append("tensor"), g.sub(2.))[1])
+    acc.register_prehook(lambda go: (log.append(("pre", len(go))), (go[0].div(5.),))[1])
+
+    def post_acc(p):
+        log.append("post_acc")
+        p.grad.add_(0.5)
+    t.register_post_accumulate_grad_hook(post_acc)
+
+    def post(gi, go):
+        log.append(("post", len(gi), len(go)))
+        t.grad = go[0].mul(10)
+    h = acc.register_hook(post)
+    t.sum().backward()
+    first = t.grad.clone()
+    log.append("grad:")
+    lib.autograd.grad((t * 2).sum(), t)
+    log.append("inputs:")
+    b = leaf(lib, V[:3])
+    (t * b).sum().backward(inputs=[b])
+    h.remove()
+    t.grad = None
+    t.sum().backward()
+    return [first, log, t.grad, acc.metadata == {}, acc.metadata is acc.metadata]
+
+
+def graph_dies_with_its_output(lib, x):
+    """Nothing keeps a graph alive once its output is gone (no reference cycle through a
+    custom Function's ctx or a leaf's AccumulateGrad): objects stored in the nodes'
+    metadata die at once, without the garbage collector."""
+    import gc
+    import weakref
+
+    class Handle:
+        pass
+
+    class Sq(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a * a
+
+        @staticmethod
+        def backward(ctx, g):
+            a, = ctx.saved_tensors
+            return 2 * a * g
+
+    def scope(fn):
+        a = leaf(lib, V[:3])
+        out = fn(a)
+        refs, seen, todo = [], set(), [out.grad_fn]
+        while todo:
+            n = todo.pop()
+            if n is None or n in seen:
+                continue
+            seen.add(n)
+            h = Handle()
+            n.metadata["h"] = h
+            refs.append(weakref.ref(h))
+            todo.extend(f for f, _ in n.next_functions)
+        return refs
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        out = []
+        for fn in (lambda a: a.sin().exp(), lambda a: Sq.apply(a).sum()):
+            refs = scope(fn)
+            out.append([r() is None for r in refs])
+    finally:
+        if was:
+            gc.enable()
+    return out
+
+
 def retain_grad_no_requires(lib, x):
     return leaf(lib, X, grad=False).retain_grad()
 
@@ -2414,6 +2538,11 @@ TABLE = {
                                                       "respect to input 0"}),
     "gradcheck:fail_quiet": (gradcheck_fail_quiet, [X], {"backward": False}),
     "gradgradcheck:fail": (gradgradcheck_fail, [X], {"error": "Jacobian mismatch"}),
+    "checkpoint:kwargs_tensor": (checkpoint_kwargs_tensor, [X], {"backward": False}),
+    "checkpoint:early_stop": (checkpoint_early_stop, [X], {"backward": False}),
+    "checkpoint:double_backward": (checkpoint_double_backward, [X], {"backward": False}),
+    "hooks:accumulate_grad_node": (hooks_accumulate_grad_node, [X], {"backward": False}),
+    "graph:dies_with_its_output": (graph_dies_with_its_output, [X], {"backward": False}),
 }
 IDS = oracle.register(*(f"autograd:{k}" for k in TABLE))
 

@@ -96,6 +96,7 @@ def inplace(self, name, compute):
     self._bump(name)
     if node is not None:
         _rebase(self, res)
+        adopt_views(self, self)
     return self
 
 
@@ -193,6 +194,28 @@ def regenerate_view_history(view):
 
 VIEW_HISTORY.regenerate = regenerate_view_history
 
+_STALE = object()      # a view's `_vfn` that matches no history: check_view refuses it
+
+
+def adopt_views(base, skip):
+    """An in-place op just gave base a history: the views taken while it required no grad
+    (its version counter's `views`) now read a tensor that does, so each gets a history
+    reading the base's (torch: `x.add_(r)` makes every view of x require grad). Where that
+    history cannot be made (a base that is not C-contiguous) the view is marked stale and
+    refused when it is used, rather than used as a constant."""
+    vc = base._vc
+    views = vc.views if vc is not None else None
+    if not views:
+        return
+    vc.views = None
+    for r in views:
+        w = r()
+        if w is None or w is skip or w._requires_grad:
+            continue
+        if not regenerate_view_history(w):
+            w._requires_grad = True
+            w.__dict__["_vfn"] = _STALE
+
 
 def _inplace_on_view(self, name, res):
     """In-place op on a view under grad: the base's history becomes CopySlices(base, result)
@@ -218,6 +241,7 @@ def _inplace_on_view(self, name, res):
     if op is res:
         _hold_output_in(self, op)          # exp_ on a view saved the view's new values
     _rebase(base, new_base)
+    adopt_views(base, self)
     new_view = apply_fn("AsStridedBackward0", _as_strided_fn, (base, pos))
     _set_history(self, new_view._grad_fn, 0)
     self._requires_grad = True

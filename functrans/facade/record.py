@@ -37,12 +37,17 @@ _new = object.__new__
 
 
 class VersionCounter:
-    """Shared by a tensor, its views and its detached aliases; bumped by in-place ops."""
-    __slots__ = ("v", "op")
+    """Shared by a tensor, its views and its detached aliases; bumped by in-place ops.
+
+    views: weak references to the views taken while their base did not require grad (None
+    if none): an in-place op that gives the base a history makes them require grad too
+    (inplace.adopt_views), as torch regenerates every view's history from its base's."""
+    __slots__ = ("v", "op", "views")
 
     def __init__(self):
         self.v = 0
         self.op = None
+        self.views = None
 
 
 def vc_of(t):

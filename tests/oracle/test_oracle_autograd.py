@@ -557,6 +557,55 @@ def graph_dies_with_its_output(lib, x):
     return out
 
 
+def view_of_plain_base_adopted(lib, x):
+    """Views taken of a tensor that required no grad, whose base (or a sibling view) an
+    in-place op then gives a history: they require grad and read the base's new history, so
+    the gradient flows through them (before: they stayed constants, r.grad 3 instead of 5)."""
+    r = lib.tensor(2.0, dtype=lib.float64, requires_grad=True)
+    out = []
+    b = lib.ones(5, dtype=lib.float64)
+    v = b.select(0, 1)
+    flags = [v.requires_grad, v.grad_fn is None]
+    b.add_(r)
+    flags += [v.requires_grad, v.grad_fn is None]
+    (v * r).backward()
+    out += [flags, r.grad.clone()]
+    r.grad = None
+    b = lib.ones(5, dtype=lib.float64)
+    v1, v2 = b[:2], b[1:]
+    v1.mul_(r)
+    (v2 * r).sum().backward()
+    out += [v2.requires_grad, r.grad.clone(), b.detach()]
+    r.grad = None
+    b = lib.ones(4, 4, dtype=lib.float64).t()       # a view of a transpose
+    v = b[0]
+    b.add_(r * x[0, 0])
+    (v * r).sum().backward()
+    return out + [r.grad, x.grad]
+
+
+def view_of_multi_output_view_inplace(lib, x):
+    """A view of an output of unbind (a multi-output view op) cannot be modified in place
+    either."""
+    a = (x * 1).unbind(0)
+    c = a[0].view_as(a[0])
+    c.mul_(2)
+
+
+def gradcheck_func_in_grad_mode(lib, x):
+    """gradcheck calls the function in the caller's grad mode in its numerical pass too, so
+    what the function finds (requires_grad of its intermediates) is the same in both."""
+    seen = set()
+
+    def fn(a):
+        y = a * 2
+        seen.add((lib.is_grad_enabled(), y.requires_grad))
+        return y.sin()
+
+    ok = lib.autograd.gradcheck(fn, (x.detach().clone().requires_grad_(),))
+    return [ok, sorted(seen)]
+
+
 def retain_grad_no_requires(lib, x):
     return leaf(lib, X, grad=False).retain_grad()
 
@@ -2543,6 +2592,12 @@ TABLE = {
     "checkpoint:double_backward": (checkpoint_double_backward, [X], {"backward": False}),
     "hooks:accumulate_grad_node": (hooks_accumulate_grad_node, [X], {"backward": False}),
     "graph:dies_with_its_output": (graph_dies_with_its_output, [X], {"backward": False}),
+    "view:plain_base_adopted": (view_of_plain_base_adopted, [X], {"backward": False}),
+    "gradcheck:func_in_grad_mode": (gradcheck_func_in_grad_mode, [X], {"backward": False}),
+    "view:multi_output_view_of_view_inplace": (
+        view_of_multi_output_view_inplace, [X],
+        {"error": "Output 0 of View is a view and is being modified inplace. This view is "
+                  "the output of a function that returns multiple views"}),
 }
 IDS = oracle.register(*(f"autograd:{k}" for k in TABLE))
 

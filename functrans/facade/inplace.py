@@ -12,7 +12,7 @@ import numpy as np
 from .. import numpy as fnp
 from ..core import Tracer
 from . import creation
-from .record import INFERENCE, VIEW_HISTORY, vc_of
+from .record import INFERENCE, SAVED_HOOKS, VIEW_HISTORY, WRITE_WATCH, vc_of
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
                      apply_fn, binary, traced_hooks, wrap)
 from .methods import DIV, MUL, add, addcdiv, addcmul, lerp, sub
@@ -39,6 +39,8 @@ NOGRAD_VIEW_MSG = (
 def _check_inplace(self, recording):
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
         traced_hooks().concrete_update(self, None)
+    if WRITE_WATCH.fn is not None:
+        WRITE_WATCH.fn(self)
     if recording and self._requires_grad and "_fn_view" in self.__dict__:
         name, k = self.__dict__["_fn_view"]
         raise RuntimeError(
@@ -68,7 +70,15 @@ def inplace(self, name, compute):
     """Run compute() (an out-of-place op returning a Tensor) and make self hold the result."""
     recording = GS.enabled
     _check_inplace(self, recording)
-    res = compute()
+    if SAVED_HOOKS.stack:            # pack hooks must not see a value about to change
+        vc_of(self)
+        prev, SAVED_HOOKS.writing = SAVED_HOOKS.writing, self
+        try:
+            res = compute()
+        finally:
+            SAVED_HOOKS.writing = prev
+    else:
+        res = compute()
     if isinstance(self._data, Tracer) or isinstance(res._data, Tracer):   # traced data
         return traced_hooks().inplace(self, name, res)
     node = res._grad_fn
@@ -286,6 +296,8 @@ def _fast(self, *others):
         raise RuntimeError(OVERLAP_MSG)
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
         traced_hooks().concrete_update(self, None)
+    if WRITE_WATCH.fn is not None:
+        WRITE_WATCH.fn(self)
     if not GS.enabled:
         if self._flags & INFERENCE and not GS.inference:
             _check_inplace(self, False)

@@ -606,6 +606,81 @@ def gradcheck_func_in_grad_mode(lib, x):
     return [ok, sorted(seen)]
 
 
+def saved_hooks_own_their_values(lib, x):
+    """A value saved through pack hooks is not version-checked (the hooks own it: a pack
+    hook that copies makes an in-place write harmless); an in-place op whose backward reads
+    its input's old value hands the hooks a copy of it, not the tensor it overwrites."""
+    calls = []
+    b = x.clone()
+    with lib.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t):
+        out = (b ** 2).sum()
+    b.sin_()
+    out.backward()
+    g1 = x.grad.clone()
+    x.grad = None
+    b = x.clone()
+    with lib.autograd.graph.saved_tensors_hooks(lambda t: (calls.append(t.shape), t)[1],
+                                                lambda t: t):
+        b.sin_()
+    b.sum().backward()
+    return [g1, x.grad, len(calls)]
+
+
+def allow_mutation_on_saved(lib, x):
+    """autograd.graph.allow_mutation_on_saved_tensors: saved values modified in place (through
+    the tensor or a view) are copied once before the first write, the backward reads the
+    copies (first and second order); the copies live as long as the graph."""
+    g = lib.autograd.graph
+
+    def n_cloned(ctx):
+        return len(list(ctx.cloned.items()))
+
+    out = []
+    with g.allow_mutation_on_saved_tensors() as ctx:
+        b = x.clone()
+        c = b.view_as(b)
+        loss = (b ** 2).sum()
+        c.sin_()
+        out.append(n_cloned(ctx))
+        d1, = lib.autograd.grad(loss, x, create_graph=True)
+        d2, = lib.autograd.grad(d1.sum(), x)
+        out += [d1.detach(), d2]
+        a = x.detach().clone()
+        y, z = a ** 2, a ** 2
+        a.sin_()
+        out.append(n_cloned(ctx))
+        y2 = a ** 2
+        a.sin_()
+        out.append(n_cloned(ctx))
+        del y, z
+        out.append(n_cloned(ctx))
+        del y2
+        out.append(n_cloned(ctx))
+    return out
+
+
+def allow_mutation_outside(lib, x):
+    """The backward of a graph recorded in allow_mutation_on_saved_tensors runs inside it."""
+    with lib.autograd.graph.allow_mutation_on_saved_tensors():
+        loss = (x ** 2).sum()
+    loss.backward()
+
+
+def allow_mutation_nested(lib, x):
+    g = lib.autograd.graph
+    with g.allow_mutation_on_saved_tensors():
+        with g.allow_mutation_on_saved_tensors():
+            pass
+
+
+def backward_with_dead_leaves(lib, x):
+    """A graph whose leaves are all gone is used up by its backward all the same."""
+    a = lib.tensor(X, requires_grad=True).clone()
+    out = (a ** 2).sum()
+    out.backward()
+    out.backward()
+
+
 def retain_grad_no_requires(lib, x):
     return leaf(lib, X, grad=False).retain_grad()
 
@@ -2594,6 +2669,18 @@ TABLE = {
     "graph:dies_with_its_output": (graph_dies_with_its_output, [X], {"backward": False}),
     "view:plain_base_adopted": (view_of_plain_base_adopted, [X], {"backward": False}),
     "gradcheck:func_in_grad_mode": (gradcheck_func_in_grad_mode, [X], {"backward": False}),
+    "saved_hooks:own_their_values": (saved_hooks_own_their_values, [X], {"backward": False}),
+    "saved_hooks:allow_mutation": (allow_mutation_on_saved, [X], {"backward": False}),
+    "saved_hooks:allow_mutation_outside": (
+        allow_mutation_outside, [X],
+        {"error": "Trying to backward outside of the 'allow_mutation_on_saved_tensors' "
+                  "context"}),
+    "saved_hooks:allow_mutation_nested": (
+        allow_mutation_nested, [X],
+        {"error": "allow_mutation_on_saved_tensors contexts cannot be nested"}),
+    "backward:dead_leaves_twice": (backward_with_dead_leaves, [X],
+                                   {"error": "Trying to backward through the graph a second "
+                                             "time"}),
     "view:multi_output_view_of_view_inplace": (
         view_of_multi_output_view_inplace, [X],
         {"error": "Output 0 of View is a view and is being modified inplace. This view is "

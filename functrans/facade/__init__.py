@@ -26,6 +26,8 @@ from .ops import (broadcast_tensors, broadcast_to, cat, clone, concat, concatena
                   where)
 
 globals().update(_ops.FUNCTIONS)
+from .creation import LEGACY_TENSOR_TYPES  # noqa: E402
+globals().update(LEGACY_TENSOR_TYPES)      # torch.FloatTensor, torch.LongTensor, ...
 # torch's float constants
 inf, nan, pi, e = float("inf"), float("nan"), 3.141592653589793, 2.718281828459045
 for _n in dtypes.NAMES:
@@ -43,4 +45,4 @@ FACADE_NAMES = (
      "vstack", "einsum", "broadcast_tensors", "meshgrid", "is_tensor", "numel",
      "is_floating_point", "clone", "where", "linalg", "from_dlpack", "real", "imag", "inf", "nan",
      "pi", "e", "finfo", "iinfo", "cdist"]
-    + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES))
+    + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES) + list(LEGACY_TENSOR_TYPES))

@@ -81,10 +81,11 @@ class OpInfo:
 
 class _Extra:
     """Rarely used node fields, kept off the hot path."""
-    __slots__ = ("hooks", "retains", "ctx", "stack", "meta")
+    __slots__ = ("hooks", "retains", "ctx", "stack", "meta", "pre", "post")
 
     def __init__(self):
         self.hooks = self.retains = self.ctx = self.stack = self.meta = None
+        self.pre = self.post = None
 
 
 def _extra_field(name):
@@ -121,6 +122,8 @@ class Node:
     ctx = _extra_field("ctx")            # autograd.Function context
     stack = _extra_field("stack")        # forward traceback (anomaly mode)
     meta = _extra_field("meta")          # the `metadata` dict, made on first use
+    pre = _extra_field("pre")            # a Function node's pre-hooks (HookDict)
+    post = _extra_field("post")          # a Function node's post-hooks (HookDict)
 
     @property
     def freed(self):
@@ -155,16 +158,31 @@ class Node:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def register_hook(self, fn):
-        raise NotImplementedError(
-            f"{type(self).__name__}.register_hook (a hook on a grad_fn node) is not supported "
-            "by functrans: the backward runs fused, without a step per node; register the "
-            "hook on the tensor instead (tensor.register_hook(fn)).")
+        """fn(grad_inputs, grad_outputs) after the node's backward ran; a returned tuple
+        replaces grad_inputs. Custom Function nodes only (their backward is a call of its
+        own); an op's node raises: its backward runs fused with the others'."""
+        if self.info.kind != "function":
+            raise NotImplementedError(
+                f"{type(self).__name__}.register_hook (a hook on an op's grad_fn node) is not "
+                "supported by functrans: the backward runs fused, without a step per op; "
+                "register the hook on the tensor instead (tensor.register_hook(fn)), or on a "
+                "custom autograd.Function's node.")
+        if self.post is None:
+            self.post = HookDict()
+        return add_hook(self.post, fn)
 
     def register_prehook(self, fn):
-        raise NotImplementedError(
-            f"{type(self).__name__}.register_prehook (a hook on a grad_fn node) is not "
-            "supported by functrans: the backward runs fused, without a step per node; "
-            "register the hook on the tensor instead (tensor.register_hook(fn)).")
+        """fn(grad_outputs) before the node's backward runs; a returned tuple replaces them.
+        Custom Function nodes only, as register_hook."""
+        if self.info.kind != "function":
+            raise NotImplementedError(
+                f"{type(self).__name__}.register_prehook (a hook on an op's grad_fn node) is "
+                "not supported by functrans: the backward runs fused, without a step per op; "
+                "register the hook on the tensor instead (tensor.register_hook(fn)), or on a "
+                "custom autograd.Function's node.")
+        if self.pre is None:
+            self.pre = HookDict()
+        return add_hook(self.pre, fn)
 
     def __repr__(self):
         return f"<{self.info.name} object at {hex(id(self))}>"

@@ -681,6 +681,64 @@ def backward_with_dead_leaves(lib, x):
     out.backward()
 
 
+def hooks_function_node(lib, x):
+    """Pre- and post-hooks on a custom Function's node: pre-hooks see (and may replace) the
+    output gradients before its backward, post-hooks see (grad_inputs, grad_outputs) after
+    it and may replace grad_inputs; in registration order, after the tensor hooks; a
+    removed handle stops its hook."""
+    log = []
+
+    class Mul2(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            log.append(("backward", g.tolist()))
+            return g * 2
+
+    a = leaf(lib, V[:2])
+    b = Mul2.apply(a)
+    b.register_hook(lambda g: (log.append(("tensor", g.tolist())), g * 3)[1])
+    b.grad_fn.register_prehook(lambda go: (log.append(("pre", go[0].tolist())),
+                                           (go[0] * 2,))[1])
+    h = b.grad_fn.register_prehook(lambda go: log.append("removed"))
+    b.grad_fn.register_prehook(lambda go: None)
+    b.grad_fn.register_hook(lambda gi, go: (log.append(("post", gi[0].tolist(),
+                                                        go[0].tolist())), (gi[0] + 1,))[1])
+    b.grad_fn.register_hook(lambda gi, go: log.append(("post2", gi[0].tolist())))
+    h.remove()
+    b.sum().backward()
+    return [log, a.grad]
+
+
+def legacy_constructors(lib, x):
+    """torch's legacy API that test code still uses: the typed tensor classes (data or a
+    size; isinstance by dtype), Tensor.new, autograd.Variable (a detached leaf alias of its
+    dtype), a list index holding slices or sequences read as a tuple, and
+    autograd.set_multithreading_enabled / grad_mode."""
+    a = lib.LongTensor([0, 2])
+    b = lib.FloatTensor(2, 3)
+    m = lib.BoolTensor([[True, False], [False, True]])
+    flags = [isinstance(lib.ones(2), lib.FloatTensor), isinstance(lib.ones(2), lib.DoubleTensor),
+             isinstance(a, lib.LongTensor), isinstance(x, lib.autograd.Variable)]
+    v = lib.autograd.Variable(m)
+    w = lib.autograd.Variable(x * 2, requires_grad=True)
+    y = x * 1
+    sel = y[[slice(None), [0, 2]]]
+    y2 = x * 1
+    y2[[slice(None), [1, 2]]] = 0.0
+    (sel.sum() + y2.sum()).backward()
+    with lib.autograd.set_multithreading_enabled(False):
+        inside = lib.autograd.is_multithreading_enabled()
+    with lib.autograd.grad_mode.no_grad():
+        nog = (x * 2).requires_grad
+    return [a, a.dtype, b.shape, b.dtype, m, flags, v.dtype, v.requires_grad,
+            w.requires_grad, w.is_leaf, w.detach(), x.new([1, 2]), x.new(3).shape, sel.detach(),
+            x.grad, inside, lib.autograd.is_multithreading_enabled(), nog]
+
+
 def retain_grad_no_requires(lib, x):
     return leaf(lib, X, grad=False).retain_grad()
 
@@ -2670,6 +2728,8 @@ TABLE = {
     "view:plain_base_adopted": (view_of_plain_base_adopted, [X], {"backward": False}),
     "gradcheck:func_in_grad_mode": (gradcheck_func_in_grad_mode, [X], {"backward": False}),
     "saved_hooks:own_their_values": (saved_hooks_own_their_values, [X], {"backward": False}),
+    "hooks:function_node": (hooks_function_node, [X], {"backward": False}),
+    "legacy:constructors": (legacy_constructors, [X], {"backward": False}),
     "saved_hooks:allow_mutation": (allow_mutation_on_saved, [X], {"backward": False}),
     "saved_hooks:allow_mutation_outside": (
         allow_mutation_outside, [X],

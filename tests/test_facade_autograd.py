@@ -871,3 +871,9 @@ def test_hooks_on_op_nodes_refuse_loudly():
             reg(lambda *a: None)
     y.grad_fn.metadata["k"] = 1
     assert y.grad_fn.metadata == {"k": 1}
+
+
+def test_autograd_grad_refuses_empty_inputs():
+    x = ft.tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"`inputs` argument to `grad\(\)` cannot be empty"):
+        ft.autograd.grad(2 * x, [], grad_outputs=ft.tensor([1.0]))

@@ -210,6 +210,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                   "ft.func.functional_call instead")
     outs = _seq(outputs, "outputs")
     ins = _seq(inputs, "inputs")
+    if not ins:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     gos = _seq(grad_outputs, "grad_outputs") if not isinstance(grad_outputs, Tensor) \
         else [grad_outputs]
     if allow_unused is None:

@@ -220,8 +220,8 @@ def adopt_views(base, skip):
     vc.views = None
     for r in views:
         w = r()
-        if w is None or w is skip or w._requires_grad:
-            continue
+        if w is None or w is skip or w._requires_grad or w._base is not base:
+            continue            # (a view of a detached alias shares the counter, not the base)
         if not regenerate_view_history(w):
             w._requires_grad = True
             w.__dict__["_vfn"] = _STALE

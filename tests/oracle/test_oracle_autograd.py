@@ -581,7 +581,11 @@ def view_of_plain_base_adopted(lib, x):
     v = b[0]
     b.add_(r * x[0, 0])
     (v * r).sum().backward()
-    return out + [r.grad, x.grad]
+    out += [r.grad, x.grad]
+    b = lib.ones(3, dtype=lib.float64)
+    v = b.detach()[0:2]                # a view of a detached alias: not adopted
+    b.add_(r)
+    return out + [v.requires_grad, v.grad_fn is None]
 
 
 def view_of_multi_output_view_inplace(lib, x):

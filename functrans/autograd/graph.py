@@ -7,7 +7,7 @@ import threading
 import weakref
 
 from ..facade.api import CALLBACKS, queue_callback
-from ..facade.node import Node, edge_of
+from ..facade.node import GradientEdge, Node, edge_of
 from ..facade.grad_mode import no_grad
 from ..facade.record import SAVED_HOOKS, WRITE_WATCH, vc_of
 
@@ -15,8 +15,6 @@ __all__ = ["Node", "GradientEdge", "get_gradient_edge", "saved_tensors_hooks", "
            "disable_saved_tensors_hooks", "register_multi_grad_hook", "increment_version",
            "allow_mutation_on_saved_tensors"]
 
-GradientEdge = collections.namedtuple("GradientEdge", "node output_nr")
-GradientEdge.__doc__ = "A node of the graph and which of its outputs (torch's GradientEdge)."
 
 
 def get_gradient_edge(tensor) -> GradientEdge:

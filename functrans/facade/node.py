@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import sys
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 
 from ..backends.memory import EQN_BYTES
 from ..core import Literal
@@ -265,6 +265,38 @@ class AccumulateGrad:
 
     def __repr__(self):
         return f"<AccumulateGrad object at {hex(id(self))}>"
+
+
+GradientEdge = namedtuple("GradientEdge", "node output_nr")
+GradientEdge.__doc__ = "A node of the graph and which of its outputs (torch's GradientEdge)."
+
+
+class EdgeTarget:
+    """A GradientEdge given to autograd.grad as an input: the value output `output_nr` of
+    its node carries, differentiated as a tensor holding it would be (the engine reads a
+    target's `_grad_fn` and `_out_nr`)."""
+    __slots__ = ("_grad_fn", "_out_nr")
+    _requires_grad = True
+    _accum = None
+
+    def __init__(self, node, nr):
+        self._grad_fn, self._out_nr = node, nr
+
+
+def edge_target(e):
+    """The autograd.grad input a GradientEdge stands for: the leaf of an AccumulateGrad
+    edge, else an EdgeTarget."""
+    node, nr = e
+    if isinstance(node, AccumulateGrad):
+        t = node.variable
+        if t is None:
+            raise RuntimeError("autograd.grad: the leaf tensor of this GradientEdge's "
+                               "AccumulateGrad node no longer exists")
+        return t
+    if not isinstance(node, Node) or node.info is None:
+        raise TypeError(f"autograd.grad: a GradientEdge's node must be a graph node, got "
+                        f"{type(node).__name__}")
+    return EdgeTarget(node, nr)
 
 
 def edge_of(t):

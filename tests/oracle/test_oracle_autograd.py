@@ -743,6 +743,44 @@ def legacy_constructors(lib, x):
             x.grad, inside, lib.autograd.is_multithreading_enabled(), nog]
 
 
+def grad_to_gradient_edges(lib, x):
+    """autograd.grad w.r.t. GradientEdges (a node's output, a leaf's AccumulateGrad, a custom
+    Function's output) gives what it gives w.r.t. the tensors they stand for; an unreached
+    edge is None (allow_unused)."""
+    g = lib.autograd.graph
+    a = x.clone()
+    b = (x * 3).exp()
+    c = lib.autograd.Function
+    out = a * b + a
+
+    class Id(c):
+        @staticmethod
+        def forward(ctx, t):
+            return t * 1
+
+        @staticmethod
+        def backward(ctx, gr):
+            return gr
+
+    d = Id.apply(a)
+    out = out + d.sin()
+    z = x.clone()
+    res = []
+    for ins in [(a, b, x, d), (g.get_gradient_edge(a), g.GradientEdge(b.grad_fn, 0),
+                              g.get_gradient_edge(x), g.get_gradient_edge(d))]:
+        res.append(list(lib.autograd.grad(out.sum(), ins, retain_graph=True)))
+    res.append(list(lib.autograd.grad(out.sum(), (a, g.get_gradient_edge(z)),
+                                      allow_unused=True)))
+    return res
+
+
+def grad_to_gradient_edge_materialize(lib, x):
+    """materialize_grads refuses to make zeros for an unreached GradientEdge."""
+    z = x * 1
+    lib.autograd.grad((x * 2).sum(), (x, lib.autograd.graph.get_gradient_edge(z)),
+                      materialize_grads=True)
+
+
 def retain_grad_no_requires(lib, x):
     return leaf(lib, X, grad=False).retain_grad()
 
@@ -2734,6 +2772,10 @@ TABLE = {
     "saved_hooks:own_their_values": (saved_hooks_own_their_values, [X], {"backward": False}),
     "hooks:function_node": (hooks_function_node, [X], {"backward": False}),
     "legacy:constructors": (legacy_constructors, [X], {"backward": False}),
+    "grad:to_gradient_edges": (grad_to_gradient_edges, [X], {"backward": False}),
+    "grad:to_gradient_edge_materialize": (grad_to_gradient_edge_materialize, [X],
+                                          {"error": "materialize_grads cannot be used when "
+                                                    "the given input is a GradientEdge"}),
     "saved_hooks:allow_mutation": (allow_mutation_on_saved, [X], {"backward": False}),
     "saved_hooks:allow_mutation_outside": (
         allow_mutation_outside, [X],

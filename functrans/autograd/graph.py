@@ -102,29 +102,30 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
         raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
     tensors = tuple(tensors)
     lock = threading.Lock()
-    state = {"grads": None, "fired": False, "owner": None}
+    runs = {}       # id(backward call) -> [that call, fired, grads]: one state per backward
+    #                 call, so nested backwards, or backwards on several threads, share none
 
     def hook_for(i):
         def hook(g):
             run = CALLBACKS.stack[-1] if CALLBACKS.stack else None
             with lock:
-                if state["owner"] is not run:           # a new backward pass
-                    state["owner"], state["fired"] = run, False
-                    state["grads"] = [None] * len(tensors)
-                    if mode == "all" and run is not None:
-                        queue_callback(finish)
-                first = not state["fired"]
-                state["fired"] = True
-                state["grads"][i] = g
+                st = runs.get(id(run))
+                if st is None or st[0] is not run:              # a new backward pass
+                    st = runs[id(run)] = [run, False, [None] * len(tensors)]
+                    if run is not None:
+                        queue_callback(lambda: finish(run))
+                first = not st[1]
+                st[1] = True
+                st[2][i] = g
             if mode == "any" and first:
                 fn(g)
         return hook
 
-    def finish():
+    def finish(run):
         with lock:
-            grads, state["grads"], state["owner"] = state["grads"], None, None
-        if grads is not None:
-            fn(grads)
+            st = runs.pop(id(run), None)
+        if mode == "all" and st is not None:
+            fn(st[2])
     handles = [t.register_hook(hook_for(i)) for i, t in enumerate(tensors)
                if t.requires_grad]
     return _MultiHandle(handles)

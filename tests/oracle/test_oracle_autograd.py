@@ -781,6 +781,27 @@ def grad_to_gradient_edge_materialize(lib, x):
                       materialize_grads=True)
 
 
+def multi_grad_hook_nested_backward(lib, x):
+    """register_multi_grad_hook(mode="any") fires once per backward call, also when a
+    backward runs inside another's hook (before: the inner call reset the outer's state, so
+    the outer fired twice)."""
+    calls = []
+    t2, t3 = leaf(lib, V[:2]), leaf(lib, V[2:])
+    lib.autograd.graph.register_multi_grad_hook((t2, t3), lambda g: calls.append("any"),
+                                                mode="any")
+    nested = [False]
+
+    def nest(g):
+        if not nested[0]:
+            nested[0] = True
+            with lib.enable_grad():
+                (t2 * t3).sum().backward(inputs=(t2, t3))
+            calls.append("nested done")
+    t2.register_hook(nest)
+    (t2 * t3).sum().backward(inputs=(t2, t3))
+    return [calls, t2.grad, t3.grad]
+
+
 def retain_grad_no_requires(lib, x):
     return leaf(lib, X, grad=False).retain_grad()
 
@@ -2772,6 +2793,7 @@ TABLE = {
     "saved_hooks:own_their_values": (saved_hooks_own_their_values, [X], {"backward": False}),
     "hooks:function_node": (hooks_function_node, [X], {"backward": False}),
     "legacy:constructors": (legacy_constructors, [X], {"backward": False}),
+    "hooks:multi_grad_any_nested": (multi_grad_hook_nested_backward, [X], {"backward": False}),
     "grad:to_gradient_edges": (grad_to_gradient_edges, [X], {"backward": False}),
     "grad:to_gradient_edge_materialize": (grad_to_gradient_edge_materialize, [X],
                                           {"error": "materialize_grads cannot be used when "

@@ -11,8 +11,8 @@ from typing import Any as _Any     # (not a public name)
 
 import numpy as _np
 
-from . import (ad_checkpoint, autograd, debug, dtypes, func, lax, nn, numpy, optim, random,
-               tree, tree_util)
+from . import (ad_checkpoint, autograd, debug, dtypes, errors, func, lax, nn, numpy, optim,
+               random, tree, tree_util)
 from . import facade as _facade
 from .backends.threads import get_num_threads, set_num_threads
 from .compiler.compiled import compile, compile_stats
@@ -21,7 +21,8 @@ from .core import (AxisError, ClosedJaxpr, ConcretizationTypeError, DTypeError,
                    TracerBoolConversionError, TracerIntegerConversionError, TypeCheckError,
                    UnexpectedTracerError, check_jaxpr)
 from .core import Tracer as _Tracer
-from .core.config import config
+from .core.config import check_tracer_leaks, checking_leaks, config, enable_x64
+from .dtypes import float0
 from .core.devices import block_until_ready, device_put, devices
 from .higher_order.collectives import pmap
 from .ad_checkpoint import checkpoint_policies
@@ -31,6 +32,9 @@ from .batching import vmap
 from .primitives.misc import stop_gradient as _stop_gradient
 from .runtime import eval_jaxpr
 from .serialization import CheckpointError, load, save
+from .special import i0, logit, polygamma, sinc, xlogy
+from .amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
+from .special import multigammaln as mvlgamma
 from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr
 from .transforms import (default_matmul_precision, grad, hessian, jacfwd, jacrev, jvp,
                          linear_transpose, linearize, named_call, named_scope, value_and_grad,

@@ -9,6 +9,7 @@ staged code reduce over the same axis."""
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -155,10 +156,13 @@ def _apply_named(prim, vals, dims, params, frame):
         _naming.frame = prev
 
 
-def _move_out(x, from_dim, to_dim, size):
+def _move_out(x, from_dim, to_dim, size, i=0, frame=None):
     if to_dim is None:
         if from_dim is not None:
-            raise ValueError("vmap has mapped output but out_axes is None")
+            named = "" if frame is None else f" (axis_name={frame.name})"
+            raise ValueError(f"vmap has mapped output{named} but out_axes is None at vmap "
+                             f"out_axes for output leaf {i}: the output varies along the "
+                             "mapped axis, so it needs an out_axes entry that is an int")
         return x
     if from_dim is None:
         return broadcast_batched(x, size, to_dim % (get_aval(x).ndim + 1))
@@ -175,7 +179,8 @@ def vmap_flat(f_flat, in_dims, out_dims_thunk, size, args, frame=None):
         vals = [t.val for t in tracers_out]
         dims = [t.batch_dim for t in tracers_out]
         out_dims = out_dims_thunk()
-        outs = [_move_out(v, d, od, size) for v, d, od in zip(vals, dims, out_dims, strict=True)]
+        outs = [_move_out(v, d, od, size, i, frame)
+                for i, (v, d, od) in enumerate(zip(vals, dims, out_dims, strict=True))]
     return [full_lower(o) for o in outs]
 
 
@@ -195,32 +200,110 @@ def _broadcast_prefix(prefix, tree, what):
         for k in sorted(tree):
             out.extend(_broadcast_prefix(prefix[k], tree[k], what))
         return out
-    raise ValueError(f"vmap {what} specification {prefix!r} must be a tree prefix of the "
-                     f"arguments/outputs, whose structure is {tree_util.tree_structure(tree)}")
+    structure = tree_util.tree_structure(tree)
+    has = "an array" if structure == tree_util.LEAF else f"a {type(tree).__name__}"
+    raise ValueError(f"vmap {what} specification must be a tree prefix of the corresponding "
+                     f"value; got {what} {prefix!r} for a value of structure {structure}.\n"
+                     f"Mismatch details: the specification has a {type(prefix).__name__} "
+                     f"where the value has {has}: different types or lengths")
+
+
+def _check_axes_spec(in_axes):
+    """in_axes as JAX accepts it: an int, None, or a tuple/list of per-argument prefixes
+    whose leaves are ints or None (a dict or another pytree at the top is refused)."""
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if not (in_axes is None or type(in_axes) in (int, tuple)):
+        raise TypeError("vmap in_axes must be an int, None, or a tuple of entries corresponding "
+                        "to the positional arguments passed to the function, but got "
+                        f"{in_axes}.")
+    leaves = tree_util.tree_leaves(in_axes, is_leaf=lambda x: x is None)
+    if any(a is not None and type(a) is not int for a in leaves):
+        raise TypeError("vmap in_axes must be an int, None, or (nested) container with those "
+                        f"types as leaves, but got {in_axes}.")
+    return in_axes
 
 
 def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0,
          axis_size: int | None = None, axis_name: Any = None) -> Callable[..., Any]:
     """Vectorize fun over a leading (or chosen) axis of its arguments; `axis_name` names
-    the mapped axis for the collectives (ft.lax.psum, ...) inside fun."""
-    return batch_with(fun, in_axes, out_axes, axis_size, axis_name, None)
+    the mapped axis for the collectives (ft.lax.psum, ...) inside fun. Keyword arguments
+    are mapped along axis 0 (in_axes names positional arguments only), as JAX's."""
+    if any(a is not None and type(a) is not int
+           for a in tree_util.tree_leaves(out_axes, is_leaf=lambda x: x is None)):
+        raise TypeError("vmap out_axes must be an int, None, or (nested) container with those "
+                        f"types as leaves, but got {out_axes}.")
+    batched = batch_with(fun, _check_axes_spec(in_axes), out_axes, axis_size, axis_name, None)
+    name = getattr(fun, "__name__", "fun")
+    batched.__doc__ = (f"Vectorized version of {name}. Takes similar arguments as {name} but "
+                       f"with additional array axes over which {name} is mapped.")
+    if getattr(fun, "__doc__", None):
+        batched.__doc__ += "\n\nOriginal documentation:\n\n" + fun.__doc__
+    return batched
+
+
+def _leaf_names(fun, args, kwargs):
+    """Each argument leaf's name for error messages, as JAX writes them: `argument x`,
+    `argument b[0]`, `kwargs['y']`."""
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+
+    def paths(x, prefix):
+        return [prefix + tree_util.keystr(k) for k, _ in tree_util.tree_leaves_with_path(x)]
+    names = []
+    for i, a in enumerate(args):
+        p = params[i] if i < len(params) and params[i].kind in (
+            inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) else None
+        names += paths(a, f"argument {p.name}" if p is not None else f"args[{i}]")
+    for k in sorted(kwargs):
+        names += paths(kwargs[k], f"kwargs[{k!r}]")
+    return names
+
+
+def _inconsistent_sizes(fun, args, kwargs, leaves, dims, axis_size):
+    """JAX's message: each size with how many axes had it, the most common first."""
+    names = _leaf_names(fun, args, kwargs)
+    groups: dict = {}
+    for name, x, d in zip(names, leaves, dims):
+        if d is not None:
+            a = get_aval(x)
+            ty = f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+            groups.setdefault(a.shape[d], []).append(f"axis {d} of {name} of type {ty}")
+    lines = [] if axis_size is None else [f"the `axis_size` argument was {axis_size}"]
+    order = sorted(groups, key=lambda sz: -len(groups[sz]))
+    for i, sz in enumerate(order):
+        where = groups[sz]
+        if len(where) == 1:
+            lines.append(f"one axis had size {sz}: {where[0]}")
+        else:
+            lines.append(f"{'most' if i == 0 else 'some'} axes ({len(where)} of them) had "
+                         f"size {sz}, e.g. {where[0]}")
+    return ValueError("vmap got inconsistent sizes for array axes to be mapped:\n" +
+                      ";\n".join(f"  * {ln}" for ln in lines))
 
 
 def batch_with(fun, in_axes, out_axes, axis_size, axis_name, procs):
     """vmap's body; pmap passes `procs`, the number of processes its axis spans."""
     @functools.wraps(fun)
-    def batched(*args):
-        if isinstance(in_axes, list):
-            axes_spec = tuple(in_axes)
-        else:
-            axes_spec = in_axes
+    def batched(*args, **kwargs):
+        axes_spec = tuple(in_axes) if isinstance(in_axes, list) else in_axes
         if isinstance(axes_spec, tuple) and len(axes_spec) != len(args):
+            note = "" if not kwargs else (
+                f" Note that the function was called with keyword arguments {sorted(kwargs)}, "
+                "which the entries of a tuple in_axes never correspond to: keyword arguments "
+                "are always mapped along their leading axis (axis 0)")
             raise ValueError(f"vmap in_axes must be an int, None, or a tuple of entries "
                              f"corresponding to the positional arguments passed to the "
                              f"function, but got len(in_axes)={len(axes_spec)}, "
-                             f"len(args)={len(args)}")
+                             f"len(args)={len(args)}.{note}")
         dims = _broadcast_prefix(axes_spec, tuple(args), "in_axes")
-        leaves, in_tree = tree_util.tree_flatten(tuple(args))
+        if kwargs:
+            dims = dims + [0] * len(tree_util.tree_leaves(kwargs))
+            leaves, in_tree = tree_util.tree_flatten((tuple(args), kwargs))
+        else:
+            leaves, in_tree = tree_util.tree_flatten(tuple(args))
         leaves = [canonicalize(x) for x in leaves]
         sizes = set()
         norm_dims = []
@@ -239,18 +322,23 @@ def batch_with(fun, in_axes, out_axes, axis_size, axis_name, procs):
         if axis_size is not None:
             sizes.add(axis_size)
         if len(sizes) > 1:
-            desc = ", ".join(f"axis {d} of an argument of shape {get_aval(x).shape}"
-                             for x, d in zip(leaves, norm_dims) if d is not None)
-            raise ValueError(f"vmap got inconsistent sizes for array axes to be mapped: "
-                             f"{desc}")
+            raise _inconsistent_sizes(fun, args, kwargs, leaves, norm_dims, axis_size)
         if not sizes:
+            if not leaves:
+                raise ValueError("vmap wrapped function must be passed at least one argument "
+                                 "containing an array or axis_size must be specified, got "
+                                 f"empty *args={tuple(args)} and **kwargs={kwargs}")
             raise ValueError("vmap must have at least one non-None value in in_axes, or be "
                              "given axis_size")
         size = sizes.pop()
         store = {}
 
         def f_flat(*ls):
-            out = fun(*tree_util.tree_unflatten(in_tree, ls))
+            if kwargs:
+                a, kw = tree_util.tree_unflatten(in_tree, ls)
+                out = fun(*a, **kw)
+            else:
+                out = fun(*tree_util.tree_unflatten(in_tree, ls))
             out_leaves, store["tree"] = tree_util.tree_flatten(out)
             store["out"] = out
             return out_leaves

@@ -8,6 +8,8 @@ output take the dtype of the value they meet, as in JAX.
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from . import tree_util
@@ -57,6 +59,38 @@ def _leaves(tree):
 
 def _operands(leaves):
     return [canonicalize(x) for x in leaves]
+
+
+def _forward_carry(closed, nconsts, carry, outs):
+    """A carry the loop body returns unchanged leaves the loop as it came in: outs with
+    those entries replaced by the initial values (so they stay unbatched, unknown-free and
+    cheap for every transformation downstream, as JAX's read-only carries)."""
+    invars = closed.jaxpr.invars
+    for j, v in enumerate(closed.jaxpr.outvars[:len(carry)]):
+        if v is invars[nconsts + j]:
+            outs[j] = carry[j]
+    return outs
+
+
+def _callable(what, *fns):
+    """JAX's check that the functions given to a control flow construct are callable."""
+    if not all(callable(f) for f in fns):
+        raise TypeError(f"lax.{what} argument{'s' if ' and ' in what else ''} should be "
+                        "callable.")
+
+
+def _ty(aval):
+    """An aval as JAX's messages write it: float32[3,4]."""
+    return f"{aval.dtype.name}[{','.join(map(str, aval.shape))}]"
+
+
+def _carry_name(fun):
+    """The name the user's function gives its carry (its first parameter), for messages."""
+    try:
+        params = list(inspect.signature(fun).parameters)
+    except (TypeError, ValueError):
+        params = []
+    return params[0] if params else "carry"
 
 
 def _weak_casts(avals_a, avals_b):
@@ -150,6 +184,9 @@ def cond(pred, true_fun, false_fun, *operands):
     """true_fun(*operands) if pred else false_fun(*operands), as one primitive.
 
     Both branches are traced; under vmap with a batched pred both run and select picks."""
+    _callable("cond: true_fun and false_fun", true_fun, false_fun)
+    if pred is None:
+        raise TypeError("cond predicate is None")
     pred = _one_leaf(pred)
     aval = get_aval(pred)
     if aval.shape != ():
@@ -165,6 +202,8 @@ def cond(pred, true_fun, false_fun, *operands):
 def switch(index, branches, *operands):
     """branches[index](*operands); index is clamped into [0, len(branches) - 1]."""
     branches = tuple(branches)
+    if not all(callable(b) for b in branches):
+        raise TypeError("lax.switch: branches argument should be a sequence of callables.")
     if not branches:
         raise ValueError("switch needs at least one branch")
     if len(branches) == 1:
@@ -176,7 +215,74 @@ def switch(index, branches, *operands):
 # ---------------------------------------------------------------------------
 # loops
 
-def _trace_loop(step, carry, carry_tree, extra_avals, what):
+def _node_desc(t, how):
+    """A pytree node as JAX's structure messages describe it."""
+    kind = "a leaf (an array)" if t.node_type is None else f"a {t.node_type}"
+    if how == "length":
+        return f"a {t.node_type.__name__} of length {len(t.children)}"
+    if how == "children":
+        n = len(t.children)
+        return f"{kind} with {n} child{'' if n == 1 else 'ren'}"
+    if how == "metadata":
+        return f"{kind} with pytree metadata {t.aux}"
+    return kind
+
+
+def _tree_diffs(path, tin, tout):
+    """[(path, what differs)] between the carry's input and output structures, at the
+    outermost nodes that differ (JAX's wording)."""
+    if tin == tout:
+        return []
+    if tin.node_type != tout.node_type or tin.node_type is None:
+        how, why = "type", "their Python types differ"
+    elif len(tin.children) != len(tout.children):
+        how = "length" if tin.node_type in (tuple, list) else "children"
+        why = "the lengths do not match" if how == "length" else \
+            "the numbers of children do not match"
+    elif tin.aux != tout.aux:
+        how, why = "metadata", "the pytree node metadata does not match"
+    else:
+        keys = tin.aux if tin.node_type is dict else range(len(tin.children))
+        out = []
+        for k, a, b in zip(keys, tin.children, tout.children):
+            out += _tree_diffs(f"{path}[{k!r}]", a, b)
+        return out
+    return [(path, f"is {_node_desc(tin, how)} but the corresponding component of the carry "
+                   f"output is {_node_desc(tout, how)}, so {why}")]
+
+
+def _carry_tree_mismatch(loop, name, tin, tout):
+    diffs = _tree_diffs(name, tin, tout)
+    lines = [f"input carry {'component ' if p != name else ''}{p} {d}" for p, d in diffs]
+    detail = ("The " + lines[0] + ".") if len(lines) == 1 else \
+        ";\n".join(f"  * the {ln}" for ln in lines) + "."
+    return ControlFlowTypeError(f"{loop} carry input and carry output must have the same "
+                                f"pytree structure, but they differ:\n\n{detail}\n\nRevise "
+                                "the function so that the carry output has the same pytree "
+                                "structure as the carry input.")
+
+
+def _carry_mismatch(loop, name, carry_tree, in_avals, out_avals):
+    """JAX's message for a loop body whose carry output differs from its carry input in
+    type: each differing leaf by its path in the carry."""
+    carry = tree_util.tree_unflatten(carry_tree, list(range(len(in_avals))))
+    paths = [name + tree_util.keystr(k) for k, _ in tree_util.tree_leaves_with_path(carry)]
+    diffs = []
+    for path, a, b in zip(paths, in_avals, out_avals):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            why = ", and ".join(f"the {w} do not match" for w, differ in (
+                ("dtypes", a.dtype != b.dtype), ("shapes", a.shape != b.shape)) if differ)
+            comp = "component " if path != name else ""
+            diffs.append((f"input carry {comp}{path} has type {_ty(a)} but the corresponding "
+                          f"output carry component has type {_ty(b)}, so {why}"))
+    detail = ("The " + diffs[0] + ".") if len(diffs) == 1 else \
+        ";\n".join(f"  * the {d}" for d in diffs) + "."
+    return ControlFlowTypeError(f"{loop} carry input and carry output must have equal types, "
+                                f"but they differ:\n\n{detail}\n\nRevise the function so "
+                                "that all output types match the corresponding input types.")
+
+
+def _trace_loop(step, carry, carry_tree, extra_avals, what, name="carry"):
     """Trace a loop step whose carry output must match its carry input.
 
     step(carry_leaves, extra_leaves) -> (carry_out_tree, carry_out_leaves, other_leaves).
@@ -195,22 +301,16 @@ def _trace_loop(step, carry, carry_tree, extra_avals, what):
             return list(c_out) + list(rest)
         closed, consts = _trace_flat(f, c_avals + list(extra_avals))
         if store["tree"] != carry_tree:
-            raise ControlFlowTypeError(
-                f"{what} output and input must have identical tree structure: the carry "
-                f"is {carry_tree} on input but {store['tree']} on output")
+            loop = "while_loop body function" if what == "body_fun" else what
+            raise _carry_tree_mismatch(loop, name, carry_tree, store["tree"])
         outs = closed.out_avals[:len(c_avals)]
         casts_in, casts_out = _weak_casts(c_avals, outs)
         if attempt or all(c is None for c in casts_in + casts_out):
             break
         carry = _cast_leaves(carry, casts_in)
-    for i, (a, b) in enumerate(zip(c_avals, outs)):
-        if a.shape != b.shape or a.dtype != b.dtype:
-            loop = "while_loop body function" if what == "body_fun" else what
-            raise ControlFlowTypeError(
-                f"{loop} carry input and carry output must have equal types, but they "
-                f"differ: {what} output and input must have identical types: the carry is "
-                f"{_avals_str(c_avals)} on input but {_avals_str(outs)} on output "
-                f"(carry leaf {i}: {a.str_short()} vs {b.str_short()})")
+    if any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(c_avals, outs)):
+        loop = "while_loop body function" if what == "body_fun" else what
+        raise _carry_mismatch(loop, name, carry_tree, c_avals, outs)
     return closed, consts, carry
 
 
@@ -223,29 +323,42 @@ def while_loop(cond_fun, body_fun, init_val, max_iters=None):
                                   not isinstance(max_iters, (int, np.integer)) or max_iters < 0):
         raise TypeError(f"while_loop max_iters must be None or a non-negative int, got "
                         f"{max_iters!r}")
+    _callable("while_loop: body_fun and cond_fun", body_fun, cond_fun)
     carry, tree = _leaves(init_val)
 
     def step(c, _):
         out, out_tree = tree_util.tree_flatten(body_fun(tree_util.tree_unflatten(tree, c)))
         return out_tree, out, []
-    body, body_consts, carry = _trace_loop(step, carry, tree, [], "body_fun")
+    body, body_consts, carry = _trace_loop(step, carry, tree, [], "body_fun",
+                                           _carry_name(body_fun))
     c_avals = [get_aval(x) for x in carry]
-    cond_closed, cond_consts = _trace_flat(
-        lambda *c: [_one_leaf(cond_fun(tree_util.tree_unflatten(tree, list(c))))], c_avals)
+
+    def cond_flat(*c):
+        out = cond_fun(tree_util.tree_unflatten(tree, list(c)))
+        leaves, out_tree = tree_util.tree_flatten(out)
+        if len(leaves) != 1:
+            raise TypeError(f"cond_fun must return a boolean scalar, but got pytree {out_tree}.")
+        return leaves
+    cond_closed, cond_consts = _trace_flat(cond_flat, c_avals)
     pred = cond_closed.out_avals
     if pred[0].shape != () or pred[0].dtype != np.bool_:
-        raise TypeError(f"cond_fun must return a boolean scalar, but got output type "
-                        f"{pred[0].str_short()}")
-    outs = while_p.bind(*cond_consts, *body_consts, *_operands(carry), cond_jaxpr=cond_closed,
+        raise TypeError(f"cond_fun must return a boolean scalar, but got output type(s) "
+                        f"[ShapedArray({_ty(pred[0])})].")
+    carry = _operands(carry)
+    outs = while_p.bind(*cond_consts, *body_consts, *carry, cond_jaxpr=cond_closed,
                         body_jaxpr=body, cond_nconsts=len(cond_consts),
                         body_nconsts=len(body_consts),
                         max_iters=None if max_iters is None else int(max_iters))
-    return tree_util.tree_unflatten(tree, outs)
+    return tree_util.tree_unflatten(tree, _forward_carry(body, len(body_consts), carry, outs))
 
 
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     """carry, ys = scan(f, init, xs): loop carry, y = f(carry, x) over the leading axis of
-    xs, stacking the ys. `unroll` is accepted for JAX compatibility and ignored."""
+    xs, stacking the ys. `unroll` (a bool or a non-negative int, as JAX checks) does not
+    change the result and is otherwise ignored."""
+    _callable("scan: f", f)
+    if not isinstance(unroll, (bool, int, np.integer)) or unroll < 0:
+        raise ValueError(f"`unroll` must be a `bool` or a non-negative `int`, got {unroll!r}.")
     carry, carry_tree = _leaves(init)
     x_leaves, x_tree = _leaves(xs)
     lengths = set()
@@ -265,7 +378,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     if length is not None:
         if lengths and int(length) not in lengths:
             raise ValueError(f"scan got `length` argument of {length} which disagrees with "
-                             f"leading axis sizes {sizes} (xs of types ({shapes}))")
+                             f"leading axis sizes {sizes}.")
         lengths.add(int(length))
     if not lengths:
         raise ValueError("scan got no values to scan over and `length` not provided")
@@ -276,15 +389,21 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     def step(c, x):
         out = f(tree_util.tree_unflatten(carry_tree, c), tree_util.tree_unflatten(x_tree, x))
         if not isinstance(out, (tuple, list)) or len(out) != 2:
-            raise TypeError("scan body function must return a pair (carry, y), got "
-                            f"{type(out).__name__}")
+            try:
+                got = _ty(get_aval(out))
+            except Exception:  # noqa: BLE001 - not an array: name its type
+                got = type(out).__name__
+            raise TypeError(f"scan body output must be a pair, got {got}.")
         c_out, c_tree = tree_util.tree_flatten(out[0])
         ys, store["y_tree"] = tree_util.tree_flatten(out[1])
         return c_tree, c_out, ys
-    closed, consts, carry = _trace_loop(step, carry, carry_tree, x_avals, "scan body function")
-    outs = scan_p.bind(*consts, *_operands(carry), *_operands(x_leaves), jaxpr=closed,
+    closed, consts, carry = _trace_loop(step, carry, carry_tree, x_avals, "scan body function",
+                                        _carry_name(f))
+    carry = _operands(carry)
+    outs = scan_p.bind(*consts, *carry, *_operands(x_leaves), jaxpr=closed,
                        length=length, reverse=bool(reverse), num_consts=len(consts),
                        num_carry=len(carry))
+    outs = _forward_carry(closed, len(consts), carry, list(outs))
     return (tree_util.tree_unflatten(carry_tree, outs[:len(carry)]),
             tree_util.tree_unflatten(store["y_tree"], outs[len(carry):]))
 
@@ -293,22 +412,34 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     """Loop val = body_fun(i, val) for i in [lower, upper).
 
     With concrete bounds this is a scan (reverse-differentiable); with traced bounds a
-    while_loop (forward mode only)."""
+    while_loop (forward mode only). The bounds are numbers of one dtype (a Python number
+    takes the other's), integers or, as JAX allows, floats counting by 1."""
+    _callable("fori_loop: body_fun", body_fun)
     lo, hi = to_concrete(lower), to_concrete(upper)
-    dtype = np.result_type(*[get_aval(b).dtype for b in (lower, upper)
-                             if not isinstance(b, (int, np.integer)) or isinstance(b, bool)]
-                           or [np.int32])
-    if dtype.kind not in "iu":
-        raise TypeError(f"fori_loop bounds must be integers, got {get_aval(lower).str_short()} "
-                        f"and {get_aval(upper).str_short()}")
+    typed = [get_aval(b) for b in (lower, upper) if type(b) not in (int, float)]
+    typed = [a for a in typed if not a.weak_type] or typed      # a weak bound takes the other's
+    if len(typed) == 2 and typed[0].dtype != typed[1].dtype:
+        raise TypeError(f"lax.fori_loop: arguments to fori_loop must have equal types, got "
+                        f"{_ty(typed[0])} and {_ty(typed[1])}")
+    if typed:
+        dtype = typed[0].dtype
+    else:
+        dtype = get_aval(canonicalize(float(lower) if float in (type(lower), type(upper))
+                                      else int(lower))).dtype
+    if dtype.kind not in "iuf" or any(a.shape != () for a in typed):
+        raise TypeError(f"fori_loop bounds must be scalar numbers, got "
+                        f"{get_aval(lower).str_short()} and {get_aval(upper).str_short()}")
     if lo is not None and hi is not None:
-        n = max(int(hi) - int(lo), 0)
+        n = max(int(hi) - int(lo), 0)       # JAX's trip count: int(upper) - int(lower)
 
         def step(carry, _):
             i, val = carry
             return (i + np.asarray(1, dtype), body_fun(i, val)), None
-        (_, out), _ = scan(step, (np.asarray(int(lo), dtype), init_val), None, length=n)
+        (_, out), _ = scan(step, (np.asarray(lo, dtype), init_val), None, length=n)
         return out
+    if unroll is not None and unroll is not False and unroll != 1:
+        raise ValueError("Can only use `unroll` in `fori_loop` if the loop bounds are "
+                         "statically known.")
 
     def cond_fn(carry):
         return carry[0] < carry[1]

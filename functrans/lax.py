@@ -11,12 +11,14 @@ import builtins as _builtins
 
 import numpy as np
 
+from functrans.primitives import conv as _cv
 from functrans.primitives import elementwise as _ew
 from functrans.primitives import indexing as _ix
 from functrans.primitives import linalg as _la
 from functrans.primitives import reductions as _red
 from functrans.primitives import shape as _sh
 from functrans.primitives.indexing import gather, scatter, scatter_add  # noqa: F401
+from functrans.primitives.linalg import Precision  # noqa: F401
 from functrans.primitives.misc import stop_gradient as _stop_gradient
 from . import tree_util as _tu
 from .batching import vmap as _vmap
@@ -73,14 +75,100 @@ def _elementwise(name, nargs):
     return f
 
 
-for _name in ("abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "exp", "expm1",
-              "floor", "is_finite", "log", "log1p", "logistic", "neg", "rsqrt", "sign", "sin",
-              "sinh", "sqrt", "tan", "tanh"):
+for _name in ("abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil",
+              "cos", "cosh", "erf", "exp", "expm1", "floor", "imag", "is_finite", "log", "log1p",
+              "logistic", "neg", "real", "rsqrt", "sign", "sin", "sinh", "sqrt", "tan", "tanh"):
     globals()[_name] = _elementwise(_name, 1)
 for _name in ("add", "atan2", "div", "eq", "ge", "gt", "le", "lt", "max", "min", "mul", "ne",
               "pow", "rem", "sub"):
     globals()[_name] = _elementwise(_name, 2)
 del _name
+
+
+def _bitwise(name, bind):
+    def f(x, y):
+        return bind(*_scalars(x, y))
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"jax.lax.{name}: elementwise on boolean or integer operands of equal shapes "
+                 "and dtypes (logical for booleans).")
+    return f
+
+
+bitwise_and = _bitwise("bitwise_and", _ew.and_)
+bitwise_or = _bitwise("bitwise_or", _ew.or_)
+bitwise_xor = _bitwise("bitwise_xor", _ew.xor)
+shift_left = _bitwise("shift_left", _ew.shift_left)
+shift_right_logical = _bitwise("shift_right_logical", _ew.shift_right_logical)
+
+
+def bitwise_not(x):
+    """jax.lax.bitwise_not: elementwise NOT of a boolean or integer operand."""
+    return _ew.not_(*_scalars(x))
+
+
+def square(x):
+    """x * x, elementwise."""
+    x, = _scalars(x)
+    return _ew.mul(x, x)
+
+
+def clamp(min, x, max):  # noqa: A002  (jax.lax's names)
+    """x limited to [min, max] elementwise (min and max scalars or of x's shape). As JAX's,
+    the derivative goes to x strictly inside the interval, to a bound strictly beyond it,
+    and nowhere at a tie."""
+    lo, x, hi = _scalars(min, x, max)
+    below, above = _ew.gt(lo, x), _ew.lt(hi, x)
+    inside = _ew.and_(_ew.gt(x, lo), _ew.lt(x, hi))
+    tie = _stop_gradient(x)
+    return _ew.select(inside, x, _ew.select(below, _broadcast_like(lo, x),
+                                            _ew.select(above, _broadcast_like(hi, x), tie)))
+
+
+def _broadcast_like(v, x):
+    """v (rank 0 or x's shape) at x's shape, for select."""
+    shape = _aval(x).shape
+    return v if _aval(v).shape == shape else broadcast_in_dim(v, shape, ())
+
+
+def full(shape, fill_value, dtype=None, *, sharding=None):
+    """An array of `shape` filled with fill_value, of dtype (fill_value's dtype by default,
+    weak Python scalars becoming the default dtypes)."""
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
+    v = _canonicalize(fill_value) if type(fill_value) in _PY_SCALARS else fill_value
+    if dtype is not None:
+        v = convert_element_type(v, dtype)
+    return broadcast_in_dim(v, shape, ())
+
+
+def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
+    """full(shape or x's shape, fill_value, dtype or x's dtype)."""
+    a = _aval(x)
+    return full(a.shape if shape is None else shape, fill_value,
+                a.dtype if dtype is None else dtype)
+
+
+def empty(shape, dtype, *, out_sharding=None):
+    """jax.lax.empty: an array of shape and dtype whose values are unspecified (zeros here)."""
+    return full(shape, 0, _dtype(dtype))
+
+
+def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None,
+        out_sharding=None):
+    """jax.lax.dot: the last axis of lhs contracted with the first of rhs (vector.vector,
+    matrix.vector, matrix.matrix), or dot_general's dimension_numbers when given."""
+    dn = dimension_numbers or (((_aval(lhs).ndim - 1,), (0,)), ((), ()))
+    return dot_general(lhs, rhs, dn, precision, preferred_element_type)
+
+
+def conj(x):
+    """jax.lax.conj: the complex conjugate; a real operand becomes complex first (its
+    conjugate is itself, in the complex dtype of its precision), as JAX's."""
+    if type(x) in _PY_SCALARS:
+        x = _canonicalize(x)
+    a = _aval(x)
+    if a.dtype.kind != "c":
+        x = _ew.complex(x, np.zeros((), a.dtype))
+    return _ew.conj(x)
 
 
 def integer_pow(x, y):
@@ -238,6 +326,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     rhs_contracting), (lhs_batch, rhs_batch)). precision is accepted for JAX's signature
     (the CPU computes at full precision); preferred_element_type, when given, is the
     result's dtype (the operands are converted to it first)."""
+    _la.canonicalize_precision(precision)
     (lc, rc), (lb, rb) = dimension_numbers
     dn = ((_ints(lc), _ints(rc)), (_ints(lb), _ints(rb)))
     if preferred_element_type is not None:
@@ -384,6 +473,8 @@ def associative_scan(fn, elems, reverse=False, axis=0):
     of fn on strided slices (combine the pairs, scan the half, fill in the rest), so it
     traces, vmaps and differentiates like any function of slices, concatenations and
     reshapes."""
+    if not callable(fn):
+        raise TypeError("lax.associative_scan: fn argument should be callable.")
     leaves, tree = _tu.tree_flatten(elems)
     if not leaves:
         raise ValueError("associative_scan: elems has no arrays")
@@ -459,3 +550,176 @@ def platform_dependent(*args, default=None, **per_platform):
         raise NotImplementedError(f"platform_dependent: no branch for platform '{platform}' "
                                   "and no default")
     return branch(*args)
+
+
+# ---------------------------------------------------------------------------------------
+# convolutions: one primitive (conv_general_dilated), JAX's wrappers and their errors
+
+ConvDimensionNumbers = _cv.ConvDimensionNumbers
+
+
+def _conv_perm(spec, pair, rhs_spec):
+    """(index of pair[0], index of pair[1], spatial indices in the order of rhs_spec's
+    spatial characters) of one layout string."""
+    spatial = [i for i, ch in enumerate(spec) if ch not in pair]
+    if spec is not rhs_spec:
+        spatial.sort(key=lambda i: rhs_spec.index(spec[i]))
+    return (spec.index(pair[0]), spec.index(pair[1])) + tuple(spatial)
+
+
+def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers):
+    """A ConvDimensionNumbers from None (('NC...', 'OI...', 'NC...'), the axes in order), a
+    triple of layout strings such as ('NHWC', 'HWIO', 'NHWC'), or a ConvDimensionNumbers."""
+    if isinstance(dimension_numbers, ConvDimensionNumbers):
+        return dimension_numbers
+    if len(lhs_shape) != len(rhs_shape):
+        raise TypeError(f"convolution requires lhs and rhs ndim to be equal, got "
+                        f"{len(lhs_shape)} and {len(rhs_shape)}.")
+    if dimension_numbers is None:
+        iota = tuple(range(len(lhs_shape)))
+        return ConvDimensionNumbers(iota, iota, iota)
+    if not isinstance(dimension_numbers, (list, tuple)):
+        raise TypeError(f"convolution dimension_numbers must be tuple/list or None, got "
+                        f"{type(dimension_numbers)}.")
+    if len(dimension_numbers) != 3:
+        raise TypeError(f"convolution dimension_numbers list/tuple must be length 3, got "
+                        f"{len(dimension_numbers)}.")
+    if not all(isinstance(s, str) for s in dimension_numbers):
+        raise TypeError(f"convolution dimension_numbers elements must be strings, got "
+                        f"{tuple(map(type, dimension_numbers))}.")
+    for i, s in enumerate(dimension_numbers):
+        if len(s) != len(lhs_shape):
+            raise TypeError(f"convolution dimension_numbers[{i}] must have len equal to the "
+                            f"ndim of lhs and rhs, got {len(s)} for lhs and rhs shapes "
+                            f"{tuple(lhs_shape)} and {tuple(rhs_shape)}.")
+    pairs = (("N", "C"), ("O", "I"), ("N", "C"))
+    for i, (s, (a, b)) in enumerate(zip(dimension_numbers, pairs)):
+        if not s.count(a) == s.count(b) == 1:
+            raise TypeError(f"convolution dimension_numbers[{i}] must contain the characters "
+                            f"'{a}' and '{b}' exactly once, got {s}.")
+        if len(set(s)) != len(s):
+            raise TypeError(f"convolution dimension_numbers[{i}] cannot have duplicate "
+                            f"characters, got {s}.")
+    lhs, rhs, out = dimension_numbers
+    if not set(lhs) - {"N", "C"} == set(rhs) - {"O", "I"} == set(out) - {"N", "C"}:
+        raise TypeError(f"convolution dimension_numbers elements must each have the same set "
+                        f"of spatial characters, got {tuple(dimension_numbers)}.")
+    return ConvDimensionNumbers(*(_conv_perm(s, p, rhs) for s, p in
+                                  zip(dimension_numbers, pairs)))
+
+
+def padtype_to_pads(in_shape, window_shape, window_strides, padding):
+    """(lo, hi) padding per spatial dim for 'VALID' (none), 'SAME' (output size ceil(n /
+    stride), the odd element of padding at the end) or 'SAME_LOWER' (at the start)."""
+    kind = padding.upper() if isinstance(padding, str) else padding
+    if kind not in ("VALID", "SAME", "SAME_LOWER"):
+        raise RuntimeError(f"Unrecognized padding type: expected 'VALID', 'SAME', or "
+                           f"'SAME_LOWER', got {padding}.")
+    if kind == "VALID":
+        return [(0, 0)] * len(in_shape)
+    pads = []
+    for n, k, s in zip(in_shape, window_shape, window_strides):
+        total = _max(0, (-(-n // s) - 1) * s + k - n)
+        lo = total // 2 if kind == "SAME" else total - total // 2
+        pads.append((lo, total - lo))
+    return pads
+
+
+def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
+                         rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
+                         batch_group_count=1, precision=None, preferred_element_type=None,
+                         out_sharding=None):
+    """XLA's general convolution (jax.lax.conv_general_dilated): padding is 'SAME', 'VALID',
+    'SAME_LOWER' or (lo, hi) pairs; lhs_dilation > 1 is a transposed convolution,
+    rhs_dilation > 1 an atrous one; dimension_numbers as conv_dimension_numbers takes them.
+    precision is accepted for JAX's signature (the CPU computes at full precision);
+    preferred_element_type, when given, is the result's dtype (operands converted first)."""
+    ls, rs = _aval(lhs).shape, _aval(rhs).shape
+    dn = conv_dimension_numbers(ls, rs, dimension_numbers)
+    nsp = len(ls) - 2
+    window_strides = _ints(window_strides)
+    if lhs_dilation is None:
+        lhs_dilation = (1,) * nsp
+    elif isinstance(padding, str) and any(d != 1 for d in lhs_dilation):
+        raise ValueError("String padding is not implemented for transposed convolution using "
+                         "this op. Please either exactly specify the required padding or use "
+                         "conv_transpose.")
+    rhs_dilation = (1,) * nsp if rhs_dilation is None else _ints(rhs_dilation)
+    if isinstance(padding, str):
+        k = [(rs[a] - 1) * d + 1 for a, d in zip(dn.rhs_spec[2:], rhs_dilation)]
+        padding = padtype_to_pads([ls[a] for a in dn.lhs_spec[2:]], k, window_strides,
+                                  padding)
+    try:
+        padding = tuple((int(lo), int(hi)) for lo, hi in padding)
+    except (ValueError, TypeError) as e:
+        raise ValueError("padding argument to conv_general_dilated should be a string or a "
+                         f"sequence of (low, high) pairs, got {padding}") from e
+    if preferred_element_type is not None:
+        dt = _dtype(preferred_element_type)
+        lhs, rhs = (v if _aval(v).dtype == dt else convert_element_type(v, dt)
+                    for v in (lhs, rhs))
+    return _cv.conv_general_dilated(
+        lhs, rhs, window_strides=window_strides, padding=padding,
+        lhs_dilation=_ints(lhs_dilation), rhs_dilation=rhs_dilation,
+        dimension_numbers=ConvDimensionNumbers(*(_ints(s) for s in dn)),
+        feature_group_count=int(feature_group_count), batch_group_count=int(batch_group_count))
+
+
+def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
+    """conv_general_dilated in the NC.../OI.../NC... layout, without dilation."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                              precision=None, preferred_element_type=None):
+    """conv_general_dilated in the NC.../OI.../NC... layout, with dilations."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=lhs_dilation,
+                                rhs_dilation=rhs_dilation, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def _conv_transpose_pads(k, s, padding):
+    """(lo, hi) of one spatial dim of conv_transpose for the forward conv's padding."""
+    if padding == "SAME":
+        total = k + s - 2
+        lo = k - 1 if s > k - 1 else -(-total // 2)
+    elif padding == "VALID":
+        total = k + s - 2 + _max(k - s, 0)
+        lo = k - 1
+    elif isinstance(padding, tuple):
+        lo, total = k - padding[0] - 1, 2 * k - 2 - padding[0] - padding[1]
+    else:
+        raise ValueError(f"Invalid padding mode: {padding}")
+    return lo, total - lo
+
+
+def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
+                   transpose_kernel=False, precision=None, preferred_element_type=None,
+                   use_consistent_padding=False):
+    """The transposed convolution (jax.lax.conv_transpose): lhs dilated by the strides and
+    convolved with rhs (flipped, input and output features swapped, when
+    transpose_kernel=True: then it is the gradient of conv_general_dilated). The layout
+    defaults to channels-last (('NHWC', 'HWIO', 'NHWC') in 2-D)."""
+    ls, rs = _aval(lhs).shape, _aval(rhs).shape
+    nd = len(ls)
+    if dimension_numbers is None:
+        if not 2 <= nd <= 5:
+            raise ValueError("No 4+ dimensional dimension_number defaults.")
+        sp = "HWD"[:nd - 2]
+        dimension_numbers = ("N" + sp + "C", sp + "IO", "N" + sp + "C")
+    dn = conv_dimension_numbers(ls, rs, dimension_numbers)
+    nsp = nd - 2
+    rhs_dilation = (1,) * nsp if rhs_dilation is None else _ints(rhs_dilation)
+    if use_consistent_padding or (isinstance(padding, str) and padding in ("SAME", "VALID")):
+        each = [padding] * len(strides) if isinstance(padding, str) else padding
+        ks = [(rs[a] - 1) * d + 1 for a, d in zip(dn.rhs_spec[2:], rhs_dilation)]
+        padding = tuple(_conv_transpose_pads(k, s, p) for k, s, p in zip(ks, strides, each))
+    if transpose_kernel:
+        rhs = rev(rhs, dn.rhs_spec[2:])
+        perm = list(range(nd))
+        perm[dn.rhs_spec[0]], perm[dn.rhs_spec[1]] = dn.rhs_spec[1], dn.rhs_spec[0]
+        rhs = transpose(rhs, perm)
+    return conv_general_dilated(lhs, rhs, (1,) * nsp, padding, _ints(strides), rhs_dilation,
+                                dn, precision=precision,
+                                preferred_element_type=preferred_element_type)

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import math
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,6 +14,7 @@ import numpy as np
 from . import tree_util
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, UnexpectedTracerError,
                    Var, get_aval, is_python_scalar, new_dynamic_main)
+from .core.config import leak_checking
 from .passes import dce_jaxpr
 from .primitives.elementwise import mul_p
 from .primitives.shape import broadcast_in_dim_p
@@ -152,6 +155,23 @@ class JaxprTrace(Trace):
         return t
 
 
+def _check_leaks(builder):
+    """ft.checking_leaks(): the trace has ended, so nothing but the builder should hold its
+    tracers; one that something else still references has leaked out of the trace."""
+    tracers, builder.tracers = builder.tracers, []
+    builder.const_tracers.clear()
+    gc.collect()
+    # references: the list, the loop variable and getrefcount's argument
+    leaked = [t for t in tracers if sys.getrefcount(t) > 3]
+    if leaked:
+        what = "\n".join(f"{t} ({t._origin or 'a traced value'})" for t in leaked[:5])
+        raise UnexpectedTracerError(
+            f"Leaked trace JaxprTrace ({builder.label or 'tracing to a jaxpr'}): "
+            f"{len(leaked)} of its tracers outlived it, referenced from outside the traced "
+            f"function. Leaked tracer(s):\n\n{what}\n\nReturn traced values from the "
+            "function instead of storing them (in a list, a global, an object's attribute).")
+
+
 def trace_to_jaxpr(f_flat, in_avals, arg_names=None, dce=True, label=None):
     """Trace a function of flat arrays to (Jaxpr, consts). f_flat returns a flat list.
     label: how error messages name this trace (e.g. "ft.jit of `step`")."""
@@ -165,6 +185,9 @@ def trace_to_jaxpr(f_flat, in_avals, arg_names=None, dce=True, label=None):
         outs = f_flat(*in_tracers)
         out_tracers = [trace.full_raise(o) for o in outs]
         jaxpr, consts = builder.build(in_tracers, out_tracers)
+    if leak_checking():
+        del in_tracers, out_tracers, outs, trace
+        _check_leaks(builder)
     if dce:
         jaxpr = dce_jaxpr(jaxpr)
         used = {v for e in jaxpr.eqns for v in e.invars if type(v) is Var}
@@ -248,10 +271,20 @@ class ShapeDtypeStruct:
     __slots__ = ("shape", "dtype")
 
     def __init__(self, shape, dtype):
+        if dtype is None:
+            raise ValueError("ShapeDtypeStruct: dtype must be specified.")
+        if any(d is None for d in shape):
+            raise ValueError(f"ShapeDtypeStruct: `shape` {tuple(shape)} cannot have None.")
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
 
     def __repr__(self):
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"
+
+    def __len__(self):
+        """The leading axis's size, as an array's (a scalar has no len)."""
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
 
     def __eq__(self, other):
         return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape

@@ -36,15 +36,16 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
         has_aux: bool = False) -> tuple[Any, ...]:
     """(fun(*primals), directional derivative along tangents): forward mode."""
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
-        raise TypeError("jvp expects primals and tangents as tuples or lists of arguments, "
-                        f"got {type(primals).__name__} and {type(tangents).__name__}")
+        raise TypeError("primal and tangent arguments to jax.jvp must be tuples or lists; "
+                        f"found {type(primals).__name__} and {type(tangents).__name__}.")
     p_leaves, p_tree = tree_util.tree_flatten(tuple(primals))
     t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
     p_leaves = [canonicalize(x) for x in p_leaves]
     t_leaves = [_from_float0(t, p) for t, p in zip(t_leaves, p_leaves)]
     if p_tree != t_tree:
-        raise TypeError(f"primal and tangent arguments to jvp must have the same tree "
-                        f"structure; got {p_tree} and {t_tree}")
+        raise TypeError(f"primal and tangent arguments to jax.jvp must have the same tree "
+                        f"structure; primals have tree structure {p_tree} whereas tangents "
+                        f"have tree structure {t_tree}.")
     for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
         pa, ta = get_aval(p), get_aval(t)
         if pa.shape != ta.shape:
@@ -103,13 +104,20 @@ def linearize_flat(f_flat, primals):
     return primals_out, LinearFunction(jaxpr, consts, pvals_out[m:])
 
 
-def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
-    """(fun(*primals), f_jvp) where f_jvp evaluates the stored linear jaxpr."""
+def linearize(fun: Callable[..., Any], *primals: Any,
+              has_aux: bool = False) -> tuple[Any, ...]:
+    """(fun(*primals), f_jvp) where f_jvp evaluates the stored linear jaxpr; with has_aux,
+    fun returns (output, aux) and linearize (output, f_jvp, aux), as JAX's."""
     leaves, in_tree = tree_util.tree_flatten(primals)
     leaves = [canonicalize(x) for x in leaves]
-    f_flat, store = flatten_fun(fun, in_tree)
+    f_flat, store = flatten_fun((lambda *a: tuple(_out_and_aux(fun(*a)))) if has_aux else fun,
+                                in_tree)
     outs, lin = linearize_flat(f_flat, leaves)
     out_tree = store["out_tree"]
+    n_out = len(outs)
+    if has_aux:                 # the aux leaves ride along as outputs without tangents
+        out_tree, aux_tree = out_tree.children
+        n_out = out_tree.num_leaves
 
     expected = [_tangent_aval(p) for p in leaves]
 
@@ -128,9 +136,12 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
                     f"{want.str_short()}." + ("" if want.dtype.kind in "fc" else
                                              " (an integer value's tangent is zeros of its "
                                              "dtype here; JAX's is float0)"))
-        return tree_util.tree_unflatten(out_tree, lin(*t_leaves))
+        return tree_util.tree_unflatten(out_tree, lin(*t_leaves)[:n_out])
     f_jvp.jaxpr = lin.jaxpr  # type: ignore[attr-defined]
-    return tree_util.tree_unflatten(out_tree, outs), f_jvp
+    out = tree_util.tree_unflatten(out_tree, outs[:n_out])
+    if has_aux:
+        return out, f_jvp, tree_util.tree_unflatten(aux_tree, outs[n_out:])
+    return out, f_jvp
 
 
 def vjp(fun: Callable[..., Any], *primals: Any,
@@ -173,7 +184,15 @@ def _vjp(fun, primals, has_aux, hint_fun, hint_extra=(), grad_argnums=None,
     out_tree = store["out_tree"]
     out_avals = [get_aval(o) for o in outs]
 
-    def vjp_fn(ct):
+    def vjp_fn(*cts):
+        if len(cts) != 1:
+            name = getattr(hint_fun, "__name__", "the function")
+            raise TypeError(f"The function returned by `jax.vjp` applied to {name} was called "
+                            f"with {len(cts)} arguments, but functions returned by `jax.vjp` "
+                            "must be called with a single argument corresponding to the single "
+                            f"value returned by {name} (even if that returned value is a tuple "
+                            "or other container).")
+        ct, = cts
         ct_leaves, ct_tree = tree_util.tree_flatten(ct)
         if ct_tree != out_tree:
             raise TypeError(f"vjp function expects a cotangent with the structure of the "
@@ -192,6 +211,19 @@ def _vjp(fun, primals, has_aux, hint_fun, hint_extra=(), grad_argnums=None,
     if has_aux:
         return out, vjp_fn, tree_util.tree_map(recorded_value, aux_store["aux"])
     return out, vjp_fn
+
+
+def _nonscalar_hint(aval):
+    """JAX's advice for grad of a non-scalar output: extract the element of a size-1 output,
+    sum, or take the whole Jacobian."""
+    if aval is None:
+        return ""
+    pick = ""
+    if aval.size == 1:
+        pick = ("output.reshape(()) or output[0]" if aval.ndim == 1 else "output.reshape(())")
+        pick = f" If the output has a single element, use {pick} to make it a scalar."
+    return (f"{pick} To differentiate the sum of the outputs, use output.sum(); for the "
+            "Jacobian of a vector-valued function, use jax.jacobian (ft.jacrev or ft.jacfwd).")
 
 
 def _match_dtype(ct, aval):
@@ -256,8 +288,10 @@ def value_and_grad(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool 
         nargs = len(args)
         for a in argnums_t:
             if not -nargs <= a < nargs:
-                raise ValueError(f"argnums {argnums} out of range for {nargs} positional "
-                                 "arguments")
+                raise TypeError(f"differentiating with respect to argnums={argnums} requires "
+                                f"at least {max(argnums_t) + 1} positional arguments to be "
+                                f"passed by the caller, but got only {nargs} positional "
+                                "arguments.")
         diff = tuple([args[a] for a in argnums_t])
 
         def f_partial(*dargs):
@@ -281,7 +315,7 @@ def value_and_grad(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool 
         if out_aval is None or out_aval.shape != ():
             shape = out_aval.shape if out_aval is not None else type(ans).__name__
             raise TypeError(f"Gradient only defined for scalar-output functions. Output had "
-                            f"shape: {shape}.")
+                            f"shape: {shape}." + _nonscalar_hint(out_aval))
         _check_output("grad", out_aval, holomorphic)
         ct = np.ones((), out_aval.dtype)
         g = vjp_fn(ct if out_tree is None else out_tree.unflatten([ct]))
@@ -443,18 +477,27 @@ def linear_transpose(fun: Callable[..., Any], *primals: Any, reduce_axes=()) -> 
     closed = make_jaxpr(lambda *xs: f_flat(*xs))(*[np.zeros(a.shape, a.dtype) for a in avals])
     out_tree = store["out_tree"]
     out_avals = closed.out_avals
+    in_inexact = [a.dtype.kind in "fc" for a in avals]
+    out_inexact = [a.dtype.kind in "fc" for a in out_avals]
+    if not ((all(in_inexact) and all(out_inexact)) or
+            (not any(in_inexact) and not any(out_inexact))):
+        raise TypeError("linear_transpose only supports [float or complex] -> [float or "
+                        "complex], and integer -> integer functions, but got "
+                        f"{[a.str_short() for a in avals]} -> "
+                        f"{[a.str_short() for a in out_avals]}.")
 
     def transposed(*cts):
         ct = cts[0] if len(cts) == 1 else cts
         ct_leaves, ct_tree = tree_util.tree_flatten(ct)
         if ct_tree != out_tree:
-            raise TypeError(f"linear_transpose: cotangent tree structure {ct_tree} does not "
-                            f"match the output's {out_tree}")
+            raise TypeError(f"linear_transpose: cotangent tree does not match function "
+                            f"output, expected {out_tree} but got {ct_tree}")
         for c, a in zip(ct_leaves, out_avals):
             ca = get_aval(canonicalize(c))
             if ca.shape != a.shape or ca.dtype != a.strip_weak().dtype:
-                raise TypeError(f"linear_transpose: cotangent {ca.str_short()} does not match "
-                                f"the output {a.str_short()}")
+                raise TypeError(f"linear_transpose: cotangent type does not match function "
+                                f"output, expected {a.strip_weak().str_short()} but got "
+                                f"{ca.str_short()}")
         try:
             res = backward_pass(closed.jaxpr, closed.consts,
                                 [UndefinedPrimal(a) for a in avals],

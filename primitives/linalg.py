@@ -6,6 +6,7 @@ axes are batch, then lhs free, then rhs free (XLA's convention).
 """
 from __future__ import annotations
 
+import enum
 import math
 
 import numpy as np
@@ -17,6 +18,45 @@ from .elementwise import abs as _abs, complex as _complex
 from .elementwise import add, conj, convert_element_type, div, eq, imag, mul, neg, real, sub
 from .reductions import reduce_max, reduce_sum
 from .shape import broadcast_in_dim, concatenate, slice, transpose
+
+
+class Precision(enum.Enum):
+    """jax.lax.Precision: the precision asked of a matrix product. The CPU computes every
+    product at the operands' own precision, which each level allows, so it is checked and
+    otherwise changes nothing."""
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value):
+        names = {"default": cls.DEFAULT, "fastest": cls.DEFAULT, "bfloat16": cls.DEFAULT,
+                 "high": cls.HIGH, "bfloat16_3x": cls.HIGH, "tensorfloat32": cls.HIGH,
+                 "highest": cls.HIGHEST, "float32": cls.HIGHEST}
+        if isinstance(value, str) and value.lower() in names:
+            return names[value.lower()]
+        return None
+
+    def __str__(self):
+        return self.name
+
+
+def canonicalize_precision(precision):
+    """JAX's accepted precision arguments (None, a Precision or its name, or a pair of them
+    for the two operands), as Precisions; anything else raises JAX's ValueError."""
+    if precision is None:
+        return None
+    if isinstance(precision, (Precision, str)):
+        try:
+            return Precision(precision)
+        except ValueError:
+            pass
+    elif isinstance(precision, (list, tuple)) and len(precision) == 2:
+        return tuple(canonicalize_precision(p) for p in precision)
+    raise ValueError(f"Precision argument must be one of:\n- None,\n- a string "
+                     f"({', '.join(repr(n) for n in ('default', 'high', 'highest'))}),\n"
+                     f"- a lax.Precision value,\n- a tuple of two lax.Precision values or "
+                     f"strings; got {precision!r}.")
 
 
 def _free(ndim, contract, batch):

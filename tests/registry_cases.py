@@ -107,6 +107,19 @@ def _erf_ref(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
 
 
+def _math_ref(fn):
+    return lambda x: np.vectorize(fn, otypes=[np.float64])(x).astype(x.dtype)
+
+
+def _scipy_ref(name):
+    """scipy.special's function as a reference (the test skips where SciPy is missing)."""
+    def ref(x):
+        import pytest
+        special = pytest.importorskip("scipy.special", reason="the reference is SciPy's")
+        return getattr(special, name)(_wide(x)).astype(x.dtype)
+    return ref
+
+
 def _round_ref(x, rounding_method):
     if rounding_method == 1:
         return np.round(x)
@@ -666,6 +679,79 @@ def _dot_case():
 
 
 # ---------------------------------------------------------------------------
+# conv_general_dilated
+
+def _conv_case():
+    def make(d, dtype, deriv):
+        nsp = d.draw(st.integers(1, 2))
+        groups = d.draw(st.sampled_from([(1, 1), (2, 1), (1, 2)]))   # (feature, batch)
+        g, bg = groups
+        n, i, og = bg * d.draw(st.integers(1, 2)), d.draw(st.integers(1, 2)), \
+            d.draw(st.integers(1, 2))
+        ks = [d.draw(st.integers(1, 3)) for _ in range(nsp)]
+        strides = tuple(d.draw(st.integers(1, 2)) for _ in range(nsp))
+        lhs_dil = tuple(d.draw(st.integers(1, 2)) for _ in range(nsp))
+        rhs_dil = tuple(d.draw(st.integers(1, 2)) for _ in range(nsp))
+        sp, pads = [], []
+        for k, ld, rd in zip(ks, lhs_dil, rhs_dil):
+            s = d.draw(st.integers(1, 4))
+            lo, hi = d.draw(st.integers(-1, 2)), d.draw(st.integers(-1, 2))
+            while 1 + ld * (s - 1) + lo + hi < 1 + rd * (k - 1):   # at least one window
+                hi += 1
+            sp.append(s)
+            pads.append((lo, hi))
+        specs = tuple(tuple(d.draw(st.permutations(range(nsp + 2)))) for _ in range(3))
+        canon_l = (n, g * i) + tuple(sp)
+        canon_r = (g * bg * og, i) + tuple(ks)
+        lshape, rshape = [0] * (nsp + 2), [0] * (nsp + 2)
+        for j, a in enumerate(specs[0]):
+            lshape[a] = canon_l[j]
+        for j, a in enumerate(specs[1]):
+            rshape[a] = canon_r[j]
+        params = {"window_strides": strides, "padding": tuple(pads), "lhs_dilation": lhs_dil,
+                  "rhs_dilation": rhs_dil, "dimension_numbers": specs,
+                  "feature_group_count": g, "batch_group_count": bg}
+        return params, lambda rng: [values(rng, tuple(lshape), dtype),
+                                    values(rng, tuple(rshape), dtype)]
+    return Case(make, _conv_ref, FLOATS + (I32,), linear=((0,), (1,)), rtol32=1e-5)
+
+
+def _conv_ref(x, w, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+              feature_group_count, batch_group_count):
+    """The convolution by its definition: a loop over output positions and kernel offsets
+    of the dilated, padded input in (N, C, spatial) order."""
+    lspec, rspec, ospec = dimension_numbers
+    x, w = np.transpose(x, lspec), np.transpose(w, rspec)
+    n, c = x.shape[:2]
+    dil = np.zeros((n, c) + tuple((s - 1) * d + 1 for s, d in zip(x.shape[2:], lhs_dilation)),
+                   x.dtype)
+    dil[(slice(None), slice(None)) + tuple(slice(None, None, d) for d in lhs_dilation)] = x
+    xp = np.pad(dil, [(0, 0), (0, 0)] + [(max(lo, 0), max(hi, 0)) for lo, hi in padding])
+    xp = xp[(slice(None), slice(None)) + tuple(
+        slice(max(-lo, 0), xp.shape[2 + j] - max(-hi, 0)) for j, (lo, hi) in enumerate(padding))]
+    o, i = w.shape[:2]
+    ks = w.shape[2:]
+    g, bg = feature_group_count, batch_group_count
+    out_sp = [max(0, (p - (k - 1) * rd - 1) // s + 1) for p, k, s, rd in
+              zip(xp.shape[2:], ks, window_strides, rhs_dilation)]
+    nb, per_group = n // bg, o // (g * bg)
+    out = np.zeros((nb, o) + tuple(out_sp), x.dtype)
+    for oc in range(o):
+        grp = oc // per_group
+        chans = slice(grp * i, (grp + 1) * i) if g > 1 else slice(0, i)
+        for b in range(nb):
+            src = b + (grp * nb if bg > 1 else 0)
+            for pos in np.ndindex(*out_sp):
+                acc = 0
+                for k in np.ndindex(*ks):
+                    at = tuple(p * s + kk * rd for p, s, kk, rd in
+                               zip(pos, window_strides, k, rhs_dilation))
+                    acc = acc + np.dot(xp[(src, chans) + at], w[(oc, slice(None)) + k])
+                out[(b, oc) + pos] = acc
+    return np.transpose(out, np.argsort(ospec))
+
+
+# ---------------------------------------------------------------------------
 # random bits: an independent pure-Python Threefry-2x32 (20 rounds) as the reference
 
 _ROT = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -770,6 +856,14 @@ CASES: dict[str, Case] = {
     "logistic": unary(lambda x: (1 / (1 + np.exp(-_wide(x)))).astype(x.dtype), -5, 5,
                       dtypes=CFLOATS),
     "erf": unary(_erf_ref, -3, 3),
+    # primitives/special.py
+    "lgamma": unary(_math_ref(math.lgamma), 0.2, 5),
+    "erfc": unary(_math_ref(math.erfc), -3, 3),
+    "digamma": unary(_scipy_ref("digamma"), 0.3, 5),
+    "ndtri": unary(_scipy_ref("ndtri"), 0.05, 0.95),
+    "erf_inv": unary(_scipy_ref("erfinv"), -0.9, 0.9),
+    "bessel_i0e": unary(_scipy_ref("i0e"), -5, 5, away=0.2),
+    "bessel_i1e": unary(_scipy_ref("i1e"), -5, 5, away=0.2),
     "softplus": unary(lambda x: np.logaddexp(x, 0), -5, 5),
     "abs": unary(np.abs, -3, 3, away=0.2, dtypes=CFLOATS + (I32,)),
     "sign": unary(np.sign, -3, 3, away=0.2, dtypes=CFLOATS + (I32,), smooth=False),
@@ -840,6 +934,7 @@ CASES: dict[str, Case] = {
     "scatter_add": _scatter_case(add=True),
     "scatter": _scatter_case(add=False),
     "dot_general": _dot_case(),
+    "conv_general_dilated": _conv_case(),
     "svd": _svd_case(),
     "solve": _matrix_case(np.linalg.solve, rhs=True, linear=((1,),), dtypes=CFLOATS),
     "slogdet": _matrix_case(lambda x: list(np.linalg.slogdet(x))),
@@ -865,6 +960,8 @@ EXTERNAL: dict[str, str] = {
     "scan": "test_control_flow.py",
     "jit": "test_jit.py",
     "fused": "test_passes.py",
+    "zeta": "test_special.py",          # differentiable in q only: its own checks there
+    "zeta_dx": "test_special.py",
     # the facade's plumbing: hooks, retain_grad and autograd.Function as primitives
     "facade_tap": "test_facade_autograd.py",
     "hook_call": "test_facade_autograd.py",

@@ -203,7 +203,7 @@ def test_while_loop_reverse_mode_raises_the_clear_error():
     f = lambda x: fnp.sum(_collatz_like(x)[1])  # noqa: E731
     with pytest.raises(ft.FunctransError,
                        match=r"Reverse-mode differentiation does not work for "
-                             r"ft\.lax\.while_loop.*ft\.lax\.scan.*max_iters=N"):
+                             r"lax\.while_loop.*ft\.lax\.scan.*max_iters=N"):
         ft.grad(f)(np.array([1.0, 2.0]))
     with pytest.raises(ft.FunctransError, match="Reverse-mode"):
         ft.jacrev(lambda x: _collatz_like(x)[1])(np.array([1.0, 2.0]))
@@ -212,9 +212,15 @@ def test_while_loop_reverse_mode_raises_the_clear_error():
 
 
 def test_while_loop_errors_name_the_types():
-    with pytest.raises(TypeError, match=r"cond_fun must return a boolean scalar.*f32\[2\]"):
+    with pytest.raises(TypeError, match=r"cond_fun must return a boolean scalar, but got "
+                                        r"output type\(s\) \[ShapedArray\(float32\[2\]\)\]\.$"):
         lax.while_loop(lambda c: c, lambda c: c, np.ones(2, np.float32))
-    with pytest.raises(TypeError, match=r"carry leaf 0: f32\[2\] vs f32\[3\]"):
+    with pytest.raises(TypeError, match=r"cond_fun must return a boolean scalar, but got "
+                                        r"pytree \(\*, \*\)\.$"):
+        lax.while_loop(lambda c: (True, True), lambda c: c, 1.0)
+    with pytest.raises(TypeError, match=r"The input carry c has type float32\[2\] but the "
+                                        r"corresponding output carry component has type "
+                                        r"float32\[3\], so the shapes do not match"):
         lax.while_loop(lambda c: False, lambda c: fnp.ones(3), np.ones(2, np.float32))
     with pytest.raises(TypeError, match="tree structure"):
         lax.while_loop(lambda c: False, lambda c: [c[0]], (1.0,))
@@ -418,21 +424,46 @@ def test_scan_reverse_pytrees_length_and_none():
 
 
 def test_scan_errors_name_the_types():
-    with pytest.raises(TypeError, match=r"carry leaf 0: f32\[2\] vs f32\[\]"):
+    with pytest.raises(TypeError, match=r"The input carry c has type float32\[2\] but the "
+                                        r"corresponding output carry component has type "
+                                        r"float32\[\], so the shapes do not match"):
         lax.scan(lambda c, x: (fnp.sum(c), x), np.ones(2, np.float32), np.ones(3, np.float32))
-    with pytest.raises(TypeError, match=r"carry leaf 0: f32\[\] vs f64\[\]"):
-        lax.scan(lambda c, x: (c + x, x), np.float32(0), np.ones(3, np.float64))
+    with pytest.raises(TypeError, match=r"  \* the input carry component c\[0\] has type "
+                                        r"float32\[\] but the corresponding output carry "
+                                        r"component has type float64\[\], so the dtypes do "
+                                        r"not match;\n  \* the input carry component c\[1\]"):
+        lax.scan(lambda c, x: ((c[0] + x, c[1] + x), x), (np.float32(0), np.float32(0)),
+                 np.ones(3, np.float64))
+    with pytest.raises(TypeError, match=r"^scan body output must be a pair, got float32\[\]\.$"):
+        lax.scan(lambda c, x: np.float32(0.0), 0, np.ones(3))
+    with pytest.raises(ValueError, match=r"^`unroll` must be a `bool` or a non-negative `int`"):
+        lax.scan(lambda c, x: (c, x), 0.0, np.ones(3), unroll=-1)
+    for call in (lambda: lax.scan(42, 0, np.ones(2)), lambda: lax.cond(True, 1, 2),
+                 lambda: lax.fori_loop(0, 1, 42, 0), lambda: lax.while_loop(1, 2, 0),
+                 lambda: lax.switch(0, [42]), lambda: lax.associative_scan(42, np.ones(2))):
+        with pytest.raises(TypeError, match=r"^lax\.\w+: .* should be .*callable"):
+            call()
+    with pytest.raises(TypeError, match=r"The input carry x is a <class 'dict'> with 1 child but "
+                                        r"the corresponding component of the carry output is a "
+                                        r"<class 'dict'> with 2 children"):
+        lax.scan(lambda x, _: ({"a": x["a"], "b": x["a"]}, None), {"a": np.int32(0)}, None,
+                 length=1)
+    with pytest.raises(TypeError, match=r"with pytree metadata \('t',\) but .* with pytree "
+                                        r"metadata \('T',\)"):
+        lax.while_loop(lambda c: False, lambda c: {"T": c["t"]}, {"t": np.ones(1)})
+    with pytest.raises(TypeError, match="^cond predicate is None$"):
+        lax.cond(None, lambda x: x, lambda x: x, 1.0)
     with pytest.raises(ValueError, match=r"^scan got values with different leading axis "
                                          r"sizes: 3, 4 "):
         lax.scan(lambda c, x: (c, x), 0.0, (np.ones(3), np.ones(4)))
     with pytest.raises(ValueError, match=r"^scan got `length` argument of 5 which disagrees "
-                                         r"with leading axis sizes \[3\]"):
+                                         r"with leading axis sizes \[3\]\.$"):
         lax.scan(lambda c, x: (c, x), 0.0, np.ones(3), length=5)
     with pytest.raises(TypeError, match=r"^scan body function carry input and carry output "
-                                        r"must have equal types, but they differ: "):
+                                        r"must have equal types, but they differ:\n\n"):
         lax.scan(lambda c, x: (c + 1.0, x), np.int32(0), np.ones(3, np.float32))
     with pytest.raises(TypeError, match=r"^while_loop body function carry input and carry "
-                                        r"output must have equal types, but they differ: "):
+                                        r"output must have equal types, but they differ:\n\n"):
         lax.while_loop(lambda c: c < 3, lambda c: c + 1.0, np.int32(0))
     with pytest.raises(TypeError, match=r"^switch branches must have equal output types"):
         lax.switch(0, [lambda: np.float32(1), lambda: np.int32(1)])
@@ -624,3 +655,30 @@ def test_corpus_under_jit(name):
     assert_close(jit(g)(x), g(x), rtol=1e-12)
     xs = np.stack([x, x * 0.5])
     assert_close(jit(ft.vmap(f))(xs), ft.vmap(f)(xs), rtol=1e-12)
+
+
+def test_values_passed_through_unchanged_stay_unbatched_under_vmap():
+    """JAX's forwarding: an operand every cond branch returns as it is, a while carry the
+    body returns unchanged and a scan carry likewise leave the construct as they came in,
+    so a batched predicate does not batch them (out_axes=None works)."""
+    def f(x, y):
+        return lax.cond(x < 3, lambda x, y: (x * 2, y), lambda x, y: (x * 3, y), x, y)
+    x2, y2 = ft.vmap(f, in_axes=(0, None), out_axes=(0, None))(np.arange(5), np.float32(3))
+    assert x2.tolist() == [0, 2, 4, 9, 12] and float(y2) == 3.0
+
+    def loop(w, x, n):
+        _, x, w = lax.while_loop(lambda v: v[0] < n, lambda v: (v[0] + 1, v[1] @ v[2], v[2]),
+                                 (0, x, w))
+        return w, x
+    w, x = ft.vmap(loop, in_axes=(None, 0, 0), out_axes=(None, 0))(
+        np.ones((2, 2), np.float32), np.ones((4, 2), np.float32), np.arange(4))
+    assert w.shape == (2, 2) and x[:, 0].tolist() == [1.0, 2.0, 4.0, 8.0]
+
+    def g(x, y):
+        def h(_, y):
+            return lax.scan(lambda c, _: (c, None), y, None, length=1)[0]
+        return lax.cond(x < 0, h, h, x, y)
+    assert float(ft.vmap(g, (0, None), None)(np.arange(3.0), 3.0)) == 3.0
+    # derivatives through a forwarded carry are those of the identity
+    carry_out = lambda y: lax.scan(lambda c, _: (c, None), y, None, length=2)[0]  # noqa: E731
+    assert float(ft.grad(carry_out)(2.0)) == 1.0

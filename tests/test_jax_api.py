@@ -612,3 +612,183 @@ def test_array_is_the_type_of_eager_and_traced_values():
     assert seen == [True, True]
     with pytest.raises(TypeError, match="cannot be instantiated"):
         ft.Array()
+
+
+# ---------------------------------------------------------------------------
+# names JAX's own api_test.py and lax_control_flow_test.py use (issue 33)
+
+def test_precision_is_accepted_and_checked_by_the_products():
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(3, 2)
+    P = ft.lax.Precision
+    assert P("highest") is P.HIGHEST and str(P.HIGH) == "HIGH"
+    for out in (fnp.dot(a, b, precision=P.HIGHEST), fnp.matmul(a, b, precision="high"),
+                fnp.einsum("ij,jk->ik", a, b, precision=(P.DEFAULT, P.HIGHEST)),
+                fnp.tensordot(a, b, 1, precision=P.HIGH), ft.lax.dot(a, b, precision=P.HIGH)):
+        np.testing.assert_allclose(out, a @ b)
+    assert fnp.dot(a.astype(np.float32), b.astype(np.float32),
+                   preferred_element_type=np.float64).dtype == np.float64
+    with pytest.raises(ValueError, match="Precision argument must be one of"):
+        fnp.dot(a, b, precision="double")
+    g = ft.grad(lambda x: fnp.sum(fnp.dot(x, x, precision=P.HIGHEST)))(np.eye(2))
+    np.testing.assert_allclose(g, 2 * np.ones((2, 2)))
+
+
+def test_shape_dtype_struct_len_and_missing_dtype():
+    assert len(ft.ShapeDtypeStruct((4, 2), np.float32)) == 4
+    with pytest.raises(TypeError, match=r"len\(\) of unsized object"):
+        len(ft.ShapeDtypeStruct((), np.float32))
+    with pytest.raises(ValueError, match="dtype must be specified"):
+        ft.ShapeDtypeStruct((), None)
+
+
+def test_tree_util_registration_forms_and_key_paths():
+    import collections
+    import dataclasses
+    tu = ft.tree_util
+
+    @tu.register_pytree_node_class
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+        def tree_flatten(self):
+            return [self.v], None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children)
+
+    @dataclasses.dataclass
+    class Layer:
+        w: object
+        name: str = dataclasses.field(default="l", metadata=dict(static=True))
+    tu.register_dataclass(Layer)
+
+    class Pair:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+    tu.register_pytree_with_keys(Pair, lambda p: (((tu.GetAttrKey("a"), p.a),
+                                                   (tu.GetAttrKey("b"), p.b)), None),
+                                 lambda aux, ch: Pair(*ch))
+    assert ft.grad(lambda b: b.v * 3.0)(Box(2.0)).v == 3.0
+    out = ft.jit(lambda layer: Layer(layer.w * 2, layer.name))(Layer(np.ones(2), "x"))
+    assert out.name == "x" and out.w.tolist() == [2.0, 2.0]
+    assert tu.tree_leaves(Pair(1.0, 2.0)) == [1.0, 2.0]
+    od = collections.OrderedDict([("b", 1.0), ("a", 2.0)])
+    assert tu.tree_leaves(od) == [1.0, 2.0]                 # insertion order, as JAX
+    assert type(tu.tree_map(lambda v: v, od)) is collections.OrderedDict
+    paths = tu.tree_map_with_path(lambda p, v: tu.keystr(p), {"x": [1.0, (2.0, None)]})
+    assert paths == {"x": ["['x'][0]", ("['x'][1][0]", None)]}
+
+
+def test_enable_x64_and_the_errors_module():
+    assert ft.enable_x64.value is False
+    with ft.enable_x64(True):
+        assert ft.enable_x64.value and fnp.ones(1).dtype == np.float64
+    assert fnp.ones(1).dtype == np.float32
+    assert ft.errors.UnexpectedTracerError is ft.UnexpectedTracerError
+    assert ft.errors.TracerBoolConversionError is ft.TracerBoolConversionError
+    assert ft.float0 is ft.dtypes.float0
+
+
+def test_fori_loop_bounds_as_jax_takes_them():
+    # floats count by 1 (JAX's trip count int(upper) - int(lower)), even under grad
+    assert float(ft.lax.fori_loop(0.0, 3.0, lambda i, c: c + i, 0.0)) == 3.0
+    f = lambda x: ft.lax.fori_loop(x, x + 2.0, lambda i, c: c * i, x)  # noqa: E731
+    # the bounds are concrete, so the counter is too (as JAX): x * 1 * 2, derivative 2
+    np.testing.assert_allclose(ft.grad(f)(np.float32(1.0)), 2.0)
+    with pytest.raises(TypeError, match="arguments to fori_loop must have equal types"):
+        ft.lax.fori_loop(np.int16(0), np.int32(10), lambda i, c: c, np.float32(7))
+    with pytest.raises(ValueError, match="Can only use `unroll` in `fori_loop` if the loop "
+                                         "bounds are statically known"):
+        ft.jit(lambda n: ft.lax.fori_loop(0, n, lambda i, c: c + 1, 0.0, unroll=3))(5)
+
+
+def test_checking_leaks_names_a_tracer_that_outlives_its_trace():
+    lst = []
+    with ft.checking_leaks():
+        assert ft.check_tracer_leaks.value
+        ft.vmap(lambda x: x)(np.arange(3.0))                       # no false positives
+        f = ft.jit(lambda x: x)
+        f(3), ft.vmap(f)(np.arange(3)), ft.grad(f)(3.0)
+        ft.lax.scan(lambda c, x: (fnp.sin(c), None), 1.0, np.arange(3.0))
+        with pytest.raises(ft.UnexpectedTracerError, match=r"^Leaked trace .*ft\.jit of `g`"):
+            ft.jit(_leaky(lst))(3)
+        with pytest.raises(ft.UnexpectedTracerError, match="Leaked trace"):
+            ft.lax.scan(lambda c, x: (lst.append(c) or fnp.sin(c), None), 1.0, np.arange(3.0))
+    assert not ft.check_tracer_leaks.value
+    ft.jit(_leaky(lst))(4)                                         # off: no check
+
+
+def _leaky(lst):
+    def g(x):
+        lst.append(x)
+        return x
+    return g
+
+
+def test_concretization_errors_carry_jaxs_sentences():
+    cases = [(float, 1.0, r"try using `x\.astype\(float\)`"),
+             (int, 1.0, r"(?s)where concrete value is expected.*`x\.astype\(int\)`"),
+             (bool, 1.0, r"^Attempted boolean conversion of traced array with shape "
+                         r"float32\[\]\.\nAbstract tracer value"),
+             (hex, 1, r"The __index__\(\) method was called on traced array with shape int32\[\]")]
+    for fn, arg, pattern in cases:
+        with pytest.raises(TypeError, match=pattern):
+            ft.jit(lambda x: fn(x))(arg)
+
+
+def test_transformation_errors_use_jaxs_words():
+    with pytest.raises(TypeError, match=r"must be tuples or lists; found float and tuple\."):
+        ft.jvp(lambda x: x, 1.0, (1.0,))
+    with pytest.raises(TypeError, match=r"to jax\.jvp must have the same tree structure"):
+        ft.jvp(lambda x: x, (1.0,), ((1.0, 2.0),))
+    with pytest.raises(TypeError, match=r"argnums=0 requires at least 1 positional arguments "
+                                        r"to be passed by the caller, but got only 0"):
+        ft.grad(lambda x, y: x + y)(x=0.0, y=1.0)
+    with pytest.raises(TypeError, match=r"Output had shape: \(1,\)\. If the output has a single "
+                                        r"element, use output\.reshape\(\(\)\) or output\[0\]"):
+        ft.grad(lambda x: fnp.array([x ** 2]))(1.0)
+    with pytest.raises(TypeError, match=r"applied to foo was called with 2 arguments"):
+        def foo(x):
+            return x
+        ft.vjp(foo, 1.0)[1](1.0, 2.0)
+    with pytest.raises(TypeError, match=r"^Expected a callable value, got 3$"):
+        ft.jit(3)
+
+    def gen(x):
+        yield x
+    with pytest.raises(TypeError, match=r"^Expected a function, got a generator function"):
+        ft.jit(gen)
+    with pytest.raises(TypeError, match="linear_transpose only supports"):
+        ft.linear_transpose(lambda x: 2.0 * x, 1)
+    with pytest.raises(TypeError, match="cotangent tree does not match"):
+        ft.linear_transpose(lambda x: [x, x], 1.0)(1.0)
+    with pytest.raises(TypeError, match="cotangent type does not match"):
+        ft.linear_transpose(lambda x: x, 1.0)(1j)
+    with pytest.raises(ValueError, match=r"`shape`.*cannot have None\."):
+        ft.ShapeDtypeStruct((None, 2), np.int32)
+
+
+def test_linearize_has_aux_and_vmap_docstring():
+    out, lin, aux = ft.linearize(lambda x: (x * 2 - 3, x > 0), 3.5, has_aux=True)
+    assert float(out) == 4.0 and float(lin(5.0)) == 10.0 and bool(aux) is True
+
+    def superfun(a):
+        """Does things with stuff."""
+    assert ft.vmap(superfun).__doc__ == (
+        "Vectorized version of superfun. Takes similar arguments as superfun but with "
+        "additional array axes over which superfun is mapped.\n\nOriginal documentation:\n\n"
+        "Does things with stuff.")
+
+
+def test_python_types_as_dtype_arguments_are_the_default_dtypes():
+    # JAX: dtype=int is the default integer (int32 with x64 off), not NumPy's int64
+    for make in (lambda d: fnp.array(0, dtype=d), lambda d: fnp.asarray([1], dtype=d),
+                 lambda d: fnp.zeros(2, dtype=d), lambda d: fnp.full(2, 1, dtype=d),
+                 lambda d: fnp.arange(2, dtype=d), lambda d: fnp.ones_like(np.ones(2), dtype=d),
+                 lambda d: fnp.astype(np.ones(2), d)):
+        assert [make(d).dtype for d in (bool, int, float)] == [np.bool_, np.int32, np.float32]
+        with ft.enable_x64(True):
+            assert make(int).dtype == np.int64 and make(float).dtype == np.float64
+    assert fnp.zeros(2, dtype=np.float64).dtype == np.float64    # NumPy's dtypes as given

@@ -142,17 +142,49 @@ def test_nested_values_round_trip_in_both_formats(tmp_path, fmt):
         assert isinstance(back["shape"], ft.Size)
 
 
-def test_saving_a_whole_module_says_how_to_save_its_state_dict(tmp_path):
-    """torch.save(model) pickles the class; ft.save refuses it and names the fix."""
-    model = nn.Linear(2, 2)
-    for fmt in ("torch", "npz"):
-        with pytest.raises(TypeError) as info:
-            ft.save({"model": model}, tmp_path / "m.pt", format=fmt)
-        msg = str(info.value)
-        assert "Linear" in msg and "obj['model']" in msg
-        assert "ft.save(model.state_dict(), path)" in msg
-        assert "model.load_state_dict(ft.load(path))" in msg
+class _Net(nn.Module):
+    """A user's model class, as word_language_model's RNNModel (module level: saved by name)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(3, 4)
+        self.head = nn.Linear(4, 2)
+        self.act = ft.nn.functional.relu
+        self.tag = {"kind": "gru", "sizes": (3, 4), "seen": {1, 2}}
+
+    def forward(self, x):
+        return self.act(self.head(self.rnn(x)[0]))
+
+
+def test_whole_module_saved_as_plain_data_and_loaded_with_safe_globals(tmp_path):
+    """torch.save(model) / torch.load under safe_globals (word_language_model's --save): the
+    module is written as its classes by name and its attributes; ft.load refuses the
+    classes until they are allowlisted, then rebuilds the module without running its code
+    (no __init__), and the loaded module computes the same, trains and takes hooks."""
+    model = _Net()
+    x = ft.randn(5, 1, 3)
+    ft.save(model, tmp_path / "m.pt")
+    with pytest.raises(ft.CheckpointError, match=r"_Net.*add_safe_globals"):
+        ft.load(tmp_path / "m.pt")
+    allowed = [_Net, nn.GRU, nn.Linear, ft.nn.functional.relu]
+    with ft.serialization.safe_globals(allowed):
+        back = ft.load(tmp_path / "m.pt")
+    assert type(back) is _Net and back.act is ft.nn.functional.relu
+    assert back.tag == model.tag and back.rnn.weight_ih_l0 is not model.rnn.weight_ih_l0
+    assert isinstance(back.rnn.weight_ih_l0, nn.Parameter)
+    assert (back(x) == model(x)).all()
+    calls = []
+    back.register_forward_hook(lambda m, i, o: calls.append(o.shape)).remove()
+    back.head.register_forward_hook(lambda m, i, o: calls.append(tuple(o.shape)))
+    back(x).sum().backward()
+    assert calls == [(5, 1, 2)] and back.head.weight.grad is not None
+    with pytest.raises(TypeError, match=r"ft.save\(model.state_dict\(\), path\)"):
+        ft.save({"model": model}, tmp_path / "m.npz", format="npz")    # npz: arrays only
     opt = ft.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(TypeError, match=r"ft.save\(optimizer.state_dict\(\), path\)"):
         ft.save(opt, tmp_path / "o.pt")
-    assert not (tmp_path / "m.pt").exists() and not (tmp_path / "o.pt").exists()
+    local = nn.Linear(2, 2)
+    local.fn = lambda t: t
+    with pytest.raises(TypeError, match="cannot be found again by its name"):
+        ft.save(local, tmp_path / "l.pt")
+    assert not (tmp_path / "o.pt").exists() and not (tmp_path / "l.pt").exists()

@@ -105,12 +105,45 @@ def test_nested_vmap():
 # errors
 
 def test_inconsistent_sizes_error_names_the_shapes():
-    # JAX's wording, then the shapes
+    # JAX's message: each size, how many axes had it, and which argument (by name and path)
     with pytest.raises(ValueError, match=r"^vmap got inconsistent sizes for array axes to be "
-                                         r"mapped:.*\(3, 2\).*\(4,\)"):
+                                         r"mapped:\n  \* one axis had size 3: axis 0 of "
+                                         r"argument a of type float64\[3,2\];\n  \* one axis "
+                                         r"had size 4: axis 0 of argument b of type float64\[4\]$"):
         ft.vmap(lambda a, b: a[0] + b)(np.ones((3, 2)), np.ones(4))
-    with pytest.raises(ValueError, match="inconsistent sizes"):
+    with pytest.raises(ValueError, match=r"most axes \(2 of them\) had size 2, e\.g\. axis 1 of "
+                                         r"argument b\[0\] of type float32\[10,2\];\n  \* one "
+                                         r"axis had size 10: axis 0 of argument a"):
+        ft.vmap(lambda a, b: a, in_axes=(0, 1))(np.ones((10, 4), np.float32),
+                                                [np.ones((10, 2), np.float32)] * 2)
+    with pytest.raises(ValueError, match=r"  \* the `axis_size` argument was 5;\n  \* one axis "
+                                         r"had size 3: axis 0 of argument a of type float64\[3\]"):
         ft.vmap(lambda a: a, axis_size=5)(np.ones(3))
+    with pytest.raises(ValueError, match=r"axis 0 of kwargs\['y'\] of type float64\[2\]"):
+        ft.vmap(lambda x, y: x + y)(np.ones(1), y=np.ones(2))
+
+
+def test_keyword_arguments_are_mapped_along_axis_0():
+    """JAX's rule: in_axes names the positional arguments; keyword arguments are mapped
+    along their leading axis."""
+    f = ft.vmap(lambda x, y, *, z: x * y + z, in_axes=(0, None))
+    out = f(np.arange(3.0), 2.0, z=np.ones(3) * 10)
+    np.testing.assert_allclose(out, np.arange(3.0) * 2 + 10)
+    with pytest.raises(ValueError, match=r"len\(in_axes\)=3, len\(args\)=0\. Note that the "
+                                         r"function was called with keyword arguments "
+                                         r"\['a', 'b', 'c'\]"):
+        ft.vmap(lambda a, b, c: a, in_axes=(0, 0, None))(a=np.ones(2), b=np.ones(2), c=0.5)
+
+
+def test_in_axes_must_be_ints_none_or_a_tuple():
+    for bad in ({"a": 0}, False, (np.array([1.0, 2.0]),)):
+        with pytest.raises(TypeError, match=r"^vmap in_axes must be an int, None, or"):
+            ft.vmap(lambda x: x, in_axes=bad)(np.ones(2))
+    with pytest.raises(ValueError, match=r"^vmap wrapped function must be passed at least one "
+                                         r"argument containing an array or axis_size must be "
+                                         r"specified, got empty \*args=\(\{\},\) and "
+                                         r"\*\*kwargs=\{\}$"):
+        ft.vmap(lambda x: x)({})
 
 
 def test_axes_specification_errors():
@@ -237,3 +270,17 @@ def test_vmap_equals_loop_on_corpus(name):
     for g, w in zip(ft.tree_leaves(got), ft.tree_leaves(want)):
         assert_close(g, w, rtol=1e-10, atol=1e-12)
     check_traced(ft.vmap(f, in_axes=axes), *args)
+
+
+def test_out_axes_errors_are_jaxs():
+    x = np.array([1.0, 2.0])
+    with pytest.raises(ValueError, match=r"vmap has mapped output \(axis_name=foo\) but "
+                                         r"out_axes is None"):
+        ft.vmap(lambda v: v, out_axes=None, axis_name="foo")(x)
+    with pytest.raises(ValueError, match=r"but out_axes is None at vmap out_axes"):
+        ft.vmap(lambda v: v, out_axes=None)(x)
+    with pytest.raises(ValueError, match=r"^vmap out_axes specification must be a tree prefix "
+                                         r"of the corresponding value;.*(?s:.*)Mismatch details"):
+        ft.vmap(lambda v: v, out_axes=(2, 3))(x)
+    with pytest.raises(TypeError, match=r"^vmap out_axes must be an int, None, or"):
+        ft.vmap(lambda v: v, out_axes=(x,))(x)

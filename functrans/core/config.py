@@ -6,8 +6,10 @@ selects how jit runs fusion groups on the CPU (docs/jit.md, "The native CPU back
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import threading
 
 import numpy as np
 
@@ -94,3 +96,60 @@ class Config:
 
 
 config = Config()
+
+
+class _X64State:
+    """jax.enable_x64: `with enable_x64(True):` sets `jax_enable_x64` inside the block and
+    restores it after; `enable_x64.value` is the current setting."""
+
+    @property
+    def value(self) -> bool:
+        return config.jax_enable_x64
+
+    @contextlib.contextmanager
+    def __call__(self, new_val: bool = True):
+        old = config.jax_enable_x64
+        config.update("jax_enable_x64", new_val)
+        try:
+            yield
+        finally:
+            config.update("jax_enable_x64", old)
+
+
+enable_x64 = _X64State()
+
+
+_leaks = threading.local()
+
+
+def leak_checking() -> bool:
+    """Whether ft.checking_leaks() is on in this thread."""
+    return getattr(_leaks, "on", False)
+
+
+class _LeakState:
+    """jax.check_tracer_leaks: `with check_tracer_leaks():` (or `(True)`) turns the leak
+    check on in this thread for the block; `.value` is the current setting."""
+
+    @property
+    def value(self) -> bool:
+        return leak_checking()
+
+    @contextlib.contextmanager
+    def __call__(self, new_val: bool = True):
+        old = leak_checking()
+        _leaks.on = bool(new_val)
+        try:
+            yield
+        finally:
+            _leaks.on = old
+
+
+check_tracer_leaks = _LeakState()
+
+
+def checking_leaks():
+    """jax.checking_leaks(): within the block, a trace that ends while something outside it
+    still holds one of its tracers (appended to an outer list, stored on an object) raises
+    UnexpectedTracerError naming the tracer, instead of leaving it to fail later."""
+    return check_tracer_leaks(True)

@@ -358,15 +358,36 @@ def to_concrete(val):
 tracer_ops: dict[str, Callable] = {}
 
 
+def _jax_sentence(aval, what):
+    """JAX's own sentence for this concretization (so the message carries the words JAX
+    users search for): boolean conversion, __index__, or the conversion function used."""
+    ty = f"{aval.dtype.name}[{','.join(map(str, aval.shape))}]"
+    if what == "bool()":
+        return f"Attempted boolean conversion of traced array with shape {ty}."
+    if what.startswith("__index__"):
+        return f"The __index__() method was called on traced array with shape {ty}."
+    if what in ("float()", "int()", "complex()"):
+        fn = what[:-2]
+        return (f"The problem arose with the `{fn}` function. If trying to convert the data "
+                f"type of a value, try using `x.astype({fn})` or `jnp.array(x, {fn})` "
+                "instead.")
+    return ""
+
+
 def _concretization_error(tracer, what, cls=ConcretizationTypeError):
     origin = tracer._trace.origin_of(tracer) or "a traced computation"
+    jax_words = _jax_sentence(tracer.aval, what)
+    # JAX's messages open with the boolean/__index__ sentence and end with the conversion one
+    first = what == "bool()" or what.startswith("__index__")
     return cls(
-        f"Abstract tracer value encountered where a concrete value is expected: {what} was "
+        (f"{jax_words}\n" if first else "") +
+        f"Abstract tracer value encountered where concrete value is expected: {what} was "
         f"called on the traced value {tracer.aval.str_short()} ({origin}), whose value is "
         "not known while the function is being transformed. Python control flow on traced "
         "values cannot be traced: use ft.lax.cond / ft.lax.switch for `if`, "
         "ft.lax.while_loop / ft.lax.fori_loop for loops, or fnp.where for elementwise "
-        "choices; or mark the argument static (static_argnums) if it is not an array.")
+        "choices; or mark the argument static (static_argnums) if it is not an array."
+        + (f"\n{jax_words}" if jax_words and not first else ""))
 
 
 class Tracer:

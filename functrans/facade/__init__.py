@@ -13,8 +13,10 @@ from .tensor_info import result_type  # noqa: F401
 # imported (`Tensor.name = fn` at their module level): importing them here installs them all
 from . import methods, reductions, shape_methods, inplace, indexing, api, numpy_interop  # noqa: F401,E402
 from . import linalg  # noqa: F401,E402  (ft.linalg: torch.linalg's norms, svd)
+from .linalg import geqrf, matrix_exp  # noqa: F401,E402
 from .dlpack import from_dlpack  # noqa: F401,E402
 from .distance import cdist  # noqa: F401,E402
+from . import legacy as _legacy  # noqa: E402  (torch.FloatTensor, LongTensor, ...)
 from . import ops as _ops
 from .creation import (Generator, arange, as_tensor, bernoulli, default_generator, device,  # noqa: F401
                        empty, empty_like, eye, from_numpy, full, full_like, initial_seed,
@@ -26,12 +28,12 @@ from .ops import (broadcast_tensors, broadcast_to, cat, clone, concat, concatena
                   where)
 
 globals().update(_ops.FUNCTIONS)
-from .creation import LEGACY_TENSOR_TYPES  # noqa: E402
-globals().update(LEGACY_TENSOR_TYPES)      # torch.FloatTensor, torch.LongTensor, ...
 # torch's float constants
 inf, nan, pi, e = float("inf"), float("nan"), 3.141592653589793, 2.718281828459045
 for _n in dtypes.NAMES:
     globals()[_n] = getattr(dtypes, _n)
+for _n in _legacy.NAMES:
+    globals()[_n] = getattr(_legacy, _n)
 del _n
 
 FACADE_NAMES = (
@@ -44,5 +46,5 @@ FACADE_NAMES = (
      "set_default_dtype", "promote_types", "result_type", "cat", "concat", "stack", "hstack",
      "vstack", "einsum", "broadcast_tensors", "meshgrid", "is_tensor", "numel",
      "is_floating_point", "clone", "where", "linalg", "from_dlpack", "real", "imag", "inf", "nan",
-     "pi", "e", "finfo", "iinfo", "cdist"]
-    + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES) + list(LEGACY_TENSOR_TYPES))
+     "pi", "e", "finfo", "iinfo", "cdist", "matrix_exp", "geqrf"]
+    + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES) + list(_legacy.NAMES))

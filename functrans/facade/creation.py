@@ -10,7 +10,7 @@ from ..core import check_dtype
 from . import dtypes as D
 from .tensor_info import result_type
 from .placement import _check_device, _on, device  # noqa: F401  (ft.device)
-from .tensor import Size, Tensor, tensor, traced_hooks, wrap  # noqa: F401  (ft.tensor)
+from .tensor import Tensor, tensor, traced_hooks, wrap  # noqa: F401  (ft.tensor)
 
 
 # ---------------------------------------------------------------------------
@@ -32,54 +32,6 @@ def from_numpy(ndarray):
         raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
     check_dtype(ndarray.dtype, "from_numpy")
     return wrap(ndarray)
-
-
-class _LegacyTensorType(type):
-    """torch's legacy tensor types (`torch.FloatTensor`, `torch.LongTensor`, ...): calling
-    one makes a tensor of its dtype, from data (`LongTensor([0, 2])`) or uninitialised of a
-    size (`FloatTensor(2, 3)`, `FloatTensor(ft.Size([2, 3]))`); `isinstance(t,
-    ft.FloatTensor)` is true for a float32 Tensor."""
-
-    def __instancecheck__(cls, x):
-        return isinstance(x, Tensor) and x.dtype == cls.dtype
-
-    def __call__(cls, *args, device=None):
-        _check_device(device)
-        if not args:
-            return empty(0, dtype=cls.dtype)
-        if all(isinstance(a, (builtins.int, np.integer)) and not isinstance(a, builtins.bool)
-               for a in args) or len(args) == 1 and isinstance(args[0], Size):
-            return empty(*args, dtype=cls.dtype)
-        if len(args) > 1:
-            raise TypeError(f"{cls.__name__}(): expected a sequence of data or sizes (ints), "
-                            f"got {len(args)} arguments of types "
-                            f"{[type(a).__name__ for a in args]}")
-        data = args[0]
-        if isinstance(data, Tensor):
-            return data.to(cls.dtype)
-        return tensor(data, dtype=cls.dtype)
-
-
-def new(self, *args, device=None):
-    """Tensor.new (legacy): a tensor of self's dtype from data or of a size, as the legacy
-    type of that dtype makes it (`x.new([1, 2])`, `x.new(2, 3)`)."""
-    name = {np.dtype(t.dtype): n for n, t in LEGACY_TENSOR_TYPES.items()}.get(self.dtype)
-    if name is None:
-        raise TypeError(f"Tensor.new: no legacy constructor for dtype {self.dtype}; use "
-                        "ft.tensor(data, dtype=...) or ft.empty(size, dtype=...)")
-    return LEGACY_TENSOR_TYPES[name](*args, device=device)
-
-
-def _legacy(name, dtype):
-    return _LegacyTensorType(name, (), {"dtype": dtype, "__module__": "functrans",
-                                        "__doc__": f"torch.{name}: a {np.dtype(dtype).name} "
-                                                   "Tensor (see _LegacyTensorType)."})
-
-
-LEGACY_TENSOR_TYPES = {n: _legacy(n, d) for n, d in (
-    ("FloatTensor", np.float32), ("DoubleTensor", np.float64), ("HalfTensor", np.float16),
-    ("LongTensor", np.int64), ("IntTensor", np.int32), ("ShortTensor", np.int16),
-    ("CharTensor", np.int8), ("ByteTensor", np.uint8), ("BoolTensor", np.bool_))}
 
 
 def _size(size):
@@ -303,7 +255,6 @@ def bernoulli(input, p=None, *, generator=None):  # noqa: A002
     return wrap((_rng(generator).random(input._data.shape) < prob).astype(input.dtype))
 
 
-Tensor.new = new
 Tensor.bernoulli = bernoulli
 
 

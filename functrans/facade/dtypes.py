@@ -20,9 +20,33 @@ bool = np.dtype(np.bool_)  # noqa: A001  (torch.bool)
 complex64 = cfloat = np.dtype(np.complex64)
 complex128 = cdouble = np.dtype(np.complex128)
 
+
+class UnsupportedDtype:
+    """A dtype name torch has and functrans does not (bfloat16): it exists, so that programs
+    that name it import and compare (`dtype == torch.bfloat16`), and using it to make or
+    convert a tensor raises, saying what is missing."""
+
+    def __init__(self, name, why):
+        self.name, self.why = name, why
+        self.is_floating_point, self.is_complex, self.is_signed = True, False, True
+        self.itemsize = 2
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+    def refuse(self, what="a tensor"):
+        raise TypeError(f"functrans has no {self.name} dtype, so it cannot make {what} of it: "
+                        f"{self.why}")
+
+
+bfloat16 = UnsupportedDtype(
+    "bfloat16", "NumPy has no bfloat16 (the ml_dtypes package adds one, but functrans's "
+    "arrays, primitives and kernels do not take it). Use float32, or float16 for half "
+    "precision; a checkpoint's bfloat16 tensors load after .float() in PyTorch")
+
 NAMES = ["float16", "half", "float32", "float", "float64", "double", "int8", "int16", "short",
          "int32", "int", "int64", "long", "uint8", "uint16", "uint32", "uint64", "bool",
-         "complex64", "cfloat", "complex128", "cdouble"]
+         "complex64", "cfloat", "complex128", "cdouble", "bfloat16"]
 
 _DEFAULT = {"float": float32}
 _CAT = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
@@ -45,7 +69,10 @@ def to_dtype(d):
         return None
     if isinstance(d, np.dtype):
         return d
-    import builtins
+    if isinstance(d, UnsupportedDtype):
+        d.refuse()
+    if isinstance(d, type) and isinstance(getattr(d, "dtype", None), np.dtype):
+        return d.dtype                      # a legacy type: t.type(torch.LongTensor)
     if d is builtins.float:
         return _DEFAULT["float"]
     if d is builtins.int:

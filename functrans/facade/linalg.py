@@ -13,7 +13,7 @@ from ..numpy._linalg import pinv_tol, solve_matrices
 from . import dtypes as D
 from .creation import empty
 from .reductions import LinAlgError, check_svd_input, matrix_norm_fn, vector_norm_fn
-from .tensor import Tensor, apply_fn, static
+from .tensor import Tensor, apply_fn, static, wrap
 
 INF = float("inf")
 _MATRIX_ORDS = ("fro", "nuc", INF, -INF, 1, -1, 2, -2)
@@ -330,3 +330,99 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
     check_svd_input(A)
     return apply_fn("LinalgPinvBackward0", pinv_tol, (A,),
                     static(rtol=float(rtol), atol=a))
+
+
+# ---------------------------------------------------------------------------------------
+# the matrix exponential and Householder products (nn.utils.parametrizations.orthogonal)
+
+# Higham (2005): the degree-13 Padé approximant of exp is accurate to double precision for
+# ‖A‖₁ ≤ θ₁₃; larger matrices are scaled by 2⁻ˢ first and the result squared s times
+_PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800.,
+           129060195264000., 10559470521600., 670442572800., 33522128640., 1323241920.,
+           40840800., 960960., 16380., 182., 1.)
+_THETA13 = 5.371920351148152
+
+
+def _expm_fn(a, squarings):
+    """exp(a) of a (batch of) square matrices by the scaled Padé-13 approximant, written in
+    functrans.numpy (its derivative is that of the approximant: exp's to the same
+    precision). `squarings` is static: the program is the same for every value it fits."""
+    b = _PADE13
+    n = a.shape[-1]
+    a = a * (0.5 ** squarings)
+    ident = fnp.broadcast_to(fnp.eye(n, dtype=a.dtype), a.shape)
+    a2 = fnp.matmul(a, a)
+    a4 = fnp.matmul(a2, a2)
+    a6 = fnp.matmul(a4, a2)
+    u = fnp.matmul(a, fnp.matmul(a6, b[13] * a6 + b[11] * a4 + b[9] * a2)
+                   + b[7] * a6 + b[5] * a4 + b[3] * a2 + b[1] * ident)
+    v = fnp.matmul(a6, b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 \
+        + b[2] * a2 + b[0] * ident
+    r = fnp.linalg.solve(v - u, v + u)
+    for _ in range(squarings):
+        r = fnp.matmul(r, r)
+    return r
+
+
+def matrix_exp(A):
+    """torch.linalg.matrix_exp (torch.matrix_exp): exp of a square matrix or a stack of
+    them, with gradients; the number of squarings is read from the largest 1-norm."""
+    _check_float(A, "linalg.matrix_exp")
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise RuntimeError("linalg.matrix_exp: A must be batches of square matrices, but they "
+                           f"are {A.shape[-2] if A.ndim > 1 else 1} by {A.shape[-1]} matrices")
+    data = A._data
+    if isinstance(data, np.ndarray) and data.size:
+        norm = float(np.abs(data).sum(axis=-2).max())
+        squarings = builtins.max(0, int(np.ceil(np.log2(norm / _THETA13)))) \
+            if np.isfinite(norm) and norm > _THETA13 else 0
+    else:
+        squarings = 0
+    return apply_fn("LinalgMatrixExpBackward0", _expm_fn, (A,), static(squarings=squarings))
+
+
+def _householder_fn(a, tau):
+    """H₁ H₂ … H_k applied to the first k columns of the identity, Hᵢ = I - τᵢ vᵢ vᵢᴴ with
+    vᵢ = eᵢ + (a's column i below the diagonal): LAPACK's orgqr, in functrans.numpy."""
+    m, n = a.shape[-2], a.shape[-1]
+    rows = np.arange(m)
+    q = fnp.broadcast_to(fnp.eye(m, n, dtype=a.dtype), a.shape)
+    for i in reversed(range(tau.shape[-1])):
+        v = fnp.where(rows > i, a[..., :, i], 0) + (rows == i).astype(a.dtype)
+        vq = fnp.einsum("...n,...nk->...k", fnp.conj(v), q)
+        q = q - tau[..., i, None, None] * v[..., :, None] * vq[..., None, :]
+    return q
+
+
+def householder_product(A, tau):
+    """torch.linalg.householder_product: the first n columns of the product of the
+    Householder reflectors stored below A's diagonal (A: m x n, tau: n' <= n)."""
+    _check_float(A, "linalg.householder_product")
+    if A.ndim < 2:
+        raise RuntimeError("torch.linalg.householder_product: input must have at least 2 "
+                           "dimensions.")
+    m, n = A.shape[-2], A.shape[-1]
+    if m < n:
+        raise RuntimeError("torch.linalg.householder_product: input.shape[-2] must be greater "
+                           "than or equal to input.shape[-1]")
+    if tau.shape[-1] > n:
+        raise RuntimeError("torch.linalg.householder_product: input.shape[-1] must be greater "
+                           "than or equal to tau.shape[-1]")
+    if tau.dtype != A.dtype:
+        raise RuntimeError(f"torch.linalg.householder_product: tau dtype "
+                           f"{D.scalar_name(tau.dtype)} does not match input dtype "
+                           f"{D.scalar_name(A.dtype)}")
+    return apply_fn("LinalgHouseholderProductBackward0", _householder_fn, (A, tau))
+
+
+GEQRF = namedtuple("torch_return_types_geqrf", ["a", "tau"])
+
+
+def geqrf(A):
+    """torch.geqrf: LAPACK's QR in compact form, (R above and on the diagonal with the
+    Householder vectors below it, tau). Not differentiable, as torch's."""
+    _check_float(A, "geqrf")
+    if A.ndim < 2:
+        raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
+    h, tau = np.linalg.qr(np.asarray(A._data), mode="raw")
+    return GEQRF(wrap(np.ascontiguousarray(np.swapaxes(h, -1, -2))), wrap(tau))

@@ -15,6 +15,7 @@ from ..nn import functions as nnf
 from ..higher_order.custom import custom_jvp
 from functrans.primitives.misc import stop_gradient
 from functrans.primitives import elementwise as ew
+from functrans.primitives import special as sp
 from . import dtypes as D
 from .tensor_info import result_type, wrap_dim
 from .tensor import EOp, Tensor, apply_fn, binary, check_broadcast, static, unary, wrap
@@ -52,6 +53,8 @@ _UNARY = {
     "atan": ("AtanBackward0", ew.atan_p), "sinh": ("SinhBackward0", ew.sinh_p),
     "cosh": ("CoshBackward0", ew.cosh_p), "erf": ("ErfBackward0", ew.erf_p),
     "sigmoid": ("SigmoidBackward0", ew.logistic_p),
+    "erfc": ("ErfcBackward0", sp.erfc_p), "erfinv": ("ErfinvBackward0", sp.erf_inv_p),
+    "lgamma": ("LgammaBackward0", sp.lgamma_p), "digamma": ("DigammaBackward0", sp.digamma_p),
 }
 _UNARY_ANY = {"neg": ("NegBackward0", ew.neg_p), "abs": ("AbsBackward0", ew.abs_p)}
 _UOPS = {}

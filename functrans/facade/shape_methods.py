@@ -163,6 +163,14 @@ def _mT(self):
     return transpose(self, -2, -1)
 
 
+def _mH(self):
+    """The conjugate transpose of each matrix in a stack (torch's Tensor.mH)."""
+    if self.ndim < 2:
+        raise RuntimeError(f"tensor.mH is only supported on matrices or batches of matrices. "
+                           f"Got {self.ndim}-D tensor.")
+    return transpose(self, -2, -1).conj()
+
+
 def movedim(self, source, destination):
     src = (source,) if isinstance(source, builtins.int) else tuple(source)
     dst = (destination,) if isinstance(destination, builtins.int) else tuple(destination)
@@ -182,6 +190,7 @@ T.swapaxes = T.swapdims = transpose
 T.t, T.movedim, T.moveaxis = t, movedim, movedim
 T.T = property(_T)
 T.mT = property(_mT)
+T.mH = property(_mH)
 T.H = property(_H)
 
 

@@ -345,6 +345,9 @@ class Tensor(TensorInfo):
     def half(self):
         return self.to(D.float16)
 
+    def bfloat16(self):
+        D.bfloat16.refuse("a tensor with bfloat16()")
+
     def int(self):
         return self.to(D.int32)
 
@@ -444,6 +447,8 @@ def parse_to(args, kwargs):
             dev = a
         else:
             dtype = a
+    if isinstance(dtype, D.UnsupportedDtype):
+        dtype.refuse("a tensor with to()")
     try:
         dtype = D.to_dtype(dtype)
     except TypeError:

@@ -231,9 +231,17 @@ def _cond_transpose(cts, index, *ops, branches):
     return [None] + _merge(linear, outs, [None] * len(ops))
 
 
+def _forwarded(jaxpr, offset=0):
+    """For each output of jaxpr: the position (less offset) of the input it returns
+    unchanged, or None."""
+    pos = {id(v): i - offset for i, v in enumerate(jaxpr.invars) if i >= offset}
+    return [pos.get(id(v)) if type(v) is Var else None for v in jaxpr.outvars]
+
+
 def _cond_batch(vals, dims, branches):
     """Unbatched index: batch each branch. Batched index: run every branch on the whole
-    batch and pick each example's result with select."""
+    batch and pick each example's result with select; an output that every branch forwards
+    from the same unbatched operand stays that operand, unbatched (as JAX)."""
     size = bdim_size(vals, dims)
     (index, *ops), (d_index, *d_ops) = vals, dims
     ops_b = [d is not None for d in d_ops]
@@ -244,6 +252,9 @@ def _cond_batch(vals, dims, branches):
         b_brs = tuple(batching.batch_jaxpr(br, size, ops_b, out_b)[0] for br in branches)
         return cond_p.bind(index, *ops, branches=b_brs), [0 if b else None for b in out_b]
     n = len(branches)
+    fwd = [ks[0] if len(set(ks)) == 1 and ks[0] is not None and not ops_b[ks[0]] else None
+           for ks in zip(*[_forwarded(br.jaxpr) for br in branches])]
+    unbatched = list(ops)
     index = min_(max_(moveaxis(index, d_index, 0), _int_like(index, 0)), _int_like(index, n - 1))
     # each branch sees its float operands only where it is taken (elsewhere under
     # stop_gradient, as JAX): a branch not taken adds no cotangent, not 0 * inf = NaN
@@ -261,7 +272,8 @@ def _cond_batch(vals, dims, branches):
     for i in range(n - 2, -1, -1):
         pred = eq(index, _int_like(index, i))
         out = [select(_bcast_pred(pred, aval_of(a)), a, b) for a, b in zip(results[i], out)]
-    return out, [0] * len(out)
+    out = [o if k is None else unbatched[k] for o, k in zip(out, fwd)]
+    return out, [0 if k is None else None for k in fwd]
 
 
 cond_p = defprim("cond", _cond_impl, _cond_shape, jvp=_cond_jvp, transpose=_cond_transpose,
@@ -277,7 +289,7 @@ class WhileReverseError(FunctransError, ValueError):
 
 
 _WHILE_REVERSE_ERROR = (
-    "Reverse-mode differentiation does not work for ft.lax.while_loop or ft.lax.fori_loop "
+    "Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop "
     "with dynamic start/stop values: the number of iterations is not known ahead of time, so "
     "the values of each iteration cannot be stored for the backward pass. Use ft.lax.scan, "
     "or ft.lax.fori_loop with static (Python int) start/stop, or bound the loop with "
@@ -408,7 +420,10 @@ def _while_batch(vals, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts,
                                                                    False)[1])
     _, (pred_b,) = batching.batch_jaxpr(cond_jaxpr, size, cc_b + carry_b, False)
     if pred_b:
-        carry_b = [True] * len(carry)
+        # a carry the body returns unchanged stays as it is (unbatched if it came so, as
+        # JAX's read-only carries); every other carry varies per example
+        fwd = _forwarded(body_jaxpr.jaxpr, len(bc))
+        carry_b = [b or fwd[j] != j for j, b in enumerate(carry_b)]
     carry = [broadcast_batched(c, size) if b and not b_in else c
              for c, b, b_in in zip(carry, carry_b, carry_in_b)]
     cond_bat, _ = batching.batch_jaxpr(cond_jaxpr, size, cc_b + carry_b, False)
@@ -427,12 +442,13 @@ def _while_batch(vals, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts,
         c_consts, b_consts, c = _split(a, len(cc), len(bc))
         pred = _eval(cond_bat, *c_consts, *c)[0]
         new = _eval(body_bat, *b_consts, *c)
-        return [select(_bcast_pred(pred, aval_of(n)), n, o) for n, o in zip(new, c)]
+        return [select(_bcast_pred(pred, aval_of(n)), n, o) if b else n
+                for n, o, b in zip(new, c, carry_b)]
     new_cond = _trace(any_running, c_avals)
     new_body = _trace(masked_body, list(c_avals[:len(cc)]) + list(body_bat.in_avals))
     outs = while_p.bind(*cc, *cc, *bc, *carry, cond_jaxpr=new_cond, body_jaxpr=new_body,
                         body_nconsts=len(cc) + len(bc), **params)
-    return outs, [0] * len(outs)
+    return outs, [0 if b else None for b in carry_b]
 
 
 while_p = defprim("while", _while_impl, _while_shape, jvp=_while_jvp, transpose=_while_transpose,

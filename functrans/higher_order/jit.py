@@ -402,7 +402,9 @@ class JitFunction:
 
     def __init__(self, fun, static_argnums=None, donate_argnums=(), static_argnames=None):
         if not callable(fun):
-            raise TypeError(f"jit expects a callable, got {type(fun).__name__}")
+            raise TypeError(f"Expected a callable value, got {fun}")
+        if inspect.isgeneratorfunction(fun):
+            raise TypeError(f"Expected a function, got a generator function: {fun}")
         functools.update_wrapper(self, fun)
         self.fun = fun
         try:

@@ -15,6 +15,8 @@ def __getattr__(name):
     import importlib
     if name in _SUBPACKAGES:
         return importlib.import_module(f"{__name__}.{name}")
+    if name == "DataParallel":                  # torch.nn.DataParallel lives in nn.parallel
+        return importlib.import_module(f"{__name__}.parallel").DataParallel
     modules = importlib.import_module(f"{__name__}.modules")
     if name in _layer_names(modules):
         return getattr(modules, name)
@@ -32,4 +34,4 @@ def _layer_names(modules):
 def __dir__():
     import importlib
     modules = importlib.import_module(f"{__name__}.modules")
-    return sorted(set(globals()) | set(_SUBPACKAGES) | _layer_names(modules))
+    return sorted(set(globals()) | set(_SUBPACKAGES) | _layer_names(modules) | {"DataParallel"})

@@ -12,7 +12,7 @@ from ..core import Tracer, is_python_scalar, to_concrete
 from ..core.devices import cupy_module
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
-from ._promotion import _DEFAULT, _as_operand, _shape, _to_dtype, astype, _result_type
+from ._promotion import _DEFAULT, _as_operand, _shape, _to_dtype, astype, _result_type, dtype_arg
 from ._shapes import broadcast_to
 
 
@@ -68,11 +68,11 @@ def _shape_arg(shape):
 
 
 def zeros(shape, dtype=None):
-    return _np.zeros(_shape_arg(shape), dtype or _DEFAULT["f"])
+    return _np.zeros(_shape_arg(shape), dtype_arg(dtype) or _DEFAULT["f"])
 
 
 def ones(shape, dtype=None):
-    return _np.ones(_shape_arg(shape), dtype or _DEFAULT["f"])
+    return _np.ones(_shape_arg(shape), dtype_arg(dtype) or _DEFAULT["f"])
 
 
 def empty(shape, dtype=None):
@@ -81,6 +81,7 @@ def empty(shape, dtype=None):
 
 def full(shape, fill_value, dtype=None):
     shape = _shape_arg(shape)
+    dtype = dtype_arg(dtype)
     if isinstance(fill_value, Tracer):
         v = astype(fill_value, dtype) if dtype else fill_value
         return broadcast_to(v, shape)
@@ -90,6 +91,7 @@ def full(shape, fill_value, dtype=None):
 
 
 def _like(x, dtype, shape):
+    dtype = dtype_arg(dtype)
     s = _shape(x) if shape is None else shape
     return s, (dtype or _np.dtype(x.dtype) if not is_python_scalar(x) else _result_type(x)[0])
 
@@ -120,6 +122,7 @@ def arange(start, stop=None, step=None, dtype=None):
             raise core.ConcretizationTypeError(
                 f"arange needs concrete bounds, got the traced value {v.aval.str_short()}; "
                 "the length of the result must be known while tracing")
+    dtype = dtype_arg(dtype)
     if dtype is None:
         dtype = _result_type(*[v for v in (start, stop, step) if v is not None])[0]
     cs, ce, cp = (to_concrete(v) if isinstance(v, Tracer) else v for v in (start, stop, step))
@@ -234,7 +237,7 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
 
 
 def eye(N, M=None, k=0, dtype=None):
-    return _np.eye(N, M, k, dtype=dtype or _DEFAULT["f"])
+    return _np.eye(N, M, k, dtype=dtype_arg(dtype) or _DEFAULT["f"])
 
 
 def identity(n, dtype=None):

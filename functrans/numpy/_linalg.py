@@ -27,7 +27,21 @@ from ._indexing import diagonal
 # ---------------------------------------------------------------------------
 # linear algebra
 
-def matmul(a, b):
+def _product_params(precision, preferred_element_type):
+    """jax.numpy's keyword-only `precision` (checked; the CPU computes at the operands'
+    precision) and `preferred_element_type` (the result's dtype, or None)."""
+    la.canonicalize_precision(precision)
+    return None if preferred_element_type is None else core.check_dtype(preferred_element_type)
+
+
+def _preferred(out, dtype):
+    return out if dtype is None or out.dtype == dtype else \
+        ew.convert_element_type(out, new_dtype=dtype, weak_type=False)
+
+
+def matmul(a, b, *, precision=None, preferred_element_type=None):
+    if precision is not None or preferred_element_type is not None:
+        return _preferred(matmul(a, b), _product_params(precision, preferred_element_type))
     if (type(a) is _np.ndarray or isinstance(a, Tracer)) and \
             (type(b) is _np.ndarray or isinstance(b, Tracer)) and a.dtype == b.dtype and \
             len(a.shape) == 2 and len(b.shape) == 2 and a.shape[1] == b.shape[0]:
@@ -65,7 +79,9 @@ def matmul(a, b):
     return la.dot_general(x, y, dimension_numbers=(((nb + 1,), (nb,)), (bd, bd)))
 
 
-def dot(a, b):
+def dot(a, b, *, precision=None, preferred_element_type=None):
+    if precision is not None or preferred_element_type is not None:
+        return _preferred(dot(a, b), _product_params(precision, preferred_element_type))
     if ndim(a) == 0 or ndim(b) == 0:
         return multiply(a, b)
     if ndim(b) <= 2:
@@ -74,12 +90,15 @@ def dot(a, b):
     return la.dot_general(x, y, dimension_numbers=(((ndim(x) - 1,), (ndim(y) - 2,)), ((), ())))
 
 
-def vdot(a, b):
+def vdot(a, b, *, precision=None, preferred_element_type=None):
     """sum(conj(a) * b) over the flattened arrays (NumPy's vdot conjugates a)."""
-    return dot(ravel(conj(a)), ravel(b))
+    return dot(ravel(conj(a)), ravel(b), precision=precision,
+               preferred_element_type=preferred_element_type)
 
 
-def inner(a, b):
+def inner(a, b, *, precision=None, preferred_element_type=None):
+    if precision is not None or preferred_element_type is not None:
+        return _preferred(inner(a, b), _product_params(precision, preferred_element_type))
     if ndim(a) == 0 or ndim(b) == 0:
         return multiply(a, b)
     x, y = _promote_same_dtype([a, b])
@@ -90,7 +109,10 @@ def outer(a, b):
     return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
 
-def tensordot(a, b, axes=2):
+def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
+    if precision is not None or preferred_element_type is not None:
+        return _preferred(tensordot(a, b, axes),
+                          _product_params(precision, preferred_element_type))
     x, y = _promote_same_dtype([a, b])
     if isinstance(axes, int):
         ax = (tuple(range(ndim(x) - axes, ndim(x))), tuple(range(axes)))
@@ -135,10 +157,15 @@ def _take_diagonals(x, labels):
         pre, post = pre.replace(rep, ""), post.replace(rep, "") + rep
 
 
-def einsum(subscripts, *operands, optimize="optimal"):
+def einsum(subscripts, *operands, optimize="optimal", precision=None,
+           preferred_element_type=None):
     """NumPy's einsum: the subscripts string or the sublist form; an index repeated within
     one operand takes its diagonal ('ii->i'; 'ii' is the trace); operands of different
-    dtypes are promoted to one (JAX's promotion)."""
+    dtypes are promoted to one (JAX's promotion). precision and preferred_element_type are
+    jax.numpy's (see dot)."""
+    if precision is not None or preferred_element_type is not None:
+        dt = _product_params(precision, preferred_element_type)
+        return _preferred(einsum(subscripts, *operands, optimize=optimize), dt)
     if not isinstance(subscripts, str):
         subscripts, operands = _sublist_subscripts((subscripts,) + operands)
     operands = _promote_same_dtype(operands)      # mixed real/complex: all complex, as NumPy

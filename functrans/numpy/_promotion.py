@@ -93,11 +93,22 @@ def _takes_array_likes(fn):
 # conversion and promotion
 
 def _canonical_dtype(dt):
+    """A dtype argument: Python's bool, int, float and complex stand for the default dtype of
+    their kind (int32/float32 with jax_enable_x64 off), as in JAX."""
+    if dt is bool or dt is int or dt is float or dt is complex:   # (np.float64 == float)
+        return _DEFAULT[_np.dtype(dt).kind]
     return core.check_dtype(dt)
+
+
+def dtype_arg(dtype):
+    """A creation function's dtype= (None stays None), as _canonical_dtype reads it."""
+    return None if dtype is None else _canonical_dtype(dtype)
 
 
 def asarray(x, dtype=None):
     """An array (or the tracer itself) with float32/int32 defaults for Python data."""
+    if dtype is not None:
+        dtype = _canonical_dtype(dtype)
     if isinstance(x, Tracer):
         return x if dtype is None else astype(x, dtype)
     if hasattr(x, "__cuda_array_interface__"):

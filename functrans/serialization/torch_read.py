@@ -140,6 +140,17 @@ class safe_globals:
         _SAFE_GLOBALS.difference_update(self.safe_globals)
 
 
+def plain_class_flaw(cls):
+    """Why instances of cls cannot be rebuilt as plain data (a new instance by object's
+    __new__ and its saved __dict__), or None when they can."""
+    return ("its __new__ is its own" if cls.__new__ is not object.__new__ else
+            "it defines __setstate__" if hasattr(cls, "__setstate__") else
+            "it defines __reduce__" if cls.__reduce__ is not object.__reduce__ or
+            cls.__reduce_ex__ is not object.__reduce_ex__ else
+            "its instances have no __dict__ (__slots__)" if not hasattr(
+                object.__new__(cls), "__dict__") else None)
+
+
 def _user_global(full):
     for entry in _SAFE_GLOBALS:
         obj, name = entry if isinstance(entry, tuple) else (
@@ -307,7 +318,9 @@ class _Reader:
             elif op == b"R":                                # REDUCE
                 args, fn = stack.pop(), stack[-1]
                 if not isinstance(fn, _Call) or type(args) is not tuple:
-                    self.fail(f"calls {_describe(fn)}, which ft.load does not call")
+                    self.fail(f"calls {_describe(fn)}, which ft.load does not call" + (
+                        "; ft.load never calls a function named by a file, even one passed "
+                        "to add_safe_globals" if callable(fn) else ""))
                 stack[-1] = fn.fn(self, *args) if fn.name.startswith("torch._utils.") \
                     else fn.fn(*args)
             elif op == b"\x81":                             # NEWOBJ
@@ -343,18 +356,16 @@ class _Reader:
             return _dtype(name, self.file)
         obj = _user_global(full)
         if isinstance(obj, type):
-            bad = ("its __new__ is its own" if obj.__new__ is not object.__new__ else
-                   "it defines __setstate__" if hasattr(obj, "__setstate__") else
-                   "its instances have no __dict__ (__slots__)" if not hasattr(
-                       object.__new__(obj), "__dict__") else None)
+            bad = plain_class_flaw(obj)
             if bad is None:
                 return _PlainClass(obj)
             self.fail(f"names the allowlisted class {full}, but {bad}: ft.load rebuilds "
                       "allowlisted classes only as plain data (a new instance and its saved "
                       "attributes), without running their code")
         if obj is not None:
-            self.fail(f"names the function {full}; ft.load never calls a function named by "
-                      "a file, even one passed to add_safe_globals")
+            # an allowlisted function is a value (a module's `activation = F.relu`); REDUCE
+            # accepts only this module's rebuilders, so it is never called
+            return obj
         hint = (" (a TorchScript archive, from torch.jit.save: read it with torch.jit.load)"
                 if any(m.startswith(self.prefix + "code/") for m in self.archive.members)
                 else "")
@@ -460,6 +471,16 @@ def _ordered_dict(*args):
     return OrderedDict()
 
 
+def _set(items=()):
+    if type(items) is not list:
+        raise CheckpointError(f"ft.load: builtins.set of {_describe(items)}, not of a list")
+    return set(items)
+
+
+def _frozenset(items=()):
+    return frozenset(_set(items))
+
+
 def _size(dims=()):
     if not (isinstance(dims, tuple) and all(type(n) is int for n in dims)):
         raise CheckpointError(f"ft.load: torch.Size of {_describe(dims)}, not of ints")
@@ -467,6 +488,8 @@ def _size(dims=()):
 
 
 _GLOBALS = {
+    "builtins.set": _Call("builtins.set", _set),
+    "builtins.frozenset": _Call("builtins.frozenset", _frozenset),
     "collections.OrderedDict": _Call("collections.OrderedDict", _ordered_dict),
     "torch.Size": _Call("torch.Size", _size),
     "torch._utils._rebuild_tensor": _Call("torch._utils._rebuild_tensor", _Reader.tensor),

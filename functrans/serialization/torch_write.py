@@ -9,6 +9,7 @@ twice is written once (the pickle's memo). Nothing here pickles: only data is wr
 """
 from __future__ import annotations
 
+import inspect
 import struct
 import sys
 import zipfile
@@ -18,9 +19,9 @@ import numpy as np
 
 from ..facade.tensor import Tensor
 from ..facade.tensor_info import Size
-from ..nn.modules.module import Parameter
+from ..nn.modules.module import Module, Parameter
 from .archive import MAX_DEPTH, cannot_save
-from .torch_read import _STORAGES
+from .torch_read import _STORAGES, plain_class_flaw
 
 # the storage class torch.save writes for each dtype functrans has (the others: _rebuild_v3)
 _STORAGE_OF = {np.dtype(v): k + "Storage" for k, v in _STORAGES.items()
@@ -38,6 +39,7 @@ class _Writer:
         self.out = bytearray(b"\x80\x02")
         self.memo: dict = {}            # id(tensor) or a global's name -> its memo index
         self.plan = plan                # id(tensor) -> (key, storage class, numel, ...)
+        self.keep: list = []            # the plain objects memoized by id, kept alive
 
     def put(self):
         i = len(self.memo)
@@ -98,8 +100,16 @@ class _Writer:
                 "convert it (ft.from_numpy(a) for a tensor, a.item() or a.tolist() for "
                 "numbers) or save with format='npz', functrans's own format, which keeps "
                 "NumPy arrays")
+        if isinstance(obj, (set, frozenset)) and type(obj) in (set, frozenset):
+            self.glob("builtins", type(obj).__name__)      # as pickle: set(list), REDUCE
+            self.obj(sorted(obj, key=repr), where, depth + 1)
+            self.out += b"\x85" + _OPS["reduce"]
+            return True
         if not isinstance(obj, (dict, list, tuple)):
-            raise cannot_save(obj, where)
+            if depth >= MAX_DEPTH:
+                raise ValueError(f"ft.save: {where} is nested more than {MAX_DEPTH} levels "
+                                 "deep; flatten the object before saving")
+            return self.named(obj, where) or self.plain(obj, where, depth)
         if depth >= MAX_DEPTH:
             raise ValueError(f"ft.save: {where} is nested more than {MAX_DEPTH} levels deep "
                              "(dicts, lists and tuples); flatten the object before saving")
@@ -139,6 +149,41 @@ class _Writer:
             if state:                       # torch's state dicts carry `_metadata`
                 self.obj(dict(state), f"{where}.__dict__", depth + 1)
                 self.out += _OPS["build"]
+        return True
+
+    def named(self, obj, where):
+        """A module-level function or class, written by name (GLOBAL), as pickle does; False
+        for anything else."""
+        if not isinstance(obj, type) and not inspect.isfunction(obj):
+            return False
+        found = _importable(obj)       # (a decorated function: its name finds the original)
+        if found is None or found not in (obj, getattr(obj, "__wrapped__", None)):
+            raise TypeError(f"ft.save: {obj!r} at {where} cannot be found again by its name "
+                            f"{obj.__module__}.{obj.__qualname__} (a local or a lambda); only "
+                            "module-level functions and classes are saved, by name")
+        self.glob(obj.__module__, obj.__qualname__)
+        return True
+
+    def plain(self, obj, where, depth):
+        """An instance as a protocol-2 pickle writes a plain object: its class by name, NEWOBJ
+        with no arguments, BUILD from its __dict__ (torch.save of a whole module). Only what
+        ft.load can rebuild without running the class's code is written: a class found by its
+        name, object's __new__ and no __setstate__, __reduce__ or __slots__."""
+        key = ("obj", id(obj))
+        if key in self.memo:
+            return self.get(self.memo[key])
+        cls = type(obj)
+        if not plain_data(obj) or _importable(cls) is not cls or (
+                not isinstance(obj, Module) and callable(getattr(obj, "state_dict", None))):
+            raise cannot_save(obj, where, "whole modules and plain objects (attributes only), ")
+        self.glob(cls.__module__, cls.__qualname__)
+        self.out += b")\x81"                                      # EMPTY_TUPLE, NEWOBJ
+        self.memo[key] = self.put()
+        self.keep.append(obj)
+        state = vars(obj)
+        if state:
+            self.obj(dict(state), f"{where}.__dict__", depth + 1)
+            self.out += _OPS["build"]
         return True
 
     def tensor(self, t):
@@ -185,14 +230,39 @@ def encode(obj):
     return bytes(w.out), storages
 
 
-def _tensors_in(obj, out, depth):
+def _tensors_in(obj, out, depth, seen=None):
+    seen = set() if seen is None else seen
     if isinstance(obj, Tensor):
         out.setdefault(id(obj), obj)
-    elif isinstance(obj, (dict, list, tuple)) and depth < MAX_DEPTH:
-        for v in (obj.values() if isinstance(obj, dict) else obj):
-            _tensors_in(v, out, depth + 1)
-        if type(obj) is OrderedDict:
-            _tensors_in(list(vars(obj).values()), out, depth + 1)
+    elif depth >= MAX_DEPTH or id(obj) in seen:
+        return
+    elif isinstance(obj, (dict, list, tuple, set, frozenset)) or plain_data(obj):
+        seen.add(id(obj))           # (obj is alive throughout: its id stays its own)
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            items = list(obj)
+        else:
+            items = list(obj.values()) if isinstance(obj, dict) else []
+            if type(obj) is OrderedDict or not isinstance(obj, dict):
+                items += list(vars(obj).values())
+        for v in items:
+            _tensors_in(v, out, depth + 1, seen)
+
+
+def plain_data(obj):
+    """True for an instance that a pickle stores as its class and __dict__ alone, and that
+    ft.load rebuilds without running its class's code (torch_read's rule, shared)."""
+    cls = type(obj)
+    return (not isinstance(obj, type) and hasattr(obj, "__dict__") and not callable(obj)
+            or isinstance(obj, Module)) and not plain_class_flaw(cls)
+
+
+def _importable(obj):
+    """What obj's module-level name finds (None when nothing or something else)."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    found = module
+    for part in getattr(obj, "__qualname__", "<>").split("."):
+        found = getattr(found, part, None)
+    return found
 
 
 def _host(t):

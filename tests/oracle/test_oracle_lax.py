@@ -136,7 +136,9 @@ UNARY = {"abs": real, "acos": unit, "asin": unit, "atan": real, "ceil": real, "c
          "round": lambda dt: np.array([[0.5, 1.5, 2.5, -0.5], [-1.5, -2.5, 0.49, 3.7],
                                        [-0.0, 0.0, 7.5, -7.5]], dt),
          "stop_gradient": real}
-NO_GRAD = {"is_finite", "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "iota"}
+NO_GRAD = {"is_finite", "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "iota",
+           "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left",
+           "shift_right_logical", "empty", "conj", "real", "imag"}
 BINARY = {"add": pair, "sub": pair, "mul": pair, "div": lambda dt: (real(dt), nonzero(dt)),
           "max": pair, "min": pair, "atan2": pair,
           "pow": lambda dt: (positive(dt) + np.asarray(0.5, dt), real(dt, -2, 2)),
@@ -184,6 +186,27 @@ LAX.update({
     "dynamic_update_slice": (lambda dt: (real(dt, shape=(4, 5)), real(dt, shape=(2, 2),
                                                                        seed=4)),
                              ((3, 1),), {}),
+    "conv_general_dilated": (lambda dt: (real(dt, shape=(2, 4, 6, 5)),
+                                         real(dt, shape=(6, 2, 3, 2), seed=3)),
+                             ((2, 1), ((1, 0), (2, 1)), (1, 2), (2, 1), None, 2), {}),
+    "conv": (lambda dt: (real(dt, shape=(2, 3, 6, 5)), real(dt, shape=(4, 3, 3, 2), seed=3)),
+             ((1, 2), "SAME"), {}),
+    "conv_with_general_padding": (lambda dt: (real(dt, shape=(2, 3, 6, 5)),
+                                              real(dt, shape=(4, 3, 3, 2), seed=3)),
+                                  ((2, 1), ((1, 1), (0, -1)), (1, 1), (2, 1)), {}),
+    "conv_transpose": (lambda dt: (real(dt, shape=(2, 5, 6, 3)),
+                                   real(dt, shape=(3, 2, 3, 4), seed=3)),
+                       ((2, 1), "SAME"), {}),
+    "conv_transpose_kernel": (lambda dt: (real(dt, shape=(2, 3, 5, 6)),
+                                          real(dt, shape=(3, 4, 3, 2), seed=3)), (), {
+        "call": lambda lax, x, w: lax.conv_transpose(
+            x, w, (2, 3), ((1, 2), (0, 1)), (1, 2), ("NCHW", "IOHW", "NHCW"),
+            transpose_kernel=True)}),
+    "conv_batch_group_count": (lambda dt: (real(dt, shape=(4, 5, 6, 3)),
+                                           real(dt, shape=(3, 2, 3, 4), seed=3)), (), {
+        "call": lambda lax, x, w: lax.conv_general_dilated(
+            x, w, (1, 2), "VALID", dimension_numbers=("NHWC", "HWIO", "NCHW"),
+            batch_group_count=2)}),
     "gather": (lambda dt: (real(dt), np.array([[2], [0]], np.int32)),
                (None, (1, 4)), {"call": lambda lax, x, i: lax.gather(
                    x, i, lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,),
@@ -193,6 +216,30 @@ LAX.update({
                     x, i, u, lax.ScatterDimensionNumbers(
                         update_window_dims=(1,), inserted_window_dims=(0,),
                         scatter_dims_to_operand_dims=(0,)))}),
+    "acosh": (lambda dt: (positive(dt) + np.asarray(1, dt),), (), {}),
+    "asinh": (lambda dt: (real(dt),), (), {}),
+    "atanh": (lambda dt: (unit(dt) * np.asarray(0.9, dt),), (), {}),
+    "square": (lambda dt: (real(dt),), (), {}),
+    "clamp": (lambda dt: (np.asarray(-0.5, dt), real(dt), np.asarray(0.75, dt)), (),
+              {"argnums": 1}),
+    "full": (lambda dt: (), ((2, 3), 1.5), {"transforms": ("value", "jit")}),
+    "full_like": (lambda dt: (real(dt),), (2.0, np.int32), {"transforms": ("value", "jit")}),
+    "empty": (lambda dt: (), ((0, 3), np.float32), {"transforms": ("value", "jit")}),
+    "dot": (lambda dt: (real(dt), real(dt, shape=(4, 2), seed=5)), (), {}),
+    "dot_precision": (lambda dt: (real(dt), real(dt, shape=(4, 2), seed=5)), (), {
+        "call": lambda lax, x, y: lax.dot(x, y, precision=lax.Precision.HIGHEST,
+                                          preferred_element_type=x.dtype)}),
+    "conj": (lambda dt: (real(dt),), (), {"transforms": ("value", "jit")}),
+    "real": (lambda dt: (real(dt) + 1j * real(dt, seed=2),), (),
+             {"transforms": ("value", "jit")}),
+    "imag": (lambda dt: (real(dt) + 1j * real(dt, seed=2),), (),
+             {"transforms": ("value", "jit")}),
+    "bitwise_and": (lambda dt: (ints(), ints()[::-1].copy()), (), {}),
+    "bitwise_or": (lambda dt: (ints() > 0, ints()[::-1] > 0), (), {}),
+    "bitwise_xor": (lambda dt: (ints(), ints()[::-1].copy()), (), {}),
+    "bitwise_not": (lambda dt: (ints(),), (), {}),
+    "shift_left": (lambda dt: (ints(), np.abs(ints()[::-1]) % 5), (), {}),
+    "shift_right_logical": (lambda dt: (np.abs(ints()), np.abs(ints()[::-1]) % 5), (), {}),
     "scatter_add": (lambda dt: (real(dt), np.array([[2], [2]], np.int32),
                                 real(dt, shape=(2, 4))),
                     (), {"call": lambda lax, x, i, u: lax.scatter_add(
@@ -304,10 +351,68 @@ def test_lax(case_id):
 
 def test_every_shared_lax_function_is_a_case():
     shared = {n for n in dir(ft.lax) if not n.startswith("_") and hasattr(jax.lax, n)
-              and callable(getattr(jax.lax, n))}
-    assert shared <= set(LAX) | set(COLLECTIVES) | {"cond", "switch", "while_loop",
+              and callable(getattr(jax.lax, n)) and not isinstance(getattr(jax.lax, n), type)}
+    assert shared <= set(LAX) | set(COLLECTIVES) | set(CONV_HELPERS) | {
+                                                     "cond", "switch", "while_loop",
                                                      "fori_loop", "scan", "map",
                                                      "associative_scan", "platform_dependent"}
+
+
+# ---------------------------------------------------------------------------------------
+# the convolutions' helpers (static values) and errors, eagerly
+_X4, _W4 = np.ones((2, 4, 5, 5), np.float32), np.ones((6, 2, 3, 3), np.float32)
+CONV_HELPERS = {
+    "conv_dimension_numbers": lambda L: tuple(L.lax.conv_dimension_numbers(
+        (2, 5, 6, 3), (3, 2, 3, 4), ("NHWC", "HWIO", "NCWH"))),
+    "ConvDimensionNumbers": lambda L: tuple(L.lax.ConvDimensionNumbers(
+        lhs_spec=(0, 2, 1), rhs_spec=(1, 0, 2), out_spec=(0, 1, 2))),
+    "padtype_to_pads": lambda L: [tuple(L.lax.padtype_to_pads((7, 6, 5), (3, 2, 4), (2, 1, 3),
+                                                              p))
+                                  for p in ("SAME", "VALID", "same_lower")],
+}
+CONV_ERRORS = {     # name -> (fn, a pattern both errors match)
+    "groups": (lambda L: L.lax.conv_general_dilated(_X4, _W4, (1, 1), "SAME"),
+               r"4 // 1 != 2"),
+    "out_groups": (lambda L: L.lax.conv_general_dilated(
+        _X4, np.ones((5, 2, 3, 3), np.float32), (1, 1), "SAME", feature_group_count=2),
+        r"5 is not a multiple of 2"),
+    "batch_groups": (lambda L: L.lax.conv_general_dilated(
+        _X4, np.ones((6, 4, 3, 3), np.float32), (1, 1), "SAME", batch_group_count=4),
+        r"batch_group_count must divide lhs batch dimension size"),
+    "ndim": (lambda L: L.lax.conv_general_dilated(_X4, np.ones((6, 4, 3), np.float32), (1, 1),
+                                                  "SAME"), r"ndim to be equal, got 4 and 3"),
+    "strides": (lambda L: L.lax.conv_general_dilated(_X4, _W4, (1,), "SAME",
+                                                     feature_group_count=2),
+                r"window_strides must have the same number of dimensions"),
+    "dtypes": (lambda L: L.lax.conv_general_dilated(_X4, _W4.astype(np.int32), (1, 1), "SAME",
+                                                    feature_group_count=2),
+               r"same dtypes, got float32"),
+    "padding_type": (lambda L: L.lax.conv(_X4, np.ones((6, 4, 3, 3), np.float32), (1, 1),
+                                          "FOO"), r"Unrecognized padding type"),
+    "padding_pairs": (lambda L: L.lax.conv(_X4, np.ones((6, 4, 3, 3), np.float32), (1, 1),
+                                           (1, 1)), r"sequence of \(low, high\) pairs"),
+    "string_dilated": (lambda L: L.lax.conv_general_dilated(
+        _X4, np.ones((6, 4, 3, 3), np.float32), (1, 1), "SAME", lhs_dilation=(2, 1)),
+        r"String padding is not implemented for transposed convolution"),
+    "spec_chars": (lambda L: L.lax.conv_dimension_numbers(
+        (2, 4, 5, 5), (6, 4, 3, 3), ("NCHW", "OIHW", "NCHX")),
+        r"must each have the same set of spatial characters"),
+    "spec_len": (lambda L: L.lax.conv_dimension_numbers(
+        (2, 4, 5, 5), (6, 4, 3, 3), ("NCHW", "OIHW", "NCH")),
+        r"dimension_numbers\[2\] must have len equal to the ndim"),
+}
+CONV_IDS = ([f"lax:conv:{n}" for n in CONV_HELPERS]
+            + [f"lax:conv:error:{n}" for n in CONV_ERRORS])
+register(*CONV_IDS)
+
+
+@pytest.mark.parametrize("case_id", CONV_IDS)
+def test_lax_conv_helpers(case_id):
+    name = case_id.split(":")[-1]
+    if name in CONV_HELPERS:
+        return case(case_id, lambda: both(CONV_HELPERS[name]))
+    fn, pattern = CONV_ERRORS[name]
+    case(case_id, lambda: both(fn, error=pattern))
 
 
 # ---------------------------------------------------------------------------------------

@@ -406,6 +406,26 @@ one("conv1d:same", lambda L, x, w: F(L).conv1d(x, w, padding="same"), randn(2, 3
     randn(4, 3, 4, seed=1))
 one("conv1d:unbatched", lambda L, x, w: F(L).conv1d(x, w, padding=(1,)), randn(3, 6),
     randn(4, 3, 3, seed=1))
+both("conv3d", lambda L, x, w, b: F(L).conv3d(x, w, b, stride=(1, 2, 1), padding=1, groups=2),
+     lambda dt: (randn(2, 4, 5, 6, 4, dtype=dt), randn(6, 2, 3, 2, 2, dtype=dt, seed=1),
+                 randn(6, dtype=dt, seed=2)))
+one("conv3d:unbatched_same_dilation", lambda L, x, w: F(L).conv3d(x, w, padding="same",
+                                                                   dilation=(1, 2, 1)),
+    randn(2, 4, 5, 3), randn(3, 2, 2, 2, 3, seed=1))
+one("conv3d:wrong_channels", lambda L, x, w: F(L).conv3d(x, w), randn(1, 2, 3, 3, 3),
+    randn(4, 3, 2, 2, 2, seed=1), error=r"expected input\[1, 2, 3, 3, 3\] to have 3 channels")
+one("conv3d:kernel_too_big", lambda L, x, w: F(L).conv3d(x, w), randn(1, 2, 2, 2, 2),
+    randn(4, 2, 3, 3, 3, seed=1), error=r"padded input size per channel: \(2 x 2 x 2\)")
+one("conv3d:wrong_ndim", lambda L, x, w: F(L).conv3d(x, w), randn(2, 3, 3),
+    randn(4, 2, 2, 2, 2, seed=1), error=r"Expected 4D .unbatched. or 5D .batched. input")
+# grad-of-grad (a gradient penalty, as WGAN-GP's critic): the convolution's transpose rules
+# are convolutions, differentiated again
+one("conv2d:grad_of_grad", lambda L, x, w: (L.autograd.grad(
+    (F(L).conv2d(x, w, stride=2, padding=1, groups=2) ** 2).sum(), x, create_graph=True)[0]
+    ** 2).sum(), randn(2, 4, 6, 5), randn(6, 2, 3, 3, seed=1))
+one("conv1d:grad_of_grad", lambda L, x, w: (L.autograd.grad(
+    F(L).conv1d(x, w, dilation=2).tanh().sum(), w, create_graph=True)[0] ** 2).sum(),
+    randn(2, 3, 9), randn(4, 3, 3, seed=1))
 one("conv1d:wrong_ndim", lambda L, x, w: F(L).conv1d(x, w), randn(1, 2, 3, 6),
     randn(4, 3, 3, seed=1), error="Expected 2D .unbatched. or 3D .batched. input to conv1d")
 
@@ -842,6 +862,10 @@ mod("Conv2d", mse_build(conv_net), batches((3, 2, 8, 8), (3, 2)))
 mod("Conv2d:two_steps", mse_build(conv_net), batches((3, 2, 8, 8), (3, 2)), steps=2)
 mod("Conv2d:f32", mse_build(conv_net, dtype="float32"),
     batches((3, 2, 8, 8), (3, 2), dtype=np.float32))
+mod("Conv3d", mse_build(lambda L: L.nn.Sequential(
+    L.nn.Conv3d(2, 4, (2, 3, 2), stride=(1, 2, 1), padding=(1, 0, 1), groups=2), L.nn.ReLU(),
+    L.nn.Conv3d(4, 3, 2, padding="same", padding_mode="circular", bias=False), L.nn.Flatten(),
+    L.nn.Linear(3 * 5 * 2 * 5, 2))), batches((3, 2, 4, 6, 4), (3, 2)))
 mod("Conv2d:groups_same_no_bias", mse_build(lambda L: L.nn.Sequential(
     L.nn.Conv2d(4, 6, 3, padding="same", groups=2, bias=False), L.nn.Flatten(),
     L.nn.Linear(6 * 16, 2))), batches((2, 4, 4, 4), (2, 2)))
@@ -2021,6 +2045,9 @@ both("conv_transpose2d", lambda L, x, w, b: F(L).conv_transpose2d(x, w, b, strid
 one("conv_transpose2d:output_padding_groups_dilation",
     lambda L, x, w: F(L).conv_transpose2d(x, w, None, (2, 3), (2, 1), (1, 2), 2, (2, 1)),
     randn(2, 4, 5, 6), randn(4, 1, 3, 2, seed=1))
+one("conv_transpose2d:grad_of_grad", lambda L, x, w: (L.autograd.grad(
+    (F(L).conv_transpose2d(x, w, stride=2, padding=1, output_padding=1) ** 2).sum(), x,
+    create_graph=True)[0] ** 2).sum(), randn(2, 3, 4, 3), randn(3, 2, 3, 3, seed=1))
 one("conv_transpose2d:unbatched", lambda L, x, w: F(L).conv_transpose2d(x, w), randn(4, 3, 3),
     randn(4, 2, 2, 2, seed=1))
 one("conv_transpose2d:channels", lambda L, x, w: F(L).conv_transpose2d(x, w), randn(1, 5, 3, 3),
@@ -2093,6 +2120,20 @@ one("pixel_shuffle:channels", lambda L, x: F(L).pixel_shuffle(x, 2), randn(1, 5,
           "of upscale_factor, but input.size.-3.=5 is not divisible by 4")
 both("pixel_unshuffle", lambda L, x: F(L).pixel_unshuffle(x, 2),
      lambda dt: (randn(3, 2, 4, 6, dtype=dt),))
+# (the full tables of these are tests/oracle/test_oracle_grid_ctc.py's)
+both("grid_sample", lambda L, x, g: F(L).grid_sample(x, g, align_corners=False),
+     lambda dt: (randn(2, 3, 4, 5, dtype=dt), np.tanh(randn(2, 3, 2, 2, dtype=dt, seed=1))))
+both("affine_grid", lambda L, t: F(L).affine_grid(t, (2, 3, 4, 5), align_corners=True),
+     lambda dt: (randn(2, 2, 3, dtype=dt),))
+both("ctc_loss", lambda L, x: F(L).ctc_loss(x.log_softmax(2), L.tensor([[1, 2], [3, 3]]),
+                                            [6, 5], [2, 2]),
+     lambda dt: (randn(6, 2, 4, dtype=dt),))
+add("module:CTCLoss:sum", lambda: facade(
+    lambda L, x: L.nn.CTCLoss(blank=3, reduction="sum")(x.log_softmax(2),
+                                                        L.tensor([[1, 2], [0, 0]]), [6, 5],
+                                                        [2, 1]), randn(6, 2, 4)))
+add("module:DataParallel:forward", lambda: facade(
+    lambda L, x: L.nn.DataParallel(L.nn.Softmax(dim=1))(x), randn(4, 3)))
 both("instance_norm", lambda L, x, w, b: F(L).instance_norm(x, weight=w, bias=b),
      lambda dt: (randn(2, 3, 4, 5, dtype=dt), randn(3, dtype=dt, seed=1),
                  randn(3, dtype=dt, seed=2)))

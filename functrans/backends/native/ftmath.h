@@ -734,13 +734,15 @@ FTM_INL double tan(double x) { return __builtin_tan(x); }
 #endif
 // libm (scalar)
 FTM_INL double pow(double x, double y) { return detail::pow(x, y); }
+FTM_INL double lgamma(double x) { return __builtin_lgamma(x); }       // primitives/special.py
+FTM_INL double erfc(double x) { return __builtin_erfc(x); }
 FTM_INL double fmod(double x, double y) { return __builtin_fmod(x, y); }
 
 // ---- float: the float-arithmetic functions above, else the double function rounded once ----
 #define FTM_F1(NAME) FTM_INL float NAME(float x) { return (float)NAME((double)x); }
 FTM_F1(sinh) FTM_F1(cosh) FTM_F1(rint) FTM_F1(floor) FTM_F1(ceil) FTM_F1(round) FTM_F1(fabs)
 FTM_F1(asin) FTM_F1(acos) FTM_F1(atan) FTM_F1(asinh)
-FTM_F1(acosh) FTM_F1(atanh)
+FTM_F1(acosh) FTM_F1(atanh) FTM_F1(lgamma) FTM_F1(erfc)
 #undef FTM_F1
 // The float transcendentals below are out-of-line vector clones, one per function, ISA and
 // vector length of 16 (the main loop) or 8 lanes (the epilogue of an AVX-512 loop: f32[8])
@@ -791,4 +793,5 @@ FTM_INL long long abs(long long x) { return x < 0 ? -x : x; }
   using ftm::atanh; using ftm::erf; using ftm::sqrt; using ftm::fabs; using ftm::floor;  \
   using ftm::ceil; using ftm::round; using ftm::rint; using ftm::atan2; using ftm::pow;  \
   using ftm::fmod; using ftm::rsqrt; using ftm::isfinite; using ftm::abs;               \
+  using ftm::lgamma; using ftm::erfc;                                                    \
   using ftm::__int_as_float; using ftm::__longlong_as_double

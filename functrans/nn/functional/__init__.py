@@ -15,8 +15,8 @@ from ._activations import (  # noqa: F401
     dropout, elu, gelu, hardtanh, leaky_relu, log_softmax, logsigmoid, mish, relu, relu6, relu_,
     sigmoid, silu, softmax, softmin, softplus, tanh, threshold, threshold_)
 from ._normalization import batch_norm, group_norm, instance_norm, layer_norm  # noqa: F401
-from ._conv import (_pair, _single, adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, max_pool2d,  # noqa: F401
-                    pad)
+from ._conv import (_pair, _single, _triple, adaptive_avg_pool2d, avg_pool2d, conv1d,  # noqa: F401
+                    conv2d, conv3d, max_pool2d, pad)
 from ._fold import conv_transpose1d, conv_transpose2d, fold, unfold  # noqa: F401
 from ._image import (dropout1d, dropout2d, dropout3d, interpolate, pixel_shuffle,  # noqa: F401
                      pixel_unshuffle, upsample)
@@ -24,6 +24,8 @@ from ._losses import (  # noqa: F401
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div,
     l1_loss, mse_loss, nll_loss, smooth_l1_loss)
 from ._attention import scaled_dot_product_attention  # noqa: F401
+from ._grid import affine_grid, grid_sample  # noqa: F401
+from ._ctc import ctc_loss  # noqa: F401
 from ._misc import cosine_similarity, flatten, normalize  # noqa: F401
 from ._dispatch import tensor_arguments as _tensor_arguments
 

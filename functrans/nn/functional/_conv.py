@@ -1,16 +1,17 @@
-"""ft.nn.functional's convolution and pooling (im2col by strided slices, then one contraction),
-and pad."""
+"""ft.nn.functional's convolution (the conv_general_dilated primitive), pooling (im2col by
+strided slices) and pad."""
 from __future__ import annotations
 
 import numpy as np
 
+from ... import lax
 from ... import numpy as fnp
 from ...facade.inplace import _cname, _tname
 from ._dispatch import _call, _ndim, _shape, _squeeze0, _unsqueeze0
 
 
 # ---------------------------------------------------------------------------
-# convolution and pooling (im2col by strided slices, then one contraction)
+# convolution (one primitive) and pooling (im2col by strided slices)
 
 
 def _pair(v, name="kernel_size"):
@@ -36,38 +37,34 @@ def _windows(x, kh, kw, stride, dilation, oh, ow):
     return fnp.stack(cols, axis=2)
 
 
-def _conv2d_fn(x, w, *b, stride, pads, dilation, groups):
-    n, c = x.shape[0], x.shape[1]
-    o, cg, kh, kw = w.shape
-    (pt, pb), (pl, pr) = pads
-    if pt or pb or pl or pr:
-        x = fnp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    hp, wp = x.shape[2], x.shape[3]
-    oh = (hp - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    ow = (wp - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    if kh == 1 and kw == 1 and stride == (1, 1):
-        cols = fnp.reshape(x, (n, c, oh * ow))
-    else:
-        cols = fnp.reshape(_windows(x, kh, kw, stride, dilation, oh, ow), (n, c * kh * kw, oh * ow))
-    # one batched contraction; its output is already (n, o, L): no transposes to copy
-    if groups == 1:
-        out = fnp.matmul(fnp.reshape(w, (o, cg * kh * kw)), cols)
-    else:
-        cols = fnp.reshape(cols, (n, groups, cg * kh * kw, oh * ow))
-        out = fnp.matmul(fnp.reshape(w, (groups, o // groups, cg * kh * kw)), cols)
-    out = fnp.reshape(out, (n, o, oh, ow))
+def _conv_fn(x, w, *b, stride, pads, dilation, groups):
+    """conv1d/2d/3d as one op: the conv_general_dilated primitive (N, C, ...) * (O, C/groups,
+    ...), then the bias."""
+    out = lax.conv_general_dilated(x, w, stride, pads, rhs_dilation=dilation,
+                                   feature_group_count=groups)
     if b:
-        out = out + fnp.reshape(b[0], (1, o, 1, 1))
+        out = out + fnp.reshape(b[0], (1, -1) + (1,) * len(stride))
     return out
 
 
-def _conv_pads(padding, kernel, dilation, stride, what="conv2d"):
-    """((top, bottom), (left, right)) from an int, a pair, 'valid' or 'same'."""
+def _triple(v, name="kernel_size"):
+    if isinstance(v, int):
+        return (v, v, v)
+    v = tuple(int(a) for a in v)
+    if len(v) == 1:
+        return v * 3
+    if len(v) != 3:
+        raise ValueError(f"{name} must be an int or a triple of ints, got {v}")
+    return v
+
+
+def _conv_pads(padding, kernel, dilation, stride, tuple_of):
+    """(lo, hi) per spatial dim from an int, a tuple (read by tuple_of), 'valid' or 'same'."""
     if isinstance(padding, str):
         if padding == "valid":
-            return ((0, 0), (0, 0))
+            return ((0, 0),) * len(kernel)
         if padding == "same":
-            if stride != (1, 1):     # (the layers' constructors raise ValueError instead)
+            if any(s != 1 for s in stride):  # (the layers' constructors raise ValueError)
                 raise RuntimeError("padding='same' is not supported for strided convolutions")
             pads = []
             for k, d in zip(kernel, dilation):
@@ -76,25 +73,7 @@ def _conv_pads(padding, kernel, dilation, stride, what="conv2d"):
             return tuple(pads)
         raise ValueError(f"Invalid padding string '{padding}', should be one of "
                          "{'valid', 'same'}")
-    ph, pw = _pair(padding, "padding")
-    return ((ph, ph), (pw, pw))
-
-
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """2-D cross-correlation of (N, C, H, W) (or (C, H, W)) with weight (O, C/groups, kh, kw)."""
-    unbatched = _ndim(input) == 3
-    if unbatched:
-        input = _unsqueeze0(input)
-    if _ndim(input) != 4:
-        raise RuntimeError(f"Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
-                           f"input of size: {list(_shape(input))}")
-    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
-    _check_conv_dtypes(input, weight, bias)
-    pads = _check_conv(_shape(input), _shape(weight), stride, padding, dilation, groups)
-    args = (input, weight) if bias is None else (input, weight, bias)
-    out = _call("ConvolutionBackward0", _conv2d_fn, args, stride=stride, pads=pads,
-                dilation=dilation, groups=int(groups))
-    return _squeeze0(out) if unbatched else out
+    return tuple((p, p) for p in tuple_of(padding, "padding"))
 
 
 def _check_conv_dtypes(input, weight, bias):
@@ -107,29 +86,24 @@ def _check_conv_dtypes(input, weight, bias):
                            f"({_cname(np.dtype(bias.dtype))}) should be the same")
 
 
-def _check_conv(si, sw, stride, padding, dilation, groups, one_d=False):
-    """torch's checks of a batched convolution's shapes (conv1d's given as conv2d's over a
-    height of one, one_d=True, and reported in 1-D); returns the padding pairs."""
-    o, cg, kh, kw = sw
+def _check_conv(si, sw, stride, padding, dilation, groups, tuple_of):
+    """torch's checks of a batched convolution's shapes; returns the padding pairs."""
+    o, cg, ks = sw[0], sw[1], sw[2:]
     c = si[1]
-    show = (lambda s: list(s[:2]) + list(s[3:])) if one_d else list
     if c != cg * groups:
-        raise RuntimeError(f"Given groups={groups}, weight of size {show(sw)}, "
-                           f"expected input{show(si)} to have {cg * groups} channels, "
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(sw)}, "
+                           f"expected input{list(si)} to have {cg * groups} channels, "
                            f"but got {c} channels instead")
     if o % groups:
         raise RuntimeError("out_channels must be divisible by groups")
-    pads = _conv_pads(padding, (kh, kw), dilation, stride)
-    hp = si[2] + pads[0][0] + pads[0][1]
-    wp = si[3] + pads[1][0] + pads[1][1]
-    if hp < dilation[0] * (kh - 1) + 1 or wp < dilation[1] * (kw - 1) + 1:
-        if one_d:
-            raise RuntimeError(f"Calculated padded input size per channel: ({wp}). Kernel size: "
-                               f"({dilation[1] * (kw - 1) + 1}). Kernel size can't be greater "
-                               "than actual input size")
-        raise RuntimeError(f"Calculated padded input size per channel: ({hp} x {wp}). Kernel "
-                           f"size: ({dilation[0] * (kh - 1) + 1} x {dilation[1] * (kw - 1) + 1}). "
-                           "Kernel size can't be greater than actual input size")
+    pads = _conv_pads(padding, ks, dilation, stride, tuple_of)
+    padded = [n + lo + hi for n, (lo, hi) in zip(si[2:], pads)]
+    spans = [d * (k - 1) + 1 for k, d in zip(ks, dilation)]
+    if any(p < k for p, k in zip(padded, spans)):
+        raise RuntimeError(f"Calculated padded input size per channel: "
+                           f"({' x '.join(map(str, padded))}). Kernel size: "
+                           f"({' x '.join(map(str, spans))}). Kernel size can't be greater "
+                           "than actual input size")
     return pads
 
 
@@ -143,33 +117,47 @@ def _single(v, name):
     return int(v)
 
 
-def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """1-D cross-correlation of (N, C, L) (or (C, L)) with weight (O, C/groups, k): conv2d
-    over a height of one."""
-    if _ndim(input) not in (2, 3):
-        raise RuntimeError(f"Expected 2D (unbatched) or 3D (batched) input to conv1d, but got "
-                           f"input of size: {list(_shape(input))}")
-    if _ndim(weight) != 3:
+def _one(v, name):
+    return (_single(v, name),)
+
+
+def _conv(name, nsp, tuple_of, input, weight, bias, stride, padding, dilation, groups):
+    """conv1d/2d/3d: torch's checks, then one ConvolutionBackward0 op over the
+    conv_general_dilated primitive (an unbatched input gets a batch of one around it)."""
+    nd = _ndim(input)
+    if nd not in (nsp + 1, nsp + 2):
+        raise RuntimeError(f"Expected {nsp + 1}D (unbatched) or {nsp + 2}D (batched) input to "
+                           f"{name}, but got input of size: {list(_shape(input))}")
+    if nsp == 1 and _ndim(weight) != 3:
         raise RuntimeError(f"conv1d: weight must be 3-D (out_channels, in_channels/groups, "
                            f"kernel), got size {list(_shape(weight))}")
-    unbatched = _ndim(input) == 2
+    unbatched = nd == nsp + 1
     if unbatched:
         input = _unsqueeze0(input)
-    pad = padding if isinstance(padding, str) else (0, _single(padding, "padding"))
-    stride, dilation = (1, _single(stride, "stride")), (1, _single(dilation, "dilation"))
-    si, sw = _shape(input), _shape(weight)
+    stride, dilation = tuple_of(stride, "stride"), tuple_of(dilation, "dilation")
     _check_conv_dtypes(input, weight, bias)
-    pads = _check_conv(si[:2] + (1,) + si[2:], sw[:2] + (1,) + sw[2:], stride, pad, dilation,
-                       groups, one_d=True)
+    pads = _check_conv(_shape(input), _shape(weight), stride, padding, dilation, groups,
+                       tuple_of)
     args = (input, weight) if bias is None else (input, weight, bias)
-    out = _call("ConvolutionBackward0", _conv1d_fn, args, stride=stride, pads=pads,
+    out = _call("ConvolutionBackward0", _conv_fn, args, stride=stride, pads=pads,
                 dilation=dilation, groups=int(groups))
     return _squeeze0(out) if unbatched else out
 
 
-def _conv1d_fn(x, w, *b, **kw):
-    """conv1d as one op: _conv2d_fn over a height of one."""
-    return fnp.squeeze(_conv2d_fn(fnp.expand_dims(x, -2), fnp.expand_dims(w, 2), *b, **kw), -2)
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D cross-correlation of (N, C, L) (or (C, L)) with weight (O, C/groups, k)."""
+    return _conv("conv1d", 1, _one, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation of (N, C, H, W) (or (C, H, W)) with weight (O, C/groups, kh, kw)."""
+    return _conv("conv2d", 2, _pair, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D cross-correlation of (N, C, D, H, W) (or unbatched) with weight
+    (O, C/groups, kd, kh, kw)."""
+    return _conv("conv3d", 3, _triple, input, weight, bias, stride, padding, dilation, groups)
 
 
 def _pool_geometry(h, k, s, p, d, ceil_mode):
@@ -198,6 +186,20 @@ def _unbatched(fn):
     return run
 
 
+def _pool_windows(x, kernel, stride, dilation, oh, ow):
+    """(N, C, kh*kw, oh, ow) windows of a padded (N, C, H, W): for non-overlapping windows
+    (stride == kernel, no dilation) one reshape and transpose, whose transpose in a backward
+    pass is one copy; else the strided slices of _windows."""
+    kh, kw = kernel
+    if tuple(stride) != tuple(kernel) or tuple(dilation) != (1, 1):
+        return _windows(x, kh, kw, stride, dilation, oh, ow)
+    n, c = x.shape[0], x.shape[1]
+    if x.shape[2] != oh * kh or x.shape[3] != ow * kw:
+        x = x[:, :, :oh * kh, :ow * kw]
+    x = fnp.transpose(fnp.reshape(x, (n, c, oh, kh, ow, kw)), (0, 1, 3, 5, 2, 4))
+    return fnp.reshape(x, (n, c, kh * kw, oh, ow))
+
+
 def _max_pool2d_fn(x, *, kernel, stride, padding, dilation, geometry, with_indices):
     kh, kw = kernel
     (oh, eh), (ow, ew_) = geometry
@@ -206,9 +208,14 @@ def _max_pool2d_fn(x, *, kernel, stride, padding, dilation, geometry, with_indic
     if ph or pw or eh or ew_:
         x = fnp.pad(x, ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew_)),
                     constant_values=-np.inf)
-    win = _windows(x, kh, kw, stride, dilation, oh, ow)         # (n, c, k, oh, ow)
-    idx = fnp.argmax(win, axis=2)                               # first maximum, as torch
-    pick = fnp.expand_dims(idx, 2) == fnp.reshape(fnp.arange(kh * kw), (1, 1, -1, 1, 1))
+    win = _pool_windows(x, kernel, stride, dilation, oh, ow)    # (n, c, k, oh, ow)
+    # the first maximum of each window, as torch (a NaN is the maximum): the least offset
+    # holding the window's max, by two reductions (argmax or cumsum along the short window
+    # axis are each ~40x slower than a max)
+    hit = (win == fnp.expand_dims(fnp.max(win, axis=2), 2)) | fnp.isnan(win)
+    offsets = fnp.reshape(fnp.arange(kh * kw, dtype=np.int32), (1, 1, -1, 1, 1))
+    idx = fnp.min(fnp.where(hit, offsets, kh * kw), axis=2)
+    pick = offsets == fnp.expand_dims(idx, 2)
     out = fnp.sum(fnp.where(pick, win, fnp.zeros((), x.dtype)), axis=2)
     if not with_indices:
         return out
@@ -248,7 +255,7 @@ def _avg_pool2d_fn(x, *, kernel, stride, padding, geometry, count_include_pad, d
     h, w = x.shape[2], x.shape[3]
     if ph or pw or eh or ew_:
         x = fnp.pad(x, ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew_)))
-    total = fnp.sum(_windows(x, kh, kw, stride, (1, 1), oh, ow), axis=2)
+    total = fnp.sum(_pool_windows(x, kernel, stride, (1, 1), oh, ow), axis=2)
     if divisor:
         return _divide(total, divisor)
     # the divisor counts the window's elements inside the input (and, with count_include_pad,

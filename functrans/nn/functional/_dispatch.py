@@ -42,7 +42,8 @@ def _is_facade(x):
 # batch_norm's running statistics); checked for every public function (tensor_arguments)
 _TENSOR_PARAMS = frozenset({"input", "input1", "input2", "x1", "x2", "target", "weight", "bias",
                             "running_mean", "running_var", "pos_weight", "tensor", "query",
-                            "key"})      # (not "value": F.pad's is a number)
+                            "key", "theta", "grid", "log_probs"})
+# (not "value": F.pad's is a number)
 _ARRAYS = (Tensor, Tracer, np.ndarray, np.generic)
 
 

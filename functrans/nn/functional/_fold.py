@@ -1,10 +1,9 @@
 """ft.nn.functional's unfold (im2col), fold (col2im) and the transposed convolutions.
 
-A transposed convolution is the gradient of a convolution with respect to its input: one
-contraction of the weight with the input gives every kernel offset's block (the columns),
-and col2im adds each block into the output at its strided, dilated position (an
-interior-padded `lax.pad`, the transpose of the strided slice conv2d's im2col takes). So it
-costs what a convolution's backward costs, and F.fold is the same col2im on given columns.
+F.fold adds each block of given columns into the output at its strided, dilated position (an
+interior-padded `lax.pad`, the transpose of the strided slice unfold takes). A transposed
+convolution is the gradient of a convolution with respect to its input: the
+conv_general_dilated primitive with the input dilated by the strides and the kernel flipped.
 """
 from __future__ import annotations
 
@@ -125,18 +124,29 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
 # transposed convolutions
 
 
-def _conv_transpose2d_fn(x, w, *b, stride, padding, out_size, dilation, groups):
-    n, cin, h, wd = x.shape
-    cog, kh, kw = w.shape[1], w.shape[2], w.shape[3]
-    g = groups
-    # the columns: every input pixel's contribution to each (output channel, kernel offset)
-    wg = fnp.reshape(w, (g, cin // g, cog * kh * kw))
-    xg = fnp.reshape(x, (n, g, cin // g, h * wd))
-    cols = fnp.matmul(fnp.swapaxes(wg, -1, -2), xg)           # (n, g, cog*kh*kw, h*wd)
-    cols = fnp.reshape(cols, (n, g * cog, kh, kw, h, wd))
-    out = _col2im(cols, out_size, (kh, kw), stride, dilation, padding)
+def _conv_transpose_fn(x, w, *b, stride, padding, out_size, dilation, groups):
+    """conv_transpose1d/2d as one op: conv_general_dilated of the input dilated by the
+    strides with the flipped kernel (input and output features swapped per group), padded
+    by dilation*(k-1) - padding on each side, plus the output padding at the end."""
+    nsp, g = len(stride), groups
+    cin, cog, ks = w.shape[0], w.shape[1], w.shape[2:]
+    spatial = tuple(range(2, 2 + nsp))
+    if g == 1:       # (C_in, C_out, ...) read as (I, O, ...): no copy
+        spec = (1, 0) + spatial
+    else:            # (G*C_in/G, C_out/G, ...) -> (G*C_out/G, C_in/G, ...)
+        w = fnp.reshape(w, (g, cin // g, cog) + ks)
+        w = fnp.reshape(fnp.swapaxes(w, 1, 2), (g * cog, cin // g) + ks)
+        spec = (0, 1) + spatial
+    pads = []
+    for n, k, s_, p, d, o in zip(x.shape[2:], ks, stride, padding, dilation, out_size):
+        lo = d * (k - 1) - p
+        pads.append((lo, o - ((n - 1) * s_ + 1 + lo - d * (k - 1))))
+    dn = lax.ConvDimensionNumbers((0, 1) + spatial, spec, (0, 1) + spatial)
+    out = lax.conv_general_dilated(x, lax.rev(w, spatial), (1,) * nsp, pads,
+                                   lhs_dilation=stride, rhs_dilation=dilation,
+                                   dimension_numbers=dn, feature_group_count=g)
     if b:
-        out = out + fnp.reshape(b[0], (1, g * cog, 1, 1))
+        out = out + fnp.reshape(b[0], (1, -1) + (1,) * nsp)
     return out
 
 
@@ -186,15 +196,9 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     out_size = _transpose_geometry(_shape(input), _shape(weight), stride, padding,
                                    output_padding, dilation, int(groups))
     args = (input, weight) if bias is None else (input, weight, bias)
-    out = _call("ConvolutionBackward0", _conv_transpose2d_fn, args, stride=stride,
-                padding=padding, out_size=out_size, dilation=dilation, groups=int(groups))
+    out = _call("ConvolutionBackward0", _conv_transpose_fn, args, stride=stride,
+                padding=padding, out_size=tuple(out_size), dilation=dilation, groups=int(groups))
     return _squeeze0(out) if unbatched else out
-
-
-def _conv_transpose1d_fn(x, w, *b, **kw):
-    """conv_transpose1d as one op: the 2-D one over a height of one."""
-    return fnp.squeeze(_conv_transpose2d_fn(fnp.expand_dims(x, -2), fnp.expand_dims(w, 2), *b,
-                                            **kw), -2)
 
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
@@ -216,9 +220,9 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
                                    one["stride"], padding, output_padding, one["dilation"],
                                    int(groups), one_d=True)
     args = (input, weight) if bias is None else (input, weight, bias)
-    out = _call("ConvolutionBackward0", _conv_transpose1d_fn, args, stride=one["stride"],
-                padding=padding, out_size=out_size, dilation=one["dilation"],
-                groups=int(groups))
+    out = _call("ConvolutionBackward0", _conv_transpose_fn, args, stride=one["stride"][1:],
+                padding=padding[1:], out_size=tuple(out_size[1:]),
+                dilation=one["dilation"][1:], groups=int(groups))
     return _squeeze0(out) if unbatched else out
 
 

@@ -6,14 +6,14 @@ from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax,
                          Tanh, Threshold)
 from .container import (Flatten, ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                         Sequential, Unflatten)
-from .conv import (AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, ConvTranspose1d,  # noqa: F401
+from .conv import (AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, Conv3d, ConvTranspose1d,  # noqa: F401
                    ConvTranspose2d, MaxPool2d)
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d  # noqa: F401
 from .fold import Fold, Unfold  # noqa: F401
 from .sparse import Embedding  # noqa: F401
 from .linear import Bilinear, Identity, Linear  # noqa: F401
-from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss,  # noqa: F401
-                   L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, CTCLoss,  # noqa: F401
+                   HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 from .module import (Buffer, Module, Parameter, register_module_forward_hook,  # noqa: F401
                      register_module_forward_pre_hook, register_module_full_backward_hook)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell, RNNBase, RNNCellBase  # noqa: F401

@@ -1,5 +1,5 @@
-"""Conv1d/Conv2d (im2col by strided slices and one contraction, recorded as one op), their
-transposes ConvTranspose1d/2d (col2im), and the 2-D pooling layers."""
+"""Conv1d/Conv2d/Conv3d and their transposes ConvTranspose1d/2d (each one recorded op over
+the conv_general_dilated primitive), and the 2-D pooling layers."""
 from __future__ import annotations
 
 import math
@@ -11,10 +11,16 @@ from ._factory import empty
 from .module import Module, Parameter
 
 
+def _one(v, name):
+    return (F._single(v, name),)
+
+
 class Conv2d(Module):
     """2-D convolution (cross-correlation). weight (out, in/groups, kh, kw) ~
     kaiming_uniform_(a=sqrt(5)); bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)). padding_mode
     'reflect', 'replicate' or 'circular' pads with F.pad in that mode first, as torch's."""
+
+    _dims = 2
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
@@ -28,10 +34,11 @@ class Conv2d(Module):
         if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
             raise ValueError(f"padding_mode must be one of ['zeros', 'reflect', 'replicate', "
                              f"'circular'], but got padding_mode='{padding_mode}'")
+        tup = {1: _one, 2: F._pair, 3: F._triple}[self._dims]
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size = F._pair(kernel_size)
-        self.stride = F._pair(stride, "stride")
-        self.dilation = F._pair(dilation, "dilation")
+        self.kernel_size = tup(kernel_size, "kernel_size")
+        self.stride = tup(stride, "stride")
+        self.dilation = tup(dilation, "dilation")
         if isinstance(padding, str):
             if padding not in ("valid", "same"):
                 raise ValueError(f"Invalid padding string '{padding}', should be one of "
@@ -40,7 +47,7 @@ class Conv2d(Module):
                 raise ValueError("padding='same' is not supported for strided convolutions")
             self.padding = padding
         else:
-            self.padding = F._pair(padding, "padding")
+            self.padding = tup(padding, "padding")
         self.groups = groups
         self.padding_mode = padding_mode
         self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size,
@@ -75,22 +82,20 @@ class Conv2d(Module):
                 widths += [p, p]
         return tuple(widths)
 
-    def _conv(self, conv, input, zero):
+    def forward(self, input):
+        conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[self._dims]
         if self.padding_mode == "zeros":
             return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
         return conv(F.pad(input, self._mode_padding(), mode=self.padding_mode), self.weight,
-                    self.bias, self.stride, zero, self.dilation, self.groups)
-
-    def forward(self, input):
-        return self._conv(F.conv2d, input, (0, 0))
+                    self.bias, self.stride, 0, self.dilation, self.groups)
 
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if self.padding != (0, 0):
+        if self.padding != (0,) * self._dims:
             s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if self.dilation != (1,) * self._dims:
             s += f", dilation={self.dilation}"
         if self.groups != 1:
             s += f", groups={self.groups}"
@@ -103,26 +108,16 @@ class Conv2d(Module):
 
 class Conv1d(Conv2d):
     """1-D convolution: weight (out, in/groups, k) ~ kaiming_uniform_(a=sqrt(5)), bias ~
-    U(-1/sqrt(fan_in), 1/sqrt(fan_in)), run as conv2d over a height of one."""
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
-        k, s, d = (F._single(v, n) for v, n in ((kernel_size, "kernel_size"), (stride, "stride"),
-                                                 (dilation, "dilation")))
-        p = padding if isinstance(padding, str) else F._single(padding, "padding")
-        super().__init__(in_channels, out_channels, (1, k), (1, s), p if isinstance(p, str)
-                         else (0, p), (1, d), groups, bias, padding_mode, device, dtype)
-        self.kernel_size, self.stride, self.dilation = (k,), (s,), (d,)
-        self.padding = p if isinstance(p, str) else (p,)
-        self.weight = Parameter(empty(out_channels, in_channels // groups, k, device=device,
-                                      dtype=dtype))
-        self.reset_parameters()
+    _dims = 1
 
-    def forward(self, input):
-        return self._conv(F.conv1d, input, 0)
 
-    def extra_repr(self):
-        return super().extra_repr().replace(", padding=(0,)", "").replace(", dilation=(1,)", "")
+class Conv3d(Conv2d):
+    """3-D convolution: weight (out, in/groups, kd, kh, kw) ~ kaiming_uniform_(a=sqrt(5)),
+    bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+
+    _dims = 3
 
 
 class MaxPool2d(Module):

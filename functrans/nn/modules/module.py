@@ -771,12 +771,6 @@ class Module:
                 main += "\n  " + "\n  ".join(lines) + "\n"
         return main + ")"
 
-    def __getstate__(self):
-        return self.__dict__.copy()
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-
 
 def _insert(hooks: HookDict, key, fn, prepend):
     hooks[key] = fn

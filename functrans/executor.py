@@ -148,7 +148,7 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
         return outputs, _interpreted_vjp(tape, values, n_in, out_idx, key)
     if derived is None:
         derived = cached_derive(tape.avals, tape.eqns, n_in, tape.consts, out_idx, available,
-                                 key)
+                                 key, tape.companions)
     if derived is not expected:
         _hint_set(hint, derived)
     with trusted_eval():
@@ -160,11 +160,11 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
     return outputs, _backward_fn(derived, residuals)
 
 
-def cached_derive(avals, eqns, n_in, consts, out_idx, available, key):
+def cached_derive(avals, eqns, n_in, consts, out_idx, available, key, companions=()):
     """reverse.derive, with the collector paused; kept in DERIVED under ("vjp", key) when
     every value was recorded."""
     with gc_paused():
-        derived = derive(avals, eqns, n_in, consts, out_idx, available)
+        derived = derive(avals, eqns, n_in, consts, out_idx, available, (), companions)
     if key is not None and all(available):
         derived.key = key
         DERIVED.put(("vjp", key), derived)
@@ -347,7 +347,7 @@ def _interpreted_vjp(tape, values, n_in, out_idx, key):
 
     def derived_vjp(cts):
         derived = cached_derive(avals, eqns, n_in, tape.consts, out_idx,
-                                [True] * len(values), key)
+                                [True] * len(values), key, tape.companions)
         with trusted_eval():
             residuals = derived.run("residual", [values[i] for i in derived.value_idx])
         return _backward_fn(derived, residuals)(cts)

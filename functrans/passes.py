@@ -18,8 +18,8 @@ from .primitives.base import defprim
 from .primitives.elementwise import add_p
 from .primitives.linalg import dot_general_p
 from .primitives.reductions import reduce_max_p, reduce_min_p, reduce_sum_p
-from .primitives.shape import (broadcast_in_dim_p, expand_dims_p, reshape_p, squeeze_p,
-                               transpose_p)
+from .primitives.shape import (broadcast_in_dim_p, concatenate_p, expand_dims_p, pad_p,
+                               reshape_p, squeeze_p, transpose_p)
 
 # ---------------------------------------------------------------------------
 # small helpers
@@ -943,15 +943,95 @@ def plan_buffers(jaxpr: Jaxpr, kind, inplace=None, donated=(), outputs_external=
 
 
 # ---------------------------------------------------------------------------
+# sums of zero pads: one concatenation
+
+
+def _pad_piece(e, consts):
+    """(axis, ((start, stop, x),)) when pad equation e places x into zeros along one axis
+    (no interior padding), else None."""
+    x, value = e.invars
+    if _scalar_of(value, consts) != 0:
+        return None
+    cfg = e.params["padding_config"]
+    axes = [k for k, (lo, hi, it) in enumerate(cfg) if (lo, hi) != (0, 0)]
+    if any(it for _, _, it in cfg) or len(axes) != 1 or any(min(c) < 0 for c in cfg):
+        return None
+    k = axes[0]
+    lo = cfg[k][0]
+    return k, ((lo, lo + x.aval.shape[k], x),)
+
+
+def merge_pads(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """A sum of zero pads of pieces that do not overlap along one axis (the cotangent of
+    an array read as slices: an LSTM's four gates) becomes one concatenation of the
+    pieces, zeros filling the gaps: one write of the result instead of a zero-filled
+    array per piece and an addition per pair. Only sums whose terms are read once are
+    merged; the pads left unread go at the next dce. Values are unchanged except that a
+    -0.0 piece stays -0.0 (as x + 0 -> x does)."""
+    j = closed.jaxpr
+    if not any(e.primitive is pad_p for e in j.eqns):
+        return closed
+    consts = dict(zip(j.constvars, closed.consts))
+    uses = _uses(j)
+    pieces: dict = {}          # var -> (axis, pieces sorted by start)
+    pending: dict = {}         # merged sums not written yet: var -> True
+    eqns: list = []
+
+    def write(v):
+        k, ps = pieces[v]
+        shape, dt = v.aval.shape, v.aval.dtype
+        parts, at = [], 0
+        for start, stop, x in ps + ((shape[k], shape[k], None),):
+            if start > at:
+                z = Var(ShapedArray(shape[:k] + (start - at,) + shape[k + 1:], dt))
+                eqns.append(JaxprEqn(broadcast_in_dim_p, [Literal(np.zeros((), dt))],
+                                     {"shape": z.aval.shape, "broadcast_dimensions": ()}, [z]))
+                parts.append(z)
+            if x is not None:
+                parts.append(x)
+            at = stop
+        eqns.append(JaxprEqn(concatenate_p, parts, {"dimension": k}, [v]))
+        del pending[v]
+
+    for e in j.eqns:
+        if e.primitive is pad_p:
+            pc = _pad_piece(e, consts)
+            if pc is not None:
+                pieces[e.outvars[0]] = pc
+        elif e.primitive is add_p and len(e.invars) == 2:
+            a, b = e.invars
+            pa, pb = pieces.get(a), pieces.get(b) if type(b) is Var else None
+            out = e.outvars[0]
+            if pa is not None and pb is not None and pa[0] == pb[0] and uses.get(a) == 1 \
+                    and uses.get(b) == 1 and a.aval == b.aval == out.aval:
+                merged = tuple(sorted(pa[1] + pb[1], key=lambda t: t[0]))
+                if all(p[1] <= q[0] for p, q in zip(merged, merged[1:])):
+                    pieces[out] = (pa[0], merged)
+                    pending[out] = True
+                    pending.pop(a, None)
+                    pending.pop(b, None)
+                    continue
+        for a in e.invars:
+            if type(a) is Var and a in pending:
+                write(a)
+        eqns.append(e)
+    for a in j.outvars:
+        if type(a) is Var and a in pending:
+            write(a)
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts)
+
+
+# ---------------------------------------------------------------------------
 # the pipeline
 
 
 def optimize(closed: ClosedJaxpr, max_rounds=3) -> ClosedJaxpr:
-    """inline_calls, then simplify / fold_constants / cse / dce until nothing changes."""
+    """inline_calls, then simplify / contract_sums / merge_pads / fold_constants / cse /
+    dce until nothing changes."""
     closed = dce(inline_calls(closed))
     for _ in range(max_rounds):
         before = (len(closed.jaxpr.eqns), len(closed.consts))
-        closed = dce(cse(fold_constants(contract_sums(simplify(closed)))))
+        closed = dce(cse(fold_constants(merge_pads(contract_sums(simplify(closed))))))
         if (len(closed.jaxpr.eqns), len(closed.consts)) == before:
             break
     return closed

@@ -26,7 +26,7 @@ from .ad import JVPTrace, JVPTracer, is_float, jvp_jaxpr, partial_eval_jaxpr, tr
 from .batching import AxisFrame, BatchTrace, BatchTracer, apply_batch_rule, batch_jaxpr
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, Var, Zero, _thread_state,
                    bind_below, eval_jaxpr, get_aval, has_tracer, to_concrete)
-from .backends.memory import approx_bytes
+from .backends.memory import DERIVED, approx_bytes
 from .passes import dce_jaxpr
 from .runtime import run as run_program
 
@@ -71,10 +71,13 @@ class _Tape:
         self.dims: list = []             # then: each value's batch axis (or None)
         self.keepalive: list = []        # and the unwrapped tracers, whose ids are keys
         self.fun = None                  # the user's function, named in error messages
+        self.live: list = []             # per value: depends on a differentiated input
+        self.companions: list = []       # residual forms' equations (derive's companions)
 
-    def add(self, val, strong=False, aval=None, dim=None):
+    def add(self, val, strong=False, aval=None, dim=None, live=False):
         i = len(self.values)
         self.avals.append(get_aval(val) if aval is None else aval)
+        self.live.append(live and is_float(self.avals[i]))
         if self.batch is not None:
             self.dims.append(dim)
         if not strong and self.keep is not None and i not in self.keep \
@@ -133,14 +136,43 @@ class RecordTrace(Trace):
             return self._process_batched(tape, prim, tracers, params)
         in_idx = tuple([t.idx for t in tracers])
         avals = tape.avals                      # the input avals are known already
+        live = tape.live
+        lv = [live[i] for i in in_idx]
+        is_live = True in lv
+        if is_live and prim.extra.get("known_outputs_first") and tape.strip is None:
+            form = residual_form(prim, params, [avals[i] for i in in_idx], lv)
+            if form is not None:
+                return self._record_form(tape, prim, params, in_idx, form)
         out = bind_below(prim, [t.val for t in tracers], params, [avals[i] for i in in_idx])
         if not prim.multiple_results:
-            i = tape.add(out)
+            i = tape.add(out, live=is_live)
             tape.eqns.append((prim, params, in_idx, (i,)))
             return RecordTracer(self, out, i, tape.avals[i])
-        out_idx = tuple([tape.add(o) for o in out])
+        out_idx = tuple([tape.add(o, live=is_live) for o in out])
         tape.eqns.append((prim, params, in_idx, out_idx))
         return [RecordTracer(self, o, i, tape.avals[i]) for o, i in zip(out, out_idx)]
+
+    def _record_form(self, tape, prim, params, in_idx, form):
+        """Run the equation as its residual form (reverse.residual_form): its outputs and
+        the residuals are recorded, the form's equations as the tape's companions, so the
+        derived residual program reads them instead of running the loop again."""
+        j = form.jaxpr
+        idx = dict(zip(j.invars, in_idx))
+        held = {i: tape.value(i) for i in in_idx}
+        for e in j.eqns:
+            ins = [idx[a] if type(a) is Var else a for a in e.invars]
+            vals = [held[i] if type(i) is int else i.val for i in ins]
+            out = bind_below(e.primitive, vals, e.params,
+                             [tape.avals[i] if type(i) is int else i.aval for i in ins])
+            out = out if e.primitive.multiple_results else [out]
+            oi = tuple([tape.add(o, live=True) for o in out])
+            held.update(zip(oi, out))
+            idx.update(zip(e.outvars, oi))
+            tape.companions.append((e.primitive, e.params, tuple(ins), oi))
+        n_out = len(prim.abstract_eval(*[tape.avals[i] for i in in_idx], **params))
+        out_idx = tuple([idx[v] for v in j.outvars[:n_out]])
+        tape.eqns.append((prim, params, in_idx, out_idx))
+        return [RecordTracer(self, held[i], i, tape.avals[i]) for i in out_idx]
 
     def _process_batched(self, tape, prim, tracers, params):
         """Under a stripped vmap: the shape rule on the unbatched avals (so errors name the
@@ -163,7 +195,7 @@ def _input(trace, tape, p):
     """The recording's tracer of a primal (each primal its own index, even if repeated);
     under a stripped vmap, its batched value (see vjp_flat)."""
     if tape.batch is None:
-        i = tape.add(p, strong=True)
+        i = tape.add(p, strong=True, live=True)
         return RecordTracer(trace, p, i, tape.avals[i])
     i = _add_unbatched(tape, p, True)
     return RecordTracer(trace, tape.values[i], i, tape.avals[i], tape.dims[i] is not None)
@@ -193,7 +225,8 @@ def _structure_key(tape, n_in, out_idx):
     order: the same call site gives the same order, another order only derives again)."""
     return (tuple(tape.avals[:n_in]), tuple([(i, tape.avals[i]) for i in tape.consts]),
             tuple([(p, tuple(pa.items()), ii, oi) for p, pa, ii, oi in tape.eqns]),
-            tuple(out_idx))
+            tuple(out_idx),
+            tuple([(p, tuple(pa.items()), ii, oi) for p, pa, ii, oi in tape.companions]))
 
 
 class _Derived:
@@ -387,13 +420,64 @@ def _rename(outvars, outs, avail, env, alias):
 DERIVE_STATS = {"derived": 0}     # how many programs were derived (vjp and backward())
 
 
-def derive(avals, eqns, n_in, consts, out_idx, available, captures=()):
+def residual_form(prim, params, in_avals, nonzero):
+    """How to run one equation of `prim` so that it also produces the residuals its
+    backward reads, for a primitive whose partial evaluation keeps a known copy of the
+    equation with residual outputs appended (`known_outputs_first`: a scan's known part
+    returns its outputs, then each step's residuals stacked). Reverse mode records the
+    forward before deriving it; evaluated as is, such an equation's residuals are lost
+    and the derived residual program runs the loop again. Run as its residual form, the
+    recording holds them, and `derive` (given the form's equations as `companions`) reads
+    them where its known part would recompute them: the loop runs once, as JAX's
+    linearize does.
+
+    nonzero: per input, whether its tangent is nonzero (it depends on a differentiated
+    input), which decides the split. Returns the known part of the equation's
+    linearization, the same one `derive` builds (so its equations compare equal there):
+    a ClosedJaxpr from the equation's inputs to its outputs then the residuals, or None
+    when the primitive has no such form or no input is differentiated. Derived once per
+    signature (kept in the executor's cache)."""
+    if not prim.extra.get("known_outputs_first") or not any(nonzero):
+        return None
+    key = ("residual form", prim, _params_key(params), tuple(in_avals), tuple(nonzero))
+    try:
+        hit = DERIVED.get(key)
+    except TypeError:                   # params that are not hashable: no form
+        return None
+    if hit is None:
+        hit = _residual_form(prim, params, list(in_avals), list(nonzero))
+        DERIVED.put(key, (hit,), approx_bytes(key) + (0 if hit is None else
+                                                      approx_bytes(hit)))
+        return hit
+    return hit[0]
+
+
+def _residual_form(prim, params, in_avals, nonzero):
+    out = prim.abstract_eval(*in_avals, **params)
+    out_avals = out if prim.multiple_results else [out]
+    ins, outs = [Var(a) for a in in_avals], [Var(a) for a in out_avals]
+    one = Jaxpr([], ins, [JaxprEqn(prim, ins, params, outs)], outs)
+    jvp_c, _ = jvp_jaxpr(ClosedJaxpr(one, []), nonzero, True)
+    n_t, n_out = sum(nonzero), len(outs)
+    known, _, _, _ = partial_eval_jaxpr(jvp_c, [False] * len(ins) + [True] * n_t,
+                                        [False] * n_out + [True] * n_out)
+    j = known.jaxpr
+    made = {v for e in j.eqns for v in e.outvars}
+    if known.consts or not all(type(v) is Var and v in made for v in j.outvars[:n_out]):
+        return None          # its outputs are not all computed by its equations
+    return known
+
+
+def derive(avals, eqns, n_in, consts, out_idx, available, captures=(), companions=()):
     """Residual and backward programs of a tape: equations (primitive, params, input slots
     or Literals, output slots) over value slots of these avals; slots 0..n_in-1 are the
     differentiated inputs, `consts` the other inputs. The residual program reads the
     values that are `available` and recomputes the others; the backward program returns
     the float inputs' cotangents, then the cotangents captured by taps for `captures`
-    ((key, aval) pairs)."""
+    ((key, aval) pairs). companions: equations in the same form that the recording
+    evaluated besides the forward (residual_form's: a loop's residuals), over slots of
+    their own except for the outputs they share with a forward equation; where the
+    known part would compute the same thing, it reads their available values."""
     DERIVE_STATS["derived"] += 1
     var = [Var(a) for a in avals]
     in_idx = list(range(n_in)) + list(consts)
@@ -416,6 +500,12 @@ def derive(avals, eqns, n_in, consts, out_idx, available, captures=()):
         table[_eqn_key(e.primitive, e.params, e.invars)] = entry
         if e.primitive.extra.get("known_outputs_first"):
             extended[_eqn_key(e.primitive, None, e.invars)] = entry
+    companion_idx = []
+    for p, pa, ii, oi in companions:
+        avail = [available[i] for i in oi]
+        table[_eqn_key(p, pa, [var[i] if type(i) is int else i for i in ii])] = (
+            [var[i] for i in oi], None if all(avail) else avail)
+        companion_idx.extend(i for i in oi if i not in companion_idx)
     env = dict(zip(known.jaxpr.invars, forward.invars))
     # array literals of the tape became constants of the known part: key them alike
     lits = {id(a.val): a for e in jeqns for a in e.invars if type(a) is Literal}
@@ -427,7 +517,9 @@ def derive(avals, eqns, n_in, consts, out_idx, available, captures=()):
     residual = dce_jaxpr(Jaxpr(known.jaxpr.constvars, [], kept, res_out))
     read = {a for e in residual.eqns for a in e.invars if type(a) is Var}
     read.update(a for a in residual.outvars if type(a) is Var)
-    value_idx = [i for i in in_idx + eqn_out_idx if var[i] in read]
+    produced = set(eqn_out_idx)
+    value_idx = [i for i in in_idx + eqn_out_idx + [i for i in companion_idx
+                                                     if i not in produced] if var[i] in read]
     residual = Jaxpr(residual.constvars, [var[i] for i in value_idx], residual.eqns,
                      residual.outvars)
     backward = transpose_jaxpr(unknown, [False] * num_res + [True] * n_t, captures)
@@ -496,4 +588,4 @@ def _strippable_jvp(primals):
     return trace
 
 
-__all__ = ["RecordTrace", "recorded_value", "derive", "joined_program"]
+__all__ = ["RecordTrace", "recorded_value", "derive", "joined_program", "residual_form"]

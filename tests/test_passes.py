@@ -362,3 +362,24 @@ def test_simplify_composes_broadcasts_and_negates():
     out = passes.optimize(closed)
     assert prims(out) == []                      # -(x * -1) is x
     same_values(closed, out, np.arange(6, dtype=F32).reshape(2, 3) - 2.5)
+
+
+def test_a_sum_of_zero_pads_becomes_one_concatenation():
+    """The cotangent of an array read as slices (a recurrent layer's gates) is a sum of
+    zero pads; merge_pads makes it one concatenation (zeros filling a gap), same values;
+    pads that overlap stay a sum."""
+    def f(x):
+        return (fnp.sum(fnp.sin(x[:, :3])) + fnp.sum(fnp.cos(x[:, 5:7]))
+                + fnp.sum(fnp.tanh(x[:, 7:])))
+    x = np.random.default_rng(0).standard_normal((4, 9))
+    closed = ft.make_jaxpr(ft.grad(f))(x)
+    assert "pad" in str(closed)
+    opt = passes.optimize(closed)
+    assert "concatenate" in str(opt) and "pad" not in str(opt)
+    np.testing.assert_array_equal(passes.merge_pads(closed)(x)[0], closed(x)[0])
+    np.testing.assert_allclose(opt(x)[0], ft.grad(f)(x), rtol=1e-15)
+
+    def g(x):                                   # overlapping slices: left as a sum
+        return fnp.sum(fnp.sin(x[:, :5])) + fnp.sum(fnp.cos(x[:, 3:]))
+    closed = ft.make_jaxpr(ft.grad(g))(x)
+    assert "concatenate" not in str(passes.merge_pads(closed))

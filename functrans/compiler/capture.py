@@ -34,8 +34,8 @@ from ..facade.node import HookDict, add_hook, edge_of
 from ..facade.ops import eval_jaxpr_facade, is_tensor
 from ..facade.plumbing import (HostRef, module_bwd_hook_p, module_hook_p,
                                tensor_hook_p)
-from ..facade.record import info_for, make_node, vc_of
-from ..facade.tensor import Tensor, _composite_info, bind_broadcast, bind_composite, wrap
+from ..facade.record import make_node, vc_of
+from ..facade.tensor import Tensor, bind_broadcast, bind_composite, composite_info, wrap
 from ..higher_order.jit import compile_jaxpr, jit_p
 from ..nn.modules import module as M
 from ..nn.modules.hooks import _flat_tensors
@@ -467,12 +467,7 @@ class _CaptureHooks:
             _current().note_alias(base, b, *outs)
         rg = any(isinstance(a, Tensor) and a._requires_grad for a in args)
         if rg and GS.enabled and comp.any_float:
-            mask = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
-            info = comp.infos.get((name, mask))
-            if info is None:
-                info = info_for((comp, name, mask), lambda: _composite_info(name, comp, mask),
-                                comp.infos, (name, mask))
-            make_node(info, args, vals, outs)
+            make_node(composite_info(comp, name, args, forms=False), args, vals, outs)
         _CaptureHooks.after_op(args, outs)
         return outs[0] if comp.out_tree is None else tuple(outs)
 

@@ -37,10 +37,11 @@ class GraphTape:
     differentiated input; out_idx: the roots' slots; targets: the keys whose cotangents
     the backward returns (retained values among them); arg_slot: target key -> its input
     slot; tapped: key -> the slot its tap reads; replayed: the positions of the nodes it
-    runs."""
+    runs; companions: the replayed nodes' companion equations (OpInfo.companions, for the
+    derived program only), in the form of eqns, over slots of their residuals."""
     __slots__ = ("avals", "eqns", "eqn_node", "n_in", "consts", "keys_of", "available",
                  "holders", "live", "out_idx", "targets", "arg_slot", "replayed",
-                 "eqn_refs", "sigs", "tapped")
+                 "eqn_refs", "sigs", "tapped", "companions")
 
 
 def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_graph,
@@ -112,6 +113,7 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
 
     lists = (avals, eqns, eqn_node, eqn_refs, live, sigs, keys_of)
     replayed = []
+    companions = []
     for p, n in enumerate(nodes):
         if not replay[p]:
             continue
@@ -155,6 +157,14 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
                                                 local, lists)))
             else:
                 _emit(prim, params, ins, refs, outs, sig, p, info, local, lists)
+        if program:
+            for st in info.companion_steps:
+                ins = tuple([local[r] if type(r) is int else r for r in st.refs])
+                is_live = any(type(i) is int and live[i] for i in ins)
+                for o in st.outs:
+                    if local[o] is None:                 # a residual
+                        local[o] = new(info.slot_avals[o], (p, o), is_live)
+                companions.append((st.prim, st.params, ins, tuple([local[o] for o in st.outs])))
         for j, s in enumerate(info.out_slots):
             k = (p, s)
             h = hook_slot.get((p, j), -1)
@@ -181,6 +191,7 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
     tape.holders = {k: tuple(v) for k, v in holders.items()}
     tape.live, tape.targets, tape.arg_slot = live, list(targets), arg_slot
     tape.tapped = tapped
+    tape.companions = companions
     tape.replayed = tuple(replayed)
     tape.sigs = sigs
     return tape
@@ -233,7 +244,7 @@ def derive_graph(tape: GraphTape):
     for k in cap_keys:
         cap_avals[k] = target_aval(tape, k)
     d = derive(avals, tape.eqns, tape.n_in, tape.consts, tape.out_idx, tape.available,
-               [(k, cap_avals[k].strip_weak()) for k in cap_keys])
+               [(k, cap_avals[k].strip_weak()) for k in cap_keys], tape.companions)
     closed = joined_program(d)
     j = closed.jaxpr
     outs = j.outvars
@@ -436,13 +447,17 @@ def analyze(info: OpInfo):
         return
     reads = _step_reads(info)
     held = _closure(info, reads, info.bwd_slots) | _closure(info, reads, info.cg_slots)
+    if info.companions:     # the derived program reads the residuals they computed instead
+        held |= _closure(info, _step_reads(info, True), info.bwd_slots)
     info.held = tuple(sorted(held))
     info.held_set = frozenset(held)
 
 
-def _step_reads(info):
+def _step_reads(info, with_companions=False):
     """The slots the backward equations of info's steps read, the steps taken in reverse
-    from the op's float outputs and each reached by a cotangent (not past a stop_gradient)."""
+    from the op's float outputs and each reached by a cotangent (not past a stop_gradient);
+    with_companions: for a step whose outputs info's companions compute, what its backward
+    reads given their residuals (_form_reads)."""
     live = [False] * info.n_slots
     for i in range(info.n_in):
         live[i] = info.mask[i]
@@ -461,12 +476,53 @@ def _step_reads(info):
         in_avals = tuple(avals[r] if type(r) is int else r.aval for r in st.refs)
         n = len(st.refs)
         got, flows_to = eqn_reads(st.prim, st.params, in_avals, lv, present)
+        form = info.forms.get(st) if with_companions else None
+        if form is not None:
+            form_reads = _form_reads(info, st, form, lv, present)
+            if form_reads is not None:
+                reads.update(form_reads)
+                got = ()
         for r in got:
             slot = st.refs[r] if r < n else st.outs[r - n]
             if type(slot) is int:
                 reads.add(slot)
         reach.update(st.refs[k] for k in flows_to)
     return reads
+
+
+def _form_reads(info, st, form, lv, present):
+    """The slots of info that step st's derived backward reads when the residuals of its
+    residual form (companion steps `form`) are available: a one-equation derive (None
+    when an input slot repeats: then the plain reads)."""
+    n = len(st.refs)
+    refs = [r for r in st.refs if type(r) is int]
+    if len(set(refs)) != len(refs):
+        return None
+    order = [k for k in range(n) if lv[k]] + [k for k in range(n) if not lv[k]]
+    local, avals, back = {}, [], []
+
+    def slot(s, aval):
+        if s not in local:
+            local[s] = len(avals)
+            avals.append(aval)
+            back.append(s)
+        return local[s]
+    ins = {}
+    for k in order:
+        r = st.refs[k]
+        ins[k] = slot(r, info.slot_avals[r]) if type(r) is int else r
+    outs = tuple(slot(o, info.slot_avals[o]) for o in st.outs)
+    comps = []
+    for c in form:
+        ci = tuple(slot(r, info.slot_avals[r]) if type(r) is int else r for r in c.refs)
+        comps.append((c.prim, c.params, ci, tuple(slot(o, info.slot_avals[o])
+                                                  for o in c.outs)))
+    n_live = sum(lv)
+    consts = [local[st.refs[k]] for k in order[n_live:] if type(st.refs[k]) is int]
+    d = derive(avals, [(st.prim, st.params, tuple(ins[k] for k in range(n)), outs)], n_live,
+               consts, [o for o, p in zip(outs, present) if p], [True] * len(avals),
+               companions=comps)
+    return {back[i] for i in d.value_idx}
 
 
 def _closure(info, reads, saveable):

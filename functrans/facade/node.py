@@ -33,16 +33,23 @@ class Step:
 class OpInfo:
     """Everything about a recorded op that depends only on its signature (cached).
 
-    slots: 0..n_in-1 are the op's inputs, then the outputs of each step in order.
+    slots: 0..n_in-1 are the op's inputs, then the outputs of each step in order, then
+    the residual slots of its companions.
     held: the slots a backward may read (lower.analyze: what its steps' backward equations read).
+    companions: ((step, its residual form's steps), ...): steps the forward evaluated in
+    place of some of `steps` (a scan's residual form, Composite.companions), which compute
+    the step's outputs and the residuals its backward reads, in slots after the others;
+    those are saved (never under create_graph: a saved float would be a constant there,
+    so that backward recomputes them).
     """
     __slots__ = ("id", "name", "steps", "n_in", "out_slots", "slot_avals", "mask", "held",
                  "held_set", "out_float", "kind", "fn_cls", "extra", "view", "plan",
-                 "n_slots", "cg_slots", "bwd_slots", "tape_eqns", "node_cls")
+                 "n_slots", "cg_slots", "bwd_slots", "tape_eqns", "node_cls", "companions",
+                 "res_slots", "forms", "companion_steps")
     _ids = itertools.count()
 
     def __init__(self, name, steps, n_in, out_slots, slot_avals, mask, kind="prim",
-                 save_intermediates=False):
+                 save_intermediates=False, companions=()):
         self.id = next(OpInfo._ids)
         self.name = name
         self.steps = tuple(steps)
@@ -61,6 +68,13 @@ class OpInfo:
         self.cg_slots = frozenset(s for s, a in enumerate(self.slot_avals)
                                   if s < n_in or s in self.out_slots or a.dtype.kind not in "fc")
         self.bwd_slots = frozenset(range(self.n_slots)) if save_intermediates else self.cg_slots
+        self.companions = tuple(companions)
+        self.forms = dict(self.companions)               # step -> its form's steps
+        self.companion_steps = tuple(c for _, form in self.companions for c in form)
+        made = {o for st in self.steps for o in st.outs}
+        self.res_slots = frozenset(o for st in self.companion_steps for o in st.outs
+                                   if o not in made)
+        self.bwd_slots |= self.res_slots
         self.held = ()
         self.held_set = frozenset()
         self.kind = kind

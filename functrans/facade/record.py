@@ -21,6 +21,7 @@ import numpy as np
 
 from ..backends.memory import DERIVED, EQN_BYTES, approx_bytes
 from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer, Var
+from ..reverse import residual_form
 from ..runtime import run as run_program
 from ..runtime import straight_line
 from ..tracing import trace_to_jaxpr
@@ -347,8 +348,9 @@ def _hold_plan(info):
 
 
 def _compute_slot(info, vals, s):
-    """Evaluate the steps needed for slot s from the slot values present (lazy intermediates)."""
-    for step in info.steps:
+    """Evaluate the steps needed for slot s from the slot values present (lazy intermediates,
+    and the residuals of companions a forward evaluated without them)."""
+    for step in info.steps + info.companion_steps:
         if all(vals[o] is not None for o in step.outs):
             continue
         ins = [vals[r] if type(r) is int else r.val for r in step.refs]
@@ -381,18 +383,84 @@ def _forward_stack():
 # composite ops: a functrans.numpy function traced once per signature
 
 class Composite:
-    """A traced op: steps over slots, run eagerly as a runtime program."""
+    """A traced op: steps over slots, run eagerly as a runtime program.
+
+    A step whose backward reads values computed inside it (a scan's per-step residuals)
+    runs as its residual form (reverse.residual_form) once a requires-grad mask makes its
+    inputs differentiated: the form's equations (`forms`) replace the step, compute its
+    outputs and the residuals into slots appended after the traced ones, and the OpInfo
+    of that mask lists them as `companions`, so the node holds the residuals and the
+    derived backward reads them instead of running the loop again. One form per step
+    (the first mask's); another mask's backward recomputes, as without forms."""
     __slots__ = ("steps", "n_in", "out_slots", "slot_avals", "run", "out_tree",
-                 "any_float", "infos", "prog", "needed", "n_infos")
+                 "any_float", "infos", "prog", "needed", "n_infos", "forms")
 
     def __init__(self, steps, n_in, out_slots, slot_avals, out_tree):
         self.steps, self.n_in = steps, n_in
         self.out_slots, self.slot_avals = out_slots, slot_avals
         self.out_tree = out_tree
+        self.forms = {}          # step index -> (its inputs' nonzero mask, Steps)
         self.run = straight_line(self._jaxpr(range(len(slot_avals)))[0])   # every slot
         self.any_float = any(slot_avals[s].dtype.kind in "fc" for s in out_slots)
         self.infos = {}          # (grad_fn name, requires-grad mask) -> OpInfo
         self.prog, self.needed, self.n_infos = None, (), -1
+
+    def eval_steps(self):
+        """The steps as evaluated: each step that has a residual form replaced by it."""
+        if not self.forms:
+            return self.steps
+        out = []
+        for i, st in enumerate(self.steps):
+            form = self.forms.get(i)
+            out.extend(form[1] if form is not None else (st,))
+        return out
+
+    def companions(self, mask):
+        """((step, its residual form's steps), ...) for the steps whose inputs the
+        requires-grad mask makes differentiated (float and depending on an input that
+        requires grad), each form made the first time (new slots; the step-by-step runner
+        rebuilt); () when none."""
+        avals = self.slot_avals
+        live = [mask[s] and avals[s].dtype.kind in "fc" for s in range(self.n_in)]
+        live += [False] * (len(avals) - self.n_in)
+        found = []
+        for i, st in enumerate(self.steps):
+            lv = tuple(type(r) is int and live[r] for r in st.refs)
+            if True in lv:
+                for o in st.outs:
+                    live[o] = avals[o].dtype.kind in "fc"
+            if not st.prim.extra.get("known_outputs_first") or True not in lv:
+                continue
+            form = self.forms.get(i)
+            if form is None:
+                form = self._add_form(i, st, lv)
+            if form is not None and form[0] == lv:
+                found.append((st, form[1]))
+        return tuple(found)
+
+    def _add_form(self, i, st, lv):
+        avals = list(self.slot_avals)
+        in_avals = [avals[r] if type(r) is int else r.aval for r in st.refs]
+        known = residual_form(st.prim, st.params, in_avals, lv)
+        if known is None:
+            return None
+        j = known.jaxpr
+        slot = dict(zip(j.invars, st.refs))
+        slot.update(zip(j.outvars[:len(st.outs)], st.outs))
+        steps = []
+        for e in j.eqns:
+            for v in e.outvars:
+                if v not in slot:
+                    slot[v] = len(avals)
+                    avals.append(v.aval)
+            steps.append(Step(e.primitive, e.params,
+                              [slot[a] if type(a) is Var else a for a in e.invars],
+                              [slot[v] for v in e.outvars]))
+        self.slot_avals = tuple(avals)
+        form = self.forms[i] = (lv, tuple(steps))
+        self.run = straight_line(self._jaxpr(range(len(avals)))[0])
+        self.n_infos = -1
+        return form
 
     def evaluate(self, xp, arrays, view):
         """Every slot's value. On NumPy arrays the runtime runs the program of the outputs
@@ -433,7 +501,7 @@ class Composite:
                 return constvars[-1]
             return r
         eqns = [JaxprEqn(st.prim, [atom(r) for r in st.refs], st.params,
-                         [var[o] for o in st.outs]) for st in self.steps]
+                         [var[o] for o in st.outs]) for st in self.eval_steps()]
         return Jaxpr(constvars, var[:self.n_in], eqns, [var[s] for s in outs]), consts
 
 

@@ -661,6 +661,9 @@ def apply_fn(name, fn, args, static=(), view=False):
         comp = composite_for(key[1], fn, static, _avals_of(args, arrays))
     if not cpu and any(isinstance(d, Tracer) for d in arrays):
         return traced_hooks().apply_composite(name, comp, args, arrays, view)
+    info = None
+    if rg and GS.enabled and comp.any_float:    # before evaluating: it may add residuals
+        info = composite_info(comp, name, args)
     vals = comp.evaluate(np if cpu else array_module(*arrays), arrays, view)
     outs = []
     for s in comp.out_slots:
@@ -673,13 +676,7 @@ def apply_fn(name, fn, args, static=(), view=False):
         outs.append(wrap(v))
     if view:
         _mark_views(args, outs, name if comp.out_tree is not None else None, name)
-    if rg and GS.enabled and comp.any_float:
-        mask = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
-        infos = comp.infos
-        info = infos.get((name, mask))
-        if info is None:
-            info = info_for((comp, name, mask), lambda: _composite_info(name, comp, mask),
-                            infos, (name, mask))
+    if info is not None:
         make_node(info, args, vals, outs)
     if comp.out_tree is None:
         return outs[0]
@@ -718,7 +715,7 @@ def bind_broadcast(prim, params, args):
 
 def bind_composite(comp, arrays):
     """A composite op's steps bound on traced arrays: (every slot's value, the outputs
-    wrapped as Tensors)."""
+    wrapped as Tensors); as traced, without residual forms (see composite_info)."""
     vals = list(arrays) + [None] * (len(comp.slot_avals) - comp.n_in)
     for st in comp.steps:
         ins = [vals[r] if type(r) is int else r.val for r in st.refs]
@@ -858,8 +855,25 @@ def _aliases(v, arrays):
     return False
 
 
-def _composite_info(name, comp, mask):
-    return OpInfo(name, comp.steps, comp.n_in, comp.out_slots, comp.slot_avals, mask)
+def composite_info(comp, name, args, forms=True):
+    """The OpInfo of composite comp recorded as `name` on these arguments (their
+    requires-grad mask), made once per mask; made before the forward is evaluated, as it
+    may give a step a residual form (Composite.companions). forms=False: without (a
+    traced forward, which ft.compile differentiates as a whole: its partial evaluation
+    makes the scan's known part itself)."""
+    mask = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
+    key = (name, mask) if forms else (name, mask, "traced")
+    info = comp.infos.get(key)
+    if info is None:
+        info = info_for((comp,) + key, lambda: _composite_info(name, comp, mask, forms),
+                        comp.infos, key)
+    return info
+
+
+def _composite_info(name, comp, mask, forms=True):
+    companions = comp.companions(mask) if forms else ()   # (may add slots to comp)
+    return OpInfo(name, comp.steps, comp.n_in, comp.out_slots, comp.slot_avals, mask,
+                  companions=companions)
 
 
 def _mark_views(args, outs, multi=None, name=None):

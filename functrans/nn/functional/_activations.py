@@ -224,7 +224,11 @@ def _dropout_mask(shape, p, dtype):
     if p >= 1.0:
         return np.zeros(shape, dtype)
     u = C.rand(*shape, dtype=np.float32)._data
-    return ((u >= p) * (1.0 / (1.0 - p))).astype(dtype)
+    mask = np.greater_equal(u, p).astype(dtype)
+    if isinstance(mask, np.ndarray):       # (no float64 temporary: the scale is weak)
+        mask *= 1.0 / (1.0 - p)
+        return mask
+    return mask * (1.0 / (1.0 - p))
 
 
 def _mul_fn(x, m):

@@ -857,3 +857,23 @@ def test_rank0_gradients_are_arrays_on_the_cpu_in_both_tiers():
         (x * x).backward()
         assert type(x.grad._data) is np.ndarray and x.grad.device.type == "cpu"
         assert float(x.grad) == 4.0
+
+
+def test_hooks_on_op_nodes_refuse_loudly():
+    """A hook on an op's grad_fn (torch's Node.register_hook / register_prehook) raises,
+    naming the node and the alternative: the backward runs fused, without a step per node
+    (AccumulateGrad's hooks are supported: tests/oracle, autograd:hooks:accumulate_grad_node)."""
+    x = ft.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    for reg in (y.grad_fn.register_hook, y.grad_fn.register_prehook):
+        with pytest.raises(NotImplementedError, match=r"MulBackward0\.register_\w*hook .*"
+                                                      r"tensor\.register_hook"):
+            reg(lambda *a: None)
+    y.grad_fn.metadata["k"] = 1
+    assert y.grad_fn.metadata == {"k": 1}
+
+
+def test_autograd_grad_refuses_empty_inputs():
+    x = ft.tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"`inputs` argument to `grad\(\)` cannot be empty"):
+        ft.autograd.grad(2 * x, [], grad_outputs=ft.tensor([1.0]))

@@ -118,6 +118,8 @@ def test_numpy_conversion_of_a_tensor_that_requires_grad_follows_torch():
         np.concatenate([x, x])
     with pytest.raises(RuntimeError, match="requires grad"):
         np.gcd(x, 2)                            # a ufunc without a Tensor op converts
+    with ft.no_grad():                          # allowed with grad mode off, as in torch
+        assert np.asarray(x).tolist() == [1.0, 1.0] and x.numpy().tolist() == [1.0, 1.0]
     with pytest.raises(TypeError, match="cannot write into a Tensor"):
         np.add(ft.ones(2), 1, out=ft.ones(2))
     with pytest.raises(TypeError, match="out= is not supported"):

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import collections
 import threading
+import weakref
 
 from ..facade.api import CALLBACKS, queue_callback
-from ..facade.node import Node, edge_of
-from ..facade.record import SAVED_HOOKS, vc_of
+from ..facade.node import GradientEdge, Node, edge_of
+from ..facade.grad_mode import no_grad
+from ..facade.record import SAVED_HOOKS, WRITE_WATCH, vc_of
 
 __all__ = ["Node", "GradientEdge", "get_gradient_edge", "saved_tensors_hooks", "save_on_cpu",
-           "disable_saved_tensors_hooks", "register_multi_grad_hook", "increment_version"]
+           "disable_saved_tensors_hooks", "register_multi_grad_hook", "increment_version",
+           "allow_mutation_on_saved_tensors"]
 
-GradientEdge = collections.namedtuple("GradientEdge", "node output_nr")
-GradientEdge.__doc__ = "A node of the graph and which of its outputs (torch's GradientEdge)."
 
 
 def get_gradient_edge(tensor) -> GradientEdge:
@@ -101,31 +102,123 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
         raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
     tensors = tuple(tensors)
     lock = threading.Lock()
-    state = {"grads": None, "fired": False, "owner": None}
+    runs = {}       # id(backward call) -> [that call, fired, grads]: one state per backward
+    #                 call, so nested backwards, or backwards on several threads, share none
 
     def hook_for(i):
         def hook(g):
             run = CALLBACKS.stack[-1] if CALLBACKS.stack else None
             with lock:
-                if state["owner"] is not run:           # a new backward pass
-                    state["owner"], state["fired"] = run, False
-                    state["grads"] = [None] * len(tensors)
-                    if mode == "all" and run is not None:
-                        queue_callback(finish)
-                first = not state["fired"]
-                state["fired"] = True
-                state["grads"][i] = g
+                st = runs.get(id(run))
+                if st is None or st[0] is not run:              # a new backward pass
+                    st = runs[id(run)] = [run, False, [None] * len(tensors)]
+                    if run is not None:
+                        queue_callback(lambda: finish(run))
+                first = not st[1]
+                st[1] = True
+                st[2][i] = g
             if mode == "any" and first:
                 fn(g)
         return hook
 
-    def finish():
+    def finish(run):
         with lock:
-            grads, state["grads"], state["owner"] = state["grads"], None, None
-        if grads is not None:
-            fn(grads)
+            st = runs.pop(id(run), None)
+        if mode == "all" and st is not None:
+            fn(st[2])
     handles = [t.register_hook(hook_for(i)) for i, t in enumerate(tensors)
                if t.requires_grad]
     return _MultiHandle(handles)
 
 
+
+
+OUTSIDE_MUTATION_CONTEXT = ("Trying to backward outside of the 'allow_mutation_on_saved_tensors' "
+                            "context in which the graph was originally recorded.")
+
+
+class _SavedHandle:
+    """What the graph holds for a value saved inside allow_mutation_on_saved_tensors: the
+    context's tables are keyed by it weakly, so they forget a value once its graph is gone."""
+    __slots__ = ("__weakref__",)
+
+
+class _MutationContext:
+    """The state of one allow_mutation_on_saved_tensors block (torch's names, which tests
+    read): `original` and `cloned` map a saved value's handle to the tensor saved and to
+    its copy taken before the first in-place write; `tid_to_weakhandle` maps (tensor,
+    version) to its handle, `sid_to_tid` a storage (its version counter, shared by views)
+    to the (tensor, version) pairs saved from it."""
+
+    def __init__(self):
+        self.original = weakref.WeakKeyDictionary()
+        self.cloned = weakref.WeakKeyDictionary()
+        self.tid_to_weakhandle = weakref.WeakValueDictionary()
+        self.sid_to_tid = collections.defaultdict(set)
+        self.active = True
+
+    def pack(self, t):
+        vc = vc_of(t)
+        tid = (id(t), vc.v)
+        handle = self.tid_to_weakhandle.get(tid)
+        if handle is None:
+            handle = self.tid_to_weakhandle[tid] = _SavedHandle()
+        self.sid_to_tid[id(vc)].add(tid)
+        self.original[handle] = t
+        return handle
+
+    def unpack(self, handle):
+        if handle in self.cloned:
+            return self.cloned[handle]
+        if not self.active or handle not in self.original:
+            raise AssertionError(OUTSIDE_MUTATION_CONTEXT)
+        return self.original[handle]
+
+    def before_write(self, t):
+        """t's storage is about to change: copy each value saved from it, once."""
+        vc = t._vc
+        tids = self.sid_to_tid.get(id(vc)) if vc is not None else None
+        if not tids:
+            return
+        for tid in tids:
+            handle = self.tid_to_weakhandle.get(tid)
+            if handle is None or handle in self.cloned or handle not in self.original:
+                continue
+            with no_grad():
+                self.cloned[handle] = self.original[handle].detach().clone()
+            del self.original[handle]
+
+    def clear(self):
+        self.active = False
+        self.original.clear()
+        self.cloned.clear()
+        self.tid_to_weakhandle.clear()
+        self.sid_to_tid.clear()
+
+
+class allow_mutation_on_saved_tensors:  # noqa: N801  (torch's name)
+    """Within the block, a tensor saved for backward may be modified in place: the value
+    saved is copied just before the first write into its storage (through the tensor or any
+    view of it), and the backward reads the copy. The backward must run inside the same
+    block (else AssertionError); blocks do not nest. Yields the context (its `cloned` table
+    holds the copies alive)."""
+
+    _current = None
+
+    def __enter__(self):
+        if allow_mutation_on_saved_tensors._current is not None:
+            raise RuntimeError("allow_mutation_on_saved_tensors contexts cannot be nested")
+        self.ctx = _MutationContext()
+        self.hooks = saved_tensors_hooks(self.ctx.pack, self.ctx.unpack)
+        self.hooks.__enter__()
+        self.prev_watch = WRITE_WATCH.fn
+        WRITE_WATCH.fn = self.ctx.before_write
+        allow_mutation_on_saved_tensors._current = self.ctx
+        return self.ctx
+
+    def __exit__(self, *exc):
+        allow_mutation_on_saved_tensors._current = None
+        WRITE_WATCH.fn = self.prev_watch
+        self.hooks.__exit__(*exc)
+        self.ctx.clear()
+        return False

@@ -8,8 +8,9 @@ import threading
 import numpy as np
 
 from . import engine
-from .plumbing import run_tensor_hooks
+from .plumbing import run_node_prehooks, run_tensor_hooks
 from .grad_mode import STATE as GS
+from .node import EdgeTarget, GradientEdge, edge_target
 from .record import ANOMALY
 from .tensor import Tensor, wrap
 
@@ -18,10 +19,10 @@ UNUSED_MSG = ("The differentiated Tensor at index {} appears to not have been us
               "graph. Set allow_unused=True if this is the desired behavior.")
 
 
-def _seq(x, what):
+def _seq(x, what, single=Tensor):
     if x is None:
         return None
-    if isinstance(x, Tensor):
+    if isinstance(x, (Tensor, single)):
         return [x]
     if isinstance(x, (list, tuple)):
         return list(x)
@@ -185,14 +186,21 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
 def _accumulate(t, g, create_graph=False):
     """t's hooks on g, t.grad += g, then t's post-accumulate hooks (torch's AccumulateGrad
     node); the engine calls it during the backward for leaves with post-accumulate hooks."""
+    acc = None
     if t._grad_fn is None:
         g = _leaf_hooks(t, g, create_graph)
+        acc = t._accum
+        if acc is not None and acc.pre:
+            g = run_node_prehooks(acc.pre, g if isinstance(g, Tensor) else wrap(g))
     g = g if isinstance(g, Tensor) else wrap(g)
     engine.accumulate_grad(t, g, create_graph)
     post = t.__dict__.get("_post_hooks") if t._grad_fn is None else None
     if post:
         for fn in list(post.values()):
             fn(t)
+    if acc is not None and acc.post:
+        for fn in list(acc.post.values()):
+            fn((), (g,))
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -202,7 +210,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise NotImplementedError("is_grads_batched=True is not supported; use ft.vmap over "
                                   "ft.func.functional_call instead")
     outs = _seq(outputs, "outputs")
-    ins = _seq(inputs, "inputs")
+    ins = _seq(inputs, "inputs", GradientEdge)
+    edges = [isinstance(t, GradientEdge) for t in ins]
+    if any(edges):
+        ins = [edge_target(t) if e else t for t, e in zip(ins, edges)]
+    if not ins:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     gos = _seq(grad_outputs, "grad_outputs") if not isinstance(grad_outputs, Tensor) \
         else [grad_outputs]
     if allow_unused is None:
@@ -211,8 +224,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         retain_graph = create_graph
     _check_roots(outs)
     for t in ins:
-        if not isinstance(t, Tensor):
-            raise TypeError("inputs must be Tensors")
+        if not isinstance(t, (Tensor, EdgeTarget)):
+            raise TypeError("inputs must be Tensors or GradientEdges")
         if not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     with _grad_mode(create_graph), _final_callbacks(), _checkpoint_scope(False):
@@ -223,6 +236,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         for i, (t, g) in enumerate(zip(ins, res)):
             if g is None:
                 if materialize_grads:
+                    if edges[i]:
+                        raise RuntimeError("materialize_grads cannot be used when the given "
+                                           "input is a GradientEdge")
                     result.append(wrap(np.zeros(t._data.shape, t._data.dtype)))
                     continue
                 if not allow_unused:

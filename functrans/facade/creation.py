@@ -255,6 +255,9 @@ def bernoulli(input, p=None, *, generator=None):  # noqa: A002
     return wrap((_rng(generator).random(input._data.shape) < prob).astype(input.dtype))
 
 
+Tensor.bernoulli = bernoulli
+
+
 def multinomial(input, num_samples, replacement=False, *, generator=None):  # noqa: A002
     probs = np.asarray(input._data, np.float64)
     g = _rng(generator)

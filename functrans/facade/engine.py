@@ -182,7 +182,13 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     uniq = list(dict.fromkeys(k for k in tkeys if k is not None))
     n_targets = len(uniq)
     uniq, retained_keys = with_retained(uniq, nodes, structure)
-    if not uniq:
+    if not uniq:            # nothing to deliver (every leaf gone): the graph is used up all
+        for n in nodes:         # the same, as torch's backward runs it to its dead leaves
+            if n.info is not None and n.vals is None and n.info.held:
+                raise RuntimeError(FREED_MSG + f" (the values saved by {n.info.name} were "
+                                   "freed by an earlier backward)")
+        if not retain_graph:
+            free_graph(nodes)
         return [None] * len(targets), targets
     root_cts = [torch_convention(c) for c in root_cts]
     early = dests = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import weakref
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class FunctionCtx:
         return object.__getattribute__(self, name)
 
     def _check_stored(self, name, t):
-        ok = list(self._inputs) + list(self._outputs) + list(self._saved or ())
+        ok = list(self._inputs) + [r() for r in self._outputs] + list(self._saved or ())
         if any(t is o for o in ok if o is not None):
             return
         raise CtxTensorError(
@@ -252,7 +253,9 @@ def _record(cls, ctx, args, tensor_pos, outs):
     if ANOMALY.enabled:
         node.stack = _forward_stack()
     ctx._inputs = tuple(inputs)
-    ctx._outputs = tuple(out_ts)
+    # weakly: an output holds the node, the node its ctx (a strong reference back would make
+    # a cycle, keeping the graph alive until the garbage collector runs)
+    ctx._outputs = tuple(weakref.ref(o) for o in out_ts)
     saved = ctx.to_save or ()
     ctx._saved = tuple(saved) if not SAVED_HOOKS.stack else tuple(
         t if t is None else Packed(SAVED_HOOKS.stack[-1][0](t), SAVED_HOOKS.stack[-1][1], None)
@@ -313,6 +316,8 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
     out_grads = [None] * extra["n_outs"]
     for j, g in zip(extra["out_idx"], grads):
         out_grads[j] = g
+    if node.pre:                           # Node.register_prehook: may replace them
+        out_grads = _node_hooks(node.pre, out_grads, lambda fn, g: fn(tuple(g)))
     strict = tensors and GS.enabled
     object.__setattr__(ctx, "_strict", strict)
     once = getattr(cls.backward, "_once_differentiable", False)
@@ -334,6 +339,9 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
         else:
             raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number "
                                f"of gradients (expected {n_args}, got {len(result)})")
+    if node.post:                          # Node.register_hook: may replace grad_inputs
+        result = tuple(_node_hooks(node.post, list(result),
+                                   lambda fn, g: fn(tuple(g), tuple(out_grads))))
     out = []
     for k, pos in enumerate(extra["arg_pos"]):
         if not info.mask[k]:
@@ -370,6 +378,21 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
             d = g._data
             out.append(d)
     return out
+
+
+def _node_hooks(hooks, grads, call):
+    """Run a Function node's pre- or post-hooks in order; a hook returning a sequence of the
+    same length replaces the gradients, None keeps them."""
+    for fn in list(hooks.values()):
+        r = call(fn, grads)
+        if r is not None:
+            if not isinstance(r, (tuple, list)) or len(r) != len(grads):
+                raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has returned an "
+                                   f"incorrect number of values (got "
+                                   f"{len(r) if isinstance(r, (tuple, list)) else 1}, but "
+                                   f"expected {len(grads)})")
+            grads = list(r)
+    return grads
 
 
 def _expand(present, out_mask):

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..core import FunctransError
 from .api import grad
-from .grad_mode import enable_grad, no_grad
+from .grad_mode import enable_grad
 from .tensor import Tensor, wrap
 
 
@@ -35,15 +35,16 @@ def _numerical(func, inputs, diff_idx, outputs, eps):
             raise GradcheckError(f"input {i} is not contiguous; pass contiguous tensors")
         cols = [np.zeros((x.numel(), o.numel()), np.float64) for o in outputs]
         for k in range(flat.size):
+            # func runs in the caller's grad mode, as in torch (what it asserts about
+            # requires_grad holds in both passes); the input's storage is perturbed directly
             orig = flat[k].copy()
-            with no_grad():
-                flat[k] = orig + eps
-                plus = [o._data.astype(np.float64).reshape(-1).copy() for o in
-                        _outputs(func, inputs)]
-                flat[k] = orig - eps
-                minus = [o._data.astype(np.float64).reshape(-1).copy() for o in
-                         _outputs(func, inputs)]
-                flat[k] = orig
+            flat[k] = orig + eps
+            plus = [o._data.astype(np.float64).reshape(-1).copy() for o in
+                    _outputs(func, inputs)]
+            flat[k] = orig - eps
+            minus = [o._data.astype(np.float64).reshape(-1).copy() for o in
+                     _outputs(func, inputs)]
+            flat[k] = orig
             for c, p, m in zip(cols, plus, minus):
                 c[k] = (p - m) / (2 * eps)
         jac.append(cols)

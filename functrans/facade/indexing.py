@@ -6,6 +6,8 @@ op's signature; integer index arrays are runtime inputs of the composite op.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import numpy as fnp
@@ -29,10 +31,27 @@ class _Arr:
         return hash(("_Arr", self.k))
 
 
+def _as_tuple(idx):
+    """The index as a tuple of components. A list holding a slice, Ellipsis, None, a tensor
+    or a sequence is read as a tuple, as torch (and NumPy before 1.23) does:
+    `y[[slice(None), [1, 3]]]` is `y[:, [1, 3]]`; another list is one integer array."""
+    if isinstance(idx, tuple):
+        return idx
+    if isinstance(idx, list) and len(idx) < 32 and any(
+            isinstance(i, (Tensor, list, tuple, slice, np.ndarray)) or i is None
+            or i is Ellipsis for i in idx):
+        warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated "
+                      "and will be changed in pytorch 2.9; use x[tuple(seq)] instead of "
+                      "x[seq]. In pytorch 2.9 this will be interpreted as tensor index, "
+                      "x[torch.tensor(seq)], which will result either in an error or a "
+                      "different result", UserWarning, stacklevel=4)
+        return tuple(idx)
+    return (idx,)
+
+
 def _split_index(idx):
     """(template, arrays): a hashable index template and the integer index arrays."""
-    if not isinstance(idx, tuple):
-        idx = (idx,)
+    idx = _as_tuple(idx)
     template, arrays = [], []
     for it in idx:
         if isinstance(it, Tensor):
@@ -189,8 +208,7 @@ def setitem(t, idx, value):
 
 
 def _numpy_index(idx):
-    if not isinstance(idx, tuple):
-        idx = (idx,)
+    idx = _as_tuple(idx)
     out = []
     for it in idx:
         if isinstance(it, Tensor):

@@ -12,7 +12,7 @@ import numpy as np
 from .. import numpy as fnp
 from ..core import Tracer
 from . import creation
-from .record import INFERENCE, VIEW_HISTORY, vc_of
+from .record import INFERENCE, SAVED_HOOKS, VIEW_HISTORY, WRITE_WATCH, vc_of
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
                      apply_fn, binary, traced_hooks, wrap)
 from .methods import DIV, MUL, add, addcdiv, addcmul, lerp, sub
@@ -39,6 +39,8 @@ NOGRAD_VIEW_MSG = (
 def _check_inplace(self, recording):
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
         traced_hooks().concrete_update(self, None)
+    if WRITE_WATCH.fn is not None:
+        WRITE_WATCH.fn(self)
     if recording and self._requires_grad and "_fn_view" in self.__dict__:
         name, k = self.__dict__["_fn_view"]
         raise RuntimeError(
@@ -68,7 +70,15 @@ def inplace(self, name, compute):
     """Run compute() (an out-of-place op returning a Tensor) and make self hold the result."""
     recording = GS.enabled
     _check_inplace(self, recording)
-    res = compute()
+    if SAVED_HOOKS.stack:            # pack hooks must not see a value about to change
+        vc_of(self)
+        prev, SAVED_HOOKS.writing = SAVED_HOOKS.writing, self
+        try:
+            res = compute()
+        finally:
+            SAVED_HOOKS.writing = prev
+    else:
+        res = compute()
     if isinstance(self._data, Tracer) or isinstance(res._data, Tracer):   # traced data
         return traced_hooks().inplace(self, name, res)
     node = res._grad_fn
@@ -96,6 +106,7 @@ def inplace(self, name, compute):
     self._bump(name)
     if node is not None:
         _rebase(self, res)
+        adopt_views(self, self)
     return self
 
 
@@ -193,6 +204,28 @@ def regenerate_view_history(view):
 
 VIEW_HISTORY.regenerate = regenerate_view_history
 
+_STALE = object()      # a view's `_vfn` that matches no history: check_view refuses it
+
+
+def adopt_views(base, skip):
+    """An in-place op just gave base a history: the views taken while it required no grad
+    (its version counter's `views`) now read a tensor that does, so each gets a history
+    reading the base's (torch: `x.add_(r)` makes every view of x require grad). Where that
+    history cannot be made (a base that is not C-contiguous) the view is marked stale and
+    refused when it is used, rather than used as a constant."""
+    vc = base._vc
+    views = vc.views if vc is not None else None
+    if not views:
+        return
+    vc.views = None
+    for r in views:
+        w = r()
+        if w is None or w is skip or w._requires_grad or w._base is not base:
+            continue            # (a view of a detached alias shares the counter, not the base)
+        if not regenerate_view_history(w):
+            w._requires_grad = True
+            w.__dict__["_vfn"] = _STALE
+
 
 def _inplace_on_view(self, name, res):
     """In-place op on a view under grad: the base's history becomes CopySlices(base, result)
@@ -218,6 +251,7 @@ def _inplace_on_view(self, name, res):
     if op is res:
         _hold_output_in(self, op)          # exp_ on a view saved the view's new values
     _rebase(base, new_base)
+    adopt_views(base, self)
     new_view = apply_fn("AsStridedBackward0", _as_strided_fn, (base, pos))
     _set_history(self, new_view._grad_fn, 0)
     self._requires_grad = True
@@ -262,6 +296,8 @@ def _fast(self, *others):
         raise RuntimeError(OVERLAP_MSG)
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
         traced_hooks().concrete_update(self, None)
+    if WRITE_WATCH.fn is not None:
+        WRITE_WATCH.fn(self)
     if not GS.enabled:
         if self._flags & INFERENCE and not GS.inference:
             _check_inplace(self, False)

@@ -68,3 +68,18 @@ BoolTensor = _legacy("BoolTensor", D.bool)
 
 NAMES = ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor",
          "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"]
+
+_BY_DTYPE = {np.dtype(globals()[n].dtype): globals()[n] for n in NAMES}
+
+
+def new(self, *args, device=None):
+    """Tensor.new (legacy): a tensor of self's dtype from data or of a size, as the legacy
+    type of that dtype makes it (`x.new([1, 2])`, `x.new(2, 3)`)."""
+    cls = _BY_DTYPE.get(np.dtype(self.dtype))
+    if cls is None:
+        raise TypeError(f"Tensor.new: no legacy type for dtype {self.dtype}; use "
+                        "ft.tensor(data, dtype=...) or ft.empty(size, dtype=...)")
+    return cls(*args, device=device)
+
+
+Tensor.new = new

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import sys
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 
 from ..backends.memory import EQN_BYTES
 from ..core import Literal
@@ -95,10 +95,11 @@ class OpInfo:
 
 class _Extra:
     """Rarely used node fields, kept off the hot path."""
-    __slots__ = ("hooks", "retains", "ctx", "stack")
+    __slots__ = ("hooks", "retains", "ctx", "stack", "meta", "pre", "post")
 
     def __init__(self):
-        self.hooks = self.retains = self.ctx = self.stack = None
+        self.hooks = self.retains = self.ctx = self.stack = self.meta = None
+        self.pre = self.post = None
 
 
 def _extra_field(name):
@@ -134,6 +135,9 @@ class Node:
     retains = _extra_field("retains")    # {output index: weakref to the retaining tensor}
     ctx = _extra_field("ctx")            # autograd.Function context
     stack = _extra_field("stack")        # forward traceback (anomaly mode)
+    meta = _extra_field("meta")          # the `metadata` dict, made on first use
+    pre = _extra_field("pre")            # a Function node's pre-hooks (HookDict)
+    post = _extra_field("post")          # a Function node's post-hooks (HookDict)
 
     @property
     def freed(self):
@@ -148,7 +152,11 @@ class Node:
 
     @property
     def metadata(self):
-        return {}
+        """A dict the user may store anything in, kept with the node (torch's Node.metadata)."""
+        m = self.meta
+        if m is None:
+            m = self.meta = {}
+        return m
 
     def __getattr__(self, name):
         """A custom Function's node is its ctx in torch (grad_fn.saved_tensors,
@@ -164,9 +172,31 @@ class Node:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def register_hook(self, fn):
-        raise NotImplementedError(
-            "Node.register_hook is not supported by functrans; register the hook on the "
-            "tensor instead (tensor.register_hook(fn)).")
+        """fn(grad_inputs, grad_outputs) after the node's backward ran; a returned tuple
+        replaces grad_inputs. Custom Function nodes only (their backward is a call of its
+        own); an op's node raises: its backward runs fused with the others'."""
+        if self.info.kind != "function":
+            raise NotImplementedError(
+                f"{type(self).__name__}.register_hook (a hook on an op's grad_fn node) is not "
+                "supported by functrans: the backward runs fused, without a step per op; "
+                "register the hook on the tensor instead (tensor.register_hook(fn)), or on a "
+                "custom autograd.Function's node.")
+        if self.post is None:
+            self.post = HookDict()
+        return add_hook(self.post, fn)
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) before the node's backward runs; a returned tuple replaces them.
+        Custom Function nodes only, as register_hook."""
+        if self.info.kind != "function":
+            raise NotImplementedError(
+                f"{type(self).__name__}.register_prehook (a hook on an op's grad_fn node) is "
+                "not supported by functrans: the backward runs fused, without a step per op; "
+                "register the hook on the tensor instead (tensor.register_hook(fn)), or on a "
+                "custom autograd.Function's node.")
+        if self.pre is None:
+            self.pre = HookDict()
+        return add_hook(self.pre, fn)
 
     def __repr__(self):
         return f"<{self.info.name} object at {hex(id(self))}>"
@@ -195,8 +225,12 @@ class AccumulateGrad:
     """The graph node of a leaf that requires grad: gradients accumulate into .grad.
 
     The leaf holds its AccumulateGrad; the AccumulateGrad refers to the leaf weakly (no
-    reference cycle, so temporary leaves are freed at once)."""
-    __slots__ = ("_var", "seq", "edge", "pos", "mark", "__weakref__")
+    reference cycle, so temporary leaves are freed at once). Its hooks run where torch runs
+    the node: when a backward accumulates into the leaf (api._accumulate), not in
+    autograd.grad or for a leaf outside backward(inputs=...): pre-hooks after the leaf's
+    tensor hooks, `pre((grad,)) -> (grad,) or None`; post-hooks after the accumulation and
+    the post-accumulate-grad hooks, `post((), (grad,))`."""
+    __slots__ = ("_var", "seq", "pos", "mark", "pre", "post", "meta", "__weakref__")
     edges = ()
     info = None
     vals = None
@@ -204,9 +238,33 @@ class AccumulateGrad:
     def __init__(self, variable):
         self._var = weakref.ref(variable)
         self.seq = next(_seq)
-        self.edge = (self, 0)
         self.pos = -1
         self.mark = None
+        self.pre = self.post = self.meta = None
+
+    @property
+    def edge(self):
+        """(self, 0), made per use: kept as a field it would be a reference cycle, and the
+        node would outlive its leaf until the garbage collector ran."""
+        return (self, 0)
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) -> a tuple replacing them, or None; before the accumulation."""
+        if self.pre is None:
+            self.pre = HookDict()
+        return add_hook(self.pre, fn)
+
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs), i.e. fn((), (grad,)), after the accumulation."""
+        if self.post is None:
+            self.post = HookDict()
+        return add_hook(self.post, fn)
+
+    @property
+    def metadata(self):
+        if self.meta is None:
+            self.meta = {}
+        return self.meta
 
     @property
     def variable(self):
@@ -221,6 +279,38 @@ class AccumulateGrad:
 
     def __repr__(self):
         return f"<AccumulateGrad object at {hex(id(self))}>"
+
+
+GradientEdge = namedtuple("GradientEdge", "node output_nr")
+GradientEdge.__doc__ = "A node of the graph and which of its outputs (torch's GradientEdge)."
+
+
+class EdgeTarget:
+    """A GradientEdge given to autograd.grad as an input: the value output `output_nr` of
+    its node carries, differentiated as a tensor holding it would be (the engine reads a
+    target's `_grad_fn` and `_out_nr`)."""
+    __slots__ = ("_grad_fn", "_out_nr")
+    _requires_grad = True
+    _accum = None
+
+    def __init__(self, node, nr):
+        self._grad_fn, self._out_nr = node, nr
+
+
+def edge_target(e):
+    """The autograd.grad input a GradientEdge stands for: the leaf of an AccumulateGrad
+    edge, else an EdgeTarget."""
+    node, nr = e
+    if isinstance(node, AccumulateGrad):
+        t = node.variable
+        if t is None:
+            raise RuntimeError("autograd.grad: the leaf tensor of this GradientEdge's "
+                               "AccumulateGrad node no longer exists")
+        return t
+    if not isinstance(node, Node) or node.info is None:
+        raise TypeError(f"autograd.grad: a GradientEdge's node must be a graph node, got "
+                        f"{type(node).__name__}")
+    return EdgeTarget(node, nr)
 
 
 def edge_of(t):

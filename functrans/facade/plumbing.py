@@ -138,6 +138,21 @@ def run_tensor_hooks(g, *hook_dicts):
     return g
 
 
+def run_node_prehooks(hooks, g):
+    """A single-input node's pre-hooks on its gradient g: each is called with (g,) and may
+    return a tuple holding a replacement (checked as a tensor hook's result) or None."""
+    for fn in list(hooks.values()):
+        r = fn((g,))
+        if r is not None:
+            if not isinstance(r, (tuple, list)) or len(r) != 1:
+                raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' returned "
+                                   f"{type(r).__name__}: a pre-hook returns a tuple of one "
+                                   "gradient per output (here 1) or None")
+            if r[0] is not None:
+                g = _check_hook_result(r[0], g, fn)
+    return g
+
+
 def torch_convention(g):
     """PyTorch's gradient of a complex value <-> the core's (JAX's) cotangent: conjugates.
     For real L of z = x + iy torch's .grad is dL/dx + i dL/dy, JAX's grad dL/dx - i dL/dy;

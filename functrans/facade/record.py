@@ -38,12 +38,17 @@ _new = object.__new__
 
 
 class VersionCounter:
-    """Shared by a tensor, its views and its detached aliases; bumped by in-place ops."""
-    __slots__ = ("v", "op")
+    """Shared by a tensor, its views and its detached aliases; bumped by in-place ops.
+
+    views: weak references to the views taken while their base did not require grad (None
+    if none): an in-place op that gives the base a history makes them require grad too
+    (inplace.adopt_views), as torch regenerates every view's history from its base's."""
+    __slots__ = ("v", "op", "views")
 
     def __init__(self):
         self.v = 0
         self.op = None
+        self.views = None
 
 
 def vc_of(t):
@@ -70,9 +75,20 @@ class _SavedHooks(threading.local):
     def __init__(self):
         self.stack = []
         self.disabled = None
+        self.writing = None     # the tensor an in-place op is about to write (inplace.py)
 
 
 SAVED_HOOKS = _SavedHooks()
+
+
+class _WriteWatch:
+    """`fn(tensor)`, called before any in-place write into a tensor's storage (every
+    in-place op asks inplace._fast or inplace._check_inplace first), or None: how
+    autograd.graph.allow_mutation_on_saved_tensors clones a saved value before it changes."""
+    fn: Any = None
+
+
+WRITE_WATCH = _WriteWatch()
 
 
 class Packed:
@@ -220,13 +236,21 @@ def make_node(info, inputs, vals, outs):
                 vers.append((s, vc, vc.v))
         src = user_frame(3)
         if SAVED_HOOKS.stack:
+            writing = SAVED_HOOKS.writing
+            wvc = writing._vc if writing is not None else None
             for s, j in plan:
                 v = kept[s]
                 t = inputs[s] if j < 0 else outs[j] if j < 1000 else None
                 if v is None or isinstance(v, Tracer) or j < 0 and not isinstance(
                         t, TensorInfo):
                     continue            # a Python scalar or constant argument: not a tensor
+                if j < 0 and wvc is not None and t._vc is wvc:
+                    # an input whose storage the in-place op is about to overwrite: the
+                    # hook gets a copy of its value before the write (torch's original self)
+                    v, t = v.copy(), None
                 kept[s] = pack_saved(v, t if isinstance(t, TensorInfo) else None)
+                # the hooks own a packed value: its version is not checked (torch's rule)
+                vers = [e for e in vers if e[0] != s]
     else:
         kept = []
         vers = ()

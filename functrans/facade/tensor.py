@@ -675,7 +675,7 @@ def apply_fn(name, fn, args, static=(), view=False):
             v = vals[s] = v.copy()       # only view ops may return storage of their inputs
         outs.append(wrap(v))
     if view:
-        _mark_views(args, outs, name if comp.out_tree is not None else None)
+        _mark_views(args, outs, name if comp.out_tree is not None else None, name)
     if info is not None:
         make_node(info, args, vals, outs)
     if comp.out_tree is None:
@@ -876,12 +876,13 @@ def _composite_info(name, comp, mask, forms=True):
                   companions=companions)
 
 
-def _mark_views(args, outs, multi=None):
+def _mark_views(args, outs, multi=None, name=None):
     """The outputs of a view op that alias its first argument's storage become views of its
     base, sharing the version counter. An identity view (x[:], x.view(x.shape), a no-op
     squeeze) may come back as the input's own array: a view too, as in torch.
     multi: the op's name when it returns several views (unbind, split): an in-place op on
-    one of them cannot be recorded (inplace._inplace_on_view refuses it, as torch)."""
+    one of them, or on a view of one (named after the op `name` that took it), cannot be
+    recorded (inplace._inplace_on_view refuses it, as torch)."""
     base = args[0]
     b = base._base if base._base is not None else base
     vc = vc_of(base)
@@ -899,6 +900,12 @@ def _mark_views(args, outs, multi=None):
                     o.__dict__["_nograd_view"] = True
                 if multi is not None:
                     o.__dict__["_multi_view"] = (multi, k)
+                elif "_multi_view" in base.__dict__:     # a view of such a view
+                    o.__dict__["_multi_view"] = (name, k)
+            else:
+                if vc.views is None:
+                    vc.views = []
+                vc.views.append(weakref.ref(o))
 
 
 def _fn1(name, fn, x, **static):

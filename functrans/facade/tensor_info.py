@@ -141,7 +141,8 @@ class TensorInfo:
         return _host(self._data).tolist()
 
     def numpy(self, force: bool = False) -> np.ndarray:
-        if self._requires_grad and not force and GS is not None:
+        # refused while grad mode is on (the array would escape the graph), as torch
+        if self._requires_grad and not force and GS.enabled:
             raise RuntimeError(NUMPY_GRAD_MSG)
         if type(self._data) is not _ndarray:
             raise TypeError("can't convert cuda tensor to numpy. Use Tensor.cpu() to copy the "
@@ -149,7 +150,7 @@ class TensorInfo:
         return self._data
 
     def __array__(self, dtype=None, copy=None):
-        if self._requires_grad:
+        if self._requires_grad and GS.enabled:
             raise RuntimeError(NUMPY_GRAD_MSG)
         if isinstance(self._data, Tracer):
             raise TypeError(TRACED_NUMPY_MSG)

@@ -13,11 +13,15 @@ would accumulate into every leaf); the non-re-entrant one accepts them here by
 differentiating the recomputation with respect to the checkpointed inputs only (fn's own
 parameters then get nothing, and asking for them raises the unused-input error). torch's
 non-re-entrant variant recomputes lazily through saved-tensor hooks, which functrans does
-not have: its early stop, selective checkpointing (context_fn) and determinism checks are
-refused with an error naming them.
+not have: selective checkpointing (context_fn) and determinism checks are refused with an
+error naming them. `set_checkpoint_early_stop` is accepted: torch's early stop only ends a
+recomputation once the values the backward needs exist, and functrans always recomputes the
+whole function, so both settings give the same values (early_stop=False's work).
 """
 from __future__ import annotations
 
+import contextlib
+import threading
 import warnings
 
 from ..facade.api import backward as _backward, grad as _grad, is_checkpoint_valid
@@ -27,7 +31,23 @@ from ..facade.grad_mode import enable_grad, no_grad
 from ..facade.grad_mode import STATE as _GS
 from ..facade.tensor import Tensor
 
-__all__ = ["checkpoint", "checkpoint_sequential"]
+__all__ = ["checkpoint", "checkpoint_sequential", "set_checkpoint_early_stop"]
+
+_EARLY_STOP = threading.local()
+
+
+@contextlib.contextmanager
+def set_checkpoint_early_stop(enable: bool):
+    """torch.utils.checkpoint.set_checkpoint_early_stop: whether a non-re-entrant
+    recomputation may stop once the values the backward needs are recomputed. A performance
+    setting in torch; functrans's recomputation runs the whole function either way (the
+    values do not depend on it), so this only records the setting for the block."""
+    prev = getattr(_EARLY_STOP, "enabled", True)
+    _EARLY_STOP.enabled = bool(enable)
+    try:
+        yield
+    finally:
+        _EARLY_STOP.enabled = prev
 
 REENTRANT_GRAD_MSG = (
     "When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad() or passing "
@@ -61,19 +81,18 @@ class CheckpointFunction(Function):
     """The checkpointed segment as one node (CheckpointFunctionBackward, torch's name)."""
 
     @staticmethod
-    def forward(ctx, run_function, preserve_rng_state, reentrant, kwargs, *args):
+    def forward(ctx, run_function, preserve_rng_state, reentrant, *args):
         ctx.run_function = run_function
         ctx.preserve_rng_state = preserve_rng_state
         ctx.reentrant = reentrant
-        ctx.kwargs = kwargs
         ctx.had_grad = _GS.enabled
-        if preserve_rng_state:
-            ctx.rng_state = default_generator.get_state()
+        if preserve_rng_state:      # kept as a tuple: not a tensor the backward reads
+            ctx.rng_state = (default_generator.get_state(),)
         ctx.tensor_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         ctx.non_tensors = [None if isinstance(a, Tensor) else a for a in args]
         ctx.save_for_backward(*(args[i] for i in ctx.tensor_pos))
         with no_grad():
-            return run_function(*args, **kwargs)
+            return run_function(*args)
 
     @staticmethod
     def backward(ctx, *grad_outputs):
@@ -82,13 +101,16 @@ class CheckpointFunction(Function):
         args = list(ctx.non_tensors)
         for i, t in zip(ctx.tensor_pos, ctx.saved_tensors):
             args[i] = t
-        inputs = _detach_like(args)
+        # under create_graph (grad mode on in a backward) the recomputation starts from the
+        # inputs themselves, so the gradients it returns stay differentiable w.r.t. them
+        higher = _GS.enabled and not is_checkpoint_valid()
+        inputs = args if higher else _detach_like(args)
         if ctx.preserve_rng_state:
             state = default_generator.get_state()
-            default_generator.set_state(ctx.rng_state)
+            default_generator.set_state(ctx.rng_state[0])
         try:
             with enable_grad():
-                outputs = ctx.run_function(*inputs, **ctx.kwargs)
+                outputs = ctx.run_function(*inputs)
         finally:
             if ctx.preserve_rng_state:
                 default_generator.set_state(state)
@@ -107,9 +129,10 @@ class CheckpointFunction(Function):
             _backward(roots, grads)
             got = {id(a): a.grad for a in wanted}
         else:
-            gs = _grad(roots, wanted, grads, allow_unused=True) if wanted else ()
+            gs = _grad(roots, wanted, grads, allow_unused=True, create_graph=higher) \
+                if wanted else ()
             got = {id(a): g for a, g in zip(wanted, gs)}
-        return (None, None, None, None) + tuple(
+        return (None, None, None) + tuple(
             got.get(id(a)) if isinstance(a, Tensor) else None for a in inputs)
 
 
@@ -133,7 +156,14 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=_noop_context_fn,
     if determinism_check not in ("default", "none"):
         raise ValueError(f"determinism_check should be one of ['default', 'none'], but got "
                          f"{determinism_check}")
-    return CheckpointFunction.apply(function, preserve_rng_state, bool(use_reentrant), kwargs, *args)
+    if kwargs:      # (non-re-entrant) keyword tensors are inputs too: gradients reach them
+        names, n = list(kwargs), len(args)
+        inner = function
+
+        def function(*a):
+            return inner(*a[:n], **dict(zip(names, a[n:])))
+        args = args + tuple(kwargs.values())
+    return CheckpointFunction.apply(function, preserve_rng_state, bool(use_reentrant), *args)
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):  # noqa: A002

@@ -433,6 +433,375 @@ def checkpoint_reentrant_grad(lib, x):
     return lib.autograd.grad(y.sum(), x)
 
 
+def checkpoint_kwargs_tensor(lib, x):
+    """A tensor passed to checkpoint by keyword gets its gradient (non-re-entrant)."""
+    ck = _ckpt(lib)
+    b = leaf(lib, W[:2, :1] * 3)
+
+    def fn(a, blah=None):
+        return (a.sin().exp() * blah).sin().exp()
+
+    out = ck.checkpoint(fn, x, blah=b, use_reentrant=False)
+    return list(lib.autograd.grad(out.sum(), (x, b))) + [out.detach()]
+
+
+def checkpoint_early_stop(lib, x):
+    """set_checkpoint_early_stop(True/False): the same values and gradients either way."""
+    ck = _ckpt(lib)
+    out = []
+    for stop in (True, False):
+        with ck.set_checkpoint_early_stop(stop):
+            y = ck.checkpoint(lambda a: a.sin().cos() * 2, x, use_reentrant=False)
+            out += [y.detach(), lib.autograd.grad(y.sum(), x)[0]]
+    return out
+
+
+def checkpoint_double_backward(lib, x):
+    """Second and third derivatives through a non-re-entrant checkpoint (grad of grad of
+    a checkpointed function, and a checkpoint inside a checkpoint)."""
+    ck = _ckpt(lib)
+
+    def f(a):
+        return a.sin().exp().sin()
+
+    def c(fn):
+        return lambda a: ck.checkpoint(fn, a, use_reentrant=False)
+
+    out = []
+    for fn in (f, c(f), c(c(f))):
+        g1, = lib.autograd.grad(fn(x).sum(), x, create_graph=True)
+        g2, = lib.autograd.grad(g1.sum(), x, create_graph=True)
+        g3, = lib.autograd.grad(g2.sum(), x)
+        out += [g1, g2, g3]
+    return out
+
+
+def hooks_accumulate_grad_node(lib, x):
+    """AccumulateGrad's pre- and post-hooks: the order tensor hook, node pre-hook,
+    accumulation, post-accumulate hook, node post-hook; not run by autograd.grad nor for a
+    leaf left out of backward(inputs=...)."""
+    log = []
+    t = leaf(lib, V[:3])
+    acc = t.view_as(t).grad_fn.next_functions[0][0]
+    t.register_hook(lambda g: (log.append("tensor"), g.sub(2.))[1])
+    acc.register_prehook(lambda go: (log.append(("pre", len(go))), (go[0].div(5.),))[1])
+
+    def post_acc(p):
+        log.append("post_acc")
+        p.grad.add_(0.5)
+    t.register_post_accumulate_grad_hook(post_acc)
+
+    def post(gi, go):
+        log.append(("post", len(gi), len(go)))
+        t.grad = go[0].mul(10)
+    h = acc.register_hook(post)
+    t.sum().backward()
+    first = t.grad.clone()
+    log.append("grad:")
+    lib.autograd.grad((t * 2).sum(), t)
+    log.append("inputs:")
+    b = leaf(lib, V[:3])
+    (t * b).sum().backward(inputs=[b])
+    h.remove()
+    t.grad = None
+    t.sum().backward()
+    return [first, log, t.grad, acc.metadata == {}, acc.metadata is acc.metadata]
+
+
+def graph_dies_with_its_output(lib, x):
+    """Nothing keeps a graph alive once its output is gone (no reference cycle through a
+    custom Function's ctx or a leaf's AccumulateGrad): objects stored in the nodes'
+    metadata die at once, without the garbage collector."""
+    import gc
+    import weakref
+
+    class Handle:
+        pass
+
+    class Sq(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a * a
+
+        @staticmethod
+        def backward(ctx, g):
+            a, = ctx.saved_tensors
+            return 2 * a * g
+
+    def scope(fn):
+        a = leaf(lib, V[:3])
+        out = fn(a)
+        refs, seen, todo = [], set(), [out.grad_fn]
+        while todo:
+            n = todo.pop()
+            if n is None or n in seen:
+                continue
+            seen.add(n)
+            h = Handle()
+            n.metadata["h"] = h
+            refs.append(weakref.ref(h))
+            todo.extend(f for f, _ in n.next_functions)
+        return refs
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        out = []
+        for fn in (lambda a: a.sin().exp(), lambda a: Sq.apply(a).sum()):
+            refs = scope(fn)
+            out.append([r() is None for r in refs])
+    finally:
+        if was:
+            gc.enable()
+    return out
+
+
+def view_of_plain_base_adopted(lib, x):
+    """Views taken of a tensor that required no grad, whose base (or a sibling view) an
+    in-place op then gives a history: they require grad and read the base's new history, so
+    the gradient flows through them (before: they stayed constants, r.grad 3 instead of 5)."""
+    r = lib.tensor(2.0, dtype=lib.float64, requires_grad=True)
+    out = []
+    b = lib.ones(5, dtype=lib.float64)
+    v = b.select(0, 1)
+    flags = [v.requires_grad, v.grad_fn is None]
+    b.add_(r)
+    flags += [v.requires_grad, v.grad_fn is None]
+    (v * r).backward()
+    out += [flags, r.grad.clone()]
+    r.grad = None
+    b = lib.ones(5, dtype=lib.float64)
+    v1, v2 = b[:2], b[1:]
+    v1.mul_(r)
+    (v2 * r).sum().backward()
+    out += [v2.requires_grad, r.grad.clone(), b.detach()]
+    r.grad = None
+    b = lib.ones(4, 4, dtype=lib.float64).t()       # a view of a transpose
+    v = b[0]
+    b.add_(r * x[0, 0])
+    (v * r).sum().backward()
+    out += [r.grad, x.grad]
+    b = lib.ones(3, dtype=lib.float64)
+    v = b.detach()[0:2]                # a view of a detached alias: not adopted
+    b.add_(r)
+    return out + [v.requires_grad, v.grad_fn is None]
+
+
+def view_of_multi_output_view_inplace(lib, x):
+    """A view of an output of unbind (a multi-output view op) cannot be modified in place
+    either."""
+    a = (x * 1).unbind(0)
+    c = a[0].view_as(a[0])
+    c.mul_(2)
+
+
+def gradcheck_func_in_grad_mode(lib, x):
+    """gradcheck calls the function in the caller's grad mode in its numerical pass too, so
+    what the function finds (requires_grad of its intermediates) is the same in both."""
+    seen = set()
+
+    def fn(a):
+        y = a * 2
+        seen.add((lib.is_grad_enabled(), y.requires_grad))
+        return y.sin()
+
+    ok = lib.autograd.gradcheck(fn, (x.detach().clone().requires_grad_(),))
+    return [ok, sorted(seen)]
+
+
+def saved_hooks_own_their_values(lib, x):
+    """A value saved through pack hooks is not version-checked (the hooks own it: a pack
+    hook that copies makes an in-place write harmless); an in-place op whose backward reads
+    its input's old value hands the hooks a copy of it, not the tensor it overwrites."""
+    calls = []
+    b = x.clone()
+    with lib.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t):
+        out = (b ** 2).sum()
+    b.sin_()
+    out.backward()
+    g1 = x.grad.clone()
+    x.grad = None
+    b = x.clone()
+    with lib.autograd.graph.saved_tensors_hooks(lambda t: (calls.append(t.shape), t)[1],
+                                                lambda t: t):
+        b.sin_()
+    b.sum().backward()
+    return [g1, x.grad, len(calls)]
+
+
+def allow_mutation_on_saved(lib, x):
+    """autograd.graph.allow_mutation_on_saved_tensors: saved values modified in place (through
+    the tensor or a view) are copied once before the first write, the backward reads the
+    copies (first and second order); the copies live as long as the graph."""
+    g = lib.autograd.graph
+
+    def n_cloned(ctx):
+        return len(list(ctx.cloned.items()))
+
+    out = []
+    with g.allow_mutation_on_saved_tensors() as ctx:
+        b = x.clone()
+        c = b.view_as(b)
+        loss = (b ** 2).sum()
+        c.sin_()
+        out.append(n_cloned(ctx))
+        d1, = lib.autograd.grad(loss, x, create_graph=True)
+        d2, = lib.autograd.grad(d1.sum(), x)
+        out += [d1.detach(), d2]
+        a = x.detach().clone()
+        y, z = a ** 2, a ** 2
+        a.sin_()
+        out.append(n_cloned(ctx))
+        y2 = a ** 2
+        a.sin_()
+        out.append(n_cloned(ctx))
+        del y, z
+        out.append(n_cloned(ctx))
+        del y2
+        out.append(n_cloned(ctx))
+    return out
+
+
+def allow_mutation_outside(lib, x):
+    """The backward of a graph recorded in allow_mutation_on_saved_tensors runs inside it."""
+    with lib.autograd.graph.allow_mutation_on_saved_tensors():
+        loss = (x ** 2).sum()
+    loss.backward()
+
+
+def allow_mutation_nested(lib, x):
+    g = lib.autograd.graph
+    with g.allow_mutation_on_saved_tensors():
+        with g.allow_mutation_on_saved_tensors():
+            pass
+
+
+def backward_with_dead_leaves(lib, x):
+    """A graph whose leaves are all gone is used up by its backward all the same."""
+    a = lib.tensor(X, requires_grad=True).clone()
+    out = (a ** 2).sum()
+    out.backward()
+    out.backward()
+
+
+def hooks_function_node(lib, x):
+    """Pre- and post-hooks on a custom Function's node: pre-hooks see (and may replace) the
+    output gradients before its backward, post-hooks see (grad_inputs, grad_outputs) after
+    it and may replace grad_inputs; in registration order, after the tensor hooks; a
+    removed handle stops its hook."""
+    log = []
+
+    class Mul2(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            log.append(("backward", g.tolist()))
+            return g * 2
+
+    a = leaf(lib, V[:2])
+    b = Mul2.apply(a)
+    b.register_hook(lambda g: (log.append(("tensor", g.tolist())), g * 3)[1])
+    b.grad_fn.register_prehook(lambda go: (log.append(("pre", go[0].tolist())),
+                                           (go[0] * 2,))[1])
+    h = b.grad_fn.register_prehook(lambda go: log.append("removed"))
+    b.grad_fn.register_prehook(lambda go: None)
+    b.grad_fn.register_hook(lambda gi, go: (log.append(("post", gi[0].tolist(),
+                                                        go[0].tolist())), (gi[0] + 1,))[1])
+    b.grad_fn.register_hook(lambda gi, go: log.append(("post2", gi[0].tolist())))
+    h.remove()
+    b.sum().backward()
+    return [log, a.grad]
+
+
+def legacy_constructors(lib, x):
+    """torch's legacy API that test code still uses: the typed tensor classes (data or a
+    size; isinstance by dtype), Tensor.new, autograd.Variable (a detached leaf alias of its
+    dtype), a list index holding slices or sequences read as a tuple, and
+    autograd.set_multithreading_enabled / grad_mode."""
+    a = lib.LongTensor([0, 2])
+    b = lib.FloatTensor(2, 3)
+    m = lib.BoolTensor([[True, False], [False, True]])
+    flags = [isinstance(lib.ones(2), lib.FloatTensor), isinstance(lib.ones(2), lib.DoubleTensor),
+             isinstance(a, lib.LongTensor), isinstance(x, lib.autograd.Variable)]
+    v = lib.autograd.Variable(m)
+    w = lib.autograd.Variable(x * 2, requires_grad=True)
+    y = x * 1
+    sel = y[[slice(None), [0, 2]]]
+    y2 = x * 1
+    y2[[slice(None), [1, 2]]] = 0.0
+    (sel.sum() + y2.sum()).backward()
+    with lib.autograd.set_multithreading_enabled(False):
+        inside = lib.autograd.is_multithreading_enabled()
+    with lib.autograd.grad_mode.no_grad():
+        nog = (x * 2).requires_grad
+    return [a, a.dtype, b.shape, b.dtype, m, flags, v.dtype, v.requires_grad,
+            w.requires_grad, w.is_leaf, w.detach(), x.new([1, 2]), x.new(3).shape, sel.detach(),
+            x.grad, inside, lib.autograd.is_multithreading_enabled(), nog]
+
+
+def grad_to_gradient_edges(lib, x):
+    """autograd.grad w.r.t. GradientEdges (a node's output, a leaf's AccumulateGrad, a custom
+    Function's output) gives what it gives w.r.t. the tensors they stand for; an unreached
+    edge is None (allow_unused)."""
+    g = lib.autograd.graph
+    a = x.clone()
+    b = (x * 3).exp()
+    c = lib.autograd.Function
+    out = a * b + a
+
+    class Id(c):
+        @staticmethod
+        def forward(ctx, t):
+            return t * 1
+
+        @staticmethod
+        def backward(ctx, gr):
+            return gr
+
+    d = Id.apply(a)
+    out = out + d.sin()
+    z = x.clone()
+    res = []
+    for ins in [(a, b, x, d), (g.get_gradient_edge(a), g.GradientEdge(b.grad_fn, 0),
+                              g.get_gradient_edge(x), g.get_gradient_edge(d))]:
+        res.append(list(lib.autograd.grad(out.sum(), ins, retain_graph=True)))
+    res.append(list(lib.autograd.grad(out.sum(), (a, g.get_gradient_edge(z)),
+                                      allow_unused=True)))
+    return res
+
+
+def grad_to_gradient_edge_materialize(lib, x):
+    """materialize_grads refuses to make zeros for an unreached GradientEdge."""
+    z = x * 1
+    lib.autograd.grad((x * 2).sum(), (x, lib.autograd.graph.get_gradient_edge(z)),
+                      materialize_grads=True)
+
+
+def multi_grad_hook_nested_backward(lib, x):
+    """register_multi_grad_hook(mode="any") fires once per backward call, also when a
+    backward runs inside another's hook (before: the inner call reset the outer's state, so
+    the outer fired twice)."""
+    calls = []
+    t2, t3 = leaf(lib, V[:2]), leaf(lib, V[2:])
+    lib.autograd.graph.register_multi_grad_hook((t2, t3), lambda g: calls.append("any"),
+                                                mode="any")
+    nested = [False]
+
+    def nest(g):
+        if not nested[0]:
+            nested[0] = True
+            with lib.enable_grad():
+                (t2 * t3).sum().backward(inputs=(t2, t3))
+            calls.append("nested done")
+    t2.register_hook(nest)
+    (t2 * t3).sum().backward(inputs=(t2, t3))
+    return [calls, t2.grad, t3.grad]
+
+
 def retain_grad_no_requires(lib, x):
     return leaf(lib, X, grad=False).retain_grad()
 
@@ -2414,6 +2783,36 @@ TABLE = {
                                                       "respect to input 0"}),
     "gradcheck:fail_quiet": (gradcheck_fail_quiet, [X], {"backward": False}),
     "gradgradcheck:fail": (gradgradcheck_fail, [X], {"error": "Jacobian mismatch"}),
+    "checkpoint:kwargs_tensor": (checkpoint_kwargs_tensor, [X], {"backward": False}),
+    "checkpoint:early_stop": (checkpoint_early_stop, [X], {"backward": False}),
+    "checkpoint:double_backward": (checkpoint_double_backward, [X], {"backward": False}),
+    "hooks:accumulate_grad_node": (hooks_accumulate_grad_node, [X], {"backward": False}),
+    "graph:dies_with_its_output": (graph_dies_with_its_output, [X], {"backward": False}),
+    "view:plain_base_adopted": (view_of_plain_base_adopted, [X], {"backward": False}),
+    "gradcheck:func_in_grad_mode": (gradcheck_func_in_grad_mode, [X], {"backward": False}),
+    "saved_hooks:own_their_values": (saved_hooks_own_their_values, [X], {"backward": False}),
+    "hooks:function_node": (hooks_function_node, [X], {"backward": False}),
+    "legacy:constructors": (legacy_constructors, [X], {"backward": False}),
+    "hooks:multi_grad_any_nested": (multi_grad_hook_nested_backward, [X], {"backward": False}),
+    "grad:to_gradient_edges": (grad_to_gradient_edges, [X], {"backward": False}),
+    "grad:to_gradient_edge_materialize": (grad_to_gradient_edge_materialize, [X],
+                                          {"error": "materialize_grads cannot be used when "
+                                                    "the given input is a GradientEdge"}),
+    "saved_hooks:allow_mutation": (allow_mutation_on_saved, [X], {"backward": False}),
+    "saved_hooks:allow_mutation_outside": (
+        allow_mutation_outside, [X],
+        {"error": "Trying to backward outside of the 'allow_mutation_on_saved_tensors' "
+                  "context"}),
+    "saved_hooks:allow_mutation_nested": (
+        allow_mutation_nested, [X],
+        {"error": "allow_mutation_on_saved_tensors contexts cannot be nested"}),
+    "backward:dead_leaves_twice": (backward_with_dead_leaves, [X],
+                                   {"error": "Trying to backward through the graph a second "
+                                             "time"}),
+    "view:multi_output_view_of_view_inplace": (
+        view_of_multi_output_view_inplace, [X],
+        {"error": "Output 0 of View is a view and is being modified inplace. This view is "
+                  "the output of a function that returns multiple views"}),
 }
 IDS = oracle.register(*(f"autograd:{k}" for k in TABLE))
 

@@ -124,6 +124,9 @@ one("hardtanh:bounds", lambda L, x: F(L).hardtanh(x, min_val=-0.5, max_val=0.5),
     kinks(np.float64))
 one("hardtanh:inplace", lambda L, x: F(L).hardtanh(x * 1, -0.5, 2.0, inplace=True),
     kinks(np.float64))
+both("threshold", lambda L, x: F(L).threshold(x, 0.5, -3.0), lambda dt: (kinks(dt),))
+one("threshold:inplace", lambda L, x: F(L).threshold(x * 1, 0.0, 0.0, True), kinks(np.float64))
+one("threshold_", lambda L, x: F(L).threshold_(x * 1, -0.5, 7.0), kinks(np.float64))
 
 
 # NaN and the infinities through every elementwise activation (value and derivative)
@@ -815,6 +818,7 @@ _ACTS = {
     "SiLU": lambda L: L.nn.SiLU(), "Mish": lambda L: L.nn.Mish(), "Tanh": lambda L: L.nn.Tanh(),
     "Sigmoid": lambda L: L.nn.Sigmoid(), "Softplus": lambda L: L.nn.Softplus(beta=2.0),
     "Hardtanh": lambda L: L.nn.Hardtanh(-0.3, 0.3), "LogSigmoid": lambda L: L.nn.LogSigmoid(),
+    "Threshold": lambda L: L.nn.Threshold(0.1, -2.0),
     "Softmax": lambda L: L.nn.Softmax(dim=1), "LogSoftmax": lambda L: L.nn.LogSoftmax(dim=-1),
     "Identity": lambda L: L.nn.Identity(3, unused="ignored"),
     "Dropout:p0": lambda L: L.nn.Dropout(0.0),

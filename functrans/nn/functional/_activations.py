@@ -151,6 +151,21 @@ def _hardtanh_fn(x, *, lo, hi):
     return fnp.where((x <= lo) | (x >= hi), fnp.stop_gradient(fnp.clip(x, lo, hi)), x)
 
 
+def _threshold_fn(x, *, threshold, value):
+    return fnp.where(x > threshold, x, fnp.asarray(value, x.dtype))
+
+
+def threshold(input, threshold, value, inplace=False):  # noqa: A002
+    """input where input > threshold, else value (torch.nn.functional.threshold); the
+    gradient passes where input > threshold."""
+    return _op("ThresholdBackward0", _threshold_fn, input, inplace, "ThresholdBackward1",
+               threshold=float(threshold), value=float(value))
+
+
+def threshold_(input, threshold, value):  # noqa: A002
+    return globals()["threshold"](input, threshold, value, inplace=True)
+
+
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")

@@ -3,7 +3,7 @@ by the module path PyTorch gives it (nn.modules.sparse.Embedding,
 nn.modules.activation.MultiheadAttention, nn.modules.pooling.MaxPool2d, ...)."""
 from .activation import (ELU, GELU, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax,  # noqa: F401
                          MultiheadAttention, ReLU, Mish, ReLU6, SiLU, Sigmoid, Softmax, Softplus,
-                         Tanh)
+                         Tanh, Threshold)
 from .container import (Flatten, ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                         Sequential, Unflatten)
 from .conv import (AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, Conv3d, ConvTranspose1d,  # noqa: F401

@@ -235,10 +235,12 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0,
                         f"types as leaves, but got {out_axes}.")
     batched = batch_with(fun, _check_axes_spec(in_axes), out_axes, axis_size, axis_name, None)
     name = getattr(fun, "__name__", "fun")
-    batched.__doc__ = (f"Vectorized version of {name}. Takes similar arguments as {name} but "
-                       f"with additional array axes over which {name} is mapped.")
-    if getattr(fun, "__doc__", None):
-        batched.__doc__ += "\n\nOriginal documentation:\n\n" + fun.__doc__
+    doc = (f"Vectorized version of {name}. Takes similar arguments as {name} but "
+           f"with additional array axes over which {name} is mapped.")
+    original = getattr(fun, "__doc__", None)
+    if original:
+        doc += "\n\nOriginal documentation:\n\n" + original
+    batched.__doc__ = doc
     return batched
 
 

@@ -2,7 +2,8 @@
 
 The jit pipeline (runtime.lower_jaxpr) runs them in this order: `inline_calls` (jit of
 jit), `simplify` (what AD leaves behind), `contract_sums` (sums over batched products
-become contractions), `fold_constants`, `cse`, `dce`; a backend
+become contractions), `join_pads` (sums of zero-padded pieces become concatenations),
+`fold_constants`, `cse`, `dce`; a backend
 then calls `fuse` (elementwise fusion groups) and `plan_buffers` (buffer reuse).
 Every pass returns a new jaxpr and leaves its input untouched.
 """
@@ -18,8 +19,8 @@ from .primitives.base import defprim
 from .primitives.elementwise import add_p
 from .primitives.linalg import dot_general_p
 from .primitives.reductions import reduce_max_p, reduce_min_p, reduce_sum_p
-from .primitives.shape import (broadcast_in_dim_p, expand_dims_p, reshape_p, squeeze_p,
-                               transpose_p)
+from .primitives.shape import (broadcast_in_dim_p, concatenate_p, expand_dims_p, pad_p,
+                               reshape_p, squeeze_p, transpose_p)
 
 # ---------------------------------------------------------------------------
 # small helpers
@@ -471,6 +472,87 @@ def _sum_of(v, axes, out, defs, uses):
     mid = Var(dot_general_p.abstract_eval(x.aval, y.aval, dimension_numbers=dn))
     return [JaxprEqn(dot_general_p, [x, y], {"dimension_numbers": dn}, [mid]),
             JaxprEqn(reduce_sum_p, [mid], {"axes": rest}, [out])]
+
+
+# ---------------------------------------------------------------------------
+# sums of zero-padded pieces as one concatenation
+
+
+def join_pads(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """An add of two zero pads along the same axis whose pieces are adjacent becomes the
+    concatenation of the pieces (padded once, if they do not cover the axis): the
+    cotangent of the pieces of a split (q, k, v = qkv.split(...)) is a sum of pads, each
+    pad a zero-filled array of the whole size, each add a pass over it; a chain of such
+    adds becomes one concatenation. Only pads that the add alone reads are joined. As
+    x + 0 -> x, a piece's -0.0 stays -0.0 (the sum made it +0.0)."""
+    j = closed.jaxpr
+    uses = _uses(j)
+    consts = dict(zip(j.constvars, closed.consts))
+    defs: dict = {}
+    eqns: list = []
+    changed = False
+    for e in j.eqns:
+        new = None
+        if e.primitive is add_p and len(e.invars) == 2:
+            new = _joined(e, defs, uses, consts)
+        if new is None:
+            new = [e]
+        else:
+            changed = True
+        for n in new:
+            eqns.append(n)
+            for v in n.outvars:
+                defs[v] = n
+    if not changed:
+        return closed
+    return dce(ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts))
+
+
+def _pad_piece(v, defs, uses, consts):
+    """(operand, axis, low, high) when v is a zero pad along one axis, without interior
+    padding, that only one equation reads; else None."""
+    d = defs.get(v) if type(v) is Var else None
+    if d is None or d.primitive is not pad_p or uses.get(v, 0) != 1:
+        return None
+    zero = _scalar_of(d.invars[1], consts)
+    if zero is None or zero != 0:
+        return None
+    cfg = d.params["padding_config"]
+    axes = [i for i, c in enumerate(cfg) if any(c)]
+    if len(axes) != 1 or cfg[axes[0]][2]:
+        return None
+    return d.invars[0], axes[0], cfg[axes[0]][0], cfg[axes[0]][1]
+
+
+def _joined(e, defs, uses, consts):
+    """Equations computing add e's output as a concatenation of its padded pieces
+    (padded once), or None."""
+    pieces = [_pad_piece(a, defs, uses, consts) for a in e.invars]
+    if None in pieces or pieces[0][1] != pieces[1][1]:
+        return None
+    (x1, axis, lo1, _), (x2, _, lo2, hi2) = sorted(pieces, key=lambda p: p[2])
+    if lo1 + x1.aval.shape[axis] != lo2 or x1.aval.dtype != x2.aval.dtype:
+        return None
+    parts = []
+    for x in (x1, x2):         # a piece that is itself such a concatenation: its parts
+        d = defs.get(x)
+        if d is not None and d.primitive is concatenate_p and uses.get(x, 0) == 1 \
+                and d.params["dimension"] == axis:
+            parts.extend(d.invars)
+        else:
+            parts.append(x)
+    out = e.outvars[0]
+    aval = concatenate_p.abstract_eval(*[a.aval for a in parts], dimension=axis)
+    if not lo1 and not hi2:
+        if not _same_aval(aval, out.aval) or aval.weak_type != out.aval.weak_type:
+            return None
+        return [JaxprEqn(concatenate_p, parts, {"dimension": axis}, [out])]
+    mid = Var(aval)
+    uses[mid] = 1
+    cfg = tuple((lo1, hi2, 0) if i == axis else (0, 0, 0) for i in range(aval.ndim))
+    pad_eqn = defs[e.invars[0]]
+    return [JaxprEqn(concatenate_p, parts, {"dimension": axis}, [mid]),
+            JaxprEqn(pad_p, [mid, pad_eqn.invars[1]], {"padding_config": cfg}, [out])]
 
 
 # ---------------------------------------------------------------------------
@@ -947,11 +1029,12 @@ def plan_buffers(jaxpr: Jaxpr, kind, inplace=None, donated=(), outputs_external=
 
 
 def optimize(closed: ClosedJaxpr, max_rounds=3) -> ClosedJaxpr:
-    """inline_calls, then simplify / fold_constants / cse / dce until nothing changes."""
+    """inline_calls, then simplify / contract_sums / join_pads / fold_constants / cse / dce
+    until nothing changes."""
     closed = dce(inline_calls(closed))
     for _ in range(max_rounds):
         before = (len(closed.jaxpr.eqns), len(closed.consts))
-        closed = dce(cse(fold_constants(contract_sums(simplify(closed)))))
+        closed = dce(cse(fold_constants(join_pads(contract_sums(simplify(closed))))))
         if (len(closed.jaxpr.eqns), len(closed.consts)) == before:
             break
     return closed

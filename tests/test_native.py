@@ -220,6 +220,9 @@ def test_auto_sends_only_worthwhile_groups_native(native_backend):
     six = ft.jit(lambda g, a: 0.5 * (g * a) + (a * g) * g * 0.7071)
     assert "below the native thresholds" in str(six.lower(x, x))
     assert "native C++" in six.lower(big, big).source
+    bias = np.ones(100, np.float32)         # one op (a broadcast is none): NumPy's one pass
+    assert "native C++" not in ft.jit(lambda m, b: m + b).lower(
+        big.reshape(1000, 100), bias).source
     # ... and so does a group calling a function NumPy lacks (erf), whatever its size: exact GELU
     # alone is five ops, below native_min_ops, and ran pass by pass
     gelu = ft.jit(lambda x: ft.nn.gelu(x, approximate=False))

@@ -41,9 +41,10 @@ class CpuConfig:
         self.block_min_work = 1 << 22       # ... and so do groups of fewer elements x ops
         self.parallel_min_size = 1 << 17    # smaller groups use one thread
         self.native_min_ops = 8             # cpu_backend="auto": smaller groups stay NumPy,
-        self.native_min_work = 1 << 18      # ... unless elements x ops reach this (one pass
-                                            # instead of one per op: exact GELU's backward,
-                                            # 6 ops on 512K floats, 0.39 ms against 0.92)
+        self.native_min_work = 1 << 18      # ... unless they have 2 ops or more and
+                                            # elements x ops reach this (one pass instead
+                                            # of one per op: exact GELU's backward, 6 ops
+                                            # on 512K floats, 0.39 ms against 0.92)
         self.native_max_ops = 500           # ... larger ones too (compile time),
         self.native_math_max_size = 256     # ... and larger ones with a transcendental
         self.native_parallel_min_size = 1 << 15     # smaller native groups use one thread
@@ -535,7 +536,7 @@ class _Lowering:
         if why or mode != "auto":
             return why
         size = e.outvars[0].aval.size
-        if (ops < CONFIG.native_min_ops and size * ops < CONFIG.native_min_work
+        if (ops < CONFIG.native_min_ops and (ops < 2 or size * ops < CONFIG.native_min_work)
                 and not native_kernels.numpy_lacks(inner)):
             return (f"{ops} op(s) on {size} elements, below the native thresholds of "
                     f"{CONFIG.native_min_ops} ops or {CONFIG.native_min_work} elements x ops "

@@ -220,7 +220,8 @@ def workload(name, *, issue=None, floor="numpy", targets=None, description="",
     (e.g. ``{"eval_jaxpr": 2.0}``). ``rtol``/``atol`` are the correctness
     tolerances, applied relative to each output leaf's largest magnitude.
     ``settings`` caps ``Settings`` fields for this workload (e.g. ``{"warmup": 2}`` for
-    one whose calls last a second): each field is the smaller of the run's and the cap.
+    one whose calls last a second): each field is the smaller of the run's and the cap;
+    ``"steady_calls": n`` raises the warmup to n calls instead (Settings.capped).
     ``threads`` are the thread settings the workload runs under when ``--threads`` is not
     given (the model workloads: ``("default", 1)``).
     """
@@ -338,15 +339,22 @@ class Settings:
     warmup_s: float = 0.05    # ... and at least this long, so calibration sees steady state
     sample_s: float = 0.02    # a sample repeats a call until it lasts about this long
     budget_s: float = 12.0    # stop adding rounds to a workload after this much time
+    steady: bool = True       # honour a workload's steady_calls (not in quick runs)
 
     @classmethod
     def quick(cls):
         return cls(rounds=5, min_rounds=3, warmup=1, warmup_s=0.0, sample_s=0.002,
-                   budget_s=1.5)
+                   budget_s=1.5, steady=False)
 
     def capped(self, caps):
-        """These settings with each field in ``caps`` lowered to the cap."""
-        return replace(self, **{k: min(getattr(self, k), v) for k, v in caps.items()})
+        """These settings with each field in ``caps`` lowered to the cap; the key
+        ``steady_calls`` is a floor instead: the calls a workload's variants need before
+        they reach their steady state (a facade step's backward program goes native after
+        runtime.NATIVE_RUNS runs), which warmup is raised to unless the run is quick."""
+        caps = dict(caps)
+        steady = caps.pop("steady_calls", 0)
+        out = replace(self, **{k: min(getattr(self, k), v) for k, v in caps.items()})
+        return replace(out, warmup=max(out.warmup, steady)) if self.steady else out
 
 
 def _timed_calls(fn, n):

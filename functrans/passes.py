@@ -2,7 +2,8 @@
 
 The jit pipeline (runtime.lower_jaxpr) runs them in this order: `inline_calls` (jit of
 jit), `simplify` (what AD leaves behind), `contract_sums` (sums over batched products
-become contractions), `fold_constants`, `cse`, `dce`; a backend
+become contractions), `merge_pads` (sums of zero-padded pieces become concatenations),
+`fold_constants`, `cse`, `dce`; a backend
 then calls `fuse` (elementwise fusion groups) and `plan_buffers` (buffer reuse).
 Every pass returns a new jaxpr and leaves its input untouched.
 """

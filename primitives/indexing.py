@@ -84,11 +84,38 @@ def _scatter_shape(x, idx, upd):
     return ShapedArray(x.shape, x.dtype, x.weak_type)
 
 
+SEGMENT_ROUNDS = 32        # _add_rows_at: at most this many updates of one row
+
+
+def _add_rows_at(out, rows, upd):
+    """out[rows[n]] += upd[n] over the first axis, in n's order per row, as np.add.at
+    computes it (the same bits), for rows of out: the updates sorted by row (stably), then
+    one vectorized add per rank within a row (the k-th update of every row at once), where
+    add.at adds one row at a time (the embedding gradient of 1,024 tokens: 0.26 ms against
+    0.89). False (nothing done) when a row has more than SEGMENT_ROUNDS updates."""
+    r = rows.reshape(-1)
+    order = np.argsort(r, kind="stable")
+    r = r[order]
+    starts = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
+    counts = np.diff(np.r_[starts, r.size])
+    if not r.size or counts.max() > SEGMENT_ROUNDS:
+        return False
+    u = upd.reshape((r.size,) + out.shape[1:])[order]
+    dest = r[starts]
+    acc = out[dest] + u[starts]
+    for k in range(1, int(counts.max())):
+        more = counts > k
+        acc[more] += u[starts[more] + k]
+    out[dest] = acc
+    return True
+
+
 def _scatter_add_impl(xp, x, idx, upd):
     out = xp.array(x, copy=True)
     index = _index_tuple(xp, out.shape, idx)
     if xp is np:
-        np.add.at(out, index, upd)
+        if not (len(index) == 1 and out.ndim > 1 and _add_rows_at(out, index[0], upd)):
+            np.add.at(out, index, upd)
     else:
         import cupyx
         cupyx.scatter_add(out, index, upd)

@@ -387,6 +387,17 @@ def test_settings_caps_only_lower():
     assert harness.Settings().capped({"warmup": 2}).warmup == 2
 
 
+def test_steady_calls_raise_the_warmup_except_in_quick_runs():
+    caps = {"warmup": 3, "steady_calls": 65}
+    assert harness.Settings().capped(caps).warmup == 65
+    assert harness.Settings.quick().capped(caps).warmup == 1
+    from bench import workloads_models
+    from functrans import runtime
+    # the model steps are timed once the facade's backward program runs natively
+    assert harness.Settings().capped(workloads_models.MODEL_SETTINGS).warmup > \
+        runtime.NATIVE_RUNS
+
+
 # ---------------------------------------------------------------------------
 # --against, reference ratios, thread settings (issue 30)
 

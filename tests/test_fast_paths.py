@@ -1057,3 +1057,32 @@ def test_hot_programs_respect_the_scratch_budget(monkeypatch):
         np.testing.assert_allclose(ft.grad(f)(x), first, rtol=1e-12)
     prog = executor.cached("vjp")[-1].backward.jaxpr._compiled  # f's
     assert prog.runs >= runtime.HOT_RUNS and not prog.hot
+
+
+# ---------------------------------------------------------------------------
+# scatter_add of rows (the embedding gradient): sorted by row, one add per rank
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_scatter_add_of_rows_has_add_at_bits(dtype, monkeypatch):
+    """The rows path adds each row's updates in index order onto the operand, as np.add.at
+    does (the same bits, a nonzero operand and repeated rows included); a row updated more
+    than SEGMENT_ROUNDS times goes to np.add.at."""
+    from functrans.primitives import indexing
+    impl = REGISTRY["scatter_add"].impl
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((50, 3, 4)) * 100).astype(dtype)
+    for n, hi in ((200, 50), (37, 5), (1, 50)):
+        idx = rng.integers(0, hi, (n, 1))
+        upd = (rng.standard_normal((n, 3, 4)) * 100).astype(dtype)
+        want = x.copy()
+        np.add.at(want, (idx[:, 0],), upd)
+        got = impl(np, x, idx, upd)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    monkeypatch.setattr(indexing, "SEGMENT_ROUNDS", 2)
+    idx = np.zeros((5, 1), np.int64)            # one row updated 5 times: add.at
+    upd = np.ones((5, 3, 4), dtype)
+    got = impl(np, x, idx, upd)
+    assert np.array_equal(got[0], x[0] + 5) and np.array_equal(got[1:], x[1:])
+    assert not indexing._add_rows_at(x.copy(), idx[:, 0], upd)
+    assert indexing._add_rows_at(x.copy(), np.arange(5), upd)

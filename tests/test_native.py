@@ -216,6 +216,21 @@ def test_auto_sends_only_worthwhile_groups_native(native_backend):
     for dt in (np.float32, np.float64):     # the NumPy backend's erf is a long series
         assert "native C++" in ft.jit(lambda x: ft.nn.gelu(_arith(x), approximate=False)).lower(
             big.astype(dt)).source
+    # a small group on many elements runs native (one pass, not one per op) ...
+    six = ft.jit(lambda g, a: 0.5 * (g * a) + (a * g) * g * 0.7071)
+    assert "below the native thresholds" in str(six.lower(x, x))
+    assert "native C++" in six.lower(big, big).source
+    bias = np.ones(100, np.float32)         # one op (a broadcast is none): NumPy's one pass
+    assert "native C++" not in ft.jit(lambda m, b: m + b).lower(
+        big.reshape(1000, 100), bias).source
+    # ... and so does a group calling a function NumPy lacks (erf), whatever its size: exact GELU
+    # alone is five ops, below native_min_ops, and ran pass by pass
+    gelu = ft.jit(lambda x: ft.nn.gelu(x, approximate=False))
+    for dt in (np.float32, np.float64):
+        lowered = gelu.lower(big.astype(dt))
+        assert "native C++" in lowered.source and "_p_erf" not in lowered.source, str(lowered)
+        np.testing.assert_allclose(gelu(big.astype(dt) * 0.5), ft.nn.gelu(
+            big.astype(dt) * 0.5, approximate=False), rtol=1e-6)
 
 
 def test_interleaved_streams_give_the_same_values(native_backend, monkeypatch):

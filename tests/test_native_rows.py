@@ -5,6 +5,8 @@ differences, forward and jitted `ft.grad`, over dtypes, keepdims, one row, one c
 column counts and rows of -inf/NaN; `lower()` says which groups ran natively and why not."""
 from __future__ import annotations
 
+import re
+import subprocess
 import warnings
 
 import numpy as np
@@ -14,7 +16,7 @@ import functrans as ft
 import functrans.numpy as fnp
 from functrans import passes
 from functrans.backends import cpu
-from functrans.backends.native import rows
+from functrans.backends.native import rows, toolchain
 from functrans.nn import functions as F
 
 from conftest import fd_grad
@@ -241,3 +243,51 @@ def test_integer_and_boolean_rows(native_backend):
     def counts(x):
         return fnp.sum(x > 0.1, axis=-1) + fnp.mean(fnp.abs(x), axis=-1)
     _check(counts, (x,), 2e-6, 1e-6)
+
+
+def _unvectorized_simd_loops(source, tmp_path):
+    """The line numbers of the `#pragma omp simd` loops of source that GCC (the backend's
+    toolchain and flags) does not vectorize."""
+    cc = toolchain.find_compiler()
+    src = tmp_path / "rows.cc"
+    src.write_text(source)
+    r = subprocess.run([*cc.argv, *cc.flags, "-I", toolchain.HERE, "-fopt-info-vec-optimized",
+                        "-c", "-o", str(tmp_path / "rows.o"), str(src)],
+                       capture_output=True, text=True, check=True)
+    done = {int(m.group(1)) for m in re.finditer(r"rows\.cc:(\d+):\d+: optimized: loop "
+                                                 r"vectorized", r.stderr)}
+    lines = source.splitlines()
+    loops = [k + 1 for k, ln in enumerate(lines) if ln.strip() == "#pragma omp simd"]
+    # GCC names a loop by its header or its first statements
+    return [n for n in loops if not done & {n + 1, n + 2, n + 3}]
+
+
+def _is_gcc():
+    try:
+        return "clang" not in toolchain.find_compiler().version.lower()
+    except toolchain.ToolchainError:
+        return False
+
+
+@pytest.mark.skipif(not _is_gcc(), reason="-fopt-info-vec-optimized is GCC's")
+def test_a_masked_softmax_vectorizes(native_backend, tmp_path):
+    """A bool mask read by a row group (a causal softmax and its backward) is copied into an
+    int row buffer: GCC vectorizes no loop that loads bytes and computes floats, nor one
+    with ft_max's select beside another (ft_max is one select). Every simd loop of the
+    row function vectorizes, and the values are the NumPy backend's."""
+    x = rand((64, 64), np.float32)
+    m = np.triu(np.ones((64, 64), bool), 1)
+
+    def masked(x, m):
+        return F.softmax(fnp.where(m, -np.inf, x * 0.5))
+    got, low = _jit_under("native", masked, x, m)
+    assert_native_rows(low)
+    source = low.native["source"]
+    assert "the row of a bool input" in source
+    assert _unvectorized_simd_loops(source, tmp_path) == []
+    want, _ = _jit_under("numpy", masked, x, m)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    vg = ft.grad(lambda x, m: fnp.sum(masked(x, m) * x))
+    got, low = _jit_under("native", vg, x, m)
+    want, _ = _jit_under("numpy", vg, x, m)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -185,6 +185,58 @@ def test_simplify_keeps_mul_by_one_that_broadcasts():
 
 
 # ---------------------------------------------------------------------------
+# sums of zero-padded pieces (the cotangent of a split)
+
+
+def _split_grad(x):
+    def f(x):
+        q, k, v = fnp.split(x, 3, axis=2)
+        return fnp.sum(q * 2.0) + fnp.sum(k * k) + fnp.sum(fnp.sin(v))
+    return ft.make_jaxpr(ft.grad(f))(x)
+
+
+def test_merge_pads_makes_the_cotangent_of_a_split_one_concatenate():
+    x = np.random.default_rng(0).uniform(-1, 1, (4, 5, 12)).astype(F32)
+    closed = _split_grad(x)
+    assert prims(closed).count("pad") == 3
+    out = passes.dce(passes.merge_pads(closed))
+    assert "pad" not in prims(out) and "add" in prims(closed)
+    assert prims(out).count("concatenate") == 1
+    cat = next(e for e in out.jaxpr.eqns if e.primitive.name == "concatenate")
+    assert len(cat.invars) == 3                 # the pieces, not a concatenate of one
+    same_values(closed, out, x)
+    assert prims(passes.optimize(closed)).count("concatenate") == 1
+
+
+def test_merge_pads_fills_with_zeros_what_the_pieces_leave_uncovered():
+    def f(x):
+        a, b, c, d = fnp.split(x, 4, axis=1)
+        return fnp.sum(b * b) + fnp.sum(fnp.sin(c))       # a, d get no cotangent
+    x = np.random.default_rng(1).uniform(-1, 1, (3, 8)).astype(F32)
+    closed = ft.make_jaxpr(ft.grad(f))(x)
+    out = passes.dce(passes.merge_pads(closed))
+    assert "pad" not in prims(out) and prims(out).count("concatenate") == 1
+    cat = next(e for e in out.jaxpr.eqns if e.primitive.name == "concatenate")
+    assert [v.aval.shape[1] for v in cat.invars] == [2, 2, 2, 2]   # zeros, b, c, zeros
+    same_values(closed, out, x)
+
+
+def test_merge_pads_keeps_what_it_cannot_merge():
+    x = np.random.default_rng(2).uniform(-1, 1, (3, 8)).astype(F32)
+    # overlapping slices, a pad that another equation reads too, a pad of ones
+    closed = ft.make_jaxpr(ft.grad(lambda x: fnp.sum(x[:, :5] ** 2)
+                                   + fnp.sum(fnp.sin(x[:, 3:]))))(x)
+    assert prims(passes.merge_pads(closed)).count("pad") == 2
+    pad = lambda v, lo, hi: ft.lax.pad(v, F32(0), ((0, 0, 0), (lo, hi, 0)))   # noqa: E731
+    closed = passes.cse(ft.make_jaxpr(lambda a, b: (pad(a, 0, 4) + pad(b, 4, 0),
+                                                    pad(a, 0, 4)))(x[:, :4], x[:, 4:]))
+    assert "concatenate" not in prims(passes.merge_pads(closed))
+    nonzero = ft.make_jaxpr(lambda a, b: ft.lax.pad(a, F32(1), ((0, 0, 0), (0, 4, 0)))
+                            + pad(b, 4, 0))(x[:, :4], x[:, 4:])
+    assert "concatenate" not in prims(passes.merge_pads(nonzero))
+
+
+# ---------------------------------------------------------------------------
 # inlining (jit of jit)
 
 

@@ -38,11 +38,13 @@ THREADS_PER_BLOCK = 256
 MAX_BLOCKS = 65535
 
 PRELUDE = r"""// functrans generated code
+// NaN propagates (NumPy): a when a is NaN, else b when b is (a > NaN is false); one
+// select, which GCC vectorizes in a loop that has another (nested selects it does not)
 template <typename T> __device__ __forceinline__ T ft_max(T a, T b) {
-  return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));   // NaN propagates (NumPy)
+  return (a > b || a != a) ? a : b;
 }
 template <typename T> __device__ __forceinline__ T ft_min(T a, T b) {
-  return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
+  return (a < b || a != a) ? a : b;
 }
 template <typename T> __device__ __forceinline__ T ft_logaddexp(T a, T b) {
   if (a == b) return a + (T)0.69314718055994530942;          // ties, equal infinities too
@@ -435,6 +437,12 @@ class RowLoops:
     native/rows.py."""
 
     row_cache_bytes = 0     # per-row buffers of values computed once, read in later passes
+    widen_bools = False     # full-shape bool inputs copied into an int row buffer per row
+                            # (rows of at most row_cache_bytes as int)
+
+    def widen_pass(self, buf, src):
+        """Lines copying row `src` (a bool input's pointer) into int row buffer `buf`."""
+        return []
 
     def keep(self, eqn) -> bool:
         """Whether a value this equation defines is worth a row buffer (row_cache_bytes)."""
@@ -509,11 +517,16 @@ def row_body(jaxpr, loops=RowLoops(), local_type=compute_type) -> RowBody:
         order[v] = pos
 
     ptr_of = {}
+    widened = []                # (int row buffer, input pointer) of full-shape bool inputs
     for i, v in enumerate(jaxpr.invars):
         dt, ct = v.aval.dtype, local_type(v.aval.dtype)
         params.append(f"const {ctype(dt)}* __restrict__ in{i}")
         ptr_of[v] = f"in{i}"
-        if v.aval.shape == full:
+        if v.aval.shape == full and loops.widen_bools and dt == np.bool_ \
+                and 4 * cols <= loops.row_cache_bytes:      # (on the stack)
+            widened.append((fresh("wb"), f"in{i}"))
+            define_elem(v, ct, f"{widened[-1][0]}[i - base]", [], -1)
+        elif v.aval.shape == full:
             define_elem(v, ct, _load(f"in{i}", "i", dt), [], -1)
         elif v.aval.shape == ():
             name[v] = fresh("s")
@@ -599,6 +612,8 @@ def row_body(jaxpr, loops=RowLoops(), local_type=compute_type) -> RowBody:
         return out
 
     lines = [f"const long long base = r * {cols}LL;"] + row_lines.get(0, [])
+    for buf, src in widened:
+        lines += loops.widen_pass(buf, src)
     lines += [f"alignas(64) {local_type(v.aval.dtype)} {b}[{cols}];  // row buffer"
               for v, b in kept.items()]
     for d in sorted(reductions):

@@ -26,9 +26,18 @@ ROW_CACHE_BYTES = 32 * 1024     # a thread's row buffers (about half an L1 cache
 
 
 class HostRowLoops(cuda.RowLoops):
-    """cuda.RowLoops on one host thread a row (tid = 0, nthr = 1)."""
+    """cuda.RowLoops on one host thread a row (tid = 0, nthr = 1). A full-shape bool
+    input is read from an int copy of its row: GCC (12) vectorizes no loop that loads
+    bytes and computes floats (a causal softmax's mask: its backward ran scalar)."""
 
     row_cache_bytes = ROW_CACHE_BYTES
+    widen_bools = True
+
+    def widen_pass(self, buf, src):
+        # read as unsigned char: the conversion of a bool does not vectorize
+        return [f"alignas(64) int {buf}[cols];  // the row of a bool input, as int",
+                "#pragma omp simd", f"for (long long j = 0; j < cols; ++j) {{ {buf}[j] = "
+                f"((const unsigned char*){src})[base + j]; }}"]
 
     def keep(self, eqn):
         """Values of a function call (exp, log, sqrt, ...) are kept, not recomputed."""

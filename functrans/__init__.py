@@ -6,8 +6,17 @@ and load on first use (PEP 562), so that importing a lower layer such as
 """
 import importlib
 import importlib.util
+import warnings
 
 __version__ = "0.1.0"
+
+# NaN, inf and -0 are values here, as in torch and JAX, which print nothing when an op
+# makes them (log(0), sqrt(-1), inf - inf): NumPy's floating-point RuntimeWarnings are
+# ignored where functrans's own code (its modules and its generated programs, whose module
+# is "functrans.jit") runs the ufunc. Found only when NumPy warns, so free on every other
+# call; the user's own NumPy calls still warn as they did.
+warnings.filterwarnings("ignore", r"(invalid value|divide by zero|overflow|underflow) "
+                        r"encountered", RuntimeWarning, r"functrans(\.|$)")
 
 
 def _public() -> dict:

@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 
 from . import passes
-from .backends import cpu, cuda
+from .backends import JIT_MODULE, cpu, cuda
 from .backends.memory import BUDGET, DERIVED, EQN_BYTES
 from .core import (ClosedJaxpr, Jaxpr, Literal, _thread_state, array_module, eval_impls,
                    has_tracer, structure_key)
@@ -144,6 +144,7 @@ def straight_line(jaxpr: Jaxpr):
             outs += ","
         lines.append(f"    {outs} = {fn}({ins})")
     lines.append(f"    return [{', '.join(name(a) for a in jaxpr.outvars)}]")
+    glob["__name__"] = JIT_MODULE
     exec(compile("\n".join(lines), f"<jaxpr {id(jaxpr):x}>", "exec"), glob)
     return glob["run"]
 

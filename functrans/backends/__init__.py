@@ -4,6 +4,11 @@ returning a `Lowered`."""
 from __future__ import annotations
 
 
+# the module name of every generated program (its functions' __module__, and where
+# functrans/__init__.py's warnings filter finds NumPy's floating-point warnings from it)
+JIT_MODULE = "functrans.jit"
+
+
 def identifier(name: str) -> str:
     """name with each character a C or Python identifier cannot hold replaced by '_'."""
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name)

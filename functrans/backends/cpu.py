@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import passes
-from . import Lowered, identifier
+from . import JIT_MODULE, Lowered, identifier
 from .cpu_auto import MeasuredChoice, parallel_threads
 from .memory import BUDGET
 from .native import eager as native_eager, kernels as native_kernels, rows as native_rows, \
@@ -703,6 +703,7 @@ class _Lowering:
             if max_threads is not None:
                 threads = min(threads, max_threads)
             g[fn] = functools.partial(self.call, self.addresses[cname], n, threads)
+        g["__name__"] = JIT_MODULE
         code = compile(self.source, f"<functrans.jit {self.name}>", "exec")
         exec(code, g)
         return CpuExecutable(g[self.fname], g, len(self.closed.jaxpr.invars),

@@ -18,7 +18,7 @@ import threading
 import numpy as np
 
 from .. import passes
-from . import Lowered, identifier
+from . import JIT_MODULE, Lowered, identifier
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Var, cupy_array_module,
                     short_dtype)
 from ..core.devices import cupy_module
@@ -800,6 +800,7 @@ class _Program:
                 g[k] = _Launchable(v)
         for i, c in enumerate(self.fusedj.consts):
             g[f"_K{i}"] = cp.asarray(c)
+        g["__name__"] = JIT_MODULE
         exec(compile(self.source, f"<functrans.jit cuda {self.name}>", "exec"), g)
         return CudaExecutable(g[self.fname], len(self.fusedj.jaxpr.invars), self.name)
 

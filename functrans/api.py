@@ -28,6 +28,7 @@ from .higher_order.collectives import pmap
 from .ad_checkpoint import checkpoint_policies
 from .higher_order.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .higher_order.jit import RetraceWarning, disable_jit, jit, jit_stats
+from .torchscript import attach as _attach_torchscript
 from .batching import vmap
 from .primitives.misc import stop_gradient as _stop_gradient
 from .runtime import eval_jaxpr
@@ -65,6 +66,9 @@ class Array(metaclass=_ArrayMeta):
 def stop_gradient(x: _Any) -> _Any:
     """Identity on values, zero derivative; applies to every leaf of a pytree."""
     return tree_map(lambda v: _stop_gradient(numpy.asarray(v)), x)
+
+
+_attach_torchscript(jit)   # torch.jit.script / trace / ignore, ...: attributes of ft.jit
 
 
 def namespace() -> dict[str, _Any]:

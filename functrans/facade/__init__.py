@@ -12,6 +12,7 @@ from .tensor_info import result_type  # noqa: F401
 # the modules above tensor.py that define Tensor methods install them on the class when
 # imported (`Tensor.name = fn` at their module level): importing them here installs them all
 from . import methods, reductions, shape_methods, inplace, indexing, api, numpy_interop  # noqa: F401,E402
+from . import diag  # noqa: F401,E402  (Tensor.diag, diag_embed, diagflat, bitwise_and/or/xor)
 from . import linalg  # noqa: F401,E402  (ft.linalg: torch.linalg's norms, svd)
 from .linalg import geqrf, matrix_exp  # noqa: F401,E402
 from .dlpack import from_dlpack  # noqa: F401,E402

@@ -343,7 +343,8 @@ FUNCTION_NAMES = [
     "roll", "repeat_interleave", "tril", "triu", "diagonal", "trace", "gather", "index_select",
     "take_along_dim", "scatter", "scatter_add", "masked_fill", "sort", "argsort", "topk",
     "nonzero", "softmax", "log_softmax", "conj", "conj_physical", "resolve_conj", "angle",
-    "is_inference",
+    "is_inference", "diag", "diag_embed", "diagflat", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_not",
 ]
 FUNCTIONS = {n: _method_fn(n) for n in FUNCTION_NAMES}
 _tensor_pow = FUNCTIONS["pow"]

@@ -124,6 +124,21 @@ def test_ft_loads_what_torch_saves_and_saves_it_back(kind):
     _same(got, torch.load(again, weights_only=True))
 
 
+def test_four_dimensional_weights_and_long_tuples_reach_torch():
+    # a convolution's weight has a 4-item size and stride, which the pickle writes as a
+    # tuple after a MARK (tuples of 0 to 3 items have opcodes of their own): without the
+    # MARK, torch.load failed on every Conv2d state_dict ("pop from empty list")
+    conv = ft.nn.Conv2d(2, 3, 3)
+    obj = {"model": conv.state_dict(), "t": (1, 2, 3, 4, 5), "x": ft.ones(1, 2, 3, 4, 5),
+           "nested": [(1, (2, 3, 4, 5), "a")]}
+    buf = io.BytesIO()
+    ft.save(obj, buf)
+    buf.seek(0)
+    got = torch.load(buf, weights_only=True)
+    _same(obj, got)
+    assert got["x"].stride() == (120, 60, 20, 5, 1)
+
+
 def test_a_step_lr_schedule_crosses_both_ways():
     # mnist/main.py's StepLR beside Adadelta: the scheduler's state_dict (its last_epoch,
     # _last_lr, ...) moves with the optimizer's and the schedule goes on alike

@@ -137,3 +137,25 @@ def test_version_and_data_module_paths():
     assert sampler.RandomSampler is ft.utils.data.RandomSampler
     assert loader.DataLoader is ft.utils.data.DataLoader
     assert loader.default_collate is ft.utils.data.default_collate
+
+
+def test_backends_mps_says_no():
+    # mnist_hogwild and legacy ask `args.mps and torch.backends.mps.is_available()`
+    mps = importlib.import_module("functrans.backends.mps")
+    assert mps.is_available() is False and mps.is_built() is False
+
+
+def test_cuda_queries_the_distributed_examples_make():
+    from functrans.core.devices import DeviceError, cuda_available
+    assert ft.cuda.is_bf16_supported() is False
+    if cuda_available():
+        ft.cuda.set_device(0)
+        before = ft.cuda.memory_allocated()
+        x = ft.ones(1 << 20, device="cuda")
+        assert ft.cuda.memory_allocated(0) >= before + x.numel() * 4
+        assert ft.cuda.memory_reserved() >= ft.cuda.memory_allocated()
+    else:
+        assert ft.cuda.memory_allocated() == 0 and ft.cuda.memory_reserved("cuda:0") == 0
+        with pytest.raises(DeviceError, match="CuPy|GPU|CUDA"):
+            ft.cuda.set_device(0)
+        ft.cuda.set_device(-1)          # torch: a negative index is a no-op

@@ -25,7 +25,8 @@ def load(repo_or_dir, model, *args, **kwargs):  # noqa: A001
     _refuse("torch.hub.load", f"{repo_or_dir}:{model}")
 
 
-def list(github, force_reload=False, skip_validation=False, trust_repo=None, verbose=True):  # noqa: A001
+def list(github, force_reload=False, skip_validation=False, trust_repo=None,  # noqa: A001
+         verbose=True):
     """torch.hub.list: refused (no hub)."""
     _refuse("torch.hub.list", github)
 

@@ -110,8 +110,9 @@ def _compare(actual, expected, rtol, atol, equal_nan, check_dtype, path):
                              (f" (up to {r} allowed)" if r or t else "") + path)
     if isinstance(actual, Mapping) and isinstance(expected, Mapping):
         if set(actual) != set(expected):
-            raise AssertionError(f"The keys of the mappings do not match:\n{sorted(map(str, actual))}"
-                                 f" != {sorted(map(str, expected))}" + path)
+            raise AssertionError(f"The keys of the mappings do not match:\n"
+                                 f"{sorted(map(str, actual))} != {sorted(map(str, expected))}"
+                                 + path)
         for k in actual:
             _compare(actual[k], expected[k], rtol, atol, equal_nan, check_dtype,
                      _item_path(path, repr(k)))

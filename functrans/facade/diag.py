@@ -1,6 +1,7 @@
-"""torch.diag, diag_embed and diagflat as Tensor methods (ops.FUNCTION_NAMES makes them functions), as torch: a vector put
-on a diagonal of new zero matrices, or (diag of a matrix) its diagonal copied. One
-composition, `_embed_fn`, written in functrans.numpy, so the derivative is the core's."""
+"""torch.diag, diag_embed and diagflat as Tensor methods (ops.FUNCTION_NAMES makes them
+functions too), as torch's: a vector put on a diagonal of new zero matrices, or (diag of a
+matrix) its diagonal copied. One composition, `_embed_fn`, written in functrans.numpy, so
+the derivative is the core's; and the bitwise_* methods, which are the operators."""
 from __future__ import annotations
 
 from .. import numpy as fnp

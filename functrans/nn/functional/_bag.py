@@ -22,9 +22,9 @@ def _bag_fn(rows, member, *psw, mode):
     return m @ rows
 
 
-def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,  # noqa: A002
-                  mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
-                  padding_idx=None):
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # noqa: A002
+                  scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
+                  include_last_offset=False, padding_idx=None):
     """Each bag's rows of weight reduced by mode ('sum', 'mean' or 'max'); per_sample_weights
     (mode='sum' only) scale each index's row; indices equal to padding_idx are left out
     (and not counted by 'mean'); include_last_offset: offsets has one more entry, the end."""

@@ -1,4 +1,4 @@
-"""ft.utils.data: torch.utils.data's datasets, samplers and single-process DataLoader
+"""ft.utils.data: torch.utils.data's datasets, samplers and DataLoader (with worker processes)
 (`dataset.py`; also under torch's module paths `sampler` and `dataloader`), and
 `distributed.DistributedSampler` for data-parallel jobs."""
 from .dataset import (Dataset, IterableDataset, TensorDataset, ConcatDataset, ChainDataset,

@@ -569,6 +569,9 @@ def _bag_module(L):
 
 
 add("examples:embedding_bag:module", lambda: facade(_bag_module))
+add("examples:embedding_bag:no_indices", lambda: facade(lambda L, w: [
+    L.nn.functional.embedding_bag(L.tensor([], dtype=L.int64), w, L.tensor([0, 0]), mode=m)
+    for m in ("sum", "mean", "max")], randn(4, 3)))
 add("examples:embedding_bag:psw_mode", lambda: facade(
     lambda L, w, s: L.nn.functional.embedding_bag(L.tensor([[1, 2]]), w, mode="mean",
                                                   per_sample_weights=s), randn(4, 2),

@@ -1,8 +1,9 @@
 """F.embedding_bag: the sums, means or maxima of bags of embedding rows, as torch's. Bags are
 the rows of a 2-D input, or the slices of a 1-D input that `offsets` starts. The op is one
-composition: a (bags x indices) weight matrix M (1, the per-sample weight, or 1/bag size
-where an index belongs to a bag and is not padding_idx) times the picked rows, or for 'max'
-a masked maximum; an empty bag gives zeros."""
+composition: the picked rows, each scaled (by 1, its per-sample weight, or 1/bag size; 0
+for padding_idx) and added into its bag (index_add, so the cost is that of the indices),
+or for 'max' a masked maximum over each bag's rows padded to the longest bag; an empty bag
+gives zeros."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,14 +13,21 @@ from ._dispatch import _call, _concrete, _shape
 from ._linear import embedding
 
 
-def _bag_fn(rows, member, *psw, mode):
-    """rows (L, D) picked rows; member (B, L) float 0/1 (or 1/size for 'mean')."""
+def _bag_fn(rows, bag, scale, pos, valid, *psw, nbags, mode):
+    """rows (L, D): the picked rows; bag (L,): each index's bag, scale (L,): its factor (0 for
+    an index in no bag or at padding_idx, 1/size for 'mean'); for 'max', pos (B, M) and valid
+    (B, M): each bag's indices padded to the longest bag."""
     if mode == "max":
-        inside = member > 0
-        big = fnp.where(inside[:, :, None], rows[None, :, :], -fnp.inf)
-        return fnp.where(inside.any(axis=1)[:, None], big.max(axis=1), fnp.zeros((), rows.dtype))
-    m = member * psw[0][None, :] if psw else member
-    return m @ rows
+        picked = fnp.take(rows, pos, axis=0)                       # (B, M, D)
+        big = fnp.where(valid[:, :, None], picked, -fnp.inf)
+        return fnp.where(valid.any(axis=1)[:, None], big.max(axis=1), fnp.zeros((), rows.dtype))
+    w = scale * psw[0] if psw else scale
+    return fnp.index_add(fnp.zeros((nbags, rows.shape[1]), rows.dtype), bag,
+                         rows * w[:, None])
+
+
+def _empty_fn(weight, *, nbags):
+    return fnp.zeros((nbags, weight.shape[1]), weight.dtype)
 
 
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # noqa: A002
@@ -70,13 +78,28 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # no
     if per_sample_weights is not None and tuple(_shape(per_sample_weights)) != idx.shape:
         raise ValueError(f"embedding_bag: per_sample_weights {tuple(_shape(per_sample_weights))}"
                          f" must have the input's shape {idx.shape}")
-    pos = np.arange(flat.size)
-    member = (pos[None, :] >= starts[:, None]) & (pos[None, :] < ends[:, None])
-    if padding_idx is not None:
-        member &= flat[None, :] != (padding_idx % _shape(weight)[0])
-    member = member.astype(np.dtype(weight.dtype))
+    if flat.size == 0:                                         # only empty bags: zeros
+        return _call("EmbeddingBagBackward0", _empty_fn, (weight,), nbags=nbags)
+    sizes = np.maximum(ends - starts, 0)
+    bag = np.repeat(np.arange(nbags), sizes)                   # the bag of each index in one
+    where = np.concatenate([np.arange(a, a + n) for a, n in zip(starts, sizes)] or [[]])
+    where = where.astype(np.int64)
+    keep = np.ones(where.size, bool) if padding_idx is None else \
+        flat[where] != padding_idx % _shape(weight)[0]
+    dt = np.dtype(weight.dtype)
+    bag_of = np.zeros(flat.size, np.int64)
+    bag_of[where] = bag
+    scale = np.zeros(flat.size, dt)
+    scale[where] = keep
     if mode == "mean":
-        member /= np.maximum(member.sum(axis=1, keepdims=True), 1)
+        counts = np.bincount(bag[keep], minlength=nbags)
+        scale[where] /= np.maximum(counts[bag], 1)
+    width = max(int(sizes.max()) if nbags else 0, 1)
+    slot = np.arange(width)
+    valid = (slot[None, :] < sizes[:, None])
+    pos = np.where(valid, starts[:, None] + slot[None, :], 0)
+    valid &= scale[pos] > 0
     rows = embedding(input.reshape(-1), weight, None, max_norm, norm_type, False, sparse)
     extra = () if per_sample_weights is None else (per_sample_weights.reshape(-1),)
-    return _call("EmbeddingBagBackward0", _bag_fn, (rows, member) + extra, mode=mode)
+    return _call("EmbeddingBagBackward0", _bag_fn, (rows, bag_of, scale, pos, valid) + extra,
+                 nbags=nbags, mode=mode)

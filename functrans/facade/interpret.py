@@ -112,11 +112,13 @@ class _Values:
                                    "by an earlier backward)")
             if n.vers:
                 _check_version(n, ls)
-            if v is None:
+            own = n.x is not None and n.x.own_packs
+            if v is None or own:        # (values with hooks of their own: read per use)
                 v = saved_value(n, ls)
                 if self.cg:
                     v = _connect(n, ls, v)
-                self.vals[s] = v
+                if not own:
+                    self.vals[s] = v
         if v is None:
             if ls < info.n_in:
                 if not self.cg or n.edges[ls] is not None:

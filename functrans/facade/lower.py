@@ -11,6 +11,7 @@ equation, whose cotangent the deriver adds to the backward program's outputs.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 
 from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
@@ -364,6 +365,7 @@ def _in_keys(n, p, pos):
 
 
 _WALK_LOCK = threading.Lock()
+_UNIQUE = itertools.count()
 
 
 def index_graph(root_fns):
@@ -420,6 +422,9 @@ def index_graph(root_fns):
                             retained.append((p, j))
                 if info.kind == "function":
                     fns.append(p)
+                if x.own_packs:         # values packed by hooks of their own differ from
+                    app(-3)             # the equal values of other slots: never one program
+                    app(next(_UNIQUE))  # slot for both (a structure of its own, first sight)
     return nodes, Positions(nodes), (tuple(flat), tuple(hooked), tuple(retained), tuple(fns))
 
 

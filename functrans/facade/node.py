@@ -95,11 +95,11 @@ class OpInfo:
 
 class _Extra:
     """Rarely used node fields, kept off the hot path."""
-    __slots__ = ("hooks", "retains", "ctx", "stack", "meta", "pre", "post")
+    __slots__ = ("hooks", "retains", "ctx", "stack", "meta", "pre", "post", "own_packs")
 
     def __init__(self):
         self.hooks = self.retains = self.ctx = self.stack = self.meta = None
-        self.pre = self.post = None
+        self.pre = self.post = self.own_packs = None
 
 
 def _extra_field(name):
@@ -113,6 +113,17 @@ def _extra_field(name):
             x = self.x = _Extra()
         setattr(x, name, value)
     return property(get, put)
+
+
+class _SavedAccess:
+    """How a node's saved values are read by torch's names (grad_fn._saved_self,
+    grad_fn._raw_saved_result): record.py, which sits above this module and knows how a
+    value is packed, sets `get(node, name)` (raising AttributeError for a name the node
+    does not save)."""
+    get = None
+
+
+SAVED_ACCESS = _SavedAccess()
 
 
 class Node:
@@ -138,6 +149,8 @@ class Node:
     meta = _extra_field("meta")          # the `metadata` dict, made on first use
     pre = _extra_field("pre")            # a Function node's pre-hooks (HookDict)
     post = _extra_field("post")          # a Function node's post-hooks (HookDict)
+    own_packs = _extra_field("own_packs")  # True once a saved value got hooks of its own
+    #                                        (SavedTensor.register_hooks)
 
     @property
     def freed(self):
@@ -169,6 +182,8 @@ class Node:
             ctx = None if x is None else x.ctx
             if ctx is not None:
                 return getattr(ctx, name)
+            if name.startswith(("_saved_", "_raw_saved_")) and SAVED_ACCESS.get is not None:
+                return SAVED_ACCESS.get(self, name)
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def register_hook(self, fn):

@@ -133,7 +133,16 @@ def tensor_for_key(nodes, key, val):
     p, s = key
     n = nodes[p]
     if n.info is None:
-        return n.variable
+        leaf = n.variable
+        if leaf is not None and val is leaf._data:
+            return leaf
+        # a value an unpack hook gave (saved_tensors_hooks) in place of the leaf's: that
+        # value, its gradient flowing to the leaf (torch's unpacked SavedVariable keeps the
+        # original's edge), not the leaf's own value silently
+        t = wrap(val)
+        t._requires_grad = True
+        t._accum = n
+        return t
     info = n.info
     if s in info.out_slots:
         t = wrap(val)

@@ -53,8 +53,8 @@ CACHE_STATS = {"hits": 0, "misses": 0}
 
 
 def _program_key(structure, targets, root_keys, create_graph):
-    parts, hooked, retained, _ = structure
-    return ("backward", parts, hooked, retained, tuple(targets), tuple(root_keys),
+    parts, hooked, retained, fns = structure       # (fns: op nodes with grad_fn hooks too)
+    return ("backward", parts, hooked, retained, fns, tuple(targets), tuple(root_keys),
             bool(create_graph))
 
 

@@ -24,7 +24,7 @@ from . import engine
 from .grad_mode import STATE as GS
 from .grad_mode import enable_grad, no_grad
 from .node import OpInfo, edge_of, node_class, user_frame
-from .plumbing import torch_convention
+from .plumbing import run_node_hooks, torch_convention
 from .record import (ANOMALY, INFERENCE, INFERENCE_SAVE_MSG, SAVED_HOOKS, Packed, _forward_stack,
                      vc_of)
 from .tensor import Tensor, traced_hooks, wrap
@@ -317,7 +317,7 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
     for j, g in zip(extra["out_idx"], grads):
         out_grads[j] = g
     if node.pre:                           # Node.register_prehook: may replace them
-        out_grads = _node_hooks(node.pre, out_grads, lambda fn, g: fn(tuple(g)))
+        out_grads = run_node_hooks(node.pre, out_grads, lambda fn, g: fn(tuple(g)))
     strict = tensors and GS.enabled
     object.__setattr__(ctx, "_strict", strict)
     once = getattr(cls.backward, "_once_differentiable", False)
@@ -340,7 +340,7 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
             raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number "
                                f"of gradients (expected {n_args}, got {len(result)})")
     if node.post:                          # Node.register_hook: may replace grad_inputs
-        result = tuple(_node_hooks(node.post, list(result),
+        result = tuple(run_node_hooks(node.post, list(result),
                                    lambda fn, g: fn(tuple(g), tuple(out_grads))))
     out = []
     for k, pos in enumerate(extra["arg_pos"]):
@@ -378,21 +378,6 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
             d = g._data
             out.append(d)
     return out
-
-
-def _node_hooks(hooks, grads, call):
-    """Run a Function node's pre- or post-hooks in order; a hook returning a sequence of the
-    same length replaces the gradients, None keeps them."""
-    for fn in list(hooks.values()):
-        r = call(fn, grads)
-        if r is not None:
-            if not isinstance(r, (tuple, list)) or len(r) != len(grads):
-                raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has returned an "
-                                   f"incorrect number of values (got "
-                                   f"{len(r) if isinstance(r, (tuple, list)) else 1}, but "
-                                   f"expected {len(grads)})")
-            grads = list(r)
-    return grads
 
 
 def _expand(present, out_mask):

@@ -19,7 +19,8 @@ from .lower import target_aval
 from .record import saved_value
 from .ops import apply_prim, run_recorded
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
-                       describe_value, fn_call_p, hook_dicts, run_cotangent_hooks, tap_p)
+                       describe_value, fn_call_p, hook_dicts, node_hook_grads, node_hook_p,
+                       run_cotangent_hooks, tap_p, torch_convention)
 from .tensor import wrap
 
 
@@ -49,6 +50,11 @@ def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=
         return _function_backward(node, [ct.pop(o, None) for o in tape.eqns[i][3]],
                                   create_graph)
 
+    def node_hook(i, present):
+        _, params, _, oi = tape.eqns[i]
+        return _node_hook(run.fn_nodes[params["slot"]], params,
+                          [ct.pop(o, None) for o in oi], create_graph)
+
     on_grad = _nan_check(tape, nodes) if check_nan else None
     due, deliver = None, None
     if early is not None:
@@ -58,7 +64,8 @@ def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=
         with np.errstate(all="ignore"):     # torch's backward does not warn about inf/nan
             reverse_pass(tape.eqns, tape.avals, tape.live, ct, values.get, sigs=tape.sigs,
                          run=run_recorded if create_graph else None,
-                         special={tap_p: tap, fn_call_p: function}, on_grad=on_grad,
+                         special={tap_p: tap, fn_call_p: function,
+                                          node_hook_p: node_hook}, on_grad=on_grad,
                          due=due, deliver=deliver)
         res = []
         for i, k in enumerate(tape.targets):
@@ -163,6 +170,16 @@ def _connect(n, ls, v):
         t._grad_fn, t._out_nr, t._requires_grad = n, info.out_slots.index(ls), True
         return t
     return wrap(v)          # an integer intermediate (a mask): constant
+
+
+def _node_hook(node, params, cts, create_graph):
+    """An op node's grad_fn hooks (plumbing.node_hook_p) on its cotangents (None: none
+    came): the cotangents they return."""
+    grads = [None if c is None else torch_convention(c if create_graph else wrap(np.asarray(c)))
+             for c in cts]
+    new = node_hook_grads(node, params["side"], params["pos"], grads)
+    return [c if g is None else g if create_graph else torch_convention(g)._data
+            for c, g in zip(cts, new)]
 
 
 def _function_backward(node, outs, create_graph):

@@ -95,11 +95,12 @@ class OpInfo:
 
 class _Extra:
     """Rarely used node fields, kept off the hot path."""
-    __slots__ = ("hooks", "retains", "ctx", "stack", "meta", "pre", "post", "own_packs")
+    __slots__ = ("hooks", "retains", "ctx", "stack", "meta", "pre", "post", "own_packs",
+                 "gout")
 
     def __init__(self):
         self.hooks = self.retains = self.ctx = self.stack = self.meta = None
-        self.pre = self.post = self.own_packs = None
+        self.pre = self.post = self.own_packs = self.gout = None
 
 
 def _extra_field(name):
@@ -187,28 +188,17 @@ class Node:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def register_hook(self, fn):
-        """fn(grad_inputs, grad_outputs) after the node's backward ran; a returned tuple
-        replaces grad_inputs. Custom Function nodes only (their backward is a call of its
-        own); an op's node raises: its backward runs fused with the others'."""
-        if self.info.kind != "function":
-            raise NotImplementedError(
-                f"{type(self).__name__}.register_hook (a hook on an op's grad_fn node) is not "
-                "supported by functrans: the backward runs fused, without a step per op; "
-                "register the hook on the tensor instead (tensor.register_hook(fn)), or on a "
-                "custom autograd.Function's node.")
+        """fn(grad_inputs, grad_outputs) after the node's backward ran (one gradient per
+        input, None for those it gives none; per output); a returned tuple replaces
+        grad_inputs. The backward then materializes this node's gradients (a boundary in
+        its program: lower.graph_tape)."""
         if self.post is None:
             self.post = HookDict()
         return add_hook(self.post, fn)
 
     def register_prehook(self, fn):
-        """fn(grad_outputs) before the node's backward runs; a returned tuple replaces them.
-        Custom Function nodes only, as register_hook."""
-        if self.info.kind != "function":
-            raise NotImplementedError(
-                f"{type(self).__name__}.register_prehook (a hook on an op's grad_fn node) is "
-                "not supported by functrans: the backward runs fused, without a step per op; "
-                "register the hook on the tensor instead (tensor.register_hook(fn)), or on a "
-                "custom autograd.Function's node.")
+        """fn(grad_outputs) before the node's backward runs (None for an output no gradient
+        reached), after the tensor hooks of its outputs; a returned tuple replaces them."""
         if self.pre is None:
             self.pre = HookDict()
         return add_hook(self.pre, fn)

@@ -48,6 +48,15 @@ def apply_prim(prim, params, args):
         return args[0]
     if prim is plumbing.hook_call_p:
         return plumbing.run_cotangent_hooks(args[0], *plumbing.hook_dicts(params["hooks"]))
+    if prim is plumbing.node_hook_p:
+        return list(args)
+    if prim is plumbing.node_hook_call_p:
+        run = plumbing._current_run()
+        grads = [plumbing.torch_convention(a) if p else None
+                 for a, p in zip(args, params["present"])]
+        new = plumbing.node_hook_grads(run.fn_nodes[params["slot"]], params["side"],
+                                       params["pos"], grads)
+        return [a if g is None else plumbing.torch_convention(g) for a, g in zip(args, new)]
     if prim is plumbing.fn_bwd_p:
         node = plumbing._current_run().fn_nodes[params["fslot"]]
         return list(node.info.extra["run_backward"](node, list(args), params["present"],

@@ -717,6 +717,37 @@ def hooks_function_node(lib, x):
     return [log, a.grad]
 
 
+def hooks_op_node(lib, x):
+    """Pre- and post-hooks on op nodes' grad_fn (MulBackward0, a two-output
+    VarMeanBackward0): after the outputs' tensor hooks, pre-hooks see and may replace the
+    output gradients (None for an output none reached), post-hooks see (grad_inputs,
+    grad_outputs) and may replace grad_inputs; a removed handle stops its hook. Run three
+    times: the first-sight schedule, then the derived program."""
+    out = []
+    for _ in range(3):
+        log = []
+        a = leaf(lib, V[:2])
+        m = lib.tensor([[1.0, 2.0], [4.0, -1.0]], requires_grad=True)
+        b = a * 2
+        c = b * a
+        b.register_hook(lambda g: (log.append(("tensor", g.tolist())), g * 3)[1])
+        b.grad_fn.register_prehook(lambda go: (log.append(("pre", go[0].tolist())),
+                                               (go[0] * 2,))[1])
+        h = b.grad_fn.register_prehook(lambda go: log.append("removed"))
+        b.grad_fn.register_hook(lambda gi, go: (log.append(("post", gi[0].tolist(),
+                                                            go[0].tolist())), (gi[0] + 1, gi[1]))[1])
+        c.grad_fn.register_hook(lambda gi, go: log.append(("post c", len(gi))))
+        h.remove()
+        var, mean = lib.var_mean(m, dim=0)
+        log_vm = []             # (its own list: the order across independent branches is
+        #                         the schedule's, autograd:hooks:order_repeated)
+        mean.grad_fn.register_prehook(lambda go: (log_vm.append(("pre vm", go[1] is None)),
+                                                  (go[0] * 2, go[1]))[1])
+        (c.sum() + var.sum()).backward()
+        out.append([log, log_vm, a.grad, m.grad])
+    return out
+
+
 def legacy_constructors(lib, x):
     """torch's legacy API that test code still uses: the typed tensor classes (data or a
     size; isinstance by dtype), Tensor.new, autograd.Variable (a detached leaf alias of its
@@ -2792,6 +2823,7 @@ TABLE = {
     "gradcheck:func_in_grad_mode": (gradcheck_func_in_grad_mode, [X], {"backward": False}),
     "saved_hooks:own_their_values": (saved_hooks_own_their_values, [X], {"backward": False}),
     "hooks:function_node": (hooks_function_node, [X], {"backward": False}),
+    "hooks:op_node": (hooks_op_node, [X], {"backward": False}),
     "legacy:constructors": (legacy_constructors, [X], {"backward": False}),
     "hooks:multi_grad_any_nested": (multi_grad_hook_nested_backward, [X], {"backward": False}),
     "grad:to_gradient_edges": (grad_to_gradient_edges, [X], {"backward": False}),

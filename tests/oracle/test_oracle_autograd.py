@@ -398,8 +398,8 @@ def checkpoint_modes(lib, x):
         if reentrant:
             name = y.grad_fn.name()
         y.sum().backward()
-        # torch's non-re-entrant output keeps fn's own nodes (MulBackward0); functrans's is
-        # one CheckpointFunctionBackward in both modes (ft.utils.checkpoint's docstring)
+        # the non-re-entrant output keeps fn's own nodes (MulBackward0), the re-entrant one
+        # is one CheckpointFunctionBackward
         out += [y if reentrant else y.detach(), x.grad.clone(), w.grad.clone()]
     seq = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.Tanh(), lib.nn.Linear(4, 3),
                             lib.nn.Sigmoid()).double()
@@ -453,6 +453,80 @@ def checkpoint_early_stop(lib, x):
         with ck.set_checkpoint_early_stop(stop):
             y = ck.checkpoint(lambda a: a.sin().cos() * 2, x, use_reentrant=False)
             out += [y.detach(), lib.autograd.grad(y.sum(), x)[0]]
+    return out
+
+
+def checkpoint_non_reentrant(lib, x):
+    """torch's non-re-entrant checkpoint (saved-tensor hooks): fn's own nodes on its output,
+    dicts in and out, an input that requires no grad, a hook on a parameter used inside and
+    outside fired once, the object a Function inside saved given back itself, and a
+    Function's saved tensors unpacked once per backward."""
+    ck = _ckpt(lib)
+    w = lib.tensor(np.linspace(-1, 1, 9).reshape(3, 3), requires_grad=True)
+    count = [0]
+    w.register_hook(lambda g: count.__setitem__(0, count[0] + 1))
+    h = x @ w
+
+    def f(d):
+        return {"out": (d["a"] @ w).tanh() * d["b"]}
+    y = ck.checkpoint(f, {"a": h, "b": lib.tensor(2.0, dtype=x.dtype)}, use_reentrant=False)
+    names = [y["out"].grad_fn.name(), y["out"].grad_fn.next_functions[0][0].name()]
+    y["out"].sum().backward()
+    seen = []
+
+    class Save(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            seen.append(b is const)
+            try:
+                ctx.saved_tensors
+            except RuntimeError as e:
+                seen.append(str(e)[:60])
+            return g * b, None
+    a = lib.tensor([1.0, 2.0], dtype=x.dtype, requires_grad=True)
+    const = lib.tensor([3.0, 4.0], dtype=x.dtype)
+    ck.checkpoint(lambda p, q: Save.apply(p.sin(), q), a, const,
+                  use_reentrant=False).sum().backward()
+    return [names, y["out"].detach(), w.grad, x.grad, count[0], seen, a.grad]
+
+
+def checkpoint_recompute_counts(lib, x):
+    """When the non-re-entrant checkpoint recomputes: once per backward, every time a saved
+    value is read outside a backward (grad_fn._saved_result), and only up to the last saved
+    value with early stop (set_checkpoint_early_stop, read when checkpoint is called)."""
+    ck = _ckpt(lib)
+    count = [0]
+
+    def f(a):
+        count[0] += 1
+        return a.sin().cos().clone()
+
+    def g(a):
+        count[0] += 1
+        return (a * a).exp()
+    out = []
+    for stop in (True, False):
+        count[0] = 0
+        with ck.set_checkpoint_early_stop(stop):
+            y = ck.checkpoint(f, x, use_reentrant=False)
+        y.sum().backward()
+        out += [count[0], x.grad.clone()]
+    count[0] = 0
+    y = ck.checkpoint(g, x, use_reentrant=False)
+    r1 = y.grad_fn._saved_result
+    r2 = y.grad_fn._saved_result
+    y.sum().backward()
+    out += [count[0], r1, r2]
+    try:
+        y.grad_fn._saved_result
+    except RuntimeError as e:
+        out.append(str(e)[:80])
     return out
 
 
@@ -2816,6 +2890,8 @@ TABLE = {
     "gradgradcheck:fail": (gradgradcheck_fail, [X], {"error": "Jacobian mismatch"}),
     "checkpoint:kwargs_tensor": (checkpoint_kwargs_tensor, [X], {"backward": False}),
     "checkpoint:early_stop": (checkpoint_early_stop, [X], {"backward": False}),
+    "checkpoint:non_reentrant": (checkpoint_non_reentrant, [X], {"backward": False}),
+    "checkpoint:recompute_counts": (checkpoint_recompute_counts, [X], {"backward": False}),
     "checkpoint:double_backward": (checkpoint_double_backward, [X], {"backward": False}),
     "hooks:accumulate_grad_node": (hooks_accumulate_grad_node, [X], {"backward": False}),
     "graph:dies_with_its_output": (graph_dies_with_its_output, [X], {"backward": False}),

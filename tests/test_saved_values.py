@@ -84,3 +84,47 @@ def test_unpacked_value_under_create_graph():
         out.append(a.grad.detach().numpy())
     np.testing.assert_allclose(out[0], out[1])
     np.testing.assert_allclose(out[0], [12., -24., 36.])
+
+
+@pytest.mark.parametrize("lib", [ft, torch], ids=["ft", "torch"])
+def test_hooks_entered_inside_backward_do_not_outlive_it(lib):
+    """A saved_tensors_hooks entered by an unpack hook during a backward is gone after it,
+    as torch restores its thread's state."""
+    graph = lib.autograd.graph
+    seen = []
+    inner = graph.saved_tensors_hooks(lambda t: seen.append("inner") or t, lambda t: t)
+
+    def unpack(x):
+        inner.__enter__()
+        return x
+    x = lib.randn(3, requires_grad=True)
+    with graph.saved_tensors_hooks(lambda x: x, unpack):
+        y = x.sin().sum()
+    y.backward()
+    x.exp()
+    assert seen == []
+
+
+@pytest.mark.parametrize("lib", [ft, torch], ids=["ft", "torch"])
+def test_post_accumulate_hook_returning_a_value_raises(lib):
+    t = lib.rand(2, 3, requires_grad=True)
+    t.register_post_accumulate_grad_hook(lambda t: t.grad)
+    with pytest.raises(RuntimeError, match="hooks should return None"):
+        t.sum().backward()
+
+
+@pytest.mark.parametrize("lib", [ft, torch], ids=["ft", "torch"])
+def test_saved_variables_is_deprecated(lib):
+    class F(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            a, = ctx.saved_variables
+            return g * 2
+    x = lib.ones(2, requires_grad=True)
+    with pytest.warns(DeprecationWarning, match="saved_variables"):
+        F.apply(x).sum().backward()

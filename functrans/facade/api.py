@@ -11,7 +11,7 @@ from . import engine
 from .plumbing import run_node_prehooks, run_tensor_hooks
 from .grad_mode import STATE as GS
 from .node import EdgeTarget, GradientEdge, edge_target
-from .record import ANOMALY
+from .record import ANOMALY, SAVED_HOOKS
 from .tensor import Tensor, wrap
 
 SCALAR_MSG = "grad can be implicitly created only for scalar outputs"
@@ -148,6 +148,19 @@ class _checkpoint_scope:
         return False
 
 
+class _saved_hooks_kept:   # noqa: N801
+    """The thread's saved-tensor hooks as they were before a backward call, restored after
+    it (torch restores its thread-local state): a saved_tensors_hooks entered or exited by
+    code running inside the backward (an unpack hook, a tensor hook) does not outlive it."""
+
+    def __enter__(self):
+        self.stack = list(SAVED_HOOKS.stack)
+
+    def __exit__(self, *exc):
+        SAVED_HOOKS.stack[:] = self.stack
+        return False
+
+
 class _ExecutionEngine:
     """`ft.autograd.Variable._execution_engine` (torch's name for the engine's callbacks)."""
     queue_callback = staticmethod(queue_callback)
@@ -174,7 +187,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         for t in targets:
             if not t._requires_grad:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
-    with _grad_mode(create_graph), _final_callbacks(), _checkpoint_scope(targets is None):
+    with _grad_mode(create_graph), _final_callbacks(), _checkpoint_scope(targets is None), \
+            _saved_hooks_kept():
         cts = _root_cts(roots, grads, create_graph, "grad_tensors")
         res, targets = engine.run_backward(roots, cts, targets, retain_graph, create_graph,
                                            anomaly=ANOMALY.enabled, deliver=_accumulate)
@@ -197,7 +211,9 @@ def _accumulate(t, g, create_graph=False):
     post = t.__dict__.get("_post_hooks") if t._grad_fn is None else None
     if post:
         for fn in list(post.values()):
-            fn(t)
+            if fn(t) is not None:
+                raise RuntimeError(f"Tensor post accumulate grad hooks should return None. "
+                                   f"(hook '{getattr(fn, '__name__', fn)}' returned a value)")
     if acc is not None and acc.post:
         for fn in list(acc.post.values()):
             fn((), (g,))
@@ -228,7 +244,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise TypeError("inputs must be Tensors or GradientEdges")
         if not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    with _grad_mode(create_graph), _final_callbacks(), _checkpoint_scope(False):
+    with _grad_mode(create_graph), _final_callbacks(), _checkpoint_scope(False), \
+            _saved_hooks_kept():
         cts = _root_cts(outs, gos, create_graph, "grad_outputs")
         res, _ = engine.run_backward(outs, cts, ins, retain_graph, create_graph,
                                      anomaly=ANOMALY.enabled)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import warnings
 import weakref
 
 import numpy as np
@@ -105,7 +106,12 @@ class FunctionCtx:
                         f"expected version {ver} instead.")
         return tuple(p.unpack(p.obj) if type(p) is Packed else p for p in saved)
 
-    saved_variables = saved_tensors
+    @property
+    def saved_variables(self):
+        """torch's deprecated name of saved_tensors."""
+        warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning,
+                      stacklevel=2)
+        return self.saved_tensors
 
     def mark_non_differentiable(self, *args):
         self.non_differentiable.update(id(a) for a in args)

@@ -713,6 +713,28 @@ def test_detect_anomaly_names_node_with_forward_traceback():
         ft.autograd.set_detect_anomaly(False)
 
 
+def test_anomaly_warnings_as_torch():
+    """detect_anomaly warns that it is on; a backward error in anomaly mode is preceded by a
+    warning naming the node and its forward traceback (stderr when warnings are errors);
+    the same warnings as torch's."""
+    torch = pytest.importorskip("torch")
+    seen = {}
+    for lib in (ft, torch):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                with lib.autograd.detect_anomaly():
+                    a = lib.randn(5, requires_grad=True)
+                    d1 = a + 1
+                    d2 = d1 ** 2
+                    d1 += 1
+                    lib.autograd.grad(d2.sum(), a)
+        seen[lib] = [str(m.message).split(".")[0] for m in w]
+        assert "d2 = d1 ** 2" in str(w[1].message)
+    assert seen[ft] == seen[torch] == ["Anomaly Detection has been enabled",
+                                       "Error detected in PowBackward0"]
+
+
 def test_anomaly_mode_gives_same_gradients_as_fused_program():
     def run():
         x = ft.tensor(A, requires_grad=True, dtype=ft.float64)

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..executor import reverse_pass
-from .anomaly import has_nan, nan_error
+from .anomaly import has_nan, nan_error, warn_error_in
 from .lower import target_aval
-from .record import saved_value
+from .record import ANOMALY, saved_value
 from .ops import apply_prim, run_recorded
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
                        describe_value, fn_call_p, hook_dicts, node_hook_grads, node_hook_p,
@@ -46,7 +46,7 @@ def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=
         return [c]
 
     def function(i, present):
-        node = nodes[tape.eqn_node[i]]
+        node = values.node = nodes[tape.eqn_node[i]]
         return _function_backward(node, [ct.pop(o, None) for o in tape.eqns[i][3]],
                                   create_graph)
 
@@ -55,13 +55,13 @@ def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=
         return _node_hook(run.fn_nodes[params["slot"]], params,
                           [ct.pop(o, None) for o in oi], create_graph)
 
-    on_grad = _nan_check(tape, nodes) if check_nan else None
+    on_grad = _nan_check(tape, nodes, values) if check_nan else None
     due, deliver = None, None
     if early is not None:
         due, deliver = _due(tape, early)
     RUN.stack.append(run)
     try:
-        with np.errstate(all="ignore"):     # torch's backward does not warn about inf/nan
+        with np.errstate(all="ignore"), _anomaly_report(values, ANOMALY.enabled):
             reverse_pass(tape.eqns, tape.avals, tape.live, ct, values.get, sigs=tape.sigs,
                          run=run_recorded if create_graph else None,
                          special={tap_p: tap, fn_call_p: function,
@@ -82,12 +82,30 @@ def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=
     return res
 
 
-def _nan_check(tape, nodes):
+class _anomaly_report:  # noqa: N801
+    """In anomaly mode, an error raised while a node's backward runs is preceded by torch's
+    warning naming the node and its forward traceback (anomaly.warn_error_in)."""
+
+    def __init__(self, values, on):
+        self.values, self.on = values, on
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        node = self.values.node
+        if self.on and exc_type is not None and issubclass(exc_type, Exception) \
+                and node is not None:
+            warn_error_in(node)
+        return False
+
+
+def _nan_check(tape, nodes, values):
     """on_grad for anomaly mode: raise at the first input cotangent holding a NaN, naming
     the node (and which of its gradient outputs, counting the inputs requiring grad)."""
     def on_grad(i, k, g):
         if tape.eqn_node[i] >= 0 and has_nan(g):
-            node = nodes[tape.eqn_node[i]]
+            node = values.node = nodes[tape.eqn_node[i]]
             j = tape.eqn_refs[i][0][k]
             raise nan_error(node, sum(node.info.mask[:j]) if j < node.info.n_in else 0)
     return on_grad
@@ -105,10 +123,11 @@ class _Values:
         self.tape, self.nodes, self.cg = tape, nodes, create_graph
         self.vals = [None] * len(tape.avals)
         self.producer = None
+        self.node = None        # the node whose equation last read a value (anomaly mode)
 
     def get(self, s, i, r):
         tape = self.tape
-        n = self.nodes[tape.eqn_node[i]]
+        n = self.node = self.nodes[tape.eqn_node[i]]
         refs, outs = tape.eqn_refs[i]
         ls = refs[r] if r < len(refs) else outs[r - len(refs)]
         info = n.info

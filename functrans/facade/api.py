@@ -3,6 +3,7 @@ leaf hooks, `.grad` accumulation and end-of-backward callbacks around the engine
 (engine.run_backward)."""
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -30,12 +31,33 @@ def _seq(x, what, single=Tensor):
 
 
 def _check_roots(roots):
+    """Roots are Tensors that require grad, or GradientEdges (EdgeTargets: their node's
+    output)."""
     for i, t in enumerate(roots):
+        if isinstance(t, EdgeTarget):
+            continue
         if not isinstance(t, Tensor):
             raise TypeError(f"element {i} of tensors is not a Tensor")
         if not t._requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                "have a grad_fn")
+
+
+def _edges_as_targets(xs):
+    """A sequence of Tensors and GradientEdges with each edge as what the engine takes: its
+    leaf, or an EdgeTarget of its node's output."""
+    if xs is None or not any(isinstance(x, GradientEdge) for x in xs):
+        return xs
+    return [edge_target(x) if isinstance(x, GradientEdge) else x for x in xs]
+
+
+def _shape_dtype(t):
+    """(shape, dtype) of a root: a Tensor's, or the node output a GradientEdge names."""
+    if isinstance(t, EdgeTarget):
+        info = t._grad_fn.info
+        a = info.slot_avals[info.out_slots[t._out_nr]]
+        return tuple(a.shape), a.dtype
+    return t._data.shape, t._data.dtype
 
 
 def _root_cts(roots, grads, create_graph, what):
@@ -46,27 +68,30 @@ def _root_cts(roots, grads, create_graph, what):
                            "must have one entry, a Tensor or None, per output)")
     cts = []
     for i, (t, g) in enumerate(zip(roots, grads)):
+        shape, dtype = _shape_dtype(t)
         if g is None:
-            if t._data.size != 1:
+            if math.prod(shape) != 1:
                 raise RuntimeError(SCALAR_MSG)
-            if t._data.dtype.kind == "c":       # torch: which real part would ones() seed?
+            if dtype.kind == "c":       # torch: which real part would ones() seed?
                 raise RuntimeError("grad can be implicitly created only for real scalar "
-                                   f"outputs but got torch.{t._data.dtype.name}")
-            ct = np.ones(t._data.shape, t._data.dtype)
+                                   f"outputs but got torch.{dtype.name}")
+            ct = np.ones(shape, dtype)
             cts.append(wrap(ct) if create_graph else ct)
             continue
         if not isinstance(g, Tensor):
-            g = wrap(np.asarray(g, t._data.dtype))
-        if tuple(g.shape) != tuple(t.shape):
+            g = wrap(np.asarray(g, dtype))
+        if tuple(g.shape) != tuple(shape):
             raise RuntimeError(
                 f"Mismatch in shape: grad_output[{i}] has a shape of "
                 f"ft.Size({list(g.shape)}) and output[{i}] has a shape of "
-                f"ft.Size({list(t.shape)}).")
-        if g.dtype != t.dtype:
-            if g.dtype.kind != t.dtype.kind:
-                raise RuntimeError(f"Mismatch in dtype: grad_output[{i}] has a dtype of "
-                                   f"{g.dtype} and output[{i}] has a dtype of {t.dtype}.")
-            g = g.to(t.dtype)
+                f"ft.Size({list(shape)}).")
+        if g.dtype != dtype:
+            if (g.dtype.kind == "c") != (dtype.kind == "c"):
+                raise RuntimeError("For complex Tensors, both grad_output and output are "
+                                   "required to have the same dtype. Mismatch in dtype: "
+                                   f"grad_output[{i}] has a dtype of {g.dtype} and "
+                                   f"output[{i}] has a dtype of {dtype}.")
+            g = g.to(dtype)
         cts.append(g if create_graph else g._data)
     return cts
 
@@ -172,7 +197,7 @@ Tensor._execution_engine = _ExecutionEngine()
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None):
     """Accumulate gradients of tensors w.r.t. the graph leaves (or `inputs`) into .grad."""
-    roots = _seq(tensors, "tensors")
+    roots = _edges_as_targets(_seq(tensors, "tensors", GradientEdge))
     if grad_tensors is None and grad_variables is not None:
         grad_tensors = grad_variables
     grads = _seq(grad_tensors, "grad_tensors") if not isinstance(grad_tensors, Tensor) \
@@ -180,7 +205,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     if retain_graph is None:
         retain_graph = create_graph
     _check_roots(roots)
-    targets = _seq(inputs, "inputs")
+    targets = _edges_as_targets(_seq(inputs, "inputs", GradientEdge))
     if targets is not None:
         if len(targets) == 0:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
@@ -193,8 +218,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         res, targets = engine.run_backward(roots, cts, targets, retain_graph, create_graph,
                                            anomaly=ANOMALY.enabled, deliver=_accumulate)
         for t, g in zip(targets, res):
-            if g is not None:
-                _accumulate(t, g, create_graph)
+            if g is not None and not isinstance(t, EdgeTarget):     # (an edge's node
+                _accumulate(t, g, create_graph)                      # output: no .grad)
 
 
 def _accumulate(t, g, create_graph=False):
@@ -225,7 +250,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if is_grads_batched:
         raise NotImplementedError("is_grads_batched=True is not supported; use ft.vmap over "
                                   "ft.func.functional_call instead")
-    outs = _seq(outputs, "outputs")
+    outs = _edges_as_targets(_seq(outputs, "outputs", GradientEdge))
     ins = _seq(inputs, "inputs", GradientEdge)
     edges = [isinstance(t, GradientEdge) for t in ins]
     if any(edges):

@@ -272,7 +272,8 @@ def _destinations(targets, tkeys, uniq):
     window, which then needs no copy); None without any."""
     res = None
     for t, k in zip(targets, tkeys):
-        post = t.__dict__.get("_post_hooks") if k is not None and t._grad is None else None
+        post = t.__dict__.get("_post_hooks") if k is not None and t._grad_fn is None \
+            and t._grad is None else None
         if not post:
             continue
         for fn in post.values():

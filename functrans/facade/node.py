@@ -291,9 +291,9 @@ GradientEdge.__doc__ = "A node of the graph and which of its outputs (torch's Gr
 
 
 class EdgeTarget:
-    """A GradientEdge given to autograd.grad as an input: the value output `output_nr` of
-    its node carries, differentiated as a tensor holding it would be (the engine reads a
-    target's `_grad_fn` and `_out_nr`)."""
+    """A GradientEdge given to autograd.grad or backward as an input or an output: the value
+    output `output_nr` of its node carries, differentiated as a tensor holding it would be
+    (the engine reads a target's `_grad_fn` and `_out_nr`)."""
     __slots__ = ("_grad_fn", "_out_nr")
     _requires_grad = True
     _accum = None

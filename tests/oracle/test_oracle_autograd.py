@@ -848,6 +848,29 @@ def legacy_constructors(lib, x):
             x.grad, inside, lib.autograd.is_multithreading_enabled(), nog]
 
 
+def gradient_edges_as_outputs(lib, x):
+    """A GradientEdge as the output of autograd.grad (its gradient given, or ones for a
+    scalar) and as an input of backward (no .grad to fill; the others' as usual); torch's
+    errors for a wrong grad_outputs shape and a complex one."""
+    g = lib.autograd.graph
+    tmp = x.sin().cos().sum()
+    out = tmp.exp().sin()
+    edge = g.get_gradient_edge(tmp)
+    tg, = lib.autograd.grad(out, (edge,), retain_graph=True)
+    xg, = lib.autograd.grad(edge, (x,), grad_outputs=(tg,), retain_graph=True)
+    xs, = lib.autograd.grad(edge, (x,), retain_graph=True)
+    errors = []
+    for go in (lib.ones(3, dtype=x.dtype), lib.ones((), dtype=lib.complex128)):
+        try:
+            lib.autograd.grad(edge, (x,), grad_outputs=go, retain_graph=True)
+        except RuntimeError as e:
+            errors.append(str(e).split(":")[0])
+    y = x.clone()
+    lib.autograd.backward(out, inputs=(edge, y), retain_graph=True)
+    lib.autograd.backward(out, inputs=(g.get_gradient_edge(x),))
+    return [tg, xg, xs, errors, y.grad, x.grad]
+
+
 def grad_to_gradient_edges(lib, x):
     """autograd.grad w.r.t. GradientEdges (a node's output, a leaf's AccumulateGrad, a custom
     Function's output) gives what it gives w.r.t. the tensors they stand for; an unreached
@@ -2903,6 +2926,7 @@ TABLE = {
     "legacy:constructors": (legacy_constructors, [X], {"backward": False}),
     "hooks:multi_grad_any_nested": (multi_grad_hook_nested_backward, [X], {"backward": False}),
     "grad:to_gradient_edges": (grad_to_gradient_edges, [X], {"backward": False}),
+    "grad:gradient_edges_as_outputs": (gradient_edges_as_outputs, [X], {"backward": False}),
     "grad:to_gradient_edge_materialize": (grad_to_gradient_edge_materialize, [X],
                                           {"error": "materialize_grads cannot be used when "
                                                     "the given input is a GradientEdge"}),

@@ -204,7 +204,7 @@ class Function(metaclass=_FunctionMeta):
             # an input returned as-is or a view made in forward: its history will be the
             # Function's node, so an in-place op on it cannot be recorded (inplace.py
             # refuses it as torch does; mark_dirty is the way to modify an input)
-            o.__dict__["_fn_view"] = (cls.__name__, j)
+            o.__dict__["_fn_view"] = (cls.__name__, j, len(outs) > 1)
         needs = any(ctx.needs_input_grad)
         if needs:
             _record(cls, ctx, args, tensor_pos, outs)

@@ -871,6 +871,22 @@ def gradient_edges_as_outputs(lib, x):
     return [tg, xg, xs, errors, y.grad, x.grad]
 
 
+def function_multi_output_view_inplace(lib, x):
+    """An in-place op on an output of a custom Function that returns several outputs, one
+    of them a view of an input: torch's error for views of multi-output functions."""
+    class IdTwo(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a.view_as(a), a + b
+
+        @staticmethod
+        def backward(ctx, ga, gab):
+            return ga + gab, gab
+    a = x.clone()
+    v, _ = IdTwo.apply(a, x * 2)
+    v.mul_(2)
+
+
 def grad_to_gradient_edges(lib, x):
     """autograd.grad w.r.t. GradientEdges (a node's output, a leaf's AccumulateGrad, a custom
     Function's output) gives what it gives w.r.t. the tensors they stand for; an unreached
@@ -2927,6 +2943,10 @@ TABLE = {
     "hooks:multi_grad_any_nested": (multi_grad_hook_nested_backward, [X], {"backward": False}),
     "grad:to_gradient_edges": (grad_to_gradient_edges, [X], {"backward": False}),
     "grad:gradient_edges_as_outputs": (gradient_edges_as_outputs, [X], {"backward": False}),
+    "function:multi_output_view_inplace": (
+        function_multi_output_view_inplace, [X],
+        {"error": "Output 0 of IdTwo is a view and is being modified inplace. This view is the "
+                  "output of a function that returns multiple views."}),
     "grad:to_gradient_edge_materialize": (grad_to_gradient_edge_materialize, [X],
                                           {"error": "materialize_grads cannot be used when "
                                                     "the given input is a GradientEdge"}),

@@ -175,11 +175,17 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
             if t._grad_fn is None and t._requires_grad:
                 edge_of(t)          # a leaf target needs its AccumulateGrad to be found
     nodes, pos, structure = index_graph(root_fns)
-    if targets is None:
+    targets_all = targets is None
+    if targets_all:
         targets = [v for v in (n.variable for n in nodes if n.info is None) if v is not None]
     root_keys = [value_key(t, pos) for t in roots]
     tkeys = [value_key(t, pos) for t in targets]
     uniq = list(dict.fromkeys(k for k in tkeys if k is not None))
+    if targets_all and (structure[1] or structure[2] or structure[3]):
+        # hooks fire whether or not a leaf below them is still alive (torch's AccumulateGrad
+        # keeps its leaf; functrans's refers to it weakly): the gone leaves are targets too,
+        # their gradients dropped
+        uniq += [(p, 0) for p, n in enumerate(nodes) if n.info is None and n.variable is None]
     n_targets = len(uniq)
     uniq, retained_keys = with_retained(uniq, nodes, structure)
     if not uniq:            # nothing to deliver (every leaf gone): the graph is used up all

@@ -257,6 +257,9 @@ def _inplace_on_view(self, name, res):
     _rebase(base, new_base)
     adopt_views(base, self)
     new_view = apply_fn("AsStridedBackward0", _as_strided_fn, (base, pos))
+    old = self._grad_fn
+    if old is not None and old.hooks:   # torch's CopySlices bypasses the view's old node,
+        old.hooks.pop(self._out_nr, None)   # so hooks registered on the view never fire
     _set_history(self, new_view._grad_fn, 0)
     self._requires_grad = True
     self.__dict__["_vfn"] = base._grad_fn

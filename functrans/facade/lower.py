@@ -461,6 +461,8 @@ def _key_aval(nodes, k):
     n = nodes[p]
     if n.info is None:
         v = n.variable
+        if v is None:                   # a leaf that is gone (engine.run_backward)
+            return ShapedArray(*n.shape_dtype)
         return ShapedArray(v._data.shape, v._data.dtype)
     return n.info.slot_avals[s]
 

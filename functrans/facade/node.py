@@ -235,13 +235,16 @@ class AccumulateGrad:
     autograd.grad or for a leaf outside backward(inputs=...): pre-hooks after the leaf's
     tensor hooks, `pre((grad,)) -> (grad,) or None`; post-hooks after the accumulation and
     the post-accumulate-grad hooks, `post((), (grad,))`."""
-    __slots__ = ("_var", "seq", "pos", "mark", "pre", "post", "meta", "__weakref__")
+    __slots__ = ("_var", "seq", "pos", "mark", "pre", "post", "meta", "shape_dtype",
+                 "__weakref__")
     edges = ()
     info = None
     vals = None
 
     def __init__(self, variable):
         self._var = weakref.ref(variable)
+        d = variable._data          # (the gradient's shape once the leaf is gone)
+        self.shape_dtype = (d.shape, d.dtype)
         self.seq = next(_seq)
         self.pos = -1
         self.mark = None

@@ -887,6 +887,28 @@ def function_multi_output_view_inplace(lib, x):
     v.mul_(2)
 
 
+def hooks_over_gone_leaves_and_views(lib, x):
+    """Hooks fire when every leaf below them is gone (a temporary leaf: torch's
+    AccumulateGrad keeps it, functrans's refers to it weakly), on tensors and on grad_fn
+    nodes; a hook registered on a view before an in-place op on it never fires (the view's
+    old node is bypassed), one registered after does."""
+    log = []
+    b = lib.tensor([1.0, 2.0], requires_grad=True).clone()
+    c = b.clone()
+    b.register_hook(lambda g: log.append(("b", g.tolist())))
+    b.grad_fn.register_hook(lambda gi, go: log.append(("node", go[0].tolist())))
+    (c * 3).sum().backward(retain_graph=True)
+    base = lib.tensor([1.0], requires_grad=True).clone()
+    view, view2 = base[:], base[:]
+    view.register_hook(lambda g: log.append("view, before"))
+    view2.register_hook(lambda g: log.append("view2, before"))
+    view.mul_(2)
+    view2.grad_fn
+    view2.register_hook(lambda g: log.append(("view2, after", g.tolist())))
+    (view + view2).sum().backward()
+    return log
+
+
 def grad_to_gradient_edges(lib, x):
     """autograd.grad w.r.t. GradientEdges (a node's output, a leaf's AccumulateGrad, a custom
     Function's output) gives what it gives w.r.t. the tensors they stand for; an unreached
@@ -2939,6 +2961,8 @@ TABLE = {
     "saved_hooks:own_their_values": (saved_hooks_own_their_values, [X], {"backward": False}),
     "hooks:function_node": (hooks_function_node, [X], {"backward": False}),
     "hooks:op_node": (hooks_op_node, [X], {"backward": False}),
+    "hooks:gone_leaves_and_views": (hooks_over_gone_leaves_and_views, [X],
+                                    {"backward": False}),
     "legacy:constructors": (legacy_constructors, [X], {"backward": False}),
     "hooks:multi_grad_any_nested": (multi_grad_hook_nested_backward, [X], {"backward": False}),
     "grad:to_gradient_edges": (grad_to_gradient_edges, [X], {"backward": False}),

@@ -181,7 +181,8 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     root_keys = [value_key(t, pos) for t in roots]
     tkeys = [value_key(t, pos) for t in targets]
     uniq = list(dict.fromkeys(k for k in tkeys if k is not None))
-    if targets_all and (structure[1] or structure[2] or structure[3]):
+    if targets_all and (structure[1] or structure[2] or any(
+            nodes[p].pre or nodes[p].post for p in structure[3])):
         # hooks fire whether or not a leaf below them is still alive (torch's AccumulateGrad
         # keeps its leaf; functrans's refers to it weakly): the gone leaves are targets too,
         # their gradients dropped

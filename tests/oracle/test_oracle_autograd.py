@@ -909,6 +909,27 @@ def hooks_over_gone_leaves_and_views(lib, x):
     return log
 
 
+def unsafe_splits(lib, x):
+    """split_with_sizes refuses in-place ops on its pieces (multiple views); the unsafe
+    variants (unsafe_split, unsafe_split_with_sizes, unsafe_chunk) allow them, recorded on
+    the piece alone: values, the leaf's gradient, versions."""
+    out = []
+    for f in (lambda t: t.unsafe_split(1), lambda t: t.unsafe_split_with_sizes((1, 1)),
+              lambda t: t.unsafe_chunk(2), lambda t: lib.unsafe_split(t, 1)):
+        a = x.detach().clone().requires_grad_()
+        b = a * 2
+        s1, s2 = f(b)
+        s1.mul_(s2)
+        (s1 * 3).sum().backward()
+        out += [s1, a.grad, s1._version, s2._version, b._version]
+    p1, p2 = (x * 1).split_with_sizes((1, 1))
+    try:
+        p1.mul_(2)
+    except RuntimeError as e:
+        out.append(str(e)[:60])
+    return out
+
+
 def grad_to_gradient_edges(lib, x):
     """autograd.grad w.r.t. GradientEdges (a node's output, a leaf's AccumulateGrad, a custom
     Function's output) gives what it gives w.r.t. the tensors they stand for; an unreached
@@ -2961,6 +2982,7 @@ TABLE = {
     "saved_hooks:own_their_values": (saved_hooks_own_their_values, [X], {"backward": False}),
     "hooks:function_node": (hooks_function_node, [X], {"backward": False}),
     "hooks:op_node": (hooks_op_node, [X], {"backward": False}),
+    "view:unsafe_splits": (unsafe_splits, [X], {"backward": False}),
     "hooks:gone_leaves_and_views": (hooks_over_gone_leaves_and_views, [X],
                                     {"backward": False}),
     "legacy:constructors": (legacy_constructors, [X], {"backward": False}),

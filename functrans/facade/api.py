@@ -11,7 +11,7 @@ import numpy as np
 from . import engine
 from .plumbing import run_node_prehooks, run_tensor_hooks
 from .grad_mode import STATE as GS
-from .node import EdgeTarget, GradientEdge, edge_target
+from .node import SAVED_ACCESS, EdgeTarget, GradientEdge, edge_target
 from .record import ANOMALY, SAVED_HOOKS
 from .tensor import Tensor, wrap
 
@@ -316,3 +316,29 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
 
 _tensor_backward.__name__, _tensor_backward.__qualname__ = "backward", "Tensor.backward"
 Tensor.backward = _tensor_backward
+
+
+def _call_node(node, grads):
+    """grad_fn(*grads): autograd.grad from the node's outputs (GradientEdges, given these
+    gradients) to its inputs' edges, keeping its saved values, differentiable when grad
+    mode is on (torch's Node.__call__ runs the node's backward in the caller's mode)."""
+    info = node.info
+    n_out = len(info.out_slots)
+    if len(grads) != n_out:
+        raise TypeError(f"{type(node).__name__}: expected {n_out} arguments, got "
+                        f"{len(grads)} instead")
+    edges = [e for e in node.edges if e is not None]
+    if len(set((id(p), j) for p, j in edges)) != len(edges):
+        raise NotImplementedError(
+            f"calling {type(node).__name__} directly, whose inputs include one value twice: "
+            "functrans differentiates values, not argument positions, so it cannot split that "
+            "value's gradient between them; use ft.autograd.grad on the op's output instead")
+    outs = [GradientEdge(node, j) for j in range(n_out) if info.out_float[j]]
+    gos = [g for g, f in zip(grads, info.out_float) if f]
+    res = iter(grad(outs, [GradientEdge(*e) for e in edges], gos, retain_graph=True,
+                    create_graph=GS.enabled, allow_unused=True)) if edges else iter(())
+    out = tuple(next(res) if e is not None else None for e in node.edges)
+    return out[0] if len(out) == 1 else out
+
+
+SAVED_ACCESS.call = _call_node

@@ -120,8 +120,10 @@ class _SavedAccess:
     """How a node's saved values are read by torch's names (grad_fn._saved_self,
     grad_fn._raw_saved_result): record.py, which sits above this module and knows how a
     value is packed, sets `get(node, name)` (raising AttributeError for a name the node
-    does not save)."""
+    does not save); and how a node is called on gradients (`grad_fn(*grads)`): api.py,
+    which holds the engine's entry points, sets `call(node, grads)`."""
     get = None
+    call = None
 
 
 SAVED_ACCESS = _SavedAccess()
@@ -207,8 +209,9 @@ class Node:
         return f"<{self.info.name} object at {hex(id(self))}>"
 
     def __call__(self, *grads):
-        raise NotImplementedError("calling a grad_fn directly is not supported by functrans; "
-                                  "use ft.autograd.grad(outputs, inputs, grad_outputs) instead.")
+        """The node's backward on gradients of its outputs (one per output): the gradients
+        of its inputs, None for an input that takes none (torch's Node.__call__)."""
+        return SAVED_ACCESS.call(self, grads)
 
 
 _NODE_CLASSES: dict = {}      # op name -> its Node subclass (a registry: one per name)

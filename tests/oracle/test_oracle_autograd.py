@@ -930,6 +930,26 @@ def unsafe_splits(lib, x):
     return out
 
 
+def grad_fn_called(lib, x):
+    """A grad_fn called on gradients of its outputs gives its inputs' gradients (None for a
+    constant input) and keeps its saved values; torch's TypeError for a wrong count."""
+    a = x.detach().clone().requires_grad_()
+    w = lib.tensor(np.linspace(-1, 1, 6).reshape(2, 3), dtype=x.dtype, requires_grad=True)
+    y = a ** 2
+    z = a * w
+    c = a * 3.0
+    g = lib.ones_like(y)
+    res = [y.grad_fn(g), *z.grad_fn(g * 2), *c.grad_fn(g), y.grad_fn(g)]
+    # (differentiable where a saved value requires grad: the history's node names are the
+    # engine's, compared elsewhere)
+    out = [None if r is None else (r.detach(), r.requires_grad) for r in res]
+    try:
+        y.grad_fn(g, g)
+    except TypeError as e:
+        out.append(type(e).__name__)
+    return out
+
+
 def grad_to_gradient_edges(lib, x):
     """autograd.grad w.r.t. GradientEdges (a node's output, a leaf's AccumulateGrad, a custom
     Function's output) gives what it gives w.r.t. the tensors they stand for; an unreached
@@ -2982,6 +3002,7 @@ TABLE = {
     "saved_hooks:own_their_values": (saved_hooks_own_their_values, [X], {"backward": False}),
     "hooks:function_node": (hooks_function_node, [X], {"backward": False}),
     "hooks:op_node": (hooks_op_node, [X], {"backward": False}),
+    "graph:grad_fn_called": (grad_fn_called, [X], {"backward": False}),
     "view:unsafe_splits": (unsafe_splits, [X], {"backward": False}),
     "hooks:gone_leaves_and_views": (hooks_over_gone_leaves_and_views, [X],
                                     {"backward": False}),

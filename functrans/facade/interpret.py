@@ -64,8 +64,8 @@ def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=
         with np.errstate(all="ignore"), _anomaly_report(values, ANOMALY.enabled):
             reverse_pass(tape.eqns, tape.avals, tape.live, ct, values.get, sigs=tape.sigs,
                          run=run_recorded if create_graph else None,
-                         special={tap_p: tap, fn_call_p: function,
-                                          node_hook_p: node_hook}, on_grad=on_grad,
+                         special={tap_p: tap, fn_call_p: function, node_hook_p: node_hook},
+                         on_grad=on_grad,
                          due=due, deliver=deliver)
         res = []
         for i, k in enumerate(tape.targets):

@@ -152,11 +152,11 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
             local.append(s)
         hooks = p in fslot and info.kind != "function"      # grad_fn hooks on an op node
         if hooks and n.x.post:
-            pos = tuple(i for i in range(ni) if live[local[i]] and info.mask[i]
-                        and info.slot_avals[i].dtype.kind in "fc")
-            if pos:
-                for i, t in zip(pos, node_hook([local[i] for i in pos], {
-                        "slot": fslot[p], "side": "post", "pos": pos})):
+            in_pos = tuple(i for i in range(ni) if live[local[i]] and info.mask[i]
+                           and info.slot_avals[i].dtype.kind in "fc")
+            if in_pos:
+                for i, t in zip(in_pos, node_hook([local[i] for i in in_pos], {
+                        "slot": fslot[p], "side": "post", "pos": in_pos})):
                     local[i] = t
         local += [None] * (info.n_slots - ni)
         steps = info.tape_eqns

@@ -174,8 +174,7 @@ _ARG_NAMES = {
 def saved_slot(info, name):
     """The slot of node values torch calls `name` (self, other, result, result0, ...), if
     the op's backward reads it (lower.analyze decided what the op keeps); else None."""
-    names = _ARG_NAMES.get(info.name) or (("self",), ("self", "other"))[min(info.n_in, 2) - 1] \
-        if info.n_in else ()
+    names = _ARG_NAMES.get(info.name) or {1: ("self",), 2: ("self", "other")}.get(info.n_in, ())
     if name in names:
         s = names.index(name)
     elif name == "result" and len(info.out_slots) == 1:
@@ -185,7 +184,7 @@ def saved_slot(info, name):
         s = info.out_slots[int(name[6:])]
     else:
         return None
-    return s if s in info.held_set and (s >= info.n_in or s < len(names)) else None
+    return s if s in info.held_set else None
 
 
 def _saved_attr(node, name):

@@ -809,7 +809,8 @@ def hooks_op_node(lib, x):
                                                (go[0] * 2,))[1])
         h = b.grad_fn.register_prehook(lambda go: log.append("removed"))
         b.grad_fn.register_hook(lambda gi, go: (log.append(("post", gi[0].tolist(),
-                                                            go[0].tolist())), (gi[0] + 1, gi[1]))[1])
+                                                            go[0].tolist())),
+                                                (gi[0] + 1, gi[1]))[1])
         c.grad_fn.register_hook(lambda gi, go: log.append(("post c", len(gi))))
         h.remove()
         var, mean = lib.var_mean(m, dim=0)

@@ -965,6 +965,8 @@ EXTERNAL: dict[str, str] = {
     # the facade's plumbing: hooks, retain_grad and autograd.Function as primitives
     "facade_tap": "test_facade_autograd.py",
     "hook_call": "test_facade_autograd.py",
+    "facade_node_hook": "test_facade_autograd.py",     # grad_fn hooks on op nodes
+    "node_hook_call": "test_facade_autograd.py",
     "autograd_function": "test_facade_function.py",
     "autograd_function_linear": "test_facade_function.py",
     "autograd_function_backward": "test_facade_function.py",

@@ -10,6 +10,7 @@ from ..facade.gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa:
 from ..facade.grad_mode import (enable_grad, inference_mode, no_grad,  # noqa: F401
                                 set_grad_enabled)
 from ..facade.report import BackwardJaxpr, backward_jaxpr, saved_tensors_report  # noqa: F401
+from ..facade.record import SavedTensor  # noqa: F401
 from . import functional, graph  # noqa: F401
 from ..facade import grad_mode  # noqa: F401  (torch.autograd.grad_mode)
 from ..facade.tensor import Tensor as _Tensor

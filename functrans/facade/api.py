@@ -3,6 +3,7 @@ leaf hooks, `.grad` accumulation and end-of-backward callbacks around the engine
 (engine.run_backward)."""
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -10,8 +11,8 @@ import numpy as np
 from . import engine
 from .plumbing import run_node_prehooks, run_tensor_hooks
 from .grad_mode import STATE as GS
-from .node import EdgeTarget, GradientEdge, edge_target
-from .record import ANOMALY
+from .node import SAVED_ACCESS, EdgeTarget, GradientEdge, edge_target
+from .record import ANOMALY, SAVED_HOOKS
 from .tensor import Tensor, wrap
 
 SCALAR_MSG = "grad can be implicitly created only for scalar outputs"
@@ -30,12 +31,33 @@ def _seq(x, what, single=Tensor):
 
 
 def _check_roots(roots):
+    """Roots are Tensors that require grad, or GradientEdges (EdgeTargets: their node's
+    output)."""
     for i, t in enumerate(roots):
+        if isinstance(t, EdgeTarget):
+            continue
         if not isinstance(t, Tensor):
             raise TypeError(f"element {i} of tensors is not a Tensor")
         if not t._requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                "have a grad_fn")
+
+
+def _edges_as_targets(xs):
+    """A sequence of Tensors and GradientEdges with each edge as what the engine takes: its
+    leaf, or an EdgeTarget of its node's output."""
+    if xs is None or not any(isinstance(x, GradientEdge) for x in xs):
+        return xs
+    return [edge_target(x) if isinstance(x, GradientEdge) else x for x in xs]
+
+
+def _shape_dtype(t):
+    """(shape, dtype) of a root: a Tensor's, or the node output a GradientEdge names."""
+    if isinstance(t, EdgeTarget):
+        info = t._grad_fn.info
+        a = info.slot_avals[info.out_slots[t._out_nr]]
+        return tuple(a.shape), a.dtype
+    return t._data.shape, t._data.dtype
 
 
 def _root_cts(roots, grads, create_graph, what):
@@ -46,27 +68,30 @@ def _root_cts(roots, grads, create_graph, what):
                            "must have one entry, a Tensor or None, per output)")
     cts = []
     for i, (t, g) in enumerate(zip(roots, grads)):
+        shape, dtype = _shape_dtype(t)
         if g is None:
-            if t._data.size != 1:
+            if math.prod(shape) != 1:
                 raise RuntimeError(SCALAR_MSG)
-            if t._data.dtype.kind == "c":       # torch: which real part would ones() seed?
+            if dtype.kind == "c":       # torch: which real part would ones() seed?
                 raise RuntimeError("grad can be implicitly created only for real scalar "
-                                   f"outputs but got torch.{t._data.dtype.name}")
-            ct = np.ones(t._data.shape, t._data.dtype)
+                                   f"outputs but got torch.{dtype.name}")
+            ct = np.ones(shape, dtype)
             cts.append(wrap(ct) if create_graph else ct)
             continue
         if not isinstance(g, Tensor):
-            g = wrap(np.asarray(g, t._data.dtype))
-        if tuple(g.shape) != tuple(t.shape):
+            g = wrap(np.asarray(g, dtype))
+        if tuple(g.shape) != tuple(shape):
             raise RuntimeError(
                 f"Mismatch in shape: grad_output[{i}] has a shape of "
                 f"ft.Size({list(g.shape)}) and output[{i}] has a shape of "
-                f"ft.Size({list(t.shape)}).")
-        if g.dtype != t.dtype:
-            if g.dtype.kind != t.dtype.kind:
-                raise RuntimeError(f"Mismatch in dtype: grad_output[{i}] has a dtype of "
-                                   f"{g.dtype} and output[{i}] has a dtype of {t.dtype}.")
-            g = g.to(t.dtype)
+                f"ft.Size({list(shape)}).")
+        if g.dtype != dtype:
+            if (g.dtype.kind == "c") != (dtype.kind == "c"):
+                raise RuntimeError("For complex Tensors, both grad_output and output are "
+                                   "required to have the same dtype. Mismatch in dtype: "
+                                   f"grad_output[{i}] has a dtype of {g.dtype} and "
+                                   f"output[{i}] has a dtype of {dtype}.")
+            g = g.to(dtype)
         cts.append(g if create_graph else g._data)
     return cts
 
@@ -148,6 +173,19 @@ class _checkpoint_scope:
         return False
 
 
+class _saved_hooks_kept:   # noqa: N801
+    """The thread's saved-tensor hooks as they were before a backward call, restored after
+    it (torch restores its thread-local state): a saved_tensors_hooks entered or exited by
+    code running inside the backward (an unpack hook, a tensor hook) does not outlive it."""
+
+    def __enter__(self):
+        self.stack = list(SAVED_HOOKS.stack)
+
+    def __exit__(self, *exc):
+        SAVED_HOOKS.stack[:] = self.stack
+        return False
+
+
 class _ExecutionEngine:
     """`ft.autograd.Variable._execution_engine` (torch's name for the engine's callbacks)."""
     queue_callback = staticmethod(queue_callback)
@@ -159,7 +197,7 @@ Tensor._execution_engine = _ExecutionEngine()
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None):
     """Accumulate gradients of tensors w.r.t. the graph leaves (or `inputs`) into .grad."""
-    roots = _seq(tensors, "tensors")
+    roots = _edges_as_targets(_seq(tensors, "tensors", GradientEdge))
     if grad_tensors is None and grad_variables is not None:
         grad_tensors = grad_variables
     grads = _seq(grad_tensors, "grad_tensors") if not isinstance(grad_tensors, Tensor) \
@@ -167,20 +205,21 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     if retain_graph is None:
         retain_graph = create_graph
     _check_roots(roots)
-    targets = _seq(inputs, "inputs")
+    targets = _edges_as_targets(_seq(inputs, "inputs", GradientEdge))
     if targets is not None:
         if len(targets) == 0:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
         for t in targets:
             if not t._requires_grad:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
-    with _grad_mode(create_graph), _final_callbacks(), _checkpoint_scope(targets is None):
+    with _grad_mode(create_graph), _final_callbacks(), _checkpoint_scope(targets is None), \
+            _saved_hooks_kept():
         cts = _root_cts(roots, grads, create_graph, "grad_tensors")
         res, targets = engine.run_backward(roots, cts, targets, retain_graph, create_graph,
                                            anomaly=ANOMALY.enabled, deliver=_accumulate)
         for t, g in zip(targets, res):
-            if g is not None:
-                _accumulate(t, g, create_graph)
+            if g is not None and not isinstance(t, EdgeTarget):     # (an edge's node
+                _accumulate(t, g, create_graph)                      # output: no .grad)
 
 
 def _accumulate(t, g, create_graph=False):
@@ -197,7 +236,9 @@ def _accumulate(t, g, create_graph=False):
     post = t.__dict__.get("_post_hooks") if t._grad_fn is None else None
     if post:
         for fn in list(post.values()):
-            fn(t)
+            if fn(t) is not None:
+                raise RuntimeError(f"Tensor post accumulate grad hooks should return None. "
+                                   f"(hook '{getattr(fn, '__name__', fn)}' returned a value)")
     if acc is not None and acc.post:
         for fn in list(acc.post.values()):
             fn((), (g,))
@@ -209,7 +250,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if is_grads_batched:
         raise NotImplementedError("is_grads_batched=True is not supported; use ft.vmap over "
                                   "ft.func.functional_call instead")
-    outs = _seq(outputs, "outputs")
+    outs = _edges_as_targets(_seq(outputs, "outputs", GradientEdge))
     ins = _seq(inputs, "inputs", GradientEdge)
     edges = [isinstance(t, GradientEdge) for t in ins]
     if any(edges):
@@ -228,7 +269,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise TypeError("inputs must be Tensors or GradientEdges")
         if not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    with _grad_mode(create_graph), _final_callbacks(), _checkpoint_scope(False):
+    with _grad_mode(create_graph), _final_callbacks(), _checkpoint_scope(False), \
+            _saved_hooks_kept():
         cts = _root_cts(outs, gos, create_graph, "grad_outputs")
         res, _ = engine.run_backward(outs, cts, ins, retain_graph, create_graph,
                                      anomaly=ANOMALY.enabled)
@@ -274,3 +316,29 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
 
 _tensor_backward.__name__, _tensor_backward.__qualname__ = "backward", "Tensor.backward"
 Tensor.backward = _tensor_backward
+
+
+def _call_node(node, grads):
+    """grad_fn(*grads): autograd.grad from the node's outputs (GradientEdges, given these
+    gradients) to its inputs' edges, keeping its saved values, differentiable when grad
+    mode is on (torch's Node.__call__ runs the node's backward in the caller's mode)."""
+    info = node.info
+    n_out = len(info.out_slots)
+    if len(grads) != n_out:
+        raise TypeError(f"{type(node).__name__}: expected {n_out} arguments, got "
+                        f"{len(grads)} instead")
+    edges = [e for e in node.edges if e is not None]
+    if len(set((id(p), j) for p, j in edges)) != len(edges):
+        raise NotImplementedError(
+            f"calling {type(node).__name__} directly, whose inputs include one value twice: "
+            "functrans differentiates values, not argument positions, so it cannot split that "
+            "value's gradient between them; use ft.autograd.grad on the op's output instead")
+    outs = [GradientEdge(node, j) for j in range(n_out) if info.out_float[j]]
+    gos = [g for g, f in zip(grads, info.out_float) if f]
+    res = iter(grad(outs, [GradientEdge(*e) for e in edges], gos, retain_graph=True,
+                    create_graph=GS.enabled, allow_unused=True)) if edges else iter(())
+    out = tuple(next(res) if e is not None else None for e in node.edges)
+    return out[0] if len(out) == 1 else out
+
+
+SAVED_ACCESS.call = _call_node

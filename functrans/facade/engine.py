@@ -53,8 +53,8 @@ CACHE_STATS = {"hits": 0, "misses": 0}
 
 
 def _program_key(structure, targets, root_keys, create_graph):
-    parts, hooked, retained, _ = structure
-    return ("backward", parts, hooked, retained, tuple(targets), tuple(root_keys),
+    parts, hooked, retained, fns = structure       # (fns: op nodes with grad_fn hooks too)
+    return ("backward", parts, hooked, retained, fns, tuple(targets), tuple(root_keys),
             bool(create_graph))
 
 
@@ -175,11 +175,18 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
             if t._grad_fn is None and t._requires_grad:
                 edge_of(t)          # a leaf target needs its AccumulateGrad to be found
     nodes, pos, structure = index_graph(root_fns)
-    if targets is None:
+    targets_all = targets is None
+    if targets_all:
         targets = [v for v in (n.variable for n in nodes if n.info is None) if v is not None]
     root_keys = [value_key(t, pos) for t in roots]
     tkeys = [value_key(t, pos) for t in targets]
     uniq = list(dict.fromkeys(k for k in tkeys if k is not None))
+    if targets_all and (structure[1] or structure[2] or any(
+            nodes[p].pre or nodes[p].post for p in structure[3])):
+        # hooks fire whether or not a leaf below them is still alive (torch's AccumulateGrad
+        # keeps its leaf; functrans's refers to it weakly): the gone leaves are targets too,
+        # their gradients dropped
+        uniq += [(p, 0) for p, n in enumerate(nodes) if n.info is None and n.variable is None]
     n_targets = len(uniq)
     uniq, retained_keys = with_retained(uniq, nodes, structure)
     if not uniq:            # nothing to deliver (every leaf gone): the graph is used up all
@@ -272,7 +279,8 @@ def _destinations(targets, tkeys, uniq):
     window, which then needs no copy); None without any."""
     res = None
     for t, k in zip(targets, tkeys):
-        post = t.__dict__.get("_post_hooks") if k is not None and t._grad is None else None
+        post = t.__dict__.get("_post_hooks") if k is not None and t._grad_fn is None \
+            and t._grad is None else None
         if not post:
             continue
         for fn in post.values():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import warnings
 import weakref
 
 import numpy as np
@@ -24,7 +25,7 @@ from . import engine
 from .grad_mode import STATE as GS
 from .grad_mode import enable_grad, no_grad
 from .node import OpInfo, edge_of, node_class, user_frame
-from .plumbing import torch_convention
+from .plumbing import run_node_hooks, torch_convention
 from .record import (ANOMALY, INFERENCE, INFERENCE_SAVE_MSG, SAVED_HOOKS, Packed, _forward_stack,
                      vc_of)
 from .tensor import Tensor, traced_hooks, wrap
@@ -105,7 +106,12 @@ class FunctionCtx:
                         f"expected version {ver} instead.")
         return tuple(p.unpack(p.obj) if type(p) is Packed else p for p in saved)
 
-    saved_variables = saved_tensors
+    @property
+    def saved_variables(self):
+        """torch's deprecated name of saved_tensors."""
+        warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning,
+                      stacklevel=2)
+        return self.saved_tensors
 
     def mark_non_differentiable(self, *args):
         self.non_differentiable.update(id(a) for a in args)
@@ -198,7 +204,7 @@ class Function(metaclass=_FunctionMeta):
             # an input returned as-is or a view made in forward: its history will be the
             # Function's node, so an in-place op on it cannot be recorded (inplace.py
             # refuses it as torch does; mark_dirty is the way to modify an input)
-            o.__dict__["_fn_view"] = (cls.__name__, j)
+            o.__dict__["_fn_view"] = (cls.__name__, j, len(outs) > 1)
         needs = any(ctx.needs_input_grad)
         if needs:
             _record(cls, ctx, args, tensor_pos, outs)
@@ -317,7 +323,7 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
     for j, g in zip(extra["out_idx"], grads):
         out_grads[j] = g
     if node.pre:                           # Node.register_prehook: may replace them
-        out_grads = _node_hooks(node.pre, out_grads, lambda fn, g: fn(tuple(g)))
+        out_grads = run_node_hooks(node.pre, out_grads, lambda fn, g: fn(tuple(g)))
     strict = tensors and GS.enabled
     object.__setattr__(ctx, "_strict", strict)
     once = getattr(cls.backward, "_once_differentiable", False)
@@ -340,7 +346,7 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
             raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number "
                                f"of gradients (expected {n_args}, got {len(result)})")
     if node.post:                          # Node.register_hook: may replace grad_inputs
-        result = tuple(_node_hooks(node.post, list(result),
+        result = tuple(run_node_hooks(node.post, list(result),
                                    lambda fn, g: fn(tuple(g), tuple(out_grads))))
     out = []
     for k, pos in enumerate(extra["arg_pos"]):
@@ -378,21 +384,6 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
             d = g._data
             out.append(d)
     return out
-
-
-def _node_hooks(hooks, grads, call):
-    """Run a Function node's pre- or post-hooks in order; a hook returning a sequence of the
-    same length replaces the gradients, None keeps them."""
-    for fn in list(hooks.values()):
-        r = call(fn, grads)
-        if r is not None:
-            if not isinstance(r, (tuple, list)) or len(r) != len(grads):
-                raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has returned an "
-                                   f"incorrect number of values (got "
-                                   f"{len(r) if isinstance(r, (tuple, list)) else 1}, but "
-                                   f"expected {len(grads)})")
-            grads = list(r)
-    return grads
 
 
 def _expand(present, out_mask):

@@ -36,13 +36,21 @@ NOGRAD_VIEW_MSG = (
     "to be tracked).")
 
 
+MULTI_VIEW_MSG = (
+    "Output {k} of {name} is a view and is being modified inplace. This view is the output of "
+    "a function that returns multiple views. Such functions do not allow the output views to "
+    "be modified inplace. You should replace the inplace operation by an out-of-place one.")
+
+
 def _check_inplace(self, recording):
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
         traced_hooks().concrete_update(self, None)
     if WRITE_WATCH.fn is not None:
         WRITE_WATCH.fn(self)
     if recording and self._requires_grad and "_fn_view" in self.__dict__:
-        name, k = self.__dict__["_fn_view"]
+        name, k, multi = self.__dict__["_fn_view"]
+        if multi:
+            raise RuntimeError(MULTI_VIEW_MSG.format(k=k, name=name))
         raise RuntimeError(
             f"Output {k} of {name} is a view and is being modified inplace. This view was "
             "created inside a custom Function (or because an input was returned as-is) and the "
@@ -233,11 +241,7 @@ def _inplace_on_view(self, name, res):
     multi = self.__dict__.get("_multi_view")
     if multi is not None:
         op_name, k = multi
-        raise RuntimeError(
-            f"Output {k} of {op_name.split('Backward')[0]} is a view and is being modified "
-            "inplace. This view is the output of a function that returns multiple views. Such "
-            "functions do not allow the output views to be modified inplace. You should "
-            "replace the inplace operation by an out-of-place one.")
+        raise RuntimeError(MULTI_VIEW_MSG.format(k=k, name=op_name.split('Backward')[0]))
     base = self._base
     pos = wrap(_view_positions(self, base))
     op = res
@@ -253,6 +257,9 @@ def _inplace_on_view(self, name, res):
     _rebase(base, new_base)
     adopt_views(base, self)
     new_view = apply_fn("AsStridedBackward0", _as_strided_fn, (base, pos))
+    old = self._grad_fn
+    if old is not None and old.hooks:   # torch's CopySlices bypasses the view's old node,
+        old.hooks.pop(self._out_nr, None)   # so hooks registered on the view never fire
     _set_history(self, new_view._grad_fn, 0)
     self._requires_grad = True
     self.__dict__["_vfn"] = base._grad_fn

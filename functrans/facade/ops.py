@@ -48,6 +48,15 @@ def apply_prim(prim, params, args):
         return args[0]
     if prim is plumbing.hook_call_p:
         return plumbing.run_cotangent_hooks(args[0], *plumbing.hook_dicts(params["hooks"]))
+    if prim is plumbing.node_hook_p:
+        return list(args)
+    if prim is plumbing.node_hook_call_p:
+        run = plumbing._current_run()
+        grads = [plumbing.torch_convention(a) if p else None
+                 for a, p in zip(args, params["present"])]
+        new = plumbing.node_hook_grads(run.fn_nodes[params["slot"]], params["side"],
+                                       params["pos"], grads)
+        return [a if g is None else plumbing.torch_convention(g) for a, g in zip(args, new)]
     if prim is plumbing.fn_bwd_p:
         node = plumbing._current_run().fn_nodes[params["fslot"]]
         return list(node.info.extra["run_backward"](node, list(args), params["present"],
@@ -133,7 +142,16 @@ def tensor_for_key(nodes, key, val):
     p, s = key
     n = nodes[p]
     if n.info is None:
-        return n.variable
+        leaf = n.variable
+        if leaf is not None and val is leaf._data:
+            return leaf
+        # a value an unpack hook gave (saved_tensors_hooks) in place of the leaf's: that
+        # value, its gradient flowing to the leaf (torch's unpacked SavedVariable keeps the
+        # original's edge), not the leaf's own value silently
+        t = wrap(val)
+        t._requires_grad = True
+        t._accum = n
+        return t
     info = n.info
     if s in info.out_slots:
         t = wrap(val)
@@ -339,7 +357,8 @@ FUNCTION_NAMES = [
     "logical_or", "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "greater", "less",
     "greater_equal", "less_equal", "not_equal", "reshape", "flatten", "unflatten", "permute",
     "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis", "squeeze", "unsqueeze",
-    "narrow", "select", "unbind", "split", "chunk", "tensor_split", "flip", "fliplr", "flipud",
+    "narrow", "select", "unbind", "split", "chunk", "tensor_split", "split_with_sizes",
+    "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk", "flip", "fliplr", "flipud",
     "roll", "repeat_interleave", "tril", "triu", "diagonal", "trace", "gather", "index_select",
     "take_along_dim", "scatter", "scatter_add", "masked_fill", "sort", "argsort", "topk",
     "nonzero", "softmax", "log_softmax", "conj", "conj_physical", "resolve_conj", "angle",

@@ -147,6 +147,48 @@ def _pad_dilate(xp, x, padding, lhs_dilation):
     return out
 
 
+class NativeConv:
+    """Direct convolution kernels for the CPU (backends/native/conv.py). The native backend
+    installs `run(lhs, rhs, out_sp, strides, dilation, direct) -> array or None`
+    (backends/cpu.py, on import); until then, and whenever it answers None (no compiler, a
+    failed build, cpu_backend="numpy", a channel count the kernels do not take), the
+    im2col path below runs. Taken for float32 2-D convolutions without groups."""
+
+    run = None
+
+
+NATIVE_CONV = NativeConv()
+
+
+def _native_conv(lhs, rhs, out_sp, window_strides, padding, lhs_dilation, rhs_dilation,
+                 dimension_numbers):
+    """The convolution by NATIVE_CONV's kernels in out_spec's axis order, or None. Many
+    output rows over a short contraction (a forward convolution, an input gradient) take
+    the direct kernel, channels-last: the padded lhs (B, Hp, Wp, F) times the kernel
+    (KH, KW, F, O). Few outputs over a long contraction (a kernel's gradient, whose "kernel"
+    is a cotangent) take the other, which sums over the lhs's features: the lhs as
+    (F, Hp, Wp, B), the rhs as (F, KH, KW, O), the result (Y, X, B, O)."""
+    lspec, rspec, ospec = dimension_numbers
+    n, f = lhs.shape[lspec[0]], lhs.shape[lspec[1]]
+    direct = n * math.prod(out_sp) >= f * math.prod(rhs.shape[a] for a in rspec[2:])
+    first, last = (lspec[0], lspec[1]) if direct else (lspec[1], lspec[0])
+    x = _pad_dilate(np, np.transpose(lhs, (first,) + lspec[2:] + (last,)), padding,
+                    lhs_dilation)
+    if direct:
+        w = np.transpose(rhs, rspec[2:] + (rspec[1], rspec[0]))
+        canon = (0, 3, 1, 2)            # (B, O, Y, X) in the result (B, Y, X, O)
+    else:
+        w = np.transpose(rhs, (rspec[1],) + rspec[2:] + (rspec[0],))
+        canon = (2, 3, 0, 1)            # ... in the result (Y, X, B, O)
+    out = NATIVE_CONV.run(x, w, out_sp, window_strides, rhs_dilation, direct)
+    if out is None:
+        return None
+    perm = [0] * 4
+    for k, a in enumerate(ospec):
+        perm[a] = canon[k]
+    return np.transpose(out, perm)
+
+
 # the column matrix is built and multiplied in blocks of batch entries of about this many
 # bytes: a block comes from malloc's heap (below backends/memory.HEAP_MMAP_BYTES, so it is
 # reused without page faults, where a whole 40 MB matrix is a fresh mapping each call) and
@@ -181,6 +223,12 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
         prod_shape = (nb,) + out_sp + (o,)
         return xp.transpose(xp.zeros(prod_shape, np.result_type(lhs.dtype, rhs.dtype)),
                             out_perm)
+    if xp is np and NATIVE_CONV.run is not None and gt == 1 and nsp == 2 and \
+            lhs.dtype == np.float32 and rhs.dtype == np.float32:
+        out = _native_conv(lhs, rhs, out_sp, window_strides, padding, lhs_dilation,
+                           rhs_dilation, dimension_numbers)
+        if out is not None:
+            return out
     x = _pad_dilate(xp, xp.transpose(lhs, (lspec[0],) + lspec[2:] + (lspec[1],)), padding,
                     lhs_dilation)
     sp = x.shape[1:-1]
@@ -199,34 +247,45 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
     gaxis = 2 + 2 * nsp
     order = (0, gaxis) + tuple(range(1, gaxis)) + (gaxis + 1,)   # group axis (bg, g) first
 
+    per = x.itemsize * gt * nb * rows * kk      # bytes of the whole column matrix
+    blocked = xp is np and per > _COLS_BYTES
+    by_batch = nb * rows >= kk or not nsp       # blocks of batch entries, else of kernel rows
+    parts = nb if by_batch else ksp[0]
+    step = max(1, parts * _COLS_BYTES // per)
+    # one block of the column matrix, filled and multiplied again for every block: the copy
+    # writes into memory still in cache from the last block, where a fresh array per block
+    # costs a first touch of its pages (measured: 3x the copy's time)
+    buf = np.empty(gt * nb * rows * kk // parts * step, x.dtype) if blocked else None
+
     def product(part, wpart, out=None):
         """The (rows, gt, og) product of a block of windows with a block of the kernel
-        (written into out when given)."""
+        (written into out when given); the columns copied into `buf` when there is one."""
         m = math.prod(part.shape[1:2 + nsp])
+        if gt > 1:
+            part = xp.transpose(part, order)
+        if buf is not None:
+            cols = buf[:part.size].reshape(part.shape)
+            np.copyto(cols, part)
+            part = cols
         if gt == 1:
             cols = part.reshape(m, -1)
             return xp.matmul(cols, wpart.reshape(og, -1).T,
                              out=None if out is None else out.reshape(m, og))
-        cols = xp.transpose(part, order).reshape(gt, m, -1)
+        cols = part.reshape(gt, m, -1)
         res = xp.moveaxis(xp.matmul(cols, xp.swapaxes(wpart.reshape(gt, og, -1), -1, -2)),
                           0, 1)
         if out is not None:
             out[...] = res
         return res
 
-    per = x.itemsize * gt * nb * rows * kk      # bytes of the whole column matrix
-    if xp is not np or per <= _COLS_BYTES:
+    if not blocked:
         product(win, w, prod)
-    elif nb * rows >= kk or not nsp:   # many output rows: blocks of batch entries
-        step = max(1, nb * _COLS_BYTES // per)
+    elif by_batch:
         for n0 in range(0, nb, step):
             product(win[:, n0:n0 + step], w, prod[n0 * rows:(n0 + step) * rows])
-    else:   # few rows and a long contraction (a kernel's gradient): blocks of the first
-            # kernel axis, accumulated
-        k0 = ksp[0]
-        step = max(1, k0 * _COLS_BYTES // per)
+    else:   # few rows and a long contraction (a kernel's gradient): accumulated
         at = (slice(None),) * (2 + nsp)
-        for a in range(0, k0, step):
+        for a in range(0, ksp[0], step):
             block = at + (slice(a, a + step),)
             res = product(win[block], w[(slice(None), slice(None), slice(a, a + step))],
                           prod if a == 0 else None)

@@ -149,7 +149,8 @@ def _pad_dilate(xp, x, padding, lhs_dilation):
 
 class NativeConv:
     """Direct convolution kernels for the CPU (backends/native/conv.py). The native backend
-    installs `run(lhs, rhs, out_sp, strides, dilation, direct) -> array or None`
+    installs `run(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct,
+    planar) -> array or None`
     (backends/cpu.py, on import); until then, and whenever it answers None (no compiler, a
     failed build, cpu_backend="numpy", a channel count the kernels do not take), the
     im2col path below runs. Taken for float32 2-D convolutions without groups."""
@@ -167,20 +168,26 @@ def _native_conv(lhs, rhs, out_sp, window_strides, padding, lhs_dilation, rhs_di
     the direct kernel, channels-last: the padded lhs (B, Hp, Wp, F) times the kernel
     (KH, KW, F, O). Few outputs over a long contraction (a kernel's gradient, whose "kernel"
     is a cotangent) take the other, which sums over the lhs's features: the lhs as
-    (F, Hp, Wp, B), the rhs as (F, KH, KW, O), the result (Y, X, B, O)."""
+    (F, H, W, B), the rhs as (F, KH, KW, O), the result (Y, X, B, O). The operands go as
+    transposed views: the kernels' library packs them (padded, channels-last) in one copy.
+    An NCHW result of the direct kernel is written NCHW (C-contiguous for what reads it)."""
     lspec, rspec, ospec = dimension_numbers
     n, f = lhs.shape[lspec[0]], lhs.shape[lspec[1]]
     direct = n * math.prod(out_sp) >= f * math.prod(rhs.shape[a] for a in rspec[2:])
     first, last = (lspec[0], lspec[1]) if direct else (lspec[1], lspec[0])
-    x = _pad_dilate(np, np.transpose(lhs, (first,) + lspec[2:] + (last,)), padding,
-                    lhs_dilation)
+    x = np.transpose(lhs, (first,) + lspec[2:] + (last,))
+    if any(lo < 0 or hi < 0 for lo, hi in padding):     # crops: NumPy's copy, then no pads
+        x, padding, lhs_dilation = _pad_dilate(np, x, padding, lhs_dilation), \
+            ((0, 0),) * 2, (1, 1)
+    planar = direct and tuple(ospec) == (0, 1, 2, 3)     # an NCHW result, written as such
     if direct:
         w = np.transpose(rhs, rspec[2:] + (rspec[1], rspec[0]))
-        canon = (0, 3, 1, 2)            # (B, O, Y, X) in the result (B, Y, X, O)
+        canon = (0, 1, 2, 3) if planar else (0, 3, 1, 2)  # (B, O, Y, X) in the result
     else:
         w = np.transpose(rhs, (rspec[1],) + rspec[2:] + (rspec[0],))
         canon = (2, 3, 0, 1)            # ... in the result (Y, X, B, O)
-    out = NATIVE_CONV.run(x, w, out_sp, window_strides, rhs_dilation, direct)
+    out = NATIVE_CONV.run(x, w, padding, lhs_dilation, out_sp, window_strides, rhs_dilation,
+                          direct, planar)
     if out is None:
         return None
     perm = [0] * 4

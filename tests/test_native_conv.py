@@ -46,8 +46,9 @@ def kernels():
     calls = []
     run = conv_module.NATIVE_CONV.run
 
-    def spy(lhs, rhs, out_sp, strides, dilation, direct):
-        out = run(lhs, rhs, out_sp, strides, dilation, direct)
+    def spy(*args):
+        out = run(*args)
+        direct = args[7]
         if out is not None:
             calls.append((direct, out.shape))
         return out
@@ -132,17 +133,20 @@ def test_bound_holds_for_numpy():
 @pytest.mark.parametrize("direct", [True, False])
 def test_results_do_not_depend_on_threads(kernels, direct):
     """Every output is summed by one thread in a fixed order: 1, 2 and 3 threads give the
-    same bits."""
+    same bits (and the direct kernel's two output layouts the same values)."""
     if direct:
-        lhs = RNG.standard_normal((3, 12, 14, 5)).astype(np.float32)
+        lhs = RNG.standard_normal((3, 5, 10, 12)).transpose(0, 2, 3, 1).astype(np.float32)
         rhs = RNG.standard_normal((3, 3, 5, 32)).astype(np.float32)
         out_sp = (10, 12)
-    else:       # lhs (F, Hp, Wp, B), rhs (F, KH, KW, O): a kernel gradient's layouts
-        lhs = RNG.standard_normal((4, 12, 14, 7)).astype(np.float32)
-        rhs = RNG.standard_normal((4, 10, 12, 48)).astype(np.float32)
+    else:       # lhs (F, H, W, B), rhs (F, KH, KW, O): a kernel gradient's layouts
+        lhs = RNG.standard_normal((4, 10, 12, 7)).astype(np.float32)
+        rhs = RNG.standard_normal((48, 4, 10, 12)).transpose(1, 2, 3, 0).astype(np.float32)
         out_sp = (3, 3)
-    outs = [native_conv.run(lhs, rhs, out_sp, (1, 1), (1, 1), direct, t) for t in (1, 2, 3)]
-    for o in outs[1:]:
+    outs = [native_conv.run(lhs, rhs, ((1, 1), (1, 1)), (1, 1), out_sp, (1, 1), (1, 1), direct,
+                            planar, t) for t in (1, 2, 3) for planar in (False, True)]
+    for k, o in enumerate(outs):
+        if k % 2 and direct:       # planar: (B, O, Y, X)
+            o = o.transpose(0, 2, 3, 1)
         assert np.array_equal(o, outs[0])
 
 

@@ -798,14 +798,15 @@ def eager_kernel(prim, x):
 EAGER_KERNELS.run = eager_kernel
 
 
-def conv_kernel(lhs, rhs, out_sp, strides, dilation, direct):
+def conv_kernel(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct, planar):
     """A float32 2-D convolution by the native direct kernels (backends/native/conv.py), or
     None (the im2col path runs): under cpu_backend="numpy", or without a working toolchain.
     Installed as NATIVE_CONV.run."""
     if config.cpu_backend == "numpy":
         return None
     threads = CONFIG.threads if lhs.size >= CONFIG.native_parallel_min_size else 1
-    return native_conv.run(lhs, rhs, out_sp, strides, dilation, direct, threads)
+    return native_conv.run(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct,
+                           planar, threads)
 
 
 NATIVE_CONV.run = conv_kernel

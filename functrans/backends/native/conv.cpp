@@ -14,7 +14,11 @@
 // Every output is summed by one thread in a fixed order: the result does not depend on the
 // number of threads. The sums use fused multiply-adds (as BLAS does): they agree with a
 // float64 reference within float32 rounding of the sum, not bit for bit with NumPy's GEMM.
-// Both take p = {lhs, rhs, out, dims} and dims = {B, Hp, Wp, F, KH, KW, O, OH, OW, sh, sw, dh, dw}
+// ft_conv2d_pack lays an operand out for them: any strided 4-D view copied into a fresh
+// channels-last buffer, its two middle axes dilated and padded with zeros.
+// The kernels take p = {lhs, rhs, out, dims} and dims = {B, Hp, Wp, F, KH, KW, O, OH, OW, sh, sw,
+// dh, dw, planar} (planar: the direct kernel writes out as (B, O, OH, OW), an NCHW result's
+// layout, instead of channels-last)
 // (int64); O is a multiple of 16 (of every vector width here).
 #include <cstring>
 #ifdef _OPENMP
@@ -46,10 +50,10 @@ static inline vf vfma(vf a, vf b, vf c) { return a * b + c; }
 #endif
 
 struct Dims {
-  long long B, Hp, Wp, F, KH, KW, O, OH, OW, sh, sw, dh, dw;
+  long long B, Hp, Wp, F, KH, KW, O, OH, OW, sh, sw, dh, dw, planar;
   explicit Dims(const long long* d)
       : B(d[0]), Hp(d[1]), Wp(d[2]), F(d[3]), KH(d[4]), KW(d[5]), O(d[6]), OH(d[7]), OW(d[8]),
-        sh(d[9]), sw(d[10]), dh(d[11]), dw(d[12]) {}
+        sh(d[9]), sw(d[10]), dh(d[11]), dw(d[12]), planar(d[13]) {}
 };
 
 // ---------------------------------------------------------------------------------------
@@ -77,9 +81,19 @@ static inline void pixels(const float* L, const float* R, float* out, const Dims
       }
     }
   }
-  float* o = out + ((b * d.OH + y) * d.OW + x0) * d.O + ob;
+  if (!d.planar) {
+    float* o = out + ((b * d.OH + y) * d.OW + x0) * d.O + ob;
+    for (int p = 0; p < PW; ++p)
+      for (int v = 0; v < NV; ++v) vstore(o + p * d.O + v * VW, acc[p][v]);
+    return;
+  }
+  alignas(64) float t[PW][NV * VW];      // the tile, written out channel by channel
   for (int p = 0; p < PW; ++p)
-    for (int v = 0; v < NV; ++v) vstore(o + p * d.O + v * VW, acc[p][v]);
+    for (int v = 0; v < NV; ++v) vstore(&t[p][v * VW], acc[p][v]);
+  float* o = out + ((b * d.O + ob) * d.OH + y) * d.OW + x0;
+  const long long plane = d.OH * d.OW;
+  for (int c = 0; c < NV * VW; ++c)
+    for (int p = 0; p < PW; ++p) o[c * plane + p] = t[p][c];
 }
 
 #define FT_TAIL(F, ...)                                                                  \
@@ -186,4 +200,49 @@ extern "C" void ft_conv2d_wgrad(void* const* p, long long, int nt) {
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// pack: out (A, Hp, Wp, D) = the view src[a, i, j, k] (element strides st[0..3]) placed at
+// (a, lo_h + i * ld_h, lo_w + j * ld_w, k), zeros elsewhere (lo >= 0).
+// p = {dims, out}, dims = {A, H, W, D, Hp, Wp, lo_h, lo_w, ld_h, ld_w, st0, st1, st2, st3,
+// the address of src[0, 0, 0, 0]} (a strided view, which the call passes only by address)
+
+extern "C" void ft_conv2d_pack(void* const* p, long long, int nt) {
+  const long long* d = (const long long*)p[0];
+  float* out = (float*)p[1];
+  const float* src = (const float*)d[14];
+  const long long A = d[0], H = d[1], W = d[2], D = d[3], Hp = d[4], Wp = d[5];
+  const long long loh = d[6], low = d[7], ldh = d[8], ldw = d[9];
+  const long long s0 = d[10], s1 = d[11], s2 = d[12], s3 = d[13];
+  #pragma omp parallel for num_threads(nt) schedule(static) collapse(2)
+  for (long long a = 0; a < A; ++a)
+    for (long long y = 0; y < Hp; ++y) {
+      float* row = out + (a * Hp + y) * Wp * D;
+      const long long i = (y - loh) / ldh;
+      if (y < loh || (y - loh) % ldh || i >= H) {
+        std::memset(row, 0, sizeof(float) * Wp * D);
+        continue;
+      }
+      if (ldw != 1) std::memset(row, 0, sizeof(float) * Wp * D);
+      else {
+        std::memset(row, 0, sizeof(float) * low * D);
+        const long long end = low + W;
+        if (end < Wp) std::memset(row + end * D, 0, sizeof(float) * (Wp - end) * D);
+      }
+      const float* s = src + a * s0 + i * s1;
+      if (s3 == 1) {
+        for (long long j = 0; j < W; ++j) {
+          const float* sj = s + j * s2;
+          float* o = row + (low + j * ldw) * D;
+          for (long long k = 0; k < D; ++k) o[k] = sj[k];
+        }
+      } else {
+        for (long long j = 0; j < W; ++j) {
+          const float* sj = s + j * s2;
+          float* o = row + (low + j * ldw) * D;
+          for (long long k = 0; k < D; ++k) o[k] = sj[k * s3];
+        }
+      }
+    }
 }

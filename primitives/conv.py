@@ -150,10 +150,10 @@ def _pad_dilate(xp, x, padding, lhs_dilation):
 class NativeConv:
     """Direct convolution kernels for the CPU (backends/native/conv.py). The native backend
     installs `run(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct,
-    planar) -> array or None`
-    (backends/cpu.py, on import); until then, and whenever it answers None (no compiler, a
-    failed build, cpu_backend="numpy", a channel count the kernels do not take), the
-    im2col path below runs. Taken for float32 2-D convolutions without groups."""
+    planar) -> array or None` (backends/cpu.py, on import); until then, and whenever it
+    answers None (no compiler, a failed build, cpu_backend="numpy", a channel count the
+    kernels do not take), the im2col path below runs. Asked for float32 2-D convolutions
+    without groups."""
 
     run = None
 
@@ -210,7 +210,8 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
     column matrix, times the kernel as (kernel*C, O): the layout whose GEMM runs fastest
     (a tall, thin product; the long axis is never the one BLAS streams the small operand
     along) and whose column copy moves contiguous runs of kernel_w*C. Groups are a batched
-    matmul. The result is a view of the (N, *out, O) product in out_spec's axis order."""
+    matmul. The result is a view of the (N, *out, O) product in out_spec's axis order.
+    A float32 2-D convolution without groups goes to NATIVE_CONV's direct kernels first."""
     lspec, rspec, ospec = dimension_numbers
     nsp = len(lspec) - 2
     g, bg = feature_group_count, batch_group_count
@@ -254,45 +255,34 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
     gaxis = 2 + 2 * nsp
     order = (0, gaxis) + tuple(range(1, gaxis)) + (gaxis + 1,)   # group axis (bg, g) first
 
-    per = x.itemsize * gt * nb * rows * kk      # bytes of the whole column matrix
-    blocked = xp is np and per > _COLS_BYTES
-    by_batch = nb * rows >= kk or not nsp       # blocks of batch entries, else of kernel rows
-    parts = nb if by_batch else ksp[0]
-    step = max(1, parts * _COLS_BYTES // per)
-    # one block of the column matrix, filled and multiplied again for every block: the copy
-    # writes into memory still in cache from the last block, where a fresh array per block
-    # costs a first touch of its pages (measured: 3x the copy's time)
-    buf = np.empty(gt * nb * rows * kk // parts * step, x.dtype) if blocked else None
-
     def product(part, wpart, out=None):
         """The (rows, gt, og) product of a block of windows with a block of the kernel
-        (written into out when given); the columns copied into `buf` when there is one."""
+        (written into out when given)."""
         m = math.prod(part.shape[1:2 + nsp])
-        if gt > 1:
-            part = xp.transpose(part, order)
-        if buf is not None:
-            cols = buf[:part.size].reshape(part.shape)
-            np.copyto(cols, part)
-            part = cols
         if gt == 1:
             cols = part.reshape(m, -1)
             return xp.matmul(cols, wpart.reshape(og, -1).T,
                              out=None if out is None else out.reshape(m, og))
-        cols = part.reshape(gt, m, -1)
+        cols = xp.transpose(part, order).reshape(gt, m, -1)
         res = xp.moveaxis(xp.matmul(cols, xp.swapaxes(wpart.reshape(gt, og, -1), -1, -2)),
                           0, 1)
         if out is not None:
             out[...] = res
         return res
 
-    if not blocked:
+    per = x.itemsize * gt * nb * rows * kk      # bytes of the whole column matrix
+    if xp is not np or per <= _COLS_BYTES:
         product(win, w, prod)
-    elif by_batch:
+    elif nb * rows >= kk or not nsp:   # many output rows: blocks of batch entries
+        step = max(1, nb * _COLS_BYTES // per)
         for n0 in range(0, nb, step):
             product(win[:, n0:n0 + step], w, prod[n0 * rows:(n0 + step) * rows])
-    else:   # few rows and a long contraction (a kernel's gradient): accumulated
+    else:   # few rows and a long contraction (a kernel's gradient): blocks of the first
+            # kernel axis, accumulated
+        k0 = ksp[0]
+        step = max(1, k0 * _COLS_BYTES // per)
         at = (slice(None),) * (2 + nsp)
-        for a in range(0, ksp[0], step):
+        for a in range(0, k0, step):
             block = at + (slice(a, a + step),)
             res = product(win[block], w[(slice(None), slice(None), slice(a, a + step))],
                           prod if a == 0 else None)

@@ -50,6 +50,11 @@ from ._linalg import dot, einsum, inner, linalg, matmul, outer, tensordot, vdot 
 from ._linalg import cross, kron  # noqa: F401
 from ._fft import fft  # noqa: F401
 from ._calculus import c_, gradient, partition, r_, real_if_close  # noqa: F401
+from ._counting import (  # noqa: F401
+    bincount, histogram, histogram_bin_edges, interp, searchsorted, unique)
+from ._statistics import (  # noqa: F401
+    median, nanargmax, nanargmin, nanmax, nanmean, nanmedian, nanmin, nanpercentile, nanprod,
+    nanquantile, nanstd, nansum, nanvar, percentile, quantile)
 
 
 # ---------------------------------------------------------------------------

@@ -386,7 +386,6 @@ def top_k(operand, k, *, axis=-1):
                          f"({shape[axis]})")
     # a stable ascending sort of the reversed operand, reversed back: descending, equal
     # elements in ascending index order
-    n = shape[axis]
     idx = _sh.iota(dtype=np.dtype(np.int32), shape=shape, dimension=axis)
     vals, order = _red.sort(rev(operand, (axis,)), rev(idx, (axis,)), dimension=axis,
                             num_keys=1)

@@ -32,20 +32,23 @@ _BOOL_MONOIDS = {_ew.and_p: (_red.reduce_min, "min"), _ew.or_p: (_red.reduce_max
 _PAIRWISE = {"add": _ew.add, "mul": _ew.mul, "max": _ew.max, "min": _ew.min}
 
 
-def _monoid(computation, dtype, name):
+def _monoid(computation, dtype, tree, name):
     """(reduction, kind) for a computation that is one of the supported binary primitives
-    applied to its two arguments, found by tracing it on two scalars of dtype."""
+    applied to its two arguments, found by tracing it on two scalars of dtype (in the
+    operands' structure tree: a tuple of one operand gives it tuples, as JAX does)."""
     if not callable(computation):
         raise TypeError(f"lax.{name}: computation must be callable, got "
                         f"{type(computation).__name__}")
     aval = ShapedArray((), np.dtype(dtype))
-    try:
-        jaxpr, _ = trace_to_jaxpr(lambda x, y: [computation(x, y)], [aval, aval])
-    except Exception as e:  # noqa: BLE001 - reported as an unsupported computation
-        raise NotImplementedError(
-            f"lax.{name}: tracing the computation on two {np.dtype(dtype)} scalars failed "
-            f"({type(e).__name__}: {e}); {name} supports lax.add, lax.mul, lax.max, lax.min "
-            "(and lax.bitwise_and/or on booleans) as the computation") from e
+
+    def flat(x, y):
+        out = computation(_tu.tree_unflatten(tree, [x]), _tu.tree_unflatten(tree, [y]))
+        leaves, out_tree = _tu.tree_flatten(out)
+        if out_tree != tree:
+            raise TypeError(f"lax.{name}: the computation must return the operands' "
+                            f"structure {tree}, got {out_tree}")
+        return leaves
+    jaxpr, _ = trace_to_jaxpr(flat, [aval, aval])
     table = dict(_MONOIDS, **(_BOOL_MONOIDS if np.dtype(dtype) == np.bool_ else {}))
     eqns = jaxpr.eqns
     if len(eqns) == 1 and eqns[0].primitive in table and \
@@ -91,9 +94,9 @@ def reduce(operands, init_values, computation, dimensions, out_sharding=None):
     is combined once with the result)."""
     x, init, tree = _single(operands, init_values, "reduce")
     dims = tuple(int(d) % max(get_aval(x).ndim, 1) for d in dimensions)
-    reducer, kind = _monoid(computation, get_aval(x).dtype, "reduce")
+    reducer, kind = _monoid(computation, get_aval(x).dtype, tree, "reduce")
     out = reducer(x, axes=dims)
-    out = _PAIRWISE.get(kind, computation)(out, _full(init, get_aval(out).shape))
+    out = _PAIRWISE[kind](out, _full(init, get_aval(out).shape))
     return _tu.tree_unflatten(tree, [out])
 
 
@@ -152,7 +155,7 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         if len(pads) != nd:
             raise TypeError(f"lax.reduce_window: padding must have one (lo, hi) pair per "
                             f"operand dimension ({nd}), got {padding}")
-    _, kind = _monoid(computation, get_aval(x).dtype, "reduce_window")
+    _, kind = _monoid(computation, get_aval(x).dtype, tree, "reduce_window")
     cfg = tuple((lo, hi, b - 1) for (lo, hi), b in zip(pads, base))
     if any(c != (0, 0, 0) for c in cfg):
         if any(lo < 0 or hi < 0 for lo, hi, _ in cfg):

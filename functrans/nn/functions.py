@@ -98,22 +98,23 @@ def _shifted(x, axis):
 
 
 def _masked_shift(x, axis, where):
-    """(x - stop_gradient(max of x over axis where `where`), the exponentials masked to 0
-    outside where, where as a boolean array of x's shape)."""
+    """(x - stop_gradient(max of x over axis where `where`), where as a boolean array of
+    x's shape); the max of a slice with nothing selected is taken as 0, so that every value
+    stays finite and gradients do not meet 0 * inf."""
     (x,) = fnp._promote_float(x)
     w = fnp.broadcast_to(fnp.asarray(where, bool), fnp.shape(x))
-    m = stop_gradient(fnp.max(x, axis=axis, where=w, initial=-np.inf, keepdims=True))
-    s = fnp.subtract(x, m)
-    return s, fnp.where(w, fnp.exp(s), fnp.zeros((), s.dtype)), w
+    m = fnp.max(x, axis=axis, where=w, initial=-np.inf, keepdims=True)
+    m = stop_gradient(fnp.where(fnp.isfinite(m), m, fnp.zeros((), m.dtype)))
+    return fnp.subtract(fnp.where(w, x, m), m), w
 
 
 def log_softmax(x, axis=-1, where=None):
     """x - logsumexp(x) over axis; with where=, over the elements where it is True (the
     others are -inf)."""
     if where is not None:
-        s, e, w = _masked_shift(x, axis, where)
-        out = fnp.subtract(s, fnp.log(fnp.sum(e, axis=axis, keepdims=True)))
-        return fnp.where(w, out, -np.inf)
+        s, w = _masked_shift(x, axis, where)
+        total = fnp.sum(fnp.exp(s), axis=axis, keepdims=True, where=w)
+        return fnp.where(w, fnp.subtract(s, fnp.log(total)), -np.inf)
     s, axes = _shifted(x, axis)
     shape = fnp.shape(s)
     return ew.sub(s, _back(ew.log(red.reduce_sum(ew.exp(s), axes=axes)), shape, axes))
@@ -122,9 +123,12 @@ def log_softmax(x, axis=-1, where=None):
 def softmax(x, axis=-1, where=None):
     """exp(x) / sum(exp(x)) over axis, the max taken out first; with where=, over the
     elements where it is True (the others are 0)."""
-    if where is not None:
-        _, e, w = _masked_shift(x, axis, where)
-        return fnp.where(w, fnp.divide(e, fnp.sum(e, axis=axis, keepdims=True)), 0)
+    if where is not None:         # a slice with nothing selected is 0, its gradient too
+        s, w = _masked_shift(x, axis, where)
+        e = fnp.where(w, fnp.exp(s), fnp.zeros((), s.dtype))
+        total = fnp.sum(e, axis=axis, keepdims=True)
+        total = fnp.where(fnp.equal(total, 0), fnp.ones((), total.dtype), total)
+        return fnp.divide(e, total)
     s, axes = _shifted(x, axis)
     e = ew.exp(s)
     return ew.div(e, _back(red.reduce_sum(e, axes=axes), fnp.shape(e), axes))
@@ -314,7 +318,9 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
         pad = fnp.reshape(pad, (fnp.shape(pad)[0], 1, 1, t, s))
         keep = pad if keep is None else fnp.logical_and(keep, pad)
     if keep is not None:
-        logits = fnp.where(keep, logits, np.asarray(-0.7 * np.finfo(ldt).max, ldt))
+        # finite in float32 too, where the softmax runs: an all-masked row is uniform
+        big = -0.7 * float(np.finfo(np.float32).max)
+        logits = fnp.where(keep, logits, np.asarray(big, ldt))
     probs = fnp.astype(softmax(fnp.astype(logits, np.float32), axis=-1), k.dtype)
     out = fnp.einsum("bkgts,bskh->btkgh", probs, v)
     if query_seq_lengths is not None:

@@ -14,11 +14,11 @@ import numpy as _np
 
 from functrans.primitives import elementwise as ew
 from ._promotion import (
-    _as_operand, _broadcast_to_shape, _inexact, _promote_float, _result_type, _shape, _to_dtype, astype,
-    reshape)
+    _as_operand, _broadcast_to_shape, _inexact, _promote_float, _result_type, _shape,
+    _to_dtype, astype, reshape)
 from ._shapes import _canon_axis, transpose
 from ._elementwise import (
-    add, ceil, divide, floor, isnan, less_equal, logical_not, multiply, rint, sqrt, subtract,
+    add, ceil, divide, floor, isnan, less_equal, logical_not, multiply, sqrt, subtract,
     where)
 from ._reductions import (
     all, any, argmax, argmin, max, mean, min, prod, sort, sum)
@@ -76,8 +76,8 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weights=None):
         out = at(lo)
     elif method == "higher":
         out = at(hi)
-    elif method == "nearest":     # halfway rounds to the even position, as NumPy's rint
-        out = at(rint(pos))
+    elif method == "nearest":     # halfway goes to the lower one, as JAX (NumPy: the even)
+        out = at(where(less_equal(subtract(pos, lo), 0.5), lo, hi))
     else:
         vlo, vhi = at(lo), at(hi)
         if method == "midpoint":
@@ -176,16 +176,11 @@ def _nan_extremum(reduce, fill, name):
                           where=where)
         r = reduce(_nan_to(x, fill), axis=axis, out=out, keepdims=keepdims, initial=initial,
                    where=where)
-        nan = isnan(x) if where is None else ew.or_(*_same(isnan(x), logical_not(where)))
-        return _where(all(nan, axis=axis, keepdims=keepdims), _np.nan, r)
+        return _where(all(isnan(x), axis=axis, keepdims=keepdims), _np.nan, r)
     f.__name__ = name
-    f.__doc__ = f"{name[3:]} ignoring NaN; NaN where a slice holds nothing else."
+    f.__doc__ = (f"{name[3:]} ignoring NaN; NaN where a slice holds nothing else (before "
+                 "where=, as JAX).")
     return f
-
-
-def _same(a, b):
-    shape = _np.broadcast_shapes(_shape(a), _shape(b))
-    return [v if _shape(v) == shape else _broadcast_to_shape(v, shape) for v in (a, b)]
 
 
 _where = where

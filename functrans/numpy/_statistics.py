@@ -65,12 +65,12 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weights=None):
     lo = floor(pos)
     hi = ceil(pos)
     top = _np.asarray(n - 1, dt)
-    clamp = lambda v: where(less_equal(v, 0), _np.zeros((), dt),  # noqa: E731
-                            where(less_equal(top, v), top, v))
     xs = _broadcast_to_shape(reshape(x, (1,) * len(qs) + ks + (n,)), qs + ks + (n,))
 
     def at(p):
-        return reshape(take_along_axis(xs, astype(clamp(p), _np.int32), axis=-1), qs + ks)
+        """The order statistics at positions p (clamped into [0, n - 1])."""
+        p = where(less_equal(p, 0), _np.zeros((), dt), where(less_equal(top, p), top, p))
+        return reshape(take_along_axis(xs, astype(p, _np.int32), axis=-1), qs + ks)
 
     if method == "lower":
         out = at(lo)

@@ -110,9 +110,14 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
         rows = reshape(moved, (_shape(moved)[0], int(_np.prod(rest, dtype=int))))
     n, k = _shape(rows)
     idt = _DEFAULT["i"]
-    if n == 0:
-        raise ValueError(f"unique: the array of shape {shape} has no elements along the "
-                         "unique axis")
+    if n == 0:                      # nothing unique: empty results (a size= has no fill)
+        if size:
+            raise ValueError(f"unique: size={size} needs a value to fill with, but the array "
+                             f"of shape {shape} has no elements along the unique axis")
+        empty = _np.zeros((0,), _np.dtype(x.dtype)) if axis_ is None else x
+        ints = _np.zeros((0,), idt)
+        out = [empty] + [ints] * (return_index + return_inverse + return_counts)
+        return out[0] if len(out) == 1 else tuple(out)
     # rows sorted lexicographically (column 0 first, NaN last), stably: first occurrences
     # lead their runs of equal rows
     index = sh.iota(dtype=idt, shape=(n,), dimension=0)

@@ -788,6 +788,8 @@ spec("unique:nan", lambda m, l, x: m.unique(x, equal_nan=False, size=5), PROBE[[
      transforms=VJ)
 spec("unique:int", op("unique", size=5), I, transforms=VJ, x64=False)
 spec("unique:jit-error", op("unique"), GEN, transforms=("jit",), error=r"(?i)size")
+spec("unique:empty", op("unique", return_inverse=True, return_counts=True),
+     np.zeros(0, np.float32), transforms=("value",), x64=False)
 spec("bincount", op("bincount"), IDX, transforms=("value",), x64=False)
 spec("bincount:length", lambda m, l, w: m.bincount(IDX, w, length=5), GEN[:7])
 spec("bincount:minlength", lambda m, l, x: m.bincount(x, minlength=10, length=10), IDX,

@@ -163,10 +163,8 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         x = _sh.pad(x, init, padding_config=cfg)
     padded = get_aval(x).shape
     out_shape = tuple(max(0, (p - w) // s + 1) for p, w, s in zip(padded, dilated_win, strides))
-    if 0 in out_shape:
-        return _tu.tree_unflatten(tree, [_full(init, out_shape) if not out_shape else
-                                         _sh.broadcast_in_dim(init, shape=out_shape,
-                                                              broadcast_dimensions=())])
+    if 0 in out_shape:              # no windows: an empty result
+        return _tu.tree_unflatten(tree, [_full(init, out_shape)])
     slices = []
     for offset in itertools.product(*(range(w) for w in win)):
         start = tuple(o * d for o, d in zip(offset, wdil))

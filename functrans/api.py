@@ -22,6 +22,9 @@ from .core import (AxisError, ClosedJaxpr, ConcretizationTypeError, DTypeError,
                    UnexpectedTracerError, check_jaxpr)
 from .core import Tracer as _Tracer
 from .core.config import check_tracer_leaks, checking_leaks, config, enable_x64
+from .core import ensure_compile_time_eval
+from .callbacks import pure_callback
+from .higher_order import custom_batching
 from .dtypes import float0
 from .core.devices import block_until_ready, device_put, devices
 from .higher_order.collectives import pmap

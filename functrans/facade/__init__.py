@@ -4,11 +4,12 @@ Every backward pass is the core's reverse-mode transformation of the recorded gr
 (engine.py); nothing here defines a derivative.
 """
 from . import dtypes
-from .dtypes import finfo, get_default_dtype, iinfo, set_default_dtype, promote_types  # noqa: F401
+from .dtypes import finfo, get_default_dtype, iinfo, set_default_dtype  # noqa: F401
+from .dtypes import public_promote_types as promote_types  # noqa: F401
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                         is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .tensor import Size, Tensor  # noqa: F401
-from .tensor_info import result_type  # noqa: F401
+from .tensor_info import public_result_type as result_type  # noqa: F401
 # the modules above tensor.py that define Tensor methods install them on the class when
 # imported (`Tensor.name = fn` at their module level): importing them here installs them all
 from . import methods, reductions, shape_methods, inplace, indexing, api, numpy_interop  # noqa: F401,E402

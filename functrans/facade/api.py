@@ -218,6 +218,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     gos = _seq(grad_outputs, "grad_outputs") if not isinstance(grad_outputs, Tensor) \
         else [grad_outputs]
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
     if allow_unused is None:
         allow_unused = materialize_grads
     if retain_graph is None:
@@ -239,7 +242,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                     if edges[i]:
                         raise RuntimeError("materialize_grads cannot be used when the given "
                                            "input is a GradientEdge")
-                    result.append(wrap(np.zeros(t._data.shape, t._data.dtype)))
+                    # a leaf requiring grad, as torch's (it may be differentiated again)
+                    z = wrap(np.zeros(t._data.shape, t._data.dtype))
+                    z._requires_grad = True
+                    result.append(z)
                     continue
                 if not allow_unused:
                     raise RuntimeError(UNUSED_MSG.format(i))

@@ -95,11 +95,11 @@ class OpInfo:
 
 class _Extra:
     """Rarely used node fields, kept off the hot path."""
-    __slots__ = ("hooks", "retains", "ctx", "stack", "meta", "pre", "post")
+    __slots__ = ("hooks", "retains", "ctx", "stack", "meta", "pre", "post", "undefined")
 
     def __init__(self):
         self.hooks = self.retains = self.ctx = self.stack = self.meta = None
-        self.pre = self.post = None
+        self.pre = self.post = self.undefined = None
 
 
 def _extra_field(name):
@@ -138,6 +138,8 @@ class Node:
     meta = _extra_field("meta")          # the `metadata` dict, made on first use
     pre = _extra_field("pre")            # a Function node's pre-hooks (HookDict)
     post = _extra_field("post")          # a Function node's post-hooks (HookDict)
+    undefined = _extra_field("undefined")  # a Function node's inputs whose gradient its last
+    #                                        backward returned as None (engine.undefined_targets)
 
     @property
     def freed(self):

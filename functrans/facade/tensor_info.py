@@ -42,7 +42,7 @@ class TensorInfo:
 
     @property
     def dtype(self) -> Any:
-        return self._data.dtype
+        return D.of(self._data.dtype)
 
     @property
     def device(self):
@@ -242,6 +242,11 @@ def _format(t):
     elif t._requires_grad:
         extras.append("requires_grad=True")
     return prefix + body + "".join(", " + e for e in extras) + ")"
+
+
+def public_result_type(*operands):
+    """ft.result_type (torch.result_type): result_type as the facade's dtype."""
+    return D.of(result_type(*operands))
 
 
 def result_type(*operands):

@@ -68,3 +68,76 @@ def test_no_grad_on_a_class_warns_and_wraps_the_constructor():
                 return ft.is_grad_enabled()
     foo = Foo()
     assert foo.inside is False and foo.foo() is True
+
+
+def test_deleting_autograd_state_raises_as_torch():
+    x = ft.randn(2, requires_grad=True)
+    del x.grad
+    assert x.grad is None
+    for name, msg in [("data", "Deleting tensor data"), ("requires_grad", "must be a bool"),
+                      ("_grad_fn", "Detach tensor instead"), ("_backward_hooks", "not allowed")]:
+        with pytest.raises(RuntimeError, match=msg):
+            delattr(x, name)
+    with pytest.raises(TypeError):
+        x.data = None
+
+
+def test_set_data_keeps_requires_grad_float():
+    a = ft.tensor(1.0, requires_grad=True)
+    a.data = ft.tensor(2.0)
+    assert a.item() == 2.0
+    with pytest.raises(RuntimeError, match="must be floating point or complex dtype"):
+        a.data = ft.tensor(3)
+
+
+def test_volatile_and_autograd_torch():
+    v = ft.autograd.torch.randn(3)
+    assert ft.autograd.torch is ft
+    with pytest.warns(UserWarning, match="volatile was removed"):
+        assert v.volatile is False
+
+
+def test_gradcheck_module_and_its_helpers():
+    from functrans.autograd.gradcheck import (GradcheckError, get_analytical_jacobian,
+                                              get_numerical_jacobian)
+    assert callable(ft.autograd.gradcheck) and issubclass(GradcheckError, RuntimeError)
+    a = ft.rand(2, 2, dtype=ft.float64, requires_grad=True)
+    b = ft.rand(2, 2, dtype=ft.float64, requires_grad=True)
+
+    def fn(ins):
+        return 2 * ins[0] + ins[1], ins[0] + 2 * ins[1]
+    with pytest.warns(FutureWarning, match="get_numerical_jacobian was part of"):
+        j = get_numerical_jacobian(fn, (a, b), eps=1e-6)
+    np.testing.assert_allclose(j[0].numpy(), 2 * np.eye(4), atol=1e-6)
+    np.testing.assert_allclose(j[1].numpy(), np.eye(4), atol=1e-6)
+    with pytest.raises(ValueError, match="Expected grad_out to be 1.0"), \
+            pytest.warns(FutureWarning):
+        get_numerical_jacobian(fn, (a, b), grad_out=2.0)
+    with pytest.warns(UserWarning, match="get_analytical_jacobian was part of"):
+        jac, reentrant, _, _ = get_analytical_jacobian((a, b), fn((a, b))[1])
+    np.testing.assert_allclose(jac[1].numpy(), 2 * np.eye(4))
+    assert reentrant
+
+
+class _Jitter(ft.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, jitter):
+        ctx.jitter = jitter
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * (1 + ft.rand_like(g) * ctx.jitter), None
+
+
+def test_gradcheck_reentrancy_and_value_dependent_outputs():
+    x = ft.randn(3, dtype=ft.float64, requires_grad=True)
+    assert ft.autograd.gradcheck(lambda t: _Jitter.apply(t, 0.0), x)
+    with pytest.raises(RuntimeError, match="Backward is not reentrant"):
+        ft.autograd.gradcheck(lambda t: _Jitter.apply(t, 1e-7), x)
+    assert ft.autograd.gradcheck(lambda t: _Jitter.apply(t, 1e-7), x, nondet_tol=1e-5)
+    one = ft.ones(1, dtype=ft.float64, requires_grad=True)
+    with pytest.raises(AssertionError, match="same shape when inputs are perturbed"):
+        ft.autograd.gradcheck(lambda t: ft.cat([t, t]) if bool((t >= 1).all()) else t, one)
+    with pytest.raises(AssertionError, match="same dtype when inputs are perturbed"):
+        ft.autograd.gradcheck(lambda t: t.float() if bool((t >= 1).all()) else t, one)

@@ -1,5 +1,7 @@
 """`ft.autograd`: torch.autograd's API on the facade, plus what functrans adds
 (`backward_jaxpr`, `saved_tensors_report`)."""
+import sys
+
 from ..facade.anomaly import (AnomalyError, detect_anomaly,  # noqa: F401
                               is_anomaly_check_nan_enabled, is_anomaly_enabled,
                               set_detect_anomaly)
@@ -11,6 +13,8 @@ from ..facade.grad_mode import (enable_grad, inference_mode, no_grad,  # noqa: F
                                 set_grad_enabled)
 from ..facade.report import BackwardJaxpr, backward_jaxpr, saved_tensors_report  # noqa: F401
 from . import functional, graph  # noqa: F401
+from . import gradcheck as _gradcheck_module  # noqa: F401  (torch.autograd.gradcheck, a module)
+from ..facade.gradcheck import gradcheck  # noqa: F401,F811  (and the attribute: the function)
 from ..facade import grad_mode  # noqa: F401  (torch.autograd.grad_mode)
 from ..facade.tensor import Tensor as _Tensor
 
@@ -70,3 +74,11 @@ class Variable(metaclass=_VariableMeta):
     leaf sharing t's data (t.detach(), of its dtype) with that requires_grad; every Tensor is
     an instance; `Variable._execution_engine.queue_callback` is the engine's."""
     _execution_engine = _Tensor._execution_engine
+
+
+def __getattr__(name):
+    """`torch.autograd.torch` is torch itself (torch.autograd imports it): here the
+    functrans package, looked up (not imported: it is this package's parent)."""
+    if name == "torch":
+        return sys.modules[__name__.rsplit(".", 1)[0]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

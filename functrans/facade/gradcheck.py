@@ -39,16 +39,31 @@ def _numerical(func, inputs, diff_idx, outputs, eps):
             # requires_grad holds in both passes); the input's storage is perturbed directly
             orig = flat[k].copy()
             flat[k] = orig + eps
-            plus = [o._data.astype(np.float64).reshape(-1).copy() for o in
-                    _outputs(func, inputs)]
+            plus = _outputs(func, inputs)
+            plus = [(o.shape, o.dtype, o._data.astype(np.float64).reshape(-1).copy())
+                    for o in plus]
             flat[k] = orig - eps
-            minus = [o._data.astype(np.float64).reshape(-1).copy() for o in
-                     _outputs(func, inputs)]
+            minus = [(o.shape, o.dtype, o._data.astype(np.float64).reshape(-1).copy())
+                     for o in _outputs(func, inputs)]
             flat[k] = orig
             for c, p, m in zip(cols, plus, minus):
-                c[k] = (p - m) / (2 * eps)
+                _same_shape_and_dtype(p, m, eps, k)
+                c[k] = (p[2] - m[2]) / (2 * eps)
         jac.append(cols)
     return jac
+
+
+def _same_shape_and_dtype(a, b, eps, k):
+    """func's outputs keep their shape and dtype when an input moves by eps (torch's
+    AssertionError otherwise: finite differences mean nothing across them)."""
+    if a[0] != b[0]:
+        raise AssertionError(f"Expected `func` to return outputs with the same shape when "
+                             f"inputs are perturbed on index {k} by {eps}, but got: shapes "
+                             f"{a[0]} and {b[0]}.")
+    if a[1] != b[1]:
+        raise AssertionError(f"Expected `func` to return outputs with the same dtype when "
+                             f"inputs are perturbed on index {k} by {eps}, but got: dtypes "
+                             f"{a[1]!r} and {b[1]!r}.")
 
 
 def _analytical(outputs, inputs, diff_idx):
@@ -67,6 +82,69 @@ def _analytical(outputs, inputs, diff_idx):
                 if g is not None:
                     jac[ii][oi][:, m] = g._data.astype(np.float64).reshape(-1)
     return jac
+
+
+NOT_REENTRANT = ("Backward is not reentrant, i.e., running backward with same input and "
+                 "grad_output multiple times gives different values, although analytical "
+                 "gradient matches numerical gradient.The tolerance for nondeterminism was {}."
+                 " Pass nondet_tol=<tol> to gradcheck/gradgradcheck if the backward is "
+                 "nondeterministic on purpose.")
+
+
+def _reentrant(jac1, jac2, nondet_tol):
+    """Two backward passes on the same input and grad_output agree within nondet_tol."""
+    return all(np.max(np.abs(a - b), initial=0.0) <= nondet_tol
+               for r1, r2 in zip(jac1, jac2) for a, b in zip(r1, r2))
+
+
+class PrivateAPIWarning(FutureWarning, UserWarning):
+    """get_numerical_jacobian / get_analytical_jacobian are deprecated: torch 2.x warns with a
+    FutureWarning, older torch with a UserWarning; this is both, so either filter sees it."""
+
+
+def _private_api(name):
+    warnings.warn(f"{name} was part of PyTorch's private API and not meant to be exposed. "
+                  "It is deprecated in PyTorch (functrans keeps it for programs that call it);"
+                  " use gradcheck, or ft.autograd.functional.jacobian.", PrivateAPIWarning,
+                  stacklevel=3)
+
+
+def _grad_out_one(grad_out, name):
+    if grad_out != 1.0:
+        raise ValueError(f"Expected grad_out to be 1.0. {name} no longer supports values of "
+                         "grad_out != 1.0.")
+
+
+def get_numerical_jacobian(fn, inputs, target=None, eps=1e-3, grad_out=1.0):
+    """torch's deprecated helper: the finite-difference Jacobians of fn(inputs) (fn takes
+    the inputs as one tuple; its first output) w.r.t. each target (default: the inputs
+    that require grad), each (numel of target, numel of output)."""
+    _private_api("get_numerical_jacobian")
+    _grad_out_one(grad_out, "get_numerical_jacobian")
+    inputs = _as_tuple(inputs)
+    targets = _as_tuple(target) if target is not None else tuple(
+        x for x in inputs if isinstance(x, Tensor) and x.requires_grad)
+
+    def first(*ins):
+        return _outputs(fn, (ins,))[0]
+    outputs = [first(*inputs)]
+    idx = [next(k for k, x in enumerate(inputs) if x is t) for t in targets]
+    return tuple(wrap(cols[0]) for cols in _numerical(first, inputs, idx, outputs, eps))
+
+
+def get_analytical_jacobian(inputs, output, nondet_tol=0.0, grad_out=1.0):
+    """torch's deprecated helper: (Jacobians of output w.r.t. the inputs that require grad,
+    reentrant, sizes ok, types ok); the backward runs twice to judge reentrancy."""
+    _private_api("get_analytical_jacobian")
+    _grad_out_one(grad_out, "get_analytical_jacobian")
+    if output.is_complex():
+        raise ValueError("Expected output to be non-complex. get_analytical_jacobian no longer "
+                         "supports functions that return complex outputs.")
+    inputs = _as_tuple(inputs)
+    idx = [k for k, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    j1 = _analytical([output], inputs, idx)
+    j2 = _analytical([output], inputs, idx)
+    return (tuple(wrap(r[0]) for r in j1), _reentrant(j1, j2, nondet_tol), True, True)
 
 
 def _fmt(a):
@@ -109,6 +187,8 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                     raise GradcheckError(
                         f"Jacobian mismatch for output {oi} with respect to input {i},\n"
                         f"numerical:{_fmt(n)}\nanalytical:{_fmt(a)}\n")
+        if not _reentrant(ana, _analytical(outputs, inputs, diff_idx), nondet_tol):
+            raise GradcheckError(NOT_REENTRANT.format(nondet_tol))
     except GradcheckError:
         if raise_exception:
             raise
@@ -142,4 +222,4 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
             gs = grad(outs, diff, list(gos), create_graph=True, allow_unused=True)
         return tuple(g for g in gs if g is not None)
     return gradcheck(new_func, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
-                     raise_exception=raise_exception)
+                     raise_exception=raise_exception, nondet_tol=nondet_tol)

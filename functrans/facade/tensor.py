@@ -300,7 +300,29 @@ class Tensor(TensorInfo):
     def data(self, value):
         if not isinstance(value, Tensor):
             raise TypeError("data must be a Tensor")
+        if self._requires_grad and value._data.dtype.kind not in "fc":
+            raise RuntimeError("data set to a tensor that requires gradients must be floating "
+                               "point or complex dtype")
         self._data = value._data
+
+    _UNDELETABLE = {"data": "Deleting tensor data is not allowed. Delete tensor instead!",
+                    "requires_grad": "requires_grad must be a bool",
+                    "_grad_fn": "Deletion of _grad_fn not allowed. Detach tensor instead!",
+                    "_backward_hooks": "Deletion of _backwards_hooks not allowed!"}
+
+    def __delattr__(self, name):
+        """`del t.grad` clears the gradient; torch's autograd state cannot be deleted."""
+        msg = Tensor._UNDELETABLE.get(name)
+        if msg is not None:
+            raise RuntimeError(msg)
+        object.__delattr__(self, name)
+
+    @property
+    def volatile(self):
+        """Removed in torch (always False), with its warning."""
+        warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning,
+                      stacklevel=2)
+        return False
 
     def clone(self, memory_format: Any = None) -> Tensor:
         return _fn1("CloneBackward0", _copy, self)

@@ -141,3 +141,57 @@ def test_gradcheck_reentrancy_and_value_dependent_outputs():
         ft.autograd.gradcheck(lambda t: ft.cat([t, t]) if bool((t >= 1).all()) else t, one)
     with pytest.raises(AssertionError, match="same dtype when inputs are perturbed"):
         ft.autograd.gradcheck(lambda t: t.float() if bool((t >= 1).all()) else t, one)
+
+
+def test_out_argument_as_torch():
+    a = ft.randn(2, 2, requires_grad=True)
+    b = ft.randn(2, 2, requires_grad=True)
+    x = ft.zeros(2, 2)
+    with pytest.raises(RuntimeError, match=r"mul\(\): functions with out=\.\.\. arguments don't "
+                                           "support automatic differentiation"):
+        ft.mul(a, b, out=x)
+    with ft.no_grad():
+        assert ft.mul(a, b, out=x) is x
+    np.testing.assert_allclose(x.numpy(), (a * b).detach().numpy())
+    assert x._version == 1
+    with pytest.raises(RuntimeError, match="out="):
+        ft.mul(ft.ones(2), ft.ones(2), out=ft.zeros(2, requires_grad=True))
+    y = ft.zeros(0)
+    ft.sin(ft.tensor([0.0, 1.0]), out=y)             # resized to the result's shape
+    np.testing.assert_allclose(y.numpy(), np.sin([0.0, 1.0]), rtol=1e-6)
+
+
+def test_resize_and_set_as_torch():
+    x = ft.tensor([1.0])
+    x.resize_((1, 2))
+    assert tuple(x.shape) == (1, 2) and x._version == 1 and x[0, 0].item() == 1.0
+    x.resize_as_(ft.zeros(3))
+    assert tuple(x.shape) == (3,) and x._version == 2
+    x.resize_(3)
+    assert x._version == 2                           # same shape: no bump
+    with pytest.raises(RuntimeError, match="cannot resize variables that require grad"):
+        ft.ones(2, requires_grad=True).resize_(3)
+    p = ft.nn.Parameter(ft.ones(16, dtype=ft.float64))
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        p.set_(p[1:])
+    for n in (15, 14):
+        with ft.no_grad():
+            p.set_(p[1:])
+            p.grad = None
+        ft.cat((p, p)).sum().backward()
+        assert tuple(p.shape) == (n,) and np.all(p.grad.numpy() == 2)
+
+
+def test_memory_formats():
+    x = ft.randn(2, 3, 4, 5)
+    assert x.is_contiguous() and x.is_contiguous(memory_format=ft.contiguous_format)
+    assert not x.is_contiguous(memory_format=ft.channels_last)
+    y = x.contiguous(memory_format=ft.channels_last)
+    assert y.is_contiguous(memory_format=ft.channels_last) and not y.is_contiguous()
+    np.testing.assert_array_equal(y.numpy(), x.numpy())
+    if torch is not None:
+        t = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+        assert y.stride() == t.stride()
+    assert repr(ft.channels_last) == "torch.channels_last"
+    with pytest.raises(RuntimeError, match="required rank 4 tensor"):
+        ft.randn(2, 3).is_contiguous(memory_format=ft.channels_last)

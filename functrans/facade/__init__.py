@@ -31,7 +31,7 @@ from .ops import (broadcast_tensors, broadcast_to, cat, clone, concat, concatena
 globals().update(_ops.FUNCTIONS)
 # torch's float constants
 inf, nan, pi, e = float("inf"), float("nan"), 3.141592653589793, 2.718281828459045
-for _n in dtypes.NAMES:
+for _n in dtypes.NAMES + dtypes.MEMORY_FORMATS:
     globals()[_n] = getattr(dtypes, _n)
 for _n in _legacy.NAMES:
     globals()[_n] = getattr(_legacy, _n)
@@ -48,4 +48,5 @@ FACADE_NAMES = (
      "vstack", "einsum", "broadcast_tensors", "meshgrid", "is_tensor", "numel",
      "is_floating_point", "clone", "where", "linalg", "from_dlpack", "real", "imag", "inf", "nan",
      "pi", "e", "finfo", "iinfo", "cdist", "matrix_exp", "geqrf"]
-    + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES) + list(_legacy.NAMES))
+    + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES) + list(dtypes.MEMORY_FORMATS)
+    + list(_legacy.NAMES))

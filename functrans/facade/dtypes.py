@@ -113,6 +113,36 @@ bfloat16 = UnsupportedDtype(
     "arrays, primitives and kernels do not take it). Use float32, or float16 for half "
     "precision; a checkpoint's bfloat16 tensors load after .float() in PyTorch")
 
+class memory_format:  # noqa: N801  (torch.memory_format)
+    """torch.memory_format: the layout contiguous()/clone() make. channels_last keeps NCHW
+    shapes with the channel axis innermost in memory (NumPy strides express it)."""
+    __slots__ = ("name", "order")
+
+    def __init__(self, name, order=None):
+        self.name, self.order = name, order
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+    def axes(self, ndim):
+        """The axis order from outermost to innermost in memory for an ndim-dim tensor (None:
+        row-major, or keep the tensor's own for preserve_format)."""
+        if self.order is None:
+            return None
+        if ndim != len(self.order):
+            raise RuntimeError(f"required rank {len(self.order)} tensor to use {self.name} "
+                               f"format")
+        return self.order
+
+
+contiguous_format = memory_format("contiguous_format")
+preserve_format = memory_format("preserve_format")
+channels_last = memory_format("channels_last", (0, 2, 3, 1))
+channels_last_3d = memory_format("channels_last_3d", (0, 2, 3, 4, 1))
+legacy_contiguous_format = contiguous_format
+MEMORY_FORMATS = ["memory_format", "contiguous_format", "preserve_format", "channels_last",
+                  "channels_last_3d", "legacy_contiguous_format"]
+
 NAMES = ["float16", "half", "float32", "float", "float64", "double", "int8", "int16", "short",
          "int32", "int", "int64", "long", "uint8", "uint16", "uint32", "uint64", "bool",
          "complex64", "cfloat", "complex128", "cdouble", "bfloat16"]

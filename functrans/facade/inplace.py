@@ -12,6 +12,7 @@ import numpy as np
 from .. import numpy as fnp
 from ..core import Tracer
 from . import creation
+from . import dtypes as D
 from .record import INFERENCE, SAVED_HOOKS, VIEW_HISTORY, WRITE_WATCH, vc_of
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
                      apply_fn, binary, traced_hooks, wrap)
@@ -348,7 +349,7 @@ def _add_alpha_(self, other, *, alpha=1, _sub=False):
     if _fast(self, other) and type(self._data) is np.ndarray and _untraced(other):
         o = other._data if isinstance(other, Tensor) else other
         if alpha != 1:
-            o = np.multiply(o, alpha)
+            o = np.multiply(o, alpha._data if isinstance(alpha, Tensor) else alpha)
         res = np.result_type(self._data, o)
         if not np.can_cast(res, self._data.dtype, "same_kind"):
             raise RuntimeError(f"result type {_tname(np.dtype(res))} can't be cast to the "
@@ -470,6 +471,73 @@ def copy_(self, src, non_blocking=False):
 
 
 T.fill_, T.zero_, T.copy_ = fill_, zero_, copy_
+
+
+def _resize_checks(self, what):
+    if self._requires_grad and GS.enabled:
+        raise RuntimeError("cannot resize variables that require grad")
+    if isinstance(self._data, Tracer):
+        traced_hooks().refuse(f"{what} inside the compiled (or transformed) function",
+                              "make a new tensor of the size instead")
+
+
+def resize_(self, *sizes, memory_format=None):
+    """torch's resize_: the tensor takes the new shape; its first elements (row-major) keep
+    their values, the rest are zeros (torch leaves them uninitialized). A no-op, without a
+    version bump, when the shape is the same. Views of the old storage keep the old one."""
+    shape = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) \
+        else tuple(sizes)
+    _resize_checks(self, "resize_")
+    if shape == tuple(self._data.shape):
+        return self
+    old = self._data.reshape(-1)
+    new = np.zeros(shape, self._data.dtype)
+    n = min(old.size, new.size)
+    new.reshape(-1)[:n] = old[:n]
+    self._data = new
+    self._bump("resize_")
+    return self
+
+
+def resize_as_(self, other, memory_format=None):
+    return resize_(self, tuple(other.shape))
+
+
+def set_(self, source=None, storage_offset=0, size=None, stride=None):
+    """torch's set_(source): this tensor takes source's values, shape and storage (writes to
+    one show in the other); set_() with no source makes it empty. Not recorded: allowed on a
+    leaf that requires grad only under no_grad, as torch."""
+    if self._requires_grad and GS.enabled and self._grad_fn is None:
+        raise RuntimeError(LEAF_INPLACE_MSG)
+    if source is None:
+        data = np.zeros((0,), self._data.dtype)
+    elif not isinstance(source, Tensor):
+        raise TypeError("set_(): only a Tensor source is supported (functrans has no separate "
+                        "Storage objects): pass the tensor whose storage to share")
+    else:
+        if source._data.dtype != self._data.dtype:
+            raise RuntimeError(f"Expected object of scalar type {D.scalar_name(self.dtype)} but "
+                               f"got scalar type {D.scalar_name(source.dtype)} for argument "
+                               "'source'")
+        data = source._data
+        if size is not None:
+            data = np.lib.stride_tricks.as_strided(
+                data.reshape(-1)[storage_offset:], tuple(size),
+                tuple(s * data.itemsize for s in (stride or _row_major(size))))
+    self._data = data
+    self._bump("set_")
+    return self
+
+
+def _row_major(size):
+    st, acc = [], 1
+    for n in reversed(tuple(size)):
+        st.append(acc)
+        acc *= n
+    return tuple(reversed(st))
+
+
+T.resize_, T.resize_as_, T.set_ = resize_, resize_as_, set_
 
 
 def _random_inplace(name, sample):

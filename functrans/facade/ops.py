@@ -10,6 +10,7 @@ from ..backends.memory import DERIVED
 from ..core import ShapedArray, Tracer, Var, array_module, run_eqns
 from .tensor_info import result_type
 from .grad_mode import STATE as GS
+from .grad_mode import no_grad
 from . import plumbing
 from .node import OpInfo, Step
 from .record import info_for, make_node
@@ -308,10 +309,33 @@ def clone(input, memory_format=None):  # noqa: A002
     return input.clone()
 
 
+OUT_GRAD_MSG = ("{}(): functions with out=... arguments don't support automatic "
+                "differentiation, but one of the arguments requires grad.")
+
+
+def write_out(name, fn, args, kwargs, out):
+    """torch's out=: the result written into `out` (a tensor, or a tuple for ops returning
+    several), resized if its shape differs; refused when recording and an argument or out
+    requires grad (such a write cannot be differentiated)."""
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    if GS.enabled and any(isinstance(t, Tensor) and t._requires_grad
+                          for t in (*args, *kwargs.values(), *outs)):
+        raise RuntimeError(OUT_GRAD_MSG.format(name))
+    with no_grad():
+        r = fn(*args, **kwargs)
+        for o, v in zip(outs, r if isinstance(r, tuple) else (r,)):
+            if tuple(o.shape) != tuple(v.shape):
+                o.resize_(tuple(v.shape))
+            o.copy_(v)
+    return out
+
+
 def _method_fn(name):
     meth = []                   # Tensor's own method, looked up on first use
 
-    def f(input, *args, **kwargs):  # noqa: A002
+    def f(input, *args, out=None, **kwargs):  # noqa: A002
+        if out is not None:
+            return write_out(name, f, (input, *args), kwargs, out)
         if type(input) is Tensor:   # the common case: no bound-method object per call
             if not meth:
                 meth.append(getattr(Tensor, name))

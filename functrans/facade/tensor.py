@@ -328,9 +328,14 @@ class Tensor(TensorInfo):
         return _fn1("CloneBackward0", _copy, self)
 
     def contiguous(self, memory_format=None):
-        if isinstance(self._data, Tracer) or self._data.flags.c_contiguous:
+        if isinstance(self._data, Tracer) or self.is_contiguous(memory_format):
             return self
-        return self.clone()
+        out = self.clone()
+        axes = None if memory_format is None else memory_format.axes(out._data.ndim)
+        if axes is not None:            # channels_last: same values, the strides of its order
+            out._data = np.ascontiguousarray(out._data.transpose(axes)).transpose(
+                np.argsort(axes))
+        return out
 
     # ------------------------------------------------------------------ devices and dtypes
     def to(self, *args: Any, **kwargs: Any) -> Tensor:

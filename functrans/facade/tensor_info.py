@@ -85,7 +85,10 @@ class TensorInfo:
         return self._data.dtype.kind == "c"
 
     def is_contiguous(self, memory_format=None):
-        return bool(self._data.flags.c_contiguous)
+        axes = None if memory_format is None else memory_format.axes(self._data.ndim)
+        if axes is None:
+            return bool(self._data.flags.c_contiguous)
+        return bool(np.transpose(self._data, axes).flags.c_contiguous)
 
     def stride(self, dim=None):
         st = tuple(s // self._data.itemsize for s in self._data.strides)

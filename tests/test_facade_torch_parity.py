@@ -195,3 +195,62 @@ def test_memory_formats():
     assert repr(ft.channels_last) == "torch.channels_last"
     with pytest.raises(RuntimeError, match="required rank 4 tensor"):
         ft.randn(2, 3).is_contiguous(memory_format=ft.channels_last)
+
+
+def _inference_views(lib):
+    """What torch reports about views taken in inference mode (of normal and of inference
+    tensors), and its refusals; run under torch and functrans."""
+    log = []
+    for rg in (True, False):
+        a = lib.ones(1, 2, 3, requires_grad=rg).clone()
+        with lib.inference_mode():
+            v = a.view(-1)
+            log.append((lib.is_inference(v), v.requires_grad, v._is_view(), v.is_leaf))
+            c = lib.ones(1, 2, 3, requires_grad=rg)
+            w = c.view(-1)
+            log.append((lib.is_inference(w), w.requires_grad))
+        u = c.view(-1)
+        log.append((lib.is_inference(u), u.requires_grad, u._is_view(), u.is_leaf))
+        try:
+            v.add_(2)
+            log.append("ok")
+        except RuntimeError as e:
+            log.append(str(e)[:70])
+        with lib.inference_mode():
+            v2 = a.view(-1)
+        a.mul_(2)
+        try:
+            v2.grad_fn
+            log.append("ok")
+        except RuntimeError as e:
+            log.append(str(e)[:90])
+    return log
+
+
+@needs_torch
+def test_inference_mode_views_as_torch():
+    assert _inference_views(ft) == _inference_views(torch)
+
+
+def _inplace_views(lib):
+    x = lib.ones(2, 3, requires_grad=True)
+    out = []
+    try:
+        x.transpose_(0, 1)
+    except RuntimeError as e:
+        out.append(str(e))
+    y = x.clone()
+    y.transpose_(0, 1)
+    out.append((tuple(y.shape), y._version, y._is_view(), y.is_leaf))
+    y.t_()
+    y.unsqueeze_(0)
+    y.squeeze_(0)
+    out.append((tuple(y.shape), y._version))
+    (y * lib.arange(3.0)).sum().backward()
+    out.append(x.grad.tolist())
+    return out
+
+
+@needs_torch
+def test_inplace_view_ops_as_torch():
+    assert _inplace_views(ft) == _inplace_views(torch)

@@ -37,6 +37,16 @@ NOGRAD_VIEW_MSG = (
     "to be tracked).")
 
 
+def nograd_view_msg(t):
+    """The refusal for an in-place write, with grad mode on, to a view taken with it off
+    (no_grad or inference_mode, as _mark_views noted)."""
+    if t.__dict__.get("_nograd_view") == "inference":
+        return NOGRAD_VIEW_MSG.replace("no_grad mode", "inference mode").replace(
+            "with grad mode enabled", "in normal mode").replace("no_grad block",
+                                                                "inference_mode block")
+    return NOGRAD_VIEW_MSG
+
+
 def _check_inplace(self, recording):
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
         traced_hooks().concrete_update(self, None)
@@ -54,7 +64,7 @@ def _check_inplace(self, recording):
     if GS.enabled and self._base is not None and "_nograd_view" in self.__dict__:
         # a view of a tensor that requires grad, taken under no_grad: it has no history
         # to rebase, and recording nothing would silently cut the base's gradient
-        raise RuntimeError(NOGRAD_VIEW_MSG)
+        raise RuntimeError(nograd_view_msg(self))
     if recording and self._requires_grad and self._grad_fn is None and self._base is None:
         raise RuntimeError(LEAF_INPLACE_MSG)
     base = self._base
@@ -538,6 +548,28 @@ def _row_major(size):
 
 
 T.resize_, T.resize_as_, T.set_ = resize_, resize_as_, set_
+
+
+def _inplace_view(name, view):
+    """torch's in-place view ops (transpose_, t_, squeeze_, unsqueeze_, as_strided_): the
+    tensor takes the view's shape and strides over its own storage; recorded like any
+    in-place op (its history continues through the view's node) and its version bumps."""
+    def f(self, *args, **kwargs):
+        _check_inplace(self, GS.enabled)
+        out = view(self, *args, **kwargs)
+        self._data = out._data
+        if out._grad_fn is not None:
+            self._grad_fn, self._out_nr = out._grad_fn, out._out_nr
+        self._bump(name)
+        return self
+    f.__name__ = name
+    f.__doc__ = f"In-place {name[:-1]}: this tensor becomes its {name[:-1]} view."
+    return f
+
+
+for _n in ("transpose", "t", "squeeze", "unsqueeze", "as_strided", "swapdims", "swapaxes"):
+    if hasattr(T, _n):
+        setattr(T, _n + "_", _inplace_view(_n + "_", getattr(T, _n)))
 
 
 def _random_inplace(name, sample):

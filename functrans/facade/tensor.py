@@ -701,8 +701,9 @@ def apply_fn(name, fn, args, static=(), view=False):
         elif not view and _aliases(v, arrays):
             v = vals[s] = v.copy()       # only view ops may return storage of their inputs
         outs.append(wrap(v))
-    if view:
-        _mark_views(args, outs, name if comp.out_tree is not None else None, name)
+    if view and _mark_views(args, outs, name if comp.out_tree is not None else None,
+                            name) is False:
+        info = None                     # a view of an inference tensor: no history
     if info is not None:
         make_node(info, args, vals, outs)
     if comp.out_tree is None:
@@ -911,6 +912,12 @@ def _mark_views(args, outs, multi=None, name=None):
     one of them, or on a view of one (named after the op `name` that took it), cannot be
     recorded (inplace._inplace_on_view refuses it, as torch)."""
     base = args[0]
+    if base._flags & INFERENCE:
+        # a view of an inference tensor is an inference tensor without history that does
+        # not require grad, not tracked as a view (torch: it has no version counter)
+        for o in outs:
+            o._grad_fn, o._requires_grad, o._flags = None, False, INFERENCE
+        return False
     b = base._base if base._base is not None else base
     vc = vc_of(base)
     bd = base._data
@@ -925,6 +932,9 @@ def _mark_views(args, outs, multi=None, name=None):
                 o.__dict__["_vfn"] = b._grad_fn
                 if not GS.enabled:           # an in-place write with grad on is refused
                     o.__dict__["_nograd_view"] = True
+                    if GS.inference:         # torch: it requires grad as its base, a leaf
+                        o.__dict__["_nograd_view"] = "inference"
+                        o._requires_grad = True
                 if multi is not None:
                     o.__dict__["_multi_view"] = (multi, k)
                 elif "_multi_view" in base.__dict__:     # a view of such a view

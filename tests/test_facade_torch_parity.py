@@ -254,3 +254,38 @@ def _inplace_views(lib):
 @needs_torch
 def test_inplace_view_ops_as_torch():
     assert _inplace_views(ft) == _inplace_views(torch)
+
+
+def _medians(lib):
+    x = lib.tensor([[3., 1., 2., 5.], [float("nan"), 0., 1., 2.], [4., 4., 1., 4.]],
+                   requires_grad=True)
+    out = [lib.median(x).item(), lib.nanmedian(x).item()]
+    for f in (lib.median, lib.nanmedian):
+        for dim, keep in ((1, False), (0, True)):
+            v, i = f(x, dim, keepdim=keep)
+            (v * lib.arange(1.0, v.numel() + 1).reshape(v.shape)).sum().backward()
+            out += [v.tolist(), i.tolist(), x.grad.tolist()]
+            x.grad = None
+    for f in (lib.min, lib.max, lib.median, lib.nanmedian):
+        y = lib.tensor([1., 0., 1., 0., 1., 0.], requires_grad=True)
+        f(y).backward()
+        out.append(y.grad.tolist())
+    return out
+
+
+@needs_torch
+def test_median_values_indices_and_gradients_as_torch():
+    np.testing.assert_equal(_medians(ft), _medians(torch))
+
+
+@needs_torch
+def test_isin_and_signbit_as_torch():
+    x = [[1, 2], [3, 4.0]]
+    for lib in (ft, torch):
+        a = lib.tensor(x, requires_grad=True)
+        r = lib.isin(a, lib.tensor([2, 3]))
+        assert not r.requires_grad and r.dtype == lib.bool
+    assert ft.isin(ft.tensor(x), ft.tensor([2, 3]), invert=True).tolist() == \
+        torch.isin(torch.tensor(x), torch.tensor([2, 3]), invert=True).tolist()
+    z = [0.0, -0.0, -1.0, 2.0]
+    assert ft.signbit(ft.tensor(z)).tolist() == torch.signbit(torch.tensor(z)).tolist()

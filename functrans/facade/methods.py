@@ -655,6 +655,17 @@ T.frac = _frac
 T.isnan = lambda self: wrap(np.isnan(self._data))
 T.isinf = lambda self: wrap(np.isinf(self._data))
 T.isfinite = lambda self: wrap(np.isfinite(self._data))
+T.signbit = lambda self: wrap(np.signbit(self._data))
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """torch.isin: whether each element of `elements` is in `test_elements` (a bool tensor,
+    no gradient); either may be a number."""
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError("isin() expected at least one of elements or test_elements to be a "
+                        "Tensor")
+    return wrap(np.asarray(np.isin(_arr(elements), _arr(test_elements),
+                                   assume_unique=assume_unique, invert=invert)))
 T.sgn = lambda self: apply_fn("SgnBackward0", _sgn_fn, (self,)) if self.dtype.kind in "fc" \
     else self.sign()
 

@@ -367,7 +367,7 @@ FUNCTION_NAMES = [
     "roll", "repeat_interleave", "tril", "triu", "diagonal", "trace", "gather", "index_select",
     "take_along_dim", "scatter", "scatter_add", "masked_fill", "sort", "argsort", "topk",
     "nonzero", "softmax", "log_softmax", "conj", "conj_physical", "resolve_conj", "angle",
-    "is_inference",
+    "is_inference", "median", "nanmedian", "signbit",
 ]
 FUNCTIONS = {n: _method_fn(n) for n in FUNCTION_NAMES}
 _tensor_pow = FUNCTIONS["pow"]
@@ -382,6 +382,8 @@ def pow(input, exponent):  # noqa: A001,A002
 
 
 FUNCTIONS["pow"] = pow
+FUNCTIONS["isin"] = M.isin
+FUNCTION_NAMES.append("isin")
 FUNCTIONS.update(var_mean=reductions.var_mean, std_mean=reductions.std_mean)
 FUNCTION_NAMES += ["var_mean", "std_mean"]
 

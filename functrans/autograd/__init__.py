@@ -7,7 +7,7 @@ from ..facade.anomaly import (AnomalyError, detect_anomaly,  # noqa: F401
                               set_detect_anomaly)
 from ..facade.api import backward, grad  # noqa: F401
 from ..facade.function import (CtxTensorError, Function, FunctionCtx,  # noqa: F401
-                               once_differentiable)
+                               InplaceFunction, once_differentiable)
 from ..facade.gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from ..facade.grad_mode import (enable_grad, inference_mode, no_grad,  # noqa: F401
                                 set_grad_enabled)
@@ -26,6 +26,7 @@ __all__ = ["backward", "grad", "Function", "FunctionCtx", "once_differentiable",
 
 class function:  # noqa: N801  (torch.autograd.function namespace)
     Function = Function
+    InplaceFunction = InplaceFunction
     FunctionCtx = FunctionCtx
     once_differentiable = once_differentiable
 

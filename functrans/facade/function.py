@@ -137,6 +137,11 @@ class _FunctionMeta(type):
         if "vjp" in attrs and "backward" not in attrs:      # vjp is backward's other name
             cls.backward = attrs["vjp"]
 
+    @property
+    def _backward_cls(cls):
+        """The class of this Function's grad_fn nodes (torch's attribute of the same name)."""
+        return node_class(cls.__name__ + "Backward")
+
 
 class Function(metaclass=_FunctionMeta):
     """Subclass with forward and backward staticmethods; call .apply(*args).
@@ -229,6 +234,14 @@ class Function(metaclass=_FunctionMeta):
         if not needs:
             ctx._inputs = ()
         return tuple(outs) if is_tuple else outs[0]
+
+
+class InplaceFunction(Function):
+    """torch.autograd.function.InplaceFunction, kept for old code: a Function whose instances
+    carry an `inplace` flag (its forward and backward are static as any Function's)."""
+
+    def __init__(self, inplace=False):
+        self.inplace = inplace
 
 
 def _bind_keywords(cls, args, kwargs, defaults=False):

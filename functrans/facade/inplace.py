@@ -315,8 +315,11 @@ def _fast(self, *others):
         return True
     if self._requires_grad:
         return False
-    if self._base is not None and "_nograd_view" in self.__dict__:
-        _check_inplace(self, False)
+    if self._base is not None:
+        if self._base._requires_grad:   # its base came to require grad after it was taken
+            return False                # (torch's view then does too): record, or refuse
+        if "_nograd_view" in self.__dict__:
+            _check_inplace(self, False)
     for o in others:
         if isinstance(o, Tensor) and o._requires_grad:
             return False

@@ -1,6 +1,7 @@
 """Parity with PyTorch's test_autograd.py (issue 31): dtypes with torch's attributes, grad
 modes on classes, inference-mode views, torch's errors and warnings, and the op names those
 tests use. Values are compared with torch where the oracle extra is installed."""
+import inspect
 import pickle
 import warnings
 
@@ -100,7 +101,7 @@ def test_volatile_and_autograd_torch():
 def test_gradcheck_module_and_its_helpers():
     from functrans.autograd.gradcheck import (GradcheckError, get_analytical_jacobian,
                                               get_numerical_jacobian)
-    assert callable(ft.autograd.gradcheck) and issubclass(GradcheckError, RuntimeError)
+    assert inspect.isfunction(ft.autograd.gradcheck) and issubclass(GradcheckError, RuntimeError)
     a = ft.rand(2, 2, dtype=ft.float64, requires_grad=True)
     b = ft.rand(2, 2, dtype=ft.float64, requires_grad=True)
 
@@ -289,3 +290,45 @@ def test_isin_and_signbit_as_torch():
         torch.isin(torch.tensor(x), torch.tensor([2, 3]), invert=True).tolist()
     z = [0.0, -0.0, -1.0, 2.0]
     assert ft.signbit(ft.tensor(z)).tolist() == torch.signbit(torch.tensor(z)).tolist()
+
+
+def _complex_polar(lib):
+    r = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    i = lib.tensor([3.0, -1.0], dtype=lib.float64, requires_grad=True)
+    out = []
+    for f in (lib.complex, lib.polar):
+        z = f(r, i)
+        (z * lib.tensor([0.5 + 2j, -1 + 1j], dtype=lib.complex128)).real.sum().backward()
+        out += [str(z.dtype)[-10:], z.tolist(), r.grad.tolist(), i.grad.tolist()]
+        r.grad = i.grad = None
+    out.append(str(lib.complex(r.float(), i.float()).dtype)[-9:])
+    return out
+
+
+@needs_torch
+def test_complex_and_polar_as_torch():
+    np.testing.assert_allclose(np.array(_complex_polar(ft)[1]), np.array(_complex_polar(torch)[1]))
+    ours, theirs = _complex_polar(ft), _complex_polar(torch)
+    assert [o for k, o in enumerate(ours) if k % 4 == 0] == \
+        [t for k, t in enumerate(theirs) if k % 4 == 0]
+    for a, b in zip(ours, theirs):
+        if isinstance(a, list):
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-12)
+
+
+def test_gradcheck_complex_inputs_and_outputs():
+    a = ft.ones(2, 2, dtype=ft.float64, requires_grad=True)
+    b = ft.ones(2, 2, dtype=ft.float64, requires_grad=True)
+    assert ft.autograd.gradcheck(lambda x, y: (ft.complex(x, y), x + 1), (a, b))
+    c = ft.ones(2, 2, dtype=ft.complex128, requires_grad=True)
+    assert ft.autograd.gradcheck(lambda z: (z * z.conj() + 2j * z, z.real), (c,))
+
+    def hooked(x):
+        y = x.clone()
+        y.register_hook(lambda g: g + 1e-2)
+        return y
+    with pytest.raises(RuntimeError, match="While considering the imaginary part of complex "
+                                           "outputs only, Jacobian mismatch for output 0"):
+        ft.autograd.gradcheck(hooked, (c,))
+    with pytest.raises(RuntimeError, match="^Jacobian mismatch for output 0 with respect to "):
+        ft.autograd.gradcheck(lambda z: hooked(z).real * 1.0, (c,))

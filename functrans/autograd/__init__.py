@@ -2,6 +2,9 @@
 (`backward_jaxpr`, `saved_tensors_report`)."""
 import sys
 
+# torch.autograd.gradcheck is a module (imported first, while the name is free) and the
+# package's attribute of that name the function (bound below)
+from . import gradcheck as _gradcheck_module  # noqa: F401
 from ..facade.anomaly import (AnomalyError, detect_anomaly,  # noqa: F401
                               is_anomaly_check_nan_enabled, is_anomaly_enabled,
                               set_detect_anomaly)
@@ -13,8 +16,6 @@ from ..facade.grad_mode import (enable_grad, inference_mode, no_grad,  # noqa: F
                                 set_grad_enabled)
 from ..facade.report import BackwardJaxpr, backward_jaxpr, saved_tensors_report  # noqa: F401
 from . import functional, graph  # noqa: F401
-from . import gradcheck as _gradcheck_module  # noqa: F401  (torch.autograd.gradcheck, a module)
-from ..facade.gradcheck import gradcheck  # noqa: F401,F811  (and the attribute: the function)
 from ..facade import grad_mode  # noqa: F401  (torch.autograd.grad_mode)
 from ..facade.tensor import Tensor as _Tensor
 

@@ -2,9 +2,9 @@
 (the package's attribute `gradcheck` stays the function, as in torch).
 
 The module is callable too (calling it is calling `gradcheck`): an import hook that loads
-it under another name (a `torch` -> functrans alias) makes the import system bind the
-module over the package's `gradcheck` attribute, and `ft.autograd.gradcheck(fn, x)` keeps
-working then."""
+it under another name (a `torch` -> functrans alias, as porting shims do) makes the import
+system bind the module over the package's `gradcheck` attribute, and
+`ft.autograd.gradcheck(fn, x)` keeps working then."""
 import sys
 import types
 

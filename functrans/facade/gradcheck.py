@@ -26,29 +26,32 @@ def _outputs(func, inputs):
 
 
 def _numerical(func, inputs, diff_idx, outputs, eps):
-    """J[i][o]: (numel of input i, numel of output o), by central differences."""
+    """J[i][o]: (numel of input i, numel of output o), by central differences; a complex
+    input has twice the rows: its real parts' then its imaginary parts' (outputs are real
+    here: gradcheck checks a complex output's real and imaginary parts apart)."""
     jac = []
     for i in diff_idx:
         x = inputs[i]
         flat = x._data.reshape(-1)
         if not np.shares_memory(flat, x._data):
             raise GradcheckError(f"input {i} is not contiguous; pass contiguous tensors")
-        cols = [np.zeros((x.numel(), o.numel()), np.float64) for o in outputs]
-        for k in range(flat.size):
-            # func runs in the caller's grad mode, as in torch (what it asserts about
-            # requires_grad holds in both passes); the input's storage is perturbed directly
-            orig = flat[k].copy()
-            flat[k] = orig + eps
-            plus = _outputs(func, inputs)
-            plus = [(o.shape, o.dtype, o._data.astype(np.float64).reshape(-1).copy())
-                    for o in plus]
-            flat[k] = orig - eps
-            minus = [(o.shape, o.dtype, o._data.astype(np.float64).reshape(-1).copy())
-                     for o in _outputs(func, inputs)]
-            flat[k] = orig
-            for c, p, m in zip(cols, plus, minus):
-                _same_shape_and_dtype(p, m, eps, k)
-                c[k] = (p[2] - m[2]) / (2 * eps)
+        steps = (eps, eps * 1j) if x._data.dtype.kind == "c" else (eps,)
+        cols = [np.zeros((len(steps) * x.numel(), o.numel()), np.float64) for o in outputs]
+        for r, step in enumerate(steps):
+            for k in range(flat.size):
+                # func runs in the caller's grad mode, as in torch (what it asserts about
+                # requires_grad holds in both passes); the input's storage is perturbed
+                orig = flat[k].copy()
+                flat[k] = orig + step
+                plus = [(o.shape, o.dtype, o._data.astype(np.float64).reshape(-1).copy())
+                        for o in _outputs(func, inputs)]
+                flat[k] = orig - step
+                minus = [(o.shape, o.dtype, o._data.astype(np.float64).reshape(-1).copy())
+                         for o in _outputs(func, inputs)]
+                flat[k] = orig
+                for c, p, m in zip(cols, plus, minus):
+                    _same_shape_and_dtype(p, m, eps, k)
+                    c[r * flat.size + k] = (p[2] - m[2]) / (2 * eps)
         jac.append(cols)
     return jac
 
@@ -67,9 +70,13 @@ def _same_shape_and_dtype(a, b, eps, k):
 
 
 def _analytical(outputs, inputs, diff_idx):
+    """The engine's Jacobians laid out as _numerical's: torch's gradient of a complex input
+    is dL/d(re) + i dL/d(im), so its real parts fill the first rows, its imaginary parts
+    the next."""
     diff = [inputs[i] for i in diff_idx]
-    jac = [[np.zeros((inputs[i].numel(), o.numel()), np.float64) for o in outputs]
-           for i in diff_idx]
+    rows = [(2 if inputs[i]._data.dtype.kind == "c" else 1) * inputs[i].numel()
+            for i in diff_idx]
+    jac = [[np.zeros((n, o.numel()), np.float64) for o in outputs] for n in rows]
     for oi, o in enumerate(outputs):
         if not o.requires_grad:
             continue
@@ -80,7 +87,9 @@ def _analytical(outputs, inputs, diff_idx):
                       allow_unused=True)
             for ii, g in enumerate(gs):
                 if g is not None:
-                    jac[ii][oi][:, m] = g._data.astype(np.float64).reshape(-1)
+                    g = g._data.reshape(-1)
+                    jac[ii][oi][:, m] = np.concatenate([g.real, g.imag]) \
+                        if np.iscomplexobj(g) else g.astype(np.float64)
     return jac
 
 
@@ -151,6 +160,37 @@ def _fmt(a):
     return repr(wrap(a))
 
 
+def _part_of_outputs(func, part):
+    """func with each complex output replaced by its real or imaginary part."""
+    def f(*args):
+        return tuple(getattr(o, part) if isinstance(o, Tensor) and o._data.dtype.kind == "c"
+                     else o for o in _as_tuple(func(*args)))
+    return f
+
+
+def _check(func, inputs, diff_idx, eps, atol, rtol, nondet_tol, prefix):
+    """Compare the engine's Jacobians of func (real outputs) with finite differences."""
+    outputs = _outputs(func, inputs)
+    num = _numerical(func, inputs, diff_idx, outputs, eps)
+    outputs = _outputs(func, inputs)
+    for oi, o in enumerate(outputs):
+        if not o.requires_grad and o.dtype.kind in "fc":
+            if any(np.any(num[ii][oi] != 0) for ii in range(len(diff_idx))):
+                raise GradcheckError(f"{prefix}Numerical gradient for function expected to be "
+                                     f"zero: output {oi} does not require grad but its "
+                                     "numerical gradient is nonzero")
+    ana = _analytical(outputs, inputs, diff_idx)
+    for ii, i in enumerate(diff_idx):
+        for oi in range(len(outputs)):
+            n, a = num[ii][oi], ana[ii][oi]
+            if not np.allclose(a, n, rtol=rtol, atol=atol):
+                raise GradcheckError(
+                    f"{prefix}Jacobian mismatch for output {oi} with respect to input {i},\n"
+                    f"numerical:{_fmt(n)}\nanalytical:{_fmt(a)}\n")
+    if not _reentrant(ana, _analytical(outputs, inputs, diff_idx), nondet_tol):
+        raise GradcheckError(NOT_REENTRANT.format(nondet_tol))
+
+
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
               nondet_tol=0.0, check_undefined_grad=True, check_grad_dtypes=False,
               check_batched_grad=False, check_batched_forward_grad=False,
@@ -164,31 +204,20 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         raise ValueError("gradcheck expects at least one input tensor to require gradient, "
                          "but none of them have requires_grad=True.")
     for i in diff_idx:
-        if inputs[i].dtype != np.float64:
+        if inputs[i].dtype not in (np.float64, np.complex128):
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
                           "point or complex. This check will likely fail if all the inputs are "
                           "not of double precision floating point or complex.", UserWarning,
                           stacklevel=2)
     try:
-        outputs = _outputs(func, inputs)
-        num = _numerical(func, inputs, diff_idx, outputs, eps)
-        outputs = _outputs(func, inputs)
-        for oi, o in enumerate(outputs):
-            if not o.requires_grad and o.dtype.kind in "fc":
-                if any(np.any(num[ii][oi] != 0) for ii in range(len(diff_idx))):
-                    raise GradcheckError(f"Numerical gradient for function expected to be zero: "
-                                         f"output {oi} does not require grad but its "
-                                         "numerical gradient is nonzero")
-        ana = _analytical(outputs, inputs, diff_idx)
-        for ii, i in enumerate(diff_idx):
-            for oi in range(len(outputs)):
-                n, a = num[ii][oi], ana[ii][oi]
-                if not np.allclose(a, n, rtol=rtol, atol=atol):
-                    raise GradcheckError(
-                        f"Jacobian mismatch for output {oi} with respect to input {i},\n"
-                        f"numerical:{_fmt(n)}\nanalytical:{_fmt(a)}\n")
-        if not _reentrant(ana, _analytical(outputs, inputs, diff_idx), nondet_tol):
-            raise GradcheckError(NOT_REENTRANT.format(nondet_tol))
+        if any(o._data.dtype.kind == "c" for o in _outputs(func, inputs)):
+            # as torch: the imaginary parts of the complex outputs first, then the real parts
+            for part, prefix in (("imag", "While considering the imaginary part of complex "
+                                          "outputs only, "), ("real", "")):
+                _check(_part_of_outputs(func, part), inputs, diff_idx, eps, atol, rtol,
+                       nondet_tol, prefix)
+        else:
+            _check(func, inputs, diff_idx, eps, atol, rtol, nondet_tol, "")
     except GradcheckError:
         if raise_exception:
             raise

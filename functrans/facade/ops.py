@@ -16,6 +16,7 @@ from .node import OpInfo, Step
 from .record import info_for, make_node
 from .lower import analyze
 from .tensor import Tensor, apply_fn, static, tensor, traced_hooks, wrap
+from . import complexes
 from . import methods as M
 from . import reductions
 
@@ -382,8 +383,8 @@ def pow(input, exponent):  # noqa: A001,A002
 
 
 FUNCTIONS["pow"] = pow
-FUNCTIONS["isin"] = M.isin
-FUNCTION_NAMES.append("isin")
+FUNCTIONS.update(isin=M.isin, complex=complexes.complex, polar=complexes.polar)
+FUNCTION_NAMES += ["isin", "complex", "polar"]
 FUNCTIONS.update(var_mean=reductions.var_mean, std_mean=reductions.std_mean)
 FUNCTION_NAMES += ["var_mean", "std_mean"]
 

@@ -123,6 +123,10 @@ class Tensor(TensorInfo):
     def requires_grad(self, flag):
         self.requires_grad_(flag)
 
+    @requires_grad.deleter
+    def requires_grad(self):
+        raise RuntimeError("requires_grad must be a bool")
+
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if self._grad_fn is not None:
             if not requires_grad:
@@ -305,17 +309,19 @@ class Tensor(TensorInfo):
                                "point or complex dtype")
         self._data = value._data
 
-    _UNDELETABLE = {"data": "Deleting tensor data is not allowed. Delete tensor instead!",
-                    "requires_grad": "requires_grad must be a bool",
-                    "_grad_fn": "Deletion of _grad_fn not allowed. Detach tensor instead!",
-                    "_backward_hooks": "Deletion of _backwards_hooks not allowed!"}
+    @data.deleter
+    def data(self):
+        raise RuntimeError("Deleting tensor data is not allowed. Delete tensor instead!")
 
-    def __delattr__(self, name):
-        """`del t.grad` clears the gradient; torch's autograd state cannot be deleted."""
-        msg = Tensor._UNDELETABLE.get(name)
-        if msg is not None:
-            raise RuntimeError(msg)
-        object.__delattr__(self, name)
+    @property
+    def _backward_hooks(self):
+        """The hooks registered on this tensor (torch's attribute; None when there are none)."""
+        fn = self._grad_fn
+        return self._hooks if fn is None else (fn.hooks or {}).get(self._out_nr)
+
+    @_backward_hooks.deleter
+    def _backward_hooks(self):
+        raise RuntimeError("Deletion of _backwards_hooks not allowed!")
 
     @property
     def volatile(self):

@@ -333,3 +333,23 @@ def test_gradcheck_complex_inputs_and_outputs():
         ft.autograd.gradcheck(hooked, (c,))
     with pytest.raises(RuntimeError, match="^Jacobian mismatch for output 0 with respect to "):
         ft.autograd.gradcheck(lambda z: hooked(z).real * 1.0, (c,))
+
+
+@needs_torch
+def test_grads_batched_as_torch():
+    xs = np.random.default_rng(0).standard_normal((2, 2))
+    res = []
+    for lib in (ft, torch):
+        x = lib.tensor(xs, requires_grad=True)
+        w = lib.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=lib.float64)
+        bg = lib.arange(3.0, dtype=lib.float64).reshape(3, 1, 1) * lib.ones(3, 2, 2,
+                                                                              dtype=lib.float64)
+        (g,) = lib.autograd.grad(x * w * x, (x,), (bg,), is_grads_batched=True)
+        (s,) = lib.autograd.grad((x * w).sum(), (x,), (lib.arange(3.0, dtype=lib.float64),),
+                                 is_grads_batched=True)
+        res.append((g.detach().numpy(), s.detach().numpy()))
+        with pytest.raises(RuntimeError, match="If `is_grads_batched=True`, we interpret the "
+                                               "first"):
+            lib.autograd.grad(x * 2, (x,), (lib.ones(2, 2),), is_grads_batched=True)
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b)

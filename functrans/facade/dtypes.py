@@ -172,8 +172,8 @@ def to_dtype(d):
         return d.dtype
     if isinstance(d, UnsupportedDtype):
         d.refuse()
-    if isinstance(d, type) and isinstance(getattr(d, "dtype", None), np.dtype):
-        return d.dtype                      # a legacy type: t.type(torch.LongTensor)
+    if isinstance(d, type) and isinstance(getattr(d, "dtype", None), (np.dtype, dtype)):
+        return np.dtype(d.dtype)            # a legacy type: t.type(torch.LongTensor)
     if d is builtins.float:
         return _DEFAULT["float"]
     if d is builtins.int:

@@ -314,16 +314,6 @@ class Tensor(TensorInfo):
         raise RuntimeError("Deleting tensor data is not allowed. Delete tensor instead!")
 
     @property
-    def _backward_hooks(self):
-        """The hooks registered on this tensor (torch's attribute; None when there are none)."""
-        fn = self._grad_fn
-        return self._hooks if fn is None else (fn.hooks or {}).get(self._out_nr)
-
-    @_backward_hooks.deleter
-    def _backward_hooks(self):
-        raise RuntimeError("Deletion of _backwards_hooks not allowed!")
-
-    @property
     def volatile(self):
         """Removed in torch (always False), with its warning."""
         warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning,

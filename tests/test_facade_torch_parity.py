@@ -352,3 +352,51 @@ def test_grads_batched_as_torch():
             lib.autograd.grad(x * 2, (x,), (lib.ones(2, 2),), is_grads_batched=True)
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b)
+
+
+def _scatter_reduce_case(lib, fn, reduce, include_self, x, s, w):
+    X, S = lib.tensor(x, requires_grad=True), lib.tensor(s, requires_grad=True)
+    if fn == "scatter_reduce":
+        o = lib.scatter_reduce(X, 0, lib.tensor(np.array([[0, 1, 0], [1, 0, 0]])), S, reduce,
+                               include_self=include_self)
+    else:
+        o = lib.index_reduce(X, 0, lib.tensor(np.array([0, 0])), S, reduce,
+                             include_self=include_self)
+    (o * lib.tensor(w)).sum().backward()
+    return o.detach().numpy(), X.grad.numpy(), S.grad.numpy()
+
+
+@needs_torch
+@pytest.mark.parametrize("fn", ["scatter_reduce", "index_reduce"])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+def test_scatter_and_index_reduce_as_torch(fn, reduce):
+    if fn == "index_reduce" and reduce == "sum":
+        pytest.skip("index_reduce has no sum (index_add)")
+    rng = np.random.default_rng(1)
+    for include_self in (True, False):
+        for ties in (False, True):
+            x, s, w = (rng.standard_normal((2, 3)) for _ in range(3))
+            if reduce == "prod":
+                s[0, 1] = 0.0
+            if ties:                        # amax/amin split the gradient among ties
+                x[0, 0] = 5.0
+                s[:, 0] = 5.0
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")     # torch: index_reduce is in beta
+                theirs = _scatter_reduce_case(torch, fn, reduce, include_self, x, s, w)
+            ours = _scatter_reduce_case(ft, fn, reduce, include_self, x, s, w)
+            for a, b in zip(ours, theirs):
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_scatter_reduce_double_backward():
+    x = ft.tensor([1.0], dtype=ft.float64, requires_grad=True)
+    s = ft.tensor([0.0, 0.0], dtype=ft.float64, requires_grad=True)
+    idx = ft.tensor([0, 0])
+    assert ft.autograd.gradcheck(ft.scatter_reduce, (x, 0, idx, s, "prod"))
+    with pytest.raises(RuntimeError, match="Double backward is unsupported for src when >1 "
+                                           "zeros"):
+        ft.autograd.gradgradcheck(ft.scatter_reduce, (x, 0, idx, s, "prod"))
+    s2 = ft.tensor([2.0, 3.0], dtype=ft.float64, requires_grad=True)
+    for reduce in ("sum", "mean", "prod"):
+        assert ft.autograd.gradgradcheck(ft.scatter_reduce, (x, 0, idx, s2, reduce))

@@ -29,6 +29,7 @@ from .ops import (broadcast_tensors, broadcast_to, cat, clone, concat, concatena
                   where)
 
 globals().update(_ops.FUNCTIONS)
+from .scatter_reduce import index_reduce, scatter_reduce  # noqa: F401,E402  (Functions)
 # torch's float constants
 inf, nan, pi, e = float("inf"), float("nan"), 3.141592653589793, 2.718281828459045
 for _n in dtypes.NAMES + dtypes.MEMORY_FORMATS:
@@ -47,6 +48,7 @@ FACADE_NAMES = (
      "set_default_dtype", "promote_types", "result_type", "cat", "concat", "stack", "hstack",
      "vstack", "einsum", "broadcast_tensors", "meshgrid", "is_tensor", "numel",
      "is_floating_point", "clone", "where", "linalg", "from_dlpack", "real", "imag", "inf", "nan",
-     "pi", "e", "finfo", "iinfo", "cdist", "matrix_exp", "geqrf"]
+     "pi", "e", "finfo", "iinfo", "cdist", "matrix_exp", "geqrf", "scatter_reduce",
+     "index_reduce"]
     + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES) + list(dtypes.MEMORY_FORMATS)
     + list(_legacy.NAMES))

@@ -400,3 +400,26 @@ def test_scatter_reduce_double_backward():
     s2 = ft.tensor([2.0, 3.0], dtype=ft.float64, requires_grad=True)
     for reduce in ("sum", "mean", "prod"):
         assert ft.autograd.gradgradcheck(ft.scatter_reduce, (x, 0, idx, s2, reduce))
+
+
+def _unsafe_splits(lib):
+    a = lib.tensor([[1.0, 2, 3], [4, 5, 6], [7, 8, 9]], requires_grad=True)
+    b = a + a
+    for f in (lambda t: t.unsafe_split(1), lambda t: t.unsafe_split_with_sizes((1, 1, 1)),
+              lambda t: t.unsafe_chunk(3)):
+        s1, s2, _ = f(b)
+        s1.mul_(s2)
+        s1.sum().backward()
+    out = [a.grad.tolist()]
+    s1, s2 = lib.split_with_sizes(a * 1, [1, 2])
+    out.append((list(s2.shape), s1._is_view()))
+    try:
+        s1.mul_(2)
+    except RuntimeError as e:
+        out.append(str(e)[:60])
+    return out
+
+
+@needs_torch
+def test_split_with_sizes_and_unsafe_splits_as_torch():
+    assert _unsafe_splits(ft) == _unsafe_splits(torch)

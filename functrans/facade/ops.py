@@ -368,7 +368,8 @@ FUNCTION_NAMES = [
     "roll", "repeat_interleave", "tril", "triu", "diagonal", "trace", "gather", "index_select",
     "take_along_dim", "scatter", "scatter_add", "masked_fill", "sort", "argsort", "topk",
     "nonzero", "softmax", "log_softmax", "conj", "conj_physical", "resolve_conj", "angle",
-    "is_inference", "median", "nanmedian", "signbit",
+    "is_inference", "median", "nanmedian", "signbit", "split_with_sizes", "unsafe_split",
+    "unsafe_split_with_sizes", "unsafe_chunk",
 ]
 FUNCTIONS = {n: _method_fn(n) for n in FUNCTION_NAMES}
 _tensor_pow = FUNCTIONS["pow"]

@@ -418,7 +418,27 @@ def tensor_split(self, indices_or_sections, dim=0):
                  for a, b in zip(cuts[:-1], cuts[1:]))
 
 
+def split_with_sizes(self, split_sizes, dim=0):
+    return split(self, list(split_sizes), dim)
+
+
+def _unsafe(parts):
+    """torch's unsafe_split/unsafe_chunk: the pieces share the input's storage but autograd
+    treats them as tensors of their own (an in-place op on one is recorded on it, not refused
+    as on a view of a multi-output op; the input does not see it)."""
+    for p in parts:
+        for k in ("_base", "_vfn", "_multi_view", "_nograd_view"):
+            p.__dict__.pop(k, None)
+        p._vc = None
+    return parts
+
+
 T.narrow, T.select, T.unbind, T.split, T.chunk = narrow, select, unbind, split, chunk
+T.split_with_sizes = split_with_sizes
+T.unsafe_split = lambda self, split_size, dim=0: _unsafe(split(self, split_size, dim))
+T.unsafe_split_with_sizes = lambda self, split_sizes, dim=0: _unsafe(
+    split(self, list(split_sizes), dim))
+T.unsafe_chunk = lambda self, chunks, dim=0: _unsafe(chunk(self, chunks, dim))
 T.tensor_split = tensor_split
 
 

@@ -423,3 +423,25 @@ def _unsafe_splits(lib):
 @needs_torch
 def test_split_with_sizes_and_unsafe_splits_as_torch():
     assert _unsafe_splits(ft) == _unsafe_splits(torch)
+
+
+def _views_as_real(lib):
+    z0 = lib.tensor([1 + 2j, 3 - 1j, 0.5j], dtype=lib.complex128, requires_grad=True)
+    r = lib.view_as_real(z0 * 1)
+    w = lib.tensor([[1.0, 2], [3, 4], [5, 6]], dtype=lib.float64)
+    (r * w).sum().backward()
+    x = lib.tensor([[1.0, 2], [3, 4]], dtype=lib.float64)
+    c = lib.view_as_complex(x)
+    c.mul_(1j)                                   # shares x's storage
+    return [r.tolist(), r._is_view(), r.grad_fn.name(), z0.grad.tolist(), c.tolist(),
+            c._is_view(), x.tolist()]
+
+
+@needs_torch
+def test_view_as_real_and_complex_as_torch():
+    assert _views_as_real(ft) == _views_as_real(torch)
+    z = ft.tensor([1 + 2j], requires_grad=True) * 1
+    with pytest.raises(RuntimeError, match="a view with another dtype"):
+        ft.view_as_real(z).mul_(2)
+    with pytest.raises(RuntimeError, match="last dimension of size 2"):
+        ft.view_as_complex(ft.zeros(3, dtype=ft.float64))

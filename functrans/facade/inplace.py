@@ -61,6 +61,12 @@ def _check_inplace(self, recording):
             "associated with the custom Function, leading to incorrect gradients. This "
             "behavior is forbidden. You can fix this by cloning the output of the custom "
             "Function.")
+    if recording and self._requires_grad and "_dtype_view" in self.__dict__:
+        raise RuntimeError(
+            f"functrans: an in-place operation on the output of {self.__dict__['_dtype_view']}"
+            " (a view with another dtype than its base) cannot be recorded: its base's history "
+            "cannot be rewritten through the change of dtype. Apply the operation to the base "
+            "(or to a clone of the view).")
     if GS.enabled and self._base is not None and "_nograd_view" in self.__dict__:
         # a view of a tensor that requires grad, taken under no_grad: it has no history
         # to rebase, and recording nothing would silently cut the base's gradient

@@ -384,8 +384,9 @@ def pow(input, exponent):  # noqa: A001,A002
 
 
 FUNCTIONS["pow"] = pow
-FUNCTIONS.update(isin=M.isin, complex=complexes.complex, polar=complexes.polar)
-FUNCTION_NAMES += ["isin", "complex", "polar"]
+FUNCTIONS.update(isin=M.isin, complex=complexes.complex, polar=complexes.polar,
+                 view_as_real=complexes.view_as_real, view_as_complex=complexes.view_as_complex)
+FUNCTION_NAMES += ["isin", "complex", "polar", "view_as_real", "view_as_complex"]
 FUNCTIONS.update(var_mean=reductions.var_mean, std_mean=reductions.std_mean)
 FUNCTION_NAMES += ["var_mean", "std_mean"]
 

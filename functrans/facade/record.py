@@ -326,6 +326,8 @@ def refresh_view(t):
         return True
     if t.__dict__.get("_nograd_view") == "inference":
         raise RuntimeError(INFERENCE_VIEW_REBASED_MSG)
+    if "_dtype_view" in t.__dict__:          # view_as_real/complex: not through as_strided
+        return False
     regenerate = VIEW_HISTORY.regenerate
     return regenerate is not None and regenerate(t)
 

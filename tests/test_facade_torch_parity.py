@@ -445,3 +445,31 @@ def test_view_as_real_and_complex_as_torch():
         ft.view_as_real(z).mul_(2)
     with pytest.raises(RuntimeError, match="last dimension of size 2"):
         ft.view_as_complex(ft.zeros(3, dtype=ft.float64))
+
+
+def _sorting(lib):
+    inp = lib.tensor([0.3, 0.1, 0.3, 0.9, 0.1, 0.1], requires_grad=True)
+    out = []
+    for right in (False, True):
+        out.append(lib.searchsorted(lib.tensor([0.1, 0.3, 0.5]), inp, right=right).tolist())
+        out.append(lib.bucketize(inp, lib.tensor([0.1, 0.3, 0.5]), right=right).tolist())
+    seq = lib.tensor([[1.0, 3, 5], [2, 4, 6]])
+    out.append(lib.searchsorted(seq, lib.tensor([[3.0, 6], [1, 5]])).tolist())
+    r = lib.searchsorted(inp.detach(), lib.tensor(0.5))
+    out.append((r.dtype == lib.int64, r.requires_grad, tuple(r.shape)))
+    for f in (lib.unique, lib.unique_consecutive):
+        for dim in (None, 0):
+            res = f(inp, return_inverse=True, return_counts=True, dim=dim)
+            out.append([t.tolist() for t in res] + [t.requires_grad for t in res])
+    m = lib.tensor([[1, 2], [1, 2], [0, 5], [1, 2]])
+    out.append([t.tolist() for t in lib.unique(m, dim=0, return_inverse=True)])
+    out.append([t.tolist() for t in lib.unique_consecutive(m, dim=0, return_counts=True)])
+    return out
+
+
+@needs_torch
+def test_searchsorted_bucketize_unique_as_torch():
+    assert _sorting(ft) == _sorting(torch)
+    x = ft.tensor([1.0, 1.0], requires_grad=True)
+    with pytest.raises(NotImplementedError, match="derivative for 'unique' is not implemented"):
+        ft.unique(x).sum().backward()

@@ -473,3 +473,20 @@ def test_searchsorted_bucketize_unique_as_torch():
     x = ft.tensor([1.0, 1.0], requires_grad=True)
     with pytest.raises(NotImplementedError, match="derivative for 'unique' is not implemented"):
         ft.unique(x).sum().backward()
+
+
+def _strided(lib):
+    x = lib.arange(12.0).reshape(3, 4).requires_grad_()
+    v = (x * 1).as_strided((2, 2), (4, 1), 1)
+    (v * lib.tensor([[1.0, 2], [3, 4]])).sum().backward()
+    z = lib.arange(6.0)
+    z.as_strided((2,), (2,)).mul_(10)
+    q = lib.ones(4).clone()
+    q.as_strided_((2, 2), (2, 1))
+    return [v.tolist(), v._is_view(), v.grad_fn.name(), x.grad.tolist(), z.tolist(),
+            list(q.shape), q._version]
+
+
+@needs_torch
+def test_as_strided_as_torch():
+    assert _strided(ft) == _strided(torch)

@@ -15,7 +15,7 @@ from . import creation
 from . import dtypes as D
 from .record import INFERENCE, SAVED_HOOKS, VIEW_HISTORY, WRITE_WATCH, vc_of
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
-                     apply_fn, binary, traced_hooks, wrap)
+                     _mark_views, apply_fn, binary, traced_hooks, wrap)
 from .methods import DIV, MUL, add, addcdiv, addcmul, lerp, sub
 
 T = Tensor
@@ -557,6 +557,40 @@ def _row_major(size):
 
 
 T.resize_, T.resize_as_, T.set_ = resize_, resize_as_, set_
+
+
+def as_strided(self, size, stride, storage_offset=None):
+    """torch's as_strided: a view of the storage under this tensor (its base's, for a view)
+    with the given sizes, strides and offset, in elements; its gradient reaches the storage's
+    elements it reads (AsStridedBackward0, as torch). The storage must be C-contiguous."""
+    base = self._base if self._base is not None else self
+    bd = base._data
+    if type(bd) is not np.ndarray or not bd.flags.c_contiguous:
+        raise NotImplementedError("functrans: as_strided needs a tensor whose storage is a "
+                                  "C-contiguous array (not traced data, not a transposed or "
+                                  "sliced storage); clone() it first")
+    item = bd.itemsize
+    if storage_offset is None:                      # this tensor's own offset (torch's)
+        storage_offset = (self._data.__array_interface__["data"][0]
+                          - bd.__array_interface__["data"][0]) // item
+    size, stride = tuple(size), tuple(stride)
+    end = storage_offset + sum((n - 1) * st for n, st in zip(size, stride) if n > 0)
+    if storage_offset < 0 or (all(size) and end >= bd.size):
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
+                           f"offset {storage_offset} require more elements than the storage's "
+                           f"{bd.size}")
+    flat = bd.reshape(-1)
+    idx = np.arange(bd.size, dtype=np.int64)
+    pos = np.lib.stride_tricks.as_strided(idx[storage_offset:], size,
+                                          tuple(st * idx.itemsize for st in stride)).copy()
+    out = apply_fn("AsStridedBackward0", _as_strided_fn, (base, wrap(pos)))
+    out._data = np.lib.stride_tricks.as_strided(flat[storage_offset:], size,
+                                                tuple(st * item for st in stride))
+    _mark_views((base,), [out])
+    return out
+
+
+T.as_strided = as_strided
 
 
 def _inplace_view(name, view):

@@ -490,3 +490,44 @@ def _strided(lib):
 @needs_torch
 def test_as_strided_as_torch():
     assert _strided(ft) == _strided(torch)
+
+
+def _views_receiving_grad(lib):
+    class Same(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t.view_as(t)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    out = []
+    b = lib.rand(1, requires_grad=True)
+    for write in (lambda v: v.add_(b), lambda v: v.copy_(b)):
+        try:
+            write(Same.apply(lib.rand(1, 2)))
+            out.append("ok")
+        except RuntimeError as e:
+            out.append(str(e)[:60])
+    for t in (lib.rand(1, 2), lib.rand(3, 2)):
+        try:
+            t.unbind()[0].copy_(b)
+            out.append("ok")
+        except RuntimeError as e:
+            out.append(str(e)[:90])
+    a = lib.rand(1, 2)
+    a.select(1, 0).copy_(b)                     # a single view: recorded
+    out.append(a.requires_grad)
+    Same.apply(lib.rand(2)).add_(1)             # nothing requires grad: allowed
+    return out
+
+
+@needs_torch
+def test_views_without_grad_refuse_a_value_requiring_grad_as_torch():
+    """Refused where torch refuses. The texts are those of torch's test_autograd.py
+    (test_inplace_not_requires_grad); torch 2.13 words both as a no_grad-mode view."""
+    ours, theirs = _views_receiving_grad(ft), _views_receiving_grad(torch)
+    assert [o == "ok" for o in ours] == [t == "ok" for t in theirs]
+    assert ours[:2] == ["Output 0 of Same is a view and is being modified inplace. Th"] * 2
+    assert ours[2] == ours[3] and ours[2].startswith("Output 0 of Unbind is a view")

@@ -47,20 +47,23 @@ def nograd_view_msg(t):
     return NOGRAD_VIEW_MSG
 
 
+def _fn_view_msg(self):
+    name, k = self.__dict__["_fn_view"]
+    return (f"Output {k} of {name} is a view and is being modified inplace. This view was "
+            "created inside a custom Function (or because an input was returned as-is) and the "
+            "autograd logic to handle view+inplace would override the custom backward "
+            "associated with the custom Function, leading to incorrect gradients. This "
+            "behavior is forbidden. You can fix this by cloning the output of the custom "
+            "Function.")
+
+
 def _check_inplace(self, recording):
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
         traced_hooks().concrete_update(self, None)
     if WRITE_WATCH.fn is not None:
         WRITE_WATCH.fn(self)
     if recording and self._requires_grad and "_fn_view" in self.__dict__:
-        name, k = self.__dict__["_fn_view"]
-        raise RuntimeError(
-            f"Output {k} of {name} is a view and is being modified inplace. This view was "
-            "created inside a custom Function (or because an input was returned as-is) and the "
-            "autograd logic to handle view+inplace would override the custom backward "
-            "associated with the custom Function, leading to incorrect gradients. This "
-            "behavior is forbidden. You can fix this by cloning the output of the custom "
-            "Function.")
+        raise RuntimeError(_fn_view_msg(self))
     if recording and self._requires_grad and "_dtype_view" in self.__dict__:
         raise RuntimeError(
             f"functrans: an in-place operation on the output of {self.__dict__['_dtype_view']}"
@@ -101,6 +104,8 @@ def inplace(self, name, compute):
     node = res._grad_fn
     data = self._data
     if node is not None:
+        if "_fn_view" in self.__dict__:     # it does not require grad, but what it receives does
+            raise RuntimeError(_fn_view_msg(self))
         if self._base is not None:
             return _inplace_on_view(self, name, res)
         # values the new node saved from self's storage must survive the write

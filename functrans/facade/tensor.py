@@ -939,6 +939,8 @@ def _mark_views(args, outs, multi=None, name=None):
                 if vc.views is None:
                     vc.views = []
                 vc.views.append(weakref.ref(o))
+                if multi is not None:        # refused too if what it receives requires grad
+                    o.__dict__["_multi_view"] = (multi, k)
 
 
 def _fn1(name, fn, x, **static):

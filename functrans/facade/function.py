@@ -52,6 +52,7 @@ class FunctionCtx:
         self.non_differentiable = set()
         self.dirty = set()
         self.materialize_grads = True
+        self._materialize_non_diff_grads = True   # False: non-differentiable outputs get None
         self._inputs = ()
         self._outputs = ()
 
@@ -250,22 +251,20 @@ def _bind_keywords(cls, args, kwargs, defaults=False):
     gradient, or None, for it). With `defaults` (a forward without ctx, written for
     setup_context) forward's default values are filled in too: they are part of `inputs`."""
     try:
-        if defaults:
-            bound = inspect.signature(cls.forward).bind(*args, **kwargs)
-            bound.apply_defaults()
-            return bound.args if not bound.kwargs else _positional(cls, bound)
-        bound = inspect.signature(cls.forward).bind(None, *args, **kwargs)
+        bound = inspect.signature(cls.forward).bind(*((None,) if not defaults else ()), *args,
+                                                    **kwargs)
     except TypeError as e:
         raise TypeError(f"{cls.__name__}.apply: {e}") from None
+    if defaults:
+        bound.apply_defaults()
+        if bound.kwargs:
+            raise TypeError(f"{cls.__name__}.apply: forward's keyword-only arguments "
+                            f"{sorted(bound.kwargs)} cannot be inputs; make them positional")
+        return bound.args
     if bound.kwargs:
         raise TypeError(f"{cls.__name__}.apply: keyword arguments {sorted(bound.kwargs)} "
                         "follow a parameter that was not given; pass them positionally")
     return bound.args[1:]
-
-
-def _positional(cls, bound):
-    raise TypeError(f"{cls.__name__}.apply: forward's keyword-only arguments "
-                    f"{sorted(bound.kwargs)} cannot be inputs; make them positional")
 
 
 def _record(cls, ctx, args, tensor_pos, outs):
@@ -353,7 +352,7 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
     n_outs = len(extra["out_idx"])
     avals = info.slot_avals[info.n_in:]
     grads = []
-    non_diff = getattr(ctx, "_materialize_non_diff_grads", True)
+    non_diff = ctx._materialize_non_diff_grads
     for j in range(n_outs):
         g = grads_by_out[j] if j < len(grads_by_out) else None
         if g is None and ctx.materialize_grads and (non_diff or out_mask[j]):

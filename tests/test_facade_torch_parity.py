@@ -194,8 +194,9 @@ def test_memory_formats():
         t = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
         assert y.stride() == t.stride()
     assert repr(ft.channels_last) == "torch.channels_last"
+    assert not ft.randn(2, 3).is_contiguous(memory_format=ft.channels_last)
     with pytest.raises(RuntimeError, match="required rank 4 tensor"):
-        ft.randn(2, 3).is_contiguous(memory_format=ft.channels_last)
+        ft.randn(2, 3).contiguous(memory_format=ft.channels_last)
 
 
 def _inference_views(lib):

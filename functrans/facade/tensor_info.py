@@ -85,10 +85,11 @@ class TensorInfo:
         return self._data.dtype.kind == "c"
 
     def is_contiguous(self, memory_format=None):
-        axes = None if memory_format is None else memory_format.axes(self._data.ndim)
-        if axes is None:
+        order = None if memory_format is None else memory_format.order
+        if order is None:
             return bool(self._data.flags.c_contiguous)
-        return bool(np.transpose(self._data, axes).flags.c_contiguous)
+        return len(order) == self._data.ndim and bool(
+            np.transpose(self._data, order).flags.c_contiguous)
 
     def stride(self, dim=None):
         st = tuple(s // self._data.itemsize for s in self._data.strides)

@@ -531,8 +531,12 @@ def set_(self, source=None, storage_offset=0, size=None, stride=None):
     """torch's set_(source): this tensor takes source's values, shape and storage (writes to
     one show in the other); set_() with no source makes it empty. Not recorded: allowed on a
     leaf that requires grad only under no_grad, as torch."""
-    if self._requires_grad and GS.enabled and self._grad_fn is None:
-        raise RuntimeError(LEAF_INPLACE_MSG)
+    if self._requires_grad and GS.enabled:
+        if self._grad_fn is None:
+            raise RuntimeError(LEAF_INPLACE_MSG)
+        raise RuntimeError("functrans: set_() on a tensor with history cannot be recorded; "
+                           "use the source tensor itself, or call set_ under no_grad() on a "
+                           "leaf")
     if source is None:
         data = np.zeros((0,), self._data.dtype)
     elif not isinstance(source, Tensor):

@@ -532,3 +532,19 @@ def test_views_without_grad_refuse_a_value_requiring_grad_as_torch():
     assert [o == "ok" for o in ours] == [t == "ok" for t in theirs]
     assert ours[:2] == ["Output 0 of Same is a view and is being modified inplace. Th"] * 2
     assert ours[2] == ours[3] and ours[2].startswith("Output 0 of Unbind is a view")
+
+
+@needs_torch
+def test_inverse_hyperbolics_and_inplace_functions_as_torch():
+    res = []
+    for lib in (ft, torch):
+        x = lib.tensor([1.5, 2.0], dtype=lib.float64, requires_grad=True)
+        y = lib.acosh(x) + lib.asinh(x) + lib.atanh(x / 3) + x.arccosh()
+        y.sum().backward()
+        z = lib.tensor([1.5, 3.0], dtype=lib.float64)
+        lib.acosh_(z)
+        lib.relu_(lib.neg_(z))
+        res.append((y.tolist(), x.grad.tolist(), z.tolist(), z._version))
+    np.testing.assert_allclose(np.array(res[0][0]), np.array(res[1][0]), rtol=1e-12)
+    np.testing.assert_allclose(np.array(res[0][1]), np.array(res[1][1]), rtol=1e-12)
+    assert res[0][2:] == res[1][2:]

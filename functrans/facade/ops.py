@@ -353,6 +353,7 @@ FUNCTION_NAMES = [
     "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "pow", "neg",
     "negative", "abs", "absolute", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1",
     "sin", "cos", "tan", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "sinh", "cosh",
+    "asinh", "acosh", "atanh", "arcsinh", "arccosh", "arctanh",
     "tanh", "sigmoid", "relu", "sqrt", "rsqrt", "square", "reciprocal", "sign", "sgn", "floor",
     "ceil", "round", "trunc", "frac", "erf", "erfc", "erfinv", "lgamma", "digamma",
     "clamp", "clip", "clamp_min", "clamp_max",
@@ -370,6 +371,10 @@ FUNCTION_NAMES = [
     "nonzero", "softmax", "log_softmax", "conj", "conj_physical", "resolve_conj", "angle",
     "is_inference", "median", "nanmedian", "signbit", "split_with_sizes", "unsafe_split",
     "unsafe_split_with_sizes", "unsafe_chunk",
+    # torch's module-level in-place functions (torch.relu_(x) is x.relu_())
+    "abs_", "acos_", "acosh_", "asin_", "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "cos_",
+    "cosh_", "exp_", "fill_", "floor_", "log_", "neg_", "relu_", "round_", "rsqrt_",
+    "sigmoid_", "sin_", "sinh_", "sqrt_", "tan_", "tanh_", "trunc_", "zero_",
 ]
 FUNCTIONS = {n: _method_fn(n) for n in FUNCTION_NAMES}
 _tensor_pow = FUNCTIONS["pow"]

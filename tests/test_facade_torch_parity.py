@@ -548,3 +548,15 @@ def test_inverse_hyperbolics_and_inplace_functions_as_torch():
     np.testing.assert_allclose(np.array(res[0][0]), np.array(res[1][0]), rtol=1e-12)
     np.testing.assert_allclose(np.array(res[0][1]), np.array(res[1][1]), rtol=1e-12)
     assert res[0][2:] == res[1][2:]
+
+
+@needs_torch
+def test_leaf_grad_layout_and_empty_strided_as_torch():
+    for lib in (ft, torch):
+        a = lib.rand(2, 3, 4, 5).contiguous(memory_format=lib.channels_last).requires_grad_()
+        (a * 2).sum().backward()
+        assert a.grad.stride() == a.stride() == (60, 1, 15, 3)
+        c = lib.empty_strided((2, 2), (4, 2)).copy_(lib.ones(2, 2)).requires_grad_()
+        (c * 3).sum().backward()
+        assert c.stride() == (4, 2) and c.grad.stride() == (2, 1)
+        assert c.grad.tolist() == [[3.0, 3.0], [3.0, 3.0]]

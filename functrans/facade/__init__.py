@@ -31,6 +31,7 @@ from .ops import (broadcast_tensors, broadcast_to, cat, clone, concat, concatena
 globals().update(_ops.FUNCTIONS)
 from .scatter_reduce import index_reduce, scatter_reduce  # noqa: F401,E402  (Functions)
 from .sorting import bucketize, searchsorted, unique, unique_consecutive  # noqa: F401,E402
+from .creation import empty_strided  # noqa: F401,E402
 # torch's float constants
 inf, nan, pi, e = float("inf"), float("nan"), 3.141592653589793, 2.718281828459045
 for _n in dtypes.NAMES + dtypes.MEMORY_FORMATS:
@@ -50,6 +51,7 @@ FACADE_NAMES = (
      "vstack", "einsum", "broadcast_tensors", "meshgrid", "is_tensor", "numel",
      "is_floating_point", "clone", "where", "linalg", "from_dlpack", "real", "imag", "inf", "nan",
      "pi", "e", "finfo", "iinfo", "cdist", "matrix_exp", "geqrf", "scatter_reduce",
-     "index_reduce", "searchsorted", "bucketize", "unique", "unique_consecutive"]
+     "index_reduce", "searchsorted", "bucketize", "unique", "unique_consecutive",
+     "empty_strided"]
     + list(_ops.FUNCTION_NAMES) + list(dtypes.NAMES) + list(dtypes.MEMORY_FORMATS)
     + list(_legacy.NAMES))

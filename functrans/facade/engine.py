@@ -469,6 +469,9 @@ def accumulate_grad(t, g, create_graph):
             t._grad = g
         else:
             t._grad = g if g._grad_fn is None else g.detach()
+            d = t._data
+            if type(d) is np.ndarray and not d.flags.c_contiguous:
+                _leaf_layout(t)
     elif create_graph or GRAD_STATE.enabled and g._requires_grad:
         t._grad = old + g
     else:
@@ -478,6 +481,22 @@ def accumulate_grad(t, g, create_graph):
             old._bump("accumulate_grad")
         else:
             t._grad = Tensor._make(data + g._data)
+
+
+def _leaf_layout(t):
+    """A leaf stored densely in another order (channels_last, a transpose) gets its .grad in
+    the same strides, as torch; one with gaps keeps a row-major gradient."""
+    d, g = t._data, t._grad._data
+    if type(g) is np.ndarray and g.shape == d.shape and _is_dense(d):
+        laid = np.empty_like(d)                     # order 'K': the leaf's strides
+        laid[...] = g
+        t._grad = Tensor._make(laid)
+
+
+def _is_dense(d):
+    """Its elements fill its memory span without gaps (any order of the axes)."""
+    span = sum((n - 1) * abs(s) for n, s in zip(d.shape, d.strides)) + d.itemsize
+    return d.size * d.itemsize == span
 
 
 def free_graph(nodes):

@@ -13,7 +13,8 @@ from .plumbing import run_node_prehooks, run_tensor_hooks
 from .grad_mode import STATE as GS
 from .node import SAVED_ACCESS, EdgeTarget, GradientEdge, edge_target
 from .record import ANOMALY, SAVED_HOOKS
-from .tensor import Tensor, wrap
+from .ops import stack
+from .tensor import Size, Tensor, wrap
 
 SCALAR_MSG = "grad can be implicitly created only for scalar outputs"
 UNUSED_MSG = ("The differentiated Tensor at index {} appears to not have been used in the "
@@ -248,8 +249,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of outputs w.r.t. inputs, returned (not accumulated), as torch.autograd.grad."""
     if is_grads_batched:
-        raise NotImplementedError("is_grads_batched=True is not supported; use ft.vmap over "
-                                  "ft.func.functional_call instead")
+        return _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                             allow_unused, materialize_grads)
     outs = _edges_as_targets(_seq(outputs, "outputs", GradientEdge))
     ins = _seq(inputs, "inputs", GradientEdge)
     edges = [isinstance(t, GradientEdge) for t in ins]
@@ -259,6 +260,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     gos = _seq(grad_outputs, "grad_outputs") if not isinstance(grad_outputs, Tensor) \
         else [grad_outputs]
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
     if allow_unused is None:
         allow_unused = materialize_grads
     if retain_graph is None:
@@ -281,7 +285,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                     if edges[i]:
                         raise RuntimeError("materialize_grads cannot be used when the given "
                                            "input is a GradientEdge")
-                    result.append(wrap(np.zeros(t._data.shape, t._data.dtype)))
+                    # a leaf requiring grad, as torch's (it may be differentiated again)
+                    z = wrap(np.zeros(t._data.shape, t._data.dtype))
+                    z._requires_grad = True
+                    result.append(z)
                     continue
                 if not allow_unused:
                     raise RuntimeError(UNUSED_MSG.format(i))
@@ -291,6 +298,38 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 g = _leaf_hooks(t, g, create_graph)
             result.append(g if isinstance(g, Tensor) else wrap(g))
     return tuple(result)
+
+
+def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                  materialize_grads):
+    """grad(..., is_grads_batched=True): the first dimension of each grad_output is a batch
+    of vectors; the result stacks their vector-Jacobian products. The backward runs once
+    per batch element (the graph kept until the last), so hooks and custom Functions see
+    unbatched gradients."""
+    outs = _seq(outputs, "outputs")
+    gos = [grad_outputs] if isinstance(grad_outputs, Tensor) else \
+        _seq(grad_outputs, "grad_outputs")
+    if len(gos) != len(outs) or any(g is None for g in gos):
+        raise RuntimeError("is_grads_batched=True needs a batched grad_output for every output")
+    for i, (g, o) in enumerate(zip(gos, outs)):
+        if g.ndim == 0 or tuple(g.shape[1:]) != tuple(o.shape):
+            raise RuntimeError(
+                "If `is_grads_batched=True`, we interpret the first dimension of each "
+                "grad_output as the batch dimension. The sizes of the remaining dimensions are "
+                "expected to match the shape of corresponding output, but a mismatch was "
+                f"detected: grad_output[{i}] has a shape of {Size(g.shape[1:])!r} and "
+                f"output[{i}] has a shape of {Size(o.shape)!r}. If you only want some tensors "
+                "in `grad_output` to be considered batched, consider using vmap.")
+    n = gos[0].shape[0]
+    if any(g.shape[0] != n for g in gos):
+        raise RuntimeError("is_grads_batched=True: every grad_output needs the same batch size")
+    if retain_graph is None:
+        retain_graph = create_graph
+    gos = [g if g.dtype == o.dtype else g.to(o.dtype) for g, o in zip(gos, outs)]  # as torch
+    rows = [grad(outs, inputs, [g[b] for g in gos], retain_graph=retain_graph or b < n - 1,
+                 create_graph=create_graph, allow_unused=allow_unused,
+                 materialize_grads=materialize_grads) for b in range(n)]
+    return tuple(None if row[0] is None else stack(list(row)) for row in zip(*rows))
 
 
 class _grad_mode:

@@ -224,11 +224,35 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
         replayed = prog.replayed
     outs = [torch_convention(o) for o in outs]
     res = dict(zip(uniq, outs[:len(uniq)]))        # None where delivered early
+    if structure[3]:
+        for k in undefined_targets(root_fns, [nodes[p] for p in structure[3]], uniq, nodes):
+            res[k] = None
     _deliver_retained(retained_keys, nodes, [res[k] for k in retained_keys], create_graph)
     uniq = uniq[:n_targets]
     if not retain_graph:
         free_graph([nodes[p] for p in replayed])
     return [res.get(k) if k is not None else None for k in tkeys], targets
+
+
+def undefined_targets(root_fns, fn_nodes, keys, nodes):
+    """The target keys whose gradient is undefined (None), as torch's: every path from the
+    roots to them passes an autograd.Function input whose backward returned None. The
+    program computed zeros there; a graph without such a None costs one loop over its
+    Function nodes."""
+    cut = {(id(n), k) for n in fn_nodes if n.undefined for k in n.undefined}
+    if not cut:
+        return ()
+    seen = set()
+    stack = [n for n in root_fns if n is not None]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        for k, e in enumerate(getattr(n, "edges", ()) or ()):
+            if e is not None and (id(n), k) not in cut:
+                stack.append(e[0])
+    return [key for key in keys if id(nodes[key[0]]) not in seen]
 
 
 def _on_cpu(arrays):
@@ -453,6 +477,9 @@ def accumulate_grad(t, g, create_graph):
             t._grad = g
         else:
             t._grad = g if g._grad_fn is None else g.detach()
+            d = t._data
+            if type(d) is np.ndarray and not d.flags.c_contiguous:
+                _leaf_layout(t)
     elif create_graph or GRAD_STATE.enabled and g._requires_grad:
         t._grad = old + g
     else:
@@ -462,6 +489,22 @@ def accumulate_grad(t, g, create_graph):
             old._bump("accumulate_grad")
         else:
             t._grad = Tensor._make(data + g._data)
+
+
+def _leaf_layout(t):
+    """A leaf stored densely in another order (channels_last, a transpose) gets its .grad in
+    the same strides, as torch; one with gaps keeps a row-major gradient."""
+    d, g = t._data, t._grad._data
+    if type(g) is np.ndarray and g.shape == d.shape and _is_dense(d):
+        laid = np.empty_like(d)                     # order 'K': the leaf's strides
+        laid[...] = g
+        t._grad = Tensor._make(laid)
+
+
+def _is_dense(d):
+    """Its elements fill its memory span without gaps (any order of the axes)."""
+    span = sum((n - 1) * abs(s) for n, s in zip(d.shape, d.strides)) + d.itemsize
+    return d.size * d.itemsize == span
 
 
 def free_graph(nodes):

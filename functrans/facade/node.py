@@ -96,11 +96,11 @@ class OpInfo:
 class _Extra:
     """Rarely used node fields, kept off the hot path."""
     __slots__ = ("hooks", "retains", "ctx", "stack", "meta", "pre", "post", "own_packs",
-                 "gout")
+                 "gout", "undefined")
 
     def __init__(self):
         self.hooks = self.retains = self.ctx = self.stack = self.meta = None
-        self.pre = self.post = self.own_packs = self.gout = None
+        self.pre = self.post = self.own_packs = self.gout = self.undefined = None
 
 
 def _extra_field(name):
@@ -154,6 +154,8 @@ class Node:
     post = _extra_field("post")          # a Function node's post-hooks (HookDict)
     own_packs = _extra_field("own_packs")  # True once a saved value got hooks of its own
     #                                        (SavedTensor.register_hooks)
+    undefined = _extra_field("undefined")  # a Function node's inputs whose gradient its last
+    #                                        backward returned as None (engine.undefined_targets)
 
     @property
     def freed(self):

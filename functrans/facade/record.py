@@ -434,6 +434,14 @@ class _ViewHistory:
 VIEW_HISTORY = _ViewHistory()
 
 
+INFERENCE_VIEW_REBASED_MSG = (
+    "A view was created in inference mode and its base or another view of its base has been "
+    "modified inplace in normal mode. Given that this use case is ambiguous and error-prone, "
+    "it is forbidden. You can clarify your code by moving both the view and the inplace either "
+    "both inside the inference_mode block (if you don't want the inplace to be tracked) or "
+    "both outside (if you want the inplace to be tracked).")
+
+
 def refresh_view(t):
     """False when t is a view whose base was rebased by an in-place op since it was taken
     and whose history could not be regenerated from the base's new one (an
@@ -442,6 +450,10 @@ def refresh_view(t):
     base = t._base
     if base._grad_fn is t.__dict__.get("_vfn", base._grad_fn):
         return True
+    if t.__dict__.get("_nograd_view") == "inference":
+        raise RuntimeError(INFERENCE_VIEW_REBASED_MSG)
+    if "_dtype_view" in t.__dict__:          # view_as_real/complex: not through as_strided
+        return False
     regenerate = VIEW_HISTORY.regenerate
     return regenerate is not None and regenerate(t)
 

@@ -366,8 +366,12 @@ def _unbind_fn(x, axis):
 
 def unbind(self, dim=0):
     dim %= self.ndim
-    return apply_fn("UnbindBackward0", _unbind_fn, (self,), static(axis=dim), view=True) \
-        if self.shape[dim] != 1 else (select(self, dim, 0),)
+    if self.shape[dim] != 1:
+        return apply_fn("UnbindBackward0", _unbind_fn, (self,), static(axis=dim), view=True)
+    out = select(self, dim, 0)
+    if out._base is not None:       # still one output of a multi-view op (torch's rule)
+        out.__dict__["_multi_view"] = ("UnbindBackward0", 0)
+    return (out,)
 
 
 def _split_fn(x, bounds, axis):
@@ -433,6 +437,7 @@ def _unsafe(outs):
         o._vc = None
         o.__dict__.pop("_multi_view", None)
         o.__dict__.pop("_vfn", None)
+        o.__dict__.pop("_nograd_view", None)
     return outs
 
 

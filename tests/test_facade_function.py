@@ -441,3 +441,30 @@ def test_function_errors_as_torch():
 
     with pytest.raises(RuntimeError, match=r"expected Variable or None \(got float\)"):
         Number.apply(t64([1.0])).sum().backward()
+
+
+def test_mark_dirty_on_a_view_rewrites_the_base_history():
+    """A Function that adds into a view of a clone in place (mark_dirty): the base's gradient
+    flows through the Function's backward, so its other input gets one (torch's CopySlices;
+    it was silently None) and the clone's source gets the whole upstream gradient."""
+    class PyAdd(ft.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.mark_dirty(x)
+            x.add_(y)
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, 2 * grad
+
+    a = ft.ones(4, 4, dtype=ft.float64, requires_grad=True)
+    b = ft.ones(2, 2, dtype=ft.float64, requires_grad=True)
+    x = a.clone()
+    out = PyAdd.apply(x.narrow(1, 2, 2).narrow(0, 1, 2), b)
+    assert out._base is x
+    assert x.grad_fn.name().endswith("CopySlices")
+    w = ft.arange(16, dtype=ft.float64).reshape(4, 4)
+    (x * w).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), w.numpy())
+    np.testing.assert_array_equal(b.grad.numpy(), 2 * w.numpy()[1:3, 2:4])

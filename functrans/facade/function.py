@@ -24,6 +24,7 @@ from ..core import FunctransError, ShapedArray, Tracer
 from . import engine
 from .grad_mode import STATE as GS
 from .grad_mode import enable_grad, no_grad
+from .inplace import function_wrote_view
 from .node import OpInfo, edge_of, node_class, user_frame
 from .plumbing import run_node_hooks, torch_convention
 from .record import (ANOMALY, INFERENCE, INFERENCE_SAVE_MSG, SAVED_HOOKS, Packed, _forward_stack,
@@ -322,6 +323,8 @@ def _record(cls, ctx, args, tensor_pos, outs):
             o._grad_fn = node
             o._out_nr = j
             o._requires_grad = True
+            if o._base is not None and id(o) in ctx.dirty:
+                function_wrote_view(o, node, j)
 
 
 _SIG_IDS: dict = {}

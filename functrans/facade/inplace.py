@@ -278,16 +278,37 @@ def _inplace_on_view(self, name, res):
     self._bump(name)
     if op is res:
         _hold_output_in(self, op)          # exp_ on a view saved the view's new values
-    _rebase(base, new_base)
-    adopt_views(base, self)
-    new_view = apply_fn("AsStridedBackward0", _as_strided_fn, (base, pos))
-    old = self._grad_fn
-    if old is not None and old.hooks:   # torch's CopySlices bypasses the view's old node,
-        old.hooks.pop(self._out_nr, None)   # so hooks registered on the view never fire
-    _set_history(self, new_view._grad_fn, 0)
-    self._requires_grad = True
-    self.__dict__["_vfn"] = base._grad_fn
+    _view_written(self, new_base, pos)
     return self
+
+
+def _view_written(view, new_base, pos):
+    """view's storage (its base's) now holds new values: the base takes new_base's history
+    (CopySlices of the base and the values written) and the view becomes a strided read of
+    the base's new value, as torch rebases both."""
+    base = view._base
+    _rebase(base, new_base)
+    adopt_views(base, view)
+    new_view = apply_fn("AsStridedBackward0", _as_strided_fn, (base, pos))
+    old = view._grad_fn
+    if old is not None and old.hooks:   # torch's CopySlices bypasses the view's old node,
+        old.hooks.pop(view._out_nr, None)   # so hooks registered on the view never fire
+    _set_history(view, new_view._grad_fn, 0)
+    view._requires_grad = True
+    view.__dict__["_vfn"] = base._grad_fn
+
+
+def function_wrote_view(view, node, out_nr):
+    """A custom Function's forward modified `view` in place (mark_dirty) and returned it as
+    output `out_nr` of `node`: as for an in-place op on a view, the base's history becomes
+    CopySlices(base, that output), so the base's gradient flows through the Function's
+    backward (torch's rule; without it the Function's other inputs got no gradient)."""
+    base = view._base
+    pos = wrap(_view_positions(view, base))
+    res = wrap(view._data)
+    res._grad_fn, res._out_nr, res._requires_grad = node, out_nr, True
+    new_base = apply_fn(COPY_SLICES, _copy_slices_fn, (base, res, pos))
+    _view_written(view, new_base, pos)
 
 
 def _write(dst, src):

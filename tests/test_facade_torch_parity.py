@@ -560,3 +560,22 @@ def test_leaf_grad_layout_and_empty_strided_as_torch():
         (c * 3).sum().backward()
         assert c.stride() == (4, 2) and c.grad.stride() == (2, 1)
         assert c.grad.tolist() == [[3.0, 3.0], [3.0, 3.0]]
+
+
+@pytest.mark.parametrize("base", [0, 0.0, 2.0, 3])
+def test_number_to_tensor_power_gradient(base):
+    """d(s ** b)/db = s**b log s, -inf at 0 ** negative as torch's PowBackward2 (the pow
+    primitive's JVP, which the functional side keeps as JAX's, gives NaN there)."""
+    b = ft.tensor([-1., 0., 1.], requires_grad=True)
+    y = base ** b
+    y.sum().backward()
+    assert y.grad_fn.name() == "PowBackward2"
+    s = float(base)
+    with np.errstate(divide="ignore"):
+        want = np.array([-np.inf if s == 0 else s ** -1 * np.log(s), 0. if s == 0 else np.log(s),
+                         0. if s == 0 else s * np.log(s)], np.float32)
+    np.testing.assert_allclose(b.grad.numpy(), want, rtol=1e-6)
+    if torch is not None:
+        tb = torch.tensor([-1., 0., 1.], requires_grad=True)
+        (base ** tb).sum().backward()
+        np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-6)

@@ -365,6 +365,9 @@ def _rpow(self, base):
     if isinstance(base, builtins.int) and not isinstance(base, builtins.bool) and \
             self.dtype.kind in "biu":
         return _integer_pow(base, self)
+    if self._requires_grad and self.dtype.kind == "f" and isinstance(base, _PY):
+        # torch's derivative (-inf at 0 ** negative, where the primitive's JVP gives NaN)
+        return apply_fn("PowBackward2", _pow_fn, (base, self))
     return binary(self, base, POW, True)
 
 

@@ -12,6 +12,8 @@ import functrans.numpy as fnp
 
 from conftest import assert_close
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 Z = np.array([3 + 4j, -1.5 + 0.5j, 0.25 - 2j])
 
 # real-valued functions of complex z, written for the functional side and for the facade

@@ -11,6 +11,8 @@ import functrans as ft
 import functrans.numpy as fnp
 from conftest import fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 RNG = np.random.default_rng(5)
 REAL = RNG.standard_normal((4, 4))               # two real eigenvalues and a conjugate pair
 CPLX = RNG.standard_normal((3, 3)) + 1j * RNG.standard_normal((3, 3))

@@ -21,6 +21,8 @@ from functrans.nn import functions as F
 
 from conftest import fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 EPS = 1e-5
 
 

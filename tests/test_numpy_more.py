@@ -9,6 +9,8 @@ import functrans as ft
 import functrans.numpy as fnp
 from conftest import fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 RNG = np.random.default_rng(3)
 X = RNG.uniform(-2, 2, (3, 4))
 Y = RNG.uniform(-2, 2, (3, 4))

@@ -9,7 +9,7 @@ import functrans.numpy as fnp
 from conftest import assert_close, fd_grad
 
 RNG = np.random.default_rng(18)
-pytestmark = pytest.mark.filterwarnings("ignore::functrans.RetraceWarning")  # a jit per case
+pytestmark = [pytest.mark.filterwarnings("ignore::functrans.RetraceWarning"), pytest.mark.usefixtures("x64")]  # x64: conftest.x64
 
 
 @pytest.mark.parametrize("spec,shapes", [

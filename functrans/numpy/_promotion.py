@@ -237,7 +237,9 @@ def _result_type(*args):
     if len(dws) == 1:
         return dws[0]
     node = _join([_node(d, w) for d, w in dws])
-    return _node_dtype(node), node.endswith("*")
+    # int32 + uint32 joins at int64, which is int32 again with x64 off (JAX canonicalizes
+    # result_type's result too)
+    return narrow_dtype(_node_dtype(node)), node.endswith("*")
 
 
 def result_type(*args):

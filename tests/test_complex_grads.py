@@ -136,6 +136,7 @@ def test_holomorphic_hessian():
 # ---------------------------------------------------------------------------
 # what raises (JAX's errors)
 
+@pytest.mark.usefixtures("x32")
 def test_complex_output_needs_holomorphic():
     with pytest.raises(TypeError, match=r"grad requires real-valued outputs \(output dtype "
                        r"that is a sub-dtype of np.floating\), but got complex64. For "

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import numpy as fnp
 from ..core import to_concrete
+from ..higher_order.custom import custom_jvp
 
 __all__ = ["cho_factor", "cho_solve", "cholesky", "det", "expm", "inv", "solve",
            "solve_triangular"]
@@ -45,8 +46,8 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
         raise ValueError(f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got "
                          f"{trans!r}")
     a = _square(a, "solve_triangular")
-    a, b = fnp._promote_float(a, b) if fnp.ndim(b) == fnp.ndim(a) else (
-        a, fnp.astype(b, fnp.result_type(a, b)))
+    dt = fnp.result_type(a, b)
+    a, b = fnp.astype(a, dt), fnp.astype(b, dt)
     a = fnp.tril(a) if lower else fnp.triu(a)
     if unit_diagonal:
         eye = np.eye(fnp.shape(a)[-1], dtype=bool)
@@ -62,11 +63,32 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     return fnp.linalg.solve(a, b)
 
 
+@custom_jvp
+def _cholesky(a):
+    return fnp.linalg.cholesky(a)
+
+
+@_cholesky.defjvp
+def _cholesky_jvp(primals, tangents):
+    """dL = L Φ(L⁻¹ dAᴴ L⁻ᴴ), Φ the lower triangle with half the diagonal, dA the whole
+    tangent (JAX's rule: its gradient is neither symmetric nor triangular)."""
+    (a,), (t,) = primals, tangents
+    t = fnp.conj(_mT(t))
+    low = _cholesky(a)
+    x = fnp.linalg.solve(low, t)                                 # L⁻¹ dA
+    y = fnp.conj(_mT(fnp.linalg.solve(low, fnp.conj(_mT(x)))))   # L⁻¹ dA L⁻ᴴ
+    phi = fnp.tril(y) - fnp.tril(fnp.triu(y)) / 2
+    return low, low @ phi
+
+
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     """The Cholesky factor of a Hermitian positive-definite a: lower L (a = L Lᴴ) with
-    lower=True, else upper U = Lᴴ (scipy's default); the other triangle is zero."""
-    low = fnp.linalg.cholesky(_square(a, "cholesky"))
-    return low if lower else fnp.conj(_mT(low))
+    lower=True, else upper U = Lᴴ (scipy's default); the other triangle is zero. The
+    value reads a's lower triangle; the derivative takes the whole tangent, as JAX's."""
+    a = _square(a, "cholesky")
+    if lower:
+        return _cholesky(a)
+    return fnp.conj(_mT(_cholesky(fnp.conj(_mT(a)))))     # Uᴴ U = a, from aᴴ (JAX's)
 
 
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):

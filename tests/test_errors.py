@@ -242,6 +242,7 @@ def test_grad_of_integer_input_names_the_dtype(x, dtype, stack_unchanged):
     stack_unchanged()
 
 
+@pytest.mark.usefixtures("x32")
 def test_grad_with_argnums_names_the_argument():
     _raises(TypeError, lambda: ft.grad(lambda a, b: a * b, argnums=1)(2.0, 3), "int32",
             "argument 1")

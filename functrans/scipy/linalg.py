@@ -70,10 +70,9 @@ def _cholesky(a):
 
 @_cholesky.defjvp
 def _cholesky_jvp(primals, tangents):
-    """dL = L Φ(L⁻¹ dAᴴ L⁻ᴴ), Φ the lower triangle with half the diagonal, dA the whole
+    """dL = L Φ(L⁻¹ dA L⁻ᴴ), Φ the lower triangle with half the diagonal, dA the whole
     tangent (JAX's rule: its gradient is neither symmetric nor triangular)."""
     (a,), (t,) = primals, tangents
-    t = fnp.conj(_mT(t))
     low = _cholesky(a)
     x = fnp.linalg.solve(low, t)                                 # L⁻¹ dA
     y = fnp.conj(_mT(fnp.linalg.solve(low, fnp.conj(_mT(x)))))   # L⁻¹ dA L⁻ᴴ

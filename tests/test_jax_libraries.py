@@ -152,6 +152,7 @@ def test_special_unary_matches_jax(name):
     _check(getattr(fs, name), getattr(js, name), UNARY[name])
 
 
+@pytest.mark.slow          # jax's tracing and compiling dominate
 def test_special_binary_and_logsumexp_match_jax():
     jax = _jax()
     js = jax.scipy.special
@@ -196,6 +197,7 @@ def test_solve_triangular_matches_jax(lower, trans):
            rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow          # jax's tracing and compiling dominate
 def test_cholesky_solves_and_expm_match_jax():
     jl = _jax().scipy.linalg
     for lower in (True, False):
@@ -259,6 +261,7 @@ def _loss(np_mod, p):
     return np_mod.sum(np_mod.tanh(DATA @ p["w"] + p["b"][0]) ** 2)
 
 
+@pytest.mark.filterwarnings("ignore::functrans.RetraceWarning")   # one jit per case
 @pytest.mark.parametrize("name, args", [
     ("sgd", (0.1,)), ("momentum", (0.1, 0.9)), ("nesterov", (0.1, 0.9)), ("adagrad", (0.1,)),
     ("rmsprop", (0.05,)), ("rmsprop_momentum", (0.05,)), ("adam", (0.05,)),
@@ -310,6 +313,7 @@ def _stax_layers(lib, mode):
             lib.Dropout(0.9, mode=mode), lib.Gelu, lib.Dense(3), lib.LogSoftmax]
 
 
+@pytest.mark.slow          # jax's tracing and compiling dominate
 def test_stax_network_matches_jax():
     jax = _jax()
     from jax.example_libraries import stax as js

@@ -13,7 +13,8 @@ import inspect
 import numpy as np
 
 from . import tree_util
-from .core import ClosedJaxpr, Jaxpr, ShapedArray, Var, canonicalize, get_aval, to_concrete
+from .core import (ClosedJaxpr, Jaxpr, ShapedArray, Var, canonicalize, canonicalize_value,
+                   get_aval, to_concrete)
 from functrans.primitives import elementwise as ew
 from .higher_order.control_flow import ControlFlowTypeError, cond_p, scan_p, while_p
 from .tracing import trace_to_jaxpr
@@ -50,8 +51,10 @@ def _one_leaf(x):
 
 
 def _leaves(tree):
-    """Flat leaves, Python scalars kept as they are (their avals are weakly typed)."""
+    """Flat leaves, Python scalars kept as they are (their avals are weakly typed), NumPy
+    values canonicalized (float64 -> float32 with jax_enable_x64 off, as JAX)."""
     leaves, treedef = tree_util.tree_flatten(tree)
+    leaves = [canonicalize_value(x) for x in leaves]
     for x in leaves:
         get_aval(x)         # a clear error for a leaf that is not an array
     return leaves, treedef

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import contextlib
 
+import functools
+
 from . import transforms as _tr
 from . import batching as _batching
+from .core import keeping_dtypes
 from .facade import ops
 
 __all__ = ["functional_call", "stack_module_state", "grad", "grad_and_value", "vjp", "jvp",
@@ -143,14 +146,24 @@ def _only(name, arg, value, supported):
                                   f"{supported!r})")
 
 
+def _keeping(fn):
+    """fn run with the arguments' dtypes kept: torch.func keeps float64 where JAX's entry
+    points would narrow it to float32 (x32 canonicalization is JAX-side only)."""
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with keeping_dtypes():
+            return fn(*args, **kwargs)
+    return wrapped
+
+
 def grad(func, argnums=0, has_aux=False):
     """torch.func.grad: ft.grad."""
-    return _tr.grad(func, argnums=argnums, has_aux=has_aux)
+    return _keeping(_tr.grad(func, argnums=argnums, has_aux=has_aux))
 
 
 def grad_and_value(func, argnums=0, has_aux=False):
     """torch.func.grad_and_value: (gradient, value) -- torch's order; ft.value_and_grad."""
-    vg = _tr.value_and_grad(func, argnums=argnums, has_aux=has_aux)
+    vg = _keeping(_tr.value_and_grad(func, argnums=argnums, has_aux=has_aux))
 
     def wrapped(*args, **kwargs):
         value, g = vg(*args, **kwargs)
@@ -160,8 +173,10 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
 def vjp(func, *primals, has_aux=False):
     """torch.func.vjp: (output, vjp_fn[, aux]); vjp_fn(cotangents) -> tuple (ft.vjp)."""
-    res = _tr.vjp(func, *primals, has_aux=has_aux)
+    with keeping_dtypes():
+        res = _tr.vjp(func, *primals, has_aux=has_aux)
 
+    @_keeping
     def vjp_fn(*cts):
         return res[1](cts[0] if len(cts) == 1 else cts)
     return (res[0], vjp_fn) + tuple(res[2:])
@@ -170,24 +185,25 @@ def vjp(func, *primals, has_aux=False):
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """torch.func.jvp: (output, jvp_out[, aux]) (ft.jvp)."""
     _only("jvp", "strict", strict, False)
-    return _tr.jvp(func, tuple(primals), tuple(tangents), has_aux=has_aux)
+    with keeping_dtypes():
+        return _tr.jvp(func, tuple(primals), tuple(tangents), has_aux=has_aux)
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
     """torch.func.jacrev: ft.jacrev."""
     _only("jacrev", "chunk_size", chunk_size, None)
-    return _tr.jacrev(func, argnums=argnums, has_aux=has_aux)
+    return _keeping(_tr.jacrev(func, argnums=argnums, has_aux=has_aux))
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """torch.func.jacfwd: ft.jacfwd."""
     _only("jacfwd", "randomness", randomness, "error")
-    return _tr.jacfwd(func, argnums=argnums, has_aux=has_aux)
+    return _keeping(_tr.jacfwd(func, argnums=argnums, has_aux=has_aux))
 
 
 def hessian(func, argnums=0):
     """torch.func.hessian: ft.hessian."""
-    return _tr.hessian(func, argnums=argnums)
+    return _keeping(_tr.hessian(func, argnums=argnums))
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
@@ -195,4 +211,4 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     (the only mode): dropout in training mode raises under vmap."""
     _only("vmap", "randomness", randomness, "error")
     _only("vmap", "chunk_size", chunk_size, None)
-    return _batching.vmap(func, in_axes=in_dims, out_axes=out_dims)
+    return _keeping(_batching.vmap(func, in_axes=in_dims, out_axes=out_dims))

@@ -25,6 +25,7 @@ from . import tree_util as _tu
 from .batching import vmap as _vmap
 from .control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: F401
 from .core import canonicalize as _canonicalize
+from .core import canonicalize_value as _canonicalize_value
 from .core import check_dtype as _check_dtype
 from .core import get_aval as _aval
 from .core.config import DEFAULT_DTYPES as _DEFAULTS
@@ -55,20 +56,27 @@ def _scalars(*xs):
 def _elementwise(name, nargs):
     # written out per arity (the eager path: no *args packing, no extra call)
     bind = getattr(_ew, name, None) or getattr(_sp, name)
+    # NumPy operands are canonicalized (x32: float64 -> float32 with jax_enable_x64 off)
     if nargs == 1 and name in _ACCURACY:
         def f(x, *, accuracy=None):
             if type(x) in _PY_SCALARS:
                 x = _canonicalize(x)
+            elif type(x) is np.ndarray:
+                x = _canonicalize_value(x)
             return bind(x)
     elif nargs == 1:
         def f(x):
             if type(x) in _PY_SCALARS:
                 x = _canonicalize(x)
+            elif type(x) is np.ndarray:
+                x = _canonicalize_value(x)
             return bind(x)
     else:
         def f(x, y):
             if type(x) in _PY_SCALARS and type(y) in _PY_SCALARS:
                 x, y = _canonicalize(x), _canonicalize(y)
+            else:
+                x, y = _canonicalize_value(x), _canonicalize_value(y)
             return bind(x, y)
     f.__name__ = f.__qualname__ = name
     f.__module__ = __name__

@@ -9,9 +9,13 @@ import math
 import numpy as np
 
 from . import numpy as fnp
-from .core import ConcretizationTypeError, to_concrete
+from .control_flow import while_loop
+from .core import ConcretizationTypeError, keeping_dtypes, to_concrete
 from .core.config import DEFAULT_DTYPES
+from .higher_order.custom import custom_jvp
+from .numpy._promotion import explicit_dtype
 from functrans.primitives import elementwise as ew
+from functrans.primitives import special as sp
 from functrans.primitives import random as prand
 from functrans.primitives import reductions as red
 from functrans.primitives import shape as sh
@@ -66,8 +70,8 @@ def fold_in(key, data):
     return fnp.stack([y0, y1])
 
 
-def _float_dtype(dtype):
-    dt = np.dtype(dtype or DEFAULT_DTYPES["f"])
+def _float_dtype(dtype, name=""):
+    dt = np.dtype(DEFAULT_DTYPES["f"] if dtype is None else explicit_dtype(dtype, name))
     if dt.kind != "f":
         raise TypeError(f"dtype argument must be a float dtype, got {dt}")
     return dt
@@ -75,7 +79,7 @@ def _float_dtype(dtype):
 
 def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     """Uniform floats in [minval, maxval)."""
-    dt = _float_dtype(dtype)
+    dt = _float_dtype(dtype, "uniform")
     shape = _shape(shape)
     if dt == np.float64:
         bits = random_bits(key, (2,) + shape)
@@ -96,7 +100,7 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
 
 def normal(key, shape=(), dtype=None):
     """Standard normal samples (Box-Muller)."""
-    dt = _float_dtype(dtype)
+    dt = _float_dtype(dtype, "normal")
     shape = _shape(shape)
     k1, k2 = split(key)
     u1 = fnp.subtract(1.0, uniform(k1, shape, dt))       # in (0, 1]
@@ -116,7 +120,7 @@ def bernoulli(key, p=0.5, shape=None):
 
 def gumbel(key, shape=(), dtype=None):
     """Standard Gumbel samples: -log(-log(u)), u uniform in [tiny, 1), as JAX's mode="low"."""
-    dt = _float_dtype(dtype)
+    dt = _float_dtype(dtype, "gumbel")
     u = uniform(key, _shape(shape), dt, minval=float(np.finfo(dt).tiny), maxval=1.0)
     return fnp.negative(fnp.log(fnp.negative(fnp.log(u))))
 
@@ -148,7 +152,7 @@ def categorical(key, logits, axis=-1, shape=None, replace=True):
 
 
 def _int_dtype(dtype):
-    dt = np.dtype(dtype or DEFAULT_DTYPES["i"])
+    dt = np.dtype(DEFAULT_DTYPES["i"] if dtype is None else explicit_dtype(dtype, "randint"))
     if dt.kind not in "iu":
         raise TypeError(f"randint only accepts integer dtypes, got {dt}")
     return dt
@@ -159,7 +163,11 @@ def randint(key, shape, minval, maxval, dtype=None):
     each reduced modulo the span and combined as hi * (2**32 mod span) + lo (mod span);
     an empty range gives minval. 32-bit words only: a span over 2**32 is refused."""
     dt = _int_dtype(dtype)
-    shape = _shape(shape)
+    with keeping_dtypes():      # the bounds are clipped in int64 also with x64 off
+        return _randint(key, _shape(shape), minval, maxval, dt)
+
+
+def _randint(key, shape, minval, maxval, dt):
     info = np.iinfo(dt)
     lo_v = fnp.clip(fnp.asarray(minval, np.int64), info.min, info.max)
     hi_v = fnp.clip(fnp.asarray(maxval, np.int64), info.min,
@@ -273,8 +281,284 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
     return fnp.reshape(out, fnp.shape(arr)[:axis] + shape + fnp.shape(arr)[axis + 1:])
 
 
+# ---------------------------------------------------------------------------
+# further distributions, with JAX's signatures. The samples are not JAX's bit for bit
+# (ft.random's bits are its own); their distributions are the same.
+
+def _param(x):
+    return x if hasattr(x, "aval") else fnp.asarray(x)
+
+
+def _float_param(x, dt):
+    return fnp.astype(_param(x), dt)
+
+
+def _open_uniform(key, shape, dt):
+    """Uniform samples in the open interval (0, 1)."""
+    return uniform(key, shape, dt, minval=float(np.finfo(dt).tiny), maxval=1.0)
+
+
+def key_data(keys):
+    """The uint32 data of a key (or an array of keys): ft.random's keys are that data."""
+    return _param(keys)
+
+
+def wrap_key_data(key_bits_array, *, impl=None):
+    """A key from its uint32 data (trailing axis 2), as key_data returns it."""
+    k = _param(key_bits_array)
+    if np.dtype(k.dtype) != np.uint32 or fnp.shape(k)[-1:] != (2,):
+        raise TypeError("wrap_key_data: expected uint32 data with a trailing axis of 2 "
+                        f"(threefry2x32), got {k.dtype}{tuple(fnp.shape(k))}")
+    return k
+
+
+def exponential(key, shape=(), dtype=None):
+    """Exponential(1) samples: -log(1 - u)."""
+    dt = _float_dtype(dtype, "exponential")
+    return fnp.negative(fnp.log1p(fnp.negative(uniform(key, _shape(shape), dt))))
+
+
+def laplace(key, shape=(), dtype=None):
+    """Laplace(0, 1) samples: -sign(u) log(1 - |u|), u uniform in (-1, 1)."""
+    dt = _float_dtype(dtype, "laplace")
+    u = uniform(key, _shape(shape), dt, minval=float(-1 + np.finfo(dt).epsneg), maxval=1.0)
+    return fnp.negative(fnp.sign(u) * fnp.log1p(fnp.negative(fnp.abs(u))))
+
+
+def logistic(key, shape=(), dtype=None):
+    """Standard logistic samples: log(u / (1 - u))."""
+    dt = _float_dtype(dtype, "logistic")
+    u = _open_uniform(key, _shape(shape), dt)
+    return fnp.log(u) - fnp.log1p(fnp.negative(u))
+
+
+def cauchy(key, shape=(), dtype=None):
+    """Standard Cauchy samples: tan(π (u - 1/2))."""
+    dt = _float_dtype(dtype, "cauchy")
+    u = _open_uniform(key, _shape(shape), dt)
+    return fnp.tan(np.asarray(math.pi, dt) * (u - np.asarray(0.5, dt)))
+
+
+def truncated_normal(key, lower, upper, shape=None, dtype=None):
+    """Standard normal samples truncated to [lower, upper] (inverse CDF of a uniform
+    between Φ(lower) and Φ(upper)); shape defaults to lower's and upper's broadcast."""
+    dt = _float_dtype(dtype, "truncated_normal")
+    lo, hi = _float_param(lower, dt), _float_param(upper, dt)
+    shape = fnp.broadcast_shapes(fnp.shape(lo), fnp.shape(hi)) if shape is None \
+        else _shape(shape)
+    r2 = np.asarray(math.sqrt(2), dt)
+    a, b = ew.erf(lo / r2), ew.erf(hi / r2)
+    u = uniform(key, shape, dt, minval=float(np.finfo(dt).tiny) - 1.0, maxval=1.0)
+    out = r2 * sp.erf_inv(a + (u + np.asarray(1, dt)) / np.asarray(2, dt) * (b - a))
+    return fnp.clip(out, lo, hi)       # rounding can land a hair outside [lower, upper]
+
+
+def _gamma_one(key, alpha):
+    """log of Gamma(alpha, 1) samples, alpha an array (Marsaglia and Tsang 2000: accepted
+    proposals d·v with d = a - 1/3, v = (1 + c x)³, x normal; alpha < 1 is boosted: a =
+    alpha + 1, times u^(1/alpha)). The rejection loop runs until every entry accepted."""
+    dt = alpha.dtype
+    shape = fnp.shape(alpha)
+    boost = alpha < 1
+    a = fnp.where(boost, alpha + np.asarray(1, dt), alpha)
+    d = a - np.asarray(1 / 3, dt)
+    c = np.asarray(1, dt) / fnp.sqrt(np.asarray(9, dt) * d)
+    kb, key = split(key)
+
+    def cond(state):
+        return fnp.logical_not(fnp.all(state[1]))
+
+    def body(state):
+        k, done, logv = state
+        k, kx, ku = split(k, 3)
+        x = normal(kx, shape, dt)
+        v = np.asarray(1, dt) + c * x
+        ok = v > 0
+        v = fnp.where(ok, v, np.asarray(1, dt))
+        v3 = v * v * v
+        u = _open_uniform(ku, shape, dt)
+        accept = ok & (fnp.log(u) < x * x / np.asarray(2, dt) + d
+                       - d * v3 + d * fnp.log(v3))
+        new = ~done & accept
+        return k, done | new, fnp.where(new, fnp.log(d) + fnp.log(v3), logv)
+
+    _, _, logv = while_loop(cond, body, (key, fnp.zeros(shape, bool), fnp.zeros(shape, dt)))
+    u = _open_uniform(kb, shape, dt)
+    return fnp.where(boost, logv + fnp.log(u) / alpha, logv)
+
+
+@custom_jvp
+def _log_gamma_sample(key, alpha):
+    return _gamma_one(key, alpha)
+
+
+@_log_gamma_sample.defjvp
+def _log_gamma_sample_jvp(primals, tangents):
+    raise NotImplementedError(
+        "ft.random.gamma/loggamma/beta/dirichlet/t: the derivative of a sample with respect "
+        "to its shape parameter (JAX's implicit reparameterization gradient) is not "
+        "implemented; pass the shape parameter through ft.lax.stop_gradient, or use a "
+        "score-function estimator")
+
+
+def _alpha(key, a, shape, dtype, name):
+    dt = _float_dtype(dtype, name)
+    a = _float_param(a, dt)
+    shape = fnp.shape(a) if shape is None else _shape(shape)
+    return fnp.broadcast_to(a, shape), dt
+
+
+def loggamma(key, a, shape=None, dtype=None):
+    """log of Gamma(a, 1) samples, accurate also for small a (where the samples underflow)."""
+    a, _ = _alpha(key, a, shape, dtype, "loggamma")
+    return _log_gamma_sample(key, a)
+
+
+def gamma(key, a, shape=None, dtype=None):
+    """Gamma(a, 1) samples (shape a, scale 1). Not differentiable in a (a clear error)."""
+    return fnp.exp(loggamma(key, a, shape, dtype))
+
+
+def beta(key, a, b, shape=None, dtype=None):
+    """Beta(a, b) samples: X / (X + Y), X ~ Gamma(a), Y ~ Gamma(b), in log space."""
+    dt = _float_dtype(dtype, "beta")
+    a, b = _float_param(a, dt), _float_param(b, dt)
+    shape = fnp.broadcast_shapes(fnp.shape(a), fnp.shape(b)) if shape is None \
+        else _shape(shape)
+    ka, kb = split(key)
+    lx, ly = loggamma(ka, a, shape, dt), loggamma(kb, b, shape, dt)
+    m = fnp.maximum(lx, ly)
+    return fnp.exp(lx - m - fnp.log(fnp.exp(lx - m) + fnp.exp(ly - m)))
+
+
+def dirichlet(key, alpha, shape=None, dtype=None):
+    """Dirichlet(alpha) samples over alpha's last axis: normalized Gamma(alpha_i) samples
+    (in log space); shape is the batch shape, alpha's last axis is appended."""
+    dt = _float_dtype(dtype, "dirichlet")
+    alpha = _float_param(alpha, dt)
+    if fnp.ndim(alpha) < 1:
+        raise ValueError(f"dirichlet: alpha must have at least one dimension, got shape "
+                         f"{tuple(fnp.shape(alpha))}")
+    batch = fnp.shape(alpha)[:-1] if shape is None else _shape(shape)
+    lg = loggamma(key, alpha, batch + fnp.shape(alpha)[-1:], dt)
+    return fnp.exp(lg - fnp.max(lg, axis=-1, keepdims=True)) / fnp.sum(
+        fnp.exp(lg - fnp.max(lg, axis=-1, keepdims=True)), axis=-1, keepdims=True)
+
+
+def t(key, df, shape=(), dtype=None):
+    """Student's t samples with df degrees of freedom: z · sqrt(df / (2 g)), z normal,
+    g ~ Gamma(df/2)."""
+    dt = _float_dtype(dtype, "t")
+    df = _float_param(df, dt)
+    shape = fnp.shape(df) if shape is None else _shape(shape)
+    kn, kg = split(key)
+    z = normal(kn, shape, dt)
+    half = df / np.asarray(2, dt)
+    g = gamma(kg, half, shape, dt)
+    return z * fnp.sqrt(half / g)
+
+
+def _poisson_small(key, lam, shape):
+    """Knuth: the number of uniform factors before their product drops below exp(-lam)."""
+    dt = lam.dtype
+    limit = fnp.exp(fnp.negative(lam))
+
+    def cond(state):
+        return fnp.any(state[2])
+
+    def body(state):
+        k, count, live, prod = state
+        k, sub = split(k)
+        prod = prod * uniform(sub, shape, dt)
+        live = live & (prod > limit)
+        return k, count + fnp.astype(live, np.int32), live, prod
+
+    init = (key, fnp.zeros(shape, np.int32), fnp.ones(shape, bool), fnp.ones(shape, dt))
+    return while_loop(cond, body, init)[1]
+
+
+def _poisson_large(key, lam, shape):
+    """Hörmann's transformed rejection with squeeze (PTRS, 1993), for lam >= 10."""
+    dt = lam.dtype
+    one = np.asarray(1, dt)
+    slam, loglam = fnp.sqrt(lam), fnp.log(lam)
+    b = np.asarray(0.931, dt) + np.asarray(2.53, dt) * slam
+    a = np.asarray(-0.059, dt) + np.asarray(0.02483, dt) * b
+    inv_alpha = np.asarray(1.1239, dt) + np.asarray(1.1328, dt) / (b - np.asarray(3.4, dt))
+    vr = np.asarray(0.9277, dt) - np.asarray(3.6224, dt) / (b - np.asarray(2, dt))
+
+    def cond(state):
+        return fnp.logical_not(fnp.all(state[1]))
+
+    def body(state):
+        k, done, out = state
+        k, ku, kv = split(k, 3)
+        u = uniform(ku, shape, dt) - np.asarray(0.5, dt)
+        v = uniform(kv, shape, dt)
+        us = np.asarray(0.5, dt) - fnp.abs(u)
+        n = fnp.floor((np.asarray(2, dt) * a / us + b) * u + lam + np.asarray(0.43, dt))
+        quick = (us >= np.asarray(0.07, dt)) & (v <= vr)
+        reject = (n < 0) | ((us < np.asarray(0.013, dt)) & (v > us))
+        s = fnp.log(v * inv_alpha / (a / (us * us) + b))
+        full = s <= -lam + n * loglam - sp.lgamma(fnp.maximum(n, 0) + one)
+        accept = quick | (~reject & full)
+        new = ~done & accept
+        return k, done | new, fnp.where(new, n, out)
+
+    init = (key, fnp.zeros(shape, bool), fnp.zeros(shape, dt))
+    return fnp.astype(while_loop(cond, body, init)[2], np.int32)
+
+
+def poisson(key, lam, shape=None, dtype=None):
+    """Poisson(lam) samples (int32; JAX's default integer dtype): Knuth's product of
+    uniforms below lam = 10, Hörmann's transformed rejection from there."""
+    dt_out = _int_dtype(dtype)
+    lam = _float_param(lam, DEFAULT_DTYPES["f"])
+    shape = fnp.shape(lam) if shape is None else _shape(shape)
+    lam = fnp.broadcast_to(lam, shape)
+    small = lam < 10
+    ks, kl = split(key)
+    out = fnp.where(small, _poisson_small(ks, fnp.where(small, lam, 0), shape),
+                    _poisson_large(kl, fnp.where(small, 10, lam), shape))
+    return fnp.astype(fnp.where(lam == 0, 0, out), dt_out)
+
+
+def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
+    """Samples of N(mean, cov): mean + A z, z standard normal and A A^T = cov (A from
+    method="cholesky", "eigh" or "svd"); shape is the batch shape (mean's and cov's batch
+    axes broadcast by default), the event axis appended."""
+    if method not in ("cholesky", "eigh", "svd"):
+        raise ValueError(f"multivariate_normal: method must be 'cholesky', 'eigh' or 'svd', "
+                         f"got {method!r}")
+    dt = _float_dtype(dtype, "multivariate_normal")
+    mean, cov = _float_param(mean, dt), _float_param(cov, dt)
+    if fnp.ndim(mean) < 1 or fnp.ndim(cov) < 2:
+        raise ValueError(f"multivariate_normal requires mean.ndim >= 1 and cov.ndim >= 2, "
+                         f"got mean {tuple(fnp.shape(mean))} and cov {tuple(fnp.shape(cov))}")
+    n = fnp.shape(mean)[-1]
+    if fnp.shape(cov)[-2:] != (n, n):
+        raise ValueError(f"multivariate_normal: cov must be (..., {n}, {n}) for a mean of "
+                         f"{n} entries, got {tuple(fnp.shape(cov))}")
+    if shape is None:
+        shape = fnp.broadcast_shapes(fnp.shape(mean)[:-1], fnp.shape(cov)[:-2])
+    shape = _shape(shape)
+    if method == "cholesky":
+        factor = fnp.linalg.cholesky(cov)
+    elif method == "eigh":
+        w, v = fnp.linalg.eigh(cov)
+        factor = v * fnp.sqrt(fnp.maximum(w, 0))[..., None, :]
+    else:
+        u, s, _ = fnp.linalg.svd(cov)
+        factor = u * fnp.sqrt(s)[..., None, :]
+    z = normal(key, shape + (n,), dt)
+    return mean + fnp.einsum("...ij,...j->...i", factor, z)
+
+
 __all__ = ["PRNGKey", "key", "split", "fold_in", "random_bits", "uniform", "normal",
-           "bernoulli", "gumbel", "categorical", "randint", "permutation", "shuffle", "choice"]
+           "bernoulli", "gumbel", "categorical", "randint", "permutation", "shuffle", "choice",
+           "key_data", "wrap_key_data", "exponential", "laplace", "logistic", "cauchy",
+           "truncated_normal", "gamma", "loggamma", "beta", "dirichlet", "t", "poisson",
+           "multivariate_normal"]
 
 
 def __dir__():

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import tree_util
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, UnexpectedTracerError,
+                   canonicalize_value,
                    Var, get_aval, is_python_scalar, new_dynamic_main)
 from .core.config import leak_checking
 from .passes import dce_jaxpr
@@ -256,7 +257,7 @@ def eval_shape(fun, *args, **kwargs):
 def _make_closed(f, args, names_from=None):
     leaves, in_tree = tree_util.tree_flatten(tuple(args))
     flat, store = flatten_fun(f, in_tree)
-    in_avals = [get_aval(x) for x in leaves]
+    in_avals = [get_aval(canonicalize_value(x)) for x in leaves]     # x32, as JAX
     names = None
     if names_from is not None and len(leaves) == len(args):
         names = _arg_names(names_from, len(args))

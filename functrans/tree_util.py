@@ -163,12 +163,12 @@ def _flatten(x, leaves, is_leaf):
     if t is collections.OrderedDict:            # JAX's: insertion order, not sorted
         keys = tuple(x)
         return _node(t, keys, [_flatten(x[k], leaves, is_leaf) for k in keys])
-    if _is_namedtuple(x):
-        return _node(t, None, [_flatten(c, leaves, is_leaf) for c in x])
-    entry = _registry.get(t)
+    entry = _registry.get(t)        # a registered namedtuple flattens as registered (JAX)
     if entry is not None:
         children, aux = entry[0](x)
         return _node(t, aux, [_flatten(c, leaves, is_leaf) for c in children])
+    if _is_namedtuple(x):
+        return _node(t, None, [_flatten(c, leaves, is_leaf) for c in x])
     leaves.append(x)
     return LEAF
 
@@ -269,7 +269,7 @@ def _paths(x, path, out, is_leaf):
         out.append((path, x))
     elif x is None:
         pass
-    elif _is_namedtuple(x):
+    elif _is_namedtuple(x) and t not in _registry:
         for f, c in zip(t._fields, x):
             _paths(c, path + (GetAttrKey(f),), out, is_leaf)
     elif t is tuple or t is list:

@@ -62,6 +62,25 @@ def numpy_backend():
     yield from _cpu_backend("numpy")
 
 
+@pytest.fixture
+def x64():
+    """jax_enable_x64 on for the test, then restored. Float64 NumPy inputs become float32
+    at functrans's JAX-side entry points with it off (the default, as JAX); tests that check
+    derivatives against float64 finite differences or float64 references ask for it
+    (module-wide: `pytestmark = pytest.mark.usefixtures("x64")`), as JAX's own suite runs
+    them under x64."""
+    with ft.enable_x64(True):
+        yield
+
+
+@pytest.fixture
+def x32(x64):
+    """jax_enable_x64 off for the test (the default) in a module that asks for x64: for the
+    tests there about the x32 defaults themselves. (Depends on x64, so it runs after it.)"""
+    with ft.enable_x64(False):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _trace_stack_unchanged():
     """A test that leaves the interpreter stack changed has found a state leak."""

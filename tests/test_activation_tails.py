@@ -26,6 +26,8 @@ from functrans.backends.native import eager as native_eager
 from functrans.primitives import REGISTRY
 from test_native_math import COMPILER, WHY_NOT, sweep_points, ulp_error
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 Dec = decimal.Decimal
 CTX = decimal.Context(prec=60, Emin=-10**8, Emax=10**8)
 

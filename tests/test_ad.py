@@ -14,6 +14,8 @@ import functrans.numpy as fnp
 from functrans import core
 from conftest import assert_close, check_traced, fd_grad, unused_equations
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 F32, F64 = np.float32, np.float64
 
 
@@ -301,6 +303,7 @@ def test_where_with_nan_in_the_unselected_branch_and_the_double_where_idiom():
     assert float(ft.grad(safe_sqrt)(4.0)) == 0.25
 
 
+@pytest.mark.usefixtures("x32")
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")    # inf and nan on purpose
 def test_where_with_inf_in_the_unselected_branch():
     naive = ft.grad(lambda x: fnp.where(x < 10, x, fnp.exp(x * 100)))

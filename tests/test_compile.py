@@ -16,6 +16,8 @@ from functrans import core
 from functrans.compiler.compiled import CompileError, GraphBreakWarning, RecompileWarning
 from functrans.facade.grad_mode import STATE as GS
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 
 @pytest.fixture(autouse=True)
 def _quiet_breaks():

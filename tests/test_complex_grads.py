@@ -12,6 +12,8 @@ import functrans.numpy as fnp
 
 from conftest import assert_close
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 Z = np.array([3 + 4j, -1.5 + 0.5j, 0.25 - 2j])
 
 # real-valued functions of complex z, written for the functional side and for the facade
@@ -134,6 +136,7 @@ def test_holomorphic_hessian():
 # ---------------------------------------------------------------------------
 # what raises (JAX's errors)
 
+@pytest.mark.usefixtures("x32")
 def test_complex_output_needs_holomorphic():
     with pytest.raises(TypeError, match=r"grad requires real-valued outputs \(output dtype "
                        r"that is a sub-dtype of np.floating\), but got complex64. For "

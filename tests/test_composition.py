@@ -11,6 +11,8 @@ import functrans as ft
 import functrans.numpy as fnp
 from conftest import assert_close, check_traced
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 _R = np.random.default_rng(11)
 M = _R.normal(size=(3, 4))
 V = _R.normal(size=4)

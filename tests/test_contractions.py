@@ -18,6 +18,8 @@ from functrans.primitives.linalg import _dot_impl
 
 from conftest import assert_close
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 
 def _einsum_ref(x, y, lc, rc):
     """dot_general without batch axes, written with einsum's labels."""

@@ -11,6 +11,8 @@ import functrans.numpy as fnp
 from functrans import core, lax
 from conftest import assert_close, check_traced, fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 F64 = np.float64
 rng = np.random.default_rng(0)
 
@@ -211,6 +213,7 @@ def test_while_loop_reverse_mode_raises_the_clear_error():
         ft.grad(f)(np.array([1.0, 2.0]))
 
 
+@pytest.mark.usefixtures("x32")
 def test_while_loop_errors_name_the_types():
     with pytest.raises(TypeError, match=r"cond_fun must return a boolean scalar, but got "
                                         r"output type\(s\) \[ShapedArray\(float32\[2\]\)\]\.$"):

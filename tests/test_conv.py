@@ -14,6 +14,8 @@ import functrans.numpy as fnp
 from functrans import lax
 from functrans.primitives import conv as conv_module
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 jax = pytest.importorskip("jax")
 jlax = jax.lax
 

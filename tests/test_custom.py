@@ -6,6 +6,8 @@ import functrans as ft
 import functrans.numpy as fnp
 from functrans.higher_order.custom import CustomRuleError
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 
 def fd(f, x, eps=1e-6):
     return (f(x + eps) - f(x - eps)) / (2 * eps)

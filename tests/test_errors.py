@@ -12,6 +12,8 @@ import functrans.numpy as fnp
 from functrans import core
 from functrans.primitives import elementwise as ew
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 F32 = np.float32
 
 
@@ -232,7 +234,7 @@ def test_non_array_argument_is_named():
 # ---------------------------------------------------------------------------
 # grad misuse
 
-@pytest.mark.parametrize("x, dtype", [(np.int32(3), "int32"), (3, "int32"),
+@pytest.mark.parametrize("x, dtype", [(np.int32(3), "int32"), (3, "int64"),     # (x64)
                                       (np.array([1, 2], np.int64), "int64"),
                                       (np.array([True]), "bool")])
 def test_grad_of_integer_input_names_the_dtype(x, dtype, stack_unchanged):
@@ -240,6 +242,7 @@ def test_grad_of_integer_input_names_the_dtype(x, dtype, stack_unchanged):
     stack_unchanged()
 
 
+@pytest.mark.usefixtures("x32")
 def test_grad_with_argnums_names_the_argument():
     _raises(TypeError, lambda: ft.grad(lambda a, b: a * b, argnums=1)(2.0, 3), "int32",
             "argument 1")

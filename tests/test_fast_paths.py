@@ -24,6 +24,8 @@ from functrans.batching import apply_batch_rule
 from functrans.core import ShapedArray
 from functrans.primitives import REGISTRY
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 RNG = np.random.default_rng(1234)
 F64 = np.float64
 
@@ -624,6 +626,7 @@ def _einsum_ref(x, y, lb, rb):
     return np.einsum(f"{''.join(xs)},{''.join(ys)}->{out}", x, y)
 
 
+@pytest.mark.usefixtures("x32")
 @pytest.mark.parametrize("xs,ys,lb,rb", DOT_CASES)
 @pytest.mark.parametrize("dtype", [F64, np.int32])
 def test_batched_outer_product(xs, ys, lb, rb, dtype):
@@ -764,6 +767,7 @@ def test_promote_same_dtype_different_shapes():
     _close(fnp.add(i, np.arange(2, dtype=np.int32)), i + np.arange(2, dtype=np.int32))
 
 
+@pytest.mark.usefixtures("x32")
 def test_promote_array_with_python_scalar_either_order():
     for dtype in (np.float16, np.float32, F64):
         x = np.linspace(0.5, 2.0, 4).astype(dtype)
@@ -782,6 +786,7 @@ def test_promote_array_with_python_scalar_either_order():
     assert fnp.add(c, 1.5).dtype == np.complex64 and fnp.add(2, c).dtype == np.complex64
 
 
+@pytest.mark.usefixtures("x32")
 def test_promote_weak_tracer_operands():
     """A weakly typed tracer (a Python float argument under make_jaxpr/jit) takes the other
     operand's dtype; only strong operands decide it."""
@@ -808,6 +813,7 @@ def test_promote_weak_tracer_operands():
                np.full((2, 1), 2.0, np.float16), 0)
 
 
+@pytest.mark.usefixtures("x32")
 def test_unary_float():
     for dtype in (np.float16, np.float32, F64):
         x = np.linspace(-1, 1, 5).astype(dtype)

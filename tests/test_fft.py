@@ -10,6 +10,8 @@ from functrans.primitives.fft import fft as fft_prim
 
 from conftest import fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 NORMS = [None, "backward", "ortho", "forward"]
 rng = np.random.default_rng(0)
 X = rng.standard_normal((4, 6))

@@ -9,6 +9,8 @@ import functrans.nn.functional as F
 import functrans.numpy as fnp
 from functrans.func import functional_call
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 
 def num(t):
     return t.detach().numpy()

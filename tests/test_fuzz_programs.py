@@ -17,6 +17,8 @@ import functrans.numpy as fnp
 from functrans.backends.native import toolchain
 from functrans.primitives import REGISTRY
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 # ---------------------------------------------------------------------------
 # the vocabulary: (primitive, arity, domain, smooth, functrans.numpy form, Tensor form).
 # Domains: operands go through a smooth map into the primitive's domain first:

@@ -24,6 +24,8 @@ from registry_cases import CASES
 
 from conftest import assert_close
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 jit_mod = importlib.import_module("functrans.higher_order.jit")   # ft.jit is the function
 F32 = np.float32
 NAMES = sorted(n for n in REGISTRY if n in CASES)

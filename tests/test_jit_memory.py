@@ -17,6 +17,8 @@ from functrans import runtime
 from functrans.backends import cpu
 from functrans.backends.memory import BUDGET
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 LIMIT = 4 << 20
 SLACK = 6 << 20         # traced jaxprs, generated code, cache entries: not buffers
 

@@ -10,6 +10,8 @@ import functrans as ft
 import functrans.numpy as fnp
 from conftest import fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 F = ft.nn.functional
 INF = np.inf
 
@@ -201,6 +203,7 @@ def test_jit_and_vmap_give_the_same_kink_derivatives():
 # linspace and friends
 
 
+@pytest.mark.usefixtures("x32")
 def test_linspace_values_dtypes_and_derivatives():
     for args, kw in [((0, 1, 5), {}), ((1.2, 3.4, 7), {"endpoint": False}),
                      ((0, 10, 4), {"dtype": np.int32}), ((2.0, 3.0, 1), {}),
@@ -247,6 +250,7 @@ def test_geomspace_logspace_arange_derivatives_against_differences():
         fnp.geomspace(-1.0, 1.0, 3)
 
 
+@pytest.mark.usefixtures("x32")
 def test_array_of_numpy_scalars_has_one_dtype_eagerly_and_traced():
     for v in ([np.float64(1 / 3)], [np.float32(1), 2.0], [np.int64(3), 2.5], [1.0, 2.0],
               [1, 2], [[np.float64(1)], [2.0]]):

@@ -11,6 +11,8 @@ import functrans as ft
 import functrans.numpy as fnp
 from conftest import fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 RNG = np.random.default_rng(3)
 A = RNG.standard_normal((4, 4)) + 4 * np.eye(4)
 SPD = A @ A.T

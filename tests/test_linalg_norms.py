@@ -10,6 +10,8 @@ import functrans as ft
 import functrans.numpy as fnp
 from conftest import fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 INF = np.inf
 RNG = np.random.default_rng(7)
 V = RNG.standard_normal(5)

@@ -24,6 +24,8 @@ import functrans.numpy as fnp
 from functrans import passes, runtime
 from functrans.facade import engine
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 N = 300
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GROWTHS = {}                # name -> () -> the ratio of the 4n time to the n time

@@ -20,6 +20,8 @@ from functrans.backends.native import kernels, toolchain
 
 from test_cuda_on_cpu import CASES, GROUPS, assert_matches_numpy, assert_same
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -22,6 +22,8 @@ from test_native_cache import FAKE_CXX
 from test_native_math import (_bound, _erf, _logistic_reference, special_values, sweep_points,
                               ulp_error)
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 DTYPES = ["float32", "float64"]
 
 

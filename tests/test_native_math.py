@@ -21,6 +21,8 @@ import pytest
 from functrans.backends.native import toolchain
 from functrans.primitives import REGISTRY
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 HEADER_DIR = toolchain.HERE
 try:
     COMPILER = toolchain.find_compiler()

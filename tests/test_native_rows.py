@@ -21,6 +21,8 @@ from functrans.nn import functions as F
 
 from conftest import fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 EPS = 1e-5
 
 
@@ -225,6 +227,7 @@ def test_a_total_sum_is_split_into_the_row_group(native_backend):
     np.testing.assert_allclose(g, g0, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.usefixtures("x32")
 def test_integer_and_boolean_rows(native_backend):
     """Integer sums wrap as NumPy's (int32 here), max/min of integers start from the dtype's
     extremes; a count of a comparison (bool locals held as int) sums exactly; a rank-3 value

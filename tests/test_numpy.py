@@ -13,6 +13,8 @@ import functrans as ft
 import functrans.numpy as fnp
 from conftest import assert_close, check_traced, fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 F32, F64, I32 = np.float32, np.float64, np.int32
 seeds = st.integers(0, 2 ** 32 - 1)
 
@@ -149,9 +151,10 @@ PROMOTION = [          # (f, x, dtype): f written with fnp, so it runs eagerly t
     (lambda x: fnp.add(1.5, x), np.ones(3, I32), F32),
     (lambda x: fnp.multiply(x, 2), np.ones(3, I32), I32),
     (lambda x: fnp.divide(x, 2), np.ones(3, I32), F32),
-    (lambda x: fnp.multiply(x, 2.0), np.ones(3, F64), F64),
-    (lambda x: fnp.add(x, 1), np.ones(3, F64), F64),
-    (lambda x: fnp.add(x, np.ones(3, F64)), np.ones(3, F32), F64),
+    # NumPy float64 is float32 with x64 off (JAX's x32 canonicalization)
+    (lambda x: fnp.multiply(x, 2.0), np.ones(3, F64), F32),
+    (lambda x: fnp.add(x, 1), np.ones(3, F64), F32),
+    (lambda x: fnp.add(x, np.ones(3, F64)), np.ones(3, F32), F32),
     (lambda x: fnp.add(x, np.ones(3, np.float16)), np.ones(3, F32), F32),
     (lambda x: fnp.add(x, 1.5), np.ones(3, np.uint8), F32),
     (lambda x: fnp.add(x, 1), np.ones(3, np.uint8), np.uint8),
@@ -165,6 +168,7 @@ PROMOTION = [          # (f, x, dtype): f written with fnp, so it runs eagerly t
 ]
 
 
+@pytest.mark.usefixtures("x32")
 @pytest.mark.parametrize("i", range(len(PROMOTION)))
 def test_promotion(i):
     f, x, dtype = PROMOTION[i]
@@ -185,6 +189,7 @@ def test_promotion(i):
     (lambda x: x * 2.0, np.ones(3, F64), F64),
     (lambda x: -x + 1, np.ones(3, np.uint8), np.uint8),
 ])
+@pytest.mark.usefixtures("x32")
 def test_operators_on_traced_values_promote_like_jax(f, x, dtype):
     closed = check_traced(f, x)
     assert closed.out_avals[0].dtype == np.dtype(dtype)
@@ -230,6 +235,7 @@ def test_reductions(name, shape, seed, data, keepdims, dtype):
             atol=1e-5 if dtype == F32 else 1e-12)
 
 
+@pytest.mark.usefixtures("x32")
 @pytest.mark.parametrize("name", ["argmax", "argmin"])
 @pytest.mark.parametrize("axis", [None, 0, 1, -1])
 @pytest.mark.parametrize("keepdims", [False, True])
@@ -252,6 +258,7 @@ def test_cumsum_cumprod_logsumexp(axis):
     compare(both_ways(lambda a: fnp.logsumexp(a, axis=axis), x), want, F64)
 
 
+@pytest.mark.usefixtures("x32")
 def test_reduction_of_integers_and_bools():
     x = np.arange(12, dtype=I32).reshape(3, 4)
     compare(both_ways(lambda a: fnp.sum(a, axis=1), x), x.sum(axis=1), I32)
@@ -443,7 +450,7 @@ def test_matmul_shape_error_names_the_shapes():
 
 @pytest.mark.parametrize("got, want", [
     (lambda: fnp.zeros((2, 3)), np.zeros((2, 3), F32)),
-    (lambda: fnp.ones(4, dtype=F64), np.ones(4)),
+    (lambda: fnp.ones(4, dtype=F64), np.ones(4, F32)),     # x64 off: F64 asked, F32 made
     (lambda: fnp.full((2,), 3), np.full((2,), 3, I32)),
     (lambda: fnp.full((2,), 3.0), np.full((2,), 3.0, F32)),
     (lambda: fnp.arange(5), np.arange(5, dtype=I32)),
@@ -454,13 +461,16 @@ def test_matmul_shape_error_names_the_shapes():
     (lambda: fnp.eye(3), np.eye(3, dtype=F32)),
     (lambda: fnp.eye(2, 3, k=1), np.eye(2, 3, 1, dtype=F32)),
     (lambda: fnp.zeros_like(np.ones((2,), I32)), np.zeros(2, I32)),
-    (lambda: fnp.ones_like(np.ones((2,), F32), dtype=F64), np.ones(2)),
+    (lambda: fnp.ones_like(np.ones((2,), F32), dtype=F64), np.ones(2, F32)),
     (lambda: fnp.full_like(np.ones(3, F32), 7), np.full(3, 7, F32)),
 ])
+@pytest.mark.usefixtures("x32")
+@pytest.mark.filterwarnings("ignore:Explicitly requested dtype float64")
 def test_creation(got, want):
     compare(got(), want, want.dtype)
 
 
+@pytest.mark.usefixtures("x32")
 def test_creation_under_tracing_with_traced_fill():
     def f(x):
         return fnp.full((2, 3), x[0]) + fnp.zeros_like(x)[0] + fnp.ones((2, 3))
@@ -518,6 +528,7 @@ def test_random_distributions_roughly(dtype):
     np.testing.assert_allclose(freq, [0.1, 0.2, 0.7], atol=0.015)
 
 
+@pytest.mark.usefixtures("x32")
 def test_randint_range():
     r = np.asarray(ft.random.randint(ft.random.PRNGKey(0), (5000,), 3, 9))
     assert r.dtype == np.int32 and r.min() == 3 and r.max() == 8

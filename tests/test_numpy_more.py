@@ -9,6 +9,8 @@ import functrans as ft
 import functrans.numpy as fnp
 from conftest import fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 RNG = np.random.default_rng(3)
 X = RNG.uniform(-2, 2, (3, 4))
 Y = RNG.uniform(-2, 2, (3, 4))
@@ -136,6 +138,7 @@ def x64():
     ft.config.update("jax_enable_x64", False)
 
 
+@pytest.mark.usefixtures("x32")
 def test_result_type_is_a_dtype_and_takes_dtypes():
     assert fnp.result_type(np.float32, np.int32) == np.float32
     assert fnp.result_type(np.uint32, np.int32) == np.int32          # int64, canonical x32
@@ -149,6 +152,7 @@ def test_result_type_x64(x64):
     assert fnp.result_type(1, 2.0) == np.float64
 
 
+@pytest.mark.usefixtures("x32")
 def test_rounding_integers():
     i = np.array([-2, 0, 3], np.int32)
     for f in (fnp.floor, fnp.ceil, fnp.trunc):
@@ -218,6 +222,7 @@ def test_reductions_where_and_initial():
     np.testing.assert_array_equal(g, w.astype(float))
 
 
+@pytest.mark.usefixtures("x32")
 def test_bool_arithmetic_is_logical():
     a, b = np.array([True, True, False]), np.array([True, False, False])
     np.testing.assert_array_equal(fnp.add(a, b), [True, True, False])

@@ -8,6 +8,8 @@ import pytest
 import functrans as ft
 from conftest import fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 X = np.array([0.5, -1.0, 2.0])
 W = np.array([1.0, 2.0, 3.0])
 

@@ -9,7 +9,8 @@ import functrans.numpy as fnp
 from conftest import assert_close, fd_grad
 
 RNG = np.random.default_rng(18)
-pytestmark = pytest.mark.filterwarnings("ignore::functrans.RetraceWarning")  # a jit per case
+pytestmark = [pytest.mark.filterwarnings("ignore::functrans.RetraceWarning"),  # a jit per case
+              pytest.mark.usefixtures("x64")]        # float64 references: conftest.x64
 
 
 @pytest.mark.parametrize("spec,shapes", [
@@ -114,6 +115,7 @@ def test_gradient_values_and_grads(args, kw):
     assert_close(ft.grad(loss(fnp, fnp.gradient))(F), fd_grad(loss(np, np.gradient), F))
 
 
+@pytest.mark.usefixtures("x32")
 def test_gradient_1d_vmap_and_spacing_gradient():
     f = RNG.normal(size=(3, 6))
     assert_close(ft.vmap(fnp.gradient)(f), np.gradient(f, axis=1))

@@ -13,6 +13,8 @@ from functrans.primitives import REGISTRY
 
 from conftest import assert_close
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 F32 = np.float32
 
 

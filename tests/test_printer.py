@@ -6,6 +6,7 @@ import numpy as np
 import functrans as ft
 import functrans.numpy as fnp
 from conftest import check_traced
+import pytest
 
 F3 = np.ones(3, np.float32)
 
@@ -65,6 +66,7 @@ def test_literal_and_input_as_outputs():
     assert golden(lambda x: (x, 1.0), F3) == "{ lambda ; a:f32[3]. let in (a, 1.0:f32[]) }"
 
 
+@pytest.mark.usefixtures("x64")
 def test_float64_and_static_argnums():
     x = np.ones((2, 2))
     assert golden(lambda x, n: x * n, x, 3, static_argnums=1) == \

@@ -22,6 +22,8 @@ from functrans.primitives.base import DECLARED
 from registry_cases import C128, CASES, COLLECTIVES, EXTERNAL, F64
 from conftest import assert_close, check_traced
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 NAMES = sorted(n for n in REGISTRY if n in CASES)
 seeds = st.integers(0, 2 ** 32 - 1)
 

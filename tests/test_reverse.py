@@ -5,6 +5,9 @@ import functrans as ft
 import functrans.numpy as fnp
 from functrans import executor
 from conftest import fd_grad
+import pytest
+
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
 
 
 def test_cache_hit_uses_this_calls_values():

@@ -17,6 +17,8 @@ from functrans.primitives import elementwise as ew
 from functrans.reverse import residual_form
 from functrans.tracing import trace_to_jaxpr
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 
 @pytest.fixture
 def scan_runs(monkeypatch):

@@ -9,6 +9,8 @@ import pytest
 import functrans as ft
 from functrans.primitives import special as sp
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 special = pytest.importorskip("scipy.special", reason="the references are SciPy's")
 R = np.random.default_rng(0)
 

@@ -12,6 +12,8 @@ import functrans.numpy as fnp
 from functrans.core import FunctransError
 from conftest import fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 
 def num(t):
     return t.detach().numpy() if isinstance(t, ft.Tensor) else np.asarray(t)

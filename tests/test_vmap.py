@@ -10,6 +10,8 @@ import functrans.numpy as fnp
 from functrans import lax
 from conftest import assert_close, check_traced
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 rng = np.random.default_rng(1)
 
 

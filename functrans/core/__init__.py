@@ -20,11 +20,11 @@ from .ir import (Atom, JaxprEqn, Literal, UndefinedPrimal, Var, Zero, is_undefin
 from .jaxpr import ClosedJaxpr, Jaxpr
 from .printer import pp_jaxpr
 from .trace import (EvalTrace, MainTrace, Primitive, Trace, Tracer, _state, _thread_state,
-                    bind_below, canonicalize, ensure_compile_time_eval, escaped_tracer_error,
-                    find_top_trace, full_lower,
+                    bind_below, canonicalize, canonicalize_value, ensure_compile_time_eval,
+                    escaped_tracer_error, find_top_trace, full_lower,
                     get_aval, has_tracer, is_live, with_origin,
                     new_dynamic_main, new_main, to_concrete, trace_stack_snapshot, tracer_ops,
-                    trusted_eval)
+                    keeping_dtypes, narrow_dtype, trusted_eval)
 
 __all__ = ['array_module', 'cupy_array_module', 'SUPPORTED_DTYPES',
            'AxisError', 'ConcretizationTypeError', 'DTypeError', 'FunctransError',
@@ -36,6 +36,6 @@ __all__ = ['array_module', 'cupy_array_module', 'SUPPORTED_DTYPES',
            'JaxprEqn', 'Literal', 'UndefinedPrimal', 'Var', 'Zero', 'is_undefined',
            'structure_key', 'ClosedJaxpr', 'Jaxpr', 'pp_jaxpr', 'EvalTrace', 'MainTrace',
            'Primitive', 'Trace', 'Tracer', '_state', '_thread_state', 'bind_below',
-           'canonicalize', 'escaped_tracer_error', 'find_top_trace', 'is_live', 'full_lower', 'get_aval', 'has_tracer',
+           'canonicalize', 'canonicalize_value', 'keeping_dtypes', 'narrow_dtype', 'escaped_tracer_error', 'find_top_trace', 'is_live', 'full_lower', 'get_aval', 'has_tracer',
            'new_dynamic_main', 'new_main', 'to_concrete', 'trace_stack_snapshot',
            'tracer_ops', 'trusted_eval', 'with_origin', 'ensure_compile_time_eval']

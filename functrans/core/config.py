@@ -21,6 +21,13 @@ _X32 = dict(DEFAULT_DTYPES)
 _X64 = {"b": np.dtype(np.bool_), "i": np.dtype(np.int64), "u": np.dtype(np.uint64),
         "f": np.dtype(np.float64), "c": np.dtype(np.complex128)}
 
+# JAX's x32 canonicalization: 64-bit dtype -> the 32-bit one values of it become at the
+# JAX-side entry points while jax_enable_x64 is off (empty while it is on); mutated in place
+_NARROWINGS = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
+               np.dtype(np.uint64): np.dtype(np.uint32),
+               np.dtype(np.complex128): np.dtype(np.complex64)}
+NARROW = dict(_NARROWINGS)
+
 
 CPU_BACKENDS = ("auto", "native", "numpy")
 
@@ -84,6 +91,9 @@ class Config:
             raise AttributeError(f"Unrecognized config option: {name}")
         self._x64 = bool(value)
         DEFAULT_DTYPES.update(_X64 if self._x64 else _X32)
+        NARROW.clear()
+        if not self._x64:
+            NARROW.update(_NARROWINGS)
         for fn in self._listeners:
             fn()
 

@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from .arrays import array_module
-from .config import DEFAULT_DTYPES, config
+from .config import DEFAULT_DTYPES, NARROW, config
 from .avals import (ConcretizationTypeError, ShapedArray, TracerArrayConversionError,
                     TracerBoolConversionError, TracerIntegerConversionError,
                     UnexpectedTracerError, check_dtype,
@@ -68,10 +68,45 @@ def get_aval(x) -> ShapedArray:
 
 
 def canonicalize(x):
-    """Python scalars become rank-0 arrays of their default dtype (float32, int32, ...)."""
+    """Python scalars become rank-0 arrays of their default dtype (float32, int32, ...);
+    NumPy values are narrowed as canonicalize_value does."""
     if is_python_scalar(x):
         return np.asarray(x, get_aval(x).dtype)
+    return canonicalize_value(x)
+
+
+_keep = threading.local()
+
+
+def canonicalize_value(x):
+    """x as a JAX-side entry point (jit, grad, vmap, control flow, functrans.numpy) takes it:
+    with jax_enable_x64 off, a NumPy array or scalar of a 64-bit dtype (float64, int64,
+    uint64, complex128) becomes its 32-bit counterpart, as JAX canonicalizes inputs; any
+    other value is returned as it is. The facade's ft.func transformations keep float64
+    (`keeping_dtypes`)."""
+    if NARROW and (type(x) is np.ndarray or isinstance(x, np.generic)):
+        to = NARROW.get(x.dtype)
+        if to is not None and not getattr(_keep, "on", False):
+            return x.astype(to)
     return x
+
+
+def narrow_dtype(dt):
+    """The dtype canonicalize_value gives a NumPy value of dtype dt."""
+    to = NARROW.get(dt)
+    return dt if to is None or getattr(_keep, "on", False) else to
+
+
+class keeping_dtypes:
+    """Within the block, canonicalize_value leaves 64-bit NumPy values as they are in this
+    thread (torch.func's transformations, ft.func, keep float64 as torch does)."""
+
+    def __enter__(self):
+        self._old = getattr(_keep, "on", False)
+        _keep.on = True
+
+    def __exit__(self, *exc):
+        _keep.on = self._old
 
 # ---------------------------------------------------------------------------
 # primitives

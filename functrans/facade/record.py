@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..backends.memory import DERIVED, EQN_BYTES, approx_bytes
-from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer, Var
+from ..core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer, Var,
+                    keeping_dtypes)
 from ..reverse import residual_form
 from ..runtime import run as run_program
 from ..runtime import straight_line
@@ -664,7 +665,8 @@ def _trace_composite(fn, static, in_avals):
             return list(out)
         store["tree"] = None
         return [out]
-    jaxpr, consts = trace_to_jaxpr(f_flat, list(in_avals))
+    with keeping_dtypes():      # torch's dtypes: no x32 narrowing of the op's constants
+        jaxpr, consts = trace_to_jaxpr(f_flat, list(in_avals))
     n_in = len(in_avals)
     slot_of = {}
     for i, v in enumerate(jaxpr.invars):

@@ -30,7 +30,8 @@ from ..ad import (PartialEvalTracer, PartialVal, _EqnRecipe, jvp_jaxpr, partial_
                   transpose_jaxpr)
 from ..batching import axis_env, batch_jaxpr, current_axis_name
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, TypeCheckError, Tracer,
-                    UndefinedPrimal, Zero, _state, _thread_state, get_aval, short_dtype)
+                    UndefinedPrimal, Zero, _state, _thread_state, canonicalize_value, get_aval,
+                    short_dtype)
 from ..core.config import config
 from ..primitives.base import bdim_size, defprim, instantiate, moveaxis
 from ..runtime import device_of, gc_paused, lower_jaxpr
@@ -480,6 +481,7 @@ class JitFunction:
         else:
             static, dyn = (), args
         leaves, tree = tree_util.tree_flatten((dyn, kwargs) if kwargs else dyn)
+        leaves = [canonicalize_value(x) for x in leaves]     # x32, as JAX (no-op under x64)
         return leaves, tree, static + static_kw
 
     def _static_positions(self, n):
@@ -558,7 +560,7 @@ class JitFunction:
                 exe = entry.exes[device] = compile_jaxpr(entry.closed, device, donated,
                                                          self._name)
         if (not kwargs and not static and device == "cpu" and len(leaves) == len(args)
-                and all(type(a) is _ndarray for a in args)):
+                and all(type(a) is _ndarray and a is x for a, x in zip(args, leaves))):
             st.fast[tuple((a.shape, a.dtype) for a in args)] = (exe, _unflattener(entry.out_tree))
         return tree_util.tree_unflatten(entry.out_tree, exe(*leaves))
 

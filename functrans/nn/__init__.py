@@ -1,8 +1,10 @@
 """ft.nn: jax.nn's activation functions (functional, traceable: ft.nn.relu, ft.nn.softmax, ...)
 and torch.nn's modules (ft.nn.Module, ft.nn.Linear, ...). torch.nn.functional is
-ft.nn.functional; parameter initializers are ft.nn.init; clipping is ft.nn.utils."""
+ft.nn.functional; parameter initializers are ft.nn.init (torch's, in place on tensors) and
+ft.nn.initializers (jax.nn's, `init(key, shape, dtype)`); clipping is ft.nn.utils."""
 import types as _types
 
+from . import initializers  # noqa: F401  (jax.nn.initializers)
 from .functions import (elu, gelu, leaky_relu, log_sigmoid, log_softmax, logsumexp,  # noqa: F401
                         one_hot, relu, relu6, sigmoid, silu, softmax, softplus, standardize,
                         swish)

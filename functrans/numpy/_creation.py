@@ -68,11 +68,11 @@ def _shape_arg(shape):
 
 
 def zeros(shape, dtype=None):
-    return _np.zeros(_shape_arg(shape), dtype_arg(dtype) or _DEFAULT["f"])
+    return _np.zeros(_shape_arg(shape), dtype_arg(dtype, "zeros") or _DEFAULT["f"])
 
 
 def ones(shape, dtype=None):
-    return _np.ones(_shape_arg(shape), dtype_arg(dtype) or _DEFAULT["f"])
+    return _np.ones(_shape_arg(shape), dtype_arg(dtype, "ones") or _DEFAULT["f"])
 
 
 def empty(shape, dtype=None):
@@ -81,7 +81,7 @@ def empty(shape, dtype=None):
 
 def full(shape, fill_value, dtype=None):
     shape = _shape_arg(shape)
-    dtype = dtype_arg(dtype)
+    dtype = dtype_arg(dtype, "full")
     if isinstance(fill_value, Tracer):
         v = astype(fill_value, dtype) if dtype else fill_value
         return broadcast_to(v, shape)
@@ -93,7 +93,7 @@ def full(shape, fill_value, dtype=None):
 def _like(x, dtype, shape):
     dtype = dtype_arg(dtype)
     s = _shape(x) if shape is None else shape
-    return s, (dtype or _np.dtype(x.dtype) if not is_python_scalar(x) else _result_type(x)[0])
+    return s, (dtype or _result_type(x)[0])
 
 
 def zeros_like(a, dtype=None, shape=None):
@@ -122,7 +122,7 @@ def arange(start, stop=None, step=None, dtype=None):
             raise core.ConcretizationTypeError(
                 f"arange needs concrete bounds, got the traced value {v.aval.str_short()}; "
                 "the length of the result must be known while tracing")
-    dtype = dtype_arg(dtype)
+    dtype = dtype_arg(dtype, "arange")
     if dtype is None:
         dtype = _result_type(*[v for v in (start, stop, step) if v is not None])[0]
     cs, ce, cp = (to_concrete(v) if isinstance(v, Tracer) else v for v in (start, stop, step))
@@ -237,7 +237,7 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
 
 
 def eye(N, M=None, k=0, dtype=None):
-    return _np.eye(N, M, k, dtype=dtype_arg(dtype) or _DEFAULT["f"])
+    return _np.eye(N, M, k, dtype=dtype_arg(dtype, "eye") or _DEFAULT["f"])
 
 
 def identity(n, dtype=None):

@@ -9,12 +9,13 @@ import builtins
 import functools
 import math
 import operator
+import warnings
 
 import numpy as _np
 
 from .. import core
-from ..core import Tracer, get_aval, is_python_scalar
-from ..core.config import DEFAULT_DTYPES
+from ..core import Tracer, canonicalize_value, get_aval, is_python_scalar, narrow_dtype
+from ..core.config import DEFAULT_DTYPES, NARROW
 from ..tree_util import tree_map
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
@@ -77,13 +78,17 @@ _PLAIN = {float, int, bool, complex, str, type(None), _np.dtype}
 
 
 def _takes_array_likes(fn):
-    """fn taking `__jax_array__` operands (call_on_values); a type check per positional
-    argument when there are none."""
+    """fn taking `__jax_array__` operands (call_on_values) and NumPy arrays canonicalized
+    (x32: float64 -> float32 with jax_enable_x64 off, canonicalize_value); a type check per
+    positional argument when there are neither."""
     @functools.wraps(fn)
     def f(*args, **kwargs):
         for a in args:
             t = type(a)
-            if t is not _np.ndarray and t not in _PLAIN and not isinstance(a, Tracer):
+            if t is _np.ndarray:
+                if a.dtype in NARROW:
+                    return fn(*[canonicalize_value(v) for v in args], **kwargs)
+            elif t not in _PLAIN and not isinstance(a, Tracer):
                 return call_on_values(fn, args, kwargs)
         return fn(*args, **kwargs)
     return f
@@ -100,15 +105,33 @@ def _canonical_dtype(dt):
     return core.check_dtype(dt)
 
 
-def dtype_arg(dtype):
-    """A creation function's dtype= (None stays None), as _canonical_dtype reads it."""
-    return None if dtype is None else _canonical_dtype(dtype)
+def explicit_dtype(dtype, name=""):
+    """A dtype the caller asked for by name (dtype=, astype): _canonical_dtype's, and with
+    jax_enable_x64 off a 64-bit one becomes 32-bit with JAX's warning (`name` is the
+    function asked, as in JAX's text)."""
+    dt = _canonical_dtype(dtype)
+    to = narrow_dtype(dt)
+    if to is not dt:
+        where = f" requested in {name}" if name else ""
+        warnings.warn(f"Explicitly requested dtype {dt}{where} is not available, and will be "
+                      f"truncated to dtype {to}. To enable more dtypes, set the jax_enable_x64 "
+                      "configuration option or the JAX_ENABLE_X64 shell environment variable. "
+                      "See https://github.com/jax-ml/jax#current-gotchas for more.",
+                      UserWarning, stacklevel=3)
+    return to
+
+
+def dtype_arg(dtype, name=""):
+    """A creation function's dtype= (None stays None), as explicit_dtype reads it."""
+    return None if dtype is None else explicit_dtype(dtype, name)
 
 
 def asarray(x, dtype=None):
-    """An array (or the tracer itself) with float32/int32 defaults for Python data."""
+    """An array (or the tracer itself) with float32/int32 defaults for Python data; with
+    jax_enable_x64 off, NumPy's 64-bit values become 32-bit (canonicalize_value), and an
+    explicit 64-bit dtype too, with JAX's warning."""
     if dtype is not None:
-        dtype = _canonical_dtype(dtype)
+        dtype = explicit_dtype(dtype, "asarray")
     if isinstance(x, Tracer):
         return x if dtype is None else astype(x, dtype)
     if hasattr(x, "__cuda_array_interface__"):
@@ -116,7 +139,7 @@ def asarray(x, dtype=None):
     if isinstance(x, (_np.ndarray, _np.generic)):
         out = _np.asarray(x)
         core.check_dtype(out.dtype)
-        return out if dtype is None else out.astype(dtype)
+        return canonicalize_value(out) if dtype is None else out.astype(dtype)
     if isinstance(x, (list, tuple)):
         flat = list(_flat(x))
         if builtins.any(isinstance(v, Tracer) for v in flat):
@@ -159,7 +182,7 @@ def _dtype_weak(x):
         return x.aval.dtype, x.aval.weak_type
     if isinstance(x, (list, tuple)):
         return asarray(x).dtype, False
-    return _np.dtype(x.dtype), False
+    return narrow_dtype(_np.dtype(x.dtype)), False     # NumPy values: x32, as JAX
 
 
 # JAX's type-promotion lattice (jax.numpy.promote_types): bool below everything, the weak
@@ -214,7 +237,9 @@ def _result_type(*args):
     if len(dws) == 1:
         return dws[0]
     node = _join([_node(d, w) for d, w in dws])
-    return _node_dtype(node), node.endswith("*")
+    # int32 + uint32 joins at int64, which is int32 again with x64 off (JAX canonicalizes
+    # result_type's result too)
+    return narrow_dtype(_node_dtype(node)), node.endswith("*")
 
 
 def result_type(*args):
@@ -316,8 +341,9 @@ def _promote_args(name, *args, dtype_kinds=None):
     if len(args) == 2:
         a, b = args
         ta, tb = type(a), type(b)
-        a_arr = ta is _np.ndarray or isinstance(a, Tracer)
-        b_arr = tb is _np.ndarray or isinstance(b, Tracer)
+        # (a NumPy array of a 64-bit dtype takes the general path, which narrows it)
+        a_arr = (ta is _np.ndarray and a.dtype not in NARROW) or isinstance(a, Tracer)
+        b_arr = (tb is _np.ndarray and b.dtype not in NARROW) or isinstance(b, Tracer)
         if a_arr and b_arr:
             if a.dtype == b.dtype and not getattr(a, "weak_type", False) \
                     and not getattr(b, "weak_type", False):
@@ -361,7 +387,8 @@ def _promote_float(*args, name=""):
 
 def _unary_float(prim_bind):
     def f(x):
-        if (type(x) is _np.ndarray or isinstance(x, Tracer)) and x.dtype.kind in "fc":
+        if ((type(x) is _np.ndarray and x.dtype not in NARROW) or isinstance(x, Tracer)) \
+                and x.dtype.kind in "fc":
             return prim_bind(x)         # already floating: nothing to promote
         try:
             (x1,) = _promote_float(x)
@@ -398,7 +425,7 @@ def _as_operand(x):
 
 
 def astype(x, dtype):
-    dt = _canonical_dtype(dtype)
+    dt = explicit_dtype(dtype, "astype")
     x = _as_operand(x)
     if _np.dtype(x.dtype) == dt:
         return x

@@ -8,9 +8,11 @@ The primitives' own `bind` takes operands positionally and parameters by keyword
 from __future__ import annotations
 
 import builtins as _builtins
+import types as _types
 
 import numpy as np
 
+from .numpy._promotion import public as _public
 from functrans.primitives import conv as _cv
 from functrans.primitives import elementwise as _ew
 from functrans.primitives import indexing as _ix
@@ -723,3 +725,10 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     return conv_general_dilated(lhs, rhs, (1,) * nsp, padding, _ints(strides), rhs_dilation,
                                 dn, precision=precision,
                                 preferred_element_type=preferred_element_type)
+
+
+# the users' functions: Array arguments unwrapped once, array results wrapped as ft.Array
+for _name, _fn in list(globals().items()):
+    if isinstance(_fn, _types.FunctionType) and not _name.startswith("_") and \
+            _fn.__module__ in (__name__, "functrans.control_flow"):
+        globals()[_name] = _public(_fn)

@@ -5,10 +5,12 @@ A key is a uint32[2] array. Functions never mutate a key: split it to get fresh 
 from __future__ import annotations
 
 import math
+import types as _types
 
 import numpy as np
 
-from . import numpy as fnp
+from .numpy._promotion import public as _public
+from .numpy import raw as fnp
 from .core import ConcretizationTypeError, to_concrete
 from .core.config import DEFAULT_DTYPES
 from functrans.primitives import elementwise as ew
@@ -280,3 +282,10 @@ __all__ = ["PRNGKey", "key", "split", "fold_in", "random_bits", "uniform", "norm
 def __dir__():
     """The public names only, as jax.random's dir() (not the modules this one imports)."""
     return sorted(__all__)
+
+
+# the users' functions: Array arguments unwrapped once, array results wrapped as ft.Array
+for _name, _fn in list(globals().items()):
+    if isinstance(_fn, _types.FunctionType) and not _name.startswith("_") and \
+            _fn.__module__ == __name__:
+        globals()[_name] = _public(_fn)

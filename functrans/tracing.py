@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from . import tree_util
-from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, UnexpectedTracerError,
+from .core import (Array, value_of, ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, UnexpectedTracerError,
                    Var, get_aval, is_python_scalar, new_dynamic_main)
 from .core.config import leak_checking
 from .passes import dce_jaxpr
@@ -99,6 +99,13 @@ class JaxprTrace(Trace):
 
     def pure(self, val):
         b = self.builder
+        if type(val) is Array:          # the raw array is the constant; its weak type stays
+            aval, val = val.aval, value_of(val)
+            t = b.const_tracers.get(id(val))
+            if t is None or t.aval != aval:
+                t = b.new_tracer(self, aval, "a constant captured by the traced function", val)
+                b.const_tracers[id(val)] = t
+            return t
         t = b.const_tracers.get(id(val))
         if t is None:
             aval = get_aval(val)

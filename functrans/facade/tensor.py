@@ -19,7 +19,8 @@ import weakref
 import numpy as np
 
 from ..backends.memory import DERIVED
-from ..core import FunctransError, ShapedArray, Tracer, _thread_state as _TS, array_module
+from ..core import (Array, FunctransError, ShapedArray, Tracer, _thread_state as _TS, array_module,
+                    value_of)
 from ..tree_util import register_pytree_node
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
@@ -51,7 +52,10 @@ NONLEAF_GRAD_WARNING = (
 
 
 def wrap(data):
-    """A Tensor around an array, no grad (used for results and gradients)."""
+    """A Tensor around an array, no grad (used for results and gradients); an ft.Array
+    (a functrans.numpy result) gives its raw array: Tensors hold raw arrays."""
+    if type(data) is Array:
+        data = value_of(data)
     t = _new(Tensor)
     t._data = data
     t._grad_fn = None

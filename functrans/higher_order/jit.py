@@ -29,8 +29,8 @@ from .. import passes, tree_util
 from ..ad import (PartialEvalTracer, PartialVal, _EqnRecipe, jvp_jaxpr, partial_eval_jaxpr,
                   transpose_jaxpr)
 from ..batching import axis_env, batch_jaxpr, current_axis_name
-from ..core import (ClosedJaxpr, FunctransError, Jaxpr, TypeCheckError, Tracer,
-                    UndefinedPrimal, Zero, _state, _thread_state, get_aval, short_dtype)
+from ..core import (Array, ClosedJaxpr, FunctransError, Jaxpr, TypeCheckError, Tracer,
+                    UndefinedPrimal, Zero, value_of, wrap_value, _state, _thread_state, get_aval, short_dtype)
 from ..core.config import config
 from ..primitives.base import bdim_size, defprim, instantiate, moveaxis
 from ..runtime import device_of, gc_paused, lower_jaxpr
@@ -292,10 +292,11 @@ passes.INLINABLE.add(jit_p)
 
 
 class _Entry:
-    __slots__ = ("closed", "out_tree", "exes", "tracer_consts")
+    __slots__ = ("closed", "out_tree", "exes", "tracer_consts", "unflatten")
 
     def __init__(self, closed, out_tree, tracer_consts=()):
         self.closed, self.out_tree = closed, out_tree
+        self.unflatten = None         # outputs -> pytree of Arrays (made on the first call)
         self.exes = {}
         self.tracer_consts = tracer_consts
 
@@ -525,17 +526,31 @@ class JitFunction:
             return self.fun(*args, **kwargs)
         st = self._state
         if not kwargs and _thread_state.depth == 0:
-            # fast path: every argument a NumPy array, a signature seen before
+            # fast path: every argument a NumPy array or an Array, a signature seen before
             sig = []
-            for a in args:
-                if type(a) is not _ndarray:
+            raw = None
+            for i, a in enumerate(args):
+                t = type(a)
+                if t is Array:
+                    v = a._value
+                    if v is None or type(v) is not _ndarray:
+                        break                  # deleted (the slow path raises) or CuPy
+                    if raw is None:
+                        raw = list(args)
+                    raw[i] = v
+                    sig.append((v.shape, v.dtype, a.weak_type))
+                elif t is not _ndarray:
                     break
-                sig.append((a.shape, a.dtype))
+                else:
+                    sig.append((a.shape, a.dtype))
             else:
                 hit = st.fast.get(tuple(sig))
                 if hit is not None:
                     st.hits += 1
-                    return hit[1](hit[0](*args))
+                    out = hit[1](hit[0](*(args if raw is None else raw)))
+                    if self.donate_argnums and raw is not None:
+                        self._delete_donated(args)
+                    return out
         leaves, tree, static = self._split(args, kwargs)
         if _state().depth or any(isinstance(x, Tracer) for x in leaves):
             return self._bind(args, kwargs, leaves, tree, static)
@@ -557,10 +572,30 @@ class JitFunction:
                 donated = self._donated_leaves(args, kwargs)
                 exe = entry.exes[device] = compile_jaxpr(entry.closed, device, donated,
                                                          self._name)
+        unflatten = entry.unflatten
+        if unflatten is None:
+            unflatten = entry.unflatten = _unflattener(
+                entry.out_tree, [v.aval.weak_type for v in entry.closed.jaxpr.outvars])
         if (not kwargs and not static and device == "cpu" and len(leaves) == len(args)
-                and all(type(a) is _ndarray for a in args)):
-            st.fast[tuple((a.shape, a.dtype) for a in args)] = (exe, _unflattener(entry.out_tree))
-        return tree_util.tree_unflatten(entry.out_tree, exe(*leaves))
+                and all(type(a) is _ndarray or type(a) is Array and
+                        type(a._value) is _ndarray for a in args)):
+            st.fast[tuple((a.shape, a.dtype) if type(a) is _ndarray else
+                          (a.shape, a.dtype, a.weak_type) for a in args)] = (exe, unflatten)
+        out = unflatten(exe(*[value_of(x) if type(x) is Array else x for x in leaves]))
+        if self.donate_argnums:
+            self._delete_donated(args)
+        return out
+
+    def _delete_donated(self, args):
+        """Donated Array arguments are deleted after the call, as JAX's: their buffers may
+        hold the outputs now, so reading them raises (NumPy arrays are left alone)."""
+        n = len(args)
+        static_idx = self._static_positions(n)
+        for i in self.donate_argnums:
+            if -n <= i < n and i % n not in static_idx:
+                for leaf in tree_util.tree_leaves(args[i]):
+                    if type(leaf) is Array:
+                        leaf.delete()
 
     def _donated_leaves(self, args, kwargs):
         if not self.donate_argnums:
@@ -695,13 +730,18 @@ class JitFunction:
                            self._donated_leaves(args, kwargs), self._name)
 
 
-def _unflattener(out_tree):
-    """outputs list -> the output pytree, without a tree walk in the common cases."""
+def _unflattener(out_tree, weak):
+    """outputs list -> the output pytree of Arrays (weak[i]: output i is weakly typed),
+    without a tree walk in the common cases."""
     if out_tree.node_type is None:
-        return lambda outs: outs[0]
-    if out_tree.node_type is tuple and all(c.node_type is None for c in out_tree.children):
-        return tuple
-    return lambda outs: tree_util.tree_unflatten(out_tree, outs)
+        w0 = weak[0]
+        return lambda outs: wrap_value(outs[0], w0)
+    if not any(weak):
+        if out_tree.node_type is tuple and all(c.node_type is None for c in out_tree.children):
+            return lambda outs: tuple([wrap_value(o) for o in outs])
+        return lambda outs: tree_util.tree_unflatten(out_tree, [wrap_value(o) for o in outs])
+    return lambda outs: tree_util.tree_unflatten(
+        out_tree, [wrap_value(o, w) for o, w in zip(outs, weak)])
 
 
 class _CacheState:

@@ -10,9 +10,10 @@ import types as _types
 import numpy as _np
 
 from .. import core
+from . import raw
 from functrans.primitives.misc import stop_gradient as _stop_gradient
 from ._promotion import (  # noqa: F401
-    _promote_float, _takes_array_likes, array, asarray, astype, bool_, broadcast_shapes, complex128, complex64,
+    _promote_float, _takes_array_likes, array, public as _public, asarray, astype, bool_, broadcast_shapes, complex128, complex64,
     complexfloating, concat, concatenate, dtype, e, expand_dims, finfo, float16, float32,
     float64, floating, iinfo, inexact, inf, int16, int32, int64, int8, integer, issubdtype,
     nan, ndarray, newaxis, number, pi, promote_types, ravel, reshape, result_type, stack, uint16, uint32,
@@ -135,12 +136,33 @@ core.tracer_ops["array_function"] = _array_function
 stop_gradient = _stop_gradient
 
 
-for _name, _fn in list(globals().items()):       # (the elementwise ones take them already)
-    if isinstance(_fn, _types.FunctionType) and not _name.startswith("_") and not getattr(
-            _fn, "takes_array_likes", False):
-        globals()[_name] = _takes_array_likes(_fn)
-linalg.norm = staticmethod(_takes_array_likes(linalg.norm))
-linalg.svd = staticmethod(_takes_array_likes(linalg.svd))
-for _name in ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "eig",
-              "eigvals", "pinv"):
-    setattr(linalg, _name, staticmethod(_takes_array_likes(getattr(linalg, _name))))
+# the library's own namespace (functrans.numpy.raw): raw arrays out, `__jax_array__`
+# operands taken (the elementwise functions take them already)
+for _name, _fn in list(globals().items()):
+    if isinstance(_fn, _types.FunctionType) and not _name.startswith("_"):
+        setattr(raw, _name, _fn if getattr(_fn, "takes_array_likes", False)
+                else _takes_array_likes(_fn))
+    elif not _name.startswith("__") and _name != "raw":
+        setattr(raw, _name, _fn)
+# the users' namespace: Arrays in and out (public: unwrap once on entry, wrap on exit)
+for _name, _fn in list(globals().items()):
+    if isinstance(_fn, _types.FunctionType) and not _name.startswith("_"):
+        globals()[_name] = _public(_fn)
+for _name, _fn in list(vars(linalg).items()):
+    if isinstance(_fn, staticmethod):
+        setattr(linalg, _name, staticmethod(_public(_fn.__func__)))
+for _name, _fn in list(vars(fft).items()):
+    if isinstance(_fn, staticmethod):
+        setattr(fft, _name, staticmethod(_public(_fn.__func__)))
+
+
+def _install_array_ops():
+    """The operators and methods of ft.Array: the tracers' table with public functions."""
+    for key, fn in core.tracer_ops.items():
+        if not key.startswith("array_"):
+            core.array_ops[key] = _public(fn)
+    core.array_ops["prop:at"] = at          # (its methods wrap their results)
+
+
+_install_array_ops()
+ndarray = core.Array       # jax.numpy.ndarray is jax.Array

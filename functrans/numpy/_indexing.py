@@ -13,7 +13,7 @@ from functrans.primitives import indexing as ix
 from functrans.primitives import shape as sh
 from ._promotion import (
     _DEFAULT, _axis, _as_operand, _broadcast_to_shape, _flat, _shape, _to_dtype, asarray, astype,
-    broadcast_shapes, concatenate, expand_dims, ravel, reshape, stack)
+    broadcast_shapes, concatenate, expand_dims, public, ravel, reshape, stack)
 from ._shapes import broadcast_to, moveaxis, ndim, size, transpose
 from ._shapes import nonzero as _nonzero_concrete
 from ._creation import zeros
@@ -358,7 +358,10 @@ def index_add(x, idx, values):
 
 
 class _IndexUpdateHelper:
-    """x.at[idx].set(v) / .add(v) / .get(), as in JAX (on traced values)."""
+    """x.at[idx].set(v) / .add / .multiply (.mul) / .get(), as in JAX, on eager Arrays and
+    traced values; eager results are Arrays."""
+
+    __slots__ = ("x",)
 
     def __init__(self, x):
         self.x = x
@@ -367,21 +370,59 @@ class _IndexUpdateHelper:
         return _IndexUpdateRef(self.x, idx)
 
 
+def _at_options(op, mode, fill_value=None):
+    """JAX's keyword arguments of the .at methods: indices_are_sorted and unique_indices are
+    hints (accepted, not needed here); out-of-bounds indices raise IndexError (the mode
+    JAX calls "promise_in_bounds" made checked), other modes are not available."""
+    if mode not in (None, "promise_in_bounds") or fill_value is not None:
+        raise NotImplementedError(
+            f"x.at[...].{op}(mode={mode!r}{', fill_value=...' if fill_value is not None else ''})"
+            ": functrans supports the default mode only (out-of-bounds indices raise "
+            "IndexError); clip the indices yourself (fnp.clip) for mode='clip'")
+
+
 class _IndexUpdateRef:
+    __slots__ = ("x", "idx")
+
     def __init__(self, x, idx):
         self.x, self.idx = x, idx
 
-    def get(self):
-        return getitem(self.x, self.idx)
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            fill_value=None):
+        _at_options("get", mode, fill_value)
+        return _public_at(getitem, self.x, self.idx)
 
-    def set(self, v):
-        return index_update(self.x, self.idx, v, "set")
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        _at_options("set", mode)
+        return _public_at(index_update, self.x, self.idx, values, "set")
 
-    def add(self, v):
-        return index_update(self.x, self.idx, v, "add")
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        _at_options("add", mode)
+        return _public_at(index_update, self.x, self.idx, values, "add")
 
-    def multiply(self, v):
-        return index_update(self.x, self.idx, multiply(getitem(self.x, self.idx), v), "set")
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x[idx] *= values; with repeated indices each position is multiplied once (JAX
+        multiplies once per repetition)."""
+        _at_options("multiply", mode)
+        return _public_at(lambda x, i, v: index_update(x, i, multiply(getitem(x, i), v)),
+                          self.x, self.idx, values)
+
+    mul = multiply
+
+    def min(self, values, **kw):
+        raise NotImplementedError("x.at[...].min is not available in functrans yet (it "
+                                  "needs a scatter-min primitive): use fnp.minimum(x, ...) "
+                                  "on the whole array with fnp.where")
+
+    def max(self, values, **kw):
+        raise NotImplementedError("x.at[...].max is not available in functrans yet (it "
+                                  "needs a scatter-max primitive): use fnp.maximum(x, ...) "
+                                  "on the whole array with fnp.where")
+
+
+def _public_at(fn, *args):
+    """fn(*args) as a public function runs it (Arrays unwrapped, the result an Array)."""
+    return public(fn)(*args)
 
 
 def at(x):

@@ -13,7 +13,7 @@ import operator
 import numpy as _np
 
 from .. import core
-from ..core import Tracer, get_aval, is_python_scalar
+from ..core import Array, Tracer, get_aval, is_python_scalar, value_of, wrap_result, wrap_value
 from ..core.config import DEFAULT_DTYPES
 from ..tree_util import tree_map
 from functrans.primitives import elementwise as ew
@@ -37,7 +37,8 @@ _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
 def _is_array(x):
-    return isinstance(x, (Tracer, _np.ndarray, _np.generic)) or hasattr(x, "__cuda_array_interface__")
+    return isinstance(x, (Tracer, _np.ndarray, _np.generic, Array)) or hasattr(
+        x, "__cuda_array_interface__")
 
 
 # ---------------------------------------------------------------------------
@@ -51,9 +52,13 @@ class ArrayLikeOperand(Exception):
 
 def _plain(x, like):
     """x, or the array behind an object with __jax_array__ (in a list or tuple too); such
-    objects are collected in `like`."""
-    if type(x) in (list, tuple):
-        return type(x)(_plain(v, like) for v in x)
+    objects are collected in `like`. A strong Array gives its raw array; a weak one stays
+    (the promotion reads its weak type; bind unwraps it)."""
+    t = type(x)
+    if t is Array:
+        return x if x.weak_type else value_of(x)
+    if t is list or t is tuple:
+        return t(_plain(v, like) for v in x)
     f = getattr(x, "__jax_array__", None)
     if f is None:
         return x
@@ -89,6 +94,28 @@ def _takes_array_likes(fn):
     return f
 
 
+def public(fn):
+    """fn as functrans.numpy (lax, random) hands it to users: its Array arguments (also in
+    lists, tuples and keywords) unwrapped once on entry (strong ones to their raw arrays),
+    `__jax_array__` operands taken (call_on_values), and its array results wrapped as
+    Arrays on exit (core.wrap_result). Internal callers use the unwrapped functions, so
+    the library's own eager chains pass raw arrays."""
+    @functools.wraps(fn)
+    def f(*args, **kwargs):
+        for a in args:
+            t = type(a)
+            if t is not _np.ndarray and t not in _PLAIN and not isinstance(a, Tracer):
+                return wrap_result(call_on_values(fn, args, kwargs))
+        if kwargs:
+            for v in kwargs.values():
+                t = type(v)
+                if t is Array or t is list or t is tuple:
+                    return wrap_result(call_on_values(fn, args, kwargs))
+        return wrap_result(fn(*args, **kwargs))
+    f.public = True
+    return f
+
+
 # ---------------------------------------------------------------------------
 # conversion and promotion
 
@@ -110,6 +137,8 @@ def asarray(x, dtype=None):
     if dtype is not None:
         dtype = _canonical_dtype(dtype)
     if isinstance(x, Tracer):
+        return x if dtype is None else astype(x, dtype)
+    if type(x) is Array:                       # (a weak one: public() unwraps strong ones)
         return x if dtype is None else astype(x, dtype)
     if hasattr(x, "__cuda_array_interface__"):
         return x if dtype is None else x.astype(dtype)
@@ -155,7 +184,7 @@ def _dtype_weak(x):
     if is_python_scalar(x):
         a = get_aval(x)
         return a.dtype, True
-    if isinstance(x, Tracer):
+    if isinstance(x, Tracer) or type(x) is Array:
         return x.aval.dtype, x.aval.weak_type
     if isinstance(x, (list, tuple)):
         return asarray(x).dtype, False
@@ -251,14 +280,16 @@ def _inexact(dt):
     return _DEFAULT["f"]
 
 
-def _to_dtype(x, dt):
-    """x as an operand of dtype dt (Python scalars become rank-0 literals)."""
+def _to_dtype(x, dt, weak=False):
+    """x as an operand of dtype dt (Python scalars become rank-0 literals); weak: the
+    promoted dtype is weak (every operand was weakly typed or of a lower kind, as
+    int32 * 2.5), so the operand becomes weakly typed too, as in JAX."""
     if is_python_scalar(x):
-        return _np.asarray(x, dt)
+        return wrap_value(_np.asarray(x, dt), True) if weak else _np.asarray(x, dt)
     if isinstance(x, (list, tuple)):
         x = asarray(x)
-    if _np.dtype(x.dtype) != dt:
-        return ew.convert_element_type(x, new_dtype=dt, weak_type=False)
+    if _np.dtype(x.dtype) != dt or weak and not getattr(x, "weak_type", False):
+        return ew.convert_element_type(x, new_dtype=dt, weak_type=weak)
     return x
 
 
@@ -337,12 +368,12 @@ def _promote_args(name, *args, dtype_kinds=None):
         if hasattr(a, "__jax_array__"):
             raise ArrayLikeOperand
     args = [asarray(a) if isinstance(a, (list, tuple)) else a for a in args]
-    dt, _ = _result_type(*args)
+    dt, weak = _result_type(*args)
     shape = broadcast_shapes(*[_shape(a) for a in args], name=name) if len(args) > 1 \
         else _shape(args[0])
     out = []
     for a in args:
-        a = _to_dtype(a, dt)
+        a = _to_dtype(a, dt, weak)
         if _shape(a) != shape and _shape(a) != ():
             a = _broadcast_to_shape(a, shape)
         out.append(a)
@@ -352,10 +383,10 @@ def _promote_args(name, *args, dtype_kinds=None):
 def _promote_float(*args, name=""):
     """args promoted together and then to an inexact dtype (`_inexact`), as jax.numpy's
     floating functions of integer operands: int32 -> float32 also under jax_enable_x64."""
-    dt, _ = _result_type(*args)
+    dt, weak = _result_type(*args)
     if dt.kind not in "fc":
         dt = _inexact(dt)
-        args = [_to_dtype(a, dt) for a in args]
+        args = [_to_dtype(a, dt, weak) for a in args]
     return _promote_args(name, *args)
 
 

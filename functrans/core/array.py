@@ -1,0 +1,329 @@
+"""`Array`: the type of functrans's eager array values, as jax.Array is JAX's.
+
+A thin wrapper (two slots) around a device array (NumPy on "cpu", CuPy on "cuda"), not an
+ndarray subclass (a subclass measured 3-4x per eager op). It carries what a plain array
+cannot: the weak type of a value computed from Python scalars (so that eager promotion
+equals traced promotion), `.at[...]` updates, `block_until_ready()`, devices, and deletion
+after donation to a jitted function. Where the wrapping happens:
+
+- `Primitive.bind` (core/trace.py) takes Arrays (it unwraps them once) and returns a weak
+  result as a weak Array; a strong result stays the raw array, so the library's internal
+  chains of eager binds keep their fast paths.
+- the public functions of functrans.numpy, lax and random unwrap strong Array arguments on
+  entry and wrap their array results on exit (`wrap_result`); jit wraps its outputs.
+
+Operators and methods run functrans.numpy's functions, which functrans.numpy installs in
+`array_ops` (the core does not import the layers above it). NumPy's own functions see an
+Array through `__array__` and return NumPy arrays, as they do on jax.Array.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .avals import ShapedArray
+
+# Operators and methods of Arrays, supplied by functrans.numpy: name -> function, for the
+# operators under their functrans.numpy names, methods as "method:<name>" and properties
+# as "prop:<name>" (as core.tracer_ops does for tracers).
+array_ops: dict[str, Callable] = {}
+
+# the devices module installs `device_of(raw_array) -> Device` (it imports this module)
+DEVICES: dict[str, Callable] = {}
+
+_aval_cache: dict = {}
+
+
+class _ArrayMeta(type):
+    """isinstance(x, Array) is true for Arrays, tracers (as for jax.Array) and, as before
+    Arrays existed, NumPy/CuPy arrays; a masked array is not one (its mask would be lost)."""
+
+    def __instancecheck__(cls, x):
+        t = type(x)
+        if t is Array or t is np.ndarray:
+            return True
+        return (isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "_trace")
+                or hasattr(x, "__cuda_array_interface__")) and not isinstance(
+                    x, np.ma.MaskedArray)
+
+    def __subclasscheck__(cls, sub):
+        return type.__subclasscheck__(cls, sub) or issubclass(sub, (np.ndarray, np.generic)) \
+            or hasattr(sub, "_trace")
+
+
+def _deleted_error(shape, dtype):
+    """JAX's error for reading an Array after its buffer was donated or deleted."""
+    return RuntimeError(f"Array has been deleted with shape={np.dtype(dtype).name}"
+                        f"[{','.join(map(str, shape))}].")
+
+
+class Array(metaclass=_ArrayMeta):
+    """jax.Array: an eager functrans array. `isinstance(x, ft.Array)` is also true for
+    tracers and NumPy arrays. Not constructed directly: functrans.numpy.asarray(x) makes one.
+    """
+    __slots__ = ("_value", "weak_type", "_deleted", "__weakref__")
+    __array_priority__ = 100       # ndarray <op> Array gives way to the Array's operator
+
+    def __new__(cls, *args, **kwargs):
+        raise TypeError("ft.Array is the type of functrans arrays and cannot be "
+                        "instantiated; use ft.numpy.asarray(...) to make one")
+
+    # -- the raw value ------------------------------------------------------------------
+    @property
+    def _v(self):
+        v = self._value
+        if v is None:
+            raise _deleted_error(*self._deleted)
+        return v
+
+    @property
+    def aval(self) -> ShapedArray:
+        v = self._v
+        key = (v.shape, v.dtype, self.weak_type)
+        a = _aval_cache.get(key)
+        if a is None:
+            if len(_aval_cache) > 4096:
+                _aval_cache.clear()
+            a = _aval_cache[key] = ShapedArray(v.shape, v.dtype, self.weak_type)
+        return a
+
+    # -- what an ndarray user reads -----------------------------------------------------
+    @property
+    def shape(self):
+        v = self._value
+        return v.shape if v is not None else self._deleted[0]
+
+    @property
+    def dtype(self):
+        v = self._value
+        return v.dtype if v is not None else self._deleted[1]
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def T(self):
+        return array_ops["method:transpose"](self)
+
+    @property
+    def mT(self):
+        return array_ops["prop:mT"](self)
+
+    @property
+    def real(self):
+        return array_ops["prop:real"](self)
+
+    @property
+    def imag(self):
+        return array_ops["prop:imag"](self)
+
+    @property
+    def at(self):
+        """x.at[idx].set(v) / add / multiply / divide / power / min / max / get, as JAX's."""
+        return array_ops["prop:at"](self)
+
+    def __getattr__(self, name):
+        op = array_ops.get("method:" + name)
+        if op is not None:
+            return lambda *a, **k: op(self, *a, **k)
+        raise AttributeError(f"'Array' object has no attribute {name!r}")
+
+    def item(self, *args):
+        return self._v.item(*args)
+
+    def tolist(self):
+        return self._v.tolist()
+
+    def __len__(self):
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of unsized object")
+        return shape[0]
+
+    def __iter__(self):
+        v = self._v
+        if v.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (wrap_value(row) for row in v)
+
+    def __bool__(self):
+        return bool(self._v)
+
+    def __float__(self):
+        return float(self._v)
+
+    def __int__(self):
+        return int(self._v)
+
+    def __complex__(self):
+        return complex(self._v)
+
+    def __index__(self):
+        v = self._v
+        if v.dtype.kind not in "iub" or v.ndim:
+            raise TypeError("only integer scalar arrays can be converted to a scalar index")
+        return int(v)
+
+    def __format__(self, spec):
+        v = self._v
+        return format(v.item() if v.ndim == 0 else v, spec)
+
+    def __contains__(self, item):
+        return bool((self._v == np.asarray(item)).any())
+
+    def __setitem__(self, idx, value):
+        raise TypeError("'Array' object does not support item assignment. functrans arrays "
+                        "are immutable, as JAX's: instead of x[idx] = y, use "
+                        "x = x.at[idx].set(y) (or .add, .multiply, .min, .max)")
+
+    __hash__ = None        # as jax.Array: __eq__ is elementwise, so Arrays are unhashable
+
+    # -- NumPy interop: NumPy's functions see the raw array and return NumPy results --------
+    def __array__(self, dtype=None, copy=None):
+        v = self._v
+        if type(v) is not np.ndarray:
+            v = v.get()           # a CuPy array: a host copy
+        if dtype is not None and np.dtype(dtype) != v.dtype:
+            return v.astype(dtype)
+        return v.copy() if copy else v
+
+    # -- printing and pickling ----------------------------------------------------------
+    def __repr__(self):
+        v = self._value
+        if v is None:
+            return f"Array(<deleted>, shape={self.shape}, dtype={self.dtype.name})"
+        v = np.asarray(self)
+        extra = f"dtype={v.dtype.name}" + (", weak_type=True" if self.weak_type else "")
+        if v.size == 0 and v.shape != (0,):
+            return f"Array([], shape={v.shape}, {extra})"
+        body = np.array2string(v, separator=", ", prefix="Array(", suffix=f", {extra})")
+        return f"Array({body}, {extra})"
+
+    def __str__(self):
+        return str(np.asarray(self))
+
+    def __reduce__(self):
+        return _unpickle, (np.asarray(self), self.weak_type)
+
+    def __copy__(self):
+        return self           # immutable, as jax.Array
+
+    def __deepcopy__(self, memo):
+        return wrap_value(self._v.copy(), self.weak_type)
+
+    # -- JAX's runtime methods ----------------------------------------------------------
+    def block_until_ready(self):
+        """self, once computed: a NumPy value is ready when returned; a CuPy one waits for
+        its device's stream."""
+        v = self._v
+        if type(v) is not np.ndarray:
+            DEVICES["synchronize"](v)
+        return self
+
+    def copy_to_host_async(self):
+        """Starts the copy to the host (a no-op for a NumPy value); returns None."""
+        self._v
+        return None
+
+    def devices(self):
+        """The set of devices holding this array."""
+        return {self.device}
+
+    @property
+    def device(self):
+        return DEVICES["device_of"](self._v)
+
+    def is_deleted(self) -> bool:
+        return self._value is None
+
+    def delete(self):
+        """Frees the buffer: reading the array afterwards raises RuntimeError, as JAX."""
+        v = self._value
+        if v is not None:
+            self._deleted = (v.shape, v.dtype)
+            self._value = None
+
+
+def wrap_value(v, weak_type=False):
+    """An Array around the raw device array v (a NumPy scalar becomes rank 0)."""
+    if type(v) is not np.ndarray and isinstance(v, np.generic):
+        v = np.asarray(v)
+    a = object.__new__(Array)
+    a._value = v
+    a.weak_type = weak_type
+    return a
+
+
+def _unpickle(v, weak_type):
+    return wrap_value(v, weak_type)
+
+
+def value_of(a):
+    """The raw array behind Array a; RuntimeError when a was deleted (donated)."""
+    v = a._value
+    if v is None:
+        raise _deleted_error(*a._deleted)
+    return v
+
+
+def unwrap(x):
+    """x's raw array when x is an Array, else x."""
+    return value_of(x) if type(x) is Array else x
+
+
+def wrap_result(out):
+    """A public function's result with its raw arrays as (strong) Arrays: an array, or
+    the arrays of a tuple or list (named tuples keep their type); anything else as is."""
+    t = type(out)
+    if t is np.ndarray:
+        return wrap_value(out)
+    if t is tuple or t is list:
+        return t([wrap_result(o) for o in out])
+    if t is dict:
+        return {k: wrap_result(v) for k, v in out.items()}
+    if isinstance(out, tuple) and hasattr(out, "_fields"):
+        return t(*[wrap_result(o) for o in out])
+    if isinstance(out, np.generic):
+        return wrap_value(np.asarray(out))
+    if t.__module__.startswith("cupy") and hasattr(out, "__cuda_array_interface__"):
+        return wrap_value(out)
+    return out
+
+
+def _def_op(name, key, reflected=False):
+    if reflected:
+        def op(self, other):
+            return array_ops[key](other, self)
+    else:
+        def op(self, *args):
+            return array_ops[key](self, *args)
+    op.__name__ = name
+    setattr(Array, name, op)
+
+
+for _name, _key in [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
+                    ("truediv", "true_divide"), ("floordiv", "floor_divide"),
+                    ("mod", "remainder"), ("pow", "power"), ("matmul", "matmul"),
+                    ("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor")]:
+    _def_op(f"__{_name}__", _key)
+    _def_op(f"__r{_name}__", _key, reflected=True)
+for _name, _key in [("neg", "negative"), ("pos", "positive"), ("abs", "abs"),
+                    ("invert", "invert"), ("lt", "less"), ("le", "less_equal"),
+                    ("gt", "greater"), ("ge", "greater_equal"), ("eq", "equal"),
+                    ("ne", "not_equal"), ("getitem", "getitem")]:
+    _def_op(f"__{_name}__", _key)
+Array.__hash__ = None      # (defining __eq__ above would otherwise leave it unset)

@@ -9,7 +9,7 @@ import types as _types
 
 import numpy as np
 
-from .numpy._promotion import public as _public
+from .core import arrays_in_out as _arrays_in_out
 from .numpy import raw as fnp
 from .core import ConcretizationTypeError, to_concrete
 from .core.config import DEFAULT_DTYPES
@@ -288,4 +288,4 @@ def __dir__():
 for _name, _fn in list(globals().items()):
     if isinstance(_fn, _types.FunctionType) and not _name.startswith("_") and \
             _fn.__module__ == __name__:
-        globals()[_name] = _public(_fn)
+        globals()[_name] = _arrays_in_out(_fn)

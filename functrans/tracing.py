@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 from . import tree_util
-from .core import (Array, value_of, ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, UnexpectedTracerError,
-                   Var, get_aval, is_python_scalar, new_dynamic_main)
+from .core import (Array, ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer,
+                   UnexpectedTracerError, Var, get_aval, is_python_scalar, new_dynamic_main,
+                   value_of, wrap_value)
 from .core.config import leak_checking
 from .passes import dce_jaxpr
 from .primitives.elementwise import mul_p
@@ -122,6 +123,8 @@ class JaxprTrace(Trace):
                 and all(t._const is not None and _is_literal_value(t._const) for t in tracers)):
             val = prim.impl(np, *[t._const for t in tracers], **params)   # fold scalar constants
             if np.ndim(val) == 0:
+                if prim.abstract_eval(*[t.aval for t in tracers], **params).weak_type:
+                    return self.pure(wrap_value(np.asarray(val), True))   # stays weak
                 return self.pure(np.asarray(val))
         if (prim.elementwise and tracers and not prim.effectful and not prim.multiple_results
                 and any(t._fill is not None for t in tracers)

@@ -285,6 +285,27 @@ def unwrap(x):
     return value_of(x) if type(x) is Array else x
 
 
+def arrays_in_out(fn):
+    """fn as functrans.lax and functrans.random hand it to users: strong Array arguments
+    (positional or keyword, at the top level) unwrapped once on entry, array results
+    wrapped as Arrays on exit. Other arguments pass as they are (pytrees, Tensors,
+    functions: a weak Array inside a pytree reaches bind, which takes it)."""
+    def f(*args, **kwargs):
+        for a in args:
+            if type(a) is Array:
+                args = [value_of(x) if type(x) is Array and not x.weak_type else x
+                        for x in args]
+                break
+        if kwargs:
+            for k, v in kwargs.items():
+                if type(v) is Array and not v.weak_type:
+                    kwargs[k] = value_of(v)
+        return wrap_result(fn(*args, **kwargs))
+    f.__name__, f.__qualname__, f.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    f.__module__, f.__wrapped__ = fn.__module__, fn
+    return f
+
+
 def wrap_result(out):
     """A public function's result with its raw arrays as (strong) Arrays: an array, or
     the arrays of a tuple or list (named tuples keep their type); anything else as is."""

@@ -976,6 +976,8 @@ def _tensor_from(aux, children):
     """A Tensor (no history) around the leaf. A leaf that is itself a Tensor or a container
     (a Jacobian's block per input) is returned as is: the Tensor node dissolves into it."""
     x = children[0]
+    if type(x) is Array:               # a jitted function's output: Tensors hold raw arrays
+        x = value_of(x)
     if isinstance(x, Tracer):
         x = traced_hooks().as_tensor(x)   # ft.compile: its own values come out detached
         return x if isinstance(x, Tensor) else wrap(x)

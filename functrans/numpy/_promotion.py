@@ -13,7 +13,8 @@ import operator
 import numpy as _np
 
 from .. import core
-from ..core import Array, Tracer, get_aval, is_python_scalar, value_of, wrap_result, wrap_value
+from ..core import (Array, Tracer, arrays_in_out, get_aval, is_python_scalar, value_of,
+                   wrap_result, wrap_value)
 from ..core.config import DEFAULT_DTYPES
 from ..tree_util import tree_map
 from functrans.primitives import elementwise as ew
@@ -74,7 +75,7 @@ def call_on_values(fn, args, kwargs):
     if not like:
         return out
     wrap = like[0].__array_wrap__
-    return tree_map(lambda o: wrap(o) if isinstance(o, (_np.ndarray, _np.generic, Tracer))
+    return tree_map(lambda o: wrap(o) if isinstance(o, (_np.ndarray, _np.generic, Tracer, Array))
                     else o, out)
 
 
@@ -100,6 +101,9 @@ def public(fn):
     `__jax_array__` operands taken (call_on_values), and its array results wrapped as
     Arrays on exit (core.wrap_result). Internal callers use the unwrapped functions, so
     the library's own eager chains pass raw arrays."""
+    if getattr(fn, "reads_protocols", False):     # from_dlpack: Tensors are its input
+        return arrays_in_out(fn)
+
     @functools.wraps(fn)
     def f(*args, **kwargs):
         for a in args:
@@ -112,7 +116,6 @@ def public(fn):
                 if t is Array or t is list or t is tuple:
                     return wrap_result(call_on_values(fn, args, kwargs))
         return wrap_result(fn(*args, **kwargs))
-    f.public = True
     return f
 
 

@@ -258,11 +258,22 @@ class Array(metaclass=_ArrayMeta):
             self._value = None
 
 
+_new = object.__new__
+
+
+def new_array(v, weak_type=False):
+    """An Array around the raw device array v (the hot path: v is known to be one)."""
+    a = _new(Array)
+    a._value = v
+    a.weak_type = weak_type
+    return a
+
+
 def wrap_value(v, weak_type=False):
     """An Array around the raw device array v (a NumPy scalar becomes rank 0)."""
     if type(v) is not np.ndarray and isinstance(v, np.generic):
         v = np.asarray(v)
-    a = object.__new__(Array)
+    a = _new(Array)
     a._value = v
     a.weak_type = weak_type
     return a
@@ -291,33 +302,51 @@ def arrays_in_out(fn):
     wrapped as Arrays on exit. Other arguments pass as they are (pytrees, Tensors,
     functions: a weak Array inside a pytree reaches bind, which takes it)."""
     def f(*args, **kwargs):
+        given = None
         for a in args:
             if type(a) is Array:
-                args = [value_of(x) if type(x) is Array and not x.weak_type else x
-                        for x in args]
+                given = {}
+                args = [_unwrap_noting(x, given) for x in args]
                 break
         if kwargs:
             for k, v in kwargs.items():
-                if type(v) is Array and not v.weak_type:
-                    kwargs[k] = value_of(v)
-        return wrap_result(fn(*args, **kwargs))
+                if type(v) is Array:
+                    if given is None:
+                        given = {}
+                    kwargs[k] = _unwrap_noting(v, given)
+        return wrap_result(fn(*args, **kwargs), given)
     f.__name__, f.__qualname__, f.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
     f.__module__, f.__wrapped__ = fn.__module__, fn
     return f
 
 
-def wrap_result(out):
+def _unwrap_noting(x, given):
+    """x's raw array when x is a strong Array (noted in given: id(raw) -> x), else x."""
+    if type(x) is Array and not x.weak_type:
+        v = value_of(x)
+        given[id(v)] = x
+        return v
+    return x
+
+
+def wrap_result(out, given=None):
     """A public function's result with its raw arrays as (strong) Arrays: an array, or
-    the arrays of a tuple or list (named tuples keep their type); anything else as is."""
+    the arrays of a tuple, list or dict (named tuples keep their type); anything else as
+    is. given: id(raw) -> the Array it was unwrapped from, returned for that raw array
+    (a function that forwards its argument returns the argument itself, as in JAX)."""
     t = type(out)
     if t is np.ndarray:
+        if given:
+            a = given.get(id(out))
+            if a is not None:
+                return a
         return wrap_value(out)
     if t is tuple or t is list:
-        return t([wrap_result(o) for o in out])
+        return t([wrap_result(o, given) for o in out])
     if t is dict:
-        return {k: wrap_result(v) for k, v in out.items()}
+        return {k: wrap_result(v, given) for k, v in out.items()}
     if isinstance(out, tuple) and hasattr(out, "_fields"):
-        return t(*[wrap_result(o) for o in out])
+        return t(*[wrap_result(o, given) for o in out])
     if isinstance(out, np.generic):
         return wrap_value(np.asarray(out))
     if t.__module__.startswith("cupy") and hasattr(out, "__cuda_array_interface__"):

@@ -529,20 +529,20 @@ class JitFunction:
             # fast path: every argument a NumPy array or an Array, a signature seen before
             sig = []
             raw = None
-            for i, a in enumerate(args):
+            for a in args:
                 t = type(a)
-                if t is Array:
+                if t is _ndarray:
+                    sig.append((a.shape, a.dtype))
+                elif t is Array:
                     v = a._value
                     if v is None or type(v) is not _ndarray:
                         break                  # deleted (the slow path raises) or CuPy
                     if raw is None:
                         raw = list(args)
-                    raw[i] = v
+                    raw[len(sig)] = v
                     sig.append((v.shape, v.dtype, a.weak_type))
-                elif t is not _ndarray:
-                    break
                 else:
-                    sig.append((a.shape, a.dtype))
+                    break
             else:
                 hit = st.fast.get(tuple(sig))
                 if hit is not None:
@@ -730,12 +730,23 @@ class JitFunction:
                            self._donated_leaves(args, kwargs), self._name)
 
 
+_new = object.__new__
+
+
 def _unflattener(out_tree, weak):
     """outputs list -> the output pytree of Arrays (weak[i]: output i is weakly typed),
     without a tree walk in the common cases."""
     if out_tree.node_type is None:
         w0 = weak[0]
-        return lambda outs: wrap_value(outs[0], w0)
+
+        def one(outs):
+            o = outs[0]
+            if type(o) is np.ndarray:
+                a = _new(Array)
+                a._value, a.weak_type = o, w0
+                return a
+            return wrap_value(o, w0)
+        return one
     if not any(weak):
         if out_tree.node_type is tuple and all(c.node_type is None for c in out_tree.children):
             return lambda outs: tuple([wrap_value(o) for o in outs])

@@ -157,11 +157,18 @@ for _name, _fn in list(vars(fft).items()):
 
 
 def _install_array_ops():
-    """The operators and methods of ft.Array: the tracers' table with public functions."""
+    """The operators and methods of ft.Array: the tracers' table with public functions.
+    The binary operators are set on the class itself (one call less per operator)."""
     for key, fn in core.tracer_ops.items():
         if not key.startswith("array_"):
             core.array_ops[key] = _public(fn)
     core.array_ops["prop:at"] = at          # (its methods wrap their results)
+    ops = core.array_ops
+    for name, key in [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
+                      ("truediv", "true_divide"), ("matmul", "matmul")]:
+        fn = ops[key]
+        setattr(core.Array, f"__{name}__", fn)
+        setattr(core.Array, f"__r{name}__", (lambda f: lambda self, other: f(other, self))(fn))
 
 
 _install_array_ops()

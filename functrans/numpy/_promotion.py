@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import inspect
 import math
 import operator
 
@@ -15,6 +16,7 @@ import numpy as _np
 from .. import core
 from ..core import (Array, Tracer, arrays_in_out, get_aval, is_python_scalar, value_of,
                    wrap_result, wrap_value)
+from ..core.array import new_array
 from ..core.config import DEFAULT_DTYPES
 from ..tree_util import tree_map
 from functrans.primitives import elementwise as ew
@@ -27,7 +29,7 @@ int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
 uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 bool_, complex64, complex128 = _np.bool_, _np.complex64, _np.complex128
 dtype = _np.dtype
-ndarray = _np.ndarray
+ndarray = _ndarray = _np.ndarray
 pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
 finfo, iinfo, issubdtype = _np.finfo, _np.iinfo, _np.issubdtype
 floating, integer, inexact, number, complexfloating = (
@@ -96,27 +98,83 @@ def _takes_array_likes(fn):
 
 
 def public(fn):
-    """fn as functrans.numpy (lax, random) hands it to users: its Array arguments (also in
-    lists, tuples and keywords) unwrapped once on entry (strong ones to their raw arrays),
-    `__jax_array__` operands taken (call_on_values), and its array results wrapped as
-    Arrays on exit (core.wrap_result). Internal callers use the unwrapped functions, so
-    the library's own eager chains pass raw arrays."""
+    """fn as functrans.numpy hands it to users: its strong Array arguments unwrapped once
+    on entry to their raw arrays (a weak one stays: the promotion reads its weak type, bind
+    unwraps it), `__jax_array__` operands and Arrays in lists, tuples and keywords taken by
+    call_on_values, and its array results wrapped as Arrays on exit (core.wrap_result).
+    The library's own callers use the unwrapped functions (functrans.numpy.raw), so its
+    internal eager chains pass raw arrays. A function of exactly (x) or (x, y) (the
+    elementwise ones) gets a wrapper of that arity: the per-op cost of the eager path."""
     if getattr(fn, "reads_protocols", False):     # from_dlpack: Tensors are its input
         return arrays_in_out(fn)
-
-    @functools.wraps(fn)
-    def f(*args, **kwargs):
-        for a in args:
-            t = type(a)
-            if t is not _np.ndarray and t not in _PLAIN and not isinstance(a, Tracer):
-                return wrap_result(call_on_values(fn, args, kwargs))
-        if kwargs:
-            for v in kwargs.values():
-                t = type(v)
-                if t is Array or t is list or t is tuple:
+    params = list(inspect.signature(fn).parameters.values())
+    plain = all(p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in params)
+    if plain and [p.name for p in params] == ["x"]:
+        def f(x):
+            t = type(x)
+            if t is Array:
+                if not x.weak_type:
+                    v = x._value
+                    x = v if v is not None else value_of(x)   # (deleted: raises)
+            elif t is not _ndarray and t not in _PLAIN and not isinstance(x, Tracer):
+                return wrap_result(call_on_values(fn, (x,), {}))
+            out = fn(x)
+            if type(out) is _ndarray:
+                a = _new(Array)
+                a._value, a.weak_type = out, False
+                return a
+            return wrap_result(out)
+    elif plain and [p.name for p in params] == ["x", "y"]:
+        def f(x, y):
+            t = type(x)
+            if t is Array:
+                if not x.weak_type:
+                    v = x._value
+                    x = v if v is not None else value_of(x)   # (deleted: raises)
+            elif t is not _ndarray and t not in _PLAIN and not isinstance(x, Tracer):
+                return wrap_result(call_on_values(fn, (x, y), {}))
+            t = type(y)
+            if t is Array:
+                if not y.weak_type:
+                    v = y._value
+                    y = v if v is not None else value_of(y)   # (deleted: raises)
+            elif t is not _ndarray and t not in _PLAIN and not isinstance(y, Tracer):
+                return wrap_result(call_on_values(fn, (x, y), {}))
+            out = fn(x, y)
+            if type(out) is _ndarray:
+                a = _new(Array)
+                a._value, a.weak_type = out, False
+                return a
+            return wrap_result(out)
+    else:
+        def f(*args, **kwargs):
+            raw = None
+            i = 0
+            for a in args:
+                t = type(a)
+                if t is Array:
+                    if not a.weak_type:
+                        if raw is None:
+                            raw = list(args)
+                        raw[i] = value_of(a)
+                elif t is not _ndarray and t not in _PLAIN and not isinstance(a, Tracer):
                     return wrap_result(call_on_values(fn, args, kwargs))
-        return wrap_result(fn(*args, **kwargs))
-    return f
+                i += 1
+            if kwargs:
+                for v in kwargs.values():
+                    t = type(v)
+                    if t is Array or t is list or t is tuple:
+                        return wrap_result(call_on_values(fn, args, kwargs))
+            if raw is None:
+                out = fn(*args, **kwargs)
+                return new_array(out) if type(out) is _ndarray else wrap_result(out)
+            # (an argument returned as is comes back as its Array: fnp.asarray(x) is x)
+            return wrap_result(fn(*raw, **kwargs),
+                               {id(r): a for r, a in zip(raw, args) if r is not a})
+    return functools.wraps(fn)(f)
+
+
+_new = object.__new__
 
 
 # ---------------------------------------------------------------------------

@@ -186,9 +186,9 @@ class Array(metaclass=_ArrayMeta):
         return bool((self._v == np.asarray(item)).any())
 
     def __setitem__(self, idx, value):
-        raise TypeError("'Array' object does not support item assignment. functrans arrays "
-                        "are immutable, as JAX's: instead of x[idx] = y, use "
-                        "x = x.at[idx].set(y) (or .add, .multiply, .min, .max)")
+        raise TypeError("functrans arrays are immutable and do not support in-place item "
+                        "assignment (as JAX's). Instead of x[idx] = y, use "
+                        "x = x.at[idx].set(y) or another .at[] method (.add, .multiply, .get)")
 
     __hash__ = None        # as jax.Array: __eq__ is elementwise, so Arrays are unhashable
 

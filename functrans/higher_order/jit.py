@@ -30,7 +30,8 @@ from ..ad import (PartialEvalTracer, PartialVal, _EqnRecipe, jvp_jaxpr, partial_
                   transpose_jaxpr)
 from ..batching import axis_env, batch_jaxpr, current_axis_name
 from ..core import (Array, ClosedJaxpr, FunctransError, Jaxpr, TypeCheckError, Tracer,
-                    UndefinedPrimal, Zero, value_of, wrap_value, _state, _thread_state, get_aval, short_dtype)
+                    UndefinedPrimal, Zero, _state, _thread_state, get_aval, short_dtype,
+                    value_of, wrap_value)
 from ..core.config import config
 from ..primitives.base import bdim_size, defprim, instantiate, moveaxis
 from ..runtime import device_of, gc_paused, lower_jaxpr

@@ -5,6 +5,7 @@ NumPy broadcasting and dtype promotion, with JAX's weak typing for Python scalar
 Operands may be objects with JAX's `__jax_array__()` protocol (an ft.Tensor): the
 functions take their values and return arrays (or traced values).
 """
+import functools as _functools
 import types as _types
 
 import numpy as _np
@@ -148,6 +149,18 @@ for _name, _fn in list(globals().items()):
 for _name, _fn in list(globals().items()):
     if isinstance(_fn, _types.FunctionType) and not _name.startswith("_"):
         globals()[_name] = _public(_fn)
+def _python_scalars_weak(public_fn):
+    """jnp.asarray / jnp.array of a Python scalar without a dtype: a weakly typed Array, as
+    JAX's (so that jnp.asarray(1.0) * float16_array stays float16)."""
+    @_functools.wraps(public_fn)
+    def f(x, dtype=None):
+        if dtype is None and type(x) in (int, float, complex):
+            return core.wrap_value(raw.asarray(x), True)
+        return public_fn(x, dtype)
+    return f
+
+
+asarray = array = _python_scalars_weak(asarray)
 for _name, _fn in list(vars(linalg).items()):
     if isinstance(_fn, staticmethod):
         setattr(linalg, _name, staticmethod(_public(_fn.__func__)))

@@ -153,8 +153,15 @@ def test_at_updates():
     np.testing.assert_array_equal(ft.jit(lambda v: v.at[0].set(9.0))(y), [9, 1, 2, 3])
     with pytest.raises(NotImplementedError, match="mode='clip'"):
         y.at[7].set(1.0, mode="clip")
-    with pytest.raises(NotImplementedError, match=r"at\[\.\.\.\]\.min"):
-        y.at[0].min(1.0)
+    rep = np.array([1, 1, 3])                 # repeated indices combine once per repetition
+    np.testing.assert_array_equal(y.at[rep].multiply(3.0), [0, 9, 2, 9])
+    np.testing.assert_array_equal(y.at[rep].min(fnp.asarray([0.5, -2.0, 9.0])), [0, -2, 2, 3])
+    np.testing.assert_array_equal(y.at[rep].max(fnp.asarray([0.5, 7.0, 9.0])), [0, 7, 2, 9])
+    np.testing.assert_array_equal(ft.jit(lambda v, i: v.at[i].multiply(3.0))(y, rep),
+                                  [0, 9, 2, 9])                    # traced indices
+    assert float(ft.grad(lambda v: y.at[rep].multiply(v).sum())(2.0)) == 2 * 1 * 2.0 + 3
+    with pytest.raises(NotImplementedError, match="unique_indices=True"):
+        ft.jit(lambda v, i: v.at[i].max(1.0))(fnp.zeros(100), np.zeros(65, np.int32))
 
 
 def test_runtime_methods():

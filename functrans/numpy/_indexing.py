@@ -18,7 +18,8 @@ from ._shapes import broadcast_to, moveaxis, ndim, size, transpose
 from ._shapes import nonzero as _nonzero_concrete
 from ._creation import zeros
 from ._elementwise import (
-    _zero_like, clip, greater_equal, less, logical_and, multiply, remainder, where)
+    _zero_like, clip, greater_equal, less, logical_and, maximum, minimum, multiply, remainder,
+    where)
 from ._reductions import argsort, sum
 
 
@@ -401,23 +402,60 @@ class _IndexUpdateRef:
         return _public_at(index_update, self.x, self.idx, values, "add")
 
     def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        """x[idx] *= values; with repeated indices each position is multiplied once (JAX
-        multiplies once per repetition)."""
+        """x[idx] *= values, once per repetition of an index (as JAX)."""
         _at_options("multiply", mode)
-        return _public_at(lambda x, i, v: index_update(x, i, multiply(getitem(x, i), v)),
-                          self.x, self.idx, values)
+        return _public_at(_combine_at, self.x, self.idx, values, multiply, unique_indices)
 
     mul = multiply
 
-    def min(self, values, **kw):
-        raise NotImplementedError("x.at[...].min is not available in functrans yet (it "
-                                  "needs a scatter-min primitive): use fnp.minimum(x, ...) "
-                                  "on the whole array with fnp.where")
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x[idx] = minimum(x[idx], values), over every repetition of an index."""
+        _at_options("min", mode)
+        return _public_at(_combine_at, self.x, self.idx, values, minimum, unique_indices)
 
-    def max(self, values, **kw):
-        raise NotImplementedError("x.at[...].max is not available in functrans yet (it "
-                                  "needs a scatter-max primitive): use fnp.maximum(x, ...) "
-                                  "on the whole array with fnp.where")
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x[idx] = maximum(x[idx], values), over every repetition of an index."""
+        _at_options("max", mode)
+        return _public_at(_combine_at, self.x, self.idx, values, maximum, unique_indices)
+
+
+_MAX_TRACED_REPEATS = 64     # traced indices, not promised unique: one update per element
+
+
+def _combine_at(x, idx, values, combine, unique):
+    """x with combine(x[i], v) at every position i that idx selects, applied once per
+    repetition of a position (so repeated indices compose, as JAX's scatter_mul/min/max):
+    the updates go in rounds, each round a gather and a scatter over positions that are
+    distinct within it (the k-th repetitions of each position form round k). Concrete
+    indices are grouped on the host; traced ones, unless promised unique, take one round
+    per element (at most _MAX_TRACED_REPEATS of them)."""
+    x = _as_operand(x)
+    pos = _index_positions(x, idx)
+    vals = broadcast_to(astype(_as_operand(values), x.dtype), _shape(pos))
+    flat = reshape(x, (-1,))
+    pos, vals = reshape(pos, (-1,)), reshape(vals, (-1,))
+    k = _shape(pos)[0]
+    if unique or k <= 1:
+        rounds = [None]
+    elif not isinstance(pos, Tracer):
+        p = _np.asarray(pos)
+        order = _np.argsort(p, kind="stable")
+        first = _np.searchsorted(p[order], p[order])          # each run's start
+        rank = _np.empty(k, _np.int64)
+        rank[order] = _np.arange(k) - first                    # repetition number
+        rounds = [_np.nonzero(rank == r)[0].astype(_np.int32) for r in range(rank.max() + 1)]
+    elif k <= _MAX_TRACED_REPEATS:
+        rounds = [_np.array([i], _np.int32) for i in range(k)]
+    else:
+        raise NotImplementedError(
+            f"x.at[...] multiply/min/max with {k} traced indices: functrans applies repeated "
+            "indices in rounds, one per element when the indices are traced (up to "
+            f"{_MAX_TRACED_REPEATS}); pass unique_indices=True if no index repeats")
+    for r in rounds:
+        p, v = (pos, vals) if r is None else (getitem(pos, r), getitem(vals, r))
+        new = combine(getitem(flat, p), v)
+        flat = ix.scatter(flat, reshape(p, _shape(p) + (1,)), astype(new, flat.dtype))
+    return reshape(flat, _shape(x))
 
 
 def _public_at(fn, *args):

@@ -503,6 +503,13 @@ ARRAY_CASES = {
     "at:multiply": lambda L: L.np.arange(4.0).at[1:3].multiply(3.0),
     "at:mul": lambda L: L.np.arange(4.0).at[1].mul(3.0),
     "at:get": lambda L: L.np.arange(6.0).reshape(2, 3).at[:, 1].get(),
+    "at:multiply_repeated": lambda L: L.np.arange(4.0).at[np.array([1, 1, 3])].multiply(3.0),
+    "at:min_repeated": lambda L: L.np.arange(4.0).at[np.array([1, 1, 3])].min(
+        np.array([0.5, -2.0, 9.0], np.float32)),
+    "at:max_repeated": lambda L: L.np.arange(4.0).at[np.array([1, 1, 3])].max(
+        np.array([0.5, 7.0, 9.0], np.float32)),
+    "at:max_jit_grad": lambda L: L.top.jit(L.top.grad(
+        lambda v: L.np.arange(4.0).at[np.array([1, 1, 3])].max(v * 2.0).sum()))(3.0),
     "at:set_2d_dtype": lambda L: L.np.arange(6).reshape(2, 3).at[1, ::2].set(2.7),
     "at:jit": lambda L: L.top.jit(lambda v: v.at[0].set(9.0))(L.np.arange(3.0)),
     "at:grad": lambda L: L.top.grad(lambda v: v.at[1].set(v[0] * 3.0).sum())(

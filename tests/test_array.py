@@ -32,6 +32,12 @@ def test_eager_results_are_arrays():
     assert type(fnp.shape(x)) is tuple and fnp.ndim(x) == 1       # not arrays: unchanged
     assert isinstance(x, ft.Array) and isinstance(x, fnp.ndarray)
     assert not isinstance(x, np.ndarray)                          # not a subclass (speed)
+    assert not isinstance(np.ones(2), ft.Array)                   # as jax.Array
+    x2 = fnp.ones(2)
+    x2.delete()
+    with pytest.raises(RuntimeError, match="Array has been deleted"):
+        repr(x2)
+    assert fnp.ones(2).unsafe_buffer_pointer() != 0
 
 
 def test_the_library_itself_passes_raw_arrays():
@@ -192,6 +198,9 @@ def test_donated_arrays_are_deleted():
     g = ft.jit(lambda a, b: a + b, donate_argnames="b")
     a, b = fnp.ones(3), fnp.ones(3)
     g(a, b)
+    assert b.is_deleted() and not a.is_deleted()
+    a, b = fnp.ones(3), fnp.ones(3)
+    g(a, b=b)                              # passed by keyword: deleted too, as in JAX
     assert b.is_deleted() and not a.is_deleted()
     n = np.ones(3, np.float32)            # a NumPy argument is not an Array: nothing to delete
     f(n)

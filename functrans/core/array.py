@@ -36,20 +36,14 @@ _aval_cache: dict = {}
 
 
 class _ArrayMeta(type):
-    """isinstance(x, Array) is true for Arrays, tracers (as for jax.Array) and, as before
-    Arrays existed, NumPy/CuPy arrays; a masked array is not one (its mask would be lost)."""
+    """isinstance(x, Array) is true for Arrays and tracers, as for jax.Array; a NumPy array
+    is not one (JAX's `isinstance(np.ones(2), jax.Array)` is False too)."""
 
     def __instancecheck__(cls, x):
-        t = type(x)
-        if t is Array or t is np.ndarray:
-            return True
-        return (isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "_trace")
-                or hasattr(x, "__cuda_array_interface__")) and not isinstance(
-                    x, np.ma.MaskedArray)
+        return type(x) is Array or hasattr(type(x), "_trace")
 
     def __subclasscheck__(cls, sub):
-        return type.__subclasscheck__(cls, sub) or issubclass(sub, (np.ndarray, np.generic)) \
-            or hasattr(sub, "_trace")
+        return type.__subclasscheck__(cls, sub) or hasattr(sub, "_trace")
 
 
 def _deleted_error(shape, dtype):
@@ -60,7 +54,7 @@ def _deleted_error(shape, dtype):
 
 class Array(metaclass=_ArrayMeta):
     """jax.Array: an eager functrans array. `isinstance(x, ft.Array)` is also true for
-    tracers and NumPy arrays. Not constructed directly: functrans.numpy.asarray(x) makes one.
+    tracers. Not constructed directly: functrans.numpy.asarray(x) makes one.
     """
     __slots__ = ("_value", "weak_type", "_deleted", "__weakref__")
     __array_priority__ = 100       # ndarray <op> Array gives way to the Array's operator
@@ -203,10 +197,7 @@ class Array(metaclass=_ArrayMeta):
 
     # -- printing and pickling ----------------------------------------------------------
     def __repr__(self):
-        v = self._value
-        if v is None:
-            return f"Array(<deleted>, shape={self.shape}, dtype={self.dtype.name})"
-        v = np.asarray(self)
+        v = np.asarray(self)              # (a deleted Array raises, as JAX's)
         extra = f"dtype={v.dtype.name}" + (", weak_type=True" if self.weak_type else "")
         if v.size == 0 and v.shape != (0,):
             return f"Array([], shape={v.shape}, {extra})"
@@ -233,6 +224,12 @@ class Array(metaclass=_ArrayMeta):
         if type(v) is not np.ndarray:
             DEVICES["synchronize"](v)
         return self
+
+    def unsafe_buffer_pointer(self) -> int:
+        """The address of the array's first byte (jax.Array's)."""
+        v = self._v
+        return (v.__array_interface__ if type(v) is np.ndarray
+                else v.__cuda_array_interface__)["data"][0]
 
     def copy_to_host_async(self):
         """Starts the copy to the host (a no-op for a NumPy value); returns None."""

@@ -584,19 +584,23 @@ class JitFunction:
                           (a.shape, a.dtype, a.weak_type) for a in args)] = (exe, unflatten)
         out = unflatten(exe(*[value_of(x) if type(x) is Array else x for x in leaves]))
         if self.donate_argnums:
-            self._delete_donated(args)
+            self._delete_donated(args, kwargs)
         return out
 
-    def _delete_donated(self, args):
+    def _delete_donated(self, args, kwargs=None):
         """Donated Array arguments are deleted after the call, as JAX's: their buffers may
-        hold the outputs now, so reading them raises (NumPy arrays are left alone)."""
+        hold the outputs now, so reading them raises (NumPy arrays are left alone). A
+        donated argument passed by keyword is deleted too (its buffer is not reused)."""
         n = len(args)
         static_idx = self._static_positions(n)
-        for i in self.donate_argnums:
-            if -n <= i < n and i % n not in static_idx:
-                for leaf in tree_util.tree_leaves(args[i]):
-                    if type(leaf) is Array:
-                        leaf.delete()
+        donated = [args[i] for i in self.donate_argnums if -n <= i < n and i % n not in static_idx]
+        for k, v in (kwargs or {}).items():
+            if k in self._params and self._params.index(k) in self.donate_argnums:
+                donated.append(v)
+        for a in donated:
+            for leaf in tree_util.tree_leaves(a):
+                if type(leaf) is Array:
+                    leaf.delete()
 
     def _donated_leaves(self, args, kwargs):
         if not self.donate_argnums:

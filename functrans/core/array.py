@@ -36,14 +36,21 @@ _aval_cache: dict = {}
 
 
 class _ArrayMeta(type):
-    """isinstance(x, Array) is true for Arrays and tracers, as for jax.Array; a NumPy array
-    is not one (JAX's `isinstance(np.ones(2), jax.Array)` is False too)."""
+    """isinstance(x, Array) is true for Arrays and tracers, as for jax.Array, and also for
+    NumPy (and CuPy) arrays and scalars, unlike JAX: the results of grad, vjp and vmap are
+    still raw arrays, and they are functrans values too. A masked array is not one."""
 
     def __instancecheck__(cls, x):
-        return type(x) is Array or hasattr(type(x), "_trace")
+        t = type(x)
+        if t is Array or t is np.ndarray:
+            return True
+        return (isinstance(x, (np.ndarray, np.generic)) or hasattr(t, "_trace")
+                or hasattr(x, "__cuda_array_interface__")) and not isinstance(
+                    x, np.ma.MaskedArray)
 
     def __subclasscheck__(cls, sub):
-        return type.__subclasscheck__(cls, sub) or hasattr(sub, "_trace")
+        return type.__subclasscheck__(cls, sub) or hasattr(sub, "_trace") or issubclass(
+            sub, (np.ndarray, np.generic))
 
 
 def _deleted_error(shape, dtype):
@@ -54,7 +61,8 @@ def _deleted_error(shape, dtype):
 
 class Array(metaclass=_ArrayMeta):
     """jax.Array: an eager functrans array. `isinstance(x, ft.Array)` is also true for
-    tracers. Not constructed directly: functrans.numpy.asarray(x) makes one.
+    tracers and NumPy arrays (_ArrayMeta). Not constructed directly:
+    functrans.numpy.asarray(x) makes one.
     """
     __slots__ = ("_value", "weak_type", "_deleted", "__weakref__")
     __array_priority__ = 100       # ndarray <op> Array gives way to the Array's operator

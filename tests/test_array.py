@@ -61,6 +61,7 @@ def test_what_an_ndarray_user_reads():
     assert [10, 11, 12][fnp.asarray(2)] == 12 and f"{x[0, 1]:.2f}" == "1.00"
     assert x.astype(np.int32).dtype == np.int32 and x.reshape(3, 2).shape == (3, 2)
     assert x.reshape((6,)).shape == (6,) and x.reshape(-1).shape == (6,)
+    assert x.view(np.int32)[0, 1] == np.float32(1).view(np.int32) and x.view() is x
     np.testing.assert_array_equal(x.sum(axis=0), [3, 5, 7])
     assert float(x.mean()) == 2.5 and int(x.argmax()) == 5 and float(x.max()) == 5.0
     np.testing.assert_array_equal(x[:, fnp.asarray([0, 2])], [[0, 2], [3, 5]])

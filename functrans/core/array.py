@@ -144,6 +144,16 @@ class Array(metaclass=_ArrayMeta):
             return lambda *a, **k: op(self, *a, **k)
         raise AttributeError(f"'Array' object has no attribute {name!r}")
 
+    def view(self, dtype=None):
+        """The same bits as another dtype of the same size (jax.Array.view, a bitcast)."""
+        v = self._v
+        if dtype is None or np.dtype(dtype) == v.dtype:
+            return self
+        if np.dtype(dtype).itemsize != v.dtype.itemsize:
+            raise ValueError(f"view: {v.dtype.name} -> {np.dtype(dtype).name} changes the "
+                             "item size; only same-size dtypes can be viewed")
+        return wrap_value(v.view(dtype))
+
     def item(self, *args):
         return self._v.item(*args)
 

@@ -58,3 +58,18 @@ def chain200_eval():
         "eval_jaxpr": lambda: eval_jaxpr(jaxpr, consts, x, a, b)[0],
         "fnp_eager": lambda: chain(fnp, x, a, b),
     }
+
+
+@workload("fnp_eager_op", issue=33,
+          description="one eager functrans.numpy op on f32[8] (an ft.Array in and out since "
+                      "issue 33): fnp.add, the + operator and fnp.multiply by a Python scalar, "
+                      "vs NumPy's add")
+def fnp_eager_op():
+    x, a, _ = chain_inputs()
+    xa, aa = fnp.asarray(x), fnp.asarray(a)       # the library's own eager values
+    return {
+        "numpy": lambda: np.add(x, a),
+        "fnp_add": lambda: fnp.add(xa, aa),
+        "operator": lambda: xa + aa,
+        "fnp_scalar": lambda: fnp.multiply(fnp.add(xa, aa), 1.0),
+    }

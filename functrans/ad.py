@@ -18,9 +18,9 @@ import weakref
 from typing import NamedTuple
 
 from . import staged_rules
-from .core import (ClosedJaxpr, FunctransError, Jaxpr, JaxprEqn, Literal, RuleNotImplementedError,
+from .core import (Array, ClosedJaxpr, FunctransError, Jaxpr, JaxprEqn, Literal, RuleNotImplementedError,
                    ShapedArray, Trace, Tracer, UndefinedPrimal, Var, Zero, bind_below, eval_jaxpr,
-                   full_lower, get_aval, new_main, to_concrete, with_origin)
+                   full_lower, get_aval, new_main, to_concrete, value_of, with_origin)
 from .primitives import elementwise as ew
 from .primitives.base import instantiate, zeros
 from .tracing import trace_to_jaxpr
@@ -92,10 +92,16 @@ class JVPTrace(Trace):
         return with_origin(JVPTracer(self, p_out, t_out), prim)
 
 
+def _raw(x):
+    """A strong Array's raw array (a weak one stays: its weak type is its aval's)."""
+    return value_of(x) if type(x) is Array and not x.weak_type else x
+
+
 def jvp_flat(f_flat, primals, tangents, instantiate_zeros=True):
     with new_main(JVPTrace) as main:
         trace = JVPTrace(main)
-        tracers_in = [JVPTracer(trace, p, t if is_float(get_aval(p)) else Zero(_tangent_aval(p)))
+        tracers_in = [JVPTracer(trace, _raw(p), _raw(t) if is_float(get_aval(p))
+                                else Zero(_tangent_aval(p)))
                       for p, t in zip(primals, tangents, strict=True)]
         outs = f_flat(*tracers_in)
         tracers_out = [trace.full_raise(o) for o in outs]

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from typing import Any as _Any     # (not a public name)
 
-import numpy as _np
-
 from . import (ad_checkpoint, autograd, debug, dtypes, errors, func, lax, nn, numpy, optim,
                random, tree, tree_util)
 from . import facade as _facade
 from .backends.threads import get_num_threads, set_num_threads
 from .compiler.compiled import compile, compile_stats
-from .core import (AxisError, ClosedJaxpr, ConcretizationTypeError, DTypeError,
+from .core import (Array, AxisError, ClosedJaxpr, ConcretizationTypeError, DTypeError,
                    FunctransError, Jaxpr, ShapedArray, ShapeError, TracerArrayConversionError,
                    TracerBoolConversionError, TracerIntegerConversionError, TypeCheckError,
                    UnexpectedTracerError, check_jaxpr)
@@ -44,26 +42,6 @@ from .transforms import (default_matmul_precision, grad, hessian, jacfwd, jacrev
                          linear_transpose, linearize, named_call, named_scope, value_and_grad,
                          vjp)
 from .tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
-
-
-class _ArrayMeta(type):
-    def __instancecheck__(cls, x):
-        return (isinstance(x, (_np.ndarray, _np.generic, _Tracer))
-                or hasattr(x, "__cuda_array_interface__")) and not isinstance(
-                    x, _np.ma.MaskedArray)
-
-    def __subclasscheck__(cls, sub):
-        return issubclass(sub, (_np.ndarray, _np.generic, _Tracer))
-
-
-class Array(metaclass=_ArrayMeta):
-    """jax.Array: the type of functrans's array values, for isinstance checks and
-    annotations. Eager values are NumPy arrays (CuPy arrays on a GPU), traced ones
-    tracers: `isinstance(x, ft.Array)` is true for all of them."""
-
-    def __init__(self, *args, **kwargs):
-        raise TypeError("ft.Array is the type of functrans arrays and cannot be "
-                        "instantiated; use ft.numpy.asarray(...) to make one")
 
 
 def stop_gradient(x: _Any) -> _Any:

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from . import staged_rules, tree_util
-from .core import (ClosedJaxpr, RuleNotImplementedError, ShapedArray, bind_below, Trace, Tracer,
+from .core import (Array, ClosedJaxpr, RuleNotImplementedError, ShapedArray, bind_below, Trace, Tracer,
                    _thread_state, canonicalize, eval_jaxpr, full_lower, get_aval, new_main,
-                   to_concrete, with_origin)
+                   to_concrete, value_of, with_origin)
 from .primitives.base import broadcast_batched, moveaxis
 from .tracing import trace_to_jaxpr
 
@@ -173,7 +173,11 @@ def vmap_flat(f_flat, in_dims, out_dims_thunk, size, args, frame=None):
     """f_flat batched over `size` entries; `frame`: the AxisFrame naming the axis."""
     with new_main(BatchTrace, size if frame is None else frame) as main:
         trace = BatchTrace(main)
-        tracers = [BatchTracer(trace, x, d) if d is not None else x for x, d in zip(args, in_dims)]
+        # a mapped Array enters as its raw array (batch rules run implementations on the
+        # values); an unmapped one stays as it is (a constant: returned as is when forwarded)
+        tracers = [x if d is None else BatchTracer(trace, value_of(x) if type(x) is Array
+                                                   else x, d)
+                   for x, d in zip(args, in_dims)]
         outs = f_flat(*tracers)
         tracers_out = [trace.full_raise(o) for o in outs]
         vals = [t.val for t in tracers_out]
@@ -181,7 +185,12 @@ def vmap_flat(f_flat, in_dims, out_dims_thunk, size, args, frame=None):
         out_dims = out_dims_thunk()
         outs = [_move_out(v, d, od, size, i, frame)
                 for i, (v, d, od) in enumerate(zip(vals, dims, out_dims, strict=True))]
-    return [full_lower(o) for o in outs]
+    outs = [full_lower(o) for o in outs]
+    forwarded = {id(value_of(x)): x for x, d in zip(args, in_dims)
+                 if d is None and type(x) is Array and not x.is_deleted()}
+    if forwarded:       # an unmapped Array's raw array came out unchanged: the Array itself
+        outs = [forwarded.get(id(o), o) for o in outs]
+    return outs
 
 
 def _broadcast_prefix(prefix, tree, what):

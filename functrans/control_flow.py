@@ -96,6 +96,9 @@ def _carry_name(fun):
     return params[0] if params else "carry"
 
 
+_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
 def _weak_casts(avals_a, avals_b):
     """Dtype fixes so that weakly typed values agree with strongly typed ones.
 
@@ -106,7 +109,10 @@ def _weak_casts(avals_a, avals_b):
         if a.shape == b.shape and a.dtype != b.dtype:
             if a.weak_type and not b.weak_type:
                 fix_a = b.dtype
-            elif b.weak_type and not a.weak_type:
+            elif b.weak_type and not a.weak_type and _KIND_RANK[b.dtype.kind] <= \
+                    _KIND_RANK[a.dtype.kind]:
+                # a weak value of a higher kind (int32 carry + 1.0) keeps its dtype, so the
+                # mismatch is reported, as in JAX
                 fix_b = a.dtype
         ca.append(fix_a)
         cb.append(fix_b)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import numpy as fnp
+from .numpy import raw as fnp
 from .facade import dtypes as D
 from .facade.creation import tensor as _tensor
 from .facade.tensor import Tensor, apply_fn, static

@@ -8,9 +8,11 @@ The primitives' own `bind` takes operands positionally and parameters by keyword
 from __future__ import annotations
 
 import builtins as _builtins
+import types as _types
 
 import numpy as np
 
+from .core import arrays_in_out as _arrays_in_out
 from functrans.primitives import conv as _cv
 from functrans.primitives import elementwise as _ew
 from functrans.primitives import indexing as _ix
@@ -26,6 +28,8 @@ from .batching import vmap as _vmap
 from .control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: F401
 from .core import canonicalize as _canonicalize
 from .core import canonicalize_value as _canonicalize_value
+from .core import canonicalize as _canonical_array
+from .core import wrap_value as _wrap_value
 from .core import check_dtype as _check_dtype
 from .core import get_aval as _aval
 from .core.config import DEFAULT_DTYPES as _DEFAULTS
@@ -42,6 +46,13 @@ _ACCURACY = {"cos", "exp", "expm1", "log", "log1p", "logistic", "rsqrt", "sin", 
 
 
 _PY_SCALARS = (bool, int, float, complex)
+
+
+def _canonicalize(x):
+    """A Python scalar as a rank-0 array of its default dtype, weakly typed as the scalar
+    is (a weak ft.Array; bool is strong), so that lax.mul(2.0, 3.0) promotes as in JAX."""
+    a = _canonical_array(x)
+    return _wrap_value(a, True) if _aval(x).weak_type else a
 
 
 def _scalars(*xs):
@@ -797,3 +808,10 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     return conv_general_dilated(lhs, rhs, (1,) * nsp, padding, _ints(strides), rhs_dilation,
                                 dn, precision=precision,
                                 preferred_element_type=preferred_element_type)
+
+
+# the users' functions: Array arguments unwrapped once, array results wrapped as ft.Array
+for _name, _fn in list(globals().items()):
+    if isinstance(_fn, _types.FunctionType) and not _name.startswith("_") and \
+            _fn.__module__ in (__name__, "functrans.control_flow"):
+        globals()[_name] = _arrays_in_out(_fn)

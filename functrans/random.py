@@ -5,12 +5,14 @@ A key is a uint32[2] array. Functions never mutate a key: split it to get fresh 
 from __future__ import annotations
 
 import math
+import types as _types
 
 import numpy as np
 
-from . import numpy as fnp
 from .control_flow import while_loop
+from .core import arrays_in_out as _arrays_in_out
 from .core import ConcretizationTypeError, keeping_dtypes, to_concrete
+from .numpy import raw as fnp
 from .core.config import DEFAULT_DTYPES
 from .higher_order.custom import custom_jvp
 from .numpy._promotion import explicit_dtype
@@ -564,3 +566,10 @@ __all__ = ["PRNGKey", "key", "split", "fold_in", "random_bits", "uniform", "norm
 def __dir__():
     """The public names only, as jax.random's dir() (not the modules this one imports)."""
     return sorted(__all__)
+
+
+# the users' functions: Array arguments unwrapped once, array results wrapped as ft.Array
+for _name, _fn in list(globals().items()):
+    if isinstance(_fn, _types.FunctionType) and not _name.startswith("_") and \
+            _fn.__module__ == __name__:
+        globals()[_name] = _arrays_in_out(_fn)

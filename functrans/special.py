@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from . import numpy as fnp
+from .numpy import raw as fnp
 from .facade import dtypes as D
 from .facade.creation import tensor as _tensor
 from .facade.methods import abs_fn

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from . import tree_util
-from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, UnexpectedTracerError,
-                   canonicalize_value,
-                   Var, get_aval, is_python_scalar, new_dynamic_main)
+from .core import (Array, ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer,
+                   UnexpectedTracerError, Var, canonicalize_value, get_aval, is_python_scalar,
+                   new_dynamic_main, value_of, wrap_value)
 from .core.config import leak_checking
 from .passes import dce_jaxpr
 from .primitives.elementwise import mul_p
@@ -100,6 +100,13 @@ class JaxprTrace(Trace):
 
     def pure(self, val):
         b = self.builder
+        if type(val) is Array:          # the raw array is the constant; its weak type stays
+            aval, val = val.aval, value_of(val)
+            t = b.const_tracers.get(id(val))
+            if t is None or t.aval != aval:
+                t = b.new_tracer(self, aval, "a constant captured by the traced function", val)
+                b.const_tracers[id(val)] = t
+            return t
         t = b.const_tracers.get(id(val))
         if t is None:
             aval = get_aval(val)
@@ -116,6 +123,8 @@ class JaxprTrace(Trace):
                 and all(t._const is not None and _is_literal_value(t._const) for t in tracers)):
             val = prim.impl(np, *[t._const for t in tracers], **params)   # fold scalar constants
             if np.ndim(val) == 0:
+                if prim.abstract_eval(*[t.aval for t in tracers], **params).weak_type:
+                    return self.pure(wrap_value(np.asarray(val), True))   # stays weak
                 return self.pure(np.asarray(val))
         if (prim.elementwise and tracers and not prim.effectful and not prim.multiple_results
                 and any(t._fill is not None for t in tracers)

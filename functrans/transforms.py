@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import numpy as fnp
+from .numpy import raw as fnp
 from . import tree_util
 from .ad import (JVPTracer, PartialVal, _tangent_aval, backward_pass, is_float, jvp_flat,
                  partial_eval_flat)

@@ -257,7 +257,8 @@ def test_devices_lists_the_cpu():
     assert str(ds[0]) == "cpu:0"
     assert ft.devices("cpu") == [ds[0]]
     x = np.ones(3, np.float32)
-    assert ft.device_put(x, "cpu") is x
+    assert type(ft.device_put(x, "cpu")) is ft.Array              # as jax.device_put
+    assert np.asarray(ft.device_put(x, "cpu")) is x                # around x, no copy
     assert ft.device_put(2.0).dtype == np.float32          # Python scalars: default dtypes
 
 

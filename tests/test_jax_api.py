@@ -506,8 +506,8 @@ def test_at_on_eager_values_is_spelled_fnp_at():
     assert np.all(x == 0)                                     # functional: x unchanged
     traced = ft.jit(lambda v: v.at[2].set(7.0))(x)            # traced values have .at
     np.testing.assert_array_equal(traced, fnp.at(x)[2].set(7.0))
-    with pytest.raises(AttributeError, match="has no attribute 'at'"):
-        x.at                                                  # docs/porting_jax.md: fnp.at(x)
+    np.testing.assert_array_equal(x.at[2].set(7.0), [0, 0, 7, 0, 0])   # eager Arrays too
+    assert type(x.at[2].set(7.0)) is ft.Array
 
 
 def test_block_until_ready_returns_its_argument():

@@ -176,7 +176,13 @@ def test_promotion(i):
     assert np.asarray(out).dtype == np.dtype(dtype)
     closed = check_traced(f, x)
     assert closed.out_avals[0].dtype == np.dtype(dtype)
-    assert not closed.out_avals[0].weak_type
+    # weakly typed where JAX's result is (an integer array with a Python float, a bool
+    # with a Python int: the Python kind wins, so its weak type stays), eager as traced
+    assert closed.out_avals[0].weak_type == (i in WEAK_PROMOTION)
+    assert out.weak_type == (i in WEAK_PROMOTION)
+
+
+WEAK_PROMOTION = {3, 4, 11, 13, 19}     # (jax 0.10.2's weak_type of these results)
 
 
 @pytest.mark.parametrize("f, x, dtype", [

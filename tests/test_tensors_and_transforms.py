@@ -290,7 +290,7 @@ def test_functrans_numpy_takes_tensors_and_returns_tensors():
     g = ft.grad(lambda u: fnp.sum(fnp.sin(u) * u))(T(X))    # inside a transformation too
     assert type(g) is ft.Tensor
     np.testing.assert_allclose(num(g), np.cos(X) * X + np.sin(X), rtol=1e-12)
-    assert type(fnp.sin(np.ones(2))) is np.ndarray          # arrays stay arrays
+    assert type(fnp.sin(np.ones(2))) is ft.Array            # arrays give ft.Arrays
 
 
 def test_tree_map_over_tensors_maps_their_arrays():

@@ -4,9 +4,10 @@ Everything else (primitives, transformations, the facade) is built on the few cl
 here, split by concern: avals (errors, dtypes, abstract values), arrays (NumPy/CuPy
 array modules), trace (Primitive, bind, traces, tracers, the interpreter stack), ir
 (atoms, equations, symbolic zeros), evaluate (eval_jaxpr), jaxpr (Jaxpr, ClosedJaxpr),
-check (the type checker) and printer (JAX's text layout); devices (device_put, the
+check (the type checker), array (Array, the eager values' type) and printer (JAX's text layout); devices (device_put, the
 "cpu"/"cuda" devices) is imported by name, not from here.
 """
+from .array import Array, array_ops, arrays_in_out, unwrap, value_of, wrap_result, wrap_value
 from .arrays import array_module, cupy_array_module
 from .avals import (SUPPORTED_DTYPES, AxisError, ConcretizationTypeError, DTypeError,
                     FunctransError, RuleNotImplementedError, ShapedArray, ShapeError,
@@ -26,7 +27,8 @@ from .trace import (EvalTrace, MainTrace, Primitive, Trace, Tracer, _state, _thr
                     new_dynamic_main, new_main, to_concrete, trace_stack_snapshot, tracer_ops,
                     keeping_dtypes, narrow_dtype, trusted_eval)
 
-__all__ = ['array_module', 'cupy_array_module', 'SUPPORTED_DTYPES',
+__all__ = ['Array', 'array_ops', 'arrays_in_out', 'unwrap', 'value_of', 'wrap_result', 'wrap_value',
+           'array_module', 'cupy_array_module', 'SUPPORTED_DTYPES',
            'AxisError', 'ConcretizationTypeError', 'DTypeError', 'FunctransError',
            'TracerBoolConversionError', 'TracerIntegerConversionError',
            'RuleNotImplementedError', 'ShapedArray', 'ShapeError', 'TracerArrayConversionError',

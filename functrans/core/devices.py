@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import tree_util
+from .array import DEVICES, Array, value_of, wrap_value
 from .avals import FunctransError
 from .trace import canonicalize
 
@@ -119,9 +120,13 @@ def device_put(x: Any, device: str | Device | None = None) -> Any:
     dev = _parse(device)
     if dev.platform == "cpu":
         def put(v):
+            weak = False
+            if type(v) is Array:
+                v, weak = value_of(v), v.weak_type
             if type(v).__module__.startswith("cupy"):
-                return v.get()
-            return np.asarray(canonicalize(v)) if not isinstance(v, np.ndarray) else v
+                return wrap_value(v.get(), weak)
+            return wrap_value(np.asarray(canonicalize(v)) if not isinstance(v, np.ndarray)
+                              else v, weak)
         return tree_util.tree_map(put, x)
     cp = cupy_module()
     n = cp.cuda.runtime.getDeviceCount()
@@ -129,16 +134,30 @@ def device_put(x: Any, device: str | Device | None = None) -> Any:
         raise DeviceError(f"device {dev} does not exist: CuPy sees {n} CUDA device(s)")
 
     def put_cuda(v):
+        weak = False
+        if type(v) is Array:
+            v, weak = value_of(v), v.weak_type
         with cp.cuda.Device(dev.id):
-            return cp.asarray(canonicalize(v))
+            return wrap_value(cp.asarray(canonicalize(v)), weak)
     return tree_util.tree_map(put_cuda, x)
+
+
+def _synchronize(v):
+    """Wait for the work queued on CuPy array v's device."""
+    with v.device:
+        cupy_module().cuda.get_current_stream().synchronize()
 
 
 def block_until_ready(x):
     """x, once every array leaf of it is computed (jax.block_until_ready): NumPy results are
     ready when returned; a CuPy leaf waits for its device's work to finish."""
     for v in tree_util.tree_leaves(x):
+        if type(v) is Array:
+            v = value_of(v)
         if type(v).__module__.startswith("cupy"):
-            with v.device:
-                cupy_module().cuda.get_current_stream().synchronize()
+            _synchronize(v)
     return x
+
+
+DEVICES["device_of"] = device_of
+DEVICES["synchronize"] = _synchronize

@@ -11,6 +11,7 @@ from typing import Callable
 
 import numpy as np
 
+from .array import Array, value_of, wrap_value
 from .arrays import array_module
 from .config import DEFAULT_DTYPES, NARROW, config
 from .avals import (ConcretizationTypeError, ShapedArray, TracerArrayConversionError,
@@ -50,7 +51,7 @@ def get_aval(x) -> ShapedArray:
                 _aval_cache.clear()
             a = _aval_cache[key] = ShapedArray(x.shape, check_dtype(x.dtype, "an array"))
         return a
-    if isinstance(x, Tracer):
+    if t is Array or isinstance(x, Tracer):
         return x.aval
     a = _SCALAR_AVALS.get(t)
     if a is not None:
@@ -146,15 +147,39 @@ class Primitive:
         state = _thread_state
         if state.dynamic_trace.level == 0:  # eager unless a tracer or a dynamic trace
             for a in args:
+                if type(a) is Array:
+                    return _bind_arrays(self, args, params)
                 if isinstance(a, Tracer):
                     return _bind_slow(self, args, params)
             # the shape rule runs first, so that bad input gets the primitive's own error
             # instead of NumPy silently broadcasting or promoting (skipped inside
             # transformations' own evaluation of programs that are already well typed)
             if not state.trusted:
-                self.abstract_eval(*[get_aval(a) for a in args], **params)
+                out = self.abstract_eval(*[get_aval(a) for a in args], **params)
+                if self.multiple_results or out.weak_type:   # of Python scalars only
+                    return _weak_results(out, self.impl(array_module(*args), *args, **params))
             return self.impl(array_module(*args), *args, **params)
         return _bind_slow(self, args, params)
+
+
+def _weak_results(avals, out):
+    """The eager result `out` of a bind whose output aval(s) are `avals`: a weakly typed
+    output becomes a weak Array (so that it promotes as the traced value would); a strong
+    one stays the raw array (functrans.numpy's functions wrap it on their way out)."""
+    if type(avals) is list:
+        return [wrap_value(o, True) if a.weak_type and type(o) is not Array else o
+                for a, o in zip(avals, out)]
+    return wrap_value(out, True) if avals.weak_type else out
+
+
+def _bind_arrays(prim, args, params):
+    """bind on concrete values some of which are Arrays: their raw arrays go to the
+    implementation (a deleted Array raises here); the shape rule sees their weak types."""
+    if has_tracer(args) or _thread_state.dynamic_trace.level:
+        return _bind_slow(prim, args, params)
+    out_avals = prim.abstract_eval(*[get_aval(a) for a in args], **params)
+    raw = [value_of(a) if type(a) is Array else a for a in args]
+    return _weak_results(out_avals, prim.impl(array_module(*raw), *raw, **params))
 
 
 def bind_below(prim, args, params, avals=None):
@@ -163,6 +188,9 @@ def bind_below(prim, args, params, avals=None):
     avals: the arguments' avals when the caller already knows them."""
     s = _thread_state
     if s.dynamic_trace.level == 0 and not has_tracer(args):
+        for a in args:
+            if type(a) is Array:
+                return _bind_arrays(prim, args, params)
         if not s.trusted:
             prim.abstract_eval(*(avals or [get_aval(a) for a in args]), **params)
         return prim.impl(array_module(*args), *args, **params)
@@ -260,6 +288,9 @@ class EvalTrace(Trace):
     lift = pure
 
     def process_primitive(self, primitive, vals, params):
+        for v in vals:
+            if type(v) is Array:
+                return _bind_arrays(primitive, vals, params)
         if not _thread_state.trusted:    # as the eager path: the primitive's own error first
             primitive.abstract_eval(*[get_aval(v) for v in vals], **params)
         return primitive.impl(array_module(*vals), *vals, **params)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import numpy as fnp
+from ..numpy import raw as fnp
 from .tensor import Tensor, apply_fn
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import numpy as fnp
+from ..numpy import raw as fnp
 from ..core import Tracer, check_dtype
 from .tensor import Tensor, wrap
 

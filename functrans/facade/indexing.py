@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 
-from .. import numpy as fnp
+from ..numpy import raw as fnp
 from ..core import Tracer
 from .grad_mode import STATE as GS
 from .inplace import COPY_SLICES, OVERLAP_MSG, _check_inplace, inplace

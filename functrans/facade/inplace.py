@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import numpy as fnp
+from ..numpy import raw as fnp
 from ..core import Tracer
 from . import creation
 from . import dtypes as D

@@ -8,7 +8,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .. import numpy as fnp
+from ..numpy import raw as fnp
 from ..numpy._linalg import pinv_tol, solve_matrices
 from . import dtypes as D
 from .creation import empty

@@ -9,7 +9,7 @@ import builtins
 
 import numpy as np
 
-from .. import numpy as fnp
+from ..numpy import raw as fnp
 from ..core import Tracer
 from ..nn import functions as nnf
 from ..higher_order.custom import custom_jvp

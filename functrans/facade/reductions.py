@@ -10,7 +10,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .. import numpy as fnp
+from ..numpy import raw as fnp
 from ..numpy._linalg import matrix_norm
 from ..core import ConcretizationTypeError, Tracer
 from ..higher_order.custom import custom_jvp

@@ -8,7 +8,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .. import numpy as fnp
+from ..numpy import raw as fnp
 from ..core import Tracer
 from .tensor import Tensor, apply_fn, static, wrap, _freeze
 

@@ -19,7 +19,8 @@ import weakref
 import numpy as np
 
 from ..backends.memory import DERIVED
-from ..core import FunctransError, ShapedArray, Tracer, _thread_state as _TS, array_module
+from ..core import (Array, FunctransError, ShapedArray, Tracer, _thread_state as _TS, array_module,
+                    value_of)
 from ..tree_util import register_pytree_node
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
@@ -51,7 +52,10 @@ NONLEAF_GRAD_WARNING = (
 
 
 def wrap(data):
-    """A Tensor around an array, no grad (used for results and gradients)."""
+    """A Tensor around an array, no grad (used for results and gradients); an ft.Array
+    (a functrans.numpy result) gives its raw array: Tensors hold raw arrays."""
+    if type(data) is Array:
+        data = value_of(data)
     t = _new(Tensor)
     t._data = data
     t._grad_fn = None
@@ -1007,6 +1011,8 @@ def _tensor_from(aux, children):
     """A Tensor (no history) around the leaf. A leaf that is itself a Tensor or a container
     (a Jacobian's block per input) is returned as is: the Tensor node dissolves into it."""
     x = children[0]
+    if type(x) is Array:               # a jitted function's output: Tensors hold raw arrays
+        x = value_of(x)
     if isinstance(x, Tracer):
         x = traced_hooks().as_tensor(x)   # ft.compile: its own values come out detached
         return x if isinstance(x, Tensor) else wrap(x)

@@ -29,9 +29,9 @@ from .. import passes, tree_util
 from ..ad import (PartialEvalTracer, PartialVal, _EqnRecipe, jvp_jaxpr, partial_eval_jaxpr,
                   transpose_jaxpr)
 from ..batching import axis_env, batch_jaxpr, current_axis_name
-from ..core import (ClosedJaxpr, FunctransError, Jaxpr, TypeCheckError, Tracer,
+from ..core import (Array, ClosedJaxpr, FunctransError, Jaxpr, TypeCheckError, Tracer,
                     UndefinedPrimal, Zero, _state, _thread_state, canonicalize_value, get_aval,
-                    short_dtype)
+                    short_dtype, value_of, wrap_value)
 from ..core.config import config
 from ..primitives.base import bdim_size, defprim, instantiate, moveaxis
 from ..runtime import device_of, gc_paused, lower_jaxpr
@@ -293,10 +293,11 @@ passes.INLINABLE.add(jit_p)
 
 
 class _Entry:
-    __slots__ = ("closed", "out_tree", "exes", "tracer_consts")
+    __slots__ = ("closed", "out_tree", "exes", "tracer_consts", "unflatten")
 
     def __init__(self, closed, out_tree, tracer_consts=()):
         self.closed, self.out_tree = closed, out_tree
+        self.unflatten = None         # outputs -> pytree of Arrays (made on the first call)
         self.exes = {}
         self.tracer_consts = tracer_consts
 
@@ -527,17 +528,31 @@ class JitFunction:
             return self.fun(*args, **kwargs)
         st = self._state
         if not kwargs and _thread_state.depth == 0:
-            # fast path: every argument a NumPy array, a signature seen before
+            # fast path: every argument a NumPy array or an Array, a signature seen before
             sig = []
+            raw = None
             for a in args:
-                if type(a) is not _ndarray:
+                t = type(a)
+                if t is _ndarray:
+                    sig.append((a.shape, a.dtype))
+                elif t is Array:
+                    v = a._value
+                    if v is None or type(v) is not _ndarray:
+                        break                  # deleted (the slow path raises) or CuPy
+                    if raw is None:
+                        raw = list(args)
+                    raw[len(sig)] = v
+                    sig.append((v.shape, v.dtype, a.weak_type))
+                else:
                     break
-                sig.append((a.shape, a.dtype))
             else:
                 hit = st.fast.get(tuple(sig))
                 if hit is not None:
                     st.hits += 1
-                    return hit[1](hit[0](*args))
+                    out = hit[1](hit[0](*(args if raw is None else raw)))
+                    if self.donate_argnums and raw is not None:
+                        self._delete_donated(args)
+                    return out
         leaves, tree, static = self._split(args, kwargs)
         if _state().depth or any(isinstance(x, Tracer) for x in leaves):
             return self._bind(args, kwargs, leaves, tree, static)
@@ -559,10 +574,35 @@ class JitFunction:
                 donated = self._donated_leaves(args, kwargs)
                 exe = entry.exes[device] = compile_jaxpr(entry.closed, device, donated,
                                                          self._name)
+        unflatten = entry.unflatten
+        if unflatten is None:
+            unflatten = entry.unflatten = _unflattener(
+                entry.out_tree, [v.aval.weak_type for v in entry.closed.jaxpr.outvars])
         if (not kwargs and not static and device == "cpu" and len(leaves) == len(args)
-                and all(type(a) is _ndarray and a is x for a, x in zip(args, leaves))):
-            st.fast[tuple((a.shape, a.dtype) for a in args)] = (exe, _unflattener(entry.out_tree))
-        return tree_util.tree_unflatten(entry.out_tree, exe(*leaves))
+                and all((type(a) is _ndarray or type(a) is Array and
+                         type(a._value) is _ndarray) and a is x     # (x32 converted none)
+                        for a, x in zip(args, leaves))):
+            st.fast[tuple((a.shape, a.dtype) if type(a) is _ndarray else
+                          (a.shape, a.dtype, a.weak_type) for a in args)] = (exe, unflatten)
+        out = unflatten(exe(*[value_of(x) if type(x) is Array else x for x in leaves]))
+        if self.donate_argnums:
+            self._delete_donated(args, kwargs)
+        return out
+
+    def _delete_donated(self, args, kwargs=None):
+        """Donated Array arguments are deleted after the call, as JAX's: their buffers may
+        hold the outputs now, so reading them raises (NumPy arrays are left alone). A
+        donated argument passed by keyword is deleted too (its buffer is not reused)."""
+        n = len(args)
+        static_idx = self._static_positions(n)
+        donated = [args[i] for i in self.donate_argnums if -n <= i < n and i % n not in static_idx]
+        for k, v in (kwargs or {}).items():
+            if k in self._params and self._params.index(k) in self.donate_argnums:
+                donated.append(v)
+        for a in donated:
+            for leaf in tree_util.tree_leaves(a):
+                if type(leaf) is Array:
+                    leaf.delete()
 
     def _donated_leaves(self, args, kwargs):
         if not self.donate_argnums:
@@ -697,13 +737,29 @@ class JitFunction:
                            self._donated_leaves(args, kwargs), self._name)
 
 
-def _unflattener(out_tree):
-    """outputs list -> the output pytree, without a tree walk in the common cases."""
+_new = object.__new__
+
+
+def _unflattener(out_tree, weak):
+    """outputs list -> the output pytree of Arrays (weak[i]: output i is weakly typed),
+    without a tree walk in the common cases."""
     if out_tree.node_type is None:
-        return lambda outs: outs[0]
-    if out_tree.node_type is tuple and all(c.node_type is None for c in out_tree.children):
-        return tuple
-    return lambda outs: tree_util.tree_unflatten(out_tree, outs)
+        w0 = weak[0]
+
+        def one(outs):
+            o = outs[0]
+            if type(o) is np.ndarray:
+                a = _new(Array)
+                a._value, a.weak_type = o, w0
+                return a
+            return wrap_value(o, w0)
+        return one
+    if not any(weak):
+        if out_tree.node_type is tuple and all(c.node_type is None for c in out_tree.children):
+            return lambda outs: tuple([wrap_value(o) for o in outs])
+        return lambda outs: tree_util.tree_unflatten(out_tree, [wrap_value(o) for o in outs])
+    return lambda outs: tree_util.tree_unflatten(
+        out_tree, [wrap_value(o, w) for o, w in zip(outs, weak)])
 
 
 class _CacheState:

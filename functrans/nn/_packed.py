@@ -16,7 +16,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .. import numpy as fnp
+from ..numpy import raw as fnp
 from ..control_flow import scan
 from ..facade import ops
 from ..facade.creation import tensor as _tensor

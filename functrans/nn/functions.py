@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .. import numpy as fnp
+from ..numpy import raw as fnp
 from ..core.config import DEFAULT_DTYPES
 from functrans.primitives import elementwise as ew
 from functrans.primitives import reductions as red

@@ -5,14 +5,18 @@ NumPy broadcasting and dtype promotion, with JAX's weak typing for Python scalar
 Operands may be objects with JAX's `__jax_array__()` protocol (an ft.Tensor): the
 functions take their values and return arrays (or traced values).
 """
+import functools as _functools
 import types as _types
 
 import numpy as _np
 
 from .. import core
+from . import raw
+from ._promotion import public as _public
 from functrans.primitives.misc import stop_gradient as _stop_gradient
 from ._promotion import (  # noqa: F401
-    _promote_float, _takes_array_likes, array, asarray, astype, bool_, broadcast_shapes, complex128, complex64,
+    _promote_float, _takes_array_likes, array, asarray, astype, bool_, broadcast_shapes,
+    complex128, complex64,
     complexfloating, concat, concatenate, dtype, e, expand_dims, finfo, float16, float32,
     float64, floating, iinfo, inexact, inf, int16, int32, int64, int8, integer, issubdtype,
     nan, ndarray, newaxis, number, pi, promote_types, ravel, reshape, result_type, stack, uint16, uint32,
@@ -144,12 +148,76 @@ core.tracer_ops["array_function"] = _array_function
 stop_gradient = _stop_gradient
 
 
-for _name, _fn in list(globals().items()):       # (the elementwise ones take them already)
-    if isinstance(_fn, _types.FunctionType) and not _name.startswith("_") and not getattr(
-            _fn, "takes_array_likes", False):
-        globals()[_name] = _takes_array_likes(_fn)
-linalg.norm = staticmethod(_takes_array_likes(linalg.norm))
-linalg.svd = staticmethod(_takes_array_likes(linalg.svd))
-for _name in ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "eig",
-              "eigvals", "pinv"):
-    setattr(linalg, _name, staticmethod(_takes_array_likes(getattr(linalg, _name))))
+# the library's own namespace (functrans.numpy.raw): raw arrays out, `__jax_array__`
+# operands taken (the elementwise functions take them already)
+for _name, _fn in list(globals().items()):
+    if isinstance(_fn, _types.FunctionType) and not _name.startswith("_"):
+        setattr(raw, _name, _fn if getattr(_fn, "takes_array_likes", False)
+                else _takes_array_likes(_fn))
+    elif not _name.startswith("__") and _name != "raw":
+        setattr(raw, _name, _fn)
+
+
+def _namespace(ns, wrap):
+    """A copy of the namespace class `ns` (linalg, fft) with its functions wrapped."""
+    return type(ns.__name__, (), {k: staticmethod(wrap(v.__func__)) if isinstance(
+        v, staticmethod) else v for k, v in vars(ns).items() if not k.startswith("__")})
+
+
+raw.linalg, raw.fft = _namespace(linalg, _takes_array_likes), _namespace(fft, _takes_array_likes)
+linalg, fft = _namespace(linalg, _public), _namespace(fft, _public)
+# the users' namespace: Arrays in and out (public: unwrap once on entry, wrap on exit)
+for _name, _fn in list(globals().items()):
+    if isinstance(_fn, _types.FunctionType) and not _name.startswith("_"):
+        globals()[_name] = _public(_fn)
+
+
+def _python_scalars_weak(public_fn):
+    """jnp.asarray / jnp.array of a Python scalar without a dtype: a weakly typed Array, as
+    JAX's (so that jnp.asarray(1.0) * float16_array stays float16)."""
+    @_functools.wraps(public_fn)
+    def f(x, dtype=None):
+        if dtype is None and type(x) in (int, float, complex):
+            return core.wrap_value(raw.asarray(x), True)
+        return public_fn(x, dtype)
+    return f
+
+
+asarray = array = _python_scalars_weak(asarray)
+
+
+def _install_array_ops():
+    """The operators and methods of ft.Array: the tracers' table with public functions.
+    The binary operators are set on the class itself (one call less per operator)."""
+    for key, fn in core.tracer_ops.items():
+        if not key.startswith("array_"):
+            core.array_ops[key] = _public(fn)
+    core.array_ops["prop:at"] = at          # (its methods wrap their results)
+    ops = core.array_ops
+    for name, key in [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
+                      ("truediv", "true_divide"), ("floordiv", "floor_divide"),
+                      ("mod", "remainder"), ("pow", "power"), ("matmul", "matmul"),
+                      ("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor")]:
+        setattr(core.Array, f"__{name}__", _binary_operator(ops[key]))
+        setattr(core.Array, f"__r{name}__", _binary_operator(ops[key], reflected=True))
+    for name, key in [("lt", "less"), ("le", "less_equal"), ("gt", "greater"),
+                      ("ge", "greater_equal"), ("eq", "equal"), ("ne", "not_equal")]:
+        setattr(core.Array, f"__{name}__", _binary_operator(ops[key]))
+
+
+_OPERANDS = (core.Array, _np.ndarray, float, int, bool, complex)
+
+
+def _binary_operator(fn, reflected=False):
+    """An Array operator running fn; an operand of another type (pytest.approx, a
+    Python list) gets NotImplemented, so that Python asks it, as jax.Array does."""
+    def op(self, other):
+        if type(other) in _OPERANDS or isinstance(other, (core.Tracer, _np.generic)) or \
+                hasattr(other, "__jax_array__"):
+            return fn(other, self) if reflected else fn(self, other)
+        return NotImplemented
+    return op
+
+
+_install_array_ops()
+ndarray = core.Array       # jax.numpy.ndarray is jax.Array

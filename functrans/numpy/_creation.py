@@ -58,6 +58,7 @@ def from_dlpack(x, *, copy=None):
 
 
 from_dlpack.takes_array_likes = True    # reads the protocol itself, Tensors included
+from_dlpack.reads_protocols = True
 
 def _shape_arg(shape):
     """shape (an int or a sequence of them) as a tuple of Python ints: a traced dimension

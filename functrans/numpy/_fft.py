@@ -11,7 +11,7 @@ from functrans.primitives import elementwise as ew
 from functrans.primitives import fft as pf
 from functrans.primitives import shape as sh
 from functrans.primitives.base import complex_dtype
-from ._promotion import _DEFAULT, _promote_float, _takes_array_likes, _shape, array, astype
+from ._promotion import _DEFAULT, _promote_float, _shape, array, astype
 from ._shapes import moveaxis, roll
 
 _NORMS = (None, "backward", "ortho", "forward")
@@ -181,6 +181,3 @@ def _shift(x, axes, sign):
     return roll(x, tuple(sign * (shape[a] // 2) for a in axes), axes)
 
 
-for _name, _fn in list(vars(fft).items()):     # Tensors and other array-likes, as fnp's functions
-    if isinstance(_fn, staticmethod):
-        setattr(fft, _name, staticmethod(_takes_array_likes(_fn.__func__)))

@@ -13,12 +13,12 @@ from functrans.primitives import indexing as ix
 from functrans.primitives import shape as sh
 from ._promotion import (
     _DEFAULT, _axis, _as_operand, _broadcast_to_shape, _flat, _shape, _to_dtype, asarray, astype,
-    broadcast_shapes, concatenate, expand_dims, ravel, reshape, stack)
+    broadcast_shapes, concatenate, expand_dims, public, ravel, reshape, stack)
 from ._shapes import broadcast_to, moveaxis, ndim, size, transpose
 from ._shapes import nonzero as _nonzero_concrete
 from ._creation import zeros
 from ._elementwise import (
-    _zero_like, clip, greater_equal, less, logical_and, multiply, remainder)
+    _zero_like, clip, greater_equal, less, logical_and, maximum, minimum, multiply, remainder)
 from ._elementwise import where as _where
 from ._reductions import argsort, sum
 
@@ -376,7 +376,10 @@ def index_add(x, idx, values):
 
 
 class _IndexUpdateHelper:
-    """x.at[idx].set(v) / .add(v) / .get(), as in JAX (on traced values)."""
+    """x.at[idx].set(v) / .add / .multiply (.mul) / .get(), as in JAX, on eager Arrays and
+    traced values; eager results are Arrays."""
+
+    __slots__ = ("x",)
 
     def __init__(self, x):
         self.x = x
@@ -385,21 +388,96 @@ class _IndexUpdateHelper:
         return _IndexUpdateRef(self.x, idx)
 
 
+def _at_options(op, mode, fill_value=None):
+    """JAX's keyword arguments of the .at methods: indices_are_sorted and unique_indices are
+    hints (accepted, not needed here); out-of-bounds indices raise IndexError (the mode
+    JAX calls "promise_in_bounds" made checked), other modes are not available."""
+    if mode not in (None, "promise_in_bounds") or fill_value is not None:
+        raise NotImplementedError(
+            f"x.at[...].{op}(mode={mode!r}{', fill_value=...' if fill_value is not None else ''})"
+            ": functrans supports the default mode only (out-of-bounds indices raise "
+            "IndexError); clip the indices yourself (fnp.clip) for mode='clip'")
+
+
 class _IndexUpdateRef:
+    __slots__ = ("x", "idx")
+
     def __init__(self, x, idx):
         self.x, self.idx = x, idx
 
-    def get(self):
-        return getitem(self.x, self.idx)
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            fill_value=None):
+        _at_options("get", mode, fill_value)
+        return _public_at(getitem, self.x, self.idx)
 
-    def set(self, v):
-        return index_update(self.x, self.idx, v, "set")
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        _at_options("set", mode)
+        return _public_at(index_update, self.x, self.idx, values, "set")
 
-    def add(self, v):
-        return index_update(self.x, self.idx, v, "add")
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        _at_options("add", mode)
+        return _public_at(index_update, self.x, self.idx, values, "add")
 
-    def multiply(self, v):
-        return index_update(self.x, self.idx, multiply(getitem(self.x, self.idx), v), "set")
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x[idx] *= values, once per repetition of an index (as JAX)."""
+        _at_options("multiply", mode)
+        return _public_at(_combine_at, self.x, self.idx, values, multiply, unique_indices)
+
+    mul = multiply
+
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x[idx] = minimum(x[idx], values), over every repetition of an index."""
+        _at_options("min", mode)
+        return _public_at(_combine_at, self.x, self.idx, values, minimum, unique_indices)
+
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x[idx] = maximum(x[idx], values), over every repetition of an index."""
+        _at_options("max", mode)
+        return _public_at(_combine_at, self.x, self.idx, values, maximum, unique_indices)
+
+
+_MAX_TRACED_REPEATS = 64     # traced indices, not promised unique: one update per element
+
+
+def _combine_at(x, idx, values, combine, unique):
+    """x with combine(x[i], v) at every position i that idx selects, applied once per
+    repetition of a position (so repeated indices compose, as JAX's scatter_mul/min/max):
+    the updates go in rounds, each round a gather and a scatter over positions that are
+    distinct within it (the k-th repetitions of each position form round k). Concrete
+    indices are grouped on the host; traced ones, unless promised unique, take one round
+    per element (at most _MAX_TRACED_REPEATS of them)."""
+    x = _as_operand(x)
+    pos = _index_positions(x, idx)
+    vals = broadcast_to(astype(_as_operand(values), x.dtype), _shape(pos))
+    flat = reshape(x, (-1,))
+    pos, vals = reshape(pos, (-1,)), reshape(vals, (-1,))
+    k = _shape(pos)[0]
+    if unique or k <= 1:
+        rounds = [None]
+    elif not isinstance(pos, Tracer):
+        p = _np.asarray(pos)
+        order = _np.argsort(p, kind="stable")
+        first = _np.searchsorted(p[order], p[order])          # each run's start
+        rank = _np.empty(k, _np.int64)
+        rank[order] = _np.arange(k) - first                    # repetition number
+        rounds = [_np.nonzero(rank == r)[0].astype(_np.int32) for r in range(rank.max() + 1)]
+    elif k <= _MAX_TRACED_REPEATS:
+        rounds = [_np.array([i], _np.int32) for i in range(k)]
+    else:
+        raise NotImplementedError(
+            f"x.at[...] multiply/min/max with {k} traced indices: functrans applies repeated "
+            "indices in rounds, one per element when the indices are traced (up to "
+            f"{_MAX_TRACED_REPEATS}); pass unique_indices=True if no index repeats")
+    for r in rounds:
+        p, v = (pos, vals) if r is None else (getitem(pos, r), getitem(vals, r))
+        new = combine(getitem(flat, p), v)
+        flat = ix.scatter(flat, reshape(p, _shape(p) + (1,)), astype(new, flat.dtype))
+    return reshape(flat, _shape(x))
+
+
+def _public_at(fn, *args):
+    """fn(*args) as a public function runs it (Arrays unwrapped, the result an Array)."""
+    return public(fn)(*args)
 
 
 def at(x):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import inspect
 import math
 import operator
 import warnings
@@ -14,7 +15,9 @@ import warnings
 import numpy as _np
 
 from .. import core
-from ..core import Tracer, canonicalize_value, get_aval, is_python_scalar, narrow_dtype
+from ..core import (Array, Tracer, arrays_in_out, canonicalize_value, get_aval,
+                    is_python_scalar, narrow_dtype, value_of, wrap_result, wrap_value)
+from ..core.array import new_array
 from ..core.config import DEFAULT_DTYPES, NARROW
 from ..tree_util import tree_map
 from functrans.primitives import elementwise as ew
@@ -27,7 +30,7 @@ int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
 uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 bool_, complex64, complex128 = _np.bool_, _np.complex64, _np.complex128
 dtype = _np.dtype
-ndarray = _np.ndarray
+ndarray = _ndarray = _np.ndarray
 pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
 finfo, iinfo, issubdtype = _np.finfo, _np.iinfo, _np.issubdtype
 floating, integer, inexact, number, complexfloating = (
@@ -38,7 +41,8 @@ _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
 def _is_array(x):
-    return isinstance(x, (Tracer, _np.ndarray, _np.generic)) or hasattr(x, "__cuda_array_interface__")
+    return isinstance(x, (Tracer, _np.ndarray, _np.generic, Array)) or hasattr(
+        x, "__cuda_array_interface__")
 
 
 # ---------------------------------------------------------------------------
@@ -52,9 +56,13 @@ class ArrayLikeOperand(Exception):
 
 def _plain(x, like):
     """x, or the array behind an object with __jax_array__ (in a list or tuple too); such
-    objects are collected in `like`."""
-    if type(x) in (list, tuple):
-        return type(x)(_plain(v, like) for v in x)
+    objects are collected in `like`. A strong Array gives its raw array; a weak one stays
+    (the promotion reads its weak type; bind unwraps it)."""
+    t = type(x)
+    if t is Array:
+        return x if x.weak_type else value_of(x)
+    if t is list or t is tuple:
+        return t(_plain(v, like) for v in x)
     f = getattr(x, "__jax_array__", None)
     if f is None:
         return x
@@ -70,7 +78,7 @@ def call_on_values(fn, args, kwargs):
     if not like:
         return out
     wrap = like[0].__array_wrap__
-    return tree_map(lambda o: wrap(o) if isinstance(o, (_np.ndarray, _np.generic, Tracer))
+    return tree_map(lambda o: wrap(o) if isinstance(o, (_np.ndarray, _np.generic, Tracer, Array))
                     else o, out)
 
 
@@ -92,6 +100,86 @@ def _takes_array_likes(fn):
                 return call_on_values(fn, args, kwargs)
         return fn(*args, **kwargs)
     return f
+
+
+def public(fn):
+    """fn as functrans.numpy hands it to users: its strong Array arguments unwrapped once
+    on entry to their raw arrays (a weak one stays: the promotion reads its weak type, bind
+    unwraps it), `__jax_array__` operands and Arrays in lists, tuples and keywords taken by
+    call_on_values, and its array results wrapped as Arrays on exit (core.wrap_result).
+    The library's own callers use the unwrapped functions (functrans.numpy.raw), so its
+    internal eager chains pass raw arrays. A function of exactly (x) or (x, y) (the
+    elementwise ones) gets a wrapper of that arity: the per-op cost of the eager path."""
+    if getattr(fn, "reads_protocols", False):     # from_dlpack: Tensors are its input
+        return arrays_in_out(fn)
+    params = list(inspect.signature(fn).parameters.values())
+    plain = all(p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in params)
+    if plain and [p.name for p in params] == ["x"]:
+        def f(x):
+            t = type(x)
+            if t is Array:
+                if not x.weak_type:
+                    v = x._value
+                    x = v if v is not None else value_of(x)   # (deleted: raises)
+            elif t is not _ndarray and t not in _PLAIN and not isinstance(x, Tracer):
+                return wrap_result(call_on_values(fn, (x,), {}))
+            out = fn(x)
+            if type(out) is _ndarray:
+                a = _new(Array)
+                a._value, a.weak_type = out, False
+                return a
+            return wrap_result(out)
+    elif plain and [p.name for p in params] == ["x", "y"]:
+        def f(x, y):
+            t = type(x)
+            if t is Array:
+                if not x.weak_type:
+                    v = x._value
+                    x = v if v is not None else value_of(x)   # (deleted: raises)
+            elif t is not _ndarray and t not in _PLAIN and not isinstance(x, Tracer):
+                return wrap_result(call_on_values(fn, (x, y), {}))
+            t = type(y)
+            if t is Array:
+                if not y.weak_type:
+                    v = y._value
+                    y = v if v is not None else value_of(y)   # (deleted: raises)
+            elif t is not _ndarray and t not in _PLAIN and not isinstance(y, Tracer):
+                return wrap_result(call_on_values(fn, (x, y), {}))
+            out = fn(x, y)
+            if type(out) is _ndarray:
+                a = _new(Array)
+                a._value, a.weak_type = out, False
+                return a
+            return wrap_result(out)
+    else:
+        def f(*args, **kwargs):
+            raw = None
+            i = 0
+            for a in args:
+                t = type(a)
+                if t is Array:
+                    if not a.weak_type:
+                        if raw is None:
+                            raw = list(args)
+                        raw[i] = value_of(a)
+                elif t is not _ndarray and t not in _PLAIN and not isinstance(a, Tracer):
+                    return wrap_result(call_on_values(fn, args, kwargs))
+                i += 1
+            if kwargs:
+                for v in kwargs.values():
+                    t = type(v)
+                    if t is Array or t is list or t is tuple:
+                        return wrap_result(call_on_values(fn, args, kwargs))
+            if raw is None:
+                out = fn(*args, **kwargs)
+                return new_array(out) if type(out) is _ndarray else wrap_result(out)
+            # (an argument returned as is comes back as its Array: fnp.asarray(x) is x)
+            return wrap_result(fn(*raw, **kwargs),
+                               {id(r): a for r, a in zip(raw, args) if r is not a})
+    return functools.wraps(fn)(f)
+
+
+_new = object.__new__
 
 
 # ---------------------------------------------------------------------------
@@ -133,6 +221,8 @@ def asarray(x, dtype=None):
     if dtype is not None:
         dtype = explicit_dtype(dtype, "asarray")
     if isinstance(x, Tracer):
+        return x if dtype is None else astype(x, dtype)
+    if type(x) is Array:                       # (a weak one: public() unwraps strong ones)
         return x if dtype is None else astype(x, dtype)
     if hasattr(x, "__cuda_array_interface__"):
         return x if dtype is None else x.astype(dtype)
@@ -178,7 +268,7 @@ def _dtype_weak(x):
     if is_python_scalar(x):
         a = get_aval(x)
         return a.dtype, True
-    if isinstance(x, Tracer):
+    if isinstance(x, Tracer) or type(x) is Array:
         return x.aval.dtype, x.aval.weak_type
     if isinstance(x, (list, tuple)):
         return asarray(x).dtype, False
@@ -276,14 +366,16 @@ def _inexact(dt):
     return _DEFAULT["f"]
 
 
-def _to_dtype(x, dt):
-    """x as an operand of dtype dt (Python scalars become rank-0 literals)."""
+def _to_dtype(x, dt, weak=False):
+    """x as an operand of dtype dt (Python scalars become rank-0 literals); weak: the
+    promoted dtype is weak (every operand was weakly typed or of a lower kind, as
+    int32 * 2.5), so the operand becomes weakly typed too, as in JAX."""
     if is_python_scalar(x):
-        return _np.asarray(x, dt)
+        return wrap_value(_np.asarray(x, dt), True) if weak else _np.asarray(x, dt)
     if isinstance(x, (list, tuple)):
         x = asarray(x)
-    if _np.dtype(x.dtype) != dt:
-        return ew.convert_element_type(x, new_dtype=dt, weak_type=False)
+    if _np.dtype(x.dtype) != dt or weak and not getattr(x, "weak_type", False):
+        return ew.convert_element_type(x, new_dtype=dt, weak_type=weak)
     return x
 
 
@@ -363,12 +455,12 @@ def _promote_args(name, *args, dtype_kinds=None):
         if hasattr(a, "__jax_array__"):
             raise ArrayLikeOperand
     args = [asarray(a) if isinstance(a, (list, tuple)) else a for a in args]
-    dt, _ = _result_type(*args)
+    dt, weak = _result_type(*args)
     shape = broadcast_shapes(*[_shape(a) for a in args], name=name) if len(args) > 1 \
         else _shape(args[0])
     out = []
     for a in args:
-        a = _to_dtype(a, dt)
+        a = _to_dtype(a, dt, weak)
         if _shape(a) != shape and _shape(a) != ():
             a = _broadcast_to_shape(a, shape)
         out.append(a)
@@ -378,10 +470,10 @@ def _promote_args(name, *args, dtype_kinds=None):
 def _promote_float(*args, name=""):
     """args promoted together and then to an inexact dtype (`_inexact`), as jax.numpy's
     floating functions of integer operands: int32 -> float32 also under jax_enable_x64."""
-    dt, _ = _result_type(*args)
+    dt, weak = _result_type(*args)
     if dt.kind not in "fc":
         dt = _inexact(dt)
-        args = [_to_dtype(a, dt) for a in args]
+        args = [_to_dtype(a, dt, weak) for a in args]
     return _promote_args(name, *args)
 
 

@@ -169,7 +169,7 @@ def close(a, b, where, rtol=None, atol=None):
 
 
 def _is_tensor(x):
-    return isinstance(x, (torch.Tensor, ft.Tensor, np.ndarray, jax.Array))
+    return isinstance(x, (torch.Tensor, ft.Tensor, np.ndarray, jax.Array, ft.Array))
 
 
 def compare(ours, theirs, where="out", *, dtypes=True, grad_fn=True, rtol=None, atol=None):

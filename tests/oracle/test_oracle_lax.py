@@ -518,6 +518,88 @@ def test_lax_dtypes(case_id):
 
 
 # ---------------------------------------------------------------------------------------
+# eager Arrays (issue 33): weak types carried through eager ops as JAX's are (each case
+# gives the value, its weak_type and JAX's repr), `.at` updates, donation
+def _weak(x):
+    return x, x.weak_type, repr(x)
+
+
+_I32 = np.arange(3, dtype=np.int32)
+_F16 = np.ones(3, np.float16)
+ARRAY_CASES = {
+    "weak:int_times_float": lambda L: _weak(L.np.multiply(_I32, 2.5)),
+    "weak:then_float16": lambda L: _weak(L.np.multiply(_I32, 2.5) + _F16),
+    "weak:then_float16_jit": lambda L: _weak(L.top.jit(lambda a, h: a + h)(
+        L.np.multiply(_I32, 2.5), _F16)),
+    "weak:scalars_only": lambda L: _weak(L.np.add(2.0, 3)),
+    "weak:sqrt_int_scalar": lambda L: _weak(L.np.sqrt(2)),
+    "weak:bool_plus_int": lambda L: _weak(L.np.add(np.array([True, False]), 1)),
+    "weak:uint8_plus_float": lambda L: _weak(L.np.add(np.ones(2, np.uint8), 1.5)),
+    "weak:float16_times_scalar": lambda L: _weak(L.np.multiply(_F16, 2.0)),
+    "weak:int_divide_int": lambda L: _weak(L.np.divide(_I32, 2)),
+    "weak:sin_of_weak": lambda L: _weak(L.np.sin(L.np.multiply(_I32, 2.5)))[:2],
+    "weak:lax_mul_scalars": lambda L: _weak(L.lax.mul(2.0, 3.0)),
+    "weak:jit_scalar_output": lambda L: _weak(L.top.jit(lambda: 2.0)()),
+    "weak:operator": lambda L: _weak(L.np.arange(3) * 2.5),
+    "repr:vector": lambda L: repr(L.np.asarray([1.0, 2.0])),
+    "repr:int": lambda L: repr(L.np.arange(3)),
+    "repr:bool": lambda L: repr(L.np.asarray(True)),
+    "repr:matrix": lambda L: repr(L.np.ones((2, 2))),
+    "repr:empty": lambda L: repr(L.np.zeros((2, 0))),
+    "at:set": lambda L: L.np.zeros(5).at[2].set(7.0),
+    "at:add_slice": lambda L: L.np.zeros(5).at[1:3].add(1.0),
+    "at:add_repeated": lambda L: L.np.zeros(5).at[np.array([0, 0, 3])].add(1.0),
+    "at:set_negative": lambda L: L.np.zeros(5).at[-1].set(3.0, indices_are_sorted=True,
+                                                          unique_indices=True),
+    "at:multiply": lambda L: L.np.arange(4.0).at[1:3].multiply(3.0),
+    "at:mul": lambda L: L.np.arange(4.0).at[1].mul(3.0),
+    "at:get": lambda L: L.np.arange(6.0).reshape(2, 3).at[:, 1].get(),
+    "at:multiply_repeated": lambda L: L.np.arange(4.0).at[np.array([1, 1, 3])].multiply(3.0),
+    "at:min_repeated": lambda L: L.np.arange(4.0).at[np.array([1, 1, 3])].min(
+        np.array([0.5, -2.0, 9.0], np.float32)),
+    "at:max_repeated": lambda L: L.np.arange(4.0).at[np.array([1, 1, 3])].max(
+        np.array([0.5, 7.0, 9.0], np.float32)),
+    "at:max_jit_grad": lambda L: L.top.jit(L.top.grad(
+        lambda v: L.np.arange(4.0).at[np.array([1, 1, 3])].max(v * 2.0).sum()))(3.0),
+    "at:set_2d_dtype": lambda L: L.np.arange(6).reshape(2, 3).at[1, ::2].set(2.7),
+    "at:jit": lambda L: L.top.jit(lambda v: v.at[0].set(9.0))(L.np.arange(3.0)),
+    "at:grad": lambda L: L.top.grad(lambda v: v.at[1].set(v[0] * 3.0).sum())(
+        L.np.arange(3.0)),
+    "donate:argnums": lambda L: _donated(L, dict(donate_argnums=0)),
+    "donate:argnames": lambda L: _donated(L, dict(donate_argnames="v")),
+    "donate:read_raises": lambda L: _read_donated(L),
+    "numpy:sin_type": lambda L: type(np.sin(L.np.ones(2))).__name__,
+    "numpy:asarray": lambda L: np.asarray(L.np.arange(3.0)),
+    "hash": lambda L: hash(L.np.ones(2)),
+    "setitem": lambda L: L.np.ones(2).__setitem__(0, 1.0),
+}
+ARRAY_ERRORS = {"donate:read_raises": r"^Array has been deleted with shape=float32\[3\]\.$",
+                "hash": "unhashable type",
+                "setitem": "immutable and do not support in-place item assignment"}
+
+
+def _donated(L, kw):
+    x = L.np.ones(3)
+    y = L.top.jit(lambda v: v * 2.0, **kw)(x)
+    return y, x.is_deleted()
+
+
+def _read_donated(L):
+    x = L.np.ones(3)
+    L.top.jit(lambda v: v * 2.0, donate_argnums=0)(x)
+    return x + 1
+
+
+ARRAY_IDS = register(*[f"lax:array:{n}" for n in ARRAY_CASES])
+
+
+@pytest.mark.parametrize("case_id", ARRAY_IDS)
+def test_eager_arrays(case_id):
+    name = case_id[len("lax:array:"):]
+    case(case_id, lambda: both(ARRAY_CASES[name], error=ARRAY_ERRORS.get(name)))
+
+
+# ---------------------------------------------------------------------------------------
 # control flow under grad, vmap (batched predicates), jit and nested
 def _f(L, x):
     return L.np.sin(x) * 2.0

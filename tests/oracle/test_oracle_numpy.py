@@ -1023,8 +1023,8 @@ def test_numpy(case_id):
 
 
 def test_sum_eager_scalar():
-    """A 0-d eager result is a NumPy scalar, JAX's a 0-d Array (the other cases compare
-    it as a 0-d array)."""
+    """A 0-d eager result is a 0-d ft.Array, as JAX's (of a NumPy float64 input: its dtype
+    waits for x32 canonicalization, docs/oracle.md)."""
     def thunk():
         oracle.functional(lambda m, l, x: m.sum(x), f64(1.0, 2.0))
     oracle.case("numpy:sum:eager-scalar", thunk)

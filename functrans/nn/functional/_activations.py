@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ...core import Tracer
 from ...facade import creation as C
 from ...facade.inplace import inplace as _inplace

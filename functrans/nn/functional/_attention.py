@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ...facade.inplace import _cname
 from .. import functions as _jnn
 from ._activations import _dropout_mask, _refuse_random_under_trace

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import lax
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ...facade.inplace import _cname, _tname
 from ._dispatch import _call, _ndim, _shape, _squeeze0, _unsqueeze0
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ...facade.creation import tensor
 from ...facade.tensor import Tensor
 from ...higher_order.custom import custom_jvp

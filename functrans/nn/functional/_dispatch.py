@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ...core import Tracer
 from ...facade.tensor import Tensor, apply_fn, traced_hooks
 

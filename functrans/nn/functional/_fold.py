@@ -8,7 +8,7 @@ conv_general_dilated primitive with the input dilated by the strides and the ker
 from __future__ import annotations
 
 from ... import lax
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ._conv import _check_conv_dtypes, _pair, _single, _windows
 from ._dispatch import _call, _ndim, _shape, _squeeze0, _unsqueeze0
 

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ._dispatch import _call, _shape
 
 _ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to "

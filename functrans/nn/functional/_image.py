@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ...facade.tensor import Tensor
 from ._activations import _dropout_mask, _mul_fn, _refuse_random_under_trace
 from ._conv import adaptive_avg_pool2d

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ...facade.inplace import _cname, _tname
 from ...facade.grad_mode import no_grad
 from ...facade.tensor import Tensor

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ...higher_order.custom import custom_vjp
 from ...facade.inplace import _tname
 from ...facade.methods import abs_fn

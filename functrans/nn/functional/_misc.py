@@ -1,7 +1,7 @@
 """ft.nn.functional's normalize, cosine_similarity and flatten."""
 from __future__ import annotations
 
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ...facade.reductions import vector_norm_fn
 from ._dispatch import _call, _is_facade, _raw
 

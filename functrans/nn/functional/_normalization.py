@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ...core import Tracer
 from ...facade.grad_mode import no_grad
 from ...facade.tensor import Tensor

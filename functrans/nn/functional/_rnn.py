@@ -3,7 +3,7 @@ optional projection) and GRU (gates r, z, n) cells, and a whole layer (one direc
 `lax.scan` over time, so it jits, vmaps and differentiates like any other program."""
 from __future__ import annotations
 
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ...control_flow import scan
 from ._dispatch import _call
 from functrans.primitives import linalg as la

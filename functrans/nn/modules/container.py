@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from itertools import islice
 
-from ... import numpy as fnp
+from ...numpy import raw as fnp
 from ...facade.tensor import Tensor
 from .. import functional as F
 from .module import Module, Parameter, _addindent

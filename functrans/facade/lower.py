@@ -55,27 +55,30 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
     its keys, availability and holders. Without it (the first-sight schedule, which reads
     each equation's values from its own node) those are left out (None)."""
     target_set = set(targets)
+    target_pos = {q for q, _ in targets}
     replay = [False] * len(nodes)
-    in_keys_all = [None] * len(nodes)
     for p, n in enumerate(nodes):
         if n.info is None:
             continue
-        ik = _in_keys(n, p, pos)
-        in_keys_all[p] = ik
-        for k, e in zip(ik, n.edges):
-            if e is not None and (k in target_set or replay[k[0]]):
-                replay[p] = True
-                break
+        for e in n.edges:
+            if e is not None:
+                prod = e[0]
+                q = _pos(nodes, prod)
+                if replay[q] or q in target_pos and _edge_key(prod, q, e[1]) in target_set:
+                    replay[p] = True
+                    break
     hook_slot = {pj: i for i, pj in enumerate(hooked)}
     fslot = {p: i for i, p in enumerate(fns)}
     retained_set = set(retained)
-    produced = {(p, s) for p, n in enumerate(nodes) if replay[p] for s in n.info.out_slots}
+    tapped_pos = target_pos | {p for p, _ in hooked} | {p for p, _ in retained}
     tape = GraphTape()
     avals, eqns, eqn_node, eqn_refs, live, sigs = [], [], [], [], [], []
     keys_of = [] if program else None
     holders = {}
     avail_keys = set()   # keys of values a replayed node saved (and may be read)
-    env = {}             # key -> the slot its readers see (after its tap)
+    env = {}             # key -> the slot its readers see (after its tap), for the values
+    #                      no replayed node produces (the replayed nodes' are in locals_of)
+    locals_of = [None] * len(nodes)     # replayed node -> its slots, outputs after taps
     table = {}           # CSE: (primitive, input slots) -> [(params, output slots)]
 
     def new(aval, k, is_live):
@@ -100,14 +103,15 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
 
     args, arg_slot, tapped = [], {}, {}
     for k in targets:
-        if k not in produced:
-            p, s = k
-            n = nodes[p]
-            a = new(_key_aval(nodes, k), k, True)
-            args.append(a)
-            arg_slot[k] = a
-            h = hook_slot.get((p, n.info.out_slots.index(s)), -1) if n.info is not None else -1
-            env[k] = tap(a, k, h) if h >= 0 else a
+        p, s = k
+        n = nodes[p]
+        if replay[p] and s in n.info.out_slots:
+            continue                        # produced: tapped where its node runs
+        a = new(_key_aval(nodes, k), k, True)
+        args.append(a)
+        arg_slot[k] = a
+        h = hook_slot.get((p, n.info.out_slots.index(s)), -1) if n.info is not None else -1
+        env[k] = tap(a, k, h) if h >= 0 else a
     n_in = len(args)
     consts = []
 
@@ -119,21 +123,37 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
             continue
         replayed.append(p)
         info = n.info
-        in_keys = in_keys_all[p]
         ni = info.n_in
+        local = []
+        in_keys = [] if program else None
+        for i, e in enumerate(n.edges):
+            if e is None:
+                k = (p, i)
+                s = env.get(k)
+            else:
+                prod, j = e
+                q = prod.pos
+                if nodes[q] is not prod:
+                    _pos(nodes, prod)           # raises: not in this walk
+                if replay[q]:
+                    local.append(locals_of[q][prod.info.out_slots[j]])
+                    if program:
+                        in_keys.append((q, prod.info.out_slots[j]))
+                    continue
+                k = _edge_key(prod, q, j)
+                s = env.get(k)
+            if s is None:
+                s = env[k] = new(info.slot_avals[i], k, False)
+                consts.append(s)
+            local.append(s)
+            if program:
+                in_keys.append(k)
         if program:
             for s in info.held_set:
                 k = in_keys[s] if s < ni else (p, s)
                 holders.setdefault(k, []).append((p, s))
                 if not create_graph or s in info.cg_slots:
                     avail_keys.add(k)
-        local = []
-        for k, aval in zip(in_keys, info.slot_avals):
-            s = env.get(k)
-            if s is None:
-                s = env[k] = new(aval, k, False)
-                consts.append(s)
-            local.append(s)
         local += [None] * (info.n_slots - ni)
         steps = info.tape_eqns
         if steps is None:
@@ -165,13 +185,19 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
                     if local[o] is None:                 # a residual
                         local[o] = new(info.slot_avals[o], (p, o), is_live)
                 companions.append((st.prim, st.params, ins, tuple([local[o] for o in st.outs])))
-        for j, s in enumerate(info.out_slots):
-            k = (p, s)
-            h = hook_slot.get((p, j), -1)
-            env[k] = tap(local[s], k, h) if (h >= 0 or (p, j) in retained_set
-                                             or k in target_set) else local[s]
+        if p in tapped_pos:
+            for j, s in enumerate(info.out_slots):
+                k = (p, s)
+                h = hook_slot.get((p, j), -1)
+                if h >= 0 or (p, j) in retained_set or k in target_set:
+                    local[s] = tap(local[s], k, h)
+        locals_of[p] = local
     tape.out_idx = []
     for k in root_keys:
+        p, s = k
+        if replay[p]:
+            tape.out_idx.append(locals_of[p][s])
+            continue
         s = env.get(k)
         if s is None:
             s = env[k] = new(_key_aval(nodes, k), k, False)
@@ -195,6 +221,19 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
     tape.replayed = tuple(replayed)
     tape.sigs = sigs
     return tape
+
+
+def _pos(nodes, n):
+    """n's position in the walked graph nodes (index_graph stored it on n)."""
+    p = n.pos
+    if not 0 <= p < len(nodes) or nodes[p] is not n:
+        raise InternalEngineError(f"node {type(n).__name__} is not in the walked graph")
+    return p
+
+
+def _edge_key(prod, q, j):
+    """The value key of output j of the node prod at position q."""
+    return (q, 0) if prod.info is None else (q, prod.info.out_slots[j])
 
 
 def _emit(prim, params, ins, refs, outs, sig, p, info, local, lists):
@@ -349,18 +388,6 @@ class Positions:
         if p is None:
             raise KeyError(n)
         return p
-
-
-def _in_keys(n, p, pos):
-    keys = []
-    for i, e in enumerate(n.edges):
-        if e is None:
-            keys.append((p, i))
-        else:
-            prod, j = e
-            q = pos[prod]
-            keys.append((q, 0) if prod.info is None else (q, prod.info.out_slots[j]))
-    return keys
 
 
 _WALK_LOCK = threading.Lock()

@@ -193,8 +193,9 @@ def eqn_program(prim, params, avals, live, present, sig=None):
     known, avals then None), derived once per signature: (program, the values it reads:
     input positions k or len(avals) + output j, which live inputs it returns a cotangent
     for (the float ones), their positions, and per returned cotangent whether any
-    cotangent flows into it (_flows), and the program as runtime.small_program calls it
-    (None: through the runtime's tiers))."""
+    cotangent flows into it (_flows), the program as runtime.small_program calls it
+    (None: through the runtime's tiers), and the position of its one live input when it
+    returns exactly one cotangent, which flows (else -1))."""
     if sig is None:
         sig = (prim, _params_key(params), avals)
     avals = sig[2]
@@ -219,8 +220,9 @@ def eqn_program(prim, params, avals, live, present, sig=None):
         back = {j: k for k, j in local.items()}
         reads = [back[i] if i < n else i for i in d.value_idx]   # eqn input k or output
         prog = joined_program(d)
-        hit = (prog, reads, d.nonzero, [k for k in order[:n_live]], _flows(prog, len(reads)),
-               small_program(prog))
+        live_pos, flows = [k for k in order[:n_live]], _flows(prog, len(reads))
+        one = live_pos[0] if len(live_pos) == 1 and d.nonzero[0] and flows[0] else -1
+        hit = (prog, reads, d.nonzero, live_pos, flows, small_program(prog), one)
         if key is not None:
             DERIVED.put(key, hit, approx_bytes(key) + approx_bytes(prog))
     return hit
@@ -243,7 +245,7 @@ def eqn_reads(prim, params, avals, live, present):
     """(what the backward of one equation reads: input positions k < len(avals) and
     len(avals) + j for output j; the live input positions a cotangent flows into), from
     its eqn_program."""
-    _, reads, nonzero, live_pos, flows, _ = eqn_program(prim, params, avals, live, present)
+    _, reads, nonzero, live_pos, flows, _, _ = eqn_program(prim, params, avals, live, present)
     it = iter(flows)
     return reads, [k for k, nz in zip(live_pos, nonzero) if nz and next(it)]
 
@@ -307,7 +309,7 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
         else:
             hit = eqn_program(prim, params, None, lv, present,
                               eqn_signature(prim, params, ii, avals))
-        prog, reads, nonzero, live_pos, flows, small = hit
+        prog, reads, nonzero, live_pos, flows, small, one = hit
         k_in = len(ii)
         args = []
         for r in reads:
@@ -323,6 +325,13 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
             outs = small(xp, *args)
         else:
             outs = run_program(prog, *args)
+        if one >= 0:
+            a = ii[one]
+            gi = outs[0]
+            if on_grad is not None:
+                on_grad(i, one, gi)
+            ct[a] = ct[a] + gi if a in ct else gi
+            continue
         g = iter(zip(outs, flows))
         for k, nz in zip(live_pos, nonzero):
             if nz:

@@ -16,7 +16,7 @@ import numpy as np
 from ..executor import reverse_pass
 from .anomaly import has_nan, nan_error
 from .lower import target_aval
-from .record import saved_value
+from .record import Packed, saved_value, unpack_saved
 from .ops import apply_prim, run_recorded
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
                        describe_value, fn_call_p, hook_dicts, run_cotangent_hooks, tap_p)
@@ -98,22 +98,25 @@ class _Values:
         self.tape, self.nodes, self.cg = tape, nodes, create_graph
         self.vals = [None] * len(tape.avals)
         self.producer = None
+        self.eqn_node, self.eqn_refs = tape.eqn_node, tape.eqn_refs
 
     def get(self, s, i, r):
-        tape = self.tape
-        n = self.nodes[tape.eqn_node[i]]
-        refs, outs = tape.eqn_refs[i]
+        n = self.nodes[self.eqn_node[i]]
+        refs, outs = self.eqn_refs[i]
         ls = refs[r] if r < len(refs) else outs[r - len(refs)]
         info = n.info
         v = self.vals[s]
         if ls in info.held_set:
-            if n.vals is None:
+            saved = n.vals
+            if saved is None:
                 raise RuntimeError(FREED_MSG + f" (the values saved by {info.name} were freed "
                                    "by an earlier backward)")
             if n.vers:
                 _check_version(n, ls)
             if v is None:
-                v = saved_value(n, ls)
+                v = saved[ls]
+                if type(v) is Packed:
+                    v = unpack_saved(v)
                 if self.cg:
                     v = _connect(n, ls, v)
                 self.vals[s] = v

@@ -105,7 +105,16 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
     `hint` = (user function, hashable signature) names the derived programs used last
     time, so that recording holds only the values they read. has_aux: f_flat returns
     values on the side (read them with `recorded_value`), so an outer jvp is not lifted
-    out (their tangents would be lost)."""
+    out (their tangents would be lost).
+
+    Recorded with the cyclic collector paused, as jit traces: the tape's O(n) objects live
+    until the backward, and the collections they would trigger rescan it (about 15% of an
+    un-jitted ft.grad of a 1,000-op chain); garbage meanwhile is collected at the end."""
+    with gc_paused():
+        return _vjp_flat(f_flat, primals, hint, has_aux)
+
+
+def _vjp_flat(f_flat, primals, hint, has_aux):
     outer = None if has_aux else _strippable_jvp(primals)
     vouter = _strippable_vmap(primals) if outer is None else None
     expected = _hint_get(hint)
@@ -306,9 +315,12 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
             hit = memo.get(mkey)
             if hit is None:
                 hit = memo[mkey] = eqn_program(prim, params, None, lv, present, sig)
-        else:
-            hit = eqn_program(prim, params, None, lv, present,
-                              eqn_signature(prim, params, ii, avals))
+        else:                       # the pass's own memo, keyed by the signature
+            in_avals = tuple([avals[a] if type(a) is int else a.aval for a in ii])
+            mkey = (prim, _params_key(params) if params else (), in_avals, lv, present)
+            hit = memo.get(mkey)
+            if hit is None:
+                hit = memo[mkey] = eqn_program(prim, params, None, lv, present, mkey[:3])
         prog, reads, nonzero, live_pos, flows, small, one = hit
         k_in = len(ii)
         args = []
@@ -385,7 +397,7 @@ def _interpreted_vjp(tape, values, n_in, out_idx, key):
         for i, c in zip(out_idx, cts):
             if type(c) is not Zero:
                 ct[i] = ct[i] + c if i in ct else c
-        with trusted_eval():
+        with gc_paused(), trusted_eval():
             reverse_pass(eqns, avals, live, ct, lambda s, i, r: values[s])
         res = []
         for i in range(n_in):

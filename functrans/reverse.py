@@ -25,7 +25,7 @@ import numpy as np
 from .ad import JVPTrace, JVPTracer, is_float, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from .batching import AxisFrame, BatchTrace, BatchTracer, apply_batch_rule, batch_jaxpr
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, Var, Zero, _thread_state,
-                   bind_below, eval_jaxpr, get_aval, has_tracer, to_concrete)
+                   array_module, bind_below, eval_jaxpr, get_aval, has_tracer, to_concrete)
 from .backends.memory import DERIVED, approx_bytes
 from .passes import dce_jaxpr
 from .runtime import run as run_program
@@ -63,6 +63,7 @@ class _Tape:
         self.avals: list = []
         self.consts: list = []           # indices of captured constants
         self.const_ids: dict = {}
+        self.const_tracers: dict = {}    # id of a captured constant -> its tracer (unbatched)
         self.eqns: list = []             # (primitive, params, in_idx, out_idx)
         self.keep = keep                 # indices to hold strongly (None: all)
         self.strip = None                # an outer jvp main whose tracers are unwrapped
@@ -110,6 +111,9 @@ class RecordTrace(Trace):
 
     def pure(self, val):
         tape = self.main.global_data
+        t = tape.const_tracers.get(id(val))
+        if t is not None:                   # a constant seen before: one tracer each
+            return t
         idx = tape.const_ids.get(id(val))
         if idx is None:
             tangent = None
@@ -126,7 +130,10 @@ class RecordTrace(Trace):
         if tape.batch is not None:
             return RecordTracer(self, tape.values[idx], idx, tape.avals[idx],
                                 tape.dims[idx] is not None)
-        return RecordTracer(self, tape.values[idx], idx, tape.avals[idx])
+        t = RecordTracer(self, tape.values[idx], idx, tape.avals[idx])
+        if tape.strip is None:              # const_ids keys the value itself (kept alive)
+            tape.const_tracers[id(val)] = t
+        return t
 
     lift = pure
 
@@ -143,11 +150,18 @@ class RecordTrace(Trace):
             form = residual_form(prim, params, [avals[i] for i in in_idx], lv)
             if form is not None:
                 return self._record_form(tape, prim, params, in_idx, form)
-        out = bind_below(prim, [t.val for t in tracers], params, [avals[i] for i in in_idx])
+        vals = [t.val for t in tracers]
+        s = _thread_state
+        if s.dynamic_trace.level == 0 and not has_tracer(vals):    # bind_below, inline
+            if not s.trusted:
+                prim.abstract_eval(*[avals[i] for i in in_idx], **params)
+            out = prim.impl(array_module(*vals), *vals, **params)
+        else:
+            out = bind_below(prim, vals, params, [avals[i] for i in in_idx])
         if not prim.multiple_results:
             i = tape.add(out, live=is_live)
             tape.eqns.append((prim, params, in_idx, (i,)))
-            return RecordTracer(self, out, i, tape.avals[i])
+            return RecordTracer(self, out, i, avals[i])
         out_idx = tuple([tape.add(o, live=is_live) for o in out])
         tape.eqns.append((prim, params, in_idx, out_idx))
         return [RecordTracer(self, o, i, tape.avals[i]) for o, i in zip(out, out_idx)]

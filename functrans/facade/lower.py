@@ -11,6 +11,7 @@ equation, whose cotangent the deriver adds to the backward program's outputs.
 """
 from __future__ import annotations
 
+import operator
 import threading
 
 from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
@@ -63,7 +64,9 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
         for e in n.edges:
             if e is not None:
                 prod = e[0]
-                q = _pos(nodes, prod)
+                q = prod.pos
+                if nodes[q] is not prod:
+                    _pos(nodes, prod)           # raises: not in this walk
                 if replay[q] or q in target_pos and _edge_key(prod, q, e[1]) in target_set:
                     replay[p] = True
                     break
@@ -159,24 +162,24 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
         if steps is None:
             steps = _tape_eqns(info)
         if info.kind == "function":
-            steps = [(fn_call_p, info.extra["params"](fslot.get(p, -1)), range(ni),
-                      info.out_slots, None)]
-        for prim, params, refs, outs, sig in steps:
-            ins = tuple([local[r] if type(r) is int else r for r in refs])
+            steps = [(fn_call_p, info.extra["params"](fslot.get(p, -1)),
+                      (range(ni), info.out_slots), None)]
+        for prim, params, ro, sig in steps:
+            ins = tuple([local[r] if type(r) is int else r for r in ro[0]])
             if program:
                 cands = table.setdefault((prim, tuple([i if type(i) is int else literal_key(i)
                                                        for i in ins])), [])
                 for cparams, couts in cands:
                     if cparams == params:
-                        for o, c in zip(outs, couts):
+                        for o, c in zip(ro[1], couts):
                             local[o] = c
                             keys_of[c].append((p, o))   # an output: not an input slot
                         break
                 else:
-                    cands.append((params, _emit(prim, params, ins, refs, outs, sig, p, info,
-                                                local, lists)))
+                    cands.append((params, _emit(prim, params, ins, ro, sig, p, info, local,
+                                                lists)))
             else:
-                _emit(prim, params, ins, refs, outs, sig, p, info, local, lists)
+                _emit(prim, params, ins, ro, sig, p, info, local, lists)
         if program:
             for st in info.companion_steps:
                 ins = tuple([local[r] if type(r) is int else r for r in st.refs])
@@ -236,8 +239,9 @@ def _edge_key(prod, q, j):
     return (q, 0) if prod.info is None else (q, prod.info.out_slots[j])
 
 
-def _emit(prim, params, ins, refs, outs, sig, p, info, local, lists):
-    """Append one step of node p to the tape lists: its output slots (a tuple)."""
+def _emit(prim, params, ins, ro, sig, p, info, local, lists):
+    """Append one step of node p to the tape lists: its output slots (a tuple). ro: the
+    step's (input, output) slots local to p."""
     avals, eqns, eqn_node, eqn_refs, live, sigs, keys_of = lists
     is_live = False
     for i in ins:
@@ -245,7 +249,7 @@ def _emit(prim, params, ins, refs, outs, sig, p, info, local, lists):
             is_live = True
             break
     out_slots = []
-    for o in outs:
+    for o in ro[1]:
         local[o] = len(avals)
         out_slots.append(local[o])
         avals.append(info.slot_avals[o])
@@ -256,14 +260,14 @@ def _emit(prim, params, ins, refs, outs, sig, p, info, local, lists):
     eqns.append((prim, params, ins, out_slots))
     sigs.append(sig)
     eqn_node.append(p)
-    eqn_refs.append((refs, outs))
+    eqn_refs.append(ro)
     return out_slots
 
 
 def _tape_eqns(info):
     """info's steps as tape equations over its local slots, with their signatures:
-    ((primitive, params, refs, outs, eqn_signature), ...), computed once per OpInfo."""
-    info.tape_eqns = tuple([(st.prim, st.params, st.refs, st.outs,
+    ((primitive, params, (refs, outs), eqn_signature), ...), computed once per OpInfo."""
+    info.tape_eqns = tuple([(st.prim, st.params, (st.refs, st.outs),
                              eqn_signature(st.prim, st.params, st.refs, info.slot_avals))
                             for st in info.steps])
     return info.tape_eqns
@@ -355,8 +359,7 @@ def walk(root_fns):
     return sorted(seen.values(), key=_seq_of)
 
 
-def _seq_of(n):
-    return n.seq
+_seq_of = operator.attrgetter("seq")       # a node's creation order (C-level sort key)
 
 
 def value_key(t, pos):

@@ -130,9 +130,17 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
         local = []
         in_keys = [] if program else None
         for i, e in enumerate(n.edges):
-            if e is None:
+            if e is None:           # a constant input: read by this node only
                 k = (p, i)
-                s = env.get(k)
+                s = new(info.slot_avals[i], k, False) if program else len(avals)
+                if not program:
+                    avals.append(info.slot_avals[i])
+                    live.append(False)
+                consts.append(s)
+                local.append(s)
+                if program:
+                    in_keys.append(k)
+                continue
             else:
                 prod, j = e
                 q = prod.pos

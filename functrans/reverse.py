@@ -236,11 +236,21 @@ def _same_key(a, b):
 
 def _structure_key(tape, n_in, out_idx):
     """The recorded program's structure (hashed once, by the cache lookup; params in call
-    order: the same call site gives the same order, another order only derives again)."""
+    order: the same call site gives the same order, another order only derives again).
+
+    Each equation names its primitive by its index in the key's own tuple of primitives,
+    so that an equation without params is a tuple of ints, which the cyclic collector
+    stops tracking: the "vjp seen" marks of many structures (a dynamic graph's ft.grad)
+    would otherwise add an object per equation to every full collection's scan."""
+    prims = {}
+
+    def eqns(es):
+        return tuple([(prims.setdefault(p, len(prims)), tuple(pa.items()) if pa else (),
+                       ii, oi) for p, pa, ii, oi in es])
+    body = eqns(tape.eqns)
+    companions = eqns(tape.companions)
     return (tuple(tape.avals[:n_in]), tuple([(i, tape.avals[i]) for i in tape.consts]),
-            tuple([(p, tuple(pa.items()), ii, oi) for p, pa, ii, oi in tape.eqns]),
-            tuple(out_idx),
-            tuple([(p, tuple(pa.items()), ii, oi) for p, pa, ii, oi in tape.companions]))
+            body, tuple(out_idx), companions, tuple(prims))
 
 
 class _Derived:

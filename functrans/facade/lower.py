@@ -132,30 +132,22 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
         for i, e in enumerate(n.edges):
             if e is None:           # a constant input: read by this node only
                 k = (p, i)
-                s = new(info.slot_avals[i], k, False) if program else len(avals)
-                if not program:
-                    avals.append(info.slot_avals[i])
-                    live.append(False)
+                s = new(info.slot_avals[i], k, False)
                 consts.append(s)
-                local.append(s)
-                if program:
-                    in_keys.append(k)
-                continue
             else:
                 prod, j = e
                 q = prod.pos
                 if nodes[q] is not prod:
                     _pos(nodes, prod)           # raises: not in this walk
-                if replay[q]:
-                    local.append(locals_of[q][prod.info.out_slots[j]])
-                    if program:
-                        in_keys.append((q, prod.info.out_slots[j]))
-                    continue
-                k = _edge_key(prod, q, j)
-                s = env.get(k)
-            if s is None:
-                s = env[k] = new(info.slot_avals[i], k, False)
-                consts.append(s)
+                if replay[q]:                   # a replayed node's output, after its tap
+                    k = (q, prod.info.out_slots[j]) if program else None
+                    s = locals_of[q][prod.info.out_slots[j]]
+                else:
+                    k = _edge_key(prod, q, j)
+                    s = env.get(k)
+                    if s is None:
+                        s = env[k] = new(info.slot_avals[i], k, False)
+                        consts.append(s)
             local.append(s)
             if program:
                 in_keys.append(k)

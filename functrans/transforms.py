@@ -26,7 +26,7 @@ from .primitives import elementwise as ew
 from .primitives.base import instantiate, zeros
 from .executor import vjp_flat
 from .reverse import recorded_value
-from .runtime import eval_jaxpr as run_jaxpr
+from .runtime import eval_jaxpr as run_jaxpr, gc_paused
 from .tracing import flatten_fun, make_jaxpr
 
 Argnums = int | Sequence[int]
@@ -285,6 +285,10 @@ def value_and_grad(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool 
 
     @functools.wraps(fun)
     def vg(*args, **kwargs):
+        with gc_paused():       # the recording lives until its backward: see vjp_flat
+            return _vg(*args, **kwargs)
+
+    def _vg(*args, **kwargs):
         nargs = len(args)
         for a in argnums_t:
             if not -nargs <= a < nargs:

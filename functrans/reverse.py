@@ -240,17 +240,19 @@ def _structure_key(tape, n_in, out_idx):
 
     Each equation names its primitive by its index in the key's own tuple of primitives,
     so that an equation without params is a tuple of ints, which the cyclic collector
-    stops tracking: the "vjp seen" marks of many structures (a dynamic graph's ft.grad)
-    would otherwise add an object per equation to every full collection's scan."""
-    prims = {}
+    stops tracking (the constants' avals likewise): the "vjp seen" marks of many
+    structures (a dynamic graph's ft.grad) would otherwise add an object per equation to
+    every full collection's scan."""
+    prims, avals = {}, {}
 
     def eqns(es):
         return tuple([(prims.setdefault(p, len(prims)), tuple(pa.items()) if pa else (),
                        ii, oi) for p, pa, ii, oi in es])
     body = eqns(tape.eqns)
     companions = eqns(tape.companions)
-    return (tuple(tape.avals[:n_in]), tuple([(i, tape.avals[i]) for i in tape.consts]),
-            body, tuple(out_idx), companions, tuple(prims))
+    consts = tuple([(i, avals.setdefault(tape.avals[i], len(avals))) for i in tape.consts])
+    return (tuple(tape.avals[:n_in]), consts, body, tuple(out_idx), companions,
+            tuple(prims), tuple(avals))
 
 
 class _Derived:

@@ -105,16 +105,7 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
     `hint` = (user function, hashable signature) names the derived programs used last
     time, so that recording holds only the values they read. has_aux: f_flat returns
     values on the side (read them with `recorded_value`), so an outer jvp is not lifted
-    out (their tangents would be lost).
-
-    Recorded with the cyclic collector paused, as jit traces: the tape's O(n) objects live
-    until the backward, and the collections they would trigger rescan it (about 15% of an
-    un-jitted ft.grad of a 1,000-op chain); garbage meanwhile is collected at the end."""
-    with gc_paused():
-        return _vjp_flat(f_flat, primals, hint, has_aux)
-
-
-def _vjp_flat(f_flat, primals, hint, has_aux):
+    out (their tangents would be lost)."""
     outer = None if has_aux else _strippable_jvp(primals)
     vouter = _strippable_vmap(primals) if outer is None else None
     expected = _hint_get(hint)

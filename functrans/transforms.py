@@ -285,7 +285,10 @@ def value_and_grad(fun: Callable[..., Any], argnums: Argnums = 0, has_aux: bool 
 
     @functools.wraps(fun)
     def vg(*args, **kwargs):
-        with gc_paused():       # the recording lives until its backward: see vjp_flat
+        # the collector paused, as jit traces: the recording's O(n) objects live until its
+        # backward and would be rescanned by every collection meanwhile (about 15% of an
+        # un-jitted ft.grad of a 1,000-op chain); they die before the pause ends
+        with gc_paused():
             return _vg(*args, **kwargs)
 
     def _vg(*args, **kwargs):

@@ -63,7 +63,6 @@ class _Tape:
         self.avals: list = []
         self.consts: list = []           # indices of captured constants
         self.const_ids: dict = {}
-        self.const_tracers: dict = {}    # id of a captured constant -> its tracer (unbatched)
         self.eqns: list = []             # (primitive, params, in_idx, out_idx)
         self.keep = keep                 # indices to hold strongly (None: all)
         self.strip = None                # an outer jvp main whose tracers are unwrapped
@@ -111,9 +110,6 @@ class RecordTrace(Trace):
 
     def pure(self, val):
         tape = self.main.global_data
-        t = tape.const_tracers.get(id(val))
-        if t is not None:                   # a constant seen before: one tracer each
-            return t
         idx = tape.const_ids.get(id(val))
         if idx is None:
             tangent = None
@@ -130,10 +126,7 @@ class RecordTrace(Trace):
         if tape.batch is not None:
             return RecordTracer(self, tape.values[idx], idx, tape.avals[idx],
                                 tape.dims[idx] is not None)
-        t = RecordTracer(self, tape.values[idx], idx, tape.avals[idx])
-        if tape.strip is None:              # const_ids keys the value itself (kept alive)
-            tape.const_tracers[id(val)] = t
-        return t
+        return RecordTracer(self, tape.values[idx], idx, tape.avals[idx])
 
     lift = pure
 

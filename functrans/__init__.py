@@ -22,7 +22,8 @@ warnings.filterwarnings("ignore", r"(invalid value|divide by zero|overflow|under
 def _public() -> dict:
     # the package's one deferred import: the public namespace sits on top of every layer
     names = importlib.import_module(f"{__name__}.api").namespace()
-    globals().update(names)
+    for k, v in names.items():      # a name the user rebound (a monkeypatch) keeps its value
+        globals().setdefault(k, v)
     return names
 
 

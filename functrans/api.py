@@ -22,12 +22,16 @@ from .core import (AxisError, ClosedJaxpr, ConcretizationTypeError, DTypeError,
                    UnexpectedTracerError, check_jaxpr)
 from .core import Tracer as _Tracer
 from .core.config import check_tracer_leaks, checking_leaks, config, enable_x64
+from .core import ensure_compile_time_eval
+from .callbacks import pure_callback
+from .higher_order import custom_batching
 from .dtypes import float0
 from .core.devices import block_until_ready, device_put, devices
 from .higher_order.collectives import pmap
 from .ad_checkpoint import checkpoint_policies
 from .higher_order.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .higher_order.jit import RetraceWarning, disable_jit, jit, jit_stats
+from .torchscript import attach as _attach_torchscript
 from .batching import vmap
 from .primitives.misc import stop_gradient as _stop_gradient
 from .runtime import eval_jaxpr
@@ -65,6 +69,9 @@ class Array(metaclass=_ArrayMeta):
 def stop_gradient(x: _Any) -> _Any:
     """Identity on values, zero derivative; applies to every leaf of a pytree."""
     return tree_map(lambda v: _stop_gradient(numpy.asarray(v)), x)
+
+
+_attach_torchscript(jit)   # torch.jit.script / trace / ignore, ...: attributes of ft.jit
 
 
 def namespace() -> dict[str, _Any]:

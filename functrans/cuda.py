@@ -6,7 +6,8 @@ from .core.devices import cuda_available, cupy_module
 from .facade import creation as _creation
 
 __all__ = ["is_available", "device_count", "current_device", "synchronize", "manual_seed",
-           "manual_seed_all", "empty_cache", "get_device_name", "is_initialized"]
+           "manual_seed_all", "empty_cache", "get_device_name", "is_initialized", "set_device",
+           "memory_allocated", "memory_reserved", "is_bf16_supported"]
 
 
 def is_available() -> bool:
@@ -67,3 +68,36 @@ def empty_cache() -> None:
         cp = cupy_module()
         cp.get_default_memory_pool().free_all_blocks()
         cp.get_default_pinned_memory_pool().free_all_blocks()
+
+
+def set_device(device) -> None:
+    """Make a CUDA device current (an index, "cuda:i" or a device); DeviceError naming what
+    is missing without CUDA. A negative index changes nothing, as in torch."""
+    index = _index(device)
+    if index >= 0:
+        cupy_module().cuda.Device(index).use()
+
+
+def _pool_bytes(device, which):
+    if not cuda_available():
+        return 0                    # torch answers 0 before CUDA is initialized
+    cp = cupy_module()
+    with cp.cuda.Device(_index(device) if device is not None else cp.cuda.runtime.getDevice()):
+        pool = cp.get_default_memory_pool()
+        return int(pool.used_bytes() if which == "used" else pool.total_bytes())
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes held by live arrays in CuPy's memory pool on the device (0 without CUDA)."""
+    return _pool_bytes(device, "used")
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes CuPy's memory pool holds on the device, in use or cached (0 without CUDA)."""
+    return _pool_bytes(device, "total")
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """False: functrans has no bfloat16 tensors on any device (ft.bfloat16 names the dtype;
+    making a tensor of it raises TypeError)."""
+    return False

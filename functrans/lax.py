@@ -17,6 +17,7 @@ from functrans.primitives import indexing as _ix
 from functrans.primitives import linalg as _la
 from functrans.primitives import reductions as _red
 from functrans.primitives import shape as _sh
+from functrans.primitives import special as _sp
 from functrans.primitives.indexing import gather, scatter, scatter_add  # noqa: F401
 from functrans.primitives.linalg import Precision  # noqa: F401
 from functrans.primitives.misc import stop_gradient as _stop_gradient
@@ -27,6 +28,7 @@ from .core import canonicalize as _canonicalize
 from .core import check_dtype as _check_dtype
 from .core import get_aval as _aval
 from .core.config import DEFAULT_DTYPES as _DEFAULTS
+from .lax_reduce import padtype_to_pads, reduce, reduce_window  # noqa: F401
 from .higher_order.collectives import (all_gather, axis_index, axis_size, pmax,  # noqa: F401
                                        pmean, pmin, ppermute, psum, psum_scatter)
 
@@ -52,7 +54,7 @@ def _scalars(*xs):
 
 def _elementwise(name, nargs):
     # written out per arity (the eager path: no *args packing, no extra call)
-    bind = getattr(_ew, name)
+    bind = getattr(_ew, name, None) or getattr(_sp, name)
     if nargs == 1 and name in _ACCURACY:
         def f(x, *, accuracy=None):
             if type(x) in _PY_SCALARS:
@@ -78,6 +80,8 @@ def _elementwise(name, nargs):
 for _name in ("abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil",
               "cos", "cosh", "erf", "exp", "expm1", "floor", "imag", "is_finite", "log", "log1p",
               "logistic", "neg", "real", "rsqrt", "sign", "sin", "sinh", "sqrt", "tan", "tanh"):
+    globals()[_name] = _elementwise(_name, 1)
+for _name in ("erf_inv", "erfc", "lgamma", "digamma", "bessel_i0e", "bessel_i1e"):
     globals()[_name] = _elementwise(_name, 1)
 for _name in ("add", "atan2", "div", "eq", "ge", "gt", "le", "lt", "max", "min", "mul", "ne",
               "pow", "rem", "sub"):
@@ -319,6 +323,85 @@ def argmin(operand, axis, index_dtype):
 def cumsum(operand, axis=0, reverse=False):
     """The running sum along axis (from the end when reverse)."""
     return _red.cumsum(operand, axis=int(axis), reverse=bool(reverse))
+
+
+def _cumulative(name, combine):
+    def f(operand, axis=0, reverse=False):
+        if type(operand) in _PY_SCALARS:
+            operand = _canonicalize(operand)
+        nd = _aval(operand).ndim
+        if not -nd <= int(axis) < nd:
+            raise ValueError(f"lax.{name}: axis {axis} is out of bounds for an array of rank "
+                             f"{nd}")
+        return associative_scan(combine, operand, reverse=bool(reverse), axis=int(axis) % nd)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"jax.lax.{name}: the running {name[3:]} along axis (from the end when "
+                 "reverse), an associative scan of the pairwise primitive, so it "
+                 "differentiates and batches like it.")
+    return f
+
+
+cumprod = _cumulative("cumprod", _ew.mul)
+cummax = _cumulative("cummax", _ew.max)
+cummin = _cumulative("cummin", _ew.min)
+cumlogsumexp = _cumulative("cumlogsumexp", _ew.logaddexp)
+
+
+def sort(operand, dimension=-1, is_stable=True, num_keys=1):
+    """operand sorted along dimension (NaN last), or a sequence of operands of one shape
+    sorted together by the first num_keys of them (lexicographically): the same structure
+    back. Always stable (is_stable=False allows any order, so stable is one)."""
+    ops = list(operand) if isinstance(operand, (list, tuple)) else [operand]
+    if not ops:
+        raise ValueError("lax.sort: at least one operand is needed")
+    num_keys = int(num_keys)
+    if not 1 <= num_keys <= len(ops):
+        raise ValueError(f"lax.sort: num_keys={num_keys} must be between 1 and the number of "
+                         f"operands ({len(ops)})")
+    nd = _aval(ops[0]).ndim
+    if not -nd <= int(dimension) < _max(nd, 1):
+        raise ValueError(f"lax.sort: dimension {dimension} is out of bounds for an array of "
+                         f"rank {nd}")
+    out = _red.sort(*ops, dimension=int(dimension) % _max(nd, 1), num_keys=num_keys)
+    if isinstance(operand, (list, tuple)):
+        return tuple(out)
+    return out[0]
+
+
+def sort_key_val(keys, values, dimension=-1, is_stable=True):
+    """(keys sorted along dimension, values permuted the same way)."""
+    return tuple(sort((keys, values), dimension=dimension, is_stable=is_stable, num_keys=1))
+
+
+def top_k(operand, k, *, axis=-1):
+    """(the k largest elements along axis, largest first, and their int32 indices); among
+    equal elements the lower index comes first, and NaN counts as the largest."""
+    shape = _aval(operand).shape
+    if not shape:
+        raise ValueError("lax.top_k: the operand must have at least one dimension")
+    axis = int(axis) % len(shape)
+    k = int(k)
+    if not 0 <= k <= shape[axis]:
+        raise ValueError(f"lax.top_k: k={k} must be between 0 and the size of axis {axis} "
+                         f"({shape[axis]})")
+    # a stable ascending sort of the reversed operand, reversed back: descending, equal
+    # elements in ascending index order
+    idx = _sh.iota(dtype=np.dtype(np.int32), shape=shape, dimension=axis)
+    vals, order = _red.sort(rev(operand, (axis,)), rev(idx, (axis,)), dimension=axis,
+                            num_keys=1)
+    vals, order = rev(vals, (axis,)), rev(order, (axis,))
+    return slice_in_dim(vals, 0, k, 1, axis), slice_in_dim(order, 0, k, 1, axis)
+
+
+def batch_matmul(lhs, rhs, precision=None):
+    """The matrix product of stacks of matrices, (..., m, k) @ (..., k, n), batch axes equal."""
+    ls, rs = _aval(lhs).shape, _aval(rhs).shape
+    if len(ls) < 2 or len(ls) != len(rs) or ls[:-2] != rs[:-2]:
+        raise ValueError(f"lax.batch_matmul: lhs and rhs must be stacks of matrices with the "
+                         f"same batch shape, got {ls} and {rs}")
+    batch = tuple(range(len(ls) - 2))
+    return dot_general(lhs, rhs, (((len(ls) - 1,), (len(rs) - 2,)), (batch, batch)),
+                       precision=precision)
 
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
@@ -606,23 +689,6 @@ def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers):
                         f"of spatial characters, got {tuple(dimension_numbers)}.")
     return ConvDimensionNumbers(*(_conv_perm(s, p, rhs) for s, p in
                                   zip(dimension_numbers, pairs)))
-
-
-def padtype_to_pads(in_shape, window_shape, window_strides, padding):
-    """(lo, hi) padding per spatial dim for 'VALID' (none), 'SAME' (output size ceil(n /
-    stride), the odd element of padding at the end) or 'SAME_LOWER' (at the start)."""
-    kind = padding.upper() if isinstance(padding, str) else padding
-    if kind not in ("VALID", "SAME", "SAME_LOWER"):
-        raise RuntimeError(f"Unrecognized padding type: expected 'VALID', 'SAME', or "
-                           f"'SAME_LOWER', got {padding}.")
-    if kind == "VALID":
-        return [(0, 0)] * len(in_shape)
-    pads = []
-    for n, k, s in zip(in_shape, window_shape, window_strides):
-        total = _max(0, (-(-n // s) - 1) * s + k - n)
-        lo = total // 2 if kind == "SAME" else total - total // 2
-        pads.append((lo, total - lo))
-    return pads
 
 
 def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,

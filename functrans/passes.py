@@ -415,13 +415,18 @@ def contract_sums(closed: ClosedJaxpr) -> ClosedJaxpr:
     return dce(ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts))
 
 
-def _sum_of(v, axes, out, defs, uses):
+_SUM_DEPTH = 64      # how far _sum_of looks through transposes, sums and adds
+
+
+def _sum_of(v, axes, out, defs, uses, depth=0):
     """Equations computing out = reduce_sum(v, axes) with the sum moved into v's
     producer (a single-use transpose, reduce_sum, dot_general, or an add with such a
-    term), or None when there is nothing to move."""
+    term), or None when there is nothing to move. It looks _SUM_DEPTH producers deep at
+    most (a chain of thousands of adds, the cotangents of as many uses, stays as it is)."""
     d = defs.get(v)
-    if d is None or uses.get(v, 0) != 1 or not axes:
+    if d is None or uses.get(v, 0) != 1 or not axes or depth > _SUM_DEPTH:
         return None
+    depth += 1
     if d.primitive is transpose_p:
         perm = d.params["permutation"]
         u = d.invars[0]
@@ -430,12 +435,12 @@ def _sum_of(v, axes, out, defs, uses):
         u_kept = sorted(perm[i] for i in kept)
         perm2 = tuple(u_kept.index(perm[i]) for i in kept)
         if perm2 == tuple(range(len(perm2))):
-            summed = _sum_of(u, u_axes, out, defs, uses)
+            summed = _sum_of(u, u_axes, out, defs, uses, depth)
             return summed if summed is not None else [
                 JaxprEqn(reduce_sum_p, [u], {"axes": u_axes}, [out])]
         mid = Var(ShapedArray(tuple(u.aval.shape[i] for i in u_kept), out.aval.dtype,
                               out.aval.weak_type))
-        summed = _sum_of(u, u_axes, mid, defs, uses)
+        summed = _sum_of(u, u_axes, mid, defs, uses, depth)
         if summed is None:
             summed = [JaxprEqn(reduce_sum_p, [u], {"axes": u_axes}, [mid])]
         return summed + [JaxprEqn(transpose_p, [mid], {"permutation": perm2}, [out])]
@@ -443,7 +448,7 @@ def _sum_of(v, axes, out, defs, uses):
                                     for a in d.invars):
         # a sum of a sum of terms, where a term gains from it: the sum of each term
         parts = [Var(out.aval) for _ in d.invars]
-        moved = [_sum_of(a, axes, p, defs, uses) for a, p in zip(d.invars, parts)]
+        moved = [_sum_of(a, axes, p, defs, uses, depth) for a, p in zip(d.invars, parts)]
         if all(m is None for m in moved):
             return None
         eqns = [n for a, p, m in zip(d.invars, parts, moved)
@@ -453,7 +458,7 @@ def _sum_of(v, axes, out, defs, uses):
         inner = d.params["axes"]
         kept = [i for i in range(d.invars[0].aval.ndim) if i not in inner]
         both = tuple(sorted(tuple(inner) + tuple(kept[a] for a in axes)))
-        return _sum_of(d.invars[0], both, out, defs, uses) or [
+        return _sum_of(d.invars[0], both, out, defs, uses, depth) or [
             JaxprEqn(reduce_sum_p, [d.invars[0]], {"axes": both}, [out])]
     if d.primitive is not dot_general_p:
         return None

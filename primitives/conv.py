@@ -147,6 +147,55 @@ def _pad_dilate(xp, x, padding, lhs_dilation):
     return out
 
 
+class NativeConv:
+    """Direct convolution kernels for the CPU (backends/native/conv.py). The native backend
+    installs `run(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct,
+    planar) -> array or None` (backends/cpu.py, on import); until then, and whenever it
+    answers None (no compiler, a failed build, cpu_backend="numpy", a channel count the
+    kernels do not take), the im2col path below runs. Asked for float32 2-D convolutions
+    without groups."""
+
+    run = None
+
+
+NATIVE_CONV = NativeConv()
+
+
+def _native_conv(lhs, rhs, out_sp, window_strides, padding, lhs_dilation, rhs_dilation,
+                 dimension_numbers):
+    """The convolution by NATIVE_CONV's kernels in out_spec's axis order, or None. Many
+    output rows over a short contraction (a forward convolution, an input gradient) take
+    the direct kernel, channels-last: the padded lhs (B, Hp, Wp, F) times the kernel
+    (KH, KW, F, O). Few outputs over a long contraction (a kernel's gradient, whose "kernel"
+    is a cotangent) take the other, which sums over the lhs's features: the lhs as
+    (F, H, W, B), the rhs as (F, KH, KW, O), the result (Y, X, B, O). The operands go as
+    transposed views: the kernels' library packs them (padded, channels-last) in one copy.
+    An NCHW result of the direct kernel is written NCHW (C-contiguous for what reads it)."""
+    lspec, rspec, ospec = dimension_numbers
+    n, f = lhs.shape[lspec[0]], lhs.shape[lspec[1]]
+    direct = n * math.prod(out_sp) >= f * math.prod(rhs.shape[a] for a in rspec[2:])
+    first, last = (lspec[0], lspec[1]) if direct else (lspec[1], lspec[0])
+    x = np.transpose(lhs, (first,) + lspec[2:] + (last,))
+    if any(lo < 0 or hi < 0 for lo, hi in padding):     # crops: NumPy's copy, then no pads
+        x, padding, lhs_dilation = _pad_dilate(np, x, padding, lhs_dilation), \
+            ((0, 0),) * 2, (1, 1)
+    planar = direct and tuple(ospec) == (0, 1, 2, 3)     # an NCHW result, written as such
+    if direct:
+        w = np.transpose(rhs, rspec[2:] + (rspec[1], rspec[0]))
+        canon = (0, 1, 2, 3) if planar else (0, 3, 1, 2)  # (B, O, Y, X) in the result
+    else:
+        w = np.transpose(rhs, (rspec[1],) + rspec[2:] + (rspec[0],))
+        canon = (2, 3, 0, 1)            # ... in the result (Y, X, B, O)
+    out = NATIVE_CONV.run(x, w, padding, lhs_dilation, out_sp, window_strides, rhs_dilation,
+                          direct, planar)
+    if out is None:
+        return None
+    perm = [0] * 4
+    for k, a in enumerate(ospec):
+        perm[a] = canon[k]
+    return np.transpose(out, perm)
+
+
 # the column matrix is built and multiplied in blocks of batch entries of about this many
 # bytes: a block comes from malloc's heap (below backends/memory.HEAP_MMAP_BYTES, so it is
 # reused without page faults, where a whole 40 MB matrix is a fresh mapping each call) and
@@ -161,7 +210,8 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
     column matrix, times the kernel as (kernel*C, O): the layout whose GEMM runs fastest
     (a tall, thin product; the long axis is never the one BLAS streams the small operand
     along) and whose column copy moves contiguous runs of kernel_w*C. Groups are a batched
-    matmul. The result is a view of the (N, *out, O) product in out_spec's axis order."""
+    matmul. The result is a view of the (N, *out, O) product in out_spec's axis order.
+    A float32 2-D convolution without groups goes to NATIVE_CONV's direct kernels first."""
     lspec, rspec, ospec = dimension_numbers
     nsp = len(lspec) - 2
     g, bg = feature_group_count, batch_group_count
@@ -181,6 +231,12 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
         prod_shape = (nb,) + out_sp + (o,)
         return xp.transpose(xp.zeros(prod_shape, np.result_type(lhs.dtype, rhs.dtype)),
                             out_perm)
+    if xp is np and NATIVE_CONV.run is not None and gt == 1 and nsp == 2 and \
+            lhs.dtype == np.float32 and rhs.dtype == np.float32:
+        out = _native_conv(lhs, rhs, out_sp, window_strides, padding, lhs_dilation,
+                           rhs_dilation, dimension_numbers)
+        if out is not None:
+            return out
     x = _pad_dilate(xp, xp.transpose(lhs, (lspec[0],) + lspec[2:] + (lspec[1],)), padding,
                     lhs_dilation)
     sp = x.shape[1:-1]

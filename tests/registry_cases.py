@@ -965,6 +965,8 @@ EXTERNAL: dict[str, str] = {
     # the facade's plumbing: hooks, retain_grad and autograd.Function as primitives
     "facade_tap": "test_facade_autograd.py",
     "hook_call": "test_facade_autograd.py",
+    "facade_node_hook": "test_facade_autograd.py",     # grad_fn hooks on op nodes
+    "node_hook_call": "test_facade_autograd.py",
     "autograd_function": "test_facade_function.py",
     "autograd_function_linear": "test_facade_function.py",
     "autograd_function_backward": "test_facade_function.py",
@@ -976,8 +978,12 @@ EXTERNAL: dict[str, str] = {
     "module_backward_hook_linear": "test_compile.py",
     "module_backward_hook_call": "test_compile.py",
     "module_hook_call": "test_compile.py",
-    # jax.debug.print's host callback
+    # jax.debug.print's and jax.debug.callback's host callbacks, jax.pure_callback, and
+    # custom_vmap's call (a user rule for batching)
     "debug_print": "test_jax_api.py",
+    "debug_callback": "test_callbacks.py",
+    "pure_callback": "test_callbacks.py",
+    "custom_vmap_call": "test_callbacks.py",
     # the engine's early delivery of final leaf gradients
     "deliver_gradients": "test_early_delivery.py",
 }

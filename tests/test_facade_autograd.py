@@ -713,6 +713,28 @@ def test_detect_anomaly_names_node_with_forward_traceback():
         ft.autograd.set_detect_anomaly(False)
 
 
+def test_anomaly_warnings_as_torch():
+    """detect_anomaly warns that it is on; a backward error in anomaly mode is preceded by a
+    warning naming the node and its forward traceback (stderr when warnings are errors);
+    the same warnings as torch's."""
+    torch = pytest.importorskip("torch")
+    seen = {}
+    for lib in (ft, torch):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                with lib.autograd.detect_anomaly():
+                    a = lib.randn(5, requires_grad=True)
+                    d1 = a + 1
+                    d2 = d1 ** 2
+                    d1 += 1
+                    lib.autograd.grad(d2.sum(), a)
+        seen[lib] = [str(m.message).split(".")[0] for m in w]
+        assert "d2 = d1 ** 2" in str(w[1].message)
+    assert seen[ft] == seen[torch] == ["Anomaly Detection has been enabled",
+                                       "Error detected in PowBackward0"]
+
+
 def test_anomaly_mode_gives_same_gradients_as_fused_program():
     def run():
         x = ft.tensor(A, requires_grad=True, dtype=ft.float64)
@@ -859,16 +881,22 @@ def test_rank0_gradients_are_arrays_on_the_cpu_in_both_tiers():
         assert float(x.grad) == 4.0
 
 
-def test_hooks_on_op_nodes_refuse_loudly():
-    """A hook on an op's grad_fn (torch's Node.register_hook / register_prehook) raises,
-    naming the node and the alternative: the backward runs fused, without a step per node
-    (AccumulateGrad's hooks are supported: tests/oracle, autograd:hooks:accumulate_grad_node)."""
-    x = ft.tensor([1.0, 2.0], requires_grad=True)
-    y = x * 2
-    for reg in (y.grad_fn.register_hook, y.grad_fn.register_prehook):
-        with pytest.raises(NotImplementedError, match=r"MulBackward0\.register_\w*hook .*"
-                                                      r"tensor\.register_hook"):
-            reg(lambda *a: None)
+def test_hooks_on_op_nodes():
+    """Hooks on an op's grad_fn run in both schedules, and a graph without them keeps its
+    program: the hooked node is a boundary of its own structure (torch's values:
+    tests/oracle, autograd:hooks:op_node)."""
+    seen = []
+    for _ in range(3):                      # first sight, then the derived program
+        x = ft.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 2
+        y.grad_fn.register_prehook(lambda go: (go[0] * 10,))
+        y.grad_fn.register_hook(lambda gi, go: seen.append((gi[0].tolist(), go[0].tolist())))
+        (y * y).sum().backward()
+        assert x.grad.tolist() == [80.0, 160.0]
+        x = ft.tensor([1.0, 2.0], requires_grad=True)
+        (x * 2 * x * 2).sum().backward()     # the same ops without hooks
+        assert x.grad.tolist() == [8.0, 16.0]
+    assert seen == [([80.0, 160.0], [40.0, 80.0])] * 3
     y.grad_fn.metadata["k"] = 1
     assert y.grad_fn.metadata == {"k": 1}
 

@@ -256,16 +256,106 @@ def test_function_in_a_cached_training_loop():
                                                                            * x.numpy()))
 
 
-def test_setup_context_is_refused():
-    with pytest.raises(TypeError, match="setup_context"):
-        class F(Function):
-            @staticmethod
-            def forward(x):
-                return x
+def test_setup_context_style_as_torch():
+    """torch's second way to write a Function: forward without ctx, setup_context saves;
+    inputs carry forward's defaults; classmethods work; vjp is backward's other name."""
+    class Pow(Function):
+        @staticmethod
+        def forward(x, y=3):
+            return x ** y
 
-            @staticmethod
-            def setup_context(ctx, inputs, output):
-                pass
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            x, y = inputs
+            ctx.save_for_backward(x)
+            ctx.y = y
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * ctx.y * x ** (ctx.y - 1), None
+
+    class PowCls(Function):
+        @classmethod
+        def forward(cls, x, y=3):
+            return x ** y
+
+        @classmethod
+        def setup_context(cls, ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+            ctx.y = inputs[1]
+
+        @classmethod
+        def vjp(cls, ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * ctx.y * x ** (ctx.y - 1), None
+
+    x = t64([2.0])
+    for f in (Pow, PowCls):
+        y = f.apply(x)
+        (gx,) = ft.autograd.grad(y, x)
+        np.testing.assert_allclose(y.detach().numpy(), [8.0])
+        np.testing.assert_allclose(gx.numpy(), [12.0])
+    (gx,) = ft.autograd.grad(Pow.apply(x, 2), x)
+    np.testing.assert_allclose(gx.numpy(), [4.0])
+    assert Pow.generate_vmap_rule is False and hasattr(Pow, "vmap")
+    assert Exp._setup_context_style is False and Pow._setup_context_style is True
+
+
+class _Half(Function):
+    """backward returns None: the gradient is undefined, not zero."""
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return None
+
+
+def test_none_from_backward_stays_none():
+    x = t64([1.0])
+    _Half.apply(x).backward()
+    assert x.grad is None
+    _Half.apply(x ** 2).sum().backward()
+    assert x.grad is None
+    assert ft.autograd.grad(_Half.apply(x), x, allow_unused=True)[0] is None
+    with pytest.raises(RuntimeError, match="appears to not have been used"):
+        ft.autograd.grad(_Half.apply(x), x)
+    (_Half.apply(x) + x).sum().backward()          # another path is defined: a gradient
+    np.testing.assert_allclose(x.grad.numpy(), [1.0])
+
+
+def test_non_differentiable_outputs_get_none_when_asked():
+    seen = []
+
+    class F(Function):
+        @staticmethod
+        def forward(ctx, x):
+            a, b = x.clone(), x.clone()
+            ctx.mark_non_differentiable(b)
+            ctx._materialize_non_diff_grads = False
+            return a, b
+
+        @staticmethod
+        def backward(ctx, g0, g1):
+            seen.append(g1)
+            return g0
+
+    x = t64(1.0)
+    F.apply(x)[0].backward()
+    assert seen == [None] and x.grad.item() == 1.0
+
+
+def test_grad_materialize_grads():
+    x, a = t64(0.5), t64(1.0)
+    (d,) = ft.autograd.grad(x * a, x, create_graph=True)
+    assert ft.autograd.grad(d, x, create_graph=True, allow_unused=True)[0] is None
+    (z,) = ft.autograd.grad(d, x, create_graph=True, materialize_grads=True)
+    assert z.item() == 0 and z.requires_grad
+    assert ft.autograd.grad(z, x, materialize_grads=True)[0].item() == 0
+    with pytest.raises(ValueError, match="Expected allow_unused to be True"):
+        ft.autograd.grad(x * a, x, allow_unused=False, materialize_grads=True)
 
 
 def test_grad_fn_of_a_function_reads_its_ctx():

@@ -84,3 +84,16 @@ def test_set_num_threads_without_a_reachable_blas(monkeypatch):
     with pytest.warns(UserWarning, match="OPENBLAS_NUM_THREADS=1 python"):
         ft.set_num_threads(3)
     assert all(os.environ[v] == "3" for v in threads.ENV_VARS) and ft.get_num_threads() == 3
+
+
+def test_a_monkeypatched_public_name_stays_patched():
+    # the lazily loaded namespace once overwrote every public name on each missed lookup, so
+    # `ft.randn = mine` (as `mock.patch("torch.randn")` does) was undone by the next
+    # `hasattr(ft, "missing")`; a fresh interpreter, since this process has loaded it all
+    code = ("import functrans as ft\n"
+            "ft.randn = mine = lambda *s: 'patched'\n"
+            "assert not hasattr(ft, 'no_such_name')\n"
+            "assert ft.randn is mine and ft.zeros(2).shape == (2,)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr

@@ -435,3 +435,19 @@ def test_a_sum_of_zero_pads_becomes_one_concatenation():
         return fnp.sum(fnp.sin(x[:, :5])) + fnp.sum(fnp.cos(x[:, 3:]))
     closed = ft.make_jaxpr(ft.grad(g))(x)
     assert "concatenate" not in str(passes.merge_pads(closed))
+
+
+def test_contract_sums_on_a_long_chain_of_adds():
+    """A sum over a chain of thousands of adds (the cotangent of a value used as many
+    times) is optimized without recursing through the whole chain (it raised RecursionError)."""
+    n = 3000
+
+    def f(*xs):
+        s = xs[0]
+        for x in xs[1:]:
+            s = s + x
+        return fnp.sum(s, axis=0)
+    args = [np.full((2, 3), i, F32) for i in range(n)]
+    closed = ft.make_jaxpr(f)(*args)
+    opt = passes.contract_sums(closed)
+    assert_close(run(opt, *args)[0], np.full(3, 2 * sum(range(n)), F32))

@@ -75,8 +75,11 @@ def test_collate_fn_sampler_batch_sampler():
 
 def test_loader_errors():
     ds = _ds(4)
-    with pytest.raises(NotImplementedError, match=r"num_workers=2.*num_workers=0"):
-        D.DataLoader(ds, num_workers=2)
+    with pytest.raises(ValueError, match="prefetch_factor option could only be specified in "
+                                         "multiprocessing"):
+        D.DataLoader(ds, prefetch_factor=2)
+    with pytest.raises(ValueError, match="persistent_workers option needs num_workers > 0"):
+        D.DataLoader(ds, persistent_workers=True)
     with pytest.raises(ValueError, match="sampler option is mutually exclusive with shuffle"):
         D.DataLoader(ds, sampler=[0, 1], shuffle=True)
     with pytest.raises(ValueError, match="batch_sampler option is mutually exclusive with "
@@ -155,3 +158,51 @@ def test_custom_map_dataset_with_numpy_samples():
     batch = next(iter(D.DataLoader(Squares(), batch_size=5)))
     assert batch["x"].dtype == ft.float64 and batch["x"][:, 1].tolist() == [0, 1, 4, 9, 16]
     assert batch["y"].tolist() == [0, 1, 0, 1, 0]
+
+
+class _Strided(D.IterableDataset):
+    """0..9 split among the workers by get_worker_info(), as torch's documentation shards."""
+
+    def __iter__(self):
+        info = D.get_worker_info()
+        lo, step = (0, 1) if info is None else (info.id, info.num_workers)
+        return iter(range(lo, 10, step))
+
+
+class _Failing(D.Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        if i == 2:
+            raise KeyError("no sample 2")
+        return ft.tensor(i)
+
+
+def _seen_by_worker(i):
+    info = D.get_worker_info()
+    return (info.id, info.num_workers, info.seed % 1000)
+
+
+def test_worker_processes_give_the_batches_of_the_main_process():
+    # dcgan/main.py's default --workers 2; same batches, same order, same shuffle
+    ds = _ds(11)
+    for kw in ({"batch_size": 3}, {"batch_size": 2, "drop_last": True}, {"batch_size": None}):
+        ft.manual_seed(4)
+        main = list(D.DataLoader(ds, shuffle=True, **kw))
+        ft.manual_seed(4)
+        workers = list(D.DataLoader(ds, shuffle=True, num_workers=3, prefetch_factor=1, **kw))
+        assert len(main) == len(workers)
+        for (xa, ya), (xb, yb) in zip(main, workers):
+            assert ft.equal(xa, xb) and ft.equal(ya, yb)
+    # an IterableDataset: every worker iterates its copy, batches round-robin (as torch)
+    assert [b.tolist() for b in D.DataLoader(_Strided(), batch_size=2, num_workers=2)] == \
+        [[0, 2], [1, 3], [4, 6], [5, 7], [8], [9]]
+    assert D.get_worker_info() is None
+    info = list(D.DataLoader(list(range(4)), batch_size=None, num_workers=2,
+                             collate_fn=lambda i: _seen_by_worker(i)))
+    assert [i[:2] for i in info] == [(0, 2), (1, 2), (0, 2), (1, 2)]
+    assert info[1][2] == (info[0][2] + 1) % 1000          # seeds base_seed + id
+    with pytest.raises(KeyError, match=r"Caught KeyError in DataLoader worker process 0\."
+                                       r"(.|\n)*no sample 2"):
+        list(D.DataLoader(_Failing(), batch_size=1, num_workers=2))

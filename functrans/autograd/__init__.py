@@ -1,15 +1,21 @@
 """`ft.autograd`: torch.autograd's API on the facade, plus what functrans adds
 (`backward_jaxpr`, `saved_tensors_report`)."""
+import sys
+
+# torch.autograd.gradcheck is a module (imported first, while the name is free) and the
+# package's attribute of that name the function (bound below)
+from . import gradcheck as _gradcheck_module  # noqa: F401
 from ..facade.anomaly import (AnomalyError, detect_anomaly,  # noqa: F401
                               is_anomaly_check_nan_enabled, is_anomaly_enabled,
                               set_detect_anomaly)
 from ..facade.api import backward, grad  # noqa: F401
 from ..facade.function import (CtxTensorError, Function, FunctionCtx,  # noqa: F401
-                               once_differentiable)
+                               InplaceFunction, once_differentiable)
 from ..facade.gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from ..facade.grad_mode import (enable_grad, inference_mode, no_grad,  # noqa: F401
                                 set_grad_enabled)
 from ..facade.report import BackwardJaxpr, backward_jaxpr, saved_tensors_report  # noqa: F401
+from ..facade.record import SavedTensor  # noqa: F401
 from . import functional, graph  # noqa: F401
 from ..facade import grad_mode  # noqa: F401  (torch.autograd.grad_mode)
 from ..facade.tensor import Tensor as _Tensor
@@ -22,6 +28,7 @@ __all__ = ["backward", "grad", "Function", "FunctionCtx", "once_differentiable",
 
 class function:  # noqa: N801  (torch.autograd.function namespace)
     Function = Function
+    InplaceFunction = InplaceFunction
     FunctionCtx = FunctionCtx
     once_differentiable = once_differentiable
 
@@ -70,3 +77,11 @@ class Variable(metaclass=_VariableMeta):
     leaf sharing t's data (t.detach(), of its dtype) with that requires_grad; every Tensor is
     an instance; `Variable._execution_engine.queue_callback` is the engine's."""
     _execution_engine = _Tensor._execution_engine
+
+
+def __getattr__(name):
+    """`torch.autograd.torch` is torch itself (torch.autograd imports it): here the
+    functrans package, looked up (not imported: it is this package's parent)."""
+    if name == "torch":
+        return sys.modules[__name__.rsplit(".", 1)[0]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -45,7 +45,8 @@ class saved_tensors_hooks:  # noqa: N801  (torch's name)
         return self
 
     def __exit__(self, *exc):
-        SAVED_HOOKS.stack.pop()
+        if SAVED_HOOKS.stack:       # (an exit without its enter, as torch: no error)
+            SAVED_HOOKS.stack.pop()
         return False
 
 

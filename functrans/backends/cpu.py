@@ -25,11 +25,12 @@ from .. import passes
 from . import JIT_MODULE, Lowered, identifier
 from .cpu_auto import MeasuredChoice, parallel_threads
 from .memory import BUDGET
-from .native import eager as native_eager, kernels as native_kernels, rows as native_rows, \
-    toolchain
+from .native import conv as native_conv, eager as native_eager, kernels as native_kernels, \
+    rows as native_rows, toolchain
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
 from ..core.config import config
 from ..primitives.base import EAGER_KERNELS
+from ..primitives.conv import NATIVE_CONV
 from ..primitives.linalg import dot_general_p
 from ..primitives.shape import broadcast_in_dim_p
 
@@ -795,6 +796,20 @@ def eager_kernel(prim, x):
 
 
 EAGER_KERNELS.run = eager_kernel
+
+
+def conv_kernel(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct, planar):
+    """A float32 2-D convolution by the native direct kernels (backends/native/conv.py), or
+    None (the im2col path runs): under cpu_backend="numpy", or without a working toolchain.
+    Installed as NATIVE_CONV.run."""
+    if config.cpu_backend == "numpy":
+        return None
+    threads = CONFIG.threads if lhs.size >= CONFIG.native_parallel_min_size else 1
+    return native_conv.run(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct,
+                           planar, threads)
+
+
+NATIVE_CONV.run = conv_kernel
 
 
 def native_setting():

@@ -20,7 +20,8 @@ from .ir import (Atom, JaxprEqn, Literal, UndefinedPrimal, Var, Zero, is_undefin
 from .jaxpr import ClosedJaxpr, Jaxpr
 from .printer import pp_jaxpr
 from .trace import (EvalTrace, MainTrace, Primitive, Trace, Tracer, _state, _thread_state,
-                    bind_below, canonicalize, escaped_tracer_error, find_top_trace, full_lower,
+                    bind_below, canonicalize, ensure_compile_time_eval, escaped_tracer_error,
+                    find_top_trace, full_lower,
                     get_aval, has_tracer, is_live, with_origin,
                     new_dynamic_main, new_main, to_concrete, trace_stack_snapshot, tracer_ops,
                     trusted_eval)
@@ -37,4 +38,4 @@ __all__ = ['array_module', 'cupy_array_module', 'SUPPORTED_DTYPES',
            'Primitive', 'Trace', 'Tracer', '_state', '_thread_state', 'bind_below',
            'canonicalize', 'escaped_tracer_error', 'find_top_trace', 'is_live', 'full_lower', 'get_aval', 'has_tracer',
            'new_dynamic_main', 'new_main', 'to_concrete', 'trace_stack_snapshot',
-           'tracer_ops', 'trusted_eval', 'with_origin']
+           'tracer_ops', 'trusted_eval', 'with_origin', 'ensure_compile_time_eval']

@@ -255,6 +255,21 @@ class trusted_eval:
 _thread_state = _State()
 
 
+class ensure_compile_time_eval:  # noqa: N801  (JAX's name)
+    """jax.ensure_compile_time_eval: within the block, an operation whose operands are all
+    concrete is computed now, even while jit records a program (whose staged operations on
+    constants would otherwise be tracers); operations on tracers still trace."""
+    __slots__ = ("prev",)
+
+    def __enter__(self):
+        s = _thread_state
+        self.prev, s.dynamic_trace = s.dynamic_trace, s.trace_stack[0]
+        return self
+
+    def __exit__(self, *exc):
+        _thread_state.dynamic_trace = self.prev
+
+
 def _state():
     return _thread_state
 

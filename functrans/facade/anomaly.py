@@ -6,6 +6,9 @@ attributed to its node and reported with that traceback.
 """
 from __future__ import annotations
 
+import sys
+import warnings
+
 import numpy as np
 
 from .grad_mode import _DecoratorContextManager
@@ -17,6 +20,8 @@ class detect_anomaly(_DecoratorContextManager):  # noqa: N801
 
     def __init__(self, check_nan=True):
         self.check_nan = check_nan
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime "
+                      "and should only be enabled for debugging.", stacklevel=2)
 
     def __enter__(self):
         self.prev = (ANOMALY.enabled, ANOMALY.check_nan)
@@ -71,6 +76,24 @@ def nan_error(node, i):
         msg += ("\n(No forward traceback: the node was recorded while anomaly detection was "
                 "off. Enable it before the forward pass.)")
     return AnomalyError(msg)
+
+
+def warn_error_in(node):
+    """torch's warning when a node's backward fails in anomaly mode: the node and the
+    traceback of the forward call that recorded it (printed to stderr when warnings are
+    errors, so the error itself still propagates)."""
+    name = node.info.name if node.info is not None else node.name()
+    stack = getattr(node, "stack", None)
+    if stack:
+        msg = (f"Error detected in {name}. Traceback of forward call that caused the "
+               "error:\n" + "".join(stack))
+    else:
+        msg = (f"Error detected in {name}. No forward pass information available. Enable "
+               "detect anomaly during forward pass for more information.")
+    try:
+        warnings.warn(msg, stacklevel=2)
+    except Warning:
+        sys.stderr.write(f"Warning: {msg}\n")
 
 
 def has_nan(a):

@@ -67,6 +67,19 @@ def empty(*size, dtype=None, device=None, requires_grad=False, out=None, memory_
                  requires_grad)
 
 
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
+                  pin_memory=False):
+    """torch.empty_strided: a tensor of the given sizes and strides (in elements) over a fresh
+    zeroed buffer (torch leaves it uninitialized)."""
+    _check_device(device)
+    dt = np.dtype(D.to_dtype(dtype) or D.get_default_dtype())
+    size, stride = tuple(size), tuple(stride)
+    n = 1 + sum((k - 1) * st for k, st in zip(size, stride)) if all(size) else 0
+    arr = np.lib.stride_tricks.as_strided(np.zeros(n, dt), size,
+                                          tuple(st * dt.itemsize for st in stride))
+    return _make(arr, requires_grad)
+
+
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     _check_device(device)
     dtype = D.to_dtype(dtype)

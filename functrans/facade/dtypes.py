@@ -5,20 +5,89 @@ import builtins
 
 import numpy as np
 
-float16 = half = np.dtype(np.float16)
-float32 = float = np.dtype(np.float32)  # noqa: A001  (torch.float)
-float64 = double = np.dtype(np.float64)
-int8 = np.dtype(np.int8)
-int16 = short = np.dtype(np.int16)
-int32 = int = np.dtype(np.int32)  # noqa: A001  (torch.int)
-int64 = long = np.dtype(np.int64)
-uint8 = np.dtype(np.uint8)
-uint16 = np.dtype(np.uint16)
-uint32 = np.dtype(np.uint32)
-uint64 = np.dtype(np.uint64)
-bool = np.dtype(np.bool_)  # noqa: A001  (torch.bool)
-complex64 = cfloat = np.dtype(np.complex64)
-complex128 = cdouble = np.dtype(np.complex128)
+
+class dtype:  # noqa: N801  (torch.dtype)
+    """torch.dtype: a NumPy dtype with torch's attributes (is_floating_point, is_complex,
+    is_signed, itemsize, to_real(), to_complex()).
+
+    It compares and hashes equal to its NumPy dtype (`ft.float32 == np.float32`,
+    `{np.dtype("float32"): v}[ft.float32]`), and NumPy takes it wherever it takes a dtype
+    (`np.dtype(ft.float32)`, `np.zeros(3, ft.float32)`) through its `.dtype` attribute, NumPy's
+    protocol for objects carrying a dtype. `Tensor.dtype` returns one; the facade's arrays and
+    the functional side keep plain NumPy dtypes (`to_dtype` unwraps)."""
+    __slots__ = ("dtype", "name", "kind", "char", "itemsize", "type", "is_floating_point",
+                 "is_complex", "is_signed")
+
+    def __init__(self, np_dtype):
+        d = np.dtype(np_dtype)
+        self.dtype, self.name, self.kind, self.char = d, d.name, d.kind, d.char
+        self.itemsize, self.type = d.itemsize, d.type
+        self.is_floating_point = d.kind == "f"
+        self.is_complex = d.kind == "c"
+        self.is_signed = d.kind in "ifc"
+
+    def __eq__(self, other):
+        return self.dtype == (other.dtype if type(other) is dtype else other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash(self.dtype)
+
+    def __repr__(self):
+        return f"ft.{self.name}"
+
+    def __str__(self):                 # as NumPy's, so messages that print a dtype read as before
+        return self.name
+
+    def __reduce__(self):
+        return (of, (self.name,))
+
+    def to_real(self):
+        """The real dtype of a complex one (complex64 -> float32); any other is itself."""
+        return of({"complex64": np.float32, "complex128": np.float64}.get(self.name, self.dtype))
+
+    def to_complex(self):
+        """The complex dtype of a floating one (float32 -> complex64); complex ones are
+        themselves."""
+        if self.kind == "c":
+            return self
+        c = {"float32": np.complex64, "float64": np.complex128}.get(self.name)
+        if c is None:
+            raise RuntimeError(f"to_complex: functrans has no complex dtype for {self.name} "
+                               "(torch's complex32 is missing); use float32 or float64")
+        return of(c)
+
+
+_BY_NP: dict = {}
+
+
+def of(d):
+    """The facade dtype of NumPy dtype (or name) d: one object per dtype, so `is` works."""
+    r = _BY_NP.get(d)
+    if r is None:
+        nd = np.dtype(d)
+        r = _BY_NP.get(nd)
+        if r is None:
+            r = _BY_NP[nd] = dtype(nd)
+    return r
+
+
+float16 = half = of(np.float16)
+float32 = float = of(np.float32)  # noqa: A001  (torch.float)
+float64 = double = of(np.float64)
+int8 = of(np.int8)
+int16 = short = of(np.int16)
+int32 = int = of(np.int32)  # noqa: A001  (torch.int)
+int64 = long = of(np.int64)
+uint8 = of(np.uint8)
+uint16 = of(np.uint16)
+uint32 = of(np.uint32)
+uint64 = of(np.uint64)
+bool = of(np.bool_)  # noqa: A001  (torch.bool)
+complex64 = cfloat = of(np.complex64)
+complex128 = cdouble = of(np.complex128)
 
 
 class UnsupportedDtype:
@@ -44,20 +113,50 @@ bfloat16 = UnsupportedDtype(
     "arrays, primitives and kernels do not take it). Use float32, or float16 for half "
     "precision; a checkpoint's bfloat16 tensors load after .float() in PyTorch")
 
+class memory_format:  # noqa: N801  (torch.memory_format)
+    """torch.memory_format: the layout contiguous()/clone() make. channels_last keeps NCHW
+    shapes with the channel axis innermost in memory (NumPy strides express it)."""
+    __slots__ = ("name", "order")
+
+    def __init__(self, name, order=None):
+        self.name, self.order = name, order
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+    def axes(self, ndim):
+        """The axis order from outermost to innermost in memory for an ndim-dim tensor (None:
+        row-major, or keep the tensor's own for preserve_format)."""
+        if self.order is None:
+            return None
+        if ndim != len(self.order):
+            raise RuntimeError(f"required rank {len(self.order)} tensor to use {self.name} "
+                               f"format")
+        return self.order
+
+
+contiguous_format = memory_format("contiguous_format")
+preserve_format = memory_format("preserve_format")
+channels_last = memory_format("channels_last", (0, 2, 3, 1))
+channels_last_3d = memory_format("channels_last_3d", (0, 2, 3, 4, 1))
+legacy_contiguous_format = contiguous_format
+MEMORY_FORMATS = ["memory_format", "contiguous_format", "preserve_format", "channels_last",
+                  "channels_last_3d", "legacy_contiguous_format"]
+
 NAMES = ["float16", "half", "float32", "float", "float64", "double", "int8", "int16", "short",
          "int32", "int", "int64", "long", "uint8", "uint16", "uint32", "uint64", "bool",
          "complex64", "cfloat", "complex128", "cdouble", "bfloat16"]
 
-_DEFAULT = {"float": float32}
+_DEFAULT = {"float": float32.dtype}     # NumPy dtypes inside; the facade's dtype outside
 _CAT = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
 def get_default_dtype():
-    return _DEFAULT["float"]
+    return of(_DEFAULT["float"])
 
 
 def set_default_dtype(d):
-    d = np.dtype(d)
+    d = to_dtype(d)
     if d.kind != "f":
         raise TypeError("only floating-point types are supported as the default type")
     _DEFAULT["float"] = d
@@ -69,20 +168,25 @@ def to_dtype(d):
         return None
     if isinstance(d, np.dtype):
         return d
+    if type(d) is dtype:
+        return d.dtype
     if isinstance(d, UnsupportedDtype):
         d.refuse()
-    if isinstance(d, type) and isinstance(getattr(d, "dtype", None), np.dtype):
-        return d.dtype                      # a legacy type: t.type(torch.LongTensor)
+    if isinstance(d, type) and isinstance(getattr(d, "dtype", None), (np.dtype, dtype)):
+        return np.dtype(d.dtype)            # a legacy type: t.type(torch.LongTensor)
     if d is builtins.float:
         return _DEFAULT["float"]
     if d is builtins.int:
-        return int64
+        return int64.dtype
     if d is builtins.bool:
-        return bool
-    if isinstance(d, str) and d.startswith("torch."):
-        d = d[6:]
+        return bool.dtype
+    if isinstance(d, str) and d.startswith(("torch.", "ft.")):
+        d = d.split(".", 1)[1]
     if isinstance(d, str) and d in NAMES:
-        return globals()[d]
+        d = globals()[d]
+        if isinstance(d, UnsupportedDtype):
+            d.refuse()
+        return d.dtype
     return np.dtype(d)
 
 
@@ -93,19 +197,20 @@ def category(d) -> int:
 def default_for(cat, like=None):
     """torch's default dtype of a category (a Python scalar of that kind)."""
     if cat == 0:
-        return bool
+        return bool.dtype
     if cat == 1:
-        return int64
+        return int64.dtype
     f = _DEFAULT["float"]
     if cat == 2:
         return f
     if like is not None and like.kind == "f" and like.itemsize == 8 or f.itemsize == 8:
-        return complex128
-    return complex64
+        return complex128.dtype
+    return complex64.dtype
 
 
 def promote_types(a, b):
-    """torch.promote_types: the higher category wins; within one, NumPy's rule."""
+    """torch.promote_types of NumPy dtypes: the higher category wins; within one, NumPy's
+    rule (ft.promote_types, the public name, is public_promote_types)."""
     if a == b:
         return a
     ca, cb = _CAT[a.kind], _CAT[b.kind]
@@ -113,8 +218,13 @@ def promote_types(a, b):
         return np.promote_types(a, b)
     hi, lo = (a, b) if ca > cb else (b, a)
     if hi.kind == "c" and lo.kind == "f" and lo.itemsize == 8:
-        return complex128
+        return complex128.dtype
     return hi
+
+
+def public_promote_types(type1, type2):
+    """ft.promote_types (torch.promote_types): the facade's dtype of promote_types."""
+    return of(promote_types(to_dtype(type1), to_dtype(type2)))
 
 
 def _scalar_cat(x):

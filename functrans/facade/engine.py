@@ -53,8 +53,8 @@ CACHE_STATS = {"hits": 0, "misses": 0}
 
 
 def _program_key(structure, targets, root_keys, create_graph):
-    parts, hooked, retained, _ = structure
-    return ("backward", parts, hooked, retained, tuple(targets), tuple(root_keys),
+    parts, hooked, retained, fns = structure       # (fns: op nodes with grad_fn hooks too)
+    return ("backward", parts, hooked, retained, fns, tuple(targets), tuple(root_keys),
             bool(create_graph))
 
 
@@ -186,11 +186,18 @@ def _run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=
             if t._grad_fn is None and t._requires_grad:
                 edge_of(t)          # a leaf target needs its AccumulateGrad to be found
     nodes, pos, structure = index_graph(root_fns)
-    if targets is None:
+    targets_all = targets is None
+    if targets_all:
         targets = [v for v in (n.variable for n in nodes if n.info is None) if v is not None]
     root_keys = [value_key(t, pos) for t in roots]
     tkeys = [value_key(t, pos) for t in targets]
     uniq = list(dict.fromkeys(k for k in tkeys if k is not None))
+    if targets_all and (structure[1] or structure[2] or any(
+            nodes[p].pre or nodes[p].post for p in structure[3])):
+        # hooks fire whether or not a leaf below them is still alive (torch's AccumulateGrad
+        # keeps its leaf; functrans's refers to it weakly): the gone leaves are targets too,
+        # their gradients dropped
+        uniq += [(p, 0) for p, n in enumerate(nodes) if n.info is None and n.variable is None]
     n_targets = len(uniq)
     uniq, retained_keys = with_retained(uniq, nodes, structure)
     if not uniq:            # nothing to deliver (every leaf gone): the graph is used up all
@@ -228,11 +235,35 @@ def _run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=
         replayed = prog.replayed
     outs = [torch_convention(o) for o in outs]
     res = dict(zip(uniq, outs[:len(uniq)]))        # None where delivered early
+    if structure[3]:
+        for k in undefined_targets(root_fns, [nodes[p] for p in structure[3]], uniq, nodes):
+            res[k] = None
     _deliver_retained(retained_keys, nodes, [res[k] for k in retained_keys], create_graph)
     uniq = uniq[:n_targets]
     if not retain_graph:
         free_graph([nodes[p] for p in replayed])
     return [res.get(k) if k is not None else None for k in tkeys], targets
+
+
+def undefined_targets(root_fns, fn_nodes, keys, nodes):
+    """The target keys whose gradient is undefined (None), as torch's: every path from the
+    roots to them passes an autograd.Function input whose backward returned None. The
+    program computed zeros there; a graph without such a None costs one loop over its
+    Function nodes."""
+    cut = {(id(n), k) for n in fn_nodes if n.undefined for k in n.undefined}
+    if not cut:
+        return ()
+    seen = set()
+    stack = [n for n in root_fns if n is not None]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        for k, e in enumerate(getattr(n, "edges", ()) or ()):
+            if e is not None and (id(n), k) not in cut:
+                stack.append(e[0])
+    return [key for key in keys if id(nodes[key[0]]) not in seen]
 
 
 def _on_cpu(arrays):
@@ -283,7 +314,8 @@ def _destinations(targets, tkeys, uniq):
     window, which then needs no copy); None without any."""
     res = None
     for t, k in zip(targets, tkeys):
-        post = t.__dict__.get("_post_hooks") if k is not None and t._grad is None else None
+        post = t.__dict__.get("_post_hooks") if k is not None and t._grad_fn is None \
+            and t._grad is None else None
         if not post:
             continue
         for fn in post.values():
@@ -456,6 +488,9 @@ def accumulate_grad(t, g, create_graph):
             t._grad = g
         else:
             t._grad = g if g._grad_fn is None else g.detach()
+            d = t._data
+            if type(d) is np.ndarray and not d.flags.c_contiguous:
+                _leaf_layout(t)
     elif create_graph or GRAD_STATE.enabled and g._requires_grad:
         t._grad = old + g
     else:
@@ -465,6 +500,22 @@ def accumulate_grad(t, g, create_graph):
             old._bump("accumulate_grad")
         else:
             t._grad = Tensor._make(data + g._data)
+
+
+def _leaf_layout(t):
+    """A leaf stored densely in another order (channels_last, a transpose) gets its .grad in
+    the same strides, as torch; one with gaps keeps a row-major gradient."""
+    d, g = t._data, t._grad._data
+    if type(g) is np.ndarray and g.shape == d.shape and _is_dense(d):
+        laid = np.empty_like(d)                     # order 'K': the leaf's strides
+        laid[...] = g
+        t._grad = Tensor._make(laid)
+
+
+def _is_dense(d):
+    """Its elements fill its memory span without gaps (any order of the axes)."""
+    span = sum((n - 1) * abs(s) for n, s in zip(d.shape, d.strides)) + d.itemsize
+    return d.size * d.itemsize == span
 
 
 def free_graph(nodes):

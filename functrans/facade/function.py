@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import warnings
 import weakref
 
 import numpy as np
@@ -24,7 +25,7 @@ from . import engine
 from .grad_mode import STATE as GS
 from .grad_mode import enable_grad, no_grad
 from .node import OpInfo, edge_of, node_class, user_frame
-from .plumbing import torch_convention
+from .plumbing import run_node_hooks, torch_convention
 from .record import (ANOMALY, INFERENCE, INFERENCE_SAVE_MSG, SAVED_HOOKS, Packed, _forward_stack,
                      vc_of)
 from .tensor import Tensor, traced_hooks, wrap
@@ -52,6 +53,7 @@ class FunctionCtx:
         self.non_differentiable = set()
         self.dirty = set()
         self.materialize_grads = True
+        self._materialize_non_diff_grads = True   # False: non-differentiable outputs get None
         self._inputs = ()
         self._outputs = ()
 
@@ -105,7 +107,12 @@ class FunctionCtx:
                         f"expected version {ver} instead.")
         return tuple(p.unpack(p.obj) if type(p) is Packed else p for p in saved)
 
-    saved_variables = saved_tensors
+    @property
+    def saved_variables(self):
+        """torch's deprecated name of saved_tensors."""
+        warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning,
+                      stacklevel=2)
+        return self.saved_tensors
 
     def mark_non_differentiable(self, *args):
         self.non_differentiable.update(id(a) for a in args)
@@ -127,24 +134,46 @@ class FunctionCtx:
 
 
 class _FunctionMeta(type):
+    """Records whether a Function is written the second way (setup_context defined)."""
+
     def __init__(cls, name, bases, attrs):
         super().__init__(name, bases, attrs)
-        if "setup_context" in attrs and attrs["setup_context"] is not None and name != "Function":
-            raise TypeError(
-                f"{name} defines setup_context: functrans supports one way to write a Function, "
-                "forward(ctx, *args) that saves what backward needs on ctx. Move the body of "
-                "setup_context into forward.")
+        cls._setup_context_style = any("setup_context" in getattr(b, "__dict__", {})
+                                       for b in cls.__mro__[:-1] if b.__name__ != "Function"
+                                       or b.__module__ != __name__)
+        if "vjp" in attrs and "backward" not in attrs:      # vjp is backward's other name
+            cls.backward = attrs["vjp"]
+
+    @property
+    def _backward_cls(cls):
+        """The class of this Function's grad_fn nodes (torch's attribute of the same name)."""
+        return node_class(cls.__name__ + "Backward")
 
 
 class Function(metaclass=_FunctionMeta):
-    """Subclass with @staticmethod forward(ctx, *args) and backward(ctx, *grads); call
-    .apply(*args)."""
-    setup_context = None
+    """Subclass with forward and backward staticmethods; call .apply(*args).
+
+    Two ways to write forward, as torch: forward(ctx, *args) that saves what backward needs
+    on ctx; or forward(*args) without ctx plus setup_context(ctx, inputs, output) that saves
+    it (inputs are apply's arguments with forward's defaults filled in). `vjp` is an alias
+    of backward."""
+    generate_vmap_rule = False
 
     def __init__(self, *args, **kwargs):
         raise RuntimeError("Legacy autograd function with non-static forward method is "
                            "deprecated. Please use new-style autograd function with static "
                            "forward method.")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        raise NotImplementedError(
+            "To use autograd.Function with vmap, you must either override the vmap staticmethod "
+            "or set generate_vmap_rule=True. functrans runs ft.vmap on traced programs: write "
+            "the function with tensor ops (or ft.custom_vjp) to batch it.")
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -164,8 +193,9 @@ class Function(metaclass=_FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        if kwargs:
-            args = _bind_keywords(cls, args, kwargs)
+        new_style = cls._setup_context_style
+        if kwargs or new_style:
+            args = _bind_keywords(cls, args, kwargs, new_style)
         if any(isinstance(a, Tensor) and isinstance(a._data, Tracer) for a in args):
             traced_hooks().refuse(
                 f"autograd.Function {cls.__name__}.apply inside the compiled (or transformed) "
@@ -178,7 +208,11 @@ class Function(metaclass=_FunctionMeta):
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad and recording
                                      for a in args)
         with no_grad():
-            result = cls.forward(ctx, *args)
+            if new_style:
+                result = cls.forward(*args)
+                cls.setup_context(ctx, args, result)
+            else:
+                result = cls.forward(ctx, *args)
         is_tuple = isinstance(result, tuple)
         outs = list(result) if is_tuple else [result]
         inputs = [args[i] for i in tensor_pos]
@@ -198,7 +232,7 @@ class Function(metaclass=_FunctionMeta):
             # an input returned as-is or a view made in forward: its history will be the
             # Function's node, so an in-place op on it cannot be recorded (inplace.py
             # refuses it as torch does; mark_dirty is the way to modify an input)
-            o.__dict__["_fn_view"] = (cls.__name__, j)
+            o.__dict__["_fn_view"] = (cls.__name__, j, len(outs) > 1)
         needs = any(ctx.needs_input_grad)
         if needs:
             _record(cls, ctx, args, tensor_pos, outs)
@@ -209,14 +243,30 @@ class Function(metaclass=_FunctionMeta):
         return tuple(outs) if is_tuple else outs[0]
 
 
-def _bind_keywords(cls, args, kwargs):
+class InplaceFunction(Function):
+    """torch.autograd.function.InplaceFunction, kept for old code: a Function whose instances
+    carry an `inplace` flag (its forward and backward are static as any Function's)."""
+
+    def __init__(self, inplace=False):
+        self.inplace = inplace
+
+
+def _bind_keywords(cls, args, kwargs, defaults=False):
     """apply(x, k=3.0): keyword arguments bound to forward's parameters, in its order, as
     torch does (each is then an input: needs_input_grad has an entry and backward returns a
-    gradient, or None, for it)."""
+    gradient, or None, for it). With `defaults` (a forward without ctx, written for
+    setup_context) forward's default values are filled in too: they are part of `inputs`."""
     try:
-        bound = inspect.signature(cls.forward).bind(None, *args, **kwargs)
+        bound = inspect.signature(cls.forward).bind(*((None,) if not defaults else ()), *args,
+                                                    **kwargs)
     except TypeError as e:
         raise TypeError(f"{cls.__name__}.apply: {e}") from None
+    if defaults:
+        bound.apply_defaults()
+        if bound.kwargs:
+            raise TypeError(f"{cls.__name__}.apply: forward's keyword-only arguments "
+                            f"{sorted(bound.kwargs)} cannot be inputs; make them positional")
+        return bound.args
     if bound.kwargs:
         raise TypeError(f"{cls.__name__}.apply: keyword arguments {sorted(bound.kwargs)} "
                         "follow a parameter that was not given; pass them positionally")
@@ -308,16 +358,17 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
     n_outs = len(extra["out_idx"])
     avals = info.slot_avals[info.n_in:]
     grads = []
+    non_diff = ctx._materialize_non_diff_grads
     for j in range(n_outs):
         g = grads_by_out[j] if j < len(grads_by_out) else None
-        if g is None and ctx.materialize_grads:
+        if g is None and ctx.materialize_grads and (non_diff or out_mask[j]):
             g = wrap(np.zeros(avals[j].shape, avals[j].dtype))
         grads.append(g)
     out_grads = [None] * extra["n_outs"]
     for j, g in zip(extra["out_idx"], grads):
         out_grads[j] = g
     if node.pre:                           # Node.register_prehook: may replace them
-        out_grads = _node_hooks(node.pre, out_grads, lambda fn, g: fn(tuple(g)))
+        out_grads = run_node_hooks(node.pre, out_grads, lambda fn, g: fn(tuple(g)))
     strict = tensors and GS.enabled
     object.__setattr__(ctx, "_strict", strict)
     once = getattr(cls.backward, "_once_differentiable", False)
@@ -340,15 +391,19 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
             raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number "
                                f"of gradients (expected {n_args}, got {len(result)})")
     if node.post:                          # Node.register_hook: may replace grad_inputs
-        result = tuple(_node_hooks(node.post, list(result),
+        result = tuple(run_node_hooks(node.post, list(result),
                                    lambda fn, g: fn(tuple(g), tuple(out_grads))))
     out = []
+    undefined = None
     for k, pos in enumerate(extra["arg_pos"]):
         if not info.mask[k]:
             continue
         g = result[pos]
         aval = in_avals[len(out)]
         if g is None:
+            # the program needs an array here; the engine keeps the gradients that only
+            # None reaches None, as torch's undefined gradients (engine.undefined_targets)
+            undefined = (undefined or ()) + (k,)
             g = wrap(np.zeros(aval.shape, aval.dtype))
         if not isinstance(g, Tensor):
             raise RuntimeError(f"expected Variable or None (got {type(g).__name__}): function "
@@ -377,22 +432,9 @@ def run_backward(node, cts, present, in_avals, out_mask, tensors):
         else:
             d = g._data
             out.append(d)
+    if undefined is not None or node.x is not None:
+        node.undefined = undefined
     return out
-
-
-def _node_hooks(hooks, grads, call):
-    """Run a Function node's pre- or post-hooks in order; a hook returning a sequence of the
-    same length replaces the gradients, None keeps them."""
-    for fn in list(hooks.values()):
-        r = call(fn, grads)
-        if r is not None:
-            if not isinstance(r, (tuple, list)) or len(r) != len(grads):
-                raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has returned an "
-                                   f"incorrect number of values (got "
-                                   f"{len(r) if isinstance(r, (tuple, list)) else 1}, but "
-                                   f"expected {len(grads)})")
-            grads = list(r)
-    return grads
 
 
 def _expand(present, out_mask):

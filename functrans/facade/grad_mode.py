@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import warnings
 
 
 class _GradState(threading.local):
@@ -38,7 +39,17 @@ class _DecoratorContextManager:
 
     def __call__(self, func):
         if inspect.isclass(func):
-            raise TypeError(f"{type(self).__name__} cannot decorate a class")
+            # torch's deprecated behaviour: the decorated name becomes a function that makes
+            # an instance under the mode (so __init__ runs in it; the methods do not)
+            warnings.warn("Decorating classes is deprecated and will be disabled in future "
+                          "versions. You should only decorate functions or methods. To "
+                          "preserve the current behavior of class decoration, you can "
+                          "directly decorate the `__init__` method and nothing else.",
+                          FutureWarning, stacklevel=2)
+            cls = func
+
+            def func(*args, **kwargs):
+                return cls(*args, **kwargs)
         if inspect.isgeneratorfunction(func):
             return self._wrap_generator(func)
 

@@ -12,9 +12,10 @@ import numpy as np
 from .. import numpy as fnp
 from ..core import Tracer
 from . import creation
+from . import dtypes as D
 from .record import INFERENCE, SAVED_HOOKS, VIEW_HISTORY, WRITE_WATCH, vc_of
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
-                     apply_fn, binary, traced_hooks, wrap)
+                     _mark_views, apply_fn, binary, traced_hooks, wrap)
 from .methods import DIV, MUL, add, addcdiv, addcmul, lerp, sub
 
 T = Tensor
@@ -36,24 +37,53 @@ NOGRAD_VIEW_MSG = (
     "to be tracked).")
 
 
+MULTI_VIEW_MSG = (
+    "Output {k} of {name} is a view and is being modified inplace. This view is the output of "
+    "a function that returns multiple views. Such functions do not allow the output views to "
+    "be modified inplace. You should replace the inplace operation by an out-of-place one.")
+
+
+def nograd_view_msg(t):
+    """The refusal for an in-place write, with grad mode on, to a view taken with it off
+    (no_grad or inference_mode, as _mark_views noted)."""
+    if t.__dict__.get("_nograd_view") == "inference":
+        return NOGRAD_VIEW_MSG.replace("no_grad mode", "inference mode").replace(
+            "with grad mode enabled", "in normal mode").replace("no_grad block",
+                                                                "inference_mode block")
+    return NOGRAD_VIEW_MSG
+
+
+def _fn_view_msg(self):
+    """The refusal for an in-place write to an output of a custom Function that is a view:
+    torch's text for a Function returning several views, or for one."""
+    name, k, multi = self.__dict__["_fn_view"]
+    if multi:
+        return MULTI_VIEW_MSG.format(k=k, name=name)
+    return (f"Output {k} of {name} is a view and is being modified inplace. This view was "
+            "created inside a custom Function (or because an input was returned as-is) and the "
+            "autograd logic to handle view+inplace would override the custom backward "
+            "associated with the custom Function, leading to incorrect gradients. This "
+            "behavior is forbidden. You can fix this by cloning the output of the custom "
+            "Function.")
+
+
 def _check_inplace(self, recording):
     if _TS.depth and type(self._data) is np.ndarray:     # ft.compile: checked before writing
         traced_hooks().concrete_update(self, None)
     if WRITE_WATCH.fn is not None:
         WRITE_WATCH.fn(self)
     if recording and self._requires_grad and "_fn_view" in self.__dict__:
-        name, k = self.__dict__["_fn_view"]
+        raise RuntimeError(_fn_view_msg(self))
+    if recording and self._requires_grad and "_dtype_view" in self.__dict__:
         raise RuntimeError(
-            f"Output {k} of {name} is a view and is being modified inplace. This view was "
-            "created inside a custom Function (or because an input was returned as-is) and the "
-            "autograd logic to handle view+inplace would override the custom backward "
-            "associated with the custom Function, leading to incorrect gradients. This "
-            "behavior is forbidden. You can fix this by cloning the output of the custom "
-            "Function.")
+            f"functrans: an in-place operation on the output of {self.__dict__['_dtype_view']}"
+            " (a view with another dtype than its base) cannot be recorded: its base's history "
+            "cannot be rewritten through the change of dtype. Apply the operation to the base "
+            "(or to a clone of the view).")
     if GS.enabled and self._base is not None and "_nograd_view" in self.__dict__:
         # a view of a tensor that requires grad, taken under no_grad: it has no history
         # to rebase, and recording nothing would silently cut the base's gradient
-        raise RuntimeError(NOGRAD_VIEW_MSG)
+        raise RuntimeError(nograd_view_msg(self))
     if recording and self._requires_grad and self._grad_fn is None and self._base is None:
         raise RuntimeError(LEAF_INPLACE_MSG)
     base = self._base
@@ -84,6 +114,8 @@ def inplace(self, name, compute):
     node = res._grad_fn
     data = self._data
     if node is not None:
+        if "_fn_view" in self.__dict__:     # it does not require grad, but what it receives does
+            raise RuntimeError(_fn_view_msg(self))
         if self._base is not None:
             return _inplace_on_view(self, name, res)
         # values the new node saved from self's storage must survive the write
@@ -233,11 +265,7 @@ def _inplace_on_view(self, name, res):
     multi = self.__dict__.get("_multi_view")
     if multi is not None:
         op_name, k = multi
-        raise RuntimeError(
-            f"Output {k} of {op_name.split('Backward')[0]} is a view and is being modified "
-            "inplace. This view is the output of a function that returns multiple views. Such "
-            "functions do not allow the output views to be modified inplace. You should "
-            "replace the inplace operation by an out-of-place one.")
+        raise RuntimeError(MULTI_VIEW_MSG.format(k=k, name=op_name.split('Backward')[0]))
     base = self._base
     pos = wrap(_view_positions(self, base))
     op = res
@@ -253,6 +281,9 @@ def _inplace_on_view(self, name, res):
     _rebase(base, new_base)
     adopt_views(base, self)
     new_view = apply_fn("AsStridedBackward0", _as_strided_fn, (base, pos))
+    old = self._grad_fn
+    if old is not None and old.hooks:   # torch's CopySlices bypasses the view's old node,
+        old.hooks.pop(self._out_nr, None)   # so hooks registered on the view never fire
     _set_history(self, new_view._grad_fn, 0)
     self._requires_grad = True
     self.__dict__["_vfn"] = base._grad_fn
@@ -304,8 +335,11 @@ def _fast(self, *others):
         return True
     if self._requires_grad:
         return False
-    if self._base is not None and "_nograd_view" in self.__dict__:
-        _check_inplace(self, False)
+    if self._base is not None:
+        if self._base._requires_grad:   # its base came to require grad after it was taken
+            return False                # (torch's view then does too): record, or refuse
+        if "_nograd_view" in self.__dict__:
+            _check_inplace(self, False)
     for o in others:
         if isinstance(o, Tensor) and o._requires_grad:
             return False
@@ -348,7 +382,7 @@ def _add_alpha_(self, other, *, alpha=1, _sub=False):
     if _fast(self, other) and type(self._data) is np.ndarray and _untraced(other):
         o = other._data if isinstance(other, Tensor) else other
         if alpha != 1:
-            o = np.multiply(o, alpha)
+            o = np.multiply(o, alpha._data if isinstance(alpha, Tensor) else alpha)
         res = np.result_type(self._data, o)
         if not np.can_cast(res, self._data.dtype, "same_kind"):
             raise RuntimeError(f"result type {_tname(np.dtype(res))} can't be cast to the "
@@ -382,7 +416,8 @@ for _n in ["pow", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "ta
            "sigmoid", "relu", "clamp", "clamp_min", "clamp_max", "masked_fill", "addcmul",
            "addcdiv", "lerp", "floor", "ceil", "round", "trunc", "sign", "reciprocal", "square",
            "log1p", "expm1", "fmod", "remainder", "maximum", "minimum", "atan2", "erf",
-           "asin", "acos", "atan", "sinh", "cosh", "frac", "log2", "log10", "exp2"]:
+           "asin", "acos", "atan", "sinh", "cosh", "frac", "log2", "log10", "exp2", "asinh",
+           "acosh", "atanh"]:
     setattr(T, _n + "_", _generic_inplace(_n, getattr(T, _n)))
 T.clip_ = T.clamp_
 T.__ipow__ = T.pow_
@@ -470,6 +505,133 @@ def copy_(self, src, non_blocking=False):
 
 
 T.fill_, T.zero_, T.copy_ = fill_, zero_, copy_
+
+
+def _resize_checks(self, what):
+    if self._requires_grad and GS.enabled:
+        raise RuntimeError("cannot resize variables that require grad")
+    if isinstance(self._data, Tracer):
+        traced_hooks().refuse(f"{what} inside the compiled (or transformed) function",
+                              "make a new tensor of the size instead")
+
+
+def resize_(self, *sizes, memory_format=None):
+    """torch's resize_: the tensor takes the new shape; its first elements (row-major) keep
+    their values, the rest are zeros (torch leaves them uninitialized). A no-op, without a
+    version bump, when the shape is the same. Views of the old storage keep the old one."""
+    shape = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) \
+        else tuple(sizes)
+    _resize_checks(self, "resize_")
+    if shape == tuple(self._data.shape):
+        return self
+    old = self._data.reshape(-1)
+    new = np.zeros(shape, self._data.dtype)
+    n = min(old.size, new.size)
+    new.reshape(-1)[:n] = old[:n]
+    self._data = new
+    self._bump("resize_")
+    return self
+
+
+def resize_as_(self, other, memory_format=None):
+    return resize_(self, tuple(other.shape))
+
+
+def set_(self, source=None, storage_offset=0, size=None, stride=None):
+    """torch's set_(source): this tensor takes source's values, shape and storage (writes to
+    one show in the other); set_() with no source makes it empty. Not recorded: allowed on a
+    leaf that requires grad only under no_grad, as torch."""
+    if self._requires_grad and GS.enabled:
+        if self._grad_fn is None:
+            raise RuntimeError(LEAF_INPLACE_MSG)
+        raise RuntimeError("functrans: set_() on a tensor with history cannot be recorded; "
+                           "use the source tensor itself, or call set_ under no_grad() on a "
+                           "leaf")
+    if source is None:
+        data = np.zeros((0,), self._data.dtype)
+    elif not isinstance(source, Tensor):
+        raise TypeError("set_(): only a Tensor source is supported (functrans has no separate "
+                        "Storage objects): pass the tensor whose storage to share")
+    else:
+        if source._data.dtype != self._data.dtype:
+            raise RuntimeError(f"Expected object of scalar type {D.scalar_name(self.dtype)} but "
+                               f"got scalar type {D.scalar_name(source.dtype)} for argument "
+                               "'source'")
+        data = source._data
+        if size is not None:
+            data = np.lib.stride_tricks.as_strided(
+                data.reshape(-1)[storage_offset:], tuple(size),
+                tuple(s * data.itemsize for s in (stride or _row_major(size))))
+    self._data = data
+    self._bump("set_")
+    return self
+
+
+def _row_major(size):
+    st, acc = [], 1
+    for n in reversed(tuple(size)):
+        st.append(acc)
+        acc *= n
+    return tuple(reversed(st))
+
+
+T.resize_, T.resize_as_, T.set_ = resize_, resize_as_, set_
+
+
+def as_strided(self, size, stride, storage_offset=None):
+    """torch's as_strided: a view of the storage under this tensor (its base's, for a view)
+    with the given sizes, strides and offset, in elements; its gradient reaches the storage's
+    elements it reads (AsStridedBackward0, as torch). The storage must be C-contiguous."""
+    base = self._base if self._base is not None else self
+    bd = base._data
+    if type(bd) is not np.ndarray or not bd.flags.c_contiguous:
+        raise NotImplementedError("functrans: as_strided needs a tensor whose storage is a "
+                                  "C-contiguous array (not traced data, not a transposed or "
+                                  "sliced storage); clone() it first")
+    item = bd.itemsize
+    if storage_offset is None:                      # this tensor's own offset (torch's)
+        storage_offset = (self._data.__array_interface__["data"][0]
+                          - bd.__array_interface__["data"][0]) // item
+    size, stride = tuple(size), tuple(stride)
+    end = storage_offset + sum((n - 1) * st for n, st in zip(size, stride) if n > 0)
+    if storage_offset < 0 or (all(size) and end >= bd.size):
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
+                           f"offset {storage_offset} require more elements than the storage's "
+                           f"{bd.size}")
+    flat = bd.reshape(-1)
+    idx = np.arange(bd.size, dtype=np.int64)
+    pos = np.lib.stride_tricks.as_strided(idx[storage_offset:], size,
+                                          tuple(st * idx.itemsize for st in stride)).copy()
+    out = apply_fn("AsStridedBackward0", _as_strided_fn, (base, wrap(pos)))
+    out._data = np.lib.stride_tricks.as_strided(flat[storage_offset:], size,
+                                                tuple(st * item for st in stride))
+    _mark_views((base,), [out])
+    return out
+
+
+T.as_strided = as_strided
+
+
+def _inplace_view(name, view):
+    """torch's in-place view ops (transpose_, t_, squeeze_, unsqueeze_, as_strided_): the
+    tensor takes the view's shape and strides over its own storage; recorded like any
+    in-place op (its history continues through the view's node) and its version bumps."""
+    def f(self, *args, **kwargs):
+        _check_inplace(self, GS.enabled)
+        out = view(self, *args, **kwargs)
+        self._data = out._data
+        if out._grad_fn is not None:
+            self._grad_fn, self._out_nr = out._grad_fn, out._out_nr
+        self._bump(name)
+        return self
+    f.__name__ = name
+    f.__doc__ = f"In-place {name[:-1]}: this tensor becomes its {name[:-1]} view."
+    return f
+
+
+for _n in ("transpose", "t", "squeeze", "unsqueeze", "as_strided", "swapdims", "swapaxes"):
+    if hasattr(T, _n):
+        setattr(T, _n + "_", _inplace_view(_n + "_", getattr(T, _n)))
 
 
 def _random_inplace(name, sample):

@@ -14,12 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..executor import reverse_pass
-from .anomaly import has_nan, nan_error
+from .anomaly import has_nan, nan_error, warn_error_in
 from .lower import target_aval
-from .record import Packed, saved_value, unpack_saved
+from .record import ANOMALY, saved_value
 from .ops import apply_prim, run_recorded
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
-                       describe_value, fn_call_p, hook_dicts, run_cotangent_hooks, tap_p)
+                       describe_value, fn_call_p, hook_dicts, node_hook_grads, node_hook_p,
+                       run_cotangent_hooks, tap_p, torch_convention)
 from .tensor import wrap
 
 
@@ -45,20 +46,26 @@ def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=
         return [c]
 
     def function(i, present):
-        node = nodes[tape.eqn_node[i]]
+        node = values.node = nodes[tape.eqn_node[i]]
         return _function_backward(node, [ct.pop(o, None) for o in tape.eqns[i][3]],
                                   create_graph)
 
-    on_grad = _nan_check(tape, nodes) if check_nan else None
+    def node_hook(i, present):
+        _, params, _, oi = tape.eqns[i]
+        return _node_hook(run.fn_nodes[params["slot"]], params,
+                          [ct.pop(o, None) for o in oi], create_graph)
+
+    on_grad = _nan_check(tape, nodes, values) if check_nan else None
     due, deliver = None, None
     if early is not None:
         due, deliver = _due(tape, early)
     RUN.stack.append(run)
     try:
-        with np.errstate(all="ignore"):     # torch's backward does not warn about inf/nan
+        with np.errstate(all="ignore"), _anomaly_report(values, ANOMALY.enabled):
             reverse_pass(tape.eqns, tape.avals, tape.live, ct, values.get, sigs=tape.sigs,
                          run=run_recorded if create_graph else None,
-                         special={tap_p: tap, fn_call_p: function}, on_grad=on_grad,
+                         special={tap_p: tap, fn_call_p: function, node_hook_p: node_hook},
+                         on_grad=on_grad,
                          due=due, deliver=deliver)
         res = []
         for i, k in enumerate(tape.targets):
@@ -75,12 +82,30 @@ def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=
     return res
 
 
-def _nan_check(tape, nodes):
+class _anomaly_report:  # noqa: N801
+    """In anomaly mode, an error raised while a node's backward runs is preceded by torch's
+    warning naming the node and its forward traceback (anomaly.warn_error_in)."""
+
+    def __init__(self, values, on):
+        self.values, self.on = values, on
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        node = self.values.node
+        if self.on and exc_type is not None and issubclass(exc_type, Exception) \
+                and node is not None:
+            warn_error_in(node)
+        return False
+
+
+def _nan_check(tape, nodes, values):
     """on_grad for anomaly mode: raise at the first input cotangent holding a NaN, naming
     the node (and which of its gradient outputs, counting the inputs requiring grad)."""
     def on_grad(i, k, g):
         if tape.eqn_node[i] >= 0 and has_nan(g):
-            node = nodes[tape.eqn_node[i]]
+            node = values.node = nodes[tape.eqn_node[i]]
             j = tape.eqn_refs[i][0][k]
             raise nan_error(node, sum(node.info.mask[:j]) if j < node.info.n_in else 0)
     return on_grad
@@ -98,28 +123,28 @@ class _Values:
         self.tape, self.nodes, self.cg = tape, nodes, create_graph
         self.vals = [None] * len(tape.avals)
         self.producer = None
-        self.eqn_node, self.eqn_refs = tape.eqn_node, tape.eqn_refs
+        self.node = None        # the node whose equation last read a value (anomaly mode)
 
     def get(self, s, i, r):
-        n = self.nodes[self.eqn_node[i]]
-        refs, outs = self.eqn_refs[i]
+        tape = self.tape
+        n = self.node = self.nodes[tape.eqn_node[i]]
+        refs, outs = tape.eqn_refs[i]
         ls = refs[r] if r < len(refs) else outs[r - len(refs)]
         info = n.info
         v = self.vals[s]
         if ls in info.held_set:
-            saved = n.vals
-            if saved is None:
+            if n.vals is None:
                 raise RuntimeError(FREED_MSG + f" (the values saved by {info.name} were freed "
                                    "by an earlier backward)")
             if n.vers:
                 _check_version(n, ls)
-            if v is None:
-                v = saved[ls]
-                if type(v) is Packed:
-                    v = unpack_saved(v)
+            own = n.x is not None and n.x.own_packs
+            if v is None or own:        # (values with hooks of their own: read per use)
+                v = saved_value(n, ls)
                 if self.cg:
                     v = _connect(n, ls, v)
-                self.vals[s] = v
+                if not own:
+                    self.vals[s] = v
         if v is None:
             if ls < info.n_in:
                 if not self.cg or n.edges[ls] is not None:
@@ -164,6 +189,16 @@ def _connect(n, ls, v):
         t._grad_fn, t._out_nr, t._requires_grad = n, info.out_slots.index(ls), True
         return t
     return wrap(v)          # an integer intermediate (a mask): constant
+
+
+def _node_hook(node, params, cts, create_graph):
+    """An op node's grad_fn hooks (plumbing.node_hook_p) on its cotangents (None: none
+    came): the cotangents they return."""
+    grads = [None if c is None else torch_convention(c if create_graph else wrap(np.asarray(c)))
+             for c in cts]
+    new = node_hook_grads(node, params["side"], params["pos"], grads)
+    return [c if g is None else g if create_graph else torch_convention(g)._data
+            for c, g in zip(cts, new)]
 
 
 def _function_backward(node, outs, create_graph):

@@ -11,6 +11,7 @@ equation, whose cotangent the deriver adds to the backward program's outputs.
 """
 from __future__ import annotations
 
+import itertools
 import operator
 import threading
 
@@ -18,7 +19,7 @@ from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
 from ..executor import eqn_reads, eqn_signature
 from ..reverse import derive, joined_program, literal_key
 from .node import OpInfo
-from .plumbing import InternalEngineError, fn_call_p, tap_p
+from .plumbing import InternalEngineError, fn_call_p, node_hook_p, tap_p
 
 
 class GraphTape:
@@ -104,6 +105,21 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
         sigs.append(None)
         return t
 
+    def node_hook(slots, params):
+        """A node's grad_fn-hook boundary: fresh slots for `slots` (same values and keys)."""
+        outs = []
+        for s in slots:
+            outs.append(len(avals))
+            avals.append(avals[s])
+            if program:
+                keys_of.append(keys_of[s])
+            live.append(live[s])
+        eqns.append((node_hook_p, params, tuple(slots), tuple(outs)))
+        eqn_node.append(-1)
+        eqn_refs.append(None)
+        sigs.append(None)
+        return outs
+
     args, arg_slot, tapped = [], {}, {}
     for k in targets:
         p, s = k
@@ -157,6 +173,14 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
                 holders.setdefault(k, []).append((p, s))
                 if not create_graph or s in info.cg_slots:
                     avail_keys.add(k)
+        hooks = p in fslot and info.kind != "function"      # grad_fn hooks on an op node
+        if hooks and n.x.post:
+            in_pos = tuple(i for i in range(ni) if live[local[i]] and info.mask[i]
+                           and info.slot_avals[i].dtype.kind in "fc")
+            if in_pos:
+                for i, t in zip(in_pos, node_hook([local[i] for i in in_pos], {
+                        "slot": fslot[p], "side": "post", "pos": in_pos})):
+                    local[i] = t
         local += [None] * (info.n_slots - ni)
         steps = info.tape_eqns
         if steps is None:
@@ -188,6 +212,11 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
                     if local[o] is None:                 # a residual
                         local[o] = new(info.slot_avals[o], (p, o), is_live)
                 companions.append((st.prim, st.params, ins, tuple([local[o] for o in st.outs])))
+        if hooks:
+            outs = info.out_slots
+            for s, t in zip(outs, node_hook([local[s] for s in outs], {
+                    "slot": fslot[p], "side": "pre", "pos": ()})):
+                local[s] = t
         if p in tapped_pos:
             for j, s in enumerate(info.out_slots):
                 k = (p, s)
@@ -394,6 +423,7 @@ class Positions:
 
 
 _WALK_LOCK = threading.Lock()
+_UNIQUE = itertools.count()
 
 
 def index_graph(root_fns):
@@ -448,8 +478,11 @@ def index_graph(root_fns):
                     for j, r in x.retains.items():
                         if r() is not None:
                             retained.append((p, j))
-                if info.kind == "function":
-                    fns.append(p)
+                if info.kind == "function" or x.pre or x.post:
+                    fns.append(p)       # a Function, or an op node with grad_fn hooks
+                if x.own_packs:         # values packed by hooks of their own differ from
+                    app(-3)             # the equal values of other slots: never one program
+                    app(next(_UNIQUE))  # slot for both (a structure of its own, first sight)
     return nodes, Positions(nodes), (tuple(flat), tuple(hooked), tuple(retained), tuple(fns))
 
 
@@ -458,6 +491,8 @@ def _key_aval(nodes, k):
     n = nodes[p]
     if n.info is None:
         v = n.variable
+        if v is None:                   # a leaf that is gone (engine.run_backward)
+            return ShapedArray(*n.shape_dtype)
         return ShapedArray(v._data.shape, v._data.dtype)
     return n.info.slot_avals[s]
 

@@ -52,6 +52,8 @@ _UNARY = {
     "asin": ("AsinBackward0", ew.asin_p), "acos": ("AcosBackward0", ew.acos_p),
     "atan": ("AtanBackward0", ew.atan_p), "sinh": ("SinhBackward0", ew.sinh_p),
     "cosh": ("CoshBackward0", ew.cosh_p), "erf": ("ErfBackward0", ew.erf_p),
+    "asinh": ("AsinhBackward0", ew.asinh_p), "acosh": ("AcoshBackward0", ew.acosh_p),
+    "atanh": ("AtanhBackward0", ew.atanh_p),
     "sigmoid": ("SigmoidBackward0", ew.logistic_p),
     "erfc": ("ErfcBackward0", sp.erfc_p), "erfinv": ("ErfinvBackward0", sp.erf_inv_p),
     "lgamma": ("LgammaBackward0", sp.lgamma_p), "digamma": ("DigammaBackward0", sp.digamma_p),
@@ -119,6 +121,7 @@ def _abs(self):
 
 T.abs = _abs
 T.arcsin, T.arccos, T.arctan, T.negative, T.absolute = T.asin, T.acos, T.atan, T.neg, T.abs
+T.arcsinh, T.arccosh, T.arctanh = T.asinh, T.acosh, T.atanh
 T.__neg__ = T.neg
 T.__abs__ = T.abs
 
@@ -655,6 +658,17 @@ T.frac = _frac
 T.isnan = lambda self: wrap(np.isnan(self._data))
 T.isinf = lambda self: wrap(np.isinf(self._data))
 T.isfinite = lambda self: wrap(np.isfinite(self._data))
+T.signbit = lambda self: wrap(np.signbit(self._data))
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """torch.isin: whether each element of `elements` is in `test_elements` (a bool tensor,
+    no gradient); either may be a number."""
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError("isin() expected at least one of elements or test_elements to be a "
+                        "Tensor")
+    return wrap(np.asarray(np.isin(_arr(elements), _arr(test_elements),
+                                   assume_unique=assume_unique, invert=invert)))
 T.sgn = lambda self: apply_fn("SgnBackward0", _sgn_fn, (self,)) if self.dtype.kind in "fc" \
     else self.sign()
 

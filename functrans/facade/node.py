@@ -95,11 +95,12 @@ class OpInfo:
 
 class _Extra:
     """Rarely used node fields, kept off the hot path."""
-    __slots__ = ("hooks", "retains", "ctx", "stack", "meta", "pre", "post")
+    __slots__ = ("hooks", "retains", "ctx", "stack", "meta", "pre", "post", "own_packs",
+                 "gout", "undefined")
 
     def __init__(self):
         self.hooks = self.retains = self.ctx = self.stack = self.meta = None
-        self.pre = self.post = None
+        self.pre = self.post = self.own_packs = self.gout = self.undefined = None
 
 
 def _extra_field(name):
@@ -113,6 +114,19 @@ def _extra_field(name):
             x = self.x = _Extra()
         setattr(x, name, value)
     return property(get, put)
+
+
+class _SavedAccess:
+    """How a node's saved values are read by torch's names (grad_fn._saved_self,
+    grad_fn._raw_saved_result): record.py, which sits above this module and knows how a
+    value is packed, sets `get(node, name)` (raising AttributeError for a name the node
+    does not save); and how a node is called on gradients (`grad_fn(*grads)`): api.py,
+    which holds the engine's entry points, sets `call(node, grads)`."""
+    get = None
+    call = None
+
+
+SAVED_ACCESS = _SavedAccess()
 
 
 class Node:
@@ -138,6 +152,10 @@ class Node:
     meta = _extra_field("meta")          # the `metadata` dict, made on first use
     pre = _extra_field("pre")            # a Function node's pre-hooks (HookDict)
     post = _extra_field("post")          # a Function node's post-hooks (HookDict)
+    own_packs = _extra_field("own_packs")  # True once a saved value got hooks of its own
+    #                                        (SavedTensor.register_hooks)
+    undefined = _extra_field("undefined")  # a Function node's inputs whose gradient its last
+    #                                        backward returned as None (engine.undefined_targets)
 
     @property
     def freed(self):
@@ -169,31 +187,22 @@ class Node:
             ctx = None if x is None else x.ctx
             if ctx is not None:
                 return getattr(ctx, name)
+            if name.startswith(("_saved_", "_raw_saved_")) and SAVED_ACCESS.get is not None:
+                return SAVED_ACCESS.get(self, name)
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def register_hook(self, fn):
-        """fn(grad_inputs, grad_outputs) after the node's backward ran; a returned tuple
-        replaces grad_inputs. Custom Function nodes only (their backward is a call of its
-        own); an op's node raises: its backward runs fused with the others'."""
-        if self.info.kind != "function":
-            raise NotImplementedError(
-                f"{type(self).__name__}.register_hook (a hook on an op's grad_fn node) is not "
-                "supported by functrans: the backward runs fused, without a step per op; "
-                "register the hook on the tensor instead (tensor.register_hook(fn)), or on a "
-                "custom autograd.Function's node.")
+        """fn(grad_inputs, grad_outputs) after the node's backward ran (one gradient per
+        input, None for those it gives none; per output); a returned tuple replaces
+        grad_inputs. The backward then materializes this node's gradients (a boundary in
+        its program: lower.graph_tape)."""
         if self.post is None:
             self.post = HookDict()
         return add_hook(self.post, fn)
 
     def register_prehook(self, fn):
-        """fn(grad_outputs) before the node's backward runs; a returned tuple replaces them.
-        Custom Function nodes only, as register_hook."""
-        if self.info.kind != "function":
-            raise NotImplementedError(
-                f"{type(self).__name__}.register_prehook (a hook on an op's grad_fn node) is "
-                "not supported by functrans: the backward runs fused, without a step per op; "
-                "register the hook on the tensor instead (tensor.register_hook(fn)), or on a "
-                "custom autograd.Function's node.")
+        """fn(grad_outputs) before the node's backward runs (None for an output no gradient
+        reached), after the tensor hooks of its outputs; a returned tuple replaces them."""
         if self.pre is None:
             self.pre = HookDict()
         return add_hook(self.pre, fn)
@@ -202,8 +211,9 @@ class Node:
         return f"<{self.info.name} object at {hex(id(self))}>"
 
     def __call__(self, *grads):
-        raise NotImplementedError("calling a grad_fn directly is not supported by functrans; "
-                                  "use ft.autograd.grad(outputs, inputs, grad_outputs) instead.")
+        """The node's backward on gradients of its outputs (one per output): the gradients
+        of its inputs, None for an input that takes none (torch's Node.__call__)."""
+        return SAVED_ACCESS.call(self, grads)
 
 
 _NODE_CLASSES: dict = {}      # op name -> its Node subclass (a registry: one per name)
@@ -230,13 +240,16 @@ class AccumulateGrad:
     autograd.grad or for a leaf outside backward(inputs=...): pre-hooks after the leaf's
     tensor hooks, `pre((grad,)) -> (grad,) or None`; post-hooks after the accumulation and
     the post-accumulate-grad hooks, `post((), (grad,))`."""
-    __slots__ = ("_var", "seq", "pos", "mark", "pre", "post", "meta", "__weakref__")
+    __slots__ = ("_var", "seq", "pos", "mark", "pre", "post", "meta", "shape_dtype",
+                 "__weakref__")
     edges = ()
     info = None
     vals = None
 
     def __init__(self, variable):
         self._var = weakref.ref(variable)
+        d = variable._data          # (the gradient's shape once the leaf is gone)
+        self.shape_dtype = (d.shape, d.dtype)
         self.seq = next(_seq)
         self.pos = -1
         self.mark = None
@@ -286,9 +299,9 @@ GradientEdge.__doc__ = "A node of the graph and which of its outputs (torch's Gr
 
 
 class EdgeTarget:
-    """A GradientEdge given to autograd.grad as an input: the value output `output_nr` of
-    its node carries, differentiated as a tensor holding it would be (the engine reads a
-    target's `_grad_fn` and `_out_nr`)."""
+    """A GradientEdge given to autograd.grad or backward as an input or an output: the value
+    output `output_nr` of its node carries, differentiated as a tensor holding it would be
+    (the engine reads a target's `_grad_fn` and `_out_nr`)."""
     __slots__ = ("_grad_fn", "_out_nr")
     _requires_grad = True
     _accum = None

@@ -10,11 +10,13 @@ from ..backends.memory import DERIVED
 from ..core import ShapedArray, Tracer, Var, array_module, run_eqns
 from .tensor_info import result_type
 from .grad_mode import STATE as GS
+from .grad_mode import no_grad
 from . import plumbing
 from .node import OpInfo, Step
 from .record import info_for, make_node
 from .lower import analyze
 from .tensor import Tensor, apply_fn, static, tensor, traced_hooks, wrap
+from . import complexes
 from . import methods as M
 from . import reductions
 
@@ -48,6 +50,15 @@ def apply_prim(prim, params, args):
         return args[0]
     if prim is plumbing.hook_call_p:
         return plumbing.run_cotangent_hooks(args[0], *plumbing.hook_dicts(params["hooks"]))
+    if prim is plumbing.node_hook_p:
+        return list(args)
+    if prim is plumbing.node_hook_call_p:
+        run = plumbing._current_run()
+        grads = [plumbing.torch_convention(a) if p else None
+                 for a, p in zip(args, params["present"])]
+        new = plumbing.node_hook_grads(run.fn_nodes[params["slot"]], params["side"],
+                                       params["pos"], grads)
+        return [a if g is None else plumbing.torch_convention(g) for a, g in zip(args, new)]
     if prim is plumbing.fn_bwd_p:
         node = plumbing._current_run().fn_nodes[params["fslot"]]
         return list(node.info.extra["run_backward"](node, list(args), params["present"],
@@ -133,7 +144,16 @@ def tensor_for_key(nodes, key, val):
     p, s = key
     n = nodes[p]
     if n.info is None:
-        return n.variable
+        leaf = n.variable
+        if leaf is not None and val is leaf._data:
+            return leaf
+        # a value an unpack hook gave (saved_tensors_hooks) in place of the leaf's: that
+        # value, its gradient flowing to the leaf (torch's unpacked SavedVariable keeps the
+        # original's edge), not the leaf's own value silently
+        t = wrap(val)
+        t._requires_grad = True
+        t._accum = n
+        return t
     info = n.info
     if s in info.out_slots:
         t = wrap(val)
@@ -308,10 +328,33 @@ def clone(input, memory_format=None):  # noqa: A002
     return input.clone()
 
 
+OUT_GRAD_MSG = ("{}(): functions with out=... arguments don't support automatic "
+                "differentiation, but one of the arguments requires grad.")
+
+
+def write_out(name, fn, args, kwargs, out):
+    """torch's out=: the result written into `out` (a tensor, or a tuple for ops returning
+    several), resized if its shape differs; refused when recording and an argument or out
+    requires grad (such a write cannot be differentiated)."""
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    if GS.enabled and any(isinstance(t, Tensor) and t._requires_grad
+                          for t in (*args, *kwargs.values(), *outs)):
+        raise RuntimeError(OUT_GRAD_MSG.format(name))
+    with no_grad():
+        r = fn(*args, **kwargs)
+        for o, v in zip(outs, r if isinstance(r, tuple) else (r,)):
+            if tuple(o.shape) != tuple(v.shape):
+                o.resize_(tuple(v.shape))
+            o.copy_(v)
+    return out
+
+
 def _method_fn(name):
     meth = []                   # Tensor's own method, looked up on first use
 
-    def f(input, *args, **kwargs):  # noqa: A002
+    def f(input, *args, out=None, **kwargs):  # noqa: A002
+        if out is not None:
+            return write_out(name, f, (input, *args), kwargs, out)
         if type(input) is Tensor:   # the common case: no bound-method object per call
             if not meth:
                 meth.append(getattr(Tensor, name))
@@ -328,6 +371,7 @@ FUNCTION_NAMES = [
     "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "pow", "neg",
     "negative", "abs", "absolute", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1",
     "sin", "cos", "tan", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "sinh", "cosh",
+    "asinh", "acosh", "atanh", "arcsinh", "arccosh", "arctanh",
     "tanh", "sigmoid", "relu", "sqrt", "rsqrt", "square", "reciprocal", "sign", "sgn", "floor",
     "ceil", "round", "trunc", "frac", "erf", "erfc", "erfinv", "lgamma", "digamma",
     "clamp", "clip", "clamp_min", "clamp_max",
@@ -339,11 +383,19 @@ FUNCTION_NAMES = [
     "logical_or", "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "greater", "less",
     "greater_equal", "less_equal", "not_equal", "reshape", "flatten", "unflatten", "permute",
     "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis", "squeeze", "unsqueeze",
-    "narrow", "select", "unbind", "split", "chunk", "tensor_split", "flip", "fliplr", "flipud",
+    "narrow", "select", "unbind", "split", "chunk", "tensor_split", "split_with_sizes",
+    "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk", "flip", "fliplr", "flipud",
     "roll", "repeat_interleave", "tril", "triu", "diagonal", "trace", "gather", "index_select",
     "take_along_dim", "scatter", "scatter_add", "masked_fill", "sort", "argsort", "topk",
     "nonzero", "softmax", "log_softmax", "conj", "conj_physical", "resolve_conj", "angle",
-    "is_inference",
+    "is_inference", "diag", "diag_embed", "diagflat", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_not",
+    "median", "nanmedian", "signbit", "split_with_sizes", "unsafe_split",
+    "unsafe_split_with_sizes", "unsafe_chunk",
+    # torch's module-level in-place functions (torch.relu_(x) is x.relu_())
+    "abs_", "acos_", "acosh_", "asin_", "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "cos_",
+    "cosh_", "exp_", "fill_", "floor_", "log_", "neg_", "relu_", "round_", "rsqrt_",
+    "sigmoid_", "sin_", "sinh_", "sqrt_", "tan_", "tanh_", "trunc_", "zero_",
 ]
 FUNCTIONS = {n: _method_fn(n) for n in FUNCTION_NAMES}
 _tensor_pow = FUNCTIONS["pow"]
@@ -358,6 +410,9 @@ def pow(input, exponent):  # noqa: A001,A002
 
 
 FUNCTIONS["pow"] = pow
+FUNCTIONS.update(isin=M.isin, complex=complexes.complex, polar=complexes.polar,
+                 view_as_real=complexes.view_as_real, view_as_complex=complexes.view_as_complex)
+FUNCTION_NAMES += ["isin", "complex", "polar", "view_as_real", "view_as_complex"]
 FUNCTIONS.update(var_mean=reductions.var_mean, std_mean=reductions.std_mean)
 FUNCTION_NAMES += ["var_mean", "std_mean"]
 

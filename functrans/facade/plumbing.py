@@ -88,7 +88,8 @@ class RunContext:
 
     def __init__(self, hooks, fn_nodes, create_graph, wrap=None):
         self.hooks = hooks            # hook slot -> list of hook dicts (called in order)
-        self.fn_nodes = fn_nodes      # function slot -> Node of an autograd.Function
+        self.fn_nodes = fn_nodes      # function slot -> Node of an autograd.Function, or an
+        #                               op's Node with grad_fn hooks (node_hook's `slot`)
         self.create_graph = create_graph
         self.anomaly = False
         self.wrap = wrap              # array -> Tensor for the hooks (tensor.wrap, given by
@@ -367,3 +368,77 @@ def _fn_bwd_impl(xp, *cts, fslot, present, in_avals, out_mask):
 
 fn_bwd_p = defprim("autograd_function_backward", _fn_bwd_impl, _fn_bwd_abstract,
                    multiple_results=True, effectful=True, memo=False)
+
+
+# ---------------------------------------------------------------------------
+# hooks on an op's grad_fn node (Node.register_prehook / register_hook): the node becomes a
+# boundary where its cotangents are materialized, as the taps do for tensor hooks. An
+# identity over its outputs ("pre") and one over its differentiated inputs ("post"); their
+# transposes run the pre-hooks on the outputs' gradients before the node's backward, and
+# the post-hooks on the gradients this node gives its inputs, after it.
+
+def run_node_hooks(hooks, grads, call):
+    """Run a node's pre- or post-hooks in order, `call(fn, grads)`; a hook returning a
+    sequence of the same length replaces the gradients, None keeps them. The one loop over
+    grad_fn hooks (Function nodes and op nodes)."""
+    for fn in list(hooks.values()):
+        r = call(fn, grads)
+        if r is not None:
+            if not isinstance(r, (tuple, list)) or len(r) != len(grads):
+                raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has returned an "
+                                   f"incorrect number of values (got "
+                                   f"{len(r) if isinstance(r, (tuple, list)) else 1}, but "
+                                   f"expected {len(grads)})")
+            grads = [g if g is None or o is None else _check_hook_result(g, o, fn)
+                     for g, o in zip(r, grads)]
+    return grads
+
+
+def node_hook_grads(node, side, pos, grads):
+    """Node's pre- (side "pre": grads of its outputs, None where none came) or post-hooks
+    (side "post": the gradients it gives its inputs at positions pos, None where none) on
+    PyTorch-convention Tensors; returns the gradients, replaced where a hook did. The
+    pre-hooks' result is kept on the node for its post-hooks' grad_outputs."""
+    x = node.x
+    if side == "pre":
+        grads = run_node_hooks(x.pre, list(grads), lambda fn, g: fn(tuple(g))) if x.pre \
+            else list(grads)
+        x.gout = tuple(grads) if x.post else None
+        return grads
+    full = [None] * node.info.n_in
+    for i, g in zip(pos, grads):
+        full[i] = g
+    gout, x.gout = x.gout or (), None
+    if x.post:
+        full = run_node_hooks(x.post, full, lambda fn, g: fn(tuple(g), gout))
+    return [full[i] for i in pos]
+
+
+def _nhook_jvp(primals, tangents, **params):
+    outs = node_hook_p.bind(*primals, **params)
+    if all(type(t) is Zero for t in tangents):
+        return outs, list(tangents)
+    return outs, list(node_hook_p.bind(*[instantiate(t) for t in tangents], **params))
+
+
+def _nhook_transpose(cts, *args, **params):
+    present = tuple(type(c) is not Zero for c in cts)
+    return list(node_hook_call_p.bind(*[instantiate(c) for c in cts], present=present,
+                                      **params))
+
+
+def _nhook_call_impl(xp, *cts, slot, side, pos, present):
+    run = _current_run()
+    wrap = run.wrap
+    grads = [torch_convention(wrap(c)) if p else None for c, p in zip(cts, present)]
+    new = node_hook_grads(run.fn_nodes[slot], side, pos, grads)
+    return [c if g is None else torch_convention(g)._data for c, g in zip(cts, new)]
+
+
+# params: slot (the node in the run context's fn_nodes), side ("pre" | "post"), pos (the
+# node's input positions of a "post" identity's values)
+node_hook_p = defprim("facade_node_hook", lambda xp, *xs, **p: list(xs), _bhook_abstract,
+                      multiple_results=True, jvp=_nhook_jvp, transpose=_nhook_transpose,
+                      memo=False)
+node_hook_call_p = defprim("node_hook_call", _nhook_call_impl, _bhook_abstract,
+                           multiple_results=True, effectful=True, memo=False)

@@ -29,7 +29,8 @@ from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
 from . import grad_mode
 from .lower import analyze
-from .node import OpInfo, Step, _seq, edge_of, node_class, user_frame
+from .plumbing import FREED_MSG
+from .node import SAVED_ACCESS, OpInfo, Step, _seq, edge_of, node_class, user_frame
 from .tensor_info import TensorInfo   # (the base of Tensor, which sits above this module)
 
 GS = grad_mode.STATE
@@ -103,13 +104,34 @@ class Packed:
 def pack_saved(v, t):
     """v (an array about to be saved; t the Tensor holding it, or None) through the
     innermost pack hook: a Packed, or v when no hook is in effect."""
-    stack = SAVED_HOOKS.stack
-    pack, unpack = stack[-1]
-    SAVED_HOOKS.stack = []          # what the hook computes saves its values plainly
+    pack, unpack = SAVED_HOOKS.stack[-1]
+    return pack_with(pack, unpack, v, t)
+
+
+PACK_INPLACE_MSG = (
+    "A saved tensor pack hook is modifying its input in place. Tensors provided as input to "
+    "pack hook can not be modified by in-place operations as this can lead to unexpected "
+    "side-effects. Please open an issue if you need to perform in-place operations on the "
+    "input to a pack hook.")
+
+
+def pack_with(pack, unpack, v, t):
+    """v (an array; t the Tensor holding it, or None) packed by `pack`, called as torch
+    calls it: with grad mode off, no saved-tensor hooks in effect (what it computes saves
+    its values plainly), and refusing a hook that modifies its input in place."""
+    stack, enabled = SAVED_HOOKS.stack, GS.enabled
+    SAVED_HOOKS.stack, GS.enabled = [], False
     try:
-        obj = pack(t if t is not None else SAVED_HOOKS.wrap(v))
+        t = t if t is not None else SAVED_HOOKS.wrap(v)
+        vc = t._vc
+        if vc is None:
+            vc = t._vc = VersionCounter()
+        before = vc.v
+        obj = pack(t)
+        if vc.v != before:
+            raise RuntimeError(PACK_INPLACE_MSG)
     finally:
-        SAVED_HOOKS.stack = stack
+        SAVED_HOOKS.stack, GS.enabled = stack, enabled
     return Packed(obj, unpack, (v.shape, v.dtype))
 
 
@@ -131,6 +153,110 @@ def saved_value(n, s):
     """Node n's saved value at slot s, unpacked when a hook packed it."""
     v = n.vals[s]
     return unpack_saved(v) if type(v) is Packed else v
+
+
+# ---------------------------------------------------------------------------
+# saved values by torch's names: grad_fn._saved_self, grad_fn._raw_saved_result, ...
+
+# the names of an op's tensor arguments where they are not ("self",) or ("self", "other")
+_ARG_NAMES = {
+    "PowBackward1": ("self", "exponent"),
+    "MmBackward0": ("self", "mat2"),
+    "BmmBackward0": ("self", "mat2"),
+    "AddmmBackward0": ("self", "mat1", "mat2"),
+    "AddcmulBackward0": ("self", "tensor1", "tensor2"),
+    "AddcdivBackward0": ("self", "tensor1", "tensor2"),
+    "WhereBackward0": ("condition", "self", "other"),
+    "LerpBackward1": ("self", "end", "weight"),
+}
+
+
+def saved_slot(info, name):
+    """The slot of node values torch calls `name` (self, other, result, result0, ...), if
+    the op's backward reads it (lower.analyze decided what the op keeps); else None."""
+    names = _ARG_NAMES.get(info.name) or {1: ("self",), 2: ("self", "other")}.get(info.n_in, ())
+    if name in names:
+        s = names.index(name)
+    elif name == "result" and len(info.out_slots) == 1:
+        s = info.out_slots[0]
+    elif name.startswith("result") and name[6:].isdigit() and \
+            int(name[6:]) < len(info.out_slots) > 1:
+        s = info.out_slots[int(name[6:])]
+    else:
+        return None
+    return s if s in info.held_set else None
+
+
+def _saved_attr(node, name):
+    raw = name.startswith("_raw_saved_")
+    info = node.info
+    s = saved_slot(info, name[11:] if raw else name[7:]) if info is not None and \
+        info.kind == "prim" else None
+    if s is None:
+        raise AttributeError(f"'{type(node).__name__}' object has no attribute '{name}'")
+    if node.vals is None:
+        raise RuntimeError(FREED_MSG)
+    if raw:
+        st = object.__new__(SavedTensor)
+        st._node, st._slot = node, s
+        return st
+    return saved_tensor(node, s)
+
+
+SAVED_ACCESS.get = _saved_attr
+
+
+def saved_tensor(node, s):
+    """Node's saved value at slot s as torch's SavedVariable unpacks it: the leaf itself for
+    a leaf input saved as is; else a Tensor of the value (the unpack hook's, for a packed
+    one) with the original's place in the graph (its grad_fn and output index) and, when not
+    packed, the original's version counter."""
+    v = node.vals[s]
+    if v is None:
+        raise RuntimeError(FREED_MSG)
+    info = node.info
+    packed = type(v) is Packed
+    e = node.edges[s] if s < info.n_in else (node, info.out_slots.index(s))
+    if e is not None and e[0].info is None and not packed:
+        leaf = e[0].variable
+        if leaf is not None:
+            return leaf
+    t = SAVED_HOOKS.wrap(unpack_saved(v) if packed else v)
+    if e is not None and e[0].info is not None:
+        t._grad_fn, t._out_nr, t._requires_grad = e[0], e[1], True
+    if not packed:
+        for slot, vc, _ in node.vers:
+            if slot == s:
+                t._vc = vc
+    return t
+
+
+class SavedTensor:
+    """torch.autograd.SavedTensor: a value a node saved for backward
+    (grad_fn._raw_saved_self), on which pack/unpack hooks may be registered afterwards."""
+    __slots__ = ("_node", "_slot")
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("Trying to create a SavedTensor object from Python is forbidden.")
+
+    def register_hooks(self, pack_hook, unpack_hook):
+        """pack_hook(tensor) now, unpack_hook(packed) -> Tensor whenever backward (or
+        grad_fn._saved_*) reads the value."""
+        node, s = self._node, self._slot
+        if node.vals is None:
+            raise RuntimeError(FREED_MSG)
+        if type(node.vals[s]) is Packed:
+            raise RuntimeError("SavedTensor hooks have already been set on this saved tensor: "
+                               "register_hooks can be called once per saved tensor.")
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError("register_hooks expects two callables: pack_hook(tensor) and "
+                            "unpack_hook(packed)")
+        t = saved_tensor(node, s)
+        v = node.vals[s]
+        node.vals[s] = pack_with(pack_hook, unpack_hook, v, t)
+        # the hooks own a packed value: its version is no longer checked (torch's rule)
+        node.vers = tuple(e for e in node.vers if e[0] != s)
+        node.own_packs = True
 
 
 INFERENCE_SAVE_MSG = ("Inference tensors cannot be saved for backward. To work around you can "
@@ -308,6 +434,14 @@ class _ViewHistory:
 VIEW_HISTORY = _ViewHistory()
 
 
+INFERENCE_VIEW_REBASED_MSG = (
+    "A view was created in inference mode and its base or another view of its base has been "
+    "modified inplace in normal mode. Given that this use case is ambiguous and error-prone, "
+    "it is forbidden. You can clarify your code by moving both the view and the inplace either "
+    "both inside the inference_mode block (if you don't want the inplace to be tracked) or "
+    "both outside (if you want the inplace to be tracked).")
+
+
 def refresh_view(t):
     """False when t is a view whose base was rebased by an in-place op since it was taken
     and whose history could not be regenerated from the base's new one (an
@@ -316,6 +450,10 @@ def refresh_view(t):
     base = t._base
     if base._grad_fn is t.__dict__.get("_vfn", base._grad_fn):
         return True
+    if t.__dict__.get("_nograd_view") == "inference":
+        raise RuntimeError(INFERENCE_VIEW_REBASED_MSG)
+    if "_dtype_view" in t.__dict__:          # view_as_real/complex: not through as_strided
+        return False
     regenerate = VIEW_HISTORY.regenerate
     return regenerate is not None and regenerate(t)
 

@@ -411,3 +411,78 @@ def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 T.equal, T.allclose, T.isclose = equal, allclose, isclose
+
+
+# ---------------------------------------------------------------------------
+# median / nanmedian: the lower median (torch's), NaN-propagating or NaN-ignoring
+
+def _median_all_value(x, ignore_nan):
+    flat = fnp.sort(fnp.reshape(x, (-1,)))          # NaNs sort last
+    n = flat.shape[0]
+    nan = fnp.isnan(flat)
+    if ignore_nan:
+        count = fnp.sum(~nan)
+        k = fnp.maximum((count - 1) // 2, 0)
+        return fnp.take(flat, k)                    # all NaN: the NaN at 0
+    return fnp.where(fnp.any(nan), flat[n - 1], flat[(n - 1) // 2])
+
+
+@functools.partial(custom_jvp, nondiff_argnums=(1,))
+def _median_all_fn(x, ignore_nan):
+    """median() / nanmedian() of every element: the derivative is split evenly among the
+    elements equal to the result (NaN ones for a NaN result), as torch's
+    evenly_distribute_backward."""
+    return _median_all_value(x, ignore_nan)
+
+
+@_median_all_fn.defjvp
+def _median_all_jvp(ignore_nan, primals, tangents):
+    (x,), (t,) = primals, tangents
+    v = _median_all_fn(x, ignore_nan)
+    w = fnp.astype(fnp.equal(x, v) | (fnp.isnan(x) & fnp.isnan(v)), x.dtype)
+    return v, fnp.sum(fnp.where(w > 0, t, fnp.zeros_like(t))) / fnp.sum(w)
+
+
+def _median_dim_fn(x, axis, keepdims, ignore_nan):
+    """(values, indices) of the lower median along axis; the value is read at its index, so
+    the derivative goes to that element (torch's value_selecting_reduction_backward)."""
+    n = x.shape[axis]
+    order = fnp.argsort(x, axis=axis, stable=True)      # NaNs last
+    nan = fnp.isnan(x)
+    if ignore_nan:
+        k = fnp.maximum((fnp.sum(~nan, axis=axis, keepdims=True) - 1) // 2, 0)
+        idx = fnp.take_along_axis(order, fnp.astype(k, order.dtype), axis=axis)
+    else:
+        idx = fnp.take_along_axis(order, fnp.full(
+            tuple(1 if a == axis else s for a, s in enumerate(x.shape)), (n - 1) // 2,
+            order.dtype), axis=axis)
+        first_nan = fnp.argmax(nan, axis=axis, keepdims=True)
+        idx = fnp.where(fnp.any(nan, axis=axis, keepdims=True),
+                        fnp.astype(first_nan, idx.dtype), idx)
+    vals = fnp.take_along_axis(x, idx, axis=axis)
+    idx = fnp.astype(idx, np.int64)
+    if not keepdims:
+        vals, idx = fnp.squeeze(vals, axis), fnp.squeeze(idx, axis)
+    return vals, idx
+
+
+def _median(self, ignore_nan, dim=None, keepdim=False):
+    name = "nanmedian" if ignore_nan else "median"
+    if dim is None:
+        if self.numel() == 0:
+            return wrap(np.asarray(np.nan, self._data.dtype))
+        return apply_fn(("NanmedianBackward0" if ignore_nan else "MedianBackward0"),
+                        _median_all_fn, (self,), static(ignore_nan=ignore_nan))
+    axis = wrap_dim(dim, max(self.ndim, 1))
+    _check_nonempty(name, self, axis)
+    x = self if self.ndim else self.reshape(1)
+    v, i = apply_fn("NanmedianBackward1" if ignore_nan else "MedianBackward1",
+                    _median_dim_fn, (x,), static(axis=axis, keepdims=keepdim or not self.ndim,
+                                                 ignore_nan=ignore_nan))
+    if not self.ndim:
+        v, i = v.reshape(()), i.reshape(())
+    return MinMax(v, i)
+
+
+T.median = lambda self, dim=None, keepdim=False: _median(self, False, dim, keepdim)
+T.nanmedian = lambda self, dim=None, keepdim=False: _median(self, True, dim, keepdim)

@@ -366,8 +366,12 @@ def _unbind_fn(x, axis):
 
 def unbind(self, dim=0):
     dim %= self.ndim
-    return apply_fn("UnbindBackward0", _unbind_fn, (self,), static(axis=dim), view=True) \
-        if self.shape[dim] != 1 else (select(self, dim, 0),)
+    if self.shape[dim] != 1:
+        return apply_fn("UnbindBackward0", _unbind_fn, (self,), static(axis=dim), view=True)
+    out = select(self, dim, 0)
+    if out._base is not None:       # still one output of a multi-view op (torch's rule)
+        out.__dict__["_multi_view"] = ("UnbindBackward0", 0)
+    return (out,)
 
 
 def _split_fn(x, bounds, axis):
@@ -418,8 +422,41 @@ def tensor_split(self, indices_or_sections, dim=0):
                  for a, b in zip(cuts[:-1], cuts[1:]))
 
 
+def split_with_sizes(self, split_sizes, dim=0):
+    """torch.split_with_sizes: split into pieces of the given sizes (SplitWithSizesBackward0)."""
+    return split(self, list(split_sizes), dim)
+
+
+def _unsafe(outs):
+    """torch's unsafe_* splits: the pieces share self's storage but autograd does not treat
+    them as views of it (no multiple-views refusal, no CopySlices: an in-place op on a piece
+    is recorded on that piece alone, each piece with a version counter of its own, as
+    torch's unsafe variants do)."""
+    for o in outs:
+        o._base = None
+        o._vc = None
+        o.__dict__.pop("_multi_view", None)
+        o.__dict__.pop("_vfn", None)
+        o.__dict__.pop("_nograd_view", None)
+    return outs
+
+
+def unsafe_split(self, split_size, dim=0):
+    return _unsafe(split(self, split_size, dim))
+
+
+def unsafe_split_with_sizes(self, split_sizes, dim=0):
+    return _unsafe(split(self, list(split_sizes), dim))
+
+
+def unsafe_chunk(self, chunks, dim=0):
+    return _unsafe(chunk(self, chunks, dim))
+
+
 T.narrow, T.select, T.unbind, T.split, T.chunk = narrow, select, unbind, split, chunk
-T.tensor_split = tensor_split
+T.tensor_split, T.split_with_sizes = tensor_split, split_with_sizes
+T.unsafe_split, T.unsafe_split_with_sizes, T.unsafe_chunk = (unsafe_split,
+                                                              unsafe_split_with_sizes, unsafe_chunk)
 
 
 def _tril_fn(x, k):

@@ -123,6 +123,10 @@ class Tensor(TensorInfo):
     def requires_grad(self, flag):
         self.requires_grad_(flag)
 
+    @requires_grad.deleter
+    def requires_grad(self):
+        raise RuntimeError("requires_grad must be a bool")
+
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if self._grad_fn is not None:
             if not requires_grad:
@@ -300,15 +304,34 @@ class Tensor(TensorInfo):
     def data(self, value):
         if not isinstance(value, Tensor):
             raise TypeError("data must be a Tensor")
+        if self._requires_grad and value._data.dtype.kind not in "fc":
+            raise RuntimeError("data set to a tensor that requires gradients must be floating "
+                               "point or complex dtype")
         self._data = value._data
+
+    @data.deleter
+    def data(self):
+        raise RuntimeError("Deleting tensor data is not allowed. Delete tensor instead!")
+
+    @property
+    def volatile(self):
+        """Removed in torch (always False), with its warning."""
+        warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning,
+                      stacklevel=2)
+        return False
 
     def clone(self, memory_format: Any = None) -> Tensor:
         return _fn1("CloneBackward0", _copy, self)
 
     def contiguous(self, memory_format=None):
-        if isinstance(self._data, Tracer) or self._data.flags.c_contiguous:
+        if isinstance(self._data, Tracer) or self.is_contiguous(memory_format):
             return self
-        return self.clone()
+        out = self.clone()
+        axes = None if memory_format is None else memory_format.axes(out._data.ndim)
+        if axes is not None:            # channels_last: same values, the strides of its order
+            out._data = np.ascontiguousarray(out._data.transpose(axes)).transpose(
+                np.argsort(axes))
+        return out
 
     # ------------------------------------------------------------------ devices and dtypes
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
@@ -674,8 +697,9 @@ def apply_fn(name, fn, args, static=(), view=False):
         elif not view and _aliases(v, arrays):
             v = vals[s] = v.copy()       # only view ops may return storage of their inputs
         outs.append(wrap(v))
-    if view:
-        _mark_views(args, outs, name if comp.out_tree is not None else None, name)
+    if view and _mark_views(args, outs, name if comp.out_tree is not None else None,
+                            name) is False:
+        info = None                     # a view of an inference tensor: no history
     if info is not None:
         make_node(info, args, vals, outs)
     if comp.out_tree is None:
@@ -884,6 +908,12 @@ def _mark_views(args, outs, multi=None, name=None):
     one of them, or on a view of one (named after the op `name` that took it), cannot be
     recorded (inplace._inplace_on_view refuses it, as torch)."""
     base = args[0]
+    if base._flags & INFERENCE:
+        # a view of an inference tensor is an inference tensor without history that does
+        # not require grad, not tracked as a view (torch: it has no version counter)
+        for o in outs:
+            o._grad_fn, o._requires_grad, o._flags = None, False, INFERENCE
+        return False
     b = base._base if base._base is not None else base
     vc = vc_of(base)
     bd = base._data
@@ -898,6 +928,9 @@ def _mark_views(args, outs, multi=None, name=None):
                 o.__dict__["_vfn"] = b._grad_fn
                 if not GS.enabled:           # an in-place write with grad on is refused
                     o.__dict__["_nograd_view"] = True
+                    if GS.inference:         # torch: it requires grad as its base, a leaf
+                        o.__dict__["_nograd_view"] = "inference"
+                        o._requires_grad = True
                 if multi is not None:
                     o.__dict__["_multi_view"] = (multi, k)
                 elif "_multi_view" in base.__dict__:     # a view of such a view
@@ -906,6 +939,8 @@ def _mark_views(args, outs, multi=None, name=None):
                 if vc.views is None:
                     vc.views = []
                 vc.views.append(weakref.ref(o))
+                if multi is not None:        # refused too if what it receives requires grad
+                    o.__dict__["_multi_view"] = (multi, k)
 
 
 def _fn1(name, fn, x, **static):

@@ -42,7 +42,7 @@ class TensorInfo:
 
     @property
     def dtype(self) -> Any:
-        return self._data.dtype
+        return D.of(self._data.dtype)
 
     @property
     def device(self):
@@ -85,7 +85,11 @@ class TensorInfo:
         return self._data.dtype.kind == "c"
 
     def is_contiguous(self, memory_format=None):
-        return bool(self._data.flags.c_contiguous)
+        order = None if memory_format is None else memory_format.order
+        if order is None:
+            return bool(self._data.flags.c_contiguous)
+        return len(order) == self._data.ndim and bool(
+            np.transpose(self._data, order).flags.c_contiguous)
 
     def stride(self, dim=None):
         st = tuple(s // self._data.itemsize for s in self._data.strides)
@@ -242,6 +246,11 @@ def _format(t):
     elif t._requires_grad:
         extras.append("requires_grad=True")
     return prefix + body + "".join(", " + e for e in extras) + ")"
+
+
+def public_result_type(*operands):
+    """ft.result_type (torch.result_type): result_type as the facade's dtype."""
+    return D.of(result_type(*operands))
 
 
 def result_type(*operands):

@@ -6,6 +6,9 @@ import types as _types
 from .functions import (elu, gelu, leaky_relu, log_sigmoid, log_softmax, logsumexp,  # noqa: F401
                         one_hot, relu, relu6, sigmoid, silu, softmax, softplus, standardize,
                         swish)
+from .functions import (celu, dot_product_attention, glu, hard_sigmoid, hard_silu,  # noqa: F401
+                        hard_swish, hard_tanh, mish, selu, soft_sign, sparse_plus,
+                        sparse_sigmoid, squareplus)
 
 _SUBPACKAGES = ("functional", "init", "utils", "modules", "parallel", "parameter")
 

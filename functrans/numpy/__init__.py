@@ -25,6 +25,9 @@ from ._creation import (  # noqa: F401
     arange, copy, empty, empty_like, eye, from_dlpack, full, full_like, identity, linspace,
     ones, ones_like, tri, zeros, zeros_like)
 from ._creation import geomspace, logspace  # noqa: F401
+from ._creation import (  # noqa: F401
+    diag_indices, diag_indices_from, meshgrid, tril_indices, tril_indices_from, triu_indices,
+    triu_indices_from)
 from ._shapes import (  # noqa: F401
     append, atleast_3d, column_stack, diff, dsplit, hsplit, roll, rollaxis, rot90, row_stack,
     vsplit)
@@ -44,12 +47,18 @@ from ._reductions import (  # noqa: F401
     all, allclose, amax, amin, any, argmax, argmin, argsort, cumprod, cumsum, lexsort,
     logsumexp, max, mean, min, prod, sort, std, sum, var)
 from ._indexing import (  # noqa: F401
-    argwhere, nonzero, at, diag, diagonal, getitem, index_add, index_update, repeat, take, take_along_axis, trace,
+    argwhere, flatnonzero, nonzero, where, at, diag, diagonal, getitem, index_add, index_update, repeat, take, take_along_axis, trace,
     tril, triu)
 from ._linalg import dot, einsum, inner, linalg, matmul, outer, tensordot, vdot  # noqa: F401
-from ._linalg import cross, kron  # noqa: F401
+from ._linalg import cross, einsum_path, kron  # noqa: F401
 from ._fft import fft  # noqa: F401
 from ._calculus import c_, gradient, partition, r_, real_if_close  # noqa: F401
+from ._counting import (  # noqa: F401
+    bincount, histogram, histogram_bin_edges, interp, searchsorted, unique)
+from ._polynomial import convolve, correlate, polyfit, polyval  # noqa: F401
+from ._statistics import (  # noqa: F401
+    median, nanargmax, nanargmin, nanmax, nanmean, nanmedian, nanmin, nanpercentile, nanprod,
+    nanquantile, nanstd, nansum, nanvar, percentile, quantile)
 
 
 # ---------------------------------------------------------------------------

@@ -253,3 +253,89 @@ def tri(N, M=None, k=0, dtype=None):
 def copy(a):
     x = _as_operand(a)
     return _np.array(x, copy=True) if isinstance(x, _np.ndarray) else x
+
+
+# ---------------------------------------------------------------------------
+# coordinate grids and index sets
+
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    """Coordinate arrays from 1-D coordinate vectors: 'xy' (Cartesian: the first two axes
+    swapped) or 'ij' (matrix) indexing; sparse=True keeps them broadcastable instead of full."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: valid values for indexing are 'xy' and 'ij', got "
+                         f"{indexing!r}")
+    args = [_as_operand(x) for x in xi]
+    for i, x in enumerate(args):
+        if len(_shape(x)) != 1:
+            raise ValueError(f"meshgrid: arguments must be 1-D, got argument {i} of shape "
+                             f"{_shape(x)}")
+    sizes = [_shape(x)[0] for x in args]
+    if indexing == "xy" and len(args) >= 2:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for i, x in enumerate(args):
+        axis = (1 - i if i < 2 else i) if indexing == "xy" and len(args) >= 2 else i
+        shape = tuple(sizes[axis] if d == axis else 1 for d in range(len(args)))
+        x = sh.reshape(x, new_sizes=shape) if isinstance(x, Tracer) else x.reshape(shape)
+        out.append(x if sparse else broadcast_to(x, tuple(sizes)))
+    return out
+
+
+def _index_array(v):
+    """An index set as the default integer dtype (int32, int64 under jax_enable_x64)."""
+    return _np.asarray(v, _DEFAULT["i"])
+
+
+def tril_indices(n, k=0, m=None):
+    """The (row, column) indices of the lower triangle of an n x m matrix (below the k-th
+    diagonal, inclusive)."""
+    return tuple(_index_array(i) for i in _np.tril_indices(operator.index(n), operator.index(k),
+                                                           None if m is None else
+                                                           operator.index(m)))
+
+
+def triu_indices(n, k=0, m=None):
+    """The (row, column) indices of the upper triangle of an n x m matrix (from the k-th
+    diagonal up)."""
+    return tuple(_index_array(i) for i in _np.triu_indices(operator.index(n), operator.index(k),
+                                                           None if m is None else
+                                                           operator.index(m)))
+
+
+def _matrix_shape(arr, name):
+    shape = tuple(arr.shape) if hasattr(arr, "shape") else _shape(_as_operand(arr))
+    if len(shape) != 2:
+        raise ValueError(f"{name}: input array must be 2-D, got shape {shape}")
+    return shape
+
+
+def tril_indices_from(arr, k=0):
+    n, m = _matrix_shape(arr, "tril_indices_from")
+    return tril_indices(n, k, m)
+
+
+def triu_indices_from(arr, k=0):
+    n, m = _matrix_shape(arr, "triu_indices_from")
+    return triu_indices(n, k, m)
+
+
+def diag_indices(n, ndim=2):
+    """The indices of the main diagonal of an ndim-dimensional array of side n."""
+    n, ndim = operator.index(n), operator.index(ndim)
+    if n < 0:
+        raise ValueError(f"diag_indices: n argument must be non-negative, got {n}")
+    if ndim < 0:
+        raise ValueError(f"diag_indices: ndim argument must be non-negative, got {ndim}")
+    return (_index_array(_np.arange(n)),) * ndim
+
+
+def diag_indices_from(arr):
+    """diag_indices of a square array (all sides equal, at least 2-D)."""
+    shape = tuple(arr.shape) if hasattr(arr, "shape") else _shape(_as_operand(arr))
+    if len(shape) < 2:
+        raise ValueError(f"diag_indices_from: input array must be at least 2-d, got shape "
+                         f"{shape}")
+    if len(set(shape)) != 1:
+        raise ValueError(f"diag_indices_from: all dimensions of input must be of equal "
+                         f"length, got shape {shape}")
+    return diag_indices(shape[0], len(shape))

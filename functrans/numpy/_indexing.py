@@ -18,7 +18,8 @@ from ._shapes import broadcast_to, moveaxis, ndim, size, transpose
 from ._shapes import nonzero as _nonzero_concrete
 from ._creation import zeros
 from ._elementwise import (
-    _zero_like, clip, greater_equal, less, logical_and, multiply, remainder, where)
+    _zero_like, clip, greater_equal, less, logical_and, multiply, remainder)
+from ._elementwise import where as _where
 from ._reductions import argsort, sum
 
 
@@ -43,14 +44,14 @@ def tril(m, k=0):
     x = _as_operand(m)
     r, c = _shape(x)[-2:]
     mask = _np.tri(r, c, k, dtype=bool)
-    return where(mask, x, _zero_like(x))
+    return _where(mask, x, _zero_like(x))
 
 
 def triu(m, k=0):
     x = _as_operand(m)
     r, c = _shape(x)[-2:]
     mask = ~_np.tri(r, c, k - 1, dtype=bool)
-    return where(mask, x, _zero_like(x))
+    return _where(mask, x, _zero_like(x))
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
@@ -122,7 +123,7 @@ def take(a, indices, axis=None, mode=None, unique_indices=False, indices_are_sor
         return out
     valid = reshape(valid, (1,) * axis + _shape(idx) + (1,) * (ndim(x) - axis - 1))
     fill = _fill_value(x.dtype) if fill_value is None else _np.asarray(fill_value, x.dtype)
-    return where(valid, out, fill)
+    return _where(valid, out, fill)
 
 
 def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
@@ -156,7 +157,7 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     if isinstance(valid, _np.ndarray) and valid.all():
         return out
     fill = _fill_value(x.dtype) if fill_value is None else _np.asarray(fill_value, x.dtype)
-    return where(_broadcast_to_shape(valid, out_shape) if _shape(valid) != out_shape else valid,
+    return _where(_broadcast_to_shape(valid, out_shape) if _shape(valid) != out_shape else valid,
                  out, fill)
 
 
@@ -200,6 +201,23 @@ def nonzero(a, *, size=None, fill_value=None):
         fill = _broadcast_to_shape(_np.asarray(fills[d], idt), (size,))
         out.append(ew.select(valid, coord, fill) if size else coord)
     return tuple(reversed(out))
+
+
+def flatnonzero(a, *, size=None, fill_value=None):
+    """The indices of the nonzero elements of the flattened a; `size` and fill_value as in
+    nonzero."""
+    return nonzero(ravel(_as_operand(a)), size=size, fill_value=fill_value)[0]
+
+
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+    """Elementwise choice where(condition, x, y); the one-argument form is nonzero
+    (condition), which takes `size`/fill_value under tracing."""
+    if x is None and y is None:
+        return nonzero(condition, size=size, fill_value=fill_value)
+    if size is not None or fill_value is not None:
+        raise ValueError("where: size= and fill_value= go with the one-argument form "
+                         "where(condition) only")
+    return _where(condition, x, y)
 
 
 def argwhere(a, *, size=None, fill_value=None):

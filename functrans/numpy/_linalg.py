@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import builtins
 import functools
+import operator
 import string
 from collections import namedtuple
 
 import numpy as _np
+
+import opt_einsum
 
 from .. import core
 from ..core import Tracer
@@ -18,8 +21,8 @@ from ._promotion import (
     _as_operand, _broadcast_to_shape, _promote_float, _promote_same_dtype, _shape,
     broadcast_shapes, expand_dims, ravel, reshape, stack)
 from ._shapes import broadcast_arrays, moveaxis, ndim, swapaxes
-from ._elementwise import (absolute, conj, exp, greater, maximum, multiply, power, real, sqrt,
-                           subtract, where)
+from ._elementwise import (absolute, conj, divide, exp, greater, greater_equal, maximum,
+                           multiply, power, real, sqrt, subtract, where)
 from ._reductions import max, min, sum
 from ._indexing import diagonal
 
@@ -414,6 +417,85 @@ def pinv_tol(a, rtol, atol):
     return _pinv_core(_float_matrix(a, "pinv", square=False), float(rtol), float(atol))
 
 
+def einsum_path(subscripts, /, *operands, optimize="auto"):
+    """The contraction order einsum would follow, as opt_einsum plans it from the operands'
+    shapes: (path, info), path a list of operand-index tuples, as jax.numpy.einsum_path."""
+    if not isinstance(subscripts, str):
+        subscripts, operands = _sublist_subscripts((subscripts,) + operands)
+    shapes = [tuple(_shape(_as_operand(o))) for o in operands]
+    return opt_einsum.contract_path(subscripts, *shapes, shapes=True,
+                                    optimize="auto" if optimize is True else optimize)
+
+
+def _lstsq(a, b, rcond=None, *, numpy_resid=False):
+    """The least-squares solution x of a x = b (a 2-D, b 1-D or 2-D) through the thin SVD,
+    singular values below rcond * max(s) counted as zero (default eps * max(m, n)):
+    (x, residuals, rank, s). Residuals are |b - a x|² per column, always (as JAX, so that
+    the shape is static); numpy_resid=True gives NumPy's empty array when rank < n or
+    m <= n (concrete values only)."""
+    x = _promote_float(a)[0]
+    y = _promote_float(b)[0]
+    x, y = _promote_same_dtype([x, y])
+    if ndim(x) != 2:
+        raise TypeError(f"lstsq: {ndim(x)}-dimensional array given. Array must be "
+                        "two-dimensional")
+    if ndim(y) not in (1, 2):
+        raise TypeError(f"lstsq: {ndim(y)}-dimensional array given. Array must be one or "
+                        "two-dimensional")
+    m, n = _shape(x)
+    if _shape(y)[0] != m:
+        raise ValueError(f"lstsq: leading dimensions of input arrays must match, got shapes "
+                         f"{_shape(x)} and {_shape(y)}")
+    vector = ndim(y) == 1
+    if vector:
+        y = expand_dims(y, 1)
+    rdt = _np.dtype(real(x).dtype)
+    if rcond is None:
+        rcond = _np.finfo(rdt).eps * builtins.max(m, n)
+    u, s, vh = la.svd(x)
+    keep = greater_equal(s, multiply(_np.asarray(rcond, rdt), max(s)))
+    rank = sum(keep)
+    s_inv = where(keep, divide(_np.ones((), rdt), where(keep, s, _np.ones((), rdt))),
+                  _np.zeros((), rdt))
+    uty = matmul(swapaxes(conj(u), 0, 1), y)
+    sol = matmul(swapaxes(conj(vh), 0, 1), multiply(expand_dims(s_inv, 1), uty))
+    resid = sum(_abs2(subtract(y, matmul(x, sol))), axis=0)
+    if numpy_resid:
+        r = core.to_concrete(rank)
+        if r is None:
+            raise core.ConcretizationTypeError(
+                "lstsq: numpy_resid=True needs a concrete rank (the residuals' shape depends "
+                "on it); leave numpy_resid=False under jit or vmap")
+        if int(r) < n or m <= n:
+            resid = _np.zeros((0,), rdt)
+    return (ravel(sol) if vector else sol), resid, rank, s
+
+
+def _matrix_power(a, n):
+    """a multiplied by itself n times (an integer; 0 gives the identity, a negative n the
+    inverse's power), by repeated squaring."""
+    x = _as_operand(a)
+    if ndim(x) < 2 or _shape(x)[-1] != _shape(x)[-2]:
+        raise ValueError(f"matrix_power: the last 2 dimensions of the array must be square, "
+                         f"got shape {_shape(x)}")
+    try:
+        n = operator.index(n)
+    except TypeError as e:
+        raise TypeError(f"matrix_power: exponent must be an integer, got {n!r}") from e
+    if n == 0:
+        return _eye(_shape(x)[-1], x.dtype, _shape(x)[:-2])
+    if n < 0:
+        x, n = _inv(x), -n
+    result, power_ = None, x
+    while n:
+        if n & 1:
+            result = power_ if result is None else matmul(result, power_)
+        n >>= 1
+        if n:
+            power_ = matmul(power_, power_)
+    return result
+
+
 class linalg:  # noqa: N801  (a namespace, as jax.numpy.linalg)
     @staticmethod
     def norm(x, ord=None, axis=None, keepdims=False):
@@ -461,5 +543,7 @@ class linalg:  # noqa: N801  (a namespace, as jax.numpy.linalg)
     eigvalsh = staticmethod(_eigvalsh)
     eig = staticmethod(_eig)
     pinv = staticmethod(_pinv)
+    lstsq = staticmethod(_lstsq)
+    matrix_power = staticmethod(_matrix_power)
     eigvals = staticmethod(_eigvals)
     LinAlgError = _np.linalg.LinAlgError

@@ -84,6 +84,8 @@ class _Writer:
         return True
 
     def tuple(self, items, where, depth):
+        if len(items) > 3:                  # TUPLE takes the items above a MARK; 0-3: own ops
+            self.out += _OPS["mark"]
         for i, v in enumerate(items):
             self.obj(v, f"{where}[{i}]", depth)
         self.out += {0: b")", 1: b"\x85", 2: b"\x86", 3: b"\x87"}.get(len(items), b"t")
@@ -118,8 +120,6 @@ class _Writer:
             self.tuple(tuple(obj), where, depth + 1)
             self.out += b"\x85" + _OPS["reduce"]
         elif isinstance(obj, tuple):
-            if len(obj) > 3:
-                self.out += _OPS["mark"]
             self.tuple(obj, where, depth + 1)
         elif isinstance(obj, list):
             self.out += b"]"

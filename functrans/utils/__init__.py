@@ -1,3 +1,4 @@
-"""ft.utils: torch.utils's data loading (`ft.utils.data`) and activation checkpointing
-(`ft.utils.checkpoint`)."""
-from . import checkpoint, data  # noqa: F401
+"""ft.utils: torch.utils's data loading (`ft.utils.data`), activation checkpointing
+(`ft.utils.checkpoint`) and `model_zoo` (whose download functrans refuses, saying how to load a
+downloaded file instead)."""
+from . import checkpoint, data, model_zoo  # noqa: F401

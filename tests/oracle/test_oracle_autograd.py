@@ -398,8 +398,8 @@ def checkpoint_modes(lib, x):
         if reentrant:
             name = y.grad_fn.name()
         y.sum().backward()
-        # torch's non-re-entrant output keeps fn's own nodes (MulBackward0); functrans's is
-        # one CheckpointFunctionBackward in both modes (ft.utils.checkpoint's docstring)
+        # the non-re-entrant output keeps fn's own nodes (MulBackward0), the re-entrant one
+        # is one CheckpointFunctionBackward
         out += [y if reentrant else y.detach(), x.grad.clone(), w.grad.clone()]
     seq = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.Tanh(), lib.nn.Linear(4, 3),
                             lib.nn.Sigmoid()).double()
@@ -453,6 +453,80 @@ def checkpoint_early_stop(lib, x):
         with ck.set_checkpoint_early_stop(stop):
             y = ck.checkpoint(lambda a: a.sin().cos() * 2, x, use_reentrant=False)
             out += [y.detach(), lib.autograd.grad(y.sum(), x)[0]]
+    return out
+
+
+def checkpoint_non_reentrant(lib, x):
+    """torch's non-re-entrant checkpoint (saved-tensor hooks): fn's own nodes on its output,
+    dicts in and out, an input that requires no grad, a hook on a parameter used inside and
+    outside fired once, the object a Function inside saved given back itself, and a
+    Function's saved tensors unpacked once per backward."""
+    ck = _ckpt(lib)
+    w = lib.tensor(np.linspace(-1, 1, 9).reshape(3, 3), requires_grad=True)
+    count = [0]
+    w.register_hook(lambda g: count.__setitem__(0, count[0] + 1))
+    h = x @ w
+
+    def f(d):
+        return {"out": (d["a"] @ w).tanh() * d["b"]}
+    y = ck.checkpoint(f, {"a": h, "b": lib.tensor(2.0, dtype=x.dtype)}, use_reentrant=False)
+    names = [y["out"].grad_fn.name(), y["out"].grad_fn.next_functions[0][0].name()]
+    y["out"].sum().backward()
+    seen = []
+
+    class Save(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            seen.append(b is const)
+            try:
+                ctx.saved_tensors
+            except RuntimeError as e:
+                seen.append(str(e)[:60])
+            return g * b, None
+    a = lib.tensor([1.0, 2.0], dtype=x.dtype, requires_grad=True)
+    const = lib.tensor([3.0, 4.0], dtype=x.dtype)
+    ck.checkpoint(lambda p, q: Save.apply(p.sin(), q), a, const,
+                  use_reentrant=False).sum().backward()
+    return [names, y["out"].detach(), w.grad, x.grad, count[0], seen, a.grad]
+
+
+def checkpoint_recompute_counts(lib, x):
+    """When the non-re-entrant checkpoint recomputes: once per backward, every time a saved
+    value is read outside a backward (grad_fn._saved_result), and only up to the last saved
+    value with early stop (set_checkpoint_early_stop, read when checkpoint is called)."""
+    ck = _ckpt(lib)
+    count = [0]
+
+    def f(a):
+        count[0] += 1
+        return a.sin().cos().clone()
+
+    def g(a):
+        count[0] += 1
+        return (a * a).exp()
+    out = []
+    for stop in (True, False):
+        count[0] = 0
+        with ck.set_checkpoint_early_stop(stop):
+            y = ck.checkpoint(f, x, use_reentrant=False)
+        y.sum().backward()
+        out += [count[0], x.grad.clone()]
+    count[0] = 0
+    y = ck.checkpoint(g, x, use_reentrant=False)
+    r1 = y.grad_fn._saved_result
+    r2 = y.grad_fn._saved_result
+    y.sum().backward()
+    out += [count[0], r1, r2]
+    try:
+        y.grad_fn._saved_result
+    except RuntimeError as e:
+        out.append(str(e)[:80])
     return out
 
 
@@ -717,6 +791,38 @@ def hooks_function_node(lib, x):
     return [log, a.grad]
 
 
+def hooks_op_node(lib, x):
+    """Pre- and post-hooks on op nodes' grad_fn (MulBackward0, a two-output
+    VarMeanBackward0): after the outputs' tensor hooks, pre-hooks see and may replace the
+    output gradients (None for an output none reached), post-hooks see (grad_inputs,
+    grad_outputs) and may replace grad_inputs; a removed handle stops its hook. Run three
+    times: the first-sight schedule, then the derived program."""
+    out = []
+    for _ in range(3):
+        log = []
+        a = leaf(lib, V[:2])
+        m = lib.tensor([[1.0, 2.0], [4.0, -1.0]], requires_grad=True)
+        b = a * 2
+        c = b * a
+        b.register_hook(lambda g: (log.append(("tensor", g.tolist())), g * 3)[1])
+        b.grad_fn.register_prehook(lambda go: (log.append(("pre", go[0].tolist())),
+                                               (go[0] * 2,))[1])
+        h = b.grad_fn.register_prehook(lambda go: log.append("removed"))
+        b.grad_fn.register_hook(lambda gi, go: (log.append(("post", gi[0].tolist(),
+                                                            go[0].tolist())),
+                                                (gi[0] + 1, gi[1]))[1])
+        c.grad_fn.register_hook(lambda gi, go: log.append(("post c", len(gi))))
+        h.remove()
+        var, mean = lib.var_mean(m, dim=0)
+        log_vm = []             # (its own list: the order across independent branches is
+        #                         the schedule's, autograd:hooks:order_repeated)
+        mean.grad_fn.register_prehook(lambda go: (log_vm.append(("pre vm", go[1] is None)),
+                                                  (go[0] * 2, go[1]))[1])
+        (c.sum() + var.sum()).backward()
+        out.append([log, log_vm, a.grad, m.grad])
+    return out
+
+
 def legacy_constructors(lib, x):
     """torch's legacy API that test code still uses: the typed tensor classes (data or a
     size; isinstance by dtype), Tensor.new, autograd.Variable (a detached leaf alias of its
@@ -741,6 +847,108 @@ def legacy_constructors(lib, x):
     return [a, a.dtype, b.shape, b.dtype, m, flags, v.dtype, v.requires_grad,
             w.requires_grad, w.is_leaf, w.detach(), x.new([1, 2]), x.new(3).shape, sel.detach(),
             x.grad, inside, lib.autograd.is_multithreading_enabled(), nog]
+
+
+def gradient_edges_as_outputs(lib, x):
+    """A GradientEdge as the output of autograd.grad (its gradient given, or ones for a
+    scalar) and as an input of backward (no .grad to fill; the others' as usual); torch's
+    errors for a wrong grad_outputs shape and a complex one."""
+    g = lib.autograd.graph
+    tmp = x.sin().cos().sum()
+    out = tmp.exp().sin()
+    edge = g.get_gradient_edge(tmp)
+    tg, = lib.autograd.grad(out, (edge,), retain_graph=True)
+    xg, = lib.autograd.grad(edge, (x,), grad_outputs=(tg,), retain_graph=True)
+    xs, = lib.autograd.grad(edge, (x,), retain_graph=True)
+    errors = []
+    for go in (lib.ones(3, dtype=x.dtype), lib.ones((), dtype=lib.complex128)):
+        try:
+            lib.autograd.grad(edge, (x,), grad_outputs=go, retain_graph=True)
+        except RuntimeError as e:
+            errors.append(str(e).split(":")[0])
+    y = x.clone()
+    lib.autograd.backward(out, inputs=(edge, y), retain_graph=True)
+    lib.autograd.backward(out, inputs=(g.get_gradient_edge(x),))
+    return [tg, xg, xs, errors, y.grad, x.grad]
+
+
+def function_multi_output_view_inplace(lib, x):
+    """An in-place op on an output of a custom Function that returns several outputs, one
+    of them a view of an input: torch's error for views of multi-output functions."""
+    class IdTwo(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a.view_as(a), a + b
+
+        @staticmethod
+        def backward(ctx, ga, gab):
+            return ga + gab, gab
+    a = x.clone()
+    v, _ = IdTwo.apply(a, x * 2)
+    v.mul_(2)
+
+
+def hooks_over_gone_leaves_and_views(lib, x):
+    """Hooks fire when every leaf below them is gone (a temporary leaf: torch's
+    AccumulateGrad keeps it, functrans's refers to it weakly), on tensors and on grad_fn
+    nodes; a hook registered on a view before an in-place op on it never fires (the view's
+    old node is bypassed), one registered after does."""
+    log = []
+    b = lib.tensor([1.0, 2.0], requires_grad=True).clone()
+    c = b.clone()
+    b.register_hook(lambda g: log.append(("b", g.tolist())))
+    b.grad_fn.register_hook(lambda gi, go: log.append(("node", go[0].tolist())))
+    (c * 3).sum().backward(retain_graph=True)
+    base = lib.tensor([1.0], requires_grad=True).clone()
+    view, view2 = base[:], base[:]
+    view.register_hook(lambda g: log.append("view, before"))
+    view2.register_hook(lambda g: log.append("view2, before"))
+    view.mul_(2)
+    view2.grad_fn
+    view2.register_hook(lambda g: log.append(("view2, after", g.tolist())))
+    (view + view2).sum().backward()
+    return log
+
+
+def unsafe_splits(lib, x):
+    """split_with_sizes refuses in-place ops on its pieces (multiple views); the unsafe
+    variants (unsafe_split, unsafe_split_with_sizes, unsafe_chunk) allow them, recorded on
+    the piece alone: values, the leaf's gradient, versions."""
+    out = []
+    for f in (lambda t: t.unsafe_split(1), lambda t: t.unsafe_split_with_sizes((1, 1)),
+              lambda t: t.unsafe_chunk(2), lambda t: lib.unsafe_split(t, 1)):
+        a = x.detach().clone().requires_grad_()
+        b = a * 2
+        s1, s2 = f(b)
+        s1.mul_(s2)
+        (s1 * 3).sum().backward()
+        out += [s1, a.grad, s1._version, s2._version, b._version]
+    p1, p2 = (x * 1).split_with_sizes((1, 1))
+    try:
+        p1.mul_(2)
+    except RuntimeError as e:
+        out.append(str(e)[:60])
+    return out
+
+
+def grad_fn_called(lib, x):
+    """A grad_fn called on gradients of its outputs gives its inputs' gradients (None for a
+    constant input) and keeps its saved values; torch's TypeError for a wrong count."""
+    a = x.detach().clone().requires_grad_()
+    w = lib.tensor(np.linspace(-1, 1, 6).reshape(2, 3), dtype=x.dtype, requires_grad=True)
+    y = a ** 2
+    z = a * w
+    c = a * 3.0
+    g = lib.ones_like(y)
+    res = [y.grad_fn(g), *z.grad_fn(g * 2), *c.grad_fn(g), y.grad_fn(g)]
+    # (differentiable where a saved value requires grad: the history's node names are the
+    # engine's, compared elsewhere)
+    out = [None if r is None else (r.detach(), r.requires_grad) for r in res]
+    try:
+        y.grad_fn(g, g)
+    except TypeError as e:
+        out.append(type(e).__name__)
+    return out
 
 
 def grad_to_gradient_edges(lib, x):
@@ -2785,6 +2993,8 @@ TABLE = {
     "gradgradcheck:fail": (gradgradcheck_fail, [X], {"error": "Jacobian mismatch"}),
     "checkpoint:kwargs_tensor": (checkpoint_kwargs_tensor, [X], {"backward": False}),
     "checkpoint:early_stop": (checkpoint_early_stop, [X], {"backward": False}),
+    "checkpoint:non_reentrant": (checkpoint_non_reentrant, [X], {"backward": False}),
+    "checkpoint:recompute_counts": (checkpoint_recompute_counts, [X], {"backward": False}),
     "checkpoint:double_backward": (checkpoint_double_backward, [X], {"backward": False}),
     "hooks:accumulate_grad_node": (hooks_accumulate_grad_node, [X], {"backward": False}),
     "graph:dies_with_its_output": (graph_dies_with_its_output, [X], {"backward": False}),
@@ -2792,9 +3002,19 @@ TABLE = {
     "gradcheck:func_in_grad_mode": (gradcheck_func_in_grad_mode, [X], {"backward": False}),
     "saved_hooks:own_their_values": (saved_hooks_own_their_values, [X], {"backward": False}),
     "hooks:function_node": (hooks_function_node, [X], {"backward": False}),
+    "hooks:op_node": (hooks_op_node, [X], {"backward": False}),
+    "graph:grad_fn_called": (grad_fn_called, [X], {"backward": False}),
+    "view:unsafe_splits": (unsafe_splits, [X], {"backward": False}),
+    "hooks:gone_leaves_and_views": (hooks_over_gone_leaves_and_views, [X],
+                                    {"backward": False}),
     "legacy:constructors": (legacy_constructors, [X], {"backward": False}),
     "hooks:multi_grad_any_nested": (multi_grad_hook_nested_backward, [X], {"backward": False}),
     "grad:to_gradient_edges": (grad_to_gradient_edges, [X], {"backward": False}),
+    "grad:gradient_edges_as_outputs": (gradient_edges_as_outputs, [X], {"backward": False}),
+    "function:multi_output_view_inplace": (
+        function_multi_output_view_inplace, [X],
+        {"error": "Output 0 of IdTwo is a view and is being modified inplace. This view is the "
+                  "output of a function that returns multiple views."}),
     "grad:to_gradient_edge_materialize": (grad_to_gradient_edge_materialize, [X],
                                           {"error": "materialize_grads cannot be used when "
                                                     "the given input is a GradientEdge"}),

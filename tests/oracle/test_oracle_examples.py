@@ -2,7 +2,8 @@
 PyTorch: `torch.distributions` (reinforce/actor_critic's Categorical, VAEs' Normal, ...),
 `nn.utils.rnn` packing with packed input to the recurrent layers (word_language_model-style
 programs), weight and spectral normalization, `cdist`, `finfo`/`iinfo`, and small versions
-of the dcgan and vae models trained a few steps from the same weights.
+of the dcgan and vae models trained a few steps from the same weights; and names the
+examples import (diag, bitwise functions, PReLU, padding layers, EmbeddingBag).
 
 Each case `examples:<topic>:<variant>` runs through `oracle.case`. Sampling draws from each
 library's own generator, so samples are compared by shape, dtype and statistics; densities,
@@ -478,6 +479,103 @@ def _remove_norms(L):
 
 add("examples:remove_norms", lambda: compare(_remove_norms(ft), _remove_norms(torch), "remove"))
 
+
+# ---------------------------------------------------------------------------------------
+# names PyTorch's examples import: diag and its kin, bitwise functions, PReLU, the padding
+# layers, EmbeddingBag (values, grad_fn names and gradients against torch)
+
+for _v, _args in (("vector", (randn(4),)), ("vector:above", (randn(3), 2)),
+                  ("vector:below", (randn(3), -1)), ("matrix", (randn(3, 4),)),
+                  ("matrix:above", (randn(3, 4), 1)), ("matrix:below", (randn(4, 3), -2))):
+    add(f"examples:diag:{_v}", lambda a=_args: facade(
+        lambda L, x: L.diag(x, *a[1:]), a[0]))
+for _v, _args in (("default", (0, -2, -1)), ("offset", (1, 0, 2)), ("swapped", (-1, 2, 0)),
+                  ("middle", (2, 1, -1))):
+    add(f"examples:diag_embed:{_v}", lambda a=_args: facade(
+        lambda L, x: L.diag_embed(x, *a), randn(2, 3)))
+add("examples:diagflat", lambda: facade(lambda L, x: (L.diagflat(x), x.diagflat(-1)),
+                                        randn(2, 2)))
+add("examples:diag:3d", lambda: facade(lambda L, x: L.diag(x), randn(2, 2, 2),
+                                       error=r"diag\(\): Supports 1D or 2D tensors\. Got 3D"))
+add("examples:diag:inf", lambda: facade(lambda L: L.diag(L.tensor([1.0, float("inf")]))))
+add("examples:bitwise", lambda: facade(lambda L: [
+    L.bitwise_and(L.tensor([12, 10]), L.tensor([10, 3])), L.bitwise_or(L.tensor([12]), 3),
+    L.bitwise_xor(L.tensor([True, False]), L.tensor([True, True])),
+    L.bitwise_not(L.tensor([5, -1])), L.tensor([6]).bitwise_and(3),
+    L.tensor([6]).bitwise_xor(L.tensor([5]))]))
+add("examples:bitwise:float", lambda: facade(lambda L: L.bitwise_and(L.ones(2), L.ones(2)),
+                                             error=r"bitwise_and_cpu.*not implemented for "
+                                             r"'Float'"))
+
+
+def _prelu(L, x, n):
+    L.manual_seed(0)
+    m = L.nn.PReLU(n).double()
+    with L.no_grad():
+        m.weight.copy_(L.arange(n, dtype=L.float64) * 0.1 + 0.2)
+    y = m(x)
+    y.backward(L.ones_like(y))
+    return y, m.weight.grad, repr(m), L.nn.functional.prelu(x, m.weight)
+
+
+_X = randn(2, 3, 4)
+_X[0, 0, 0] = 0.0                       # the kink: x > 0 takes the identity branch
+add("examples:prelu:shared", lambda: facade(lambda L, x: _prelu(L, x, 1), _X))
+add("examples:prelu:channels", lambda: facade(lambda L, x: _prelu(L, x, 3), _X))
+add("examples:prelu:mismatch", lambda: facade(lambda L, x: _prelu(L, x, 2), _X,
+                                              error=r"Mismatch of parameter numbers and input "
+                                              r"channel size"))
+
+_PADS = {"Reflection": (), "Replication": (), "Circular": (), "Constant": (1.5,), "Zero": ()}
+for _kind, _extra in _PADS.items():
+    for _n in (1, 2, 3):
+        for _pad in (2, tuple(range(1, 2 * _n + 1))):
+            _tag = "int" if isinstance(_pad, int) else "tuple"
+            add(f"examples:pad:{_kind}{_n}d:{_tag}", lambda k=_kind, n=_n, p=_pad, e=_extra:
+                facade(lambda L, x: (lambda m: (m(x), repr(m)))(
+                    getattr(L.nn, f"{k}Pad{n}d")(p, *e)), randn(*(2, 3, 6, 7, 8)[:n + 2])))
+
+
+def _bag(L, w, psw, mode, layout, pad):
+    idx = L.tensor([1, 2, 4, 5, 4, 3, 2])
+    kw = dict(mode=mode, padding_idx=pad)
+    if layout == "2d":
+        idx, kw["offsets"] = idx[:6].reshape(2, 3), None
+        psw = psw[:6].reshape(2, 3)
+    elif layout == "offsets":
+        kw["offsets"] = L.tensor([0, 2, 2, 5])      # an empty bag gives zeros
+    else:
+        kw.update(offsets=L.tensor([0, 2, 2, 5, 7]), include_last_offset=True)
+    return L.nn.functional.embedding_bag(idx, w, per_sample_weights=psw if mode == "sum"
+                                         else None, **kw)
+
+
+for _mode in ("sum", "mean", "max"):
+    for _layout in ("2d", "offsets", "last_offset"):
+        for _pad in (None, 4):
+            add(f"examples:embedding_bag:{_mode}:{_layout}:{'pad' if _pad else 'nopad'}",
+                lambda m=_mode, lay=_layout, p=_pad: facade(
+                    lambda L, w, s: _bag(L, w, s, m, lay, p), randn(6, 3), randn(7, seed=3)))
+
+
+def _bag_module(L):
+    L.manual_seed(0)
+    m = L.nn.EmbeddingBag(10, 3, mode="sum", padding_idx=2).double()
+    with L.no_grad():
+        m.weight.copy_(L.arange(30, dtype=L.float64).reshape(10, 3) / 7)
+    y = m(L.tensor([1, 2, 3, 9]), L.tensor([0, 3]))
+    y.sum().backward()
+    return y, m.weight.grad, repr(m), repr(L.nn.EmbeddingBag(5, 2))
+
+
+add("examples:embedding_bag:module", lambda: facade(_bag_module))
+add("examples:embedding_bag:no_indices", lambda: facade(lambda L, w: [
+    L.nn.functional.embedding_bag(L.tensor([], dtype=L.int64), w, L.tensor([0, 0]), mode=m)
+    for m in ("sum", "mean", "max")], randn(4, 3)))
+add("examples:embedding_bag:psw_mode", lambda: facade(
+    lambda L, w, s: L.nn.functional.embedding_bag(L.tensor([[1, 2]]), w, mode="mean",
+                                                  per_sample_weights=s), randn(4, 2),
+    randn(1, 2), error=r"per_sample_weights is only supported for mode='sum'"))
 
 # ---------------------------------------------------------------------------------------
 # the tests

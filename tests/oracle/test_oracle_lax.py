@@ -136,7 +136,8 @@ UNARY = {"abs": real, "acos": unit, "asin": unit, "atan": real, "ceil": real, "c
          "round": lambda dt: np.array([[0.5, 1.5, 2.5, -0.5], [-1.5, -2.5, 0.49, 3.7],
                                        [-0.0, 0.0, 7.5, -7.5]], dt),
          "stop_gradient": real}
-NO_GRAD = {"is_finite", "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "iota",
+NO_GRAD = {"reduce_window_mul", "reduce_window_dilated", "top_k_indices",
+           "is_finite", "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "iota",
            "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left",
            "shift_right_logical", "empty", "conj", "real", "imag"}
 BINARY = {"add": pair, "sub": pair, "mul": pair, "div": lambda dt: (real(dt), nonzero(dt)),
@@ -240,6 +241,56 @@ LAX.update({
     "bitwise_not": (lambda dt: (ints(),), (), {}),
     "shift_left": (lambda dt: (ints(), np.abs(ints()[::-1]) % 5), (), {}),
     "shift_right_logical": (lambda dt: (np.abs(ints()), np.abs(ints()[::-1]) % 5), (), {}),
+    # issue 33: special functions, scans, sorts, reductions over a computation, windows
+    "erf_inv": (lambda dt: (unit(dt) * np.asarray(0.9, dt),), (), {}),
+    "erfc": (lambda dt: (real(dt),), (), {}),
+    "lgamma": (lambda dt: (positive(dt) + np.asarray(0.5, dt),), (), {}),
+    "digamma": (lambda dt: (positive(dt) + np.asarray(0.5, dt),), (), {}),
+    "bessel_i0e": (lambda dt: (real(dt),), (), {}),
+    "bessel_i1e": (lambda dt: (real(dt),), (), {}),
+    "cumprod": (lambda dt: (real(dt),), (1, False), {}),
+    "cummax": (lambda dt: (nonzero(dt),), (0, True), {}),
+    "cummin": (lambda dt: (nonzero(dt),), (1,), {}),
+    "cumlogsumexp": (lambda dt: (real(dt),), (1, True), {}),
+    "sort": (lambda dt: (real(dt),), (0,), {}),
+    "sort_multi": (lambda dt: (np.round(real(dt)), real(dt, seed=2)), (), {
+        "call": lambda lax, k, v: lax.concatenate(list(lax.sort((k, v), dimension=1)), 0),
+        "argnums": (0, 1)}),
+    "sort_two_keys": (lambda dt: (np.round(real(dt)), real(dt, seed=2)), (), {
+        "call": lambda lax, k, v: lax.sort([k, v], num_keys=2)[1], "argnums": 1}),
+    "sort_key_val": (lambda dt: (real(dt), real(dt, seed=2)), (), {
+        "call": lambda lax, k, v: lax.concatenate(list(lax.sort_key_val(k, v, 0)), 1),
+        "argnums": (0, 1)}),
+    "top_k": (lambda dt: (real(dt),), (), {"call": lambda lax, x: lax.top_k(x, 2)[0]}),
+    "top_k_indices": (lambda dt: (real(dt),), (), {"call": lambda lax, x: lax.top_k(x, 3)[1]}),
+    "top_k_axis": (lambda dt: (real(dt),), (), {
+        "call": lambda lax, x: lax.top_k(x, 2, axis=0)[0]}),
+    "batch_matmul": (lambda dt: (real(dt, shape=(2, 3, 4)), real(dt, shape=(2, 4, 5), seed=3)),
+                     (), {}),
+    "reduce": (lambda dt: (real(dt),), (), {
+        "call": lambda lax, x: lax.reduce(x, np.asarray(-np.inf, x.dtype), lax.max, (1,))}),
+    "reduce_add": (lambda dt: (real(dt),), (), {
+        "call": lambda lax, x: lax.reduce(x, np.asarray(0, x.dtype),
+                                          lambda a, b: a + b, (0, 1))}),
+    "reduce_init": (lambda dt: (real(dt),), (), {
+        "call": lambda lax, x: lax.reduce((x,), (np.asarray(2, x.dtype),),
+                                          lambda a, b: (lax.add(a[0], b[0]),), (0,))[0]}),
+    "reduce_window": (lambda dt: (real(dt, shape=(2, 5, 4)),), (), {
+        "call": lambda lax, x: lax.reduce_window(x, -np.inf, lax.max, (1, 2, 2), (1, 2, 1),
+                                                 "SAME")}),
+    "reduce_window_add": (lambda dt: (real(dt, shape=(2, 5, 4)),), (), {
+        "call": lambda lax, x: lax.reduce_window(x, 0.0, lax.add, (1, 3, 2), (1, 1, 2),
+                                                 ((0, 0), (1, 2), (0, 1)), (1, 2, 1),
+                                                 (1, 1, 2))}),
+    "reduce_window_min": (lambda dt: (real(dt),), (), {
+        "call": lambda lax, x: lax.reduce_window(x, np.inf, lax.min, (2, 2), (1, 1),
+                                                 "VALID")}),
+    "reduce_window_dilated": (lambda dt: (real(dt),), (), {     # JAX: no VJP with dilation
+        "call": lambda lax, x: lax.reduce_window(x, -np.inf, lax.max, (2, 2), (1, 1),
+                                                 "SAME", (2, 1), (1, 2))}),
+    "reduce_window_mul": (lambda dt: (nonzero(dt),), (), {
+        "call": lambda lax, x: lax.reduce_window(x, 1.0, lax.mul, (2, 2), (1, 2), "VALID"),
+        "transforms": ("value", "jit")}),
     "scatter_add": (lambda dt: (real(dt), np.array([[2], [2]], np.int32),
                                 real(dt, shape=(2, 4))),
                     (), {"call": lambda lax, x, i, u: lax.scatter_add(
@@ -924,16 +975,56 @@ NN = {
     "one_hot": lambda L, x: L.nn.one_hot(np.array([0, 2, -1, 3]), 3),
     "one_hot:dtype": lambda L, x: L.nn.one_hot(np.array([[1], [0]]), 4, dtype=np.int32,
                                                axis=0),
+    "celu": lambda L, x: L.nn.celu(x, 0.5),
+    "selu": lambda L, x: L.nn.selu(x),
+    "glu": lambda L, x: L.nn.glu(x[..., :4]),
+    "glu:axis": lambda L, x: L.nn.glu(x[:2], axis=0),
+    "hard_tanh": lambda L, x: L.nn.hard_tanh(x),
+    "hard_sigmoid": lambda L, x: L.nn.hard_sigmoid(x),
+    "hard_silu": lambda L, x: L.nn.hard_silu(x),
+    "hard_swish": lambda L, x: L.nn.hard_swish(x),
+    "soft_sign": lambda L, x: L.nn.soft_sign(x),
+    "squareplus": lambda L, x: L.nn.squareplus(x, b=2.0),
+    "mish": lambda L, x: L.nn.mish(x),
+    "sparse_plus": lambda L, x: L.nn.sparse_plus(x),
+    "sparse_sigmoid": lambda L, x: L.nn.sparse_sigmoid(x),
+    "softmax:where": lambda L, x: L.nn.softmax(x, where=NN_WHERE),
+    "log_softmax:where": lambda L, x: L.nn.log_softmax(x, axis=0, where=NN_WHERE),
+    "dot_product_attention": lambda L, x: L.nn.dot_product_attention(
+        *_attention_inputs(L, x)),
+    "dot_product_attention:masks": lambda L, x: L.nn.dot_product_attention(
+        *_attention_inputs(L, x), bias=_ATT_BIAS.astype(x.dtype), mask=_ATT_MASK, scale=0.3,
+        is_causal=True, local_window_size=(2, 0)),
+    "dot_product_attention:lengths": lambda L, x: L.nn.dot_product_attention(
+        *_attention_inputs(L, x), query_seq_lengths=np.array([2, 3], np.int32),
+        key_value_seq_lengths=np.array([4, 1], np.int32)),
 }
+NN_WHERE = NN_X > -2
+NN_WHERE[2] = False                     # a row with nothing: softmax 0, log_softmax -inf
+_ATT = np.random.default_rng(3).standard_normal((2, 6, 2, 5))
+_ATT_BIAS = np.random.default_rng(4).standard_normal((2, 4, 3, 6))
+_ATT_MASK = np.random.default_rng(5).standard_normal((2, 1, 3, 6)) > -0.5
+
+
+def _attention_inputs(L, x):
+    """query (2, 3, 4, 5) from tanh(x) (finite, differentiable in x), key and value (2, 6,
+    2, 5): grouped heads, two query heads per key head."""
+    q = L.np.tanh(L.np.concatenate([x] * 8, axis=0)).reshape(2, 3, 4, 5)
+    return q, _ATT.astype(x.dtype), (_ATT[::-1] * 0.5).astype(x.dtype)
 
 
 def _nn_case(name, mode):
     fn = NN[name]
     no_grad = name.startswith("one_hot")
+    if (name.startswith("dot_product_attention") or name.endswith(":where")) \
+            and mode == "x32":
+        mode = "x32-novmap"             # their other operands have x's whole shape: no vmap
     dt, flag = (np.float64, True) if mode == "x64" else (np.float32, False)
     with x64(flag):
         x = NN_X.astype(dt)
-        both(lambda L: fn(L, x), oracle_jit=True)
+        # (the softmax runs in float32 in both, its gradient summed over the keys)
+        tol = (2e-5, 2e-5) if name.startswith("dot_product_attention") else (None, None)
+        both(lambda L: fn(L, x), oracle_jit=True, rtol=tol[0], atol=tol[1])
         if mode == "x32":            # vmap under jit; float64 is for values and grads
             both(lambda L: L.top.jit(L.top.vmap(lambda v: fn(L, v)))(x))
         if not no_grad:
@@ -941,7 +1032,8 @@ def _nn_case(name, mode):
             # where float32 1 + tanh(...) cancels to rounding noise in gelu's gradient
             xf = np.nan_to_num(x, neginf=-2.0)
             both(lambda L: L.top.grad(lambda v: L.np.sum(fn(L, v) * np.arange(
-                v.size, dtype=v.dtype).reshape(v.shape)))(xf), oracle_jit=True)
+                fn(L, v).size, dtype=v.dtype).reshape(fn(L, v).shape)))(xf), oracle_jit=True,
+                 rtol=tol[0], atol=tol[1])
 
 
 def _shapes(tree):

@@ -754,6 +754,157 @@ spec("concretization:numpy", lambda m, l, x: np.asarray(m.sin(x)), f64(1.0, 2.0)
      transforms=("jit",), error=r"(?i)numpy|concret|tracer")
 
 
+# ---------------------------------------------------------------------------------------
+# searching, counting and order statistics (issue 33): value-dependent lengths take size=/
+# length= under tracing, and raise JAX's ConcretizationTypeError naming them without
+SORTED = f64(-1.0, 0.0, 2.0, 2.0, 3.5)
+PROBE = f64(-2.0, 0.0, 2.0, 2.5, 9.0, np.nan, -0.0)
+NANM = M.copy()
+NANM[1, 1] = NANM[2, 3] = np.nan
+ALLNAN = f64(np.nan, 1.0, np.nan, 2.0).reshape(2, 2)
+ALLNAN[:, 0] = np.nan
+IDX = np.array([0, 3, 1, 1, 7, 3, -1], np.int32)
+for side in ("left", "right"):
+    spec(f"searchsorted:{side}", lambda m, l, v, _s=side: m.searchsorted(SORTED, v, side=_s),
+         PROBE, transforms=NOGRAD)
+spec("searchsorted:sorter", lambda m, l, v: m.searchsorted(
+    f64(2.0, -1.0, 3.5, 0.0), v, sorter=np.array([1, 3, 0, 2])), PROBE, transforms=NOGRAD)
+spec("searchsorted:method", lambda m, l, v: m.searchsorted(SORTED, v, method="compare_all"),
+     PROBE, transforms=VJ)
+spec("searchsorted:x32", lambda m, l, v: m.searchsorted(SORTED.astype(np.float32), v),
+     PROBE.astype(np.float32), transforms=VJ, x64=False)
+spec("unique", op("unique"), M.ravel()[:7], transforms=("value", "grad"))
+spec("unique:size", op("unique", size=8, fill_value=-9.0), GEN)
+spec("unique:all", lambda m, l, x: m.unique(x, return_index=True, return_inverse=True,
+                                            return_counts=True, size=6), GEN,
+     transforms=NOGRAD)
+spec("unique:all-eager", lambda m, l, x: m.unique(x, return_index=True, return_inverse=True,
+                                                  return_counts=True), NANM,
+     transforms=("value",))
+spec("unique:axis", lambda m, l, x: m.unique(x, axis=1, return_inverse=True,
+                                             return_counts=True, size=4),
+     f64(1.0, 2.0, 1.0, 3.0, 0.0, 5.0, 0.0, 5.0).reshape(2, 4), transforms=NOGRAD)
+spec("unique:nan", lambda m, l, x: m.unique(x, equal_nan=False, size=5), PROBE[[5, 0, 5, 1]],
+     transforms=VJ)
+spec("unique:int", op("unique", size=5), I, transforms=VJ, x64=False)
+spec("unique:jit-error", op("unique"), GEN, transforms=("jit",), error=r"(?i)size")
+spec("unique:empty", op("unique", return_inverse=True, return_counts=True),
+     np.zeros(0, np.float32), transforms=("value",), x64=False)
+spec("bincount", op("bincount"), IDX, transforms=("value",), x64=False)
+spec("bincount:length", lambda m, l, w: m.bincount(IDX, w, length=5), GEN[:7])
+spec("bincount:minlength", lambda m, l, x: m.bincount(x, minlength=10, length=10), IDX,
+     transforms=NOGRAD, x64=False)
+spec("bincount:jit-error", op("bincount"), IDX, transforms=("jit",), x64=False,
+     error=r"(?i)length")
+spec("histogram", op("histogram", bins=4), GEN)
+spec("histogram:kw", lambda m, l, x, w: m.histogram(x, bins=3, range=(-1.0, 3.0), weights=w,
+                                                    density=True), GEN, GEN * GEN,
+     argnums=(0, 1))
+spec("histogram:bins", lambda m, l, x: m.histogram(x, bins=SORTED), GEN, transforms=VJ)
+spec("histogram:x32", op("histogram", bins=5), G32, transforms=VJ, x64=False)
+spec("histogram_bin_edges", op("histogram_bin_edges", bins=5), GEN)
+spec("histogram_bin_edges:equal", op("histogram_bin_edges", bins=2), f64(1.5, 1.5),
+     transforms=VJ)
+XS = f64(-3.0, -1.0, 0.5, 2.0, 2.2, 5.0, 3.5)
+FP = f64(1.0, 2.0, -1.0, 0.5, 3.0)
+spec("interp", lambda m, l, x, fp: m.interp(x, SORTED, fp), XS, FP, argnums=(0, 1))
+spec("interp:kw", lambda m, l, x: m.interp(x, SORTED, FP, left=-7.0, right=7.0), XS)
+spec("interp:period", lambda m, l, x: m.interp(x, f64(0.0, 1.0, 2.5, 3.0), FP[:4],
+                                               period=4.0), XS)
+spec("interp:x32", lambda m, l, x: m.interp(x, SORTED.astype(np.float32),
+                                            FP.astype(np.float32)), XS.astype(np.float32),
+     transforms=VJ, x64=False)
+Q5 = f64(0.0, 0.3, 0.5, 0.625, 1.0)
+for method in ("linear", "lower", "higher", "midpoint", "nearest"):
+    spec(f"quantile:{method}", lambda m, l, x, _m=method: m.quantile(x, Q5, method=_m), GEN)
+spec("quantile", lambda m, l, x, q: m.quantile(x, q, axis=0), np.abs(M), f64(0.4, 0.9),
+     argnums=(0, 1))
+spec("quantile:keepdims", op("quantile", q=0.4, axis=(0, 1), keepdims=True),
+     M3 + 1e-3 * np.arange(M3.size).reshape(M3.shape))        # no ties: their order differs
+spec("quantile:nan", op("quantile", q=0.4, axis=1), NANM)
+spec("quantile:x32", op("quantile", q=0.25), G32, transforms=VJ, x64=False)
+spec("quantile:int", op("quantile", q=0.5), I, transforms=VJ, x64=False)
+spec("percentile", op("percentile", q=30.0), GEN)
+spec("percentile:axis", op("percentile", q=f64(10.0, 75.0), axis=1, method="nearest"), M)
+spec("median", op("median"), GEN)
+spec("median:axis", op("median", axis=0), M)
+spec("median:keepdims", op("median", axis=(0, 2), keepdims=True), M3)
+spec("nanquantile", op("nanquantile", q=f64(0.4, 0.9), axis=1), NANM)
+spec("nanpercentile", op("nanpercentile", q=75, axis=0), NANM)
+spec("nanmedian", op("nanmedian", axis=0), NANM)
+spec("nanmedian:all-nan", op("nanmedian", axis=0), ALLNAN)
+for name in ("nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd"):
+    spec(name, op(name, axis=1), NANM)
+    spec(f"{name}:all", op(name), NANM)
+    spec(f"{name}:x32", op(name, axis=0), NANM.astype(np.float32), transforms=VJ, x64=False)
+    spec(f"{name}:int", op(name), I, transforms=VJ, x64=False)
+    spec(f"{name}:all-nan", op(name, axis=0), ALLNAN, transforms=NOGRAD)
+spec("nansum:keepdims", op("nansum", axis=0, keepdims=True), NANM)
+spec("nanvar:ddof", op("nanvar", axis=1, ddof=1), NANM)
+spec("nanstd:ddof", op("nanstd", axis=0, ddof=2), NANM, transforms=NOGRAD)
+spec("nanmax:where", op("nanmax", axis=1, where=M > 0, initial=-5.0), NANM)
+for name in ("nanargmax", "nanargmin"):
+    spec(name, op(name, axis=0), NANM, transforms=NOGRAD)
+    spec(f"{name}:all", op(name), NANM, transforms=NOGRAD)
+    spec(f"{name}:all-nan", op(name, axis=0), ALLNAN, transforms=NOGRAD)
+    spec(f"{name}:keepdims", op(name, axis=1, keepdims=True), NANM, transforms=NOGRAD)
+
+# ---------------------------------------------------------------------------------------
+# signals, polynomials, grids and index sets
+SIG = f64(1.0, 2.0, -1.0, 0.5, 3.0)
+KER = f64(0.5, -1.0, 2.0)
+for name in ("convolve", "correlate"):
+    for mode in ("full", "same", "valid"):
+        spec(f"{name}:{mode}", op(name, mode=mode), SIG, KER, argnums=(0, 1))
+        spec(f"{name}:{mode}-swapped", op(name, mode=mode), KER, SIG, argnums=(0, 1))
+    spec(f"{name}:int", op(name), i32(1, 2, 3), i32(1, -1), transforms=VJ, x64=False)
+    spec(f"{name}:x32", op(name), SIG.astype(np.float32), KER.astype(np.float32),
+         transforms=VJ, x64=False)
+    spec(f"{name}:error", op(name), M, KER, transforms=("value",), error=r"1-dimensional")
+spec("correlate:complex", op("correlate", mode="full"), SIG + 1j * SIG[::-1],
+     KER - 0.5j, transforms=NOGRAD)
+spec("polyval", op("polyval"), KER, GEN, argnums=(0, 1))
+spec("polyval:int", op("polyval"), i32(1, 2, 3), i32(1, -2), transforms=VJ, x64=False)
+spec("polyval:x32", op("polyval"), KER.astype(np.float32), G32, transforms=VJ, x64=False)
+PX = f64(1.0, 2.0, -1.0, 0.5, 3.0, 4.0)
+PY = f64(1.0, 0.0, 2.0, 1.0, 3.5, -1.0)
+spec("polyfit", op("polyfit", deg=2), PX, PY, argnums=(0, 1), transforms=("value", "jit",
+                                                                          "grad"))
+spec("polyfit:full", op("polyfit", deg=1, full=True), PX, PY, transforms=VJ)
+spec("polyfit:w", lambda m, l, x, y: m.polyfit(x, y, 1, w=f64(1.0, 2.0, 1.0, 1.0, 0.5, 1.0)),
+     PX, PY, transforms=("value", "jit", "grad"))
+spec("polyfit:2d", op("polyfit", deg=1), PX, np.stack([PY, PY * 2], 1),
+     transforms=("value", "jit"))
+spec("meshgrid", lambda m, l, a, b: m.meshgrid(a, b), V3, SIG, transforms=VJ)
+spec("meshgrid:grad", leafsum(lambda m, l, a, b: m.meshgrid(a, b)), V3, SIG, argnums=(0, 1))
+spec("meshgrid:ij", lambda m, l, a, b: m.meshgrid(a, b, a, indexing="ij"), V3, SIG,
+     transforms=VJ)
+spec("meshgrid:sparse", lambda m, l, a, b: m.meshgrid(a, b, a, sparse=True), V3, SIG,
+     transforms=VJ)
+spec("meshgrid:one", lambda m, l, a: m.meshgrid(a)[0], V3)
+spec("tril_indices", lambda m, l: m.tril_indices(4, -1, 5), transforms=("value",), x64=False)
+spec("triu_indices", lambda m, l: m.triu_indices(3, 1), transforms=("value",))
+spec("tril_indices_from", lambda m, l, a: m.tril_indices_from(a, 1), M, transforms=VJ)
+spec("triu_indices_from", lambda m, l, a: m.triu_indices_from(a), M, transforms=VJ,
+     x64=False)
+spec("triu_indices_from:error", lambda m, l, a: m.triu_indices_from(a), M3,
+     transforms=("value",), error=r"2-?[dD]")
+spec("diag_indices", lambda m, l: m.diag_indices(3, 3), transforms=("value",), x64=False)
+spec("diag_indices_from", lambda m, l, a: m.diag_indices_from(a), SQ, transforms=VJ)
+spec("flatnonzero", op("flatnonzero"), M, transforms=("value",))
+spec("flatnonzero:size", op("flatnonzero", size=5, fill_value=-1), M, transforms=NOGRAD)
+
+spec("where:size", lambda m, l, x: m.where(x, size=5, fill_value=-1), M, transforms=NOGRAD)
+spec("where:jit-error", lambda m, l, x: m.where(x), M, transforms=("jit",),
+     error=r"(?i)concret|size")
+spec("einsum_path", lambda m, l: m.einsum_path("ij,jk,kl->il", np.ones((2, 3)),
+                                               np.ones((3, 4)), np.ones((4, 5)))[0],
+     transforms=("value",))
+spec("einsum_path:greedy", lambda m, l: m.einsum_path(
+    "ij,jk,kl->il", np.ones((2, 3)), np.ones((3, 4)), np.ones((4, 5)), optimize="greedy")[0],
+    transforms=("value",))
+
+
 IDS = oracle.register(*SPECS)
 
 

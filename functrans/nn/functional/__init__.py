@@ -11,9 +11,10 @@ Every function is written once, with functrans.numpy, and runs two ways:
 from ...core import Tracer  # noqa: F401  (read as F.Tracer by nn.modules.normalization)
 from ._dispatch import _check_reduction, _is_facade, _legacy_reduction, _raw  # noqa: F401
 from ._linear import bilinear, embedding, linear, one_hot  # noqa: F401
+from ._bag import embedding_bag  # noqa: F401
 from ._activations import (  # noqa: F401
-    dropout, elu, gelu, hardtanh, leaky_relu, log_softmax, logsigmoid, mish, relu, relu6, relu_,
-    sigmoid, silu, softmax, softmin, softplus, tanh, threshold, threshold_)
+    dropout, elu, gelu, hardtanh, leaky_relu, log_softmax, logsigmoid, mish, prelu, relu, relu6,
+    relu_, sigmoid, silu, softmax, softmin, softplus, tanh, threshold, threshold_)
 from ._normalization import batch_norm, group_norm, instance_norm, layer_norm  # noqa: F401
 from ._conv import (_pair, _single, _triple, adaptive_avg_pool2d, avg_pool2d, conv1d,  # noqa: F401
                     conv2d, conv3d, max_pool2d, pad)

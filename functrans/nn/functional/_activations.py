@@ -59,6 +59,25 @@ def relu6(input, inplace=False):
     return _op("HardtanhBackward0", _relu6_fn, input, inplace)
 
 
+def _prelu_fn(x, w):
+    if w.size > 1 and x.ndim >= 2:              # one slope per channel (dim 1)
+        w = w.reshape((w.size,) + (1,) * (x.ndim - 2))
+    elif w.size == 1:
+        w = w.reshape(())
+    return fnp.where(x > 0, x, x * w)
+
+
+def prelu(input, weight):  # noqa: A002
+    """max(0, x) + weight * min(0, x): one slope, or one per channel (dim 1 of the input;
+    an input of fewer than 2 dims has one channel)."""
+    xs, n = _shape(input), int(np.prod(_shape(weight)))
+    channels = xs[1] if len(xs) >= 2 else 1
+    if n != 1 and n != channels:
+        raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
+                           f"parameter numbers = {n} and channel size = {channels}.")
+    return _call("PreluKernelBackward0", _prelu_fn, (input, weight))
+
+
 def _leaky_relu_fn(x, *, negative_slope):
     return fnp.where(x > 0, x, x * negative_slope)
 

@@ -67,6 +67,26 @@ class LeakyReLU(Module):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
+class PReLU(Module):
+    """F.prelu with a learnable slope: num_parameters = 1 (shared) or the channel count
+    (dim 1 of the input), each initialized to init."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters, self.init = num_parameters, init
+        self.weight = Parameter(empty(num_parameters, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
 class ELU(Module):
     def __init__(self, alpha=1.0, inplace=False):
         super().__init__()

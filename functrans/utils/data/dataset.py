@@ -1,4 +1,4 @@
-"""torch.utils.data's datasets, samplers and single-process DataLoader.
+"""torch.utils.data's datasets, samplers and DataLoader (its worker processes: _workers.py).
 
 Every random choice (shuffling, random_split, random samplers) draws from a facade
 generator (`ft.Generator`, or the global one that `ft.manual_seed` seeds), so a seeded run
@@ -18,6 +18,7 @@ from ...facade import creation as C
 from ...facade import dtypes as D
 from ...facade.ops import stack
 from ...facade.tensor import Tensor
+from . import _workers
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "ChainDataset",
            "Subset", "random_split", "Sampler", "SequentialSampler", "RandomSampler",
@@ -333,17 +334,20 @@ def default_convert(data):
 
 
 def get_worker_info():
-    """None: the loader runs in the main process (num_workers=0)."""
-    return None
+    """Inside a DataLoader worker process, its WorkerInfo (id, num_workers, seed, dataset);
+    None in the main process."""
+    return _workers.current()
 
 
 # ---------------------------------------------------------------------------
 # the loader
 
 class DataLoader:
-    """Batches of a dataset, in the main process: a sampler (sequential, or random with
-    shuffle=True) chooses indices, a BatchSampler groups them, collate_fn stacks the samples.
-    Only num_workers=0 is supported."""
+    """Batches of a dataset: a sampler (sequential, or random with shuffle=True) chooses
+    indices, a BatchSampler groups them, collate_fn stacks the samples; in the main process,
+    or with num_workers > 0 in forked worker processes (_workers.py), in the same order.
+    persistent_workers is accepted, but workers start anew for each epoch (and run
+    worker_init_fn again); pin_memory changes nothing (there is no pinned memory)."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
@@ -353,11 +357,15 @@ class DataLoader:
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
                              "disable multiprocessing.")
-        if num_workers > 0:
-            raise NotImplementedError(
-                f"DataLoader(num_workers={num_workers}): functrans loads batches in the main "
-                "process only; pass num_workers=0 (batches are assembled with NumPy, so worker "
-                "processes would mostly add copying)")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing."
+                             "let num_workers > 0 to enable multiprocessing, otherwise set "
+                             "prefetch_factor to None.")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        self.multiprocessing_context, self.prefetch_factor = multiprocessing_context, \
+            prefetch_factor
+        self.persistent_workers = persistent_workers
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
         self.dataset, self.num_workers, self.generator = dataset, num_workers, generator
@@ -396,7 +404,18 @@ class DataLoader:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
 
+    def _fetch(self, indices):
+        """One batch (auto-collation: a list of indices) or one sample, collated."""
+        if self._auto_collation:
+            return self.collate_fn([self.dataset[i] for i in indices])
+        return self.collate_fn(self.dataset[indices])
+
     def __iter__(self):
+        if self.num_workers > 0:
+            tasks = None if self._iterable else (
+                self.batch_sampler if self._auto_collation else self.sampler)
+            yield from _workers.iterate(self, tasks)
+            return
         if self._iterable:
             it = iter(self.dataset)
             if not self._auto_collation:
@@ -407,12 +426,9 @@ class DataLoader:
                 if not batch or (self.drop_last and len(batch) < self.batch_size):
                     return
                 yield self.collate_fn(batch)
-        elif self._auto_collation:
-            for indices in self.batch_sampler:
-                yield self.collate_fn([self.dataset[i] for i in indices])
         else:
-            for i in self.sampler:
-                yield self.collate_fn(self.dataset[i])
+            for indices in self.batch_sampler if self._auto_collation else self.sampler:
+                yield self._fetch(indices)
 
     def __len__(self):
         if self._iterable:

@@ -1,0 +1,248 @@
+// functrans native backend: direct 2-D convolutions of float32 arrays (backends/native/conv.py).
+// Both kernels compute, in channels-last layouts,
+//   out[b, y, x, o] = sum over f, i, j of L[b, y*sh + i*dh, x*sw + j*dw, f] * R[i, j, f, o]
+// over an already padded (and lhs-dilated) L, each in the loop order its shape needs:
+//  - ft_conv2d_direct: many output pixels, a short contraction (a forward convolution, an
+//    input gradient). A register tile of PW output pixels x NV vectors of output channels
+//    accumulates over (i, j, f); threads split the (b, y) output rows.
+//  - ft_conv2d_wgrad: few outputs, a long contraction (a kernel gradient) with the roles
+//    "b" <-> "f" swapped by the caller: x (N, Hp, Wp, C), ct (N, OH, OW, O), dw (KH, KW, C, O),
+//    dw[kh, kw, c, o] = sum over n, oh, ow of x[n, oh*sh + kh*dh, ow*sw + kw*dw, c] * ct[n, oh, ow, o].
+//    A register tile of PC channels x NV vectors of O accumulates over the pixels, which are
+//    walked in chunks that stay in cache while every tile of a thread reads them; threads
+//    split the tiles.
+// Every output is summed by one thread in a fixed order: the result does not depend on the
+// number of threads. The sums use fused multiply-adds (as BLAS does): they agree with a
+// float64 reference within float32 rounding of the sum, not bit for bit with NumPy's GEMM.
+// ft_conv2d_pack lays an operand out for them: any strided 4-D view copied into a fresh
+// channels-last buffer, its two middle axes dilated and padded with zeros.
+// The kernels take p = {lhs, rhs, out, dims} and dims = {B, Hp, Wp, F, KH, KW, O, OH, OW, sh, sw,
+// dh, dw, planar} (planar: the direct kernel writes out as (B, O, OH, OW), an NCHW result's
+// layout, instead of channels-last)
+// (int64); O is a multiple of 16 (of every vector width here).
+#include <cstring>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX512F__)
+#include <immintrin.h>
+typedef __m512 vf;
+static const int VW = 16;
+static inline vf vload(const float* p) { return _mm512_loadu_ps(p); }
+static inline void vstore(float* p, vf v) { _mm512_storeu_ps(p, v); }
+static inline vf vset1(float x) { return _mm512_set1_ps(x); }
+static inline vf vfma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+typedef __m256 vf;
+static const int VW = 8;
+static inline vf vload(const float* p) { return _mm256_loadu_ps(p); }
+static inline void vstore(float* p, vf v) { _mm256_storeu_ps(p, v); }
+static inline vf vset1(float x) { return _mm256_set1_ps(x); }
+static inline vf vfma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+#else
+typedef float vf __attribute__((vector_size(16)));
+static const int VW = 4;
+static inline vf vload(const float* p) { vf v; std::memcpy(&v, p, sizeof v); return v; }
+static inline void vstore(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+static inline vf vset1(float x) { return vf{x, x, x, x}; }
+static inline vf vfma(vf a, vf b, vf c) { return a * b + c; }
+#endif
+
+struct Dims {
+  long long B, Hp, Wp, F, KH, KW, O, OH, OW, sh, sw, dh, dw, planar;
+  explicit Dims(const long long* d)
+      : B(d[0]), Hp(d[1]), Wp(d[2]), F(d[3]), KH(d[4]), KW(d[5]), O(d[6]), OH(d[7]), OW(d[8]),
+        sh(d[9]), sw(d[10]), dh(d[11]), dw(d[12]), planar(d[13]) {}
+};
+
+// ---------------------------------------------------------------------------------------
+// direct: PW output pixels of row (b, y) from x0, NV vectors of channels from ob
+
+template <int NV, int PW>
+static inline void pixels(const float* L, const float* R, float* out, const Dims& d,
+                          long long b, long long y, long long x0, long long ob) {
+  vf acc[PW][NV];
+  for (int p = 0; p < PW; ++p)
+    for (int v = 0; v < NV; ++v) acc[p][v] = vset1(0.0f);
+  const long long step = d.sw * d.F;
+  for (long long i = 0; i < d.KH; ++i) {
+    const float* row = L + ((b * d.Hp + y * d.sh + i * d.dh) * d.Wp) * d.F;
+    for (long long j = 0; j < d.KW; ++j) {
+      const float* xs = row + (x0 * d.sw + j * d.dw) * d.F;
+      const float* ws = R + ((i * d.KW + j) * d.F) * d.O + ob;
+      for (long long f = 0; f < d.F; ++f) {
+        vf wv[NV];
+        for (int v = 0; v < NV; ++v) wv[v] = vload(ws + f * d.O + v * VW);
+        for (int p = 0; p < PW; ++p) {
+          const vf xb = vset1(xs[p * step + f]);
+          for (int v = 0; v < NV; ++v) acc[p][v] = vfma(xb, wv[v], acc[p][v]);
+        }
+      }
+    }
+  }
+  if (!d.planar) {
+    float* o = out + ((b * d.OH + y) * d.OW + x0) * d.O + ob;
+    for (int p = 0; p < PW; ++p)
+      for (int v = 0; v < NV; ++v) vstore(o + p * d.O + v * VW, acc[p][v]);
+    return;
+  }
+  alignas(64) float t[PW][NV * VW];      // the tile, written out channel by channel
+  for (int p = 0; p < PW; ++p)
+    for (int v = 0; v < NV; ++v) vstore(&t[p][v * VW], acc[p][v]);
+  float* o = out + ((b * d.O + ob) * d.OH + y) * d.OW + x0;
+  const long long plane = d.OH * d.OW;
+  for (int c = 0; c < NV * VW; ++c)
+    for (int p = 0; p < PW; ++p) o[c * plane + p] = t[p][c];
+}
+
+#define FT_TAIL(F, ...)                                                                  \
+  switch (rest) {                                                                        \
+    case 1: F<NV, 1>(__VA_ARGS__); break;   case 2: F<NV, 2>(__VA_ARGS__); break;       \
+    case 3: F<NV, 3>(__VA_ARGS__); break;   case 4: F<NV, 4>(__VA_ARGS__); break;       \
+    case 5: F<NV, 5>(__VA_ARGS__); break;   case 6: F<NV, 6>(__VA_ARGS__); break;       \
+    case 7: F<NV, 7>(__VA_ARGS__); break;   case 8: F<NV, 8>(__VA_ARGS__); break;       \
+    case 9: F<NV, 9>(__VA_ARGS__); break;   case 10: F<NV, 10>(__VA_ARGS__); break;     \
+    case 11: F<NV, 11>(__VA_ARGS__); break; default: break;                             \
+  }
+
+template <int NV, int PW>
+static void output_row(const float* L, const float* R, float* out, const Dims& d, long long b,
+                       long long y, long long ob) {
+  long long x = 0;
+  for (; x + PW <= d.OW; x += PW) pixels<NV, PW>(L, R, out, d, b, y, x, ob);
+  const long long rest = d.OW - x;
+  FT_TAIL(pixels, L, R, out, d, b, y, x, ob)
+}
+
+extern "C" void ft_conv2d_direct(void* const* p, long long, int nt) {
+  const float* L = (const float*)p[0];
+  const float* R = (const float*)p[1];
+  float* out = (float*)p[2];
+  const Dims d((const long long*)p[3]);
+  const bool two = d.O % (2 * VW) == 0;
+  #pragma omp parallel for num_threads(nt) schedule(static) collapse(2)
+  for (long long b = 0; b < d.B; ++b)
+    for (long long y = 0; y < d.OH; ++y) {
+      if (two)
+        for (long long ob = 0; ob < d.O; ob += 2 * VW) output_row<2, 12>(L, R, out, d, b, y, ob);
+      else
+        for (long long ob = 0; ob < d.O; ob += VW) output_row<1, 12>(L, R, out, d, b, y, ob);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// wgrad: PC channels from c0 x NV vectors of O from ob at kernel offset (kh, kw), the pixels
+// q0 <= q < q1 (q = (n, oh, ow) flattened) added to the tile's running sums in dw
+
+static const long long CHUNK = 128;
+
+template <int NV, int PC>
+static inline void tile(const float* x, const float* ct, float* dw, const Dims& d, long long kh,
+                        long long kw, long long c0, long long ob, long long q0, long long q1) {
+  // here B = N, F = C and (KH, KW) the kernel, (OH, OW) the cotangent's pixels
+  float* o = dw + ((kh * d.KW + kw) * d.F + c0) * d.O + ob;
+  vf acc[PC][NV];
+  for (int c = 0; c < PC; ++c)
+    for (int v = 0; v < NV; ++v) acc[c][v] = vload(o + c * d.O + v * VW);
+  long long n = q0 / (d.OH * d.OW), r = q0 % (d.OH * d.OW), oh = r / d.OW, ow = r % d.OW;
+  for (long long q = q0; q < q1; ++q) {
+    const float* xs =
+        x + ((n * d.Hp + oh * d.sh + kh * d.dh) * d.Wp + ow * d.sw + kw * d.dw) * d.F + c0;
+    const float* cs = ct + q * d.O + ob;
+    vf cv[NV];
+    for (int v = 0; v < NV; ++v) cv[v] = vload(cs + v * VW);
+    for (int c = 0; c < PC; ++c) {
+      const vf xb = vset1(xs[c]);
+      for (int v = 0; v < NV; ++v) acc[c][v] = vfma(xb, cv[v], acc[c][v]);
+    }
+    if (++ow == d.OW) {
+      ow = 0;
+      if (++oh == d.OH) { oh = 0; ++n; }
+    }
+  }
+  for (int c = 0; c < PC; ++c)
+    for (int v = 0; v < NV; ++v) vstore(o + c * d.O + v * VW, acc[c][v]);
+}
+
+template <int NV, int PC>
+static void channels(const float* x, const float* ct, float* dw, const Dims& d, long long kh,
+                     long long kw, long long ob, long long q0, long long q1) {
+  long long c = 0;
+  for (; c + PC <= d.F; c += PC) tile<NV, PC>(x, ct, dw, d, kh, kw, c, ob, q0, q1);
+  const long long rest = d.F - c;
+  FT_TAIL(tile, x, ct, dw, d, kh, kw, c, ob, q0, q1)
+}
+
+extern "C" void ft_conv2d_wgrad(void* const* p, long long, int nt) {
+  const float* x = (const float*)p[0];
+  const float* ct = (const float*)p[1];
+  float* dw = (float*)p[2];
+  const Dims d((const long long*)p[3]);
+  const bool two = d.O % (2 * VW) == 0;
+  const long long width = two ? 2 * VW : VW, blocks = d.O / width;
+  const long long tiles = d.KH * d.KW * blocks, pixels_ = d.B * d.OH * d.OW;
+  std::memset(dw, 0, sizeof(float) * d.KH * d.KW * d.F * d.O);
+  #pragma omp parallel num_threads(nt)
+  {
+    long long tid = 0, nth = 1;
+#ifdef _OPENMP
+    tid = omp_get_thread_num();
+    nth = omp_get_num_threads();
+#endif
+    const long long t0 = tiles * tid / nth, t1 = tiles * (tid + 1) / nth;
+    for (long long q0 = 0; q0 < pixels_; q0 += CHUNK) {
+      const long long q1 = q0 + CHUNK < pixels_ ? q0 + CHUNK : pixels_;
+      for (long long t = t0; t < t1; ++t) {
+        const long long k = t / blocks, ob = (t % blocks) * width;
+        if (two) channels<2, 12>(x, ct, dw, d, k / d.KW, k % d.KW, ob, q0, q1);
+        else channels<1, 12>(x, ct, dw, d, k / d.KW, k % d.KW, ob, q0, q1);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// pack: out (A, Hp, Wp, D) = the view src[a, i, j, k] (element strides st[0..3]) placed at
+// (a, lo_h + i * ld_h, lo_w + j * ld_w, k), zeros elsewhere (lo >= 0).
+// p = {dims, out}, dims = {A, H, W, D, Hp, Wp, lo_h, lo_w, ld_h, ld_w, st0, st1, st2, st3,
+// the address of src[0, 0, 0, 0]} (a strided view, which the call passes only by address)
+
+extern "C" void ft_conv2d_pack(void* const* p, long long, int nt) {
+  const long long* d = (const long long*)p[0];
+  float* out = (float*)p[1];
+  const float* src = (const float*)d[14];
+  const long long A = d[0], H = d[1], W = d[2], D = d[3], Hp = d[4], Wp = d[5];
+  const long long loh = d[6], low = d[7], ldh = d[8], ldw = d[9];
+  const long long s0 = d[10], s1 = d[11], s2 = d[12], s3 = d[13];
+  #pragma omp parallel for num_threads(nt) schedule(static) collapse(2)
+  for (long long a = 0; a < A; ++a)
+    for (long long y = 0; y < Hp; ++y) {
+      float* row = out + (a * Hp + y) * Wp * D;
+      const long long i = (y - loh) / ldh;
+      if (y < loh || (y - loh) % ldh || i >= H) {
+        std::memset(row, 0, sizeof(float) * Wp * D);
+        continue;
+      }
+      if (ldw != 1) std::memset(row, 0, sizeof(float) * Wp * D);
+      else {
+        std::memset(row, 0, sizeof(float) * low * D);
+        const long long end = low + W;
+        if (end < Wp) std::memset(row + end * D, 0, sizeof(float) * (Wp - end) * D);
+      }
+      const float* s = src + a * s0 + i * s1;
+      if (s3 == 1) {
+        for (long long j = 0; j < W; ++j) {
+          const float* sj = s + j * s2;
+          float* o = row + (low + j * ldw) * D;
+          for (long long k = 0; k < D; ++k) o[k] = sj[k];
+        }
+      } else {
+        for (long long j = 0; j < W; ++j) {
+          const float* sj = s + j * s2;
+          float* o = row + (low + j * ldw) * D;
+          for (long long k = 0; k < D; ++k) o[k] = sj[k * s3];
+        }
+      }
+    }
+}

@@ -25,12 +25,12 @@ import numpy as np
 from .ad import JVPTracer, is_float
 from .backends.memory import DERIVED, approx_bytes
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var, Zero, _thread_state,
-                   get_aval, has_tracer, new_main, trusted_eval)
+                   array_module, get_aval, has_tracer, new_main, trusted_eval)
 from .primitives.base import defprim
 from .reverse import (RecordTrace, _Tape, _input, _params_key, _rewrap, _same_key,
                       _strippable_jvp, _strippable_vmap, _structure_key, derive,
                       joined_program)
-from .runtime import gc_paused, program as concrete_program, run as run_program
+from .runtime import gc_paused, program as concrete_program, run as run_program, small_program
 
 
 # ---------------------------------------------------------------------------
@@ -193,7 +193,9 @@ def eqn_program(prim, params, avals, live, present, sig=None):
     known, avals then None), derived once per signature: (program, the values it reads:
     input positions k or len(avals) + output j, which live inputs it returns a cotangent
     for (the float ones), their positions, and per returned cotangent whether any
-    cotangent flows into it (_flows))."""
+    cotangent flows into it (_flows), the program as runtime.small_program calls it
+    (None: through the runtime's tiers), and the position of its one live input when it
+    returns exactly one cotangent, which flows (else -1))."""
     if sig is None:
         sig = (prim, _params_key(params), avals)
     avals = sig[2]
@@ -218,7 +220,9 @@ def eqn_program(prim, params, avals, live, present, sig=None):
         back = {j: k for k, j in local.items()}
         reads = [back[i] if i < n else i for i in d.value_idx]   # eqn input k or output
         prog = joined_program(d)
-        hit = (prog, reads, d.nonzero, [k for k in order[:n_live]], _flows(prog, len(reads)))
+        live_pos, flows = [k for k in order[:n_live]], _flows(prog, len(reads))
+        one = live_pos[0] if len(live_pos) == 1 and d.nonzero[0] and flows[0] else -1
+        hit = (prog, reads, d.nonzero, live_pos, flows, small_program(prog), one)
         if key is not None:
             DERIVED.put(key, hit, approx_bytes(key) + approx_bytes(prog))
     return hit
@@ -241,7 +245,7 @@ def eqn_reads(prim, params, avals, live, present):
     """(what the backward of one equation reads: input positions k < len(avals) and
     len(avals) + j for output j; the live input positions a cotangent flows into), from
     its eqn_program."""
-    _, reads, nonzero, live_pos, flows = eqn_program(prim, params, avals, live, present)
+    _, reads, nonzero, live_pos, flows, _, _ = eqn_program(prim, params, avals, live, present)
     it = iter(flows)
     return reads, [k for k, nz in zip(live_pos, nonzero) if nz and next(it)]
 
@@ -265,6 +269,7 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
     handed to deliver(slot, ct) (None if nothing reached it)."""
     n = len(eqns)
     memo = {}
+    xp = array_module(*ct.values()) if run is None else None
     for step in range(n):
         if due and step in due:
             for s in due.pop(step):
@@ -286,7 +291,11 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
                         on_grad(i, k, g)
                     ct[a] = ct[a] + g if a in ct else g
             continue
-        lv = tuple([type(a) is int and live[a] for a in ii])
+        if len(ii) == 1:
+            a = ii[0]
+            lv = _ONE if type(a) is int and live[a] else _NONE
+        else:
+            lv = tuple([type(a) is int and live[a] for a in ii])
         if True not in lv:
             for o in oi:
                 ct.pop(o, None)
@@ -297,17 +306,36 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
             hit = memo.get(mkey)
             if hit is None:
                 hit = memo[mkey] = eqn_program(prim, params, None, lv, present, sig)
-        else:
-            hit = eqn_program(prim, params, None, lv, present,
-                              eqn_signature(prim, params, ii, avals))
-        prog, reads, nonzero, live_pos, flows = hit
+        else:                       # the pass's own memo, keyed by the signature
+            in_avals = tuple([avals[a] if type(a) is int else a.aval for a in ii])
+            mkey = (prim, _params_key(params) if params else (), in_avals, lv, present)
+            hit = memo.get(mkey)
+            if hit is None:
+                hit = memo[mkey] = eqn_program(prim, params, None, lv, present, mkey[:3])
+        prog, reads, nonzero, live_pos, flows, small, one = hit
         k_in = len(ii)
         args = []
         for r in reads:
             a = ii[r] if r < k_in else oi[r - k_in]
             args.append(value(a, i, r) if type(a) is int else a.val)
-        args += [ct.pop(o) for o, p in zip(oi, present) if p]
-        g = iter(zip(run_program(prog, *args) if run is None else run(prog, args), flows))
+        if present is _ONE:
+            args.append(ct.pop(oi[0]))
+        else:
+            args += [ct.pop(o) for o, p in zip(oi, present) if p]
+        if run is not None:
+            outs = run(prog, args)
+        elif small is not None:
+            outs = small(xp, *args)
+        else:
+            outs = run_program(prog, *args)
+        if one >= 0:
+            a = ii[one]
+            gi = outs[0]
+            if on_grad is not None:
+                on_grad(i, one, gi)
+            ct[a] = ct[a] + gi if a in ct else gi
+            continue
+        g = iter(zip(outs, flows))
         for k, nz in zip(live_pos, nonzero):
             if nz:
                 gi, flow = next(g)
@@ -324,6 +352,7 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
 
 
 _ONE = (True,)
+_NONE = (False,)
 
 
 def eqn_signature(prim, params, ins, avals):
@@ -359,7 +388,7 @@ def _interpreted_vjp(tape, values, n_in, out_idx, key):
         for i, c in zip(out_idx, cts):
             if type(c) is not Zero:
                 ct[i] = ct[i] + c if i in ct else c
-        with trusted_eval():
+        with gc_paused(), trusted_eval():
             reverse_pass(eqns, avals, live, ct, lambda s, i, r: values[s])
         res = []
         for i in range(n_in):

@@ -25,7 +25,7 @@ import numpy as np
 from .ad import JVPTrace, JVPTracer, is_float, jvp_jaxpr, partial_eval_jaxpr, transpose_jaxpr
 from .batching import AxisFrame, BatchTrace, BatchTracer, apply_batch_rule, batch_jaxpr
 from .core import (ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Trace, Tracer, Var, Zero, _thread_state,
-                   bind_below, eval_jaxpr, get_aval, has_tracer, to_concrete)
+                   array_module, bind_below, eval_jaxpr, get_aval, has_tracer, to_concrete)
 from .backends.memory import DERIVED, approx_bytes
 from .passes import dce_jaxpr
 from .runtime import run as run_program
@@ -143,11 +143,18 @@ class RecordTrace(Trace):
             form = residual_form(prim, params, [avals[i] for i in in_idx], lv)
             if form is not None:
                 return self._record_form(tape, prim, params, in_idx, form)
-        out = bind_below(prim, [t.val for t in tracers], params, [avals[i] for i in in_idx])
+        vals = [t.val for t in tracers]
+        s = _thread_state
+        if s.dynamic_trace.level == 0 and not has_tracer(vals):    # bind_below, inline
+            if not s.trusted:
+                prim.abstract_eval(*[avals[i] for i in in_idx], **params)
+            out = prim.impl(array_module(*vals), *vals, **params)
+        else:
+            out = bind_below(prim, vals, params, [avals[i] for i in in_idx])
         if not prim.multiple_results:
             i = tape.add(out, live=is_live)
             tape.eqns.append((prim, params, in_idx, (i,)))
-            return RecordTracer(self, out, i, tape.avals[i])
+            return RecordTracer(self, out, i, avals[i])
         out_idx = tuple([tape.add(o, live=is_live) for o in out])
         tape.eqns.append((prim, params, in_idx, out_idx))
         return [RecordTracer(self, o, i, tape.avals[i]) for o, i in zip(out, out_idx)]
@@ -222,11 +229,23 @@ def _same_key(a, b):
 
 def _structure_key(tape, n_in, out_idx):
     """The recorded program's structure (hashed once, by the cache lookup; params in call
-    order: the same call site gives the same order, another order only derives again)."""
-    return (tuple(tape.avals[:n_in]), tuple([(i, tape.avals[i]) for i in tape.consts]),
-            tuple([(p, tuple(pa.items()), ii, oi) for p, pa, ii, oi in tape.eqns]),
-            tuple(out_idx),
-            tuple([(p, tuple(pa.items()), ii, oi) for p, pa, ii, oi in tape.companions]))
+    order: the same call site gives the same order, another order only derives again).
+
+    Each equation names its primitive by its index in the key's own tuple of primitives,
+    so that an equation without params is a tuple of ints, which the cyclic collector
+    stops tracking (the constants' avals likewise): the "vjp seen" marks of many
+    structures (a dynamic graph's ft.grad) would otherwise add an object per equation to
+    every full collection's scan."""
+    prims, avals = {}, {}
+
+    def eqns(es):
+        return tuple([(prims.setdefault(p, len(prims)), tuple(pa.items()) if pa else (),
+                       ii, oi) for p, pa, ii, oi in es])
+    body = eqns(tape.eqns)
+    companions = eqns(tape.companions)
+    consts = tuple([(i, avals.setdefault(tape.avals[i], len(avals))) for i in tape.consts])
+    return (tuple(tape.avals[:n_in]), consts, body, tuple(out_idx), companions,
+            tuple(prims), tuple(avals))
 
 
 class _Derived:

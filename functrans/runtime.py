@@ -90,6 +90,29 @@ def _run(jaxpr: Jaxpr, vals: list, dests=None):
     return prog.straight(xp, *vals)
 
 
+SMALL_ELEMENTS = 4096             # small_program: the largest value of a small program
+
+
+def small_program(closed: ClosedJaxpr):
+    """closed as f(xp, *args) -> outputs, its shared straight-line code called directly
+    (no tiers), when every value it reads or computes has at most SMALL_ELEMENTS elements;
+    else None. The first-sight reverse pass runs one such program per equation: on small
+    arrays the tiers' bookkeeping (run, _run, the lowered program's lock and budget) costs
+    about twice what the equation does, and a lowered program saves nothing there."""
+    jaxpr = closed.jaxpr
+    for v in jaxpr.invars + [o for e in jaxpr.eqns for o in e.outvars]:
+        if getattr(v.aval, "size", SMALL_ELEMENTS + 1) > SMALL_ELEMENTS:
+            return None
+    prog = jaxpr._compiled
+    if prog is None:
+        prog = jaxpr._compiled = _program_of(jaxpr)
+    straight = prog.straight
+    consts = tuple(closed.consts)
+    if consts:
+        return lambda xp, *args: straight(xp, *consts, *args)
+    return straight
+
+
 class _Program:
     """The compiled forms of one jaxpr structure, shared by equal jaxprs."""
     __slots__ = ("straight", "hot", "runs")

@@ -211,7 +211,12 @@ def approx_bytes(obj, depth=0):
     t = type(obj)
     if t is tuple or t is list:
         n = 56 + 8 * len(obj)
-        if depth < 3:
+        if depth < 3 and obj:
+            types = set(map(type, obj))       # (C loops: structure keys hold thousands)
+            if types.isdisjoint(_WALKED):
+                return n
+            if depth == 2 and types <= _SEQS:     # their items are not walked
+                return n + 56 * len(obj) + 8 * sum(map(len, obj))
             for o in obj:
                 if type(o) in _WALKED:
                     n += approx_bytes(o, depth + 1)
@@ -241,6 +246,7 @@ def approx_bytes(obj, depth=0):
 
 
 _WALKED = (tuple, list, dict)
+_SEQS = frozenset((tuple, list))
 
 
 DERIVED = DerivedCache()

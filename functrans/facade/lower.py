@@ -12,6 +12,7 @@ equation, whose cotangent the deriver adds to the backward program's outputs.
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 
 from ..core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
@@ -56,27 +57,32 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
     its keys, availability and holders. Without it (the first-sight schedule, which reads
     each equation's values from its own node) those are left out (None)."""
     target_set = set(targets)
+    target_pos = {q for q, _ in targets}
     replay = [False] * len(nodes)
-    in_keys_all = [None] * len(nodes)
     for p, n in enumerate(nodes):
         if n.info is None:
             continue
-        ik = _in_keys(n, p, pos)
-        in_keys_all[p] = ik
-        for k, e in zip(ik, n.edges):
-            if e is not None and (k in target_set or replay[k[0]]):
-                replay[p] = True
-                break
+        for e in n.edges:
+            if e is not None:
+                prod = e[0]
+                q = prod.pos
+                if nodes[q] is not prod:
+                    _pos(nodes, prod)           # raises: not in this walk
+                if replay[q] or q in target_pos and _edge_key(prod, q, e[1]) in target_set:
+                    replay[p] = True
+                    break
     hook_slot = {pj: i for i, pj in enumerate(hooked)}
     fslot = {p: i for i, p in enumerate(fns)}
     retained_set = set(retained)
-    produced = {(p, s) for p, n in enumerate(nodes) if replay[p] for s in n.info.out_slots}
+    tapped_pos = target_pos | {p for p, _ in hooked} | {p for p, _ in retained}
     tape = GraphTape()
     avals, eqns, eqn_node, eqn_refs, live, sigs = [], [], [], [], [], []
     keys_of = [] if program else None
     holders = {}
     avail_keys = set()   # keys of values a replayed node saved (and may be read)
-    env = {}             # key -> the slot its readers see (after its tap)
+    env = {}             # key -> the slot its readers see (after its tap), for the values
+    #                      no replayed node produces (the replayed nodes' are in locals_of)
+    locals_of = [None] * len(nodes)     # replayed node -> its slots, outputs after taps
     table = {}           # CSE: (primitive, input slots) -> [(params, output slots)]
 
     def new(aval, k, is_live):
@@ -116,14 +122,15 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
 
     args, arg_slot, tapped = [], {}, {}
     for k in targets:
-        if k not in produced:
-            p, s = k
-            n = nodes[p]
-            a = new(_key_aval(nodes, k), k, True)
-            args.append(a)
-            arg_slot[k] = a
-            h = hook_slot.get((p, n.info.out_slots.index(s)), -1) if n.info is not None else -1
-            env[k] = tap(a, k, h) if h >= 0 else a
+        p, s = k
+        n = nodes[p]
+        if replay[p] and s in n.info.out_slots:
+            continue                        # produced: tapped where its node runs
+        a = new(_key_aval(nodes, k), k, True)
+        args.append(a)
+        arg_slot[k] = a
+        h = hook_slot.get((p, n.info.out_slots.index(s)), -1) if n.info is not None else -1
+        env[k] = tap(a, k, h) if h >= 0 else a
     n_in = len(args)
     consts = []
 
@@ -135,21 +142,37 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
             continue
         replayed.append(p)
         info = n.info
-        in_keys = in_keys_all[p]
         ni = info.n_in
+        local = []
+        in_keys = [] if program else None
+        for i, e in enumerate(n.edges):
+            if e is None:           # a constant input: read by this node only
+                k = (p, i)
+                s = new(info.slot_avals[i], k, False)
+                consts.append(s)
+            else:
+                prod, j = e
+                q = prod.pos
+                if nodes[q] is not prod:
+                    _pos(nodes, prod)           # raises: not in this walk
+                if replay[q]:                   # a replayed node's output, after its tap
+                    k = (q, prod.info.out_slots[j]) if program else None
+                    s = locals_of[q][prod.info.out_slots[j]]
+                else:
+                    k = _edge_key(prod, q, j)
+                    s = env.get(k)
+                    if s is None:
+                        s = env[k] = new(info.slot_avals[i], k, False)
+                        consts.append(s)
+            local.append(s)
+            if program:
+                in_keys.append(k)
         if program:
             for s in info.held_set:
                 k = in_keys[s] if s < ni else (p, s)
                 holders.setdefault(k, []).append((p, s))
                 if not create_graph or s in info.cg_slots:
                     avail_keys.add(k)
-        local = []
-        for k, aval in zip(in_keys, info.slot_avals):
-            s = env.get(k)
-            if s is None:
-                s = env[k] = new(aval, k, False)
-                consts.append(s)
-            local.append(s)
         hooks = p in fslot and info.kind != "function"      # grad_fn hooks on an op node
         if hooks and n.x.post:
             in_pos = tuple(i for i in range(ni) if live[local[i]] and info.mask[i]
@@ -163,24 +186,24 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
         if steps is None:
             steps = _tape_eqns(info)
         if info.kind == "function":
-            steps = [(fn_call_p, info.extra["params"](fslot.get(p, -1)), range(ni),
-                      info.out_slots, None)]
-        for prim, params, refs, outs, sig in steps:
-            ins = tuple([local[r] if type(r) is int else r for r in refs])
+            steps = [(fn_call_p, info.extra["params"](fslot.get(p, -1)),
+                      (range(ni), info.out_slots), None)]
+        for prim, params, ro, sig in steps:
+            ins = tuple([local[r] if type(r) is int else r for r in ro[0]])
             if program:
                 cands = table.setdefault((prim, tuple([i if type(i) is int else literal_key(i)
                                                        for i in ins])), [])
                 for cparams, couts in cands:
                     if cparams == params:
-                        for o, c in zip(outs, couts):
+                        for o, c in zip(ro[1], couts):
                             local[o] = c
                             keys_of[c].append((p, o))   # an output: not an input slot
                         break
                 else:
-                    cands.append((params, _emit(prim, params, ins, refs, outs, sig, p, info,
-                                                local, lists)))
+                    cands.append((params, _emit(prim, params, ins, ro, sig, p, info, local,
+                                                lists)))
             else:
-                _emit(prim, params, ins, refs, outs, sig, p, info, local, lists)
+                _emit(prim, params, ins, ro, sig, p, info, local, lists)
         if program:
             for st in info.companion_steps:
                 ins = tuple([local[r] if type(r) is int else r for r in st.refs])
@@ -194,13 +217,19 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
             for s, t in zip(outs, node_hook([local[s] for s in outs], {
                     "slot": fslot[p], "side": "pre", "pos": ()})):
                 local[s] = t
-        for j, s in enumerate(info.out_slots):
-            k = (p, s)
-            h = hook_slot.get((p, j), -1)
-            env[k] = tap(local[s], k, h) if (h >= 0 or (p, j) in retained_set
-                                             or k in target_set) else local[s]
+        if p in tapped_pos:
+            for j, s in enumerate(info.out_slots):
+                k = (p, s)
+                h = hook_slot.get((p, j), -1)
+                if h >= 0 or (p, j) in retained_set or k in target_set:
+                    local[s] = tap(local[s], k, h)
+        locals_of[p] = local
     tape.out_idx = []
     for k in root_keys:
+        p, s = k
+        if replay[p]:
+            tape.out_idx.append(locals_of[p][s])
+            continue
         s = env.get(k)
         if s is None:
             s = env[k] = new(_key_aval(nodes, k), k, False)
@@ -226,8 +255,22 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
     return tape
 
 
-def _emit(prim, params, ins, refs, outs, sig, p, info, local, lists):
-    """Append one step of node p to the tape lists: its output slots (a tuple)."""
+def _pos(nodes, n):
+    """n's position in the walked graph nodes (index_graph stored it on n)."""
+    p = n.pos
+    if not 0 <= p < len(nodes) or nodes[p] is not n:
+        raise InternalEngineError(f"node {type(n).__name__} is not in the walked graph")
+    return p
+
+
+def _edge_key(prod, q, j):
+    """The value key of output j of the node prod at position q."""
+    return (q, 0) if prod.info is None else (q, prod.info.out_slots[j])
+
+
+def _emit(prim, params, ins, ro, sig, p, info, local, lists):
+    """Append one step of node p to the tape lists: its output slots (a tuple). ro: the
+    step's (input, output) slots local to p."""
     avals, eqns, eqn_node, eqn_refs, live, sigs, keys_of = lists
     is_live = False
     for i in ins:
@@ -235,7 +278,7 @@ def _emit(prim, params, ins, refs, outs, sig, p, info, local, lists):
             is_live = True
             break
     out_slots = []
-    for o in outs:
+    for o in ro[1]:
         local[o] = len(avals)
         out_slots.append(local[o])
         avals.append(info.slot_avals[o])
@@ -246,14 +289,14 @@ def _emit(prim, params, ins, refs, outs, sig, p, info, local, lists):
     eqns.append((prim, params, ins, out_slots))
     sigs.append(sig)
     eqn_node.append(p)
-    eqn_refs.append((refs, outs))
+    eqn_refs.append(ro)
     return out_slots
 
 
 def _tape_eqns(info):
     """info's steps as tape equations over its local slots, with their signatures:
-    ((primitive, params, refs, outs, eqn_signature), ...), computed once per OpInfo."""
-    info.tape_eqns = tuple([(st.prim, st.params, st.refs, st.outs,
+    ((primitive, params, (refs, outs), eqn_signature), ...), computed once per OpInfo."""
+    info.tape_eqns = tuple([(st.prim, st.params, (st.refs, st.outs),
                              eqn_signature(st.prim, st.params, st.refs, info.slot_avals))
                             for st in info.steps])
     return info.tape_eqns
@@ -345,8 +388,7 @@ def walk(root_fns):
     return sorted(seen.values(), key=_seq_of)
 
 
-def _seq_of(n):
-    return n.seq
+_seq_of = operator.attrgetter("seq")       # a node's creation order (C-level sort key)
 
 
 def value_key(t, pos):
@@ -378,18 +420,6 @@ class Positions:
         if p is None:
             raise KeyError(n)
         return p
-
-
-def _in_keys(n, p, pos):
-    keys = []
-    for i, e in enumerate(n.edges):
-        if e is None:
-            keys.append((p, i))
-        else:
-            prod, j = e
-            q = pos[prod]
-            keys.append((q, 0) if prod.info is None else (q, prod.info.out_slots[j]))
-    return keys
 
 
 _WALK_LOCK = threading.Lock()

@@ -140,7 +140,7 @@ class Node:
         self.vals = vals         # per slot: the held value, or None; None once freed
         self.vers = vers         # ((slot, version counter, version), ...) of held tensors
         self.seq = next(_seq)
-        self.src = src           # (code, lineno) of the user line that created the node
+        self.src = src           # where the user created the node (user_frame)
         self.x = None
         self.pos = -1            # position in the last walked graph (lower.index_graph)
         self.mark = None         # visit mark of the last walk
@@ -343,8 +343,10 @@ _INTERNAL_CODES: dict = {}
 
 
 def user_frame(depth=2):
-    """(code, lineno) of the innermost frame outside functrans: where the user called the op
-    (depth: frames known to be internal, counted from the caller)."""
+    """(code, offset of its current instruction) of the innermost frame outside
+    functrans: where the user called the op (depth: frames known to be internal, counted
+    from the caller). The line number is found from the offset when it is shown
+    (source_line): reading f_lineno costs a third of this function."""
     f = sys._getframe(depth)
     internal = _INTERNAL_CODES          # id(code) -> (code, inside): ids hash cheaply,
     while f is not None:                # code objects hash their whole contents
@@ -353,15 +355,18 @@ def user_frame(depth=2):
         if hit is None or hit[0] is not code:
             hit = internal[id(code)] = (code, code.co_filename.startswith(_FACADE_DIR))
         if not hit[1]:
-            return (code, f.f_lineno)
+            return (code, f.f_lasti)
         f = f.f_back
     return None
 
 
 def source_line(src):
+    """'file:line (function): text' of a user_frame result."""
     if src is None:
         return "<unknown>"
-    code, lineno = src
+    code, lasti = src
+    lineno = next((line for start, end, line in code.co_lines() if start <= lasti < end),
+                  None) or code.co_firstlineno
     import linecache
     text = linecache.getline(code.co_filename, lineno).strip()
     return f"{code.co_filename}:{lineno} ({code.co_name}): {text}"

@@ -379,7 +379,7 @@ def make_node(info, inputs, vals, outs):
                 # the hooks own a packed value: its version is not checked (torch's rule)
                 vers = [e for e in vers if e[0] != s]
     else:
-        kept = []
+        kept = ()               # nothing saved (shared: one object fewer per node)
         vers = ()
         src = None
     edges = []

@@ -23,6 +23,7 @@ from functrans.primitives import special as _sp
 from functrans.primitives.indexing import gather, scatter, scatter_add  # noqa: F401
 from functrans.primitives.linalg import Precision  # noqa: F401
 from functrans.primitives.misc import stop_gradient as _stop_gradient
+from . import numpy as _fnp  # noqa: F401  (installs the operators of Arrays and tracers)
 from . import tree_util as _tu
 from .batching import vmap as _vmap
 from .control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: F401
@@ -580,6 +581,7 @@ def associative_scan(fn, elems, reverse=False, axis=0):
     leaves, tree = _tu.tree_flatten(elems)
     if not leaves:
         raise ValueError("associative_scan: elems has no arrays")
+    leaves = [_canonicalize_value(x) for x in leaves]   # x32: its slices meet fn's results
     axis = int(axis)
     sizes = []
     for x in leaves:

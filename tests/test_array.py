@@ -8,7 +8,10 @@ tests/oracle/test_oracle_lax.py (`lax:array:*`).
 from __future__ import annotations
 
 import copy
+import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +19,8 @@ import pytest
 import functrans as ft
 import functrans.numpy as fnp
 from functrans.numpy import raw as fnp_raw
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_eager_results_are_arrays():
@@ -224,3 +229,15 @@ def test_arrays_enter_every_transformation_and_control_flow():
     assert ft.tree_util.tree_leaves({"a": x})[0] is x
     k = fnp.asarray(2.0)
     np.testing.assert_allclose(ft.jit(lambda v: v * k)(x), [0, 2, 4])   # a captured Array
+
+
+def test_operators_without_importing_functrans_numpy():
+    """An Array from ft.lax works with Python's operators when the program imported only
+    functrans (as `import jax` alone does): lax installs them (a KeyError 'add' before)."""
+    code = ("import numpy as np, functrans as ft\n"
+            "y = ft.lax.associative_scan(lambda a, b: a + b, np.arange(5))\n"
+            "print((y - 1).tolist(), y.dtype)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == "[-1, 0, 2, 5, 9] int32"   # x32: int64 in, int32 out

@@ -41,7 +41,7 @@ class _Callback:
 
 
 def _callback_impl(xp, *vals, callback, result_avals, vmap_method):
-    host = device_put(list(vals), "cpu")
+    host = [np.asarray(h) for h in device_put(list(vals), "cpu")]   # NumPy arrays, not Arrays
     args, kwargs = tree_util.tree_unflatten(callback.in_tree, host)
     out = callback.fn(*args, **kwargs)
     leaves, tree = tree_util.tree_flatten(out)

@@ -20,6 +20,8 @@ from bench import workloads_core as wcore  # noqa: E402
 from bench import workloads_rows as wr  # noqa: E402
 from conftest import fd_grad  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 harness.discover(verbose=False)
 
 

@@ -11,6 +11,8 @@ import pytest
 import functrans as ft
 import functrans.numpy as fnp
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 F32 = np.float32
 
 

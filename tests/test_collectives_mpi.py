@@ -19,6 +19,7 @@ from functrans import lax
 from functrans.backends import mpi
 from mpi_jobs import report
 
+ft.config.update("jax_enable_x64", True)        # float64 values, as the reference's
 r = mpi.world().rank
 x = (np.arange(4.0) + 10 * r)[None]              # this process's slice: leading axis 1
 def pm(f, **kw):

@@ -23,6 +23,8 @@ from functrans.primitives import elementwise as ew
 
 from conftest import assert_close
 
+pytestmark = pytest.mark.usefixtures("x64")  # int64/float64 samples: conftest.x64
+
 NVCC = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc")
                                 else None)
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit absent): "
@@ -252,6 +254,7 @@ def test_no_fast_math():
 needs_no_cuda = pytest.mark.skipif(cuda_available(), reason="a CUDA device is present")
 
 
+@pytest.mark.usefixtures("x32")
 def test_devices_lists_the_cpu():
     ds = ft.devices()
     assert str(ds[0]) == "cpu:0"

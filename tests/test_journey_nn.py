@@ -10,6 +10,8 @@ import functrans.nn as nn
 import functrans.nn.functional as F
 import functrans.numpy as fnp
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 DIGITS = np.load(__file__.rsplit("/", 2)[0] + "/examples/data/digits.npz")
 
 

@@ -9,6 +9,8 @@ import functrans as ft
 import functrans.nn as nn
 import functrans.nn.functional as F
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 FUNCTIONS = sorted(n for n, f in vars(F).items()
                    if not n.startswith("_") and inspect.isfunction(f))
 

@@ -10,6 +10,8 @@ import functrans as ft
 import functrans.nn.functional as F
 from conftest import fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 
 def _np_conv1d(x, w, b, stride, pad, dil, groups):
     n, c, length = x.shape

@@ -10,6 +10,8 @@ import pytest
 import functrans as ft
 from conftest import fd_grad
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 
 def _sig(x):
     return 1 / (1 + np.exp(-x))

@@ -15,6 +15,8 @@ from functrans.primitives import REGISTRY
 from registry_cases import AXIS, COLLECTIVES, F64
 from conftest import assert_close, check_traced
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 NAMES = sorted(COLLECTIVES)
 DIFF = [n for n in NAMES if REGISTRY[n].differentiable]
 seeds = st.integers(0, 2 ** 32 - 1)

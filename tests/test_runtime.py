@@ -8,6 +8,8 @@ import functrans.numpy as fnp
 from functrans import core, runtime
 from functrans.backends.memory import BUDGET
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 RNG = np.random.default_rng(0)
 
 

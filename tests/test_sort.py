@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 import functrans as ft
 import functrans.numpy as fnp
 
+pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
+
 DTYPES = ["bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
           "float16", "float32", "float64"]
 

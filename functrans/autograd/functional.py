@@ -9,6 +9,10 @@ are differentiable with respect to inputs that require grad.
 """
 from __future__ import annotations
 
+import functools
+
+from ..core import keeping_dtypes
+
 from ..facade.api import grad as _tape_grad_raw
 from ..facade.creation import zeros_like
 from ..facade.grad_mode import enable_grad
@@ -20,6 +24,16 @@ from ..transforms import jvp as _jvp
 from ..transforms import vjp as _vjp
 
 __all__ = ["jacobian", "hessian", "vjp", "jvp", "hvp", "vhp"]
+
+
+def _torch_dtypes(fn):
+    """fn runs with torch's dtypes: its JAX-side transformations (jacrev, jvp, ...) keep a
+    float64 Tensor float64, as torch.autograd.functional does (no x32 narrowing)."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with keeping_dtypes():
+            return fn(*args, **kwargs)
+    return run
 
 
 def _as_tuple(x, arg_name, fn_name):
@@ -120,6 +134,7 @@ def _tape_jacobian(outs, ins):
 
 # -- the public functions -----------------------------------------------------------------
 
+@_torch_dtypes
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), v^T J): the vector-Jacobian product at `inputs`."""
     _check_options("vjp", strict)
@@ -138,6 +153,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     return out, _unpack(tuple(cts), in_tuple)
 
 
+@_torch_dtypes
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), J v): the Jacobian-vector product at `inputs`."""
     _check_options("jvp", strict)
@@ -157,6 +173,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     return out, tangent
 
 
+@_torch_dtypes
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
     """The Jacobian of `func` at `inputs`: for Tensor input and output, a Tensor of shape
@@ -183,6 +200,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     return rows if out_tuple else rows[0]
 
 
+@_torch_dtypes
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             outer_jacobian_strategy="reverse-mode"):
     """The Hessian of a scalar `func` at `inputs`: a Tensor of shape input.shape * 2, or, for
@@ -226,11 +244,13 @@ def _second_order(name, func, inputs, v, create_graph, strict):
     return out.detach(), _unpack(tuple(hv), in_tuple)
 
 
+@_torch_dtypes
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), H v) for a scalar `func` (forward over reverse)."""
     return _second_order("hvp", func, inputs, v, create_graph, strict)
 
 
+@_torch_dtypes
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), v^T H) for a scalar `func` (reverse over reverse)."""
     return _second_order("vhp", func, inputs, v, create_graph, strict)

@@ -41,7 +41,8 @@ import warnings
 import numpy as np
 
 from .. import passes, primitives, tree_util
-from ..core import (ClosedJaxpr, ConcretizationTypeError, Tracer, _state, new_dynamic_main,
+from ..core import (ClosedJaxpr, ConcretizationTypeError, Tracer, _state, keeping_dtypes,
+                   new_dynamic_main,
                    short_dtype)
 from ..core.config import config
 from ..facade import lower
@@ -671,7 +672,8 @@ class CompiledFunction:
         entry.name = self.__name__
         entry.stats = self.stats
         cap.modules = [(m, dict(_config(m))) for m in ctx["mod_objs"]]
-        with new_dynamic_main(JaxprTrace, cap.builder) as main:
+        # torch's dtypes: the x32 narrowing of JAX-side calls never touches the capture
+        with keeping_dtypes(), new_dynamic_main(JaxprTrace, cap.builder) as main:
             cap.trace = JaxprTrace(main)
             stack.append(cap)
             cap.shadows = Shadows()

@@ -19,7 +19,7 @@ import itertools
 import numpy as np
 
 from ..backends.memory import DERIVED, approx_bytes
-from ..core import ShapedArray, Tracer, _thread_state, array_module
+from ..core import ShapedArray, Tracer, _thread_state, array_module, keeping_dtypes
 from .. import passes
 from ..executor import (delivering, early_program, first_sight, memory_owner,
                         usable_destinations)
@@ -162,8 +162,10 @@ def run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=F
     """_run_backward with the cyclic collector paused: a backward allocates O(graph)
     objects (the walk, the tape, the cotangents) that live until it ends, and the
     collections they would trigger rescan the recorded graph (a third of a first-sight
-    backward of a 1,000-op chain); what is garbage meanwhile is collected at the end."""
-    with gc_paused():
+    backward of a 1,000-op chain); what is garbage meanwhile is collected at the end.
+    It runs with torch's dtypes (keeping_dtypes): the x32 narrowing of JAX-side entry points
+    never touches a Tensor's float64 gradient."""
+    with gc_paused(), keeping_dtypes():
         return _run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly,
                              deliver)
 

@@ -315,8 +315,9 @@ def info_for(key, build, front=None, fkey=None):
     k = ("op", key)
     info = DERIVED.get(k)
     if info is None:
-        info = build()
-        analyze(info)
+        with keeping_dtypes():  # torch's dtypes: the rules derived here keep float64
+            info = build()
+            analyze(info)
         DERIVED.put(k, info, approx_bytes(key) + info.approx_bytes(),
                     None if front is None else functools.partial(front.pop, fkey, None))
     if front is not None:

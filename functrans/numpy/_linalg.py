@@ -12,7 +12,7 @@ import numpy as _np
 import opt_einsum
 
 from .. import core
-from ..core import Tracer
+from ..core import Tracer, canonicalize_value
 from ..contraction import einsum as _einsum
 from ..higher_order.custom import custom_jvp
 from functrans.primitives import elementwise as ew
@@ -45,6 +45,10 @@ def _preferred(out, dtype):
 def matmul(a, b, *, precision=None, preferred_element_type=None):
     if precision is not None or preferred_element_type is not None:
         return _preferred(matmul(a, b), _product_params(precision, preferred_element_type))
+    if type(a) is _np.ndarray:          # x32: NumPy's 64-bit values narrowed, as every entry
+        a = canonicalize_value(a)
+    if type(b) is _np.ndarray:
+        b = canonicalize_value(b)
     if (type(a) is _np.ndarray or isinstance(a, Tracer)) and \
             (type(b) is _np.ndarray or isinstance(b, Tracer)) and a.dtype == b.dtype and \
             len(a.shape) == 2 and len(b.shape) == 2 and a.shape[1] == b.shape[0]:

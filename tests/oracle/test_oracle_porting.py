@@ -92,7 +92,8 @@ def nn_names_case():
     """A missing nn name raises AttributeError, and nothing Python could suggest instead is
     a submodule: asked for a class, the user must not be pointed to the module
     'transformer'."""
-    allowed = {"functional", "init", "utils", "modules", "parallel", "parameter", "functions"}
+    allowed = {"functional", "init", "utils", "modules", "parallel", "parameter", "functions",
+               "initializers"}       # (jax.nn.initializers)
     modules = sorted(n for n in dir(ft.nn) if not n.startswith("_")
                      and isinstance(getattr(ft.nn, n), types.ModuleType))
     assert set(modules) <= allowed, f"submodules listed by dir(ft.nn): {modules}"

@@ -66,15 +66,17 @@ def _ref(name):
     fn = getattr(math, name)
 
     def ref(*xs):
-        wide = [x.astype(np.float64) for x in xs]
+        wide = np.broadcast_arrays(*[np.asarray(x, np.float64) for x in xs])
         with np.errstate(all="ignore"):
-            out = npf(*wide) if npf is not None else np.full(wide[0].shape, np.nan)
-        for i, args in enumerate(zip(*(w.tolist() for w in wide))):
+            out = np.array(npf(*wide) if npf is not None else np.full(wide[0].shape, np.nan),
+                           np.float64)
+        flat = out.reshape(-1)
+        for i, args in enumerate(zip(*(w.ravel().tolist() for w in wide))):
             try:
-                out[i] = fn(*args)
+                flat[i] = fn(*args)
             except (ValueError, OverflowError):
                 pass                  # NumPy's nan or inf stands
-        return out.astype(xs[0].dtype)
+        return out.astype(np.asarray(xs[0]).dtype)
     return ref
 
 

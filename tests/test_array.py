@@ -241,3 +241,16 @@ def test_operators_without_importing_functrans_numpy():
                          timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[0] == "[-1, 0, 2, 5, 9] int32"   # x32: int64 in, int32 out
+
+
+def test_array_api_namespace_and_dlpack():
+    """An Array names functrans.numpy as its array API namespace and exports through DLPack
+    without a copy; a deleted one refuses."""
+    a = fnp.arange(4.0)
+    assert a.__array_namespace__() is fnp
+    b = np.from_dlpack(a)
+    np.testing.assert_array_equal(b, [0.0, 1.0, 2.0, 3.0])
+    assert np.shares_memory(b, np.asarray(a))
+    a.delete()
+    with pytest.raises(RuntimeError, match="Array has been deleted"):
+        np.from_dlpack(a)

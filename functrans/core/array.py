@@ -213,6 +213,19 @@ class Array(metaclass=_ArrayMeta):
             return v.astype(dtype)
         return v.copy() if copy else v
 
+    def __array_namespace__(self, *, api_version=None):
+        """The array API namespace of an Array: functrans.numpy (as jax.numpy is JAX's)."""
+        return array_ops["namespace"]
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Zero-copy export through DLPack (the underlying NumPy or CuPy array's); a deleted
+        Array raises."""
+        kw = {} if stream is None else {"stream": stream}
+        return self._v.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._v.__dlpack_device__()
+
     # -- printing and pickling ----------------------------------------------------------
     def __repr__(self):
         v = np.asarray(self)              # (a deleted Array raises, as JAX's)

@@ -5,6 +5,7 @@ NumPy broadcasting and dtype promotion, with JAX's weak typing for Python scalar
 Operands may be objects with JAX's `__jax_array__()` protocol (an ft.Tensor): the
 functions take their values and return arrays (or traced values).
 """
+import sys
 import functools as _functools
 import types as _types
 
@@ -193,6 +194,7 @@ def _install_array_ops():
         if not key.startswith("array_"):
             core.array_ops[key] = _public(fn)
     core.array_ops["prop:at"] = at          # (its methods wrap their results)
+    core.array_ops["namespace"] = sys.modules[__name__]     # Array.__array_namespace__
     ops = core.array_ops
     for name, key in [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
                       ("truediv", "true_divide"), ("floordiv", "floor_divide"),

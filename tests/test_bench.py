@@ -178,7 +178,9 @@ def _no_libraries_against():
     harness.set_against([])
 
 
-@pytest.mark.parametrize("name", sorted(set(harness.REGISTRY) - set(MODEL_WORKLOADS)))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "ddp_weak_scaling"
+                                  else n   # (three multi-process jobs, ~6 s)
+                                  for n in sorted(set(harness.REGISTRY) - set(MODEL_WORKLOADS))])
 def test_workload_variants_agree_with_floor(name, monkeypatch):
     if name == "jit_compile_time":     # compiling 10,000 equations takes seconds: smaller here
         monkeypatch.setattr(_dyn(), "COMPILE_SIZES", (250, 1000, 2500))

@@ -104,6 +104,7 @@ def test_every_elementwise_primitive_has_a_template_that_renders():
 
 
 @needs_nvcc
+@pytest.mark.slow   # (~8 s; test_sample_fusion_groups_compile_with_nvcc stays)
 def test_every_elementwise_kernel_compiles_with_nvcc():
     sources = {}
     for label, e in elementwise_eqns():

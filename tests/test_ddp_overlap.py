@@ -175,7 +175,8 @@ report(out)
 """
 
 
-@pytest.mark.parametrize("shm", [False, True], ids=["messages", "shared_memory"])
+@pytest.mark.parametrize("shm", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["messages", "shared_memory"])     # (each job ~3-4 s)
 def test_mismatches_without_the_agreement_round_still_raise(tmp_path, shm):
     res = run_job(tmp_path, FAILURES_JOB.replace("SHM", repr(shm)), timeout=60,
                   env={"FUNCTRANS_COLLECTIVE_TIMEOUT": "2"})

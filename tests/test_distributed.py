@@ -271,8 +271,10 @@ dist.all_reduce(ft.zeros(3))
     ("raise ValueError('boom')", "rank 1: ValueError: boom"),
     ("sys.exit(0)", "rank(s) [1] did not arrive"),
     # the fork-only process manager reports these but exits 0: the launcher must not
-    ("os.kill(os.getpid(), signal.SIGKILL)", "rank 1 was killed by a signal: Killed"),
-    ("os.kill(os.getpid(), signal.SIGSEGV)", "rank 1 was killed by a signal: Segmentation"),
+    pytest.param("os.kill(os.getpid(), signal.SIGKILL)", "rank 1 was killed by a signal: Killed",
+                 marks=pytest.mark.slow),       # (the signal path: test_..._as_a_shell_would)
+    pytest.param("os.kill(os.getpid(), signal.SIGSEGV)",
+                 "rank 1 was killed by a signal: Segmentation", marks=pytest.mark.slow),
 ], ids=["killed", "exception", "left early", "SIGKILL", "SIGSEGV"])
 def test_a_rank_that_dies_ends_the_job_and_is_named(tmp_path, how, says):
     t0 = time.perf_counter()
@@ -358,7 +360,9 @@ def _job_pids(root):
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="needs Linux's /proc/net")
-@pytest.mark.parametrize("pm", [None, "hydra", "gforker"], ids=["default", "hydra", "gforker"])
+@pytest.mark.parametrize("pm", [None, pytest.param("hydra", marks=pytest.mark.slow),
+                                pytest.param("gforker", marks=pytest.mark.slow)],
+                         ids=["default", "hydra", "gforker"])      # (each launch ~4 s)
 def test_a_local_job_uses_loopback_and_shared_memory_only(tmp_path, pm):
     """While a 2-process job of the launcher runs, none of its processes holds a socket
     bound to or connected to an address other than loopback. The one exception, with

@@ -721,6 +721,7 @@ def test_fori_loop_bounds_as_jax_takes_them():
         ft.jit(lambda n: ft.lax.fori_loop(0, n, lambda i, c: c + 1, 0.0, unroll=3))(5)
 
 
+@pytest.mark.slow   # walks the whole heap (~14 s in a full run)
 def test_checking_leaks_names_a_tracer_that_outlives_its_trace():
     lst = []
     with ft.checking_leaks():

@@ -60,6 +60,7 @@ def test_one_hundred_batch_sizes(traced):
     assert traced() - base < 1 << 20            # cleared: its programs are gone
 
 
+@pytest.mark.slow   # (one_hundred_batch_sizes runs the same growth check in the default run)
 def test_three_hundred_shapes(traced):
     f = ft.jit(lambda x: fnp.sum(fnp.tanh(x) * 2.0 + x * x))
     base = traced()
@@ -74,6 +75,7 @@ def test_three_hundred_shapes(traced):
     assert traced() - base < 1 << 20            # collected: its programs are gone
 
 
+@pytest.mark.slow
 def test_jitted_lambda_rebuilt_in_a_loop(traced):
     x = np.ones((2000, 64))
     base = traced()
@@ -85,6 +87,7 @@ def test_jitted_lambda_rebuilt_in_a_loop(traced):
     assert traced() - base < 1 << 20            # was 307 MB: each one's programs held
 
 
+@pytest.mark.slow   # (~9 s; test_runtime's budget tests cover hot programs' buffers)
 def test_hot_programs_and_their_block_temporaries(traced, monkeypatch):
     """80 hot programs with blocked (threaded) groups: the bytes the budget reports are
     the bytes it frees, and they stay under the limit."""

@@ -21,14 +21,13 @@ from .facade.tensor_info import result_type
 from .higher_order.custom import custom_jvp
 from .primitives import elementwise as ew
 from .primitives import special as sp
+from .scipy.special import _entr, _erfcx, _log_ndtr, _ndtr   # the same kernels as JAX's
 
 __all__ = ["digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1",
            "gammaln", "i0", "i0e", "i1", "i1e", "log1p", "log_ndtr", "log_softmax", "logit",
            "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "round",
            "sinc", "softmax", "xlog1py", "xlogy", "zeta"]
 
-_SQRT1_2 = 1 / math.sqrt(2.0)
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
 def _float(x, name):
@@ -73,44 +72,13 @@ def _unary(grad_fn, fn, doc):
 # error functions and the normal distribution
 
 
-def _erfcx_fn(x):
-    """exp(x²) erfc(x): directly below 25 (no overflow there), the asymptotic series
-    1/(x√π) Σ (-1)ᵏ (2k-1)!!/(2x²)ᵏ above (8 terms: below 1e-20 at 25)."""
-    big = x > 25
-    xs = fnp.where(big, _c(x, 1.0), x)
-    direct = fnp.exp(xs * xs) * sp.erfc(xs)
-    xb = fnp.where(big, x, _c(x, 30.0))
-    z = 1 / (2 * xb * xb)
-    term = fnp.ones_like(xb)
-    total = term
-    for k in range(1, 9):
-        term = -term * (2 * k - 1) * z
-        total = total + term
-    return fnp.where(big, total / (xb * math.sqrt(math.pi)), direct)
-
-
-def _ndtr_fn(x):
-    return _c(x, 0.5) * sp.erfc(-x * _c(x, _SQRT1_2))
-
-
-def _log_ndtr_fn(x):
-    """log Φ(x): log1p(-Φ(-x)) above 0 (Φ near 1), log(erfcx(-x/√2)/2) - x²/2 below (no
-    underflow however negative x is)."""
-    pos = x > 0
-    xp = fnp.where(pos, x, _c(x, 1.0))
-    upper = fnp.log1p(-_ndtr_fn(-xp))
-    xn = fnp.where(pos, _c(x, -1.0), x)
-    lower = fnp.log(_erfcx_fn(-xn * _c(x, _SQRT1_2)) / 2) - xn * xn / 2
-    return fnp.where(pos, upper, lower)
-
-
 erf = _unary("ErfBackward0", ew.erf, "erf: the error function")
 erfc = _unary("ErfcBackward0", sp.erfc, "erfc: 1 - erf(x), accurate where erf(x) is near 1")
-erfcx = _unary("SpecialErfcxBackward0", _erfcx_fn, "erfcx: exp(x²) erfc(x)")
+erfcx = _unary("SpecialErfcxBackward0", _erfcx, "erfcx: exp(x²) erfc(x)")
 erfinv = _unary("ErfinvBackward0", sp.erf_inv, "erfinv: the inverse of erf on (-1, 1)")
-ndtr = _unary("MulBackward1", _ndtr_fn, "ndtr: the standard normal CDF Φ(x)")
+ndtr = _unary("MulBackward1", _ndtr, "ndtr: the standard normal CDF Φ(x)")
 ndtri = _unary("SpecialNdtriBackward0", sp.ndtri, "ndtri: Φ⁻¹(p), the inverse of ndtr")
-log_ndtr = _unary("SpecialLogNdtrBackward0", _log_ndtr_fn,
+log_ndtr = _unary("SpecialLogNdtrBackward0", _log_ndtr,
                   "log_ndtr: log Φ(x), finite however negative x is")
 
 
@@ -217,20 +185,6 @@ def xlog1py(input, other):
     """torch.special.xlog1py: x * log1p(y), 0 where x = 0 (unless y is NaN)."""
     x, y, suffix = _pair(input, other, "xlog1py")
     return apply_fn(f"SpecialXlog1PyBackward{suffix}", _XLOG1PY, (x, y))
-
-
-@custom_jvp
-def _entr(x):
-    pos = x > 0
-    safe = fnp.where(pos, x, _c(x, 1.0))
-    return fnp.where(pos, -safe * fnp.log(safe),
-                     fnp.where(x == 0, _c(x, 0.0), fnp.where(x < 0, _c(x, -np.inf), x)))
-
-
-@_entr.defjvp
-def _entr_jvp(primals, tangents):
-    (x,), (t,) = primals, tangents
-    return _entr(x), t * -(1 + fnp.log(x))          # torch's: +inf at 0, NaN below
 
 
 entr = _unary("SpecialEntrBackward0", _entr, "entr: -x log x (0 at 0, -inf below)")

@@ -84,10 +84,15 @@ def i1e(x):
     return sp.bessel_i1e(_float(x))
 
 
+def _ndtr(x):
+    """Φ(x) of a float array: erfc(-x/√2)/2 (accurate in the lower tail). Also
+    torch.special.ndtr's (functrans/special.py)."""
+    return _c(x, 0.5) * sp.erfc(-x * _c(x, _SQRT1_2))
+
+
 def ndtr(x):
     """Φ(x), the standard normal CDF: erfc(-x/√2)/2 (accurate in the lower tail)."""
-    x = _float(x)
-    return _c(x, 0.5) * sp.erfc(-x * _c(x, _SQRT1_2))
+    return _ndtr(_float(x))
 
 
 def ndtri(p):
@@ -96,7 +101,7 @@ def ndtri(p):
 
 
 def _erfcx(x):
-    """exp(x²) erfc(x) for x >= 0 (no overflow): directly up to 25, the asymptotic series
+    """exp(x²) erfc(x) (also torch.special.erfcx's) for x >= 0 (no overflow): directly up to 25, the asymptotic series
     1/(x√π) Σ (-1)ᵏ (2k-1)!!/(2x²)ᵏ above (8 terms: below 1e-20 there)."""
     big = x > 25
     xs = fnp.where(big, _c(x, 1.0), x)
@@ -111,17 +116,21 @@ def _erfcx(x):
     return fnp.where(big, total / (xb * math.sqrt(math.pi)), direct)
 
 
-def log_ndtr(x, series_order=3):
-    """log Φ(x) without underflow: log1p(-Φ(-x)) above 0 (Φ near 1), log(erfcx(-x/√2)/2)
-    - x²/2 below, which stays finite however negative x is. (series_order is accepted for
-    JAX's signature; the result is accurate to the dtype without a series.)"""
-    x = _float(x)
+def _log_ndtr(x):
+    """log Φ(x) of a float array: log1p(-Φ(-x)) above 0 (Φ near 1), log(erfcx(-x/√2)/2)
+    - x²/2 below (no underflow however negative x is). Also torch.special.log_ndtr's."""
     pos = x > 0
     xp = fnp.where(pos, x, _c(x, 1.0))
-    upper = fnp.log1p(-ndtr(-xp))
+    upper = fnp.log1p(-_ndtr(-xp))
     xn = fnp.where(pos, _c(x, -1.0), x)
     lower = fnp.log(_erfcx(-xn * _c(x, _SQRT1_2)) / 2) - xn * xn / 2
     return fnp.where(pos, upper, lower)
+
+
+def log_ndtr(x, series_order=3):
+    """log Φ(x) without underflow, finite however negative x is. (series_order is accepted
+    for JAX's signature; the result is accurate to the dtype without a series.)"""
+    return _log_ndtr(_float(x))
 
 
 def _xlog(shift):
@@ -165,7 +174,7 @@ def _entr(x):
 @_entr.defjvp
 def _entr_jvp(primals, tangents):
     (x,), (t,) = primals, tangents
-    return _entr(x), t * -(1 + fnp.log(x))          # +inf at 0, NaN below, as JAX
+    return _entr(x), t * -(1 + fnp.log(x))   # +inf at 0, NaN below: JAX's and torch's
 
 
 def entr(x):

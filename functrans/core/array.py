@@ -382,26 +382,35 @@ def wrap_result(out, given=None):
     return out
 
 
-def _def_op(name, key, reflected=False):
-    if reflected:
-        def op(self, other):
-            return array_ops[key](other, self)
-    else:
-        def op(self, *args):
-            return array_ops[key](self, *args)
-    op.__name__ = name
-    setattr(Array, name, op)
+_BINARY_OPS = [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
+               ("truediv", "true_divide"), ("floordiv", "floor_divide"), ("mod", "remainder"),
+               ("pow", "power"), ("matmul", "matmul"), ("and", "bitwise_and"),
+               ("or", "bitwise_or"), ("xor", "bitwise_xor")]
+_UNARY_OPS = [("neg", "negative"), ("pos", "positive"), ("abs", "abs"), ("invert", "invert"),
+              ("lt", "less"), ("le", "less_equal"), ("gt", "greater"),
+              ("ge", "greater_equal"), ("eq", "equal"), ("ne", "not_equal"),
+              ("getitem", "getitem")]
 
 
-for _name, _key in [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
-                    ("truediv", "true_divide"), ("floordiv", "floor_divide"),
-                    ("mod", "remainder"), ("pow", "power"), ("matmul", "matmul"),
-                    ("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor")]:
-    _def_op(f"__{_name}__", _key)
-    _def_op(f"__r{_name}__", _key, reflected=True)
-for _name, _key in [("neg", "negative"), ("pos", "positive"), ("abs", "abs"),
-                    ("invert", "invert"), ("lt", "less"), ("le", "less_equal"),
-                    ("gt", "greater"), ("ge", "greater_equal"), ("eq", "equal"),
-                    ("ne", "not_equal"), ("getitem", "getitem")]:
-    _def_op(f"__{_name}__", _key)
-Array.__hash__ = None      # (defining __eq__ above would otherwise leave it unset)
+def install_operators(cls, table):
+    """Python's operators on cls (Array, and the tracers in trace.py), each calling the
+    function that functrans.numpy puts in `table` under the NumPy name; an element-wise
+    __eq__ makes cls unhashable."""
+    def define(name, key, reflected=False):
+        if reflected:
+            def op(self, other):
+                return table[key](other, self)
+        else:
+            def op(self, *args):
+                return table[key](self, *args)
+        op.__name__ = name
+        setattr(cls, name, op)
+    for name, key in _BINARY_OPS:
+        define(f"__{name}__", key)
+        define(f"__r{name}__", key, reflected=True)
+    for name, key in _UNARY_OPS:
+        define(f"__{name}__", key)
+    cls.__hash__ = None
+
+
+install_operators(Array, array_ops)

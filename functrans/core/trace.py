@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from .array import Array, value_of, wrap_value
+from .array import Array, install_operators, value_of, wrap_value
 from .arrays import array_module
 from .config import DEFAULT_DTYPES, NARROW, config
 from .avals import (ConcretizationTypeError, ShapedArray, TracerArrayConversionError,
@@ -580,27 +580,5 @@ class Tracer:
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
 
-def _def_op(name, key, reflected=False):
-    if reflected:
-        def op(self, other):
-            return tracer_ops[key](other, self)
-    else:
-        def op(self, *args):
-            return tracer_ops[key](self, *args)
-    op.__name__ = name
-    setattr(Tracer, name, op)
-
-
-for _name, _key in [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
-                    ("truediv", "true_divide"), ("floordiv", "floor_divide"),
-                    ("mod", "remainder"), ("pow", "power"), ("matmul", "matmul"),
-                    ("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor")]:
-    _def_op(f"__{_name}__", _key)
-    _def_op(f"__r{_name}__", _key, reflected=True)
-for _name, _key in [("neg", "negative"), ("pos", "positive"), ("abs", "abs"),
-                    ("invert", "invert"), ("lt", "less"), ("le", "less_equal"),
-                    ("gt", "greater"), ("ge", "greater_equal"), ("eq", "equal"),
-                    ("ne", "not_equal"), ("getitem", "getitem")]:
-    _def_op(f"__{_name}__", _key)
-Tracer.__hash__ = None  # tracers define __eq__ elementwise, so they are unhashable
+install_operators(Tracer, tracer_ops)
 

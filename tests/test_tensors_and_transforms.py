@@ -230,6 +230,25 @@ def test_pytrees_of_tensors_and_functional_call():
     np.testing.assert_allclose(num(jf(params, x)), num(model(x)), rtol=1e-12)
 
 
+def test_class_targets_under_jit_with_x64_off(x32):
+    """With x64 off (JAX's default), ft.jit canonicalizes int64 targets to int32, as JAX does;
+    the facade's losses take them there, and the jitted step gives the eager gradient. Eager
+    facade calls keep torch's rule (an int32 target is refused)."""
+    ft.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 5))
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    x, y = ft.randn(6, 3), ft.tensor([0, 4, 2, 1, 3, 0])
+    loss = lambda p, x, y: nn.functional.cross_entropy(ft.func.functional_call(model, p, (x,)), y)
+    val, g = ft.jit(ft.value_and_grad(loss))(params, x, y)
+    nn.functional.cross_entropy(model(x), y).backward()
+    for k, p in model.named_parameters():
+        np.testing.assert_allclose(num(g[k]), num(p.grad), rtol=1e-5, atol=1e-7)
+    nll = ft.jit(lambda z, y: nn.functional.nll_loss(z.log_softmax(1), y))
+    np.testing.assert_allclose(float(nll(model(x), y)), float(val), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="expected target dtype to be Long or Byte, but got Int"):
+        nn.functional.cross_entropy(model(x), y.int())
+
+
 def test_parameters_requiring_grad_inside_a_transformation_are_constants():
     ft.manual_seed(1)
     lin = nn.Linear(3, 2).double()

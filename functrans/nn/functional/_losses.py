@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 
+from ...core import Tracer, narrow_dtype
 from ...numpy import raw as fnp
 from ...higher_order.custom import custom_vjp
 from ...facade.inplace import _tname
@@ -274,7 +275,11 @@ def _check_class_target(input, target, what):
         raise RuntimeError("only batches of spatial targets supported (3D tensors) but got "
                            f"targets of dimension: {len(st)}")
     dt = np.dtype(target.dtype)
-    if dt not in (np.int64, np.uint8):        # torch takes int64 (Long) and uint8 (Byte) only
+    # torch takes int64 (Long) and uint8 (Byte) only; traced by a JAX-side transformation
+    # (ft.jit, ft.grad) with x64 off, an int64 target arrives canonicalized to int32.
+    if dt not in (np.int64, np.uint8) and not (
+            dt == narrow_dtype(np.dtype(np.int64)) and isinstance(getattr(target, "_data", None),
+                                                                  Tracer)):
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_tname(dt)}")
     if st != si[:1] + si[2:]:
         if len(si) == 2:

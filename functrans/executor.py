@@ -306,12 +306,21 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
             hit = memo.get(mkey)
             if hit is None:
                 hit = memo[mkey] = eqn_program(prim, params, None, lv, present, sig)
-        else:                       # the pass's own memo, keyed by the signature
-            in_avals = tuple([avals[a] if type(a) is int else a.aval for a in ii])
-            mkey = (prim, _params_key(params) if params else (), in_avals, lv, present)
+        else:                       # the pass's own memo, keyed by the signature with the
+            #                             avals by identity (the tape's are shared per shape
+            #                             and dtype: get_aval), hashed as ints
+            pkey = _params_key(params) if params else ()
+            if len(ii) == 1:
+                a = ii[0]
+                mkey = (prim, pkey, lv, present, id(avals[a] if type(a) is int else a.aval))
+            else:
+                mkey = (prim, pkey, lv, present,
+                        *[id(avals[a] if type(a) is int else a.aval) for a in ii])
             hit = memo.get(mkey)
             if hit is None:
-                hit = memo[mkey] = eqn_program(prim, params, None, lv, present, mkey[:3])
+                in_avals = tuple([avals[a] if type(a) is int else a.aval for a in ii])
+                hit = memo[mkey] = eqn_program(prim, params, None, lv, present,
+                                               (prim, pkey, in_avals))
         prog, reads, nonzero, live_pos, flows, small, one = hit
         k_in = len(ii)
         args = []

@@ -16,7 +16,7 @@ import numpy as np
 from ..executor import reverse_pass
 from .anomaly import has_nan, nan_error, warn_error_in
 from .lower import target_aval
-from .record import ANOMALY, saved_value
+from .record import ANOMALY, Packed, saved_value, unpack_saved
 from .ops import apply_prim, run_recorded
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
                        describe_value, fn_call_p, hook_dicts, node_hook_grads, node_hook_p,
@@ -126,21 +126,22 @@ class _Values:
         self.node = None        # the node whose equation last read a value (anomaly mode)
 
     def get(self, s, i, r):
-        tape = self.tape
-        n = self.node = self.nodes[tape.eqn_node[i]]
-        refs, outs = tape.eqn_refs[i]
-        ls = refs[r] if r < len(refs) else outs[r - len(refs)]
+        n = self.node = self.nodes[self.tape.eqn_node[i]]
+        ls = self.tape.eqn_refs[i][2][r]
         info = n.info
         v = self.vals[s]
         if ls in info.held_set:
             if n.vals is None:
                 raise RuntimeError(FREED_MSG + f" (the values saved by {info.name} were freed "
                                    "by an earlier backward)")
-            if n.vers:
-                _check_version(n, ls)
+            for slot, vc, ver in n.vers:        # (_check_version, inline: a hot path)
+                if slot == ls and vc.v != ver:
+                    _check_version(n, ls)
             own = n.x is not None and n.x.own_packs
             if v is None or own:        # (values with hooks of their own: read per use)
-                v = saved_value(n, ls)
+                v = n.vals[ls]
+                if type(v) is Packed:
+                    v = unpack_saved(v)
                 if self.cg:
                     v = _connect(n, ls, v)
                 if not own:

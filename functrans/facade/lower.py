@@ -31,7 +31,8 @@ class GraphTape:
     consts: the other slots read before being produced (saved inputs of replayed nodes);
     eqns: (primitive, params, input slots or Literals, output slots); eqn_node: the position
     of the node each equation comes from (-1 for taps), eqn_refs its (input, output)
-    slots local to that node and sigs its signature (executor.eqn_signature); keys_of: per
+    slots local to that node (then both in one tuple, and whether the inputs are the
+    node's in order: lower._tape_eqns) and sigs its signature (executor.eqn_signature); keys_of: per
     slot, the value keys naming it (several where equal steps share it, an available one
     first); available: per slot, whether a node saved it; holders: key -> ((node position,
     local slot), ...) of the replayed nodes holding it (these three for the derived
@@ -186,11 +187,29 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
         if steps is None:
             steps = _tape_eqns(info)
         if info.kind == "function":
+            refs = tuple(range(ni))
             steps = [(fn_call_p, info.extra["params"](fslot.get(p, -1)),
-                      (range(ni), info.out_slots), None)]
+                      (refs, info.out_slots, refs + info.out_slots, True), None)]
         for prim, params, ro, sig in steps:
-            ins = tuple([local[r] if type(r) is int else r for r in ro[0]])
-            if program:
+            ins = tuple(local[:ni]) if ro[3] else \
+                tuple([local[r] if type(r) is int else r for r in ro[0]])
+            if not program:         # (_emit, inline: the first sight's hot loop)
+                is_live = False
+                for a in ins:
+                    if type(a) is int and live[a]:
+                        is_live = True
+                        break
+                outs = []
+                for o in ro[1]:
+                    local[o] = t = len(avals)
+                    outs.append(t)
+                    avals.append(info.slot_avals[o])
+                    live.append(is_live)
+                eqns.append((prim, params, ins, tuple(outs)))
+                sigs.append(sig)
+                eqn_node.append(p)
+                eqn_refs.append(ro)
+            else:
                 cands = table.setdefault((prim, tuple([i if type(i) is int else literal_key(i)
                                                        for i in ins])), [])
                 for cparams, couts in cands:
@@ -202,8 +221,6 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
                 else:
                     cands.append((params, _emit(prim, params, ins, ro, sig, p, info, local,
                                                 lists)))
-            else:
-                _emit(prim, params, ins, ro, sig, p, info, local, lists)
         if program:
             for st in info.companion_steps:
                 ins = tuple([local[r] if type(r) is int else r for r in st.refs])
@@ -295,8 +312,11 @@ def _emit(prim, params, ins, ro, sig, p, info, local, lists):
 
 def _tape_eqns(info):
     """info's steps as tape equations over its local slots, with their signatures:
-    ((primitive, params, (refs, outs), eqn_signature), ...), computed once per OpInfo."""
-    info.tape_eqns = tuple([(st.prim, st.params, (st.refs, st.outs),
+    ((primitive, params, (refs, outs, refs + outs, whether refs are the op's inputs in
+    order), eqn_signature), ...), computed once per OpInfo."""
+    direct = tuple(range(info.n_in))
+    info.tape_eqns = tuple([(st.prim, st.params,
+                             (st.refs, st.outs, st.refs + st.outs, st.refs == direct),
                              eqn_signature(st.prim, st.params, st.refs, info.slot_avals))
                             for st in info.steps])
     return info.tape_eqns

@@ -348,7 +348,7 @@ def make_node(info, inputs, vals, outs):
         plan = _hold_plan(info)
     if plan:
         kept = [None] * info.n_slots
-        vers = []
+        vers = ()               # (a tuple: most ops hold one tensor)
         for s, j in plan:
             v = vals[s]
             if v is None:
@@ -361,7 +361,7 @@ def make_node(info, inputs, vals, outs):
                 vc = t._vc
                 if vc is None:
                     vc = t._vc = VersionCounter()
-                vers.append((s, vc, vc.v))
+                vers += ((s, vc, vc.v),)
         # (the frame above make_node's caller is functrans code: unary, binary, apply_fn
         # and apply_prim are called only from it; each frame looked at costs ~0.2 us)
         src = user_frame(4)

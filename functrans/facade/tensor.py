@@ -529,9 +529,13 @@ def unary(a, op):
         rec = rec and h.records
     else:
         out = op.impl(np if type(x) is _ndarray else array_module(x), x)
-    if type(out) is not _ndarray:
-        out = _as_array(out)
-    t = wrap(out)
+    if type(out) is _ndarray:           # (wrap, inline: the hot path)
+        t = _new(Tensor)
+        t._data, t._grad_fn, t._requires_grad, t._vc = out, None, False, None
+        if GS.inference:
+            t._flags = INFERENCE
+    else:
+        t = wrap(_as_array(out))
     if a._requires_grad and rec and op.differentiable:
         key = (x.shape, x.dtype)
         info = op.cache.get(key)
@@ -613,9 +617,13 @@ def binary(a, b, op, reverse=False):
     else:
         xp = np if type(x) is _ndarray else array_module(x)
         out = op.impl(xp, y, x) if reverse else op.impl(xp, x, y)
-        if type(out) is not _ndarray:
-            out = _as_array(out)
-    t = wrap(out)
+    if type(out) is _ndarray:           # (wrap, inline: the hot path)
+        t = _new(Tensor)
+        t._data, t._grad_fn, t._requires_grad, t._vc = out, None, False, None
+        if GS.inference:
+            t._flags = INFERENCE
+    else:
+        t = wrap(out if traced else _as_array(out))
     ra = a._requires_grad
     if (ra or rb) and rec and op.differentiable:
         if reverse:

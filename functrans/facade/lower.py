@@ -191,21 +191,33 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
             steps = [(fn_call_p, info.extra["params"](fslot.get(p, -1)),
                       (refs, info.out_slots, refs + info.out_slots, True), None)]
         for prim, params, ro, sig in steps:
-            ins = tuple(local[:ni]) if ro[3] else \
-                tuple([local[r] if type(r) is int else r for r in ro[0]])
+            if not ro[3]:
+                ins = tuple([local[r] if type(r) is int else r for r in ro[0]])
+            elif ni == 1:
+                ins = (local[0],)
+            else:
+                ins = tuple(local[:ni])
             if not program:         # (_emit, inline: the first sight's hot loop)
                 is_live = False
                 for a in ins:
                     if type(a) is int and live[a]:
                         is_live = True
                         break
-                outs = []
-                for o in ro[1]:
+                if len(ro[1]) == 1:
+                    o = ro[1][0]
                     local[o] = t = len(avals)
-                    outs.append(t)
                     avals.append(info.slot_avals[o])
                     live.append(is_live)
-                eqns.append((prim, params, ins, tuple(outs)))
+                    outs = (t,)
+                else:
+                    outs = []
+                    for o in ro[1]:
+                        local[o] = t = len(avals)
+                        outs.append(t)
+                        avals.append(info.slot_avals[o])
+                        live.append(is_live)
+                    outs = tuple(outs)
+                eqns.append((prim, params, ins, outs))
                 sigs.append(sig)
                 eqn_node.append(p)
                 eqn_refs.append(ro)

@@ -331,25 +331,36 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
                 hit = memo[mkey] = eqn_program(prim, params, None, lv, present,
                                                (prim, pkey, in_avals))
         prog, reads, nonzero, live_pos, flows, small, one = hit
-        args = []
-        for r in reads:
-            a = ii[r] if r < k_in else oi[r - k_in]
-            if type(a) is not int:
-                args.append(a.val)
-            elif listed:
-                args.append(value[a])
+        if small is not None and present is _ONE and len(reads) < 2 and run is None:
+            # the usual equation of small arrays: one cotangent and at most one value read
+            # (sin's input, tanh's output), called without an argument list
+            if not reads:
+                outs = small(xp, ct.pop(oi[0]))
             else:
-                args.append(value(a, i, r))
-        if present is _ONE:
-            args.append(ct.pop(oi[0]))
+                r = reads[0]
+                a = ii[r] if r < k_in else oi[r - k_in]
+                v = a.val if type(a) is not int else value[a] if listed else value(a, i, r)
+                outs = small(xp, v, ct.pop(oi[0]))
         else:
-            args += [ct.pop(o) for o, p in zip(oi, present) if p]
-        if run is not None:
-            outs = run(prog, args)
-        elif small is not None:
-            outs = small(xp, *args)
-        else:
-            outs = run_program(prog, *args)
+            args = []
+            for r in reads:
+                a = ii[r] if r < k_in else oi[r - k_in]
+                if type(a) is not int:
+                    args.append(a.val)
+                elif listed:
+                    args.append(value[a])
+                else:
+                    args.append(value(a, i, r))
+            if present is _ONE:
+                args.append(ct.pop(oi[0]))
+            else:
+                args += [ct.pop(o) for o, p in zip(oi, present) if p]
+            if run is not None:
+                outs = run(prog, args)
+            elif small is not None:
+                outs = small(xp, *args)
+            else:
+                outs = run_program(prog, *args)
         if one >= 0:
             a = ii[one]
             gi = outs[0]

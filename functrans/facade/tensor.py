@@ -574,12 +574,13 @@ def binary(a, b, op, reverse=False):
         if type(y) is not _ndarray and isinstance(y, Tracer):
             traced = True
         rb = b._requires_grad
-        dt = x.dtype
-        if dt != y.dtype or (op.float_only and dt.kind not in "fc"):
+        dt = xd = x.dtype           # (dtypes compared by identity first, shapes read once:
+        yd = y.dtype                # each NumPy attribute read builds or compares anew)
+        if (yd is not dt and yd != dt) or (op.float_only and dt.kind not in "fc"):
             dt = result_type(a, b)
     elif tb in _PYSCALARS:
         rb = False
-        dt = x.dtype
+        dt = xd = x.dtype
         kind = dt.kind
         if (kind == "b" and tb is not builtins.bool) or (kind in "iu" and tb is builtins.float):
             dt = result_type(a, b)
@@ -588,15 +589,20 @@ def binary(a, b, op, reverse=False):
             b, "__cuda_array_interface__"):
         return binary(a, tensor(b) if not isinstance(b, np.ndarray) else wrap(b), op, reverse)
     elif isinstance(b, complex):
-        y, rb, dt = b, False, result_type(a, b)
+        y, rb, dt, xd = b, False, result_type(a, b), x.dtype
     else:
         return NotImplemented
     if op.float_only and dt.kind not in "fc":
         dt = D.get_default_dtype()
-    if tb is not complex and tb not in _PYSCALARS and x.shape != y.shape:
-        check_broadcast(*((y.shape, x.shape) if reverse else (x.shape, y.shape)))
+    sx = x.shape
+    if tb is not complex and tb not in _PYSCALARS:
+        sy = y.shape
+        if sx != sy:
+            check_broadcast(*((sy, sx) if reverse else (sx, sy)))
+    else:
+        sy = ()                     # (a NumPy scalar below)
     x0 = x
-    if x.dtype != dt:
+    if xd is not dt and xd != dt:
         x = x.astype(dt)
     if tb in _PYSCALARS or tb is complex:
         try:
@@ -605,9 +611,10 @@ def binary(a, b, op, reverse=False):
             if dt.kind not in "iu":
                 raise
             y0 = y = np.array(y).astype(dt)[()]
+        yd = y0.dtype
     else:
         y0 = y
-        if y.dtype != dt:
+        if yd is not dt and yd != dt:
             y = y.astype(dt)
     rec = GS.enabled
     if traced:                      # traced data: the op is bound, not run
@@ -626,12 +633,8 @@ def binary(a, b, op, reverse=False):
         t = wrap(out if traced else _as_array(out))
     ra = a._requires_grad
     if (ra or rb) and rec and op.differentiable:
-        if reverse:
-            p, q = y0, x0
-            key = (q.shape, p.shape, q.dtype, p.dtype, ra, rb, True)
-        else:
-            p, q = x0, y0
-            key = (p.shape, q.shape, p.dtype, q.dtype, ra, rb, False)
+        key = (sx, sy, xd, yd, ra, rb, reverse)     # (x0's and y0's shapes and dtypes)
+        p, q = (y0, x0) if reverse else (x0, y0)
         info = op.cache.get(key)
         if info is None:
             mask = (rb, ra) if reverse else (ra, rb)

@@ -148,8 +148,13 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
         in_keys = [] if program else None
         for i, e in enumerate(n.edges):
             if e is None:           # a constant input: read by this node only
-                k = (p, i)
-                s = new(info.slot_avals[i], k, False)
+                if program:
+                    k = (p, i)
+                    s = new(info.slot_avals[i], k, False)
+                else:               # (new, inline)
+                    s = len(avals)
+                    avals.append(info.slot_avals[i])
+                    live.append(False)
                 consts.append(s)
             else:
                 prod, j = e

@@ -260,8 +260,9 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
     updated in place (the inputs' are left there); value(slot, i, r): the slot's primal
     value as equation i reads it (r: its position among the equation's inputs, then
     outputs), or the list of every slot's value; sigs: per equation its signature
-    (eqn_signature), when the caller has them at hand; run(prog, args): the outputs of an equation's program
-    (default: the runtime; the facade's create_graph records them as ops); special:
+    (eqn_signature), when the caller has them at hand; run(prog, args): the outputs of
+    an equation's program (default: the runtime; the facade's create_graph records them
+    as ops); special:
     {primitive: f(i, present)} for the equations the caller runs itself (taps,
     autograd.Functions: f pops their output cotangents from ct and returns the input
     cotangents); on_grad(i, k, g): each input cotangent produced (anomaly checks); due:

@@ -35,8 +35,8 @@ class GraphTape:
     node's in order: lower._tape_eqns) and sigs its signature (executor.eqn_signature);
     keys_of: per slot, the value keys naming it (several where equal steps share it, an
     available one first); available: per slot, whether a node saved it; holders: key ->
-    ((node position, local slot), ...) of the replayed nodes holding it (these three for the derived
-    program only, else None/empty); live: per slot, whether it depends on a
+    ((node position, local slot), ...) of the replayed nodes holding it (these three for
+    the derived program only, else None/empty); live: per slot, whether it depends on a
     differentiated input; out_idx: the roots' slots; targets: the keys whose cotangents
     the backward returns (retained values among them); arg_slot: target key -> its input
     slot; tapped: key -> the slot its tap reads; replayed: the positions of the nodes it

@@ -210,8 +210,6 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
                         local[i] = t
             local += [None] * (info.n_slots - ni)
             steps = info.tape_eqns
-            if steps is None:
-                steps = _tape_eqns(info)
             if info.kind == "function":
                 refs = tuple(range(ni))
                 steps = [(fn_call_p, info.extra["params"](fslot.get(p, -1)),

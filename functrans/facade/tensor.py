@@ -21,6 +21,7 @@ import numpy as np
 from ..backends.memory import DERIVED
 from ..core import (Array, FunctransError, ShapedArray, Tracer, _thread_state as _TS, array_module,
                     value_of)
+from ..runtime import direct_ufunc
 from ..tree_util import register_pytree_node
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
@@ -504,7 +505,7 @@ def _factory(f, size, dtype, requires_grad):
 class EOp:
     """An elementwise facade op: a primitive and torch's grad_fn name."""
     __slots__ = ("name", "prim", "params", "impl", "float_only", "differentiable", "int_ok",
-                 "rname", "cache")
+                 "rname", "cache", "ufunc")
 
     def __init__(self, name, prim, params=None, float_only=True, rname=None):
         self.name = name
@@ -512,6 +513,8 @@ class EOp:
         self.prim = prim
         self.params = params or {}
         self.impl = functools.partial(prim.impl, **self.params) if params else prim.impl
+        direct = None if params else direct_ufunc(prim)
+        self.ufunc = None if direct is None else getattr(np, direct)   # impl(np, ...) on NumPy
         self.float_only = float_only
         self.differentiable = prim.differentiable
         self.cache = {}          # signature -> OpInfo (record.info_for's front table)
@@ -527,6 +530,8 @@ def unary(a, op):
         h = traced_hooks()
         out = h.bind(op.prim, op.params, (x,))
         rec = rec and h.records
+    elif type(x) is _ndarray and op.ufunc is not None:
+        out = op.ufunc(x)
     else:
         out = op.impl(np if type(x) is _ndarray else array_module(x), x)
     if type(out) is _ndarray:           # (wrap, inline: the hot path)
@@ -621,6 +626,8 @@ def binary(a, b, op, reverse=False):
         h = traced_hooks()
         out = h.bind(op.prim, op.params, (y, x) if reverse else (x, y))
         rec = rec and h.records
+    elif type(x) is _ndarray and op.ufunc is not None:
+        out = op.ufunc(y, x) if reverse else op.ufunc(x, y)
     else:
         xp = np if type(x) is _ndarray else array_module(x)
         out = op.impl(xp, y, x) if reverse else op.impl(xp, x, y)

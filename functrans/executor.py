@@ -127,7 +127,7 @@ def vjp_flat(f_flat, primals, hint=None, has_aux=False):
             outputs = [_rewrap(vouter, tape, i, v) for i, v in zip(out_idx, outputs)]
     del ins, outs, trace
     n_in = len(primals)
-    values = [tape.value(i) for i in range(len(tape.values))]
+    values = [v() if type(v) is weakref.ref else v for v in tape.values]    # (tape.value)
     if vouter is not None:
         values = [_rewrap(vouter, tape, i, v) for i, v in enumerate(values)]
     available = [v is not None for v in values]
@@ -259,9 +259,10 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
     it depends on a differentiated input; ct: {slot: cotangent}, the outputs' on entry,
     updated in place (the inputs' are left there); value(slot, i, r): the slot's primal
     value as equation i reads it (r: its position among the equation's inputs, then
-    outputs); sigs: per equation its signature (eqn_signature), when the
-    caller has them at hand; run(prog, args): the outputs of an equation's program
-    (default: the runtime; the facade's create_graph records them as ops); special:
+    outputs), or the list of every slot's value; sigs: per equation its signature
+    (eqn_signature), when the caller has them at hand; run(prog, args): the outputs of
+    an equation's program (default: the runtime; the facade's create_graph records them
+    as ops); special:
     {primitive: f(i, present)} for the equations the caller runs itself (taps,
     autograd.Functions: f pops their output cotangents from ct and returns the input
     cotangents); on_grad(i, k, g): each input cotangent produced (anomaly checks); due:
@@ -269,6 +270,7 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
     handed to deliver(slot, ct) (None if nothing reached it)."""
     n = len(eqns)
     memo = {}
+    listed = type(value) is list
     xp = array_module(*ct.values()) if run is None else None
     for step in range(n):
         if due and step in due:
@@ -291,9 +293,13 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
                         on_grad(i, k, g)
                     ct[a] = ct[a] + g if a in ct else g
             continue
-        if len(ii) == 1:
+        k_in = len(ii)
+        if k_in == 1:
             a = ii[0]
             lv = _ONE if type(a) is int and live[a] else _NONE
+        elif k_in == 2:             # (no comprehension: a call of its own per equation)
+            a, b = ii
+            lv = (type(a) is int and live[a], type(b) is int and live[b])
         else:
             lv = tuple([type(a) is int and live[a] for a in ii])
         if True not in lv:
@@ -306,28 +312,56 @@ def reverse_pass(eqns, avals, live, ct, value, *, sigs=None, run=None, special=N
             hit = memo.get(mkey)
             if hit is None:
                 hit = memo[mkey] = eqn_program(prim, params, None, lv, present, sig)
-        else:                       # the pass's own memo, keyed by the signature
-            in_avals = tuple([avals[a] if type(a) is int else a.aval for a in ii])
-            mkey = (prim, _params_key(params) if params else (), in_avals, lv, present)
+        else:                       # the pass's own memo, keyed by the signature with the
+            #                             avals by identity (the tape's are shared per shape
+            #                             and dtype: get_aval), hashed as ints
+            pkey = _params_key(params) if params else ()
+            if k_in == 1:
+                a = ii[0]
+                mkey = (prim, pkey, lv, present, id(avals[a] if type(a) is int else a.aval))
+            elif k_in == 2:
+                a, b = ii
+                mkey = (prim, pkey, lv, present, id(avals[a] if type(a) is int else a.aval),
+                        id(avals[b] if type(b) is int else b.aval))
+            else:
+                mkey = (prim, pkey, lv, present,
+                        *[id(avals[a] if type(a) is int else a.aval) for a in ii])
             hit = memo.get(mkey)
             if hit is None:
-                hit = memo[mkey] = eqn_program(prim, params, None, lv, present, mkey[:3])
+                in_avals = tuple([avals[a] if type(a) is int else a.aval for a in ii])
+                hit = memo[mkey] = eqn_program(prim, params, None, lv, present,
+                                               (prim, pkey, in_avals))
         prog, reads, nonzero, live_pos, flows, small, one = hit
-        k_in = len(ii)
-        args = []
-        for r in reads:
-            a = ii[r] if r < k_in else oi[r - k_in]
-            args.append(value(a, i, r) if type(a) is int else a.val)
-        if present is _ONE:
-            args.append(ct.pop(oi[0]))
+        if small is not None and present is _ONE and len(reads) < 2 and run is None:
+            # the usual equation of small arrays: one cotangent and at most one value read
+            # (sin's input, tanh's output), called without an argument list
+            if not reads:
+                outs = small(xp, ct.pop(oi[0]))
+            else:
+                r = reads[0]
+                a = ii[r] if r < k_in else oi[r - k_in]
+                v = a.val if type(a) is not int else value[a] if listed else value(a, i, r)
+                outs = small(xp, v, ct.pop(oi[0]))
         else:
-            args += [ct.pop(o) for o, p in zip(oi, present) if p]
-        if run is not None:
-            outs = run(prog, args)
-        elif small is not None:
-            outs = small(xp, *args)
-        else:
-            outs = run_program(prog, *args)
+            args = []
+            for r in reads:
+                a = ii[r] if r < k_in else oi[r - k_in]
+                if type(a) is not int:
+                    args.append(a.val)
+                elif listed:
+                    args.append(value[a])
+                else:
+                    args.append(value(a, i, r))
+            if present is _ONE:
+                args.append(ct.pop(oi[0]))
+            else:
+                args += [ct.pop(o) for o, p in zip(oi, present) if p]
+            if run is not None:
+                outs = run(prog, args)
+            elif small is not None:
+                outs = small(xp, *args)
+            else:
+                outs = run_program(prog, *args)
         if one >= 0:
             a = ii[one]
             gi = outs[0]
@@ -366,13 +400,7 @@ def _interpreted_vjp(tape, values, n_in, out_idx, key):
     """vjp of a recorded program by the first-sight schedule (reverse_pass). Called with
     traced cotangents (jacrev's vmap, an outer jit), it derives the whole programs then."""
     eqns, avals = tape.eqns, tape.avals
-    live = [False] * len(values)
-    for i in range(n_in):
-        live[i] = True
-    for _, _, ii, oi in eqns:
-        if any(live[i] for i in ii):
-            for o in oi:
-                live[o] = True
+    live = tape.live        # per value: float and depending on an input (recorded as it ran)
 
     def derived_vjp(cts):
         derived = cached_derive(avals, eqns, n_in, tape.consts, out_idx,
@@ -389,7 +417,7 @@ def _interpreted_vjp(tape, values, n_in, out_idx, key):
             if type(c) is not Zero:
                 ct[i] = ct[i] + c if i in ct else c
         with gc_paused(), trusted_eval():
-            reverse_pass(eqns, avals, live, ct, lambda s, i, r: values[s])
+            reverse_pass(eqns, avals, live, ct, values)
         res = []
         for i in range(n_in):
             if not is_float(avals[i]):

@@ -63,6 +63,7 @@ class _Tape:
         self.avals: list = []
         self.consts: list = []           # indices of captured constants
         self.const_ids: dict = {}
+        self.const_tracers: dict = {}    # index of a constant -> its tracer (RecordTrace.pure)
         self.eqns: list = []             # (primitive, params, in_idx, out_idx)
         self.keep = keep                 # indices to hold strongly (None: all)
         self.strip = None                # an outer jvp main whose tracers are unwrapped
@@ -77,7 +78,7 @@ class _Tape:
     def add(self, val, strong=False, aval=None, dim=None, live=False):
         i = len(self.values)
         self.avals.append(get_aval(val) if aval is None else aval)
-        self.live.append(live and is_float(self.avals[i]))
+        self.live.append(live and self.avals[i].dtype.kind in "fc")     # (is_float, inline)
         if self.batch is not None:
             self.dims.append(dim)
         if not strong and self.keep is not None and i not in self.keep \
@@ -126,7 +127,11 @@ class RecordTrace(Trace):
         if tape.batch is not None:
             return RecordTracer(self, tape.values[idx], idx, tape.avals[idx],
                                 tape.dims[idx] is not None)
-        return RecordTracer(self, tape.values[idx], idx, tape.avals[idx])
+        t = tape.const_tracers.get(idx)
+        if t is None:       # one tracer per constant, however often it is read
+            t = tape.const_tracers[idx] = RecordTracer(self, tape.values[idx], idx,
+                                                       tape.avals[idx])
+        return t
 
     lift = pure
 
@@ -134,23 +139,32 @@ class RecordTrace(Trace):
         tape = self.main.global_data
         if tape.batch is not None:
             return self._process_batched(tape, prim, tracers, params)
-        in_idx = tuple([t.idx for t in tracers])
         avals = tape.avals                      # the input avals are known already
         live = tape.live
-        lv = [live[i] for i in in_idx]
+        # (loops, not comprehensions: each of those is a call of its own, per recorded op)
+        in_idx, lv, vals, in_avals, concrete = [], [], [], [], True
+        for t in tracers:
+            i = t.idx
+            in_idx.append(i)
+            lv.append(live[i])
+            in_avals.append(avals[i])
+            v = t.val
+            vals.append(v)
+            if concrete and isinstance(v, Tracer):
+                concrete = False
+        in_idx = tuple(in_idx)
         is_live = True in lv
         if is_live and prim.extra.get("known_outputs_first") and tape.strip is None:
-            form = residual_form(prim, params, [avals[i] for i in in_idx], lv)
+            form = residual_form(prim, params, in_avals, lv)
             if form is not None:
                 return self._record_form(tape, prim, params, in_idx, form)
-        vals = [t.val for t in tracers]
         s = _thread_state
-        if s.dynamic_trace.level == 0 and not has_tracer(vals):    # bind_below, inline
+        if s.dynamic_trace.level == 0 and concrete:    # bind_below, inline
             if not s.trusted:
-                prim.abstract_eval(*[avals[i] for i in in_idx], **params)
+                prim.abstract_eval(*in_avals, **params)
             out = prim.impl(array_module(*vals), *vals, **params)
         else:
-            out = bind_below(prim, vals, params, [avals[i] for i in in_idx])
+            out = bind_below(prim, vals, params, in_avals)
         if not prim.multiple_results:
             i = tape.add(out, live=is_live)
             tape.eqns.append((prim, params, in_idx, (i,)))

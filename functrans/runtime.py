@@ -139,9 +139,38 @@ def _program_of(jaxpr: Jaxpr) -> _Program:
 # the straight-line tier
 
 
+_DIRECT: dict = {}      # primitive -> the name of the NumPy function it calls, or None
+
+
+def direct_ufunc(prim):
+    """The name of the function its implementation calls on the array module, when the
+    implementation is exactly `lambda xp, a, b: xp.<cpu>(a, b)` (its `cpu` ufunc on its
+    arguments in order: the same bytecode, names and constants), else None. Code that
+    would call the implementation calls `xp.<cpu>` instead, one Python call fewer per
+    equation (what an equation on small arrays costs is mostly calls)."""
+    try:
+        return _DIRECT[prim]
+    except KeyError:
+        pass
+    name, impl = prim.cpu, prim.impl
+    code = getattr(impl, "__code__", None)
+    if type(name) is not str or code is None or code.co_argcount < 2 or \
+            code.co_kwonlyargcount or getattr(impl, "__defaults__", None) or \
+            getattr(impl, "__closure__", None):
+        _DIRECT[prim] = None
+        return None
+    args = ", ".join(f"a{i}" for i in range(code.co_argcount - 1))
+    ref = eval(f"lambda xp, {args}: xp.{name}({args})").__code__      # noqa: S307
+    same = (code.co_code == ref.co_code and code.co_names == ref.co_names
+            and code.co_consts == ref.co_consts and code.co_flags == ref.co_flags)
+    _DIRECT[prim] = name if same else None
+    return _DIRECT[prim]
+
+
 def straight_line(jaxpr: Jaxpr):
     """jaxpr (consts as leading arguments) as Python source with one line per equation,
-    each calling impl(xp, ...) bound to its params: a function (xp, *vals) -> outputs.
+    each calling impl(xp, ...) bound to its params (or xp.<ufunc>(...) where the
+    implementation is just that: direct_ufunc): a function (xp, *vals) -> outputs.
     Literals and the bound implementations live in the function's globals."""
     names: dict = {}
     glob: dict = {}
@@ -155,6 +184,12 @@ def straight_line(jaxpr: Jaxpr):
     args = [name(v) for v in jaxpr.constvars + jaxpr.invars]
     lines = [f"def run(xp, {', '.join(args)}):" if args else "def run(xp):"]
     for i, eqn in enumerate(jaxpr.eqns):
+        prim = eqn.primitive
+        direct = None if eqn.params or prim.multiple_results else direct_ufunc(prim)
+        if direct is not None and len(eqn.invars) == prim.impl.__code__.co_argcount - 1:
+            ins = ", ".join(name(a) for a in eqn.invars)
+            lines.append(f"    {name(eqn.outvars[0])} = xp.{direct}({ins})")
+            continue
         fn = f"f{i}"
         glob[fn] = functools.partial(eqn.primitive.impl, **eqn.params) if eqn.params \
             else eqn.primitive.impl

@@ -835,6 +835,23 @@ def test_saved_tensors_report():
     assert ft.autograd.saved_tensors_report(y).total_bytes == 0
 
 
+def test_saved_tensors_report_sources_of_each_entry_path():
+    """The source line of a saved value is the user's, whichever way the op was reached:
+    a module function (ft.sin), a method, an operator, a composite op (make_node looks
+    from the frame above its caller's)."""
+    x = ft.randn(4, requires_grad=True)
+    w = ft.randn(4)
+    a = ft.sin(x)                                 # SRC-FUNCTION
+    b = a.tanh()                                  # SRC-METHOD
+    c = b * w                                     # SRC-OPERATOR
+    d = ft.nn.functional.softmax(c, dim=0)        # SRC-COMPOSITE
+    rep = ft.autograd.saved_tensors_report(d.sum())
+    sources = {e["node"]: e["source"] for e in rep.entries}
+    for node, mark in [("SinBackward0", "SRC-FUNCTION"), ("TanhBackward0", "SRC-METHOD"),
+                       ("MulBackward0", "SRC-OPERATOR"), ("SoftmaxBackward0", "SRC-COMPOSITE")]:
+        assert mark in sources[node] and "test_facade_autograd.py" in sources[node], node
+
+
 def test_error_texts_in_api_md():
     x = ft.ones(2, requires_grad=True)
     with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar "

@@ -220,8 +220,10 @@ def _bind_slow(prim, args, params):
             level >= len(s.trace_stack) or s.trace_stack[level] is not top.main:
         top = find_top_trace(args, prim)
     main = top.main
-    tracers = [a if isinstance(a, Tracer) and a._trace.main is main else top.full_raise(a)
-               for a in args]
+    tracers = []                # (a loop: a list comprehension is a call of its own)
+    for a in args:
+        tracers.append(a if isinstance(a, Tracer) and a._trace.main is main
+                       else top.full_raise(a))
     outs = top.process_primitive(prim, tracers, params)
     if prim.multiple_results:
         return [o.full_lower() if isinstance(o, Tracer) else o for o in outs]

@@ -16,7 +16,7 @@ import numpy as np
 from ..executor import reverse_pass
 from .anomaly import has_nan, nan_error, warn_error_in
 from .lower import target_aval
-from .record import ANOMALY, saved_value
+from .record import ANOMALY, Packed, saved_value, unpack_saved
 from .ops import apply_prim, run_recorded
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
                        describe_value, fn_call_p, hook_dicts, node_hook_grads, node_hook_p,
@@ -62,7 +62,7 @@ def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=
     RUN.stack.append(run)
     try:
         with np.errstate(all="ignore"), _anomaly_report(values, ANOMALY.enabled):
-            reverse_pass(tape.eqns, tape.avals, tape.live, ct, values.get, sigs=tape.sigs,
+            reverse_pass(tape.eqns, tape.avals, tape.live, ct, values.getter(), sigs=tape.sigs,
                          run=run_recorded if create_graph else None,
                          special={tap_p: tap, fn_call_p: function, node_hook_p: node_hook},
                          on_grad=on_grad,
@@ -125,36 +125,46 @@ class _Values:
         self.producer = None
         self.node = None        # the node whose equation last read a value (anomaly mode)
 
-    def get(self, s, i, r):
-        tape = self.tape
-        n = self.node = self.nodes[tape.eqn_node[i]]
-        refs, outs = tape.eqn_refs[i]
-        ls = refs[r] if r < len(refs) else outs[r - len(refs)]
-        info = n.info
-        v = self.vals[s]
-        if ls in info.held_set:
-            if n.vals is None:
-                raise RuntimeError(FREED_MSG + f" (the values saved by {info.name} were freed "
-                                   "by an earlier backward)")
-            if n.vers:
-                _check_version(n, ls)
-            own = n.x is not None and n.x.own_packs
-            if v is None or own:        # (values with hooks of their own: read per use)
-                v = saved_value(n, ls)
-                if self.cg:
-                    v = _connect(n, ls, v)
-                if not own:
-                    self.vals[s] = v
-        if v is None:
-            if ls < info.n_in:
-                if not self.cg or n.edges[ls] is not None:
-                    raise InternalEngineError(
-                        f"the backward of {info.name} reads its input {ls} "
-                        f"({describe_value(info.slot_avals[ls])}), which it did not save")
-                v = self.vals[s] = wrap(saved_value(n, ls))
-            else:
-                v = self._recompute(s)
-        return v
+    def getter(self):
+        """get(s, i, r): slot s as equation i reads it (r: its position among the
+        equation's inputs, then outputs), the tape's lists bound once (the pass calls it
+        for every value an equation's backward reads)."""
+        nodes, eqn_node, eqn_refs, vals = self.nodes, self.tape.eqn_node, self.tape.eqn_refs, \
+            self.vals
+        cg = self.cg
+
+        def get(s, i, r):
+            n = self.node = nodes[eqn_node[i]]
+            ls = eqn_refs[i][2][r]
+            info = n.info
+            v = vals[s]
+            if ls in info.held_set:
+                if n.vals is None:
+                    raise RuntimeError(FREED_MSG + f" (the values saved by {info.name} were "
+                                       "freed by an earlier backward)")
+                for slot, vc, ver in n.vers:        # (_check_version, inline)
+                    if slot == ls and vc.v != ver:
+                        _check_version(n, ls)
+                own = n.x is not None and n.x.own_packs
+                if v is None or own:        # (values with hooks of their own: read per use)
+                    v = n.vals[ls]
+                    if type(v) is Packed:
+                        v = unpack_saved(v)
+                    if cg:
+                        v = _connect(n, ls, v)
+                    if not own:
+                        vals[s] = v
+            if v is None:
+                if ls < info.n_in:
+                    if not cg or n.edges[ls] is not None:
+                        raise InternalEngineError(
+                            f"the backward of {info.name} reads its input {ls} "
+                            f"({describe_value(info.slot_avals[ls])}), which it did not save")
+                    v = vals[s] = wrap(saved_value(n, ls))
+                else:
+                    v = self._recompute(s)
+            return v
+        return get
 
     def _recompute(self, s):
         """A value no node saved, from the step computing it (its node's own slots)."""
@@ -162,7 +172,8 @@ class _Values:
             self.producer = {o: i for i, e in enumerate(self.tape.eqns) for o in e[3]}
         i = self.producer[s]
         prim, params, ii, oi = self.tape.eqns[i]
-        ins = [self.get(a, i, k) if type(a) is int else a.val for k, a in enumerate(ii)]
+        get = self.getter()     # (a closure over self, kept by no attribute: no cycle)
+        ins = [get(a, i, k) if type(a) is int else a.val for k, a in enumerate(ii)]
         out = apply_prim(prim, params, ins) if self.cg else prim.impl(np, *ins, **params)
         for o, v in zip(oi, out if prim.multiple_results else [out]):
             if self.vals[o] is None:

@@ -31,11 +31,12 @@ class GraphTape:
     consts: the other slots read before being produced (saved inputs of replayed nodes);
     eqns: (primitive, params, input slots or Literals, output slots); eqn_node: the position
     of the node each equation comes from (-1 for taps), eqn_refs its (input, output)
-    slots local to that node and sigs its signature (executor.eqn_signature); keys_of: per
-    slot, the value keys naming it (several where equal steps share it, an available one
-    first); available: per slot, whether a node saved it; holders: key -> ((node position,
-    local slot), ...) of the replayed nodes holding it (these three for the derived
-    program only, else None/empty); live: per slot, whether it depends on a
+    slots local to that node (then both in one tuple, and whether the inputs are the
+    node's in order: lower._tape_eqns) and sigs its signature (executor.eqn_signature);
+    keys_of: per slot, the value keys naming it (several where equal steps share it, an
+    available one first); available: per slot, whether a node saved it; holders: key ->
+    ((node position, local slot), ...) of the replayed nodes holding it (these three for
+    the derived program only, else None/empty); live: per slot, whether it depends on a
     differentiated input; out_idx: the roots' slots; targets: the keys whose cotangents
     the backward returns (retained values among them); arg_slot: target key -> its input
     slot; tapped: key -> the slot its tap reads; replayed: the positions of the nodes it
@@ -147,8 +148,13 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
         in_keys = [] if program else None
         for i, e in enumerate(n.edges):
             if e is None:           # a constant input: read by this node only
-                k = (p, i)
-                s = new(info.slot_avals[i], k, False)
+                if program:
+                    k = (p, i)
+                    s = new(info.slot_avals[i], k, False)
+                else:               # (new, inline)
+                    s = len(avals)
+                    avals.append(info.slot_avals[i])
+                    live.append(False)
                 consts.append(s)
             else:
                 prod, j = e
@@ -173,50 +179,98 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
                 holders.setdefault(k, []).append((p, s))
                 if not create_graph or s in info.cg_slots:
                     avail_keys.add(k)
-        hooks = p in fslot and info.kind != "function"      # grad_fn hooks on an op node
-        if hooks and n.x.post:
-            in_pos = tuple(i for i in range(ni) if live[local[i]] and info.mask[i]
-                           and info.slot_avals[i].dtype.kind in "fc")
-            if in_pos:
-                for i, t in zip(in_pos, node_hook([local[i] for i in in_pos], {
-                        "slot": fslot[p], "side": "post", "pos": in_pos})):
-                    local[i] = t
-        local += [None] * (info.n_slots - ni)
-        steps = info.tape_eqns
-        if steps is None:
-            steps = _tape_eqns(info)
-        if info.kind == "function":
-            steps = [(fn_call_p, info.extra["params"](fslot.get(p, -1)),
-                      (range(ni), info.out_slots), None)]
-        for prim, params, ro, sig in steps:
-            ins = tuple([local[r] if type(r) is int else r for r in ro[0]])
-            if program:
-                cands = table.setdefault((prim, tuple([i if type(i) is int else literal_key(i)
-                                                       for i in ins])), [])
-                for cparams, couts in cands:
-                    if cparams == params:
-                        for o, c in zip(ro[1], couts):
-                            local[o] = c
-                            keys_of[c].append((p, o))   # an output: not an input slot
-                        break
+        if info.tape_eqns is None:
+            _tape_eqns(info)
+        one = info.one_step
+        if one is not None and not program and p not in fslot:
+            # one primitive over the inputs in order, one output after them (an elementwise
+            # op): its equation emitted directly (what the general steps below do for it)
+            prim, params, ro, sig = one
+            is_live = False
+            for a in local:
+                if type(a) is int and live[a]:
+                    is_live = True
+                    break
+            t = len(avals)
+            avals.append(info.slot_avals[ni])
+            live.append(is_live)
+            eqns.append((prim, params, tuple(local), (t,)))
+            sigs.append(sig)
+            eqn_node.append(p)
+            eqn_refs.append(ro)
+            local.append(t)
+        else:
+            hooks = p in fslot and info.kind != "function"      # grad_fn hooks on an op node
+            if hooks and n.x.post:
+                in_pos = tuple(i for i in range(ni) if live[local[i]] and info.mask[i]
+                               and info.slot_avals[i].dtype.kind in "fc")
+                if in_pos:
+                    for i, t in zip(in_pos, node_hook([local[i] for i in in_pos], {
+                            "slot": fslot[p], "side": "post", "pos": in_pos})):
+                        local[i] = t
+            local += [None] * (info.n_slots - ni)
+            steps = info.tape_eqns
+            if info.kind == "function":
+                refs = tuple(range(ni))
+                steps = [(fn_call_p, info.extra["params"](fslot.get(p, -1)),
+                          (refs, info.out_slots, refs + info.out_slots, True), None)]
+            for prim, params, ro, sig in steps:
+                if not ro[3]:
+                    ins = tuple([local[r] if type(r) is int else r for r in ro[0]])
+                elif ni == 1:
+                    ins = (local[0],)
                 else:
-                    cands.append((params, _emit(prim, params, ins, ro, sig, p, info, local,
-                                                lists)))
-            else:
-                _emit(prim, params, ins, ro, sig, p, info, local, lists)
-        if program:
-            for st in info.companion_steps:
-                ins = tuple([local[r] if type(r) is int else r for r in st.refs])
-                is_live = any(type(i) is int and live[i] for i in ins)
-                for o in st.outs:
-                    if local[o] is None:                 # a residual
-                        local[o] = new(info.slot_avals[o], (p, o), is_live)
-                companions.append((st.prim, st.params, ins, tuple([local[o] for o in st.outs])))
-        if hooks:
-            outs = info.out_slots
-            for s, t in zip(outs, node_hook([local[s] for s in outs], {
-                    "slot": fslot[p], "side": "pre", "pos": ()})):
-                local[s] = t
+                    ins = tuple(local[:ni])
+                if not program:         # (_emit, inline: the first sight's hot loop)
+                    is_live = False
+                    for a in ins:
+                        if type(a) is int and live[a]:
+                            is_live = True
+                            break
+                    if len(ro[1]) == 1:
+                        o = ro[1][0]
+                        local[o] = t = len(avals)
+                        avals.append(info.slot_avals[o])
+                        live.append(is_live)
+                        outs = (t,)
+                    else:
+                        outs = []
+                        for o in ro[1]:
+                            local[o] = t = len(avals)
+                            outs.append(t)
+                            avals.append(info.slot_avals[o])
+                            live.append(is_live)
+                        outs = tuple(outs)
+                    eqns.append((prim, params, ins, outs))
+                    sigs.append(sig)
+                    eqn_node.append(p)
+                    eqn_refs.append(ro)
+                else:
+                    cands = table.setdefault((prim, tuple([i if type(i) is int else literal_key(i)
+                                                           for i in ins])), [])
+                    for cparams, couts in cands:
+                        if cparams == params:
+                            for o, c in zip(ro[1], couts):
+                                local[o] = c
+                                keys_of[c].append((p, o))   # an output: not an input slot
+                            break
+                    else:
+                        cands.append((params, _emit(prim, params, ins, ro, sig, p, info, local,
+                                                    lists)))
+            if program:
+                for st in info.companion_steps:
+                    ins = tuple([local[r] if type(r) is int else r for r in st.refs])
+                    is_live = any(type(i) is int and live[i] for i in ins)
+                    for o in st.outs:
+                        if local[o] is None:                 # a residual
+                            local[o] = new(info.slot_avals[o], (p, o), is_live)
+                    companions.append((st.prim, st.params, ins,
+                                       tuple([local[o] for o in st.outs])))
+            if hooks:
+                outs = info.out_slots
+                for s, t in zip(outs, node_hook([local[s] for s in outs], {
+                        "slot": fslot[p], "side": "pre", "pos": ()})):
+                    local[s] = t
         if p in tapped_pos:
             for j, s in enumerate(info.out_slots):
                 k = (p, s)
@@ -295,10 +349,19 @@ def _emit(prim, params, ins, ro, sig, p, info, local, lists):
 
 def _tape_eqns(info):
     """info's steps as tape equations over its local slots, with their signatures:
-    ((primitive, params, (refs, outs), eqn_signature), ...), computed once per OpInfo."""
-    info.tape_eqns = tuple([(st.prim, st.params, (st.refs, st.outs),
+    ((primitive, params, (refs, outs, refs + outs, whether refs are the op's inputs in
+    order), eqn_signature), ...), computed once per OpInfo; and info.one_step, the one
+    equation of an op that is one primitive over its inputs in order with one output
+    after them (else None): graph_tape emits it directly."""
+    direct = tuple(range(info.n_in))
+    info.tape_eqns = tuple([(st.prim, st.params,
+                             (st.refs, st.outs, st.refs + st.outs, st.refs == direct),
                              eqn_signature(st.prim, st.params, st.refs, info.slot_avals))
                             for st in info.steps])
+    one = info.tape_eqns[0] if len(info.steps) == 1 else None
+    info.one_step = one if (one is not None and info.kind == "prim" and one[2][3]
+                            and one[2][1] == (info.n_in,) and info.n_slots == info.n_in + 1) \
+        else None
     return info.tape_eqns
 
 

@@ -76,11 +76,13 @@ def _install_unary(name, op):
         return unary(self, op)
     method.__name__ = name
     method.__doc__ = f"Elementwise {name} (grad_fn {op.name})."
+    method.eop = op
     setattr(T, name, method)
 
 
 for _n, _op in _UOPS.items():
     _install_unary(_n, _op)
+UNARY_METHODS = frozenset(_UOPS)    # methods of self alone (ops.py: their ft.<name> functions)
 
 
 def sign_fn(x):

@@ -45,7 +45,7 @@ class OpInfo:
     __slots__ = ("id", "name", "steps", "n_in", "out_slots", "slot_avals", "mask", "held",
                  "held_set", "out_float", "kind", "fn_cls", "extra", "view", "plan",
                  "n_slots", "cg_slots", "bwd_slots", "tape_eqns", "node_cls", "companions",
-                 "res_slots", "forms", "companion_steps")
+                 "res_slots", "forms", "companion_steps", "one_step")
     _ids = itertools.count()
 
     def __init__(self, name, steps, n_in, out_slots, slot_avals, mask, kind="prim",
@@ -84,6 +84,7 @@ class OpInfo:
         self.plan = None
         self.node_cls = None     # the Node subclass named after the op (node_class)
         self.tape_eqns = None    # its steps as tape equations (lower.graph_tape)
+        self.one_step = None     # the one of them, for a one-step op (lower._tape_eqns)
 
     def approx_bytes(self):
         """Its charge in DERIVED: its steps (the per-equation programs are charged apart)."""

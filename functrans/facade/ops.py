@@ -15,7 +15,7 @@ from . import plumbing
 from .node import OpInfo, Step
 from .record import info_for, make_node
 from .lower import analyze
-from .tensor import Tensor, apply_fn, static, tensor, traced_hooks, wrap
+from .tensor import EOp, Tensor, apply_fn, static, tensor, traced_hooks, unary, wrap
 from . import complexes
 from . import methods as M
 from . import reductions
@@ -367,6 +367,27 @@ def _method_fn(name):
     return f
 
 
+def _unary_method_fn(name):
+    """_method_fn of a method of self alone (the elementwise unary ops: ft.sin(x)): a
+    signature without *args/**kwargs, whose packing and unpacking cost a call's worth per
+    op on small tensors; where the method is the elementwise op's own (methods.py), its
+    `unary` is called directly (the same frames above make_node as for x.sin())."""
+    general = _method_fn(name)
+    meth = []
+
+    def f(input, *, out=None):  # noqa: A002
+        if out is None and type(input) is Tensor:
+            if not meth:
+                m = getattr(Tensor, name)
+                meth.append(getattr(m, "eop", None) or m)
+            m = meth[0]
+            return unary(input, m) if type(m) is EOp else m(input)
+        return general(input, out=out)
+    f.__name__ = name
+    f.__doc__ = general.__doc__
+    return f
+
+
 FUNCTION_NAMES = [
     "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "pow", "neg",
     "negative", "abs", "absolute", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1",
@@ -397,7 +418,8 @@ FUNCTION_NAMES = [
     "cosh_", "exp_", "fill_", "floor_", "log_", "neg_", "relu_", "round_", "rsqrt_",
     "sigmoid_", "sin_", "sinh_", "sqrt_", "tan_", "tanh_", "trunc_", "zero_",
 ]
-FUNCTIONS = {n: _method_fn(n) for n in FUNCTION_NAMES}
+FUNCTIONS = {n: _unary_method_fn(n) if n in M.UNARY_METHODS else _method_fn(n)
+             for n in FUNCTION_NAMES}
 _tensor_pow = FUNCTIONS["pow"]
 
 

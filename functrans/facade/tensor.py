@@ -21,6 +21,7 @@ import numpy as np
 from ..backends.memory import DERIVED
 from ..core import (Array, FunctransError, ShapedArray, Tracer, _thread_state as _TS, array_module,
                     value_of)
+from ..runtime import direct_ufunc
 from ..tree_util import register_pytree_node
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
@@ -504,7 +505,7 @@ def _factory(f, size, dtype, requires_grad):
 class EOp:
     """An elementwise facade op: a primitive and torch's grad_fn name."""
     __slots__ = ("name", "prim", "params", "impl", "float_only", "differentiable", "int_ok",
-                 "rname", "cache")
+                 "rname", "cache", "ufunc")
 
     def __init__(self, name, prim, params=None, float_only=True, rname=None):
         self.name = name
@@ -512,6 +513,8 @@ class EOp:
         self.prim = prim
         self.params = params or {}
         self.impl = functools.partial(prim.impl, **self.params) if params else prim.impl
+        direct = None if params else direct_ufunc(prim)
+        self.ufunc = None if direct is None else getattr(np, direct)   # impl(np, ...) on NumPy
         self.float_only = float_only
         self.differentiable = prim.differentiable
         self.cache = {}          # signature -> OpInfo (record.info_for's front table)
@@ -527,11 +530,17 @@ def unary(a, op):
         h = traced_hooks()
         out = h.bind(op.prim, op.params, (x,))
         rec = rec and h.records
+    elif type(x) is _ndarray and op.ufunc is not None:
+        out = op.ufunc(x)
     else:
         out = op.impl(np if type(x) is _ndarray else array_module(x), x)
-    if type(out) is not _ndarray:
-        out = _as_array(out)
-    t = wrap(out)
+    if type(out) is _ndarray:           # (wrap, inline: the hot path)
+        t = _new(Tensor)
+        t._data, t._grad_fn, t._requires_grad, t._vc = out, None, False, None
+        if GS.inference:
+            t._flags = INFERENCE
+    else:
+        t = wrap(_as_array(out))
     if a._requires_grad and rec and op.differentiable:
         key = (x.shape, x.dtype)
         info = op.cache.get(key)
@@ -570,12 +579,13 @@ def binary(a, b, op, reverse=False):
         if type(y) is not _ndarray and isinstance(y, Tracer):
             traced = True
         rb = b._requires_grad
-        dt = x.dtype
-        if dt != y.dtype or (op.float_only and dt.kind not in "fc"):
+        dt = xd = x.dtype           # (dtypes compared by identity first, shapes read once:
+        yd = y.dtype                # each NumPy attribute read builds or compares anew)
+        if (yd is not dt and yd != dt) or (op.float_only and dt.kind not in "fc"):
             dt = result_type(a, b)
     elif tb in _PYSCALARS:
         rb = False
-        dt = x.dtype
+        dt = xd = x.dtype
         kind = dt.kind
         if (kind == "b" and tb is not builtins.bool) or (kind in "iu" and tb is builtins.float):
             dt = result_type(a, b)
@@ -584,15 +594,20 @@ def binary(a, b, op, reverse=False):
             b, "__cuda_array_interface__"):
         return binary(a, tensor(b) if not isinstance(b, np.ndarray) else wrap(b), op, reverse)
     elif isinstance(b, complex):
-        y, rb, dt = b, False, result_type(a, b)
+        y, rb, dt, xd = b, False, result_type(a, b), x.dtype
     else:
         return NotImplemented
     if op.float_only and dt.kind not in "fc":
         dt = D.get_default_dtype()
-    if tb is not complex and tb not in _PYSCALARS and x.shape != y.shape:
-        check_broadcast(*((y.shape, x.shape) if reverse else (x.shape, y.shape)))
+    sx = x.shape
+    if tb is not complex and tb not in _PYSCALARS:
+        sy = y.shape
+        if sx != sy:
+            check_broadcast(*((sy, sx) if reverse else (sx, sy)))
+    else:
+        sy = ()                     # (a NumPy scalar below)
     x0 = x
-    if x.dtype != dt:
+    if xd is not dt and xd != dt:
         x = x.astype(dt)
     if tb in _PYSCALARS or tb is complex:
         try:
@@ -601,29 +616,32 @@ def binary(a, b, op, reverse=False):
             if dt.kind not in "iu":
                 raise
             y0 = y = np.array(y).astype(dt)[()]
+        yd = y0.dtype
     else:
         y0 = y
-        if y.dtype != dt:
+        if yd is not dt and yd != dt:
             y = y.astype(dt)
     rec = GS.enabled
     if traced:                      # traced data: the op is bound, not run
         h = traced_hooks()
         out = h.bind(op.prim, op.params, (y, x) if reverse else (x, y))
         rec = rec and h.records
+    elif type(x) is _ndarray and op.ufunc is not None:
+        out = op.ufunc(y, x) if reverse else op.ufunc(x, y)
     else:
         xp = np if type(x) is _ndarray else array_module(x)
         out = op.impl(xp, y, x) if reverse else op.impl(xp, x, y)
-        if type(out) is not _ndarray:
-            out = _as_array(out)
-    t = wrap(out)
+    if type(out) is _ndarray:           # (wrap, inline: the hot path)
+        t = _new(Tensor)
+        t._data, t._grad_fn, t._requires_grad, t._vc = out, None, False, None
+        if GS.inference:
+            t._flags = INFERENCE
+    else:
+        t = wrap(out if traced else _as_array(out))
     ra = a._requires_grad
     if (ra or rb) and rec and op.differentiable:
-        if reverse:
-            p, q = y0, x0
-            key = (q.shape, p.shape, q.dtype, p.dtype, ra, rb, True)
-        else:
-            p, q = x0, y0
-            key = (p.shape, q.shape, p.dtype, q.dtype, ra, rb, False)
+        key = (sx, sy, xd, yd, ra, rb, reverse)     # (x0's and y0's shapes and dtypes)
+        p, q = (y0, x0) if reverse else (x0, y0)
         info = op.cache.get(key)
         if info is None:
             mask = (rb, ra) if reverse else (ra, rb)

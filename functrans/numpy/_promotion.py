@@ -128,6 +128,8 @@ def public(fn):
                 a = _new(Array)
                 a._value, a.weak_type = out, False
                 return a
+            if isinstance(out, Tracer):     # (traced: what wrap_result returns as is)
+                return out
             return wrap_result(out)
     elif plain and [p.name for p in params] == ["x", "y"]:
         def f(x, y):
@@ -150,6 +152,8 @@ def public(fn):
                 a = _new(Array)
                 a._value, a.weak_type = out, False
                 return a
+            if isinstance(out, Tracer):
+                return out
             return wrap_result(out)
     else:
         def f(*args, **kwargs):

@@ -45,9 +45,9 @@ _ERF_BIG = _hex(
     "0x1.3e0a99a0ee913p-3")
 
 _ERF_F_SMALL = _hex(
-    "-0x1.56d13291f7b15p-17", "0x1.e05216a679718p-14", "-0x1.be17c2ff1be0bp-11",
-    "0x1.5644dffe941d2p-8", "-0x1.b82bf11e1ef9fp-6", "0x1.ce2f1ddd9a501p-4",
-    "-0x1.812746adc399ep-2")
+    "-0x1.56d132p-17", "0x1.e05216p-14", "-0x1.be17c2p-11", "0x1.5644ep-8", "-0x1.b82bf2p-6",
+    "0x1.ce2f1ep-4", "-0x1.812746p-2")
+_ERF_F_C0M1 = float.fromhex("0x1.06eba8p-3")       # 2/sqrt(pi) - 1, rounded to float
 
 _ERF_F_BIG = _hex(
     "-0x1.ec1474p-16", "0x1.52887cp-14", "-0x1.0f255ap-13", "0x1.596f5p-12",
@@ -82,7 +82,7 @@ def _erf_impl(xp, x):
     if wide:
         out[small] = s * _horner(z, _ERF_SMALL)
     else:
-        out[small] = s * (_ERF_SMALL[-1] + z * _horner(z, _ERF_F_SMALL))   # 2/sqrt(pi) + ...
+        out[small] = s + s * (_ERF_F_C0M1 + z * _horner(z, _ERF_F_SMALL))
     big = ~small                                   # NaN too: it stays NaN there
     b = xp.minimum(a[big], 6.0 if wide else 3.92)
     if wide:

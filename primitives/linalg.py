@@ -255,6 +255,9 @@ def _dot_cpu(eqn):
         if not lc and lb and _outer_prefers_transposed(x.aval, y.aval, lb, rb):
             return None     # the impl computes it in the faster layout, as a view
         return _outer_emitter(x.aval, y.aval, lc, rc, lb, rb)
+    if (x.aval.ndim > 2 and y.aval.ndim == 2 and tuple(lc) == (x.aval.ndim - 1,)
+            and tuple(rc) in ((0,), (1,)) and not lb and dt.kind in "fc"):
+        return _dense_emitter(x.aval, eqn.outvars[0].aval.shape[-1], rc)
     form = _MATMUL.get((tuple(lc), tuple(rc)))
     if (form is None or lb or rb or x.aval.ndim != 2 or y.aval.ndim != 2
             or dt.kind not in "fc"):
@@ -263,6 +266,20 @@ def _dot_cpu(eqn):
     def emit(ctx, ins, out):
         return [f"{ctx.g(np.matmul, 'matmul')}({ins[0]}{form[0]}, {ins[1]}{form[1]}, "
                 f"out={out})"]
+    return emit, _no_input
+
+
+def _dense_emitter(xa, n, rc):
+    """A dense layer's product, x (..., K) against a matrix W (K, N) or (N, K) (rc), as one
+    matmul of x's rows into the output buffer seen as (rows, N): the GEMM the impl runs
+    (the same operand views, so the same bits), but into the planned buffer, where the
+    bias added next can run in place, instead of a fresh array per call."""
+    rows, k = math.prod(xa.shape[:-1]), xa.shape[-1]
+    t = "" if rc == (0,) else ".T"
+
+    def emit(ctx, ins, out):
+        return [f"{ctx.g(np.matmul, 'matmul')}({ins[0]}.reshape({rows}, {k}), {ins[1]}{t}, "
+                f"out={out}.reshape({rows}, {n}))"]
     return emit, _no_input
 
 

@@ -300,3 +300,25 @@ def test_scan_reads_a_transposed_weight_in_row_major_order():
         ref.append(hh)
     assert_close(ys, np.stack(ref), rtol=1e-12, atol=1e-12)
     assert_close(h, hh, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("rc", [(0,), (1,)])
+def test_dense_product_writes_into_the_planned_buffer(rc):
+    """x (..., K) against a matrix W (K, N) or (N, K): the jitted program's matmul writes
+    into its planned buffer (no fresh array from the impl) and the bias is added in place
+    there, with the bits of the eager product and add; an empty batch too."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 5, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 6) if rc == (0,) else (6, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+
+    def f(x, w, b):
+        return lax.dot_general(x, w, (((2,), rc), ((), ()))) + b
+    jf = ft.jit(f)
+    src = jf.lower(x, w, b).as_text().split("## generated code")[1]
+    assert "_p_dot_general" not in src and "_matmul(" in src, src
+    assert "_add(s0, v1, out=s0)" in src, src          # the bias, in place
+    want = np.asarray(f(x, w, b))                         # eager: the impl's GEMM, then add
+    np.testing.assert_array_equal(np.asarray(jf(x, w, b)), want)
+    np.testing.assert_allclose(want, _einsum_ref(x, w, (2,), rc) + b, rtol=1e-5, atol=1e-5)
+    assert np.asarray(jf(x[:0], w, b)).shape == (0, 5, 6)

@@ -564,7 +564,7 @@ def test_numpy_erf_shares_the_native_polynomials():
     double = [float.fromhex(h) for h in HEX.findall(_header_function("double erf(double x)"))]
     single = [float.fromhex(h) for h in HEX.findall(_header_function("float erf_f(float x)"))]
     assert double == [*el._ERF_SMALL, *el._ERF_BIG]
-    assert single == [el._ERF_SMALL[-1], *el._ERF_F_SMALL, el._ERF_F_SCALE, *el._ERF_F_BIG]
+    assert single == [*el._ERF_F_SMALL, el._ERF_F_C0M1, el._ERF_F_SCALE, *el._ERF_F_BIG]
 
 
 @pytest.mark.parametrize("dt", ["float32", "float64"])

@@ -276,7 +276,8 @@ def test_bounds_hold_under_every_march(march):
     if march not in _march_variants():
         pytest.skip(f"this CPU cannot run -march={march}")
     base = toolchain.find_compiler()
-    cc = toolchain.Compiler(base.argv, base.path, base.version, base.openmp, True)
+    cc = toolchain.Compiler(base.argv, base.path, base.version, base.openmp,
+                            (toolchain.MARCH_FLAG, toolchain.WIDE_FLAG))
     cc.flags = tuple(f"-march={march}" if f == toolchain.MARCH_FLAG else f for f in cc.flags)
     other = toolchain.load(toolchain.build(_driver_source(), f"ftmath_driver_{march}", cc))
     for dt in ("float32", "float64"):

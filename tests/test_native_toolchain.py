@@ -87,3 +87,19 @@ def test_two_processes_build_the_same_source_at_once(cache):
         assert out.strip() == "42"
     assert len([f for f in os.listdir(cache) if f.startswith("same-") and f.endswith(".so")]) == 1
     assert not [f for f in os.listdir(cache) if f.endswith(".tmp")]
+
+
+def test_a_compiler_refusing_the_wide_vector_flag_keeps_march_native(cache, tmp_path):
+    """A compiler that takes -march=native but not x86's -mprefer-vector-width (one for
+    another architecture) still gets -march=native; one that takes neither gets neither."""
+    real = _compiler_or_skip().path
+    for refused, want in (("-mprefer-vector-width", (toolchain.MARCH_FLAG,)), ("-march", ())):
+        wrapper = tmp_path / f"cxx-{len(want)}"
+        wrapper.write_text(textwrap.dedent(f"""\
+            #!/bin/sh
+            for a in "$@"; do case "$a" in {refused}*) echo "unknown: $a" >&2; exit 1;; esac; done
+            exec {real} "$@"
+            """))
+        wrapper.chmod(0o755)
+        _, _, march = toolchain._probe([str(wrapper)], str(wrapper), toolchain._cache())
+        assert march == want

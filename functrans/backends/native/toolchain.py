@@ -77,7 +77,7 @@ class Compiler:
         self.path = path
         self.version = version
         self.openmp = openmp
-        self.flags = BASE_FLAGS + ((MARCH_FLAG, WIDE_FLAG) if march else ()) + \
+        self.flags = BASE_FLAGS + tuple(march) + \
             ((OPENMP_FLAG,) if openmp else ())
 
     def __repr__(self):
@@ -312,7 +312,8 @@ def _run(argv):
 
 def _probe(argv, path, cache):
     """(version, openmp, march) of a compiler, cached on disk by the binary's identity;
-    march: whether it takes MARCH_FLAG and WIDE_FLAG."""
+    march: the flags of MARCH_FLAG and WIDE_FLAG it takes (() when not MARCH_FLAG: a
+    compiler for another architecture may take -march=native but not the x86 WIDE_FLAG)."""
     ident = _identity(path)
     probed = " ".join((*argv, MARCH_FLAG, WIDE_FLAG))     # a probe of other flags is stale
     key = hashlib.sha256((ident + probed).encode()).hexdigest()[:24]
@@ -321,7 +322,7 @@ def _probe(argv, path, cache):
     try:
         d = json.loads(data)
         cache.touch(name)
-        return d["version"], d["openmp"], d["march"]
+        return d["version"], d["openmp"], tuple(d["march"])
     except (TypeError, ValueError, KeyError):
         pass
     proc = _run([*argv, "--version"])
@@ -336,12 +337,15 @@ def _probe(argv, path, cache):
         openmp = p.returncode == 0
         with open(src, "w") as f:
             f.write('extern "C" int ft_probe(void) { return 0; }\n')
-        p = _run([*argv, *BASE_FLAGS, MARCH_FLAG, WIDE_FLAG, src, "-o",
-                  os.path.join(td, "p.so")])
-        march = p.returncode == 0
+        march = ()
+        for flags in ((MARCH_FLAG,), (MARCH_FLAG, WIDE_FLAG)):
+            p = _run([*argv, *BASE_FLAGS, *flags, src, "-o", os.path.join(td, "p.so")])
+            if p.returncode != 0:
+                break
+            march = flags
     try:
         cache.write(name, json.dumps({"version": version, "openmp": openmp,
-                                      "march": march}).encode())
+                                      "march": list(march)}).encode())
     except OSError:
         pass                    # a read-only or full cache: probed again next time
     return version, openmp, march

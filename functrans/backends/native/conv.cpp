@@ -246,3 +246,87 @@ extern "C" void ft_conv2d_pack(void* const* p, long long, int nt) {
       }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// max pooling (primitives/pool.py): windows over the last two axes of P planes (H, W),
+// window (i, j) holding x[i*sh + a*dh, j*sw + b*dw] at offset a*kw + b.
+// p = {x or g, (idx), out, dims}, dims = {P, H, W, OH, OW, kh, kw, sh, sw, dh, dw}; threads
+// split the planes, and each output is written by one thread in a fixed order.
+
+struct PoolDims {
+  long long P, H, W, OH, OW, kh, kw, sh, sw, dh, dw;
+  explicit PoolDims(const long long* d)
+      : P(d[0]), H(d[1]), W(d[2]), OH(d[3]), OW(d[4]), kh(d[5]), kw(d[6]), sh(d[7]), sw(d[8]),
+        dh(d[9]), dw(d[10]) {}
+  long long at(long long i, long long j, int k) const {     // the element of offset k
+    return (i * sh + (k / kw) * dh) * W + j * sw + (k % kw) * dw;
+  }
+};
+
+// idx = the offset of each window's first maximum (a NaN is the maximum: the first NaN)
+extern "C" void ft_pool_argmax(void* const* p, long long, int nt) {
+  const float* x = (const float*)p[0];
+  int* idx = (int*)p[1];
+  const PoolDims d((const long long*)p[2]);
+  const int K = (int)(d.kh * d.kw);
+  #pragma omp parallel for num_threads(nt) schedule(static)
+  for (long long q = 0; q < d.P; ++q) {
+    const float* xq = x + q * d.H * d.W;
+    int* iq = idx + q * d.OH * d.OW;
+    for (long long i = 0; i < d.OH; ++i)
+      for (long long j = 0; j < d.OW; ++j) {
+        float best = xq[d.at(i, j, 0)];
+        int bk = 0;
+        if (best == best)
+          for (int k = 1; k < K; ++k) {
+            const float v = xq[d.at(i, j, k)];
+            if (v > best) { best = v; bk = k; }
+            else if (v != v) { bk = k; break; }
+          }
+        iq[i * d.OW + j] = bk;
+      }
+  }
+}
+
+// out[i, j] = x at offset idx[i, j] of window (i, j) (offset 0 for one outside the window,
+// as the NumPy implementation)
+extern "C" void ft_pool_gather(void* const* p, long long, int nt) {
+  const float* x = (const float*)p[0];
+  const int* idx = (const int*)p[1];
+  float* out = (float*)p[2];
+  const PoolDims d((const long long*)p[3]);
+  const int K = (int)(d.kh * d.kw);
+  #pragma omp parallel for num_threads(nt) schedule(static)
+  for (long long q = 0; q < d.P; ++q) {
+    const float* xq = x + q * d.H * d.W;
+    const int* iq = idx + q * d.OH * d.OW;
+    float* oq = out + q * d.OH * d.OW;
+    for (long long i = 0; i < d.OH; ++i)
+      for (long long j = 0; j < d.OW; ++j) {
+        const int k = iq[i * d.OW + j];
+        oq[i * d.OW + j] = xq[d.at(i, j, k >= 0 && k < K ? k : 0)];
+      }
+  }
+}
+
+// out = zeros (H, W) plus each g[i, j] at offset idx[i, j] of window (i, j), added in the
+// order of the windows where windows overlap (offset 0 for one outside the window, as gather)
+extern "C" void ft_pool_scatter(void* const* p, long long, int nt) {
+  const float* g = (const float*)p[0];
+  const int* idx = (const int*)p[1];
+  float* out = (float*)p[2];
+  const PoolDims d((const long long*)p[3]);
+  const int K = (int)(d.kh * d.kw);
+  #pragma omp parallel for num_threads(nt) schedule(static)
+  for (long long q = 0; q < d.P; ++q) {
+    float* oq = out + q * d.H * d.W;
+    const float* gq = g + q * d.OH * d.OW;
+    const int* iq = idx + q * d.OH * d.OW;
+    std::memset(oq, 0, sizeof(float) * d.H * d.W);
+    for (long long i = 0; i < d.OH; ++i)
+      for (long long j = 0; j < d.OW; ++j) {
+        const int k = iq[i * d.OW + j];
+        oq[d.at(i, j, k >= 0 && k < K ? k : 0)] += gq[i * d.OW + j];
+      }
+  }
+}

@@ -21,6 +21,7 @@
 // layout, instead of channels-last)
 // (int64); O is a multiple of 16 (of every vector width here).
 #include <cstring>
+#include <vector>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -258,32 +259,45 @@ struct PoolDims {
   explicit PoolDims(const long long* d)
       : P(d[0]), H(d[1]), W(d[2]), OH(d[3]), OW(d[4]), kh(d[5]), kw(d[6]), sh(d[7]), sw(d[8]),
         dh(d[9]), dw(d[10]) {}
-  long long at(long long i, long long j, int k) const {     // the element of offset k
-    return (i * sh + (k / kw) * dh) * W + j * sw + (k % kw) * dw;
+  int K() const { return (int)(kh * kw); }
+  // off[k]: where offset k of window (i, j) is, from the window's corner i*sh*W + j*sw
+  std::vector<long long> offsets() const {
+    std::vector<long long> off(K());
+    for (int k = 0; k < K(); ++k) off[k] = (k / kw) * dh * W + (k % kw) * dw;
+    return off;
   }
 };
 
-// idx = the offset of each window's first maximum (a NaN is the maximum: the first NaN)
+// idx = the offset of each window's first maximum (a NaN is the maximum: the first NaN). Row
+// by row of outputs, offset by offset: a branchless update of the row's running maxima.
 extern "C" void ft_pool_argmax(void* const* p, long long, int nt) {
   const float* x = (const float*)p[0];
   int* idx = (int*)p[1];
   const PoolDims d((const long long*)p[2]);
-  const int K = (int)(d.kh * d.kw);
-  #pragma omp parallel for num_threads(nt) schedule(static)
-  for (long long q = 0; q < d.P; ++q) {
-    const float* xq = x + q * d.H * d.W;
-    int* iq = idx + q * d.OH * d.OW;
-    for (long long i = 0; i < d.OH; ++i)
-      for (long long j = 0; j < d.OW; ++j) {
-        float best = xq[d.at(i, j, 0)];
-        int bk = 0;
-        if (best == best)
-          for (int k = 1; k < K; ++k) {
-            const float v = xq[d.at(i, j, k)];
-            if (v > best) { best = v; bk = k; }
-            else if (v != v) { bk = k; break; }
+  const std::vector<long long> off = d.offsets();
+  const int K = d.K();
+  #pragma omp parallel num_threads(nt)
+  {
+    std::vector<float> best(d.OW);
+    #pragma omp for schedule(static)
+    for (long long q = 0; q < d.P; ++q)
+      for (long long i = 0; i < d.OH; ++i) {
+        const float* xr = x + q * d.H * d.W + i * d.sh * d.W;
+        int* ir = idx + (q * d.OH + i) * d.OW;
+        float* b = best.data();
+        for (long long j = 0; j < d.OW; ++j) {
+          b[j] = xr[off[0] + j * d.sw];
+          ir[j] = 0;
+        }
+        for (int k = 1; k < K; ++k) {
+          const float* xk = xr + off[k];
+          for (long long j = 0; j < d.OW; ++j) {
+            const float v = xk[j * d.sw], m = b[j];
+            const bool take = v > m || (v != v && m == m);
+            b[j] = take ? v : m;
+            ir[j] = take ? k : ir[j];
           }
-        iq[i * d.OW + j] = bk;
+        }
       }
   }
 }
@@ -295,18 +309,18 @@ extern "C" void ft_pool_gather(void* const* p, long long, int nt) {
   const int* idx = (const int*)p[1];
   float* out = (float*)p[2];
   const PoolDims d((const long long*)p[3]);
-  const int K = (int)(d.kh * d.kw);
+  const std::vector<long long> off = d.offsets();
+  const int K = d.K();
   #pragma omp parallel for num_threads(nt) schedule(static)
-  for (long long q = 0; q < d.P; ++q) {
-    const float* xq = x + q * d.H * d.W;
-    const int* iq = idx + q * d.OH * d.OW;
-    float* oq = out + q * d.OH * d.OW;
-    for (long long i = 0; i < d.OH; ++i)
+  for (long long q = 0; q < d.P; ++q)
+    for (long long i = 0; i < d.OH; ++i) {
+      const float* xr = x + q * d.H * d.W + i * d.sh * d.W;
+      const long long r = (q * d.OH + i) * d.OW;
       for (long long j = 0; j < d.OW; ++j) {
-        const int k = iq[i * d.OW + j];
-        oq[i * d.OW + j] = xq[d.at(i, j, k >= 0 && k < K ? k : 0)];
+        const int k = idx[r + j];
+        out[r + j] = xr[off[k >= 0 && k < K ? k : 0] + j * d.sw];
       }
-  }
+    }
 }
 
 // out = zeros (H, W) plus each g[i, j] at offset idx[i, j] of window (i, j), added in the
@@ -316,17 +330,19 @@ extern "C" void ft_pool_scatter(void* const* p, long long, int nt) {
   const int* idx = (const int*)p[1];
   float* out = (float*)p[2];
   const PoolDims d((const long long*)p[3]);
-  const int K = (int)(d.kh * d.kw);
+  const std::vector<long long> off = d.offsets();
+  const int K = d.K();
   #pragma omp parallel for num_threads(nt) schedule(static)
   for (long long q = 0; q < d.P; ++q) {
     float* oq = out + q * d.H * d.W;
-    const float* gq = g + q * d.OH * d.OW;
-    const int* iq = idx + q * d.OH * d.OW;
     std::memset(oq, 0, sizeof(float) * d.H * d.W);
-    for (long long i = 0; i < d.OH; ++i)
+    for (long long i = 0; i < d.OH; ++i) {
+      float* orow = oq + i * d.sh * d.W;
+      const long long r = (q * d.OH + i) * d.OW;
       for (long long j = 0; j < d.OW; ++j) {
-        const int k = iq[i * d.OW + j];
-        oq[d.at(i, j, k >= 0 && k < K ? k : 0)] += gq[i * d.OW + j];
+        const int k = idx[r + j];
+        orow[off[k >= 0 && k < K ? k : 0] + j * d.sw] += g[r + j];
       }
+    }
   }
 }

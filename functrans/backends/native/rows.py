@@ -173,7 +173,7 @@ def _row_split(e):
 
 def has_row_reductions(closed, min_size=0) -> bool:
     """Whether a program holds a reduction a row group may take (over trailing axes, or over
-    every axis, split) of at least min_size elements."""
+    the trailing axes and leading ones, split) of at least min_size elements."""
     return any(e.primitive in passes.ROW_REDUCTIONS and e.invars[0].aval.size >= min_size
                and (passes.row_space(e) is not None or _row_split(e) is not None)
                for e in closed.jaxpr.eqns)

@@ -4,6 +4,6 @@
 """
 
 from .base import REGISTRY, defprim  # noqa: F401
-from . import (elementwise, shape, reductions, indexing, linalg, conv, random, fft,  # noqa: F401
-               special)
+from . import (elementwise, shape, reductions, indexing, linalg, conv, pool, random,  # noqa: F401
+               fft, special)
 from .misc import stop_gradient_p  # noqa: F401

@@ -679,6 +679,80 @@ def _dot_case():
 
 
 # ---------------------------------------------------------------------------
+# max pooling's windows (primitives/pool.py)
+
+def _window_case(kind):
+    """window_argmax / window_gather / window_scatter on (lead..., H, W) operands whose
+    windows (any size, stride and dilation; H and W past the last window by up to a stride)
+    come from the draw; offsets uniform in the window, and some outside it (-1, k), which
+    gather and scatter take as offset 0."""
+    def make(d, dtype, deriv):
+        lead = d.draw(shape_st(0, 2, max_side=3))
+        window = tuple(d.draw(st.integers(1, 3)) for _ in range(2))
+        strides = tuple(d.draw(st.integers(1, 3)) for _ in range(2))
+        dilation = tuple(d.draw(st.integers(1, 2)) for _ in range(2))
+        out = tuple(d.draw(st.integers(1, 3)) for _ in range(2))
+        size = tuple((o - 1) * s + (k - 1) * dl + 1 + d.draw(st.integers(0, s - 1))
+                     for o, s, k, dl in zip(out, strides, window, dilation))
+        params = {"window": window, "strides": strides, "dilation": dilation}
+        k = window[0] * window[1]
+
+        def offsets(rng):
+            return rng.integers(-1 if kind != "window_argmax" else 0, k + 1,
+                                size=lead + out).astype(np.int32)
+        if kind == "window_argmax":
+            return params, lambda rng: [values(rng, lead + size, dtype, -3, 3)]
+        if kind == "window_gather":
+            return params, lambda rng: [values(rng, lead + size, dtype), offsets(rng)]
+        params["in_shape"] = size
+        return params, lambda rng: [values(rng, lead + out, dtype), offsets(rng)]
+
+    def windows(x_shape, out, window, strides, dilation):
+        """(i, j, offset, row, col) of every window element."""
+        kh, kw = window
+        for i in range(out[0]):
+            for j in range(out[1]):
+                for a in range(kh):
+                    for b in range(kw):
+                        yield (i, j, a * kw + b, i * strides[0] + a * dilation[0],
+                               j * strides[1] + b * dilation[1])
+
+    def out_size(shape, window, strides, dilation):
+        return tuple((n - (k - 1) * dl - 1) // s + 1
+                     for n, k, s, dl in zip(shape[-2:], window, strides, dilation))
+
+    def ref_argmax(x, window, strides, dilation):
+        out = out_size(x.shape, window, strides, dilation)
+        best = np.full(x.shape[:-2] + out, -np.inf)
+        idx = np.zeros(x.shape[:-2] + out, np.int32)
+        for i, j, k, r, c in windows(x.shape, out, window, strides, dilation):
+            v = x[..., r, c]
+            take = v > best[..., i, j]
+            best[..., i, j] = np.where(take, v, best[..., i, j])
+            idx[..., i, j] = np.where(take, k, idx[..., i, j])
+        return idx
+
+    def ref_gather(x, idx, window, strides, dilation):
+        out = np.zeros(idx.shape, x.dtype)
+        idx = np.where((idx < 0) | (idx >= window[0] * window[1]), 0, idx)
+        for i, j, k, r, c in windows(x.shape, idx.shape[-2:], window, strides, dilation):
+            out[..., i, j] = np.where(idx[..., i, j] == k, x[..., r, c], out[..., i, j])
+        return out
+
+    def ref_scatter(g, idx, window, strides, dilation, in_shape):
+        out = np.zeros(g.shape[:-2] + tuple(in_shape), g.dtype)
+        idx = np.where((idx < 0) | (idx >= window[0] * window[1]), 0, idx)
+        for i, j, k, r, c in windows(out.shape, g.shape[-2:], window, strides, dilation):
+            out[..., r, c] += np.where(idx[..., i, j] == k, g[..., i, j], 0)
+        return out
+
+    if kind == "window_argmax":
+        return Case(make, ref_argmax, FLOATS + (I32,), smooth=False)
+    ref = ref_gather if kind == "window_gather" else ref_scatter
+    return Case(make, ref, FLOATS + (I32,), linear=((0,),))
+
+
+# ---------------------------------------------------------------------------
 # conv_general_dilated
 
 def _conv_case():
@@ -935,6 +1009,9 @@ CASES: dict[str, Case] = {
     "scatter": _scatter_case(add=False),
     "dot_general": _dot_case(),
     "conv_general_dilated": _conv_case(),
+    "window_argmax": _window_case("window_argmax"),
+    "window_gather": _window_case("window_gather"),
+    "window_scatter": _window_case("window_scatter"),
     "svd": _svd_case(),
     "solve": _matrix_case(np.linalg.solve, rhs=True, linear=((1,),), dtypes=CFLOATS),
     "slogdet": _matrix_case(lambda x: list(np.linalg.slogdet(x))),

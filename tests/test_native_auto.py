@@ -117,7 +117,7 @@ def test_auto_also_times_the_native_program_on_one_thread(auto_backend, monkeypa
 
 
 def test_a_program_calling_blas_gives_its_loops_the_cores_blas_leaves(monkeypatch):
-    x = np.ones((64, 64), np.float32)
+    x = np.ones((128, 128), np.float32)
     prod = ft.make_jaxpr(_with_product)(x, x).jaxpr
     plain = ft.make_jaxpr(_arith)(x).jaxpr
     assert cpu_auto.calls_blas(prod) and not cpu_auto.calls_blas(plain)
@@ -129,6 +129,24 @@ def test_a_program_calling_blas_gives_its_loops_the_cores_blas_leaves(monkeypatc
         assert cpu_auto.parallel_threads(plain, 4) == (4, None)     # no BLAS call: every core
     nested = ft.make_jaxpr(lambda x: ft.lax.cond(True, lambda v: v @ v, lambda v: v, x))(x)
     assert cpu_auto.calls_blas(nested.jaxpr)
+
+
+def test_products_blas_runs_on_one_thread_leave_the_cores_to_the_loops():
+    # OpenBLAS threads a GEMM only above m*n*k = 2^18 (per matrix of a batch) and a
+    # matrix-vector product above m*n = 9216: smaller ones do not count against the pool
+    def prod(a, b):
+        return ft.make_jaxpr(lambda a, b: _arith(a) @ b)(np.ones(a, np.float32),
+                                                         np.ones(b, np.float32)).jaxpr
+    assert not cpu_auto.calls_blas(prod((32, 32), (32, 10)))        # a CNN's classifier head
+    assert not cpu_auto.calls_blas(prod((64, 64), (64, 64)))        # 2^18: still one thread
+    assert cpu_auto.calls_blas(prod((64, 64), (64, 65)))
+    assert not cpu_auto.calls_blas(prod((16, 64, 64), (16, 64, 64)))   # 16 one-thread GEMMs
+    assert cpu_auto.calls_blas(prod((2, 128, 128), (2, 128, 128)))
+    assert not cpu_auto.calls_blas(prod((96, 96), (96,)))           # gemv, m*n = 9216
+    assert cpu_auto.calls_blas(prod((97, 96), (96,)))
+    x = np.ones((8, 8), np.float32)
+    factor = ft.make_jaxpr(lambda a: fnp.linalg.cholesky(a @ a.T + 8 * fnp.eye(8)))(x)
+    assert cpu_auto.calls_blas(factor.jaxpr)                        # LAPACK: always counted
 
 
 def test_native_groups_beside_a_multithreaded_blas_run_one_thread(monkeypatch):

@@ -227,6 +227,27 @@ def test_a_total_sum_is_split_into_the_row_group(native_backend):
     np.testing.assert_allclose(g, g0, rtol=1e-5, atol=1e-7)
 
 
+def test_a_per_channel_sum_is_split_into_the_row_group(native_backend):
+    """A batch norm's per-channel sums of NCHW values, sum(dy * x, axis=(0, 2, 3)): per-row
+    sums over (H, W) inside the row group, then a sum over N of the (N, C) row values, so
+    the product is never written out; a sum that leaves the last axis is not split."""
+    x, y = rand((4, 8, 16, 16), np.float32), rand((4, 8, 16, 16), np.float32, 1)
+
+    def f(x, y):
+        return fnp.sum(x * y, axis=(0, 2, 3)), fnp.sum(x * y + 1.0, axis=(0, 2))
+    got, low = _jit_under("native", f, x, y)
+    assert_native_rows(low)
+    eqns = low.optimized.jaxpr.eqns
+    full = [o for e in eqns if e.primitive is passes.fused_p for o in e.outvars
+            if o.aval.shape == x.shape]
+    assert len(full) == 1, low.optimized        # x * y + 1 alone, for the sum not split
+    assert any(e.primitive.name == "reduce_sum" and e.params["axes"] == (0, 2) and
+               e.invars[0].aval.shape == x.shape for e in eqns), low.optimized
+    want, _ = _jit_under("numpy", f, x, y)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.usefixtures("x32")
 def test_integer_and_boolean_rows(native_backend):
     """Integer sums wrap as NumPy's (int32 here), max/min of integers start from the dtype's

@@ -31,6 +31,7 @@ from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
 from ..core.config import config
 from ..primitives.base import EAGER_KERNELS
 from ..primitives.conv import NATIVE_CONV
+from ..primitives.pool import NATIVE_POOL
 from ..primitives.linalg import dot_general_p
 from ..primitives.shape import broadcast_in_dim_p
 
@@ -810,6 +811,20 @@ def conv_kernel(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, dire
 
 
 NATIVE_CONV.run = conv_kernel
+
+
+def pool_kernel(name, *arrays, window, strides, dilation, in_shape):
+    """Max pooling's window kernels (primitives/pool.py) on float32 arrays natively, or None
+    (the NumPy implementation runs): under cpu_backend="numpy", or without a working
+    toolchain. Installed as NATIVE_POOL.run."""
+    if config.cpu_backend == "numpy":
+        return None
+    threads = CONFIG.threads if arrays[0].size >= CONFIG.native_parallel_min_size else 1
+    return native_conv.pool(name, *arrays, window=window, strides=strides, dilation=dilation,
+                            in_shape=in_shape, threads=threads)
+
+
+NATIVE_POOL.run = pool_kernel
 
 
 def native_setting():

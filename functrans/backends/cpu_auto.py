@@ -5,16 +5,46 @@ timing both on its first calls (`MeasuredChoice`). The knobs (the number of time
 the clock) are cpu.CONFIG's."""
 from __future__ import annotations
 
+import math
 import threading
 
 from . import blas
 from ..core import _subjaxprs
 
 
+# OpenBLAS runs a product on one thread when m*n*k is at most this (interface/gemm.c:
+# SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD 4), a matrix-vector product when m*n
+# is at most GEMV_THREADED_WORK (interface/gemv.c: 2304 x GEMM_MULTITHREAD_THRESHOLD)
+GEMM_THREADED_WORK = 1 << 18
+GEMV_THREADED_WORK = 9216
+
+
+def _threaded_blas(eqn) -> bool:
+    """Whether an equation calls BLAS or LAPACK (declared blas=True) on work its BLAS may
+    spread over threads. A matrix product counts only above OpenBLAS's one-thread sizes,
+    per matrix of a batch (NumPy's matmul calls one GEMM per matrix): the classifier head
+    of a CNN (32x32 by 32x10) runs on the calling thread and leaves every core to the
+    program's loops. Factorizations always count."""
+    if not eqn.primitive.blas:
+        return False
+    if eqn.primitive.name != "dot_general":
+        return True
+    (lc, _), (lb, _) = eqn.params["dimension_numbers"]
+    x, y = (v.aval.shape for v in eqn.invars)
+    k = math.prod(x[a] for a in lc)
+    batch = math.prod(x[a] for a in lb)
+    m = math.prod(x) // max(1, k * batch)
+    n = math.prod(y) // max(1, k * batch)
+    if m == 1 or n == 1:
+        return m * n * k > GEMV_THREADED_WORK
+    return m * n * k > GEMM_THREADED_WORK
+
+
 def calls_blas(jaxpr) -> bool:
-    """Whether the program, or one nested in it, binds a primitive whose impl calls BLAS or
-    LAPACK (declared blas=True: matrix products, factorizations)."""
-    return any(e.primitive.blas or any(calls_blas(j) for j in _subjaxprs(e.params))
+    """Whether the program, or one nested in it, calls BLAS or LAPACK on work its BLAS may
+    run on several threads (_threaded_blas: matrix products above OpenBLAS's one-thread
+    sizes, factorizations)."""
+    return any(_threaded_blas(e) or any(calls_blas(j) for j in _subjaxprs(e.params))
                for e in jaxpr.eqns)
 
 

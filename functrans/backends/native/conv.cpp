@@ -21,6 +21,7 @@
 // layout, instead of channels-last)
 // (int64); O is a multiple of 16 (of every vector width here).
 #include <cstring>
+#include <vector>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -245,4 +246,103 @@ extern "C" void ft_conv2d_pack(void* const* p, long long, int nt) {
         }
       }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// max pooling (primitives/pool.py): windows over the last two axes of P planes (H, W),
+// window (i, j) holding x[i*sh + a*dh, j*sw + b*dw] at offset a*kw + b.
+// p = {x or g, (idx), out, dims}, dims = {P, H, W, OH, OW, kh, kw, sh, sw, dh, dw}; threads
+// split the planes, and each output is written by one thread in a fixed order.
+
+struct PoolDims {
+  long long P, H, W, OH, OW, kh, kw, sh, sw, dh, dw;
+  explicit PoolDims(const long long* d)
+      : P(d[0]), H(d[1]), W(d[2]), OH(d[3]), OW(d[4]), kh(d[5]), kw(d[6]), sh(d[7]), sw(d[8]),
+        dh(d[9]), dw(d[10]) {}
+  int K() const { return (int)(kh * kw); }
+  // off[k]: where offset k of window (i, j) is, from the window's corner i*sh*W + j*sw
+  std::vector<long long> offsets() const {
+    std::vector<long long> off(K());
+    for (int k = 0; k < K(); ++k) off[k] = (k / kw) * dh * W + (k % kw) * dw;
+    return off;
+  }
+};
+
+// idx = the offset of each window's first maximum (a NaN is the maximum: the first NaN). Row
+// by row of outputs, offset by offset: a branchless update of the row's running maxima.
+extern "C" void ft_pool_argmax(void* const* p, long long, int nt) {
+  const float* x = (const float*)p[0];
+  int* idx = (int*)p[1];
+  const PoolDims d((const long long*)p[2]);
+  const std::vector<long long> off = d.offsets();
+  const int K = d.K();
+  #pragma omp parallel num_threads(nt)
+  {
+    std::vector<float> best(d.OW);
+    #pragma omp for schedule(static)
+    for (long long q = 0; q < d.P; ++q)
+      for (long long i = 0; i < d.OH; ++i) {
+        const float* xr = x + q * d.H * d.W + i * d.sh * d.W;
+        int* ir = idx + (q * d.OH + i) * d.OW;
+        float* b = best.data();
+        for (long long j = 0; j < d.OW; ++j) {
+          b[j] = xr[off[0] + j * d.sw];
+          ir[j] = 0;
+        }
+        for (int k = 1; k < K; ++k) {
+          const float* xk = xr + off[k];
+          for (long long j = 0; j < d.OW; ++j) {
+            const float v = xk[j * d.sw], m = b[j];
+            const bool take = v > m || (v != v && m == m);
+            b[j] = take ? v : m;
+            ir[j] = take ? k : ir[j];
+          }
+        }
+      }
+  }
+}
+
+// out[i, j] = x at offset idx[i, j] of window (i, j) (offset 0 for one outside the window,
+// as the NumPy implementation)
+extern "C" void ft_pool_gather(void* const* p, long long, int nt) {
+  const float* x = (const float*)p[0];
+  const int* idx = (const int*)p[1];
+  float* out = (float*)p[2];
+  const PoolDims d((const long long*)p[3]);
+  const std::vector<long long> off = d.offsets();
+  const int K = d.K();
+  #pragma omp parallel for num_threads(nt) schedule(static)
+  for (long long q = 0; q < d.P; ++q)
+    for (long long i = 0; i < d.OH; ++i) {
+      const float* xr = x + q * d.H * d.W + i * d.sh * d.W;
+      const long long r = (q * d.OH + i) * d.OW;
+      for (long long j = 0; j < d.OW; ++j) {
+        const int k = idx[r + j];
+        out[r + j] = xr[off[k >= 0 && k < K ? k : 0] + j * d.sw];
+      }
+    }
+}
+
+// out = zeros (H, W) plus each g[i, j] at offset idx[i, j] of window (i, j), added in the
+// order of the windows where windows overlap (offset 0 for one outside the window, as gather)
+extern "C" void ft_pool_scatter(void* const* p, long long, int nt) {
+  const float* g = (const float*)p[0];
+  const int* idx = (const int*)p[1];
+  float* out = (float*)p[2];
+  const PoolDims d((const long long*)p[3]);
+  const std::vector<long long> off = d.offsets();
+  const int K = d.K();
+  #pragma omp parallel for num_threads(nt) schedule(static)
+  for (long long q = 0; q < d.P; ++q) {
+    float* oq = out + q * d.H * d.W;
+    std::memset(oq, 0, sizeof(float) * d.H * d.W);
+    for (long long i = 0; i < d.OH; ++i) {
+      float* orow = oq + i * d.sh * d.W;
+      const long long r = (q * d.OH + i) * d.OW;
+      for (long long j = 0; j < d.OW; ++j) {
+        const int k = idx[r + j];
+        orow[off[k >= 0 && k < K ? k : 0] + j * d.sw] += g[r + j];
+      }
+    }
+  }
 }

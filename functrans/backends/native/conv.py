@@ -1,6 +1,7 @@
 """Direct 2-D convolutions of float32 arrays in native code (conv.cpp): what the
 conv_general_dilated primitive runs on the CPU instead of im2col and a GEMM when a compiler
-is there (installed as primitives.conv.NATIVE_CONV.run by backends/cpu.py).
+is there (installed as primitives.conv.NATIVE_CONV.run by backends/cpu.py); and, in the
+same library, max pooling's window kernels (`pool`, primitives.pool.NATIVE_POOL.run).
 
 An im2col GEMM copies every input value kernel-size times into a column matrix and then
 multiplies a tall matrix by a narrow one (32 or 64 output channels), which OpenBLAS runs at
@@ -21,7 +22,8 @@ import numpy as np
 
 from . import kernels, toolchain
 
-NAMES = ("ft_conv2d_direct", "ft_conv2d_wgrad", "ft_conv2d_pack")
+NAMES = ("ft_conv2d_direct", "ft_conv2d_wgrad", "ft_conv2d_pack", "ft_pool_argmax",
+         "ft_pool_gather", "ft_pool_scatter")
 CHANNELS = 16        # O must be a multiple of this (of every vector width conv.cpp has)
 _loaded: dict = {}      # toolchain setting -> {entry name: address}, or None (failed)
 _lock = threading.Lock()
@@ -97,4 +99,29 @@ def run(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct, plan
     out = np.empty((*out_sp, lhs.shape[-1], o), np.float32)
     dims = _dims(lhs, rhs.shape[1:3], out_sp, dilation, strides, o)
     call(addrs["ft_conv2d_wgrad"], out.size, threads, lhs, rhs, out, dims)
+    return out
+
+
+def pool(name, *arrays, window, strides, dilation, in_shape, threads):
+    """primitives/pool.py's window_argmax ("argmax": x -> int32 offsets), window_gather
+    ("gather": x, offsets -> values) or window_scatter ("scatter": values, offsets -> the
+    operand's shape) of float32 arrays by the kernels; None without them. Operands of any
+    strides are made C-contiguous first (one copy where they are not)."""
+    addrs = entries()
+    if addrs is None:
+        return None
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    lead = arrays[0].shape[:-2]
+    h, w = in_shape
+    oh, ow = ((n - (k - 1) * d - 1) // s + 1 for n, k, s, d in zip(in_shape, window, strides,
+                                                                  dilation))
+    dims = np.array((int(np.prod(lead)), h, w, oh, ow, *window, *strides, *dilation), np.int64)
+    if name == "argmax":
+        out = np.empty(lead + (oh, ow), np.int32)
+    elif name == "gather":
+        out = np.empty(lead + (oh, ow), np.float32)
+    else:
+        out = np.empty(lead + (h, w), np.float32)
+    if out.size:
+        kernels.caller()(addrs["ft_pool_" + name], out.size, threads, *arrays, out, dims)
     return out

@@ -125,39 +125,55 @@ def unsupported(jaxpr) -> str | None:
 
 
 def split_total_reductions(closed, min_size=0):
-    """A sum (max, min) over every axis of a computed value of rank >= 2 (and min_size
-    elements) as one over its trailing axes, which a row group fuses, then one over the
-    rows: the value (the product in sum(softmax(x) * w)) is then never written out. The
+    """A sum (max, min) of a computed value of rank >= 2 (and min_size elements) over its
+    trailing axes and some leading ones (every axis: a total; (0, 2, 3) of an NCHW value: a
+    batch norm's per-channel sum) as one over the trailing axes, which a row group fuses,
+    then one over the leading axes of the per-row values: the value (the product in
+    sum(softmax(x) * w), in a batch norm's sum(dy * xhat)) is then never written out. The
     sum's order changes, within its rounding."""
     j = closed.jaxpr
     fused = {v for e in j.eqns if passes.fusible(e) for v in e.outvars}
     eqns = []
     for e in j.eqns:
         x = e.invars[0]
-        if not _total_reduction(e) or x not in fused or x.aval.size < min_size:
+        k = _row_split(e)
+        if k is None or x not in fused or x.aval.size < min_size:
             eqns.append(e)
             continue
         out = e.outvars[0].aval
-        per_row = Var(ShapedArray(x.aval.shape[:1], out.dtype, out.weak_type))
-        eqns.append(JaxprEqn(e.primitive, [x], {"axes": tuple(range(1, x.aval.ndim))},
+        per_row = Var(ShapedArray(x.aval.shape[:k], out.dtype, out.weak_type))
+        eqns.append(JaxprEqn(e.primitive, [x], {"axes": tuple(range(k, x.aval.ndim))},
                              [per_row]))
-        eqns.append(JaxprEqn(e.primitive, [per_row], {"axes": (0,)}, list(e.outvars)))
+        eqns.append(JaxprEqn(e.primitive, [per_row],
+                             {"axes": tuple(a for a in e.params["axes"] if a < k)},
+                             list(e.outvars)))
     if len(eqns) == len(j.eqns):
         return closed
     return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts)
 
 
-def _total_reduction(e) -> bool:
-    """A reduction over every axis of a value of rank >= 2 and more than one row."""
+def _row_split(e):
+    """k where a reduction over axes k.. (the rows' trailing axes) then over the remaining
+    leading ones computes e, a reduction over the last axis and some leading ones of a value
+    of rank >= 2 and more than one row (a total one splits at k = 1); else None."""
     if e.primitive not in passes.ROW_REDUCTIONS or len(e.params) != 1:
-        return False
+        return None
     shape = e.invars[0].aval.shape
-    return len(shape) >= 2 and shape[0] > 1 and tuple(e.params["axes"]) == tuple(range(len(shape)))
+    axes = set(e.params["axes"])
+    if len(shape) < 2 or shape[0] <= 1 or len(shape) - 1 not in axes:
+        return None
+    k = len(shape) - 1
+    while k - 1 in axes:
+        k -= 1
+    k = max(k, 1)
+    if not axes - set(range(k, len(shape))):
+        return None         # a row reduction already, or none of the leading axes reduced
+    return k
 
 
 def has_row_reductions(closed, min_size=0) -> bool:
     """Whether a program holds a reduction a row group may take (over trailing axes, or over
-    every axis, split) of at least min_size elements."""
+    the trailing axes and leading ones, split) of at least min_size elements."""
     return any(e.primitive in passes.ROW_REDUCTIONS and e.invars[0].aval.size >= min_size
-               and (passes.row_space(e) is not None or _total_reduction(e))
+               and (passes.row_space(e) is not None or _row_split(e) is not None)
                for e in closed.jaxpr.eqns)

@@ -6,6 +6,7 @@ import numpy as np
 
 from ... import lax
 from ...numpy import raw as fnp
+from ...primitives.pool import window_argmax, window_gather
 from ...facade.inplace import _cname, _tname
 from ._dispatch import _call, _ndim, _shape, _squeeze0, _unsqueeze0
 
@@ -201,22 +202,19 @@ def _pool_windows(x, kernel, stride, dilation, oh, ow):
 
 
 def _max_pool2d_fn(x, *, kernel, stride, padding, dilation, geometry, with_indices):
-    kh, kw = kernel
+    kw = kernel[1]
     (oh, eh), (ow, ew_) = geometry
     ph, pw = padding
     w = x.shape[3]
     if ph or pw or eh or ew_:
         x = fnp.pad(x, ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew_)),
                     constant_values=-np.inf)
-    win = _pool_windows(x, kernel, stride, dilation, oh, ow)    # (n, c, k, oh, ow)
-    # the first maximum of each window, as torch (a NaN is the maximum): the least offset
-    # holding the window's max, by two reductions (argmax or cumsum along the short window
-    # axis are each ~40x slower than a max)
-    hit = (win == fnp.expand_dims(fnp.max(win, axis=2), 2)) | fnp.isnan(win)
-    offsets = fnp.reshape(fnp.arange(kh * kw, dtype=np.int32), (1, 1, -1, 1, 1))
-    idx = fnp.min(fnp.where(hit, offsets, kh * kw), axis=2)
-    pick = offsets == fnp.expand_dims(idx, 2)
-    out = fnp.sum(fnp.where(pick, win, fnp.zeros((), x.dtype)), axis=2)
+    # the first maximum of each window, as torch (a NaN is the maximum), by its offset in
+    # the window: one pass over the windows, one read per output, and a backward that
+    # writes each cotangent to its element (primitives/pool.py)
+    geo = dict(window=tuple(kernel), strides=tuple(stride), dilation=tuple(dilation))
+    idx = window_argmax(x, **geo)       # (n, c, oh, ow): the geometry's padding fits them
+    out = window_gather(x, idx, **geo)
     if not with_indices:
         return out
     ki, kj = idx // kw, idx % kw

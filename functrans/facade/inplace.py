@@ -438,7 +438,7 @@ for _n in ["pow", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "ta
            "addcdiv", "lerp", "floor", "ceil", "round", "trunc", "sign", "reciprocal", "square",
            "log1p", "expm1", "fmod", "remainder", "maximum", "minimum", "atan2", "erf",
            "asin", "acos", "atan", "sinh", "cosh", "frac", "log2", "log10", "exp2", "asinh",
-           "acosh", "atanh"]:
+           "acosh", "atanh", "nan_to_num"]:
     setattr(T, _n + "_", _generic_inplace(_n, getattr(T, _n)))
 T.clip_ = T.clamp_
 T.__ipow__ = T.pow_

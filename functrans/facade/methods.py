@@ -587,6 +587,31 @@ def _clamp_fn(x, lo, hi, has_lo, has_hi):
     return out
 
 
+def _nan_to_num_fn(x, nan, posinf, neginf):
+    """x with NaN, +inf and -inf replaced; the derivative is 1 where x is finite and 0 at
+    the replaced elements (torch's grad * isfinite(x))."""
+    finite = fnp.isfinite(x)
+    big = fnp.where(fnp.greater(x, 0), np.asarray(posinf, x.dtype), np.asarray(neginf, x.dtype))
+    return fnp.where(finite, x, fnp.where(fnp.isnan(x), np.asarray(nan, x.dtype), big))
+
+
+def nan_to_num(self, nan=0.0, posinf=None, neginf=None):
+    """torch.nan_to_num: NaN -> nan, +inf -> posinf (default the dtype's largest value),
+    -inf -> neginf (default its lowest); integer and bool tensors come back as copies.
+    grad_fn NanToNumBackward0."""
+    for arg, v in (("nan", nan), ("posinf", posinf), ("neginf", neginf)):
+        if v is not None and (isinstance(v, (bool, str)) or not isinstance(v, (int, float))):
+            raise TypeError(f"nan_to_num(): argument '{arg}' must be float, not "
+                            f"{type(v).__name__}")
+    dt = np.dtype(self.dtype)
+    if dt.kind not in "fc":
+        return self.clone()
+    info = np.finfo(dt)
+    return apply_fn("NanToNumBackward0", _nan_to_num_fn, (self,), static(
+        nan=float(nan), posinf=float(info.max if posinf is None else posinf),
+        neginf=float(info.min if neginf is None else neginf)))
+
+
 def clamp(self, min=None, max=None, *, _which="Clamp"):
     """torch.clamp: min(max(self, min), max), promoted with the bounds (an integer tensor
     clamped to a float bound is a float tensor); grad_fn ClampBackward1 (ClampMinBackward0,
@@ -613,6 +638,7 @@ def clamp_max(self, max):
 
 
 T.relu, T.softmax, T.log_softmax = relu, softmax, log_softmax
+T.nan_to_num = nan_to_num
 T.clamp = T.clip = clamp
 T.clamp_min, T.clamp_max = clamp_min, clamp_max
 

@@ -395,7 +395,7 @@ FUNCTION_NAMES = [
     "asinh", "acosh", "atanh", "arcsinh", "arccosh", "arctanh",
     "tanh", "sigmoid", "relu", "sqrt", "rsqrt", "square", "reciprocal", "sign", "sgn", "floor",
     "ceil", "round", "trunc", "frac", "erf", "erfc", "erfinv", "lgamma", "digamma",
-    "clamp", "clip", "clamp_min", "clamp_max",
+    "clamp", "clip", "clamp_min", "clamp_max", "nan_to_num",
     "maximum", "minimum", "atan2", "arctan2", "fmod", "remainder", "floor_divide", "lerp",
     "addcmul", "addcdiv", "matmul", "mm", "bmm", "mv", "dot", "outer", "ger", "inner",
     "sum", "mean", "prod", "var", "std", "max", "min", "amax", "amin", "argmax", "argmin",

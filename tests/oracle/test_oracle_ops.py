@@ -298,6 +298,12 @@ spec("ops:minimum:nan", lambda lib, x, y: lib.minimum(x, y), NANS, NANS[::-1].co
 spec("ops:where:nan_branch", lambda lib, x: lib.where(x > 0, x, 0.0), NANS)
 spec("ops:relu:nan", lambda lib, x: lib.relu(x), NANS)
 spec("ops:abs:nan", lambda lib, x: lib.abs(x), NANS)
+INFS = np.array([np.nan, 1.0, -np.inf, -2.0, np.inf, 0.5])
+spec("ops:nan_to_num", lambda lib, x: lib.nan_to_num(x), INFS)
+spec("ops:nan_to_num:values", lambda lib, x: x.nan_to_num(nan=1.5, posinf=9.0, neginf=-7.0),
+     INFS)
+spec("ops:nan_to_num:f32", lambda lib, x: lib.nan_to_num(x.float(), posinf=2.0), INFS)
+spec("ops:nan_to_num_:inplace", lambda lib, x: (x * 1.0).nan_to_num_(nan=0.25), INFS)
 spec("ops:clamp_min:f64", lambda lib, x: lib.clamp_min(x, 0.5), UNIT)
 spec("ops:clamp_max:f64", lambda lib, x: lib.clamp_max(x, 0.5), UNIT)
 spec("ops:clamp_min:tensor", lambda lib, x, y: lib.clamp_min(x, y), XF, Y)

@@ -31,7 +31,7 @@ from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
 from ..core.config import config
 from ..primitives.base import EAGER_KERNELS
 from ..primitives.conv import NATIVE_CONV
-from ..primitives.linalg import dot_general_p
+from ..primitives.linalg import NATIVE_GEMM, dot_general_p
 from ..primitives.shape import broadcast_in_dim_p
 
 
@@ -810,6 +810,20 @@ def conv_kernel(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, dire
 
 
 NATIVE_CONV.run = conv_kernel
+
+
+def gemm_kernel(x, y, out):
+    """out = x @ y by the native direct kernel (backends/native/conv.py's gemm) for the
+    few-row float32 products the CPU lowering emits as primitives.linalg._small_matmul;
+    False (NumPy's matmul runs): under cpu_backend="numpy", without a working toolchain, or
+    for operands the kernel does not take. Installed as NATIVE_GEMM.run."""
+    if config.cpu_backend == "numpy" or x.dtype != np.float32 or y.dtype != np.float32 or \
+            out.dtype != np.float32:
+        return False
+    return native_conv.gemm(x, y, out)
+
+
+NATIVE_GEMM.run = gemm_kernel
 
 
 def native_setting():

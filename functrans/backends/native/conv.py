@@ -66,6 +66,29 @@ def pack(view, padding, dilation, threads, addrs):
     return out
 
 
+_GEMM_DIMS: dict = {}     # (M, K, N) -> the direct kernel's dims of that product
+
+
+def gemm(x, y, out):
+    """out = x @ y for C-contiguous float32 matrices x (M, K), y (K, N), out (M, N) by the
+    direct kernel as a 1x1 convolution of one image row of M pixels (K features, N output
+    channels), on one thread: a few-row product is one loop step, and a parallel region
+    per step waits for a second core each time (on a busy machine, for the scheduler); one
+    thread of this kernel is about as fast as OpenBLAS on two there. False (nothing
+    written) when it cannot: no compiler, N not a multiple of CHANNELS, an array not
+    C-contiguous."""
+    addrs = entries()
+    m, k = x.shape
+    n = y.shape[1]
+    if addrs is None or n % CHANNELS or not m or not k:
+        return False
+    dims = _GEMM_DIMS.get((m, k, n))
+    if dims is None:
+        dims = _GEMM_DIMS.setdefault((m, k, n), np.array((1, 1, m, k, 1, 1, n, 1, m, 1, 1, 1, 1,
+                                                          0), np.int64))
+    return kernels.caller()(addrs["ft_conv2d_direct"], out.size, 1, x, y, out, dims)
+
+
 def run(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct, planar, threads):
     """The convolution out[b, y, x, o] = sum over f, i, j of
     L[b, y*sh + i*dh, x*sw + j*dw, f] * W[o, f, i, j], L the float32 view lhs (B, H, W, F)

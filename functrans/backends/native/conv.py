@@ -67,6 +67,8 @@ def pack(view, padding, dilation, threads, addrs):
 
 
 _GEMM_DIMS: dict = {}     # (M, K, N) -> the direct kernel's dims of that product
+_GEMM_CALL: list = []     # (caller, the direct kernel's address), once loaded: a loop step
+                          # calls gemm, and entries() reads the environment each time
 
 
 def gemm(x, y, out):
@@ -77,16 +79,21 @@ def gemm(x, y, out):
     thread of this kernel is about as fast as OpenBLAS on two there. False (nothing
     written) when it cannot: no compiler, N not a multiple of CHANNELS, an array not
     C-contiguous."""
-    addrs = entries()
     m, k = x.shape
     n = y.shape[1]
-    if addrs is None or n % CHANNELS or not m or not k:
+    if n % CHANNELS or not m or not k:
         return False
+    if not _GEMM_CALL:
+        addrs = entries()
+        if addrs is None:
+            return False
+        _GEMM_CALL.append((kernels.caller(), addrs["ft_conv2d_direct"]))
+    call, address = _GEMM_CALL[0]
     dims = _GEMM_DIMS.get((m, k, n))
     if dims is None:
         dims = _GEMM_DIMS.setdefault((m, k, n), np.array((1, 1, m, k, 1, 1, n, 1, m, 1, 1, 1, 1,
                                                           0), np.int64))
-    return kernels.caller()(addrs["ft_conv2d_direct"], out.size, 1, x, y, out, dims)
+    return call(address, out.size, 1, x, y, out, dims)
 
 
 def run(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct, planar, threads):

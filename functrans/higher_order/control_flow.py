@@ -685,23 +685,19 @@ def _recompute_cheap_residuals(known, unknown, num_res):
             out += [x for x in sub if x not in out]
         out.append(e)
         return out if len(out) <= _CHEAP_OPS else None
-    dropped, eqns, made = set(), [], set()
+    dropped, made = set(), {}
     for r in res:
-        if r not in slot or r in dropped:
-            continue
-        c = cone(r, True)
-        if not c:
-            continue
-        dropped.add(r)
-        for e in c:
-            if id(e) in made:
-                continue
-            made.add(id(e))
-            eqns.append(JaxprEqn(e.primitive, [slot.get(a, a) if type(a) is Var else a
-                                               for a in e.invars], e.params,
-                                 [slot.get(o, o) for o in e.outvars]))
+        if r in slot and r not in dropped:
+            c = cone(r, True)
+            if c:
+                dropped.add(r)
+                made.update((id(e), e) for e in c)
     if not dropped:
         return known, unknown, num_res
+    # in the known body's order: a cone may read a dropped residual another cone computes
+    eqns = [JaxprEqn(e.primitive, [slot.get(a, a) if type(a) is Var else a for a in e.invars],
+                     e.params, [slot.get(o, o) for o in e.outvars])
+            for e in jk.eqns if id(e) in made]
     keep = [k for k, v in enumerate(res) if v not in dropped]
     known = ClosedJaxpr(Jaxpr(jk.constvars, jk.invars, jk.eqns,
                               jk.outvars[:n_out] + [res[k] for k in keep]), known.consts)

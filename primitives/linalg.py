@@ -250,23 +250,21 @@ class NativeGemm:
     step: a batch of rows times a weight matrix, once per time step), where OpenBLAS spends
     most of its time packing the weight (measured, one thread, 20x256 @ 256x1024: 127 us
     against 77 us for backends/native/conv.py's register-tiled kernel; from about 64 rows on
-    OpenBLAS is as fast or faster). The native backend installs `run(x, y, out) -> bool`
-    (backends/cpu.py, on import): out = x @ y for C-contiguous float32 matrices, False
-    (nothing written) when it cannot (no compiler, cpu_backend="numpy", a column count the
-    kernel does not take, an operand not C-contiguous); then NumPy's matmul runs."""
+    OpenBLAS is as fast or faster). The native backend installs `kernel(m, k, n)` (backends/
+    cpu.py, on import), asked when a product is lowered: a function (x, y, out) -> bool
+    writing out = x @ y for C-contiguous float32 matrices of those shapes and answering
+    False (nothing written) for an operand that is not C-contiguous, or None when there is
+    none (no compiler, cpu_backend="numpy", a column count the kernel does not take); the
+    lowered line falls back to NumPy's matmul. Asked only for weights of MIN_WEIGHT
+    elements or more, where the packing is what costs: on smaller ones (a 32x64 @ 64x64
+    step, 3 us) the two run at the same speed."""
 
-    run = None
+    kernel = None
 
 
 NATIVE_GEMM = NativeGemm()
-SMALL_ROWS = 32         # products of 2..SMALL_ROWS rows try NATIVE_GEMM (one row: BLAS's gemv)
-
-
-def _small_matmul(x, y, out):
-    """out = x @ y (float32 matrices, few rows): NATIVE_GEMM's kernel, else NumPy's."""
-    run = NATIVE_GEMM.run
-    if run is None or not run(x, y, out):
-        np.matmul(x, y, out=out)
+SMALL_ROWS = 32         # products of 2..SMALL_ROWS rows ask NATIVE_GEMM (one row: BLAS's gemv)
+MIN_WEIGHT = 1 << 17    # ... by a (K, N) matrix of at least so many elements
 
 
 def _dot_cpu(eqn):
@@ -283,10 +281,15 @@ def _dot_cpu(eqn):
     if (form is None or lb or rb or x.aval.ndim != 2 or y.aval.ndim != 2
             or dt.kind not in "fc"):
         return None
-    if form == ("", "") and dt == np.float32 and 2 <= x.aval.shape[0] <= SMALL_ROWS:
-        def emit_small(ctx, ins, out):
-            return [f"{ctx.g(_small_matmul, 'small_matmul')}({ins[0]}, {ins[1]}, {out})"]
-        return emit_small, _no_input
+    m, (k, n) = x.aval.shape[0], y.aval.shape
+    gemm = NATIVE_GEMM.kernel(m, k, n) if (
+        form == ("", "") and dt == np.float32 and 2 <= m <= SMALL_ROWS and k * n >= MIN_WEIGHT
+        and NATIVE_GEMM.kernel is not None) else None
+    if gemm is not None:
+        def emit_native(ctx, ins, out):
+            return [f"{ctx.g(gemm, 'gemm')}({ins[0]}, {ins[1]}, {out}) or "
+                    f"{ctx.g(np.matmul, 'matmul')}({ins[0]}, {ins[1]}, out={out})"]
+        return emit_native, _no_input
 
     def emit(ctx, ins, out):
         return [f"{ctx.g(np.matmul, 'matmul')}({ins[0]}{form[0]}, {ins[1]}{form[1]}, "

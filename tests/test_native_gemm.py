@@ -1,10 +1,10 @@
 """The native few-row float32 matrix product (primitives.linalg.NATIVE_GEMM, run by
 backends/native/conv.py's direct kernel as a 1x1 convolution) that lowered programs call for
-products of 2 to SMALL_ROWS rows (a recurrent layer's step): values against float64 within
-the rounding bound of a float32 sum (one thread: no parallel region per loop step), the lowered
-programs (a jitted product, an LSTM's scan steps) taking it, and NumPy's matmul wherever
+products of 2 to SMALL_ROWS rows by a weight of MIN_WEIGHT elements or more (a recurrent
+layer's step): values against float64 within the rounding bound of a float32 sum, the
+lowered programs (a jitted product, an LSTM's scan steps) taking it, and NumPy's matmul wherever
 it does not apply (a column count not a multiple of 16, a non-contiguous operand, one row,
-more than SMALL_ROWS rows, cpu_backend="numpy")."""
+more than SMALL_ROWS rows, a smaller weight, cpu_backend="numpy")."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,24 +20,30 @@ EPS32 = float(np.finfo(np.float32).eps)
 
 @pytest.fixture
 def gemm_calls():
-    """The kernel built (skipped without a compiler), and a record of NATIVE_GEMM's
-    answers: (x shape, y shape, True when the kernel wrote the product)."""
+    """The kernel built (skipped without a compiler), and a record of the products that
+    lowered programs sent to it: (x shape, y shape, True when the kernel wrote it)."""
     try:
         toolchain.find_compiler()
     except toolchain.ToolchainError as e:
         pytest.skip(str(e))
-    if native_conv.entries() is None:
+    if native_conv.gemm(2, 2, 16) is None:
         pytest.skip("the native kernels did not build")
     calls = []
-    run = linalg.NATIVE_GEMM.run
+    kernel = linalg.NATIVE_GEMM.kernel
 
-    def spy(x, y, out):
-        done = run(x, y, out)
-        calls.append((x.shape, y.shape, done))
-        return done
-    linalg.NATIVE_GEMM.run = spy
+    def spy(m, k, n):
+        fn = kernel(m, k, n)
+        if fn is None:
+            return None
+
+        def product(x, y, out):
+            done = fn(x, y, out)
+            calls.append((x.shape, y.shape, done))
+            return done
+        return product
+    linalg.NATIVE_GEMM.kernel = spy
     yield calls
-    linalg.NATIVE_GEMM.run = run
+    linalg.NATIVE_GEMM.kernel = kernel
 
 
 def _bound(x, y):
@@ -53,61 +59,59 @@ def test_products_within_float32_rounding(gemm_calls, m, k, n):
     y = RNG.standard_normal((k, n)).astype(np.float32)
     want = x.astype(np.float64) @ y.astype(np.float64)
     out = np.full((m, n), np.nan, np.float32)
-    assert native_conv.gemm(x, y, out)
+    assert native_conv.gemm(m, k, n)(x, y, out)
     assert np.all(np.abs(out - want) <= _bound(x, y))
     assert np.all(np.abs(x @ y - want) <= _bound(x, y))       # NumPy meets the same bound
 
 
 def test_jitted_few_row_product_takes_the_kernel(gemm_calls):
     x = RNG.standard_normal((20, 64)).astype(np.float32)
-    w = RNG.standard_normal((64, 32)).astype(np.float32)
+    w = RNG.standard_normal((64, 2048)).astype(np.float32)
     f = ft.jit(lambda x, w: x @ w)
     got = np.asarray(f(x, w))
-    assert gemm_calls == [((20, 64), (64, 32), True)]
+    assert gemm_calls == [((20, 64), (64, 2048), True)]
     assert np.all(np.abs(got - x.astype(np.float64) @ w) <= _bound(x, w))
 
 
 def test_numpy_where_the_kernel_does_not_apply(gemm_calls):
-    """24 columns, a transposed operand: NATIVE_GEMM declines and NumPy computes it; one row,
-    and more than SMALL_ROWS rows are not sent to it at all; cpu_backend="numpy"
-    declines too. The values are right in every case."""
+    """A transposed operand: the kernel declines and NumPy computes it; 2056 columns (not a
+    multiple of 16), one row, more than SMALL_ROWS rows and a weight of fewer than
+    MIN_WEIGHT elements are not sent to it, nor is any product under cpu_backend="numpy".
+    The values are right in every case."""
     def check(x, w):
         got = np.asarray(ft.jit(lambda x, w: x @ w)(x, w))
         assert np.all(np.abs(got - x.astype(np.float64) @ w) <= _bound(x, w))
     x = RNG.standard_normal((20, 64)).astype(np.float32)
-    check(x, RNG.standard_normal((64, 24)).astype(np.float32))
-    assert gemm_calls == [((20, 64), (64, 24), False)]
+    check(x, np.asarray(RNG.standard_normal((2048, 64)), np.float32).T)
+    assert gemm_calls == [((20, 64), (64, 2048), False)]
     gemm_calls.clear()
-    check(x, np.asarray(RNG.standard_normal((32, 64)), np.float32).T)
-    assert gemm_calls == [((20, 64), (64, 32), False)]
-    gemm_calls.clear()
-    for m in (1, linalg.SMALL_ROWS + 1):
+    for m, n in ((20, 2056), (1, 2048), (linalg.SMALL_ROWS + 1, 2048), (20, 1008)):
         check(RNG.standard_normal((m, 64)).astype(np.float32),
-              RNG.standard_normal((64, 32)).astype(np.float32))
+              RNG.standard_normal((64, n)).astype(np.float32))
     assert not gemm_calls
     saved = ft.config.cpu_backend
     ft.config.update("cpu_backend", "numpy")
     try:
-        out = np.empty((20, 32), np.float32)
-        assert not linalg.NATIVE_GEMM.run(x, RNG.standard_normal((64, 32)).astype(np.float32),
-                                          out)
+        check(x, RNG.standard_normal((64, 2048)).astype(np.float32))
     finally:
         ft.config.update("cpu_backend", saved)
+    assert not gemm_calls
 
 
 def test_lstm_steps_take_the_kernel(gemm_calls):
-    """A facade LSTM over 12 steps: its scan bodies are lowered after a few steps, and then
-    the hidden state's product of each step (forward, and the backward's) runs natively,
-    with the gradients of the float64 model within float32 rounding."""
+    """A facade LSTM (hidden 256: a 256x1024 hidden weight) over 12 steps: its scan bodies
+    are lowered after a few steps, and then the hidden state's product of each step
+    (forward, and the backward's) runs natively, with the gradients of the float64 model
+    within float32 rounding."""
     ft.manual_seed(0)
-    lstm = ft.nn.LSTM(8, 16)
+    lstm = ft.nn.LSTM(8, 256)
     x = ft.randn(12, 20, 8)
     out, _ = lstm(x)
     out.square().sum().backward()
     shapes = {(xs, ys) for xs, ys, done in gemm_calls if done}
-    assert ((20, 16), (16, 64)) in shapes           # h @ W_hhᵀ, W_hh laid out once per loop
-    assert ((20, 64), (64, 16)) in shapes           # the gates' cotangent @ W_hh
-    lstm64 = ft.nn.LSTM(8, 16).double()
+    assert ((20, 256), (256, 1024)) in shapes       # h @ W_hhᵀ, W_hh laid out once per loop
+    assert ((20, 1024), (1024, 256)) in shapes      # the gates' cotangent @ W_hh
+    lstm64 = ft.nn.LSTM(8, 256).double()
     lstm64.load_state_dict({k: v.double() for k, v in lstm.state_dict().items()})
     out64, _ = lstm64(x.double())
     out64.square().sum().backward()

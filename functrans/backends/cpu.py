@@ -812,18 +812,17 @@ def conv_kernel(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, dire
 NATIVE_CONV.run = conv_kernel
 
 
-def gemm_kernel(x, y, out):
-    """out = x @ y by the native direct kernel (backends/native/conv.py's gemm) for the
-    few-row float32 products the CPU lowering emits as primitives.linalg._small_matmul;
-    False (NumPy's matmul runs): under cpu_backend="numpy", without a working toolchain, or
-    for operands the kernel does not take. Installed as NATIVE_GEMM.run."""
-    if config.cpu_backend == "numpy" or x.dtype != np.float32 or y.dtype != np.float32 or \
-            out.dtype != np.float32:
-        return False
-    return native_conv.gemm(x, y, out)
+def gemm_kernel(m, k, n):
+    """The native few-row float32 product of these shapes (backends/native/conv.py's gemm),
+    asked when a product is lowered; None (NumPy's matmul): under cpu_backend="numpy",
+    without a working toolchain, or for shapes the kernel does not take. Installed as
+    NATIVE_GEMM.kernel (programs are lowered again when cpu_backend changes)."""
+    if config.cpu_backend == "numpy":
+        return None
+    return native_conv.gemm(m, k, n)
 
 
-NATIVE_GEMM.run = gemm_kernel
+NATIVE_GEMM.kernel = gemm_kernel
 
 
 def native_setting():

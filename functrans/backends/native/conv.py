@@ -66,34 +66,24 @@ def pack(view, padding, dilation, threads, addrs):
     return out
 
 
-_GEMM_DIMS: dict = {}     # (M, K, N) -> the direct kernel's dims of that product
-_GEMM_CALL: list = []     # (caller, the direct kernel's address), once loaded: a loop step
-                          # calls gemm, and entries() reads the environment each time
+def gemm(m, k, n):
+    """A function (x, y, out) -> bool computing out = x @ y for C-contiguous float32
+    matrices x (m, k), y (k, n), out (m, n) by the direct kernel as a 1x1 convolution of one
+    image row of m pixels (k features, n output channels), on one thread (a few-row product
+    is one loop step: a parallel region per step waits for a second core each time, on a
+    busy machine for the scheduler; one thread of this kernel is about as fast as OpenBLAS
+    on two there), False when an array is not C-contiguous; None when there is none: no
+    compiler, n not a multiple of CHANNELS, an empty product."""
+    addrs = entries()
+    if addrs is None or n % CHANNELS or not (m and k):
+        return None
+    call, address = kernels.caller(), addrs["ft_conv2d_direct"]
+    dims = np.array((1, 1, m, k, 1, 1, n, 1, m, 1, 1, 1, 1, 0), np.int64)
+    size = m * n
 
-
-def gemm(x, y, out):
-    """out = x @ y for C-contiguous float32 matrices x (M, K), y (K, N), out (M, N) by the
-    direct kernel as a 1x1 convolution of one image row of M pixels (K features, N output
-    channels), on one thread: a few-row product is one loop step, and a parallel region
-    per step waits for a second core each time (on a busy machine, for the scheduler); one
-    thread of this kernel is about as fast as OpenBLAS on two there. False (nothing
-    written) when it cannot: no compiler, N not a multiple of CHANNELS, an array not
-    C-contiguous."""
-    m, k = x.shape
-    n = y.shape[1]
-    if n % CHANNELS or not m or not k:
-        return False
-    if not _GEMM_CALL:
-        addrs = entries()
-        if addrs is None:
-            return False
-        _GEMM_CALL.append((kernels.caller(), addrs["ft_conv2d_direct"]))
-    call, address = _GEMM_CALL[0]
-    dims = _GEMM_DIMS.get((m, k, n))
-    if dims is None:
-        dims = _GEMM_DIMS.setdefault((m, k, n), np.array((1, 1, m, k, 1, 1, n, 1, m, 1, 1, 1, 1,
-                                                          0), np.int64))
-    return call(address, out.size, 1, x, y, out, dims)
+    def product(x, y, out):
+        return call(address, size, 1, x, y, out, dims)
+    return product
 
 
 def run(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct, planar, threads):

@@ -11,8 +11,9 @@ import pytest
 
 import functrans as ft
 from conftest import fd_grad
-from functrans.core import ShapedArray
+from functrans.core import ClosedJaxpr, ShapedArray, eval_jaxpr
 from functrans.higher_order import control_flow as cf
+from functrans.nn.functional._rnn import _layer_fn
 from functrans.primitives import elementwise as ew
 from functrans.reverse import residual_form
 from functrans.tracing import trace_to_jaxpr
@@ -161,3 +162,49 @@ def test_second_derivative_through_scan_against_finite_differences():
         got = np.asarray(ft.grad(inner)(w))
     np.testing.assert_allclose(got, fd_grad(lambda u: float(inner(u)), w), rtol=1e-6,
                                atol=1e-8)
+
+
+def test_derivative_residuals_are_recomputed_not_stored():
+    """An LSTM step's σ(1 - σ) and 1 - tanh² are recomputed by the transposed loop from the
+    σ and tanh residuals it keeps anyway: 7 stacked residuals per layer instead of 12 (and
+    the loop-invariant weight), with the layer's gradients against central differences."""
+    f64 = np.dtype(np.float64)
+    shapes = [(5, 2, 3), (2, 4), (2, 4), (16, 3), (16, 4), (16,), (16,)]
+    j, _ = trace_to_jaxpr(lambda *a: list(_layer_fn(*a, mode="LSTM", has_bias=True,
+                                                    has_proj=False, reverse=False)),
+                          [ShapedArray(s, f64) for s in shapes])
+    (eqn,) = [e for e in j.eqns if e.primitive is cf.scan_p]
+    avals = [a.aval for a in eqn.invars]
+    form = residual_form(eqn.primitive, eqn.params, avals, [True] * len(avals))
+    res = form.out_avals[len(eqn.outvars):]
+    assert [a.shape for a in res] == [(5, 2, 4)] * 7 + [(16, 4)]
+
+    rng = np.random.default_rng(4)
+    args = [rng.standard_normal(s) * 0.5 for s in shapes]
+
+    def loss(*a):
+        ys, h, c = _layer_fn(*a, mode="LSTM", has_bias=True, has_proj=False, reverse=False)
+        return ft.numpy.sum(ys * ys) + ft.numpy.sum(c * h)
+    grads = ft.grad(loss, argnums=tuple(range(len(args))))(*args)
+    for k, g in enumerate(grads):
+        def f(v, k=k):
+            return float(loss(*args[:k], v, *args[k + 1:]))
+        np.testing.assert_allclose(np.asarray(g), fd_grad(f, args[k]), rtol=1e-6, atol=1e-8)
+
+
+def test_recomputed_residuals_run_in_dependency_order():
+    """A residual recomputed from another recomputed one (a = 1 - b, b = s * s, s kept)
+    comes after it in the unknown body, whatever the residuals' order; the unknown body
+    gives the same values as with every residual stored."""
+    aval = ShapedArray((3,), np.dtype(np.float64))
+    # known: x -> residuals (a, b, s), no known outputs; unknown: (a, b, s, t) -> a t + b + s
+    jk, _ = trace_to_jaxpr(lambda x: (lambda s: (lambda b: [1.0 - b, b, s])(s * s))(
+        ft.numpy.sin(x)), [aval])
+    ju, _ = trace_to_jaxpr(lambda a, b, s, t: [a * t + b + s], [aval] * 4)
+    known, unknown = ClosedJaxpr(jk, []), ClosedJaxpr(ju, [])
+    new_known, new_unknown, num_res = cf._recompute_cheap_residuals(known, unknown, 3)
+    assert num_res == 1 and len(new_unknown.jaxpr.invars) == 2
+    x, t = np.array([0.3, -1.2, 2.0]), np.array([1.5, 0.5, -2.0])
+    (want,) = eval_jaxpr(ju, [], *eval_jaxpr(jk, [], x), t)
+    (got,) = eval_jaxpr(new_unknown.jaxpr, [], *eval_jaxpr(new_known.jaxpr, [], x), t)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-14)

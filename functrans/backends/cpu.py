@@ -32,7 +32,7 @@ from ..core.config import config
 from ..primitives.base import EAGER_KERNELS
 from ..primitives.conv import NATIVE_CONV
 from ..primitives.pool import NATIVE_POOL
-from ..primitives.linalg import dot_general_p
+from ..primitives.linalg import NATIVE_GEMM, dot_general_p
 from ..primitives.shape import broadcast_in_dim_p
 
 
@@ -825,6 +825,17 @@ def pool_kernel(name, *arrays, window, strides, dilation, in_shape):
 
 
 NATIVE_POOL.run = pool_kernel
+def gemm_kernel(m, k, n):
+    """The native few-row float32 product of these shapes (backends/native/conv.py's gemm),
+    asked when a product is lowered; None (NumPy's matmul): under cpu_backend="numpy",
+    without a working toolchain, or for shapes the kernel does not take. Installed as
+    NATIVE_GEMM.kernel (programs are lowered again when cpu_backend changes)."""
+    if config.cpu_backend == "numpy":
+        return None
+    return native_conv.gemm(m, k, n)
+
+
+NATIVE_GEMM.kernel = gemm_kernel
 
 
 def native_setting():

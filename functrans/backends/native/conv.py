@@ -68,6 +68,26 @@ def pack(view, padding, dilation, threads, addrs):
     return out
 
 
+def gemm(m, k, n):
+    """A function (x, y, out) -> bool computing out = x @ y for C-contiguous float32
+    matrices x (m, k), y (k, n), out (m, n) by the direct kernel as a 1x1 convolution of one
+    image row of m pixels (k features, n output channels), on one thread (a few-row product
+    is one loop step: a parallel region per step waits for a second core each time, on a
+    busy machine for the scheduler; one thread of this kernel is about as fast as OpenBLAS
+    on two there), False when an array is not C-contiguous; None when there is none: no
+    compiler, n not a multiple of CHANNELS, an empty product."""
+    addrs = entries()
+    if addrs is None or n % CHANNELS or not (m and k):
+        return None
+    call, address = kernels.caller(), addrs["ft_conv2d_direct"]
+    dims = np.array((1, 1, m, k, 1, 1, n, 1, m, 1, 1, 1, 1, 0), np.int64)
+    size = m * n
+
+    def product(x, y, out):
+        return call(address, size, 1, x, y, out, dims)
+    return product
+
+
 def run(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct, planar, threads):
     """The convolution out[b, y, x, o] = sum over f, i, j of
     L[b, y*sh + i*dh, x*sw + j*dw, f] * W[o, f, i, j], L the float32 view lhs (B, H, W, F)

@@ -825,6 +825,8 @@ def pool_kernel(name, *arrays, window, strides, dilation, in_shape):
 
 
 NATIVE_POOL.run = pool_kernel
+
+
 def gemm_kernel(m, k, n):
     """The native few-row float32 product of these shapes (backends/native/conv.py's gemm),
     asked when a product is lowered; None (NumPy's matmul): under cpu_backend="numpy",

@@ -199,8 +199,9 @@ def test_dropout_between_layers():
     x = ft.randn(5, 2, 3)
     a, b = m(x)[0], m(x)[0]
     assert not np.allclose(a.detach().numpy(), b.detach().numpy())   # training: random masks
-    m.eval()
-    np.testing.assert_array_equal(m(x)[0].detach().numpy(), m(x)[0].detach().numpy())
+    m.eval()    # no masks: equal up to the last bits in which a program's tiers may differ
+    np.testing.assert_allclose(m(x)[0].detach().numpy(), m(x)[0].detach().numpy(), rtol=1e-6,
+                               atol=1e-7)
 
 
 class _Outputs(ft.nn.Module):

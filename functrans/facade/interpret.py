@@ -142,8 +142,9 @@ class _Values:
                 if n.vals is None:
                     raise RuntimeError(FREED_MSG + f" (the values saved by {info.name} were "
                                        "freed by an earlier backward)")
-                for slot, vc, ver in n.vers:        # (_check_version, inline)
-                    if slot == ls and vc.v != ver:
+                vs = n.vers                         # (_check_version, inline)
+                for k in range(0, len(vs), 3):
+                    if vs[k] == ls and vs[k + 1].v != vs[k + 2]:
                         _check_version(n, ls)
                 own = n.x is not None and n.x.own_packs
                 if v is None or own:        # (values with hooks of their own: read per use)

@@ -340,6 +340,9 @@ def elementwise_info(name, prim, params, in_avals, mask, op_dtype):
 # ---------------------------------------------------------------------------
 # making nodes
 
+_LAST_USER = [None]     # make_node's last user code: its _INTERNAL_CODES entry
+
+
 def make_node(info, inputs, vals, outs):
     """Attach a node for info to the output tensors.
 
@@ -371,8 +374,13 @@ def make_node(info, inputs, vals, outs):
         # ~0.2 us; the user's own is usually the first)
         f = _getframe(3)
         code = f.f_code
-        hit = _INTERNAL_CODES.get(id(code))
-        if hit is not None and hit[0] is code and not hit[1]:
+        hit = _LAST_USER[0]     # the user's code seen last (most ops come from one loop):
+        if hit is None or hit[0] is not code:           # a dict lookup fewer per op
+            hit = _INTERNAL_CODES.get(id(code))
+            if hit is not None and (hit[0] is not code or hit[1]):
+                hit = None
+            _LAST_USER[0] = hit
+        if hit is not None:
             src = hit[2].get(f.f_lasti)           # (call_site, inline)
             if src is None:
                 src = call_site(hit, f.f_lasti)

@@ -86,6 +86,16 @@ class _SavedHooks(threading.local):
 SAVED_HOOKS = _SavedHooks()
 
 
+class _HooksEver:
+    """Whether saved-tensor hooks were ever entered, on any thread (set once, never reset:
+    autograd.graph.saved_tensors_hooks sets it): until then recording skips reading
+    SAVED_HOOKS.stack, a thread-local read per op."""
+    on = False
+
+
+SAVED_HOOKS_EVER = _HooksEver()
+
+
 class _WriteWatch:
     """`fn(tensor)`, called before any in-place write into a tensor's storage (every
     in-place op asks inplace._fast or inplace._check_inplace first), or None: how
@@ -386,7 +396,7 @@ def make_node(info, inputs, vals, outs):
                 src = call_site(hit, f.f_lasti)
         else:
             src = user_frame(4)
-        if SAVED_HOOKS.stack:
+        if SAVED_HOOKS_EVER.on and SAVED_HOOKS.stack:
             writing = SAVED_HOOKS.writing
             wvc = writing._vc if writing is not None else None
             for s, j in plan:

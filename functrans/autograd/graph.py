@@ -9,7 +9,7 @@ import weakref
 from ..facade.api import CALLBACKS, queue_callback
 from ..facade.node import GradientEdge, Node, edge_of
 from ..facade.grad_mode import no_grad
-from ..facade.record import SAVED_HOOKS, WRITE_WATCH, vc_of
+from ..facade.record import SAVED_HOOKS, SAVED_HOOKS_EVER, WRITE_WATCH, vc_of
 
 __all__ = ["Node", "GradientEdge", "get_gradient_edge", "saved_tensors_hooks", "save_on_cpu",
            "disable_saved_tensors_hooks", "register_multi_grad_hook", "increment_version",
@@ -41,6 +41,7 @@ class saved_tensors_hooks:  # noqa: N801  (torch's name)
     def __enter__(self):
         if SAVED_HOOKS.disabled is not None:
             raise RuntimeError(SAVED_HOOKS.disabled)
+        SAVED_HOOKS_EVER.on = True
         SAVED_HOOKS.stack.append((self.pack_hook, self.unpack_hook))
         return self
 

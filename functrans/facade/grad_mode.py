@@ -20,6 +20,16 @@ class _GradState(threading.local):
 STATE = _GradState()
 
 
+class _Ever:
+    """Whether inference mode was ever entered, on any thread (set once, never reset): until
+    then the hot paths skip reading STATE.inference, a thread-local read per op (what an
+    op on small arrays costs is mostly such reads and calls)."""
+    inference = False
+
+
+EVER = _Ever()
+
+
 def is_grad_enabled() -> bool:
     """True when operations on tensors that require grad are recorded (torch.is_grad_enabled)."""
     return STATE.enabled
@@ -168,6 +178,8 @@ class inference_mode(_DecoratorContextManager):  # noqa: N801
 
     def __enter__(self):
         self.prev = (STATE.enabled, STATE.inference)
+        if self.mode:
+            EVER.inference = True
         STATE.enabled, STATE.inference = not self.mode, self.mode
 
     def __exit__(self, *exc):

@@ -13,6 +13,7 @@ from ..numpy import raw as fnp
 from ..core import Tracer
 from . import creation
 from . import dtypes as D
+from .node import without_slot
 from .record import INFERENCE, SAVED_HOOKS, VIEW_HISTORY, WRITE_WATCH, vc_of
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
                      _mark_views, apply_fn, binary, traced_hooks, wrap)
@@ -124,7 +125,7 @@ def inplace(self, name, compute):
             for s, v in enumerate(vals):
                 if v is not None and s < node.info.n_in and v is data:
                     vals[s] = data.copy()
-                    node.vers = tuple(e for e in node.vers if e[0] != s)
+                    node.vers = without_slot(node.vers, s)
     out = res._data
     if out.shape != data.shape:
         try:
@@ -150,7 +151,7 @@ def _protect_saved(node, data):
             if v is not None and s < node.info.n_in and isinstance(v, np.ndarray) and \
                     np.may_share_memory(v, data):
                 vals[s] = v.copy()
-                node.vers = tuple(e for e in node.vers if e[0] != s)
+                node.vers = without_slot(node.vers, s)
 
 
 def _rebase(t, res):
@@ -170,7 +171,7 @@ def _hold_output_in(t, res):
     if node.vals and node.vals[s] is not None:
         vc = vc_of(t)
         node.vals[s] = t._data
-        node.vers = tuple(e for e in node.vers if e[0] != s) + ((s, vc, vc.v),)
+        node.vers = without_slot(node.vers, s) + (s, vc, vc.v)
 
 
 def _set_history(t, node, out_nr):

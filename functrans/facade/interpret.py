@@ -139,15 +139,17 @@ class _Values:
             info = n.info
             v = vals[s]
             if ls in info.held_set:
-                if n.vals is None:
+                nv = n.vals
+                if nv is None:
                     raise RuntimeError(FREED_MSG + f" (the values saved by {info.name} were "
                                        "freed by an earlier backward)")
-                for slot, vc, ver in n.vers:        # (_check_version, inline)
-                    if slot == ls and vc.v != ver:
-                        _check_version(n, ls)
-                own = n.x is not None and n.x.own_packs
+                vs = n.vers         # (a node holding one tensor: its counter checked inline)
+                if vs and (len(vs) > 3 or vs[1].v != vs[2]):
+                    _check_version(n, ls)
+                x = n.x
+                own = x is not None and x.own_packs
                 if v is None or own:        # (values with hooks of their own: read per use)
-                    v = n.vals[ls]
+                    v = nv[ls]
                     if type(v) is Packed:
                         v = unpack_saved(v)
                     if cg:

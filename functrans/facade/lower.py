@@ -186,11 +186,12 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
             # one primitive over the inputs in order, one output after them (an elementwise
             # op): its equation emitted directly (what the general steps below do for it)
             prim, params, ro, sig = one
-            is_live = False
-            for a in local:
-                if type(a) is int and live[a]:
-                    is_live = True
-                    break
+            is_live = ni > 0 and live[local[0]]     # (its inputs are slots: edges)
+            if not is_live and ni > 1:
+                for a in local:
+                    if live[a]:
+                        is_live = True
+                        break
             t = len(avals)
             avals.append(info.slot_avals[ni])
             live.append(is_live)

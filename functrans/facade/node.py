@@ -139,7 +139,8 @@ class Node:
         self.info = info
         self.edges = edges       # per input: (producer node, output index) or None
         self.vals = vals         # per slot: the held value, or None; None once freed
-        self.vers = vers         # ((slot, version counter, version), ...) of held tensors
+        self.vers = vers         # (slot, version counter, version, slot, ...) of held
+        #                          tensors, flat (held_versions): one object per node
         self.seq = next(_seq)
         self.src = src           # where the user created the node (user_frame)
         self.x = None
@@ -340,6 +341,20 @@ def edge_of(t):
     return acc.edge
 
 
+def held_versions(vers):
+    """A node's `vers` (flat: slot, version counter, version, slot, ...) as triples."""
+    return zip(vers[::3], vers[1::3], vers[2::3])
+
+
+def without_slot(vers, s):
+    """A node's `vers` less the entry of slot s."""
+    return tuple(x for k in range(0, len(vers), 3) if vers[k] != s for x in vers[k:k + 3])
+
+
+# id(code) -> (code, whether it is functrans's facade code, {instruction offset: call
+# site}): ids hash cheaply, code objects hash their whole contents; a call site, the
+# (code, offset) pair that nodes keep as `src`, is made once per place in the user's code,
+# not once per node (a tuple fewer for the cyclic collector per recorded op)
 _INTERNAL_CODES: dict = {}
 
 
@@ -349,16 +364,24 @@ def user_frame(depth=2):
     from the caller). The line number is found from the offset when it is shown
     (source_line): reading f_lineno costs a third of this function."""
     f = sys._getframe(depth)
-    internal = _INTERNAL_CODES          # id(code) -> (code, inside): ids hash cheaply,
-    while f is not None:                # code objects hash their whole contents
+    internal = _INTERNAL_CODES
+    while f is not None:
         code = f.f_code
         hit = internal.get(id(code))
         if hit is None or hit[0] is not code:
-            hit = internal[id(code)] = (code, code.co_filename.startswith(_FACADE_DIR))
+            hit = internal[id(code)] = (code, code.co_filename.startswith(_FACADE_DIR), {})
         if not hit[1]:
-            return (code, f.f_lasti)
+            return call_site(hit, f.f_lasti)
         f = f.f_back
     return None
+
+
+def call_site(hit, lasti):
+    """The call site (code, lasti) of an _INTERNAL_CODES entry, made on first use."""
+    site = hit[2].get(lasti)
+    if site is None:
+        site = hit[2][lasti] = (hit[0], lasti)
+    return site
 
 
 def source_line(src):

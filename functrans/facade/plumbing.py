@@ -20,6 +20,7 @@ import numpy as np
 from ..ad import capture_cotangent
 from ..core import FunctransError, ShapedArray, Zero
 from ..primitives.base import aval_of, defprim, instantiate
+from .node import held_versions
 from .tensor_info import TensorInfo
 
 # ---------------------------------------------------------------------------
@@ -51,7 +52,7 @@ def describe_value(aval):
 
 
 def _check_version(n, s):
-    for slot, vc, ver in n.vers:
+    for slot, vc, ver in held_versions(n.vers):
         if slot == s and vc.v != ver:
             aval = n.info.slot_avals[s]
             if s < n.info.n_in:

@@ -32,8 +32,8 @@ from functrans.primitives import shape as sh
 from . import grad_mode
 from .lower import analyze
 from .plumbing import FREED_MSG
-from .node import (_INTERNAL_CODES, SAVED_ACCESS, OpInfo, Step, _seq, edge_of, node_class,
-                   user_frame)
+from .node import (_INTERNAL_CODES, SAVED_ACCESS, OpInfo, Step, _seq, call_site, edge_of,
+                   held_versions, node_class, user_frame, without_slot)
 from .tensor_info import TensorInfo   # (the base of Tensor, which sits above this module)
 
 GS = grad_mode.STATE
@@ -84,6 +84,16 @@ class _SavedHooks(threading.local):
 
 
 SAVED_HOOKS = _SavedHooks()
+
+
+class _HooksEver:
+    """Whether saved-tensor hooks were ever entered, on any thread (set once, never reset:
+    autograd.graph.saved_tensors_hooks sets it): until then recording skips reading
+    SAVED_HOOKS.stack, a thread-local read per op."""
+    on = False
+
+
+SAVED_HOOKS_EVER = _HooksEver()
 
 
 class _WriteWatch:
@@ -229,7 +239,7 @@ def saved_tensor(node, s):
     if e is not None and e[0].info is not None:
         t._grad_fn, t._out_nr, t._requires_grad = e[0], e[1], True
     if not packed:
-        for slot, vc, _ in node.vers:
+        for slot, vc, _ in held_versions(node.vers):
             if slot == s:
                 t._vc = vc
     return t
@@ -259,7 +269,7 @@ class SavedTensor:
         v = node.vals[s]
         node.vals[s] = pack_with(pack_hook, unpack_hook, v, t)
         # the hooks own a packed value: its version is no longer checked (torch's rule)
-        node.vers = tuple(e for e in node.vers if e[0] != s)
+        node.vers = without_slot(node.vers, s)
         node.own_packs = True
 
 
@@ -340,6 +350,9 @@ def elementwise_info(name, prim, params, in_avals, mask, op_dtype):
 # ---------------------------------------------------------------------------
 # making nodes
 
+_LAST_USER = [None]     # make_node's last user code: its _INTERNAL_CODES entry
+
+
 def make_node(info, inputs, vals, outs):
     """Attach a node for info to the output tensors.
 
@@ -351,7 +364,7 @@ def make_node(info, inputs, vals, outs):
         plan = _hold_plan(info)
     if plan:
         kept = [None] * info.n_slots
-        vers = ()               # (a tuple: most ops hold one tensor)
+        vers = ()               # (flat, a tuple: most ops hold one tensor)
         for s, j in plan:
             v = vals[s]
             if v is None:
@@ -364,17 +377,26 @@ def make_node(info, inputs, vals, outs):
                 vc = t._vc
                 if vc is None:
                     vc = t._vc = VersionCounter()
-                vers += ((s, vc, vc.v),)
+                vers += (s, vc, vc.v)
         # the user's frame (user_frame, its first step inline): the frame above make_node's
         # caller is functrans code (unary, binary, apply_fn and apply_prim are called only
         # from it), so the search starts one frame above it (each frame looked at costs
         # ~0.2 us; the user's own is usually the first)
         f = _getframe(3)
         code = f.f_code
-        hit = _INTERNAL_CODES.get(id(code))
-        src = (code, f.f_lasti) if hit is not None and hit[0] is code and not hit[1] \
-            else user_frame(4)
-        if SAVED_HOOKS.stack:
+        hit = _LAST_USER[0]     # the user's code seen last (most ops come from one loop):
+        if hit is None or hit[0] is not code:           # a dict lookup fewer per op
+            hit = _INTERNAL_CODES.get(id(code))
+            if hit is not None and (hit[0] is not code or hit[1]):
+                hit = None
+            _LAST_USER[0] = hit
+        if hit is not None:
+            src = hit[2].get(f.f_lasti)           # (call_site, inline)
+            if src is None:
+                src = call_site(hit, f.f_lasti)
+        else:
+            src = user_frame(4)
+        if SAVED_HOOKS_EVER.on and SAVED_HOOKS.stack:
             writing = SAVED_HOOKS.writing
             wvc = writing._vc if writing is not None else None
             for s, j in plan:
@@ -389,7 +411,7 @@ def make_node(info, inputs, vals, outs):
                     v, t = v.copy(), None
                 kept[s] = pack_saved(v, t if isinstance(t, TensorInfo) else None)
                 # the hooks own a packed value: its version is not checked (torch's rule)
-                vers = [e for e in vers if e[0] != s]
+                vers = without_slot(vers, s)
     else:
         kept = ()               # nothing saved (shared: one object fewer per node)
         vers = ()

@@ -37,6 +37,7 @@ from .tensor_info import Size, TensorInfo, _host, _ndarray, result_type, to_arra
 from .tensor_info import NUMPY_GRAD_MSG, _Storage, _format  # noqa: F401  (names this module had)
 
 GS = grad_mode.STATE
+EVER = grad_mode.EVER
 _new = object.__new__
 _asarray = np.asarray
 _PYSCALARS = (builtins.float, builtins.int, builtins.bool)
@@ -62,7 +63,7 @@ def wrap(data):
     t._grad_fn = None
     t._requires_grad = False
     t._vc = None         # version counter (shared by views), created on first need
-    if GS.inference:
+    if EVER.inference and GS.inference:
         t._flags = INFERENCE
     return t
 
@@ -537,7 +538,7 @@ def unary(a, op):
     if type(out) is _ndarray:           # (wrap, inline: the hot path)
         t = _new(Tensor)
         t._data, t._grad_fn, t._requires_grad, t._vc = out, None, False, None
-        if GS.inference:
+        if EVER.inference and GS.inference:
             t._flags = INFERENCE
     else:
         t = wrap(_as_array(out))
@@ -634,7 +635,7 @@ def binary(a, b, op, reverse=False):
     if type(out) is _ndarray:           # (wrap, inline: the hot path)
         t = _new(Tensor)
         t._data, t._grad_fn, t._requires_grad, t._vc = out, None, False, None
-        if GS.inference:
+        if EVER.inference and GS.inference:
             t._flags = INFERENCE
     else:
         t = wrap(out if traced else _as_array(out))

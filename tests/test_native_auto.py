@@ -109,6 +109,7 @@ def test_auto_also_times_the_native_program_on_one_thread(auto_backend, monkeypa
     exe = low.compile()
     outs = _calls_until_chosen(exe, (x,), candidates=3)
     assert len(outs) == 3 * (cpu.CONFIG.native_trials + 1)
+    assert len(outs) == cpu_auto.calls_to_choose(cpu.CONFIG.native_trials)   # the most
     assert exe.choice == "native, 1 thread" and list(exe.times) == [
         "native", "numpy", "native, 1 thread"]
     for k, got in enumerate(outs):      # the same library on 1 or 2 threads: the same bits

@@ -68,6 +68,16 @@ def parallel_threads(jaxpr, cores) -> tuple[int, str | None]:
     return n, (None if n == cores else f"the program calls BLAS, which runs {b} threads")
 
 
+CANDIDATES = 3      # at most: the native program, its NumPy twin, native on one thread
+
+
+def calls_to_choose(trials) -> int:
+    """The most calls a MeasuredChoice runs before it keeps one candidate: each
+    candidate's untimed first call and its `trials` timed ones. A benchmark that times
+    the steady state warms a program up past these (bench/workloads_models.py)."""
+    return CANDIDATES * (1 + trials)
+
+
 class MeasuredChoice:
     """cpu_backend="auto": a program with native groups, timed on its own calls against
     the other ways to run it until the fastest is kept. `candidates` are (name, build)

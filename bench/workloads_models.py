@@ -36,15 +36,20 @@ import numpy as np
 import functrans as ft
 import functrans.numpy as fnp
 from functrans import runtime
+from functrans.backends import cpu_auto
+from functrans.backends.cpu import CONFIG as CPU_CONFIG
 
 from . import models as M
 from .harness import Case, Checked, library, workload
 
 COMPILE_CAP_S = 300          # torch.compile's first step (inductor builds C++) at most this
 # a step runs the facade's backward program once: it is timed after runtime.NATIVE_RUNS
-# steps, once native (before, the first ~60 rounds timed its NumPy tier)
+# steps, once native (before, the first ~60 rounds timed its NumPy tier), and after
+# cpu_backend="auto" has chosen between its native and NumPy code (its trial calls run
+# the slower candidates too; torch is timed in its steady state)
 MODEL_SETTINGS = {"warmup": 3, "warmup_s": 0.0, "budget_s": 20.0,
-                  "steady_calls": runtime.NATIVE_RUNS + 1}
+                  "steady_calls": runtime.NATIVE_RUNS + 1
+                  + cpu_auto.calls_to_choose(CPU_CONFIG.native_trials)}
 
 
 class CompileTimeout(Exception):

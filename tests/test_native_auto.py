@@ -5,6 +5,8 @@ is timed against its NumPy-code twin on its first calls, the faster kept
 the policy is tested, not this machine's speed."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -109,6 +111,7 @@ def test_auto_also_times_the_native_program_on_one_thread(auto_backend, monkeypa
     exe = low.compile()
     outs = _calls_until_chosen(exe, (x,), candidates=3)
     assert len(outs) == 3 * (cpu.CONFIG.native_trials + 1)
+    assert len(outs) == cpu_auto.calls_to_choose(cpu.CONFIG.native_trials)   # the most
     assert exe.choice == "native, 1 thread" and list(exe.times) == [
         "native", "numpy", "native, 1 thread"]
     for k, got in enumerate(outs):      # the same library on 1 or 2 threads: the same bits
@@ -185,3 +188,26 @@ def test_blas_threads_reads_the_library_else_the_environment(monkeypatch):
     assert blas.threads(8) == 3
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
     assert blas.threads(8) == 2
+
+
+def test_one_thread_choices_are_timed_in_cpu_time(auto_backend, monkeypatch):
+    """With one thread for everything, every candidate runs on the calling thread alone:
+    the choice is timed with its CPU time, which a busy machine's other processes do not
+    inflate; with several threads (a parallel candidate) with the wall clock; a clock set
+    in CONFIG.clock is used as given."""
+    x = np.linspace(-2, 2, 1 << 16, dtype=np.float32)
+    monkeypatch.setattr(cpu.CONFIG, "clock", None)
+    for threads, clock in ((1, time.thread_time), (2, time.perf_counter)):
+        monkeypatch.setattr(cpu.CONFIG, "threads", threads)
+        exe = ft.jit(_arith).lower(x).compile()
+        assert isinstance(exe, cpu_auto.MeasuredChoice) and exe._clock is clock
+    scripted = ScriptedClock(1e-3)
+    monkeypatch.setattr(cpu.CONFIG, "clock", scripted)
+    assert ft.jit(_arith).lower(x).compile()._clock is scripted
+    # a program whose NumPy twin calls a BLAS running several threads: the wall clock
+    monkeypatch.setattr(cpu.CONFIG, "threads", 1)
+    monkeypatch.setattr(blas, "threads", lambda cores: 2)
+    w = np.ones((256, 256), np.float32)
+    xs = np.linspace(-2, 2, 256 * 256, dtype=np.float32).reshape(256, 256)
+    assert cpu_auto.trial_clock(ft.make_jaxpr(_with_product)(xs, w).jaxpr, 1) \
+        is time.perf_counter

@@ -315,3 +315,49 @@ def test_a_masked_softmax_vectorizes(native_backend, tmp_path):
     got, low = _jit_under("native", vg, x, m)
     want, _ = _jit_under("numpy", vg, x, m)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(not _is_gcc(), reason="-fopt-info-vec-optimized is GCC's")
+def test_a_per_channel_scale_with_a_mask_vectorizes(native_backend, tmp_path):
+    """A batch norm's backward over NCHW rows: a per-channel scale (1, C, 1, 1) broadcast
+    into a row group with a select on a ReLU's mask. The scale is one value a row, loaded
+    once a row: read inside the element loop, GCC left the pass with the select scalar
+    under OpenMP. Every simd loop vectorizes, and the values are the NumPy backend's."""
+    x, g = rand((4, 8, 16, 16), np.float32), rand((4, 8, 16, 16), np.float32, 1)
+    s, m = rand((1, 8, 1, 1), np.float32, 2), rand((4, 8, 16, 16), np.float32, 3) > 0
+
+    def f(x, g, s, m):
+        y = fnp.where(m, g, 0.0) * s
+        return fnp.sum(x * y, axis=(0, 2, 3)), y * s, x * s
+    got, low = _jit_under("native", f, x, g, s, m)
+    assert_native_rows(low)
+    assert _unvectorized_simd_loops(low.native["source"], tmp_path) == []
+    want, _ = _jit_under("numpy", f, x, g, s, m)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not _is_gcc(), reason="-fopt-info-vec-optimized is GCC's")
+@pytest.mark.parametrize("shape, block", [((4, 8, 16, 16), "256"), ((2, 3, 5, 40), "200"),
+                                          ((3, 5, 7, 2), None), ((2, 4, 64, 128), "4096")])
+def test_an_elementwise_group_loads_a_per_channel_scale_once_a_block(native_backend, tmp_path,
+                                                                     shape, block):
+    """An elementwise group (no reduction) with per-channel broadcasts over NCHW, a batch
+    norm's forward x * a + b: the flat index runs in blocks of the H*W plane (the largest
+    divisor of it up to kernels.BLOCK_MAX), each broadcast value loaded once a block, and
+    every simd loop vectorizes; planes shorter than BLOCK_MIN keep the flat loop. Values
+    are the NumPy backend's."""
+    x = rand(shape, np.float32)
+    a, b = rand((1, shape[1], 1, 1), np.float32, 1), rand((1, shape[1], 1, 1), np.float32, 2)
+
+    def f(x, a, b):
+        return fnp.maximum(x * a + b, 0.0) * a
+    got, low = _jit_under("native", f, x, a, b)
+    source = low.native["source"]
+    if block is None:
+        assert "i0 +=" not in source
+    else:
+        assert f"i0 += {block}LL" in source
+        assert _unvectorized_simd_loops(source, tmp_path) == []
+    want, _ = _jit_under("numpy", f, x, a, b)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

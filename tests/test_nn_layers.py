@@ -457,6 +457,28 @@ def test_batch_norm_gradient_in_training_mode():
                                rtol=1e-5, atol=1e-7)
 
 
+def test_batch_norm_backward_reads_the_saved_statistics():
+    """A training batch norm's node keeps its input, weight and the per-channel mean and
+    variance it returns (as torch's saves mean and invstd): its backward reads them instead
+    of summing the input again. Its gradients match central differences over NCHW."""
+    x = RNG.standard_normal((2, 3, 4, 5))
+    g, b = RNG.standard_normal(3), RNG.standard_normal(3)
+    tx = t64(x, True)
+    y = F.batch_norm(tx, None, None, t64(g, True), t64(b, True), training=True)
+    info = y.grad_fn.info
+    stats = [s for s in info.held if s >= info.n_in]
+    assert stats and set(stats) <= set(info.out_slots[1:]), info
+    assert all(info.slot_avals[s].shape == (3,) for s in stats)
+
+    def ref(v):
+        m, var = v.mean((0, 2, 3), keepdims=True), v.var((0, 2, 3), keepdims=True)
+        return (v - m) / np.sqrt(var + 1e-5) * g[:, None, None] + b[:, None, None]
+    r = RNG.standard_normal(x.shape)
+    (y * t64(r)).sum().backward()
+    np.testing.assert_allclose(num(tx.grad), fd_grad(lambda v: np.sum(ref(v) * r), x.copy()),
+                               rtol=1e-5, atol=1e-7)
+
+
 def test_batch_norm_cumulative_average_and_options():
     bn = nn.BatchNorm1d(2, momentum=None).double()
     xs = [RNG.standard_normal((6, 2)) for _ in range(3)]

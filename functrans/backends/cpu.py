@@ -16,14 +16,13 @@ import itertools
 import math
 import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .. import passes
 from . import JIT_MODULE, Lowered, identifier
-from .cpu_auto import MeasuredChoice, parallel_threads
+from .cpu_auto import MeasuredChoice, parallel_threads, trial_clock
 from .memory import BUDGET
 from .native import conv as native_conv, eager as native_eager, kernels as native_kernels, \
     rows as native_rows, toolchain
@@ -57,7 +56,8 @@ class CpuConfig:
                                                 # run native whatever their ops
         self.native_trials = 3              # "auto": timed calls of each executable before
                                             # the faster is kept (MeasuredChoice)
-        self.clock = time.perf_counter      # ... and the clock that times them
+        self.clock = None                   # ... and the clock that times them (None:
+                                            # cpu_auto.trial_clock's, CPU or wall time)
         try:
             self.threads = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
@@ -880,6 +880,7 @@ def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False, n
             candidates.append(("native, 1 thread", lambda: lw.build(max_threads=1)))
 
         def build():
-            return MeasuredChoice(candidates, CONFIG.native_trials, CONFIG.clock)
+            return MeasuredChoice(candidates, CONFIG.native_trials, trial_clock(
+                closed.jaxpr, CONFIG.threads, CONFIG.clock))
     return Lowered(lw.fusedj, lw.source, build, "cpu", name, plan=lw.plan, info=info,
                    native=native_info)

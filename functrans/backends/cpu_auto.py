@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 
 from . import blas
 from ..core import _subjaxprs
@@ -66,6 +67,32 @@ def parallel_threads(jaxpr, cores) -> tuple[int, str | None]:
         return cores, None
     n = max(1, cores - (b - 1))
     return n, (None if n == cores else f"the program calls BLAS, which runs {b} threads")
+
+
+def trial_clock(jaxpr, cores, clock=None):
+    """The clock MeasuredChoice times a program's candidates with: `clock` when one is set
+    (CONFIG.clock); else the calling thread's CPU time when every candidate runs on that
+    thread alone (`cores` 1: native groups and the NumPy code's blocked groups on one
+    thread, and no product its BLAS may spread over threads), else the wall clock. On a
+    machine other processes keep busy, the wall clock also counts the time the scheduler
+    gave them (measured, the ResNet block's backward program at a load of 4: native 50, 112
+    and 92 ms, its NumPy twin 84, 73 and 74 ms, in one choice); CPU time would not be fair
+    to a parallel candidate, whose other threads it leaves out."""
+    if clock is not None:
+        return clock
+    if cores <= 1 and (not calls_blas(jaxpr) or blas.threads(cores) <= 1):
+        return time.thread_time
+    return time.perf_counter
+
+
+CANDIDATES = 3      # at most: the native program, its NumPy twin, native on one thread
+
+
+def calls_to_choose(trials) -> int:
+    """The most calls a MeasuredChoice runs before it keeps one candidate: each
+    candidate's untimed first call and its `trials` timed ones. A benchmark that times
+    the steady state warms a program up past these (bench/workloads_models.py)."""
+    return CANDIDATES * (1 + trials)
 
 
 class MeasuredChoice:

@@ -288,11 +288,14 @@ def hoist_literal(a, cache, hoisted, fresh, local_type=compute_type) -> str:
 class GroupCode:
     """A fusion group rendered once, for any wrapper: typed parameters, the hoisted
     constants, and the per-element body (loads, one typed local per equation, stores) of
-    the flat output index `i`."""
+    the flat output index `i`. bcasts: per broadcast of a non-scalar input, (its line's
+    position in body, its bcast_index_terms, line(i): the line loading it at flat index
+    `i`), so that a host loop over blocks it is constant on can load it once a block."""
 
-    def __init__(self, name, params, hoisted, body, uses_half, size, jaxpr):
+    def __init__(self, name, params, hoisted, body, uses_half, size, jaxpr, bcasts=()):
         self.name, self.params, self.hoisted, self.body = name, params, hoisted, body
         self.uses_half, self.size, self.jaxpr = uses_half, size, jaxpr
+        self.bcasts = list(bcasts)
 
 
 def render_group(jaxpr, name, local_type=compute_type) -> GroupCode:
@@ -303,7 +306,7 @@ def render_group(jaxpr, name, local_type=compute_type) -> GroupCode:
     shape = tuple(jaxpr.eqns[-1].outvars[0].aval.shape)
     size = math.prod(shape)
     name = identifier(name)
-    params, hoisted, body, stores = [], [], [], []
+    params, hoisted, body, stores, bcasts = [], [], [], [], []
     local: dict = {}
     n = [0]
     uses_half = False
@@ -345,9 +348,14 @@ def render_group(jaxpr, name, local_type=compute_type) -> GroupCode:
                 body.append(f"const {ct} {nm} = {operand(x)};")
             else:
                 exp = expanded_shape(x.aval.shape, e.params["broadcast_dimensions"], len(shape))
-                idx = bcast_index_c(bcast_index_terms(shape, exp))
-                body.append(f"const {ct} {nm} = {_load(ptr_of[x], idx, x.aval.dtype)};"
-                            f"  // broadcast {x.aval.str_short()} -> {ov.aval.str_short()}")
+                terms = bcast_index_terms(shape, exp)
+                note = f"  // broadcast {x.aval.str_short()} -> {ov.aval.str_short()}"
+
+                def line(i, ct=ct, nm=nm, ptr=ptr_of[x], dt=x.aval.dtype, terms=terms,
+                         note=note):
+                    return f"const {ct} {nm} = {_load(ptr, bcast_index_c(terms, i), dt)};{note}"
+                bcasts.append((len(body), terms, line))
+                body.append(line("i"))
             local[ov] = nm
             continue
         expr = eqn_expr(e, [operand(a) for a in e.invars])
@@ -357,7 +365,7 @@ def render_group(jaxpr, name, local_type=compute_type) -> GroupCode:
         dt = v.aval.dtype
         params.append(f"{ctype(dt)}* __restrict__ out{k}")
         stores.append(_store(f"out{k}", "i", dt, operand(v)))
-    return GroupCode(name, params, hoisted, body + stores, uses_half, size, jaxpr)
+    return GroupCode(name, params, hoisted, body + stores, uses_half, size, jaxpr, bcasts)
 
 
 def render_kernel(jaxpr, name) -> Kernel:
@@ -556,8 +564,18 @@ def row_body(jaxpr, loops=RowLoops(), local_type=compute_type) -> RowBody:
                                         f"{ov.aval.str_short()} of a value computed in the "
                                         "group (only group inputs are broadcast this way)")
             exp = expanded_shape(x.aval.shape, e.params["broadcast_dimensions"], len(full))
-            idx = row_bcast_index_c(bcast_index_terms(full, exp), cols)
-            define_elem(ov, ct, _load(ptr_of[x], idx, x.aval.dtype), [], pos)
+            terms = bcast_index_terms(full, exp)
+            idx = row_bcast_index_c(terms, cols)
+            if all(div >= cols for div, _, _ in terms):
+                # one value a row (a batch norm's per-channel scale over NCHW rows): loaded
+                # once a row, as the row's own values are; read in the element loop, it
+                # kept GCC (12) from vectorizing a pass with a select under OpenMP (the
+                # batch norm's backward passes ran scalar, 3x slower)
+                name[ov] = fresh("r")
+                row_lines.setdefault(0, []).append(
+                    f"const {ct} {name[ov]} = {_load(ptr_of[x], idx, x.aval.dtype)};")
+            else:
+                define_elem(ov, ct, _load(ptr_of[x], idx, x.aval.dtype), [], pos)
         elif ov.aval.shape == full:
             define_elem(ov, ct, eqn_expr(e, [ref(a) for a in e.invars]), e.invars, pos)
             depth[ov] = d

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
 import re
 import sysconfig
@@ -155,6 +156,19 @@ def render_function(g):
     lines = [f"static void {g.name}_body({', '.join(params)}) {{"]
     lines += ["  " + h for h in g.hoisted]
     k = STREAMS if g.size >= STREAMS_MIN_SIZE and transcendental(g.jaxpr) else 1
+    block = broadcast_block(g) if k == 1 else 0
+    if block:
+        at = {pos for pos, _, _ in g.bcasts}
+        chunk = max(1, 2048 // block)
+        lines.append(f"  #pragma omp parallel for num_threads(nt) schedule(dynamic, {chunk})")
+        lines.append(f"  for (long long i0 = 0; i0 < n; i0 += {block}LL) {{")
+        lines += ["    " + line("i0") for _, _, line in g.bcasts]
+        lines.append(f"    const long long i1 = i0 + {block}LL < n ? i0 + {block}LL : n;")
+        lines.append("    #pragma omp simd")
+        lines.append("    for (long long i = i0; i < i1; ++i) {")
+        lines += ["      " + b for p, b in enumerate(g.body) if p not in at]
+        lines += ["    }", "  }", "}"]
+        return "\n".join(lines), entry_point(g.name, g.params)
     if k > 1:
         lines.append(f"  const long long q = (n + {k - 1}) / {k};")
         lines += [f"  const long long o{s} = {s} * q < n - q ? {s} * q : n - q;"
@@ -165,6 +179,25 @@ def render_function(g):
     lines += ["    " + b for b in interleaved(g.body, k)]
     lines += ["  }", "}"]
     return "\n".join(lines), entry_point(g.name, g.params)
+
+
+BLOCK_MIN, BLOCK_MAX = 64, 4096    # broadcast_block's blocks: long enough for a loop of
+                                   # their own, short enough for threads to share the work
+
+
+def broadcast_block(g) -> int:
+    """The length of the aligned blocks of the flat index on which every broadcast input of
+    rendered group g reads one value, or 0: no broadcast, or no such block of BLOCK_MIN
+    elements or more. The blocks: the largest divisor up to BLOCK_MAX of the gcd of the
+    index terms' divisors (a batch norm's per-channel scale over NCHW is constant on each
+    H*W plane). Loaded once a block, those values leave the element loop plain loads the
+    compiler vectorizes; read through `(i / 1024) % 32` in the loop, GCC (12) kept the
+    loop scalar (the batch norm's forward took 1.1 ms on 1M floats)."""
+    if not g.bcasts:
+        return 0
+    whole = math.gcd(*(div for _, terms, _ in g.bcasts for div, _, _ in terms), g.size)
+    return next((b for b in range(min(whole, BLOCK_MAX), BLOCK_MIN - 1, -1) if whole % b == 0),
+                0)
 
 
 def entry_point(name, params) -> str:

@@ -63,14 +63,17 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 def _bn_train_fn(x, *args, eps, has_w, has_b):
+    """The per-channel statistics are computed as the op's (C,) outputs and reshaped for the
+    broadcasts: a facade node keeps its inputs and outputs, so the backward reads them
+    (as torch's keeps its saved mean and invstd) instead of summing x twice again."""
     axes = (0,) + tuple(range(2, fnp.ndim(x)))
     shape = (1, x.shape[1]) + (1,) * (fnp.ndim(x) - 2)
-    mean = fnp.mean(x, axis=axes, keepdims=True)
-    xc = x - mean
-    var = fnp.mean(xc * xc, axis=axes, keepdims=True)
-    y = xc * fnp.rsqrt(var + eps)
+    mean = fnp.mean(x, axis=axes)
+    xc = x - fnp.reshape(mean, shape)
+    var = fnp.mean(xc * xc, axis=axes)
+    y = xc * fnp.rsqrt(fnp.reshape(var, shape) + eps)
     y = _affine(y, args, has_w, has_b, shape)
-    return y, fnp.reshape(mean, (x.shape[1],)), fnp.reshape(var, (x.shape[1],))
+    return y, mean, var
 
 
 def _bn_eval_fn(x, rm, rv, *args, eps, has_w, has_b):

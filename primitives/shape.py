@@ -5,7 +5,8 @@ import math
 
 import numpy as np
 
-from functrans.core import DTypeError, JaxprEqn, ShapedArray, ShapeError, UndefinedPrimal, Zero
+from functrans.core import (DTypeError, JaxprEqn, Literal, ShapedArray, ShapeError,
+                            UndefinedPrimal, Zero)
 from .base import (aval_of, bdim_size, bind, broadcast_batched, defprim, instantiate,
                    keep_operand, moveaxis, zeros)
 from .elementwise import select, sub
@@ -269,9 +270,28 @@ def _concat_batch(vals, dims, dimension):
     return concatenate(*xs, dimension=dimension + 1), 0
 
 
+def _concat_cpu(eqn):
+    """Concatenation into the planned buffer (out=): a lowered loop step's stacked output
+    (an LSTM's four gate cotangents) is written straight into its row, a temporary into a
+    scratch buffer. Literal operands go through the implementation."""
+    if any(type(a) is Literal for a in eqn.invars):
+        return None
+    dimension = eqn.params["dimension"]
+
+    def emit(ctx, ins, out):
+        return [f"{ctx.g(np.concatenate, 'concatenate')}(({', '.join(ins)},), "
+                f"axis={dimension}, out={out})"]
+    return emit, _never
+
+
+def _never(i):
+    return False
+
+
 concatenate_p = defprim(
     "concatenate", lambda xp, *xs, dimension: xp.concatenate(xs, axis=dimension),
-    _concat_shape, linear=True, transpose=_concat_transpose, batch=_concat_batch, fresh=True)
+    _concat_shape, linear=True, transpose=_concat_transpose, batch=_concat_batch, fresh=True,
+    cpu=_concat_cpu)
 
 # ---------------------------------------------------------------------------
 # pad and slice

@@ -113,3 +113,23 @@ def test_a_native_group_reads_column_slices_without_retrying(native_backend, mon
     rc = s[:, 256:512] * c + s[:, :256] * np.tanh(z[:, 512:768])
     np.testing.assert_allclose(np.asarray(c2), rc, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(h), s[:, 768:] * np.tanh(rc), rtol=1e-5, atol=1e-6)
+
+
+def test_a_concatenated_stacked_output_is_written_in_its_row(step_outputs):
+    """A step whose stacked output is a concatenation (an LSTM backward step's four gate
+    cotangents): once lowered, the concatenation is written straight into its row."""
+    c0 = RNG.standard_normal((4, 16)).astype(np.float32)
+    xs = RNG.standard_normal((30, 4, 16)).astype(np.float32)
+
+    def step(c, x):
+        a, b = ft.numpy.tanh(c + x), c * x
+        return a, ft.numpy.concatenate([a, b, -a], axis=1)
+    c, ys = lax.scan(step, c0, xs)
+    ref = []
+    for x in xs:
+        a, b = np.tanh(c0 + x), c0 * x
+        ref.append(np.concatenate([a, b, -a], axis=1))
+        c0 = a
+    np.testing.assert_allclose(np.asarray(ys), np.stack(ref), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(c), c0, rtol=1e-6, atol=1e-6)
+    assert step_outputs[-1] == 1

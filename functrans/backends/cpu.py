@@ -33,7 +33,7 @@ from ..primitives.base import EAGER_KERNELS
 from ..primitives.conv import NATIVE_CONV
 from ..primitives.pool import NATIVE_POOL
 from ..primitives.linalg import NATIVE_GEMM, dot_general_p
-from ..primitives.shape import broadcast_in_dim_p, slice_p
+from ..primitives.shape import broadcast_in_dim_p, slice_index, slice_is_contiguous, slice_p
 
 
 class CpuConfig:
@@ -163,15 +163,6 @@ def _expanded(in_shape, bd, out_rank):
 
 def _bcast(x, shape, expanded):
     return np.broadcast_to(np.reshape(x, expanded), shape)
-
-
-def _contiguous_slice(shape, out_shape, strides):
-    """Whether a slice (of these strides) of a C-contiguous array of `shape` giving
-    `out_shape` is C-contiguous: past its first axis of more than one element, every axis is
-    taken whole and with stride 1."""
-    axes = [k for k, n in enumerate(out_shape) if n > 1]
-    return all(out_shape[k] == shape[k] and strides[k] == 1 for k in axes[1:]) and \
-        (not axes or strides[axes[0]] == 1)
 
 
 def _aliased(x, others):
@@ -510,19 +501,14 @@ class _Lowering:
         return self
 
     def emit_slice(self, e, readers):
-        """A slice as a basic index of its operand (a view, without the implementation's
-        call), made a C-contiguous copy where a native group reads it and the view is not
-        one (a column block of a matrix: an LSTM step's gate): native calls take C-contiguous
-        arrays only, and would otherwise fail and retry with every argument copied."""
-        p = e.params
-        strides = p["strides"] or (1,) * len(p["start_indices"])
-        index = tuple(slice(a, b, st) for a, b, st in
-                      zip(p["start_indices"], p["limit_indices"], strides))
-        o = e.outvars[0]
+        """A slice as a basic index of its operand (a view); a C-contiguous copy where a native
+        group reads it and the view is not one (an LSTM step's gate block): native calls take
+        C-contiguous arrays only, and would retry with every argument copied."""
+        o, x = e.outvars[0], e.invars[0]
         nm = self.names[o] = self.fresh()
-        view = f"{self.atom(e.invars[0], as_scalar=False)}[{self.ctx.g(index, 'index')}]"
-        if not _contiguous_slice(e.invars[0].aval.shape, o.aval.shape, strides) and any(
-                id(r) in self.native_ids for r in readers.get(o, ())):
+        view = f"{self.atom(x, as_scalar=False)}[{self.ctx.g(slice_index(**e.params), 'index')}]"
+        if any(id(r) in self.native_ids for r in readers.get(o, ())) and \
+                not slice_is_contiguous(x.aval.shape, **e.params):
             view = f"{self.ctx.g(np.ascontiguousarray, 'ascontiguousarray')}({view})"
         return f"{nm} = {view}"
 

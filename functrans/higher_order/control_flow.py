@@ -871,4 +871,5 @@ def _scan_batch(vals, dims, jaxpr, length, reverse, num_consts, num_carry):
 
 scan_p = defprim("scan", _scan_impl, _scan_shape, jvp=_scan_jvp, transpose=_scan_transpose,
                  batch=_scan_batch, multiple_results=True, partial_eval=_scan_partial_eval,
-                 known_outputs_first=True, fresh=True)   # its known part: the outputs, then residuals
+                 known_outputs_first=True,   # its known part: the outputs, then residuals
+                 fresh=True)                 # new arrays: _scan_impl, _fresh_carry

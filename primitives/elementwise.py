@@ -429,7 +429,7 @@ rsqrt_p = defprim("rsqrt", lambda xp, x: 1 / xp.sqrt(x), unary(FLOAT), elementwi
 logistic_p = defprim("logistic", _logistic_impl, unary(FLOAT),
                      elementwise=True,
                      jvp_out=(lambda t, ans, x: mul(t, mul(ans, sub(_one(ans), ans))),),
-                     cuda="(({0} >= 0 ? 1 : exp(-fabs({0}))) / (1 + exp(-fabs({0}))))",
+                     cuda="ft_logistic({0})",
                      cpu=_logistic_cpu, native_eager=True)
 erf_p = defprim("erf", _erf_impl, unary(REAL), elementwise=True,
                 jvp=(lambda t, x: mul(t, mul(_const(x, 2 / math.sqrt(math.pi)),

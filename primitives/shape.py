@@ -5,7 +5,8 @@ import math
 
 import numpy as np
 
-from functrans.core import DTypeError, JaxprEqn, ShapedArray, ShapeError, UndefinedPrimal, Zero
+from functrans.core import (DTypeError, JaxprEqn, Literal, ShapedArray, ShapeError,
+                            UndefinedPrimal, Zero)
 from .base import (aval_of, bdim_size, bind, broadcast_batched, defprim, instantiate,
                    keep_operand, moveaxis, zeros)
 from .elementwise import select, sub
@@ -269,9 +270,28 @@ def _concat_batch(vals, dims, dimension):
     return concatenate(*xs, dimension=dimension + 1), 0
 
 
+def _concat_cpu(eqn):
+    """Concatenation into the planned buffer (out=): a lowered loop step's stacked output
+    (an LSTM's four gate cotangents) is written straight into its row, a temporary into a
+    scratch buffer. Literal operands go through the implementation."""
+    if any(type(a) is Literal for a in eqn.invars):
+        return None
+    dimension = eqn.params["dimension"]
+
+    def emit(ctx, ins, out):
+        return [f"{ctx.g(np.concatenate, 'concatenate')}(({', '.join(ins)},), "
+                f"axis={dimension}, out={out})"]
+    return emit, _never
+
+
+def _never(i):
+    return False
+
+
 concatenate_p = defprim(
     "concatenate", lambda xp, *xs, dimension: xp.concatenate(xs, axis=dimension),
-    _concat_shape, linear=True, transpose=_concat_transpose, batch=_concat_batch, fresh=True)
+    _concat_shape, linear=True, transpose=_concat_transpose, batch=_concat_batch, fresh=True,
+    cpu=_concat_cpu)
 
 # ---------------------------------------------------------------------------
 # pad and slice
@@ -332,9 +352,23 @@ pad_p = defprim("pad", _pad_impl, _pad_shape, linear=True, transpose=_pad_transp
                 batch=_pad_batch, fresh=True)
 
 
-def _slice_impl(xp, x, start_indices, limit_indices, strides):
+def slice_index(start_indices, limit_indices, strides):
+    """A slice's params as the NumPy basic index of the operand (a view)."""
     strides = strides or (1,) * len(start_indices)
-    return xp.asarray(x)[tuple(np.s_[a:b:s] for a, b, s in zip(start_indices, limit_indices, strides))]
+    return tuple(np.s_[a:b:s] for a, b, s in zip(start_indices, limit_indices, strides))
+
+
+def slice_is_contiguous(shape, start_indices, limit_indices, strides):
+    """Whether the slice of a C-contiguous array of `shape` is C-contiguous: stride 1 on its
+    first axis of more than one element, and every later such axis taken whole."""
+    strides = strides or (1,) * len(shape)
+    axes = [k for k, (a, b) in enumerate(zip(start_indices, limit_indices)) if b - a > 1]
+    return all(limit_indices[k] - start_indices[k] == shape[k] and strides[k] == 1
+               for k in axes[1:]) and (not axes or strides[axes[0]] == 1)
+
+
+def _slice_impl(xp, x, start_indices, limit_indices, strides):
+    return xp.asarray(x)[slice_index(start_indices, limit_indices, strides)]
 
 
 def _slice_shape(x, start_indices, limit_indices, strides):

@@ -32,7 +32,7 @@ from ..primitives.base import EAGER_KERNELS
 from ..primitives.conv import NATIVE_CONV
 from ..primitives.pool import NATIVE_POOL
 from ..primitives.linalg import NATIVE_GEMM, dot_general_p
-from ..primitives.shape import broadcast_in_dim_p
+from ..primitives.shape import broadcast_in_dim_p, slice_index, slice_is_contiguous, slice_p
 
 
 class CpuConfig:
@@ -467,6 +467,8 @@ class _Lowering:
                     body.append(f"{nm} = {x}.reshape({exp!r})")
                 else:
                     body.append(f"{nm} = _bcast({x}, {tuple(o.aval.shape)!r}, {exp!r})")
+            elif e.primitive is slice_p and e.invars[0].aval.ndim and type(e.invars[0]) is Var:
+                body.append(self.emit_slice(e, readers))
             else:
                 fn = self.ctx.impl(e)
                 ins = ", ".join(self.atom(a, as_scalar=False) for a in e.invars)
@@ -497,6 +499,18 @@ class _Lowering:
         self.source = "\n\n".join(self.block_sources + [src])
         self.fname = fname
         return self
+
+    def emit_slice(self, e, readers):
+        """A slice as a basic index of its operand (a view); a C-contiguous copy where a native
+        group reads it and the view is not one (an LSTM step's gate block): native calls take
+        C-contiguous arrays only, and would retry with every argument copied."""
+        o, x = e.outvars[0], e.invars[0]
+        nm = self.names[o] = self.fresh()
+        view = f"{self.atom(x, as_scalar=False)}[{self.ctx.g(slice_index(**e.params), 'index')}]"
+        if any(id(r) in self.native_ids for r in readers.get(o, ())) and \
+                not slice_is_contiguous(x.aval.shape, **e.params):
+            view = f"{self.ctx.g(np.ascontiguousarray, 'ascontiguousarray')}({view})"
+        return f"{nm} = {view}"
 
     def dest_slots(self, outvars, plan):
         """slot -> output index, for the outputs a caller may give arrays to write into

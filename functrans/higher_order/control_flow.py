@@ -468,12 +468,34 @@ def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
             jaxpr = body
             consts = [np.ascontiguousarray(c.T) if f else c for c, f in zip(consts, flip)]
     ys = [xp.empty((length,) + a.shape, a.dtype) for a in jaxpr.out_avals[num_carry:]]
+    step = runtime.program(jaxpr)
+    # the step writes each stacked output of rank >= 1 into its row where its plan allows
+    # (the others are copied in below)
+    into = [y if y.ndim > 1 else None for y in ys] if xp is np and ys else None
+    dests = None
     for i in (range(length - 1, -1, -1) if reverse else range(length)):
-        out = runtime.run(jaxpr, *consts, *carry, *[x[i] for x in xs])
+        if into:
+            dests = [None] * num_carry + [None if y is None else y[i] for y in into]
+        out = step(xp, *consts, *carry, *[x[i] for x in xs], dests=dests)
         carry = out[:num_carry]
-        for y, v in zip(ys, out[num_carry:]):
-            y[i] = v
-    return [xp.asarray(c) for c in carry] + ys
+        for k, (y, v) in enumerate(zip(ys, out[num_carry:]), num_carry):
+            if dests is None or v is not dests[k]:
+                y[i] = v
+    return _fresh_carry(xp, carry, ys, args) + ys
+
+
+def _fresh_carry(xp, carry, ys, args):
+    """The final carry as new arrays (scan is declared fresh): a carry that may share
+    memory with an operand (no steps, or a body returning an input), a stacked output (a
+    view of what the step wrote into it) or an earlier carry is copied."""
+    out = []
+    for c in carry:
+        c = xp.asarray(c)
+        if any(type(a) is type(c) and xp.may_share_memory(c, a)
+               for a in (*args, *ys, *out)):
+            c = xp.array(c)
+        out.append(c)
+    return out
 
 
 _LAYOUT_STEPS = 4       # steps from which a const's one transposing copy pays off
@@ -849,4 +871,5 @@ def _scan_batch(vals, dims, jaxpr, length, reverse, num_consts, num_carry):
 
 scan_p = defprim("scan", _scan_impl, _scan_shape, jvp=_scan_jvp, transpose=_scan_transpose,
                  batch=_scan_batch, multiple_results=True, partial_eval=_scan_partial_eval,
-                 known_outputs_first=True)   # its known part: the outputs, then residuals
+                 known_outputs_first=True,   # its known part: the outputs, then residuals
+                 fresh=True)                 # new arrays: _scan_impl, _fresh_carry

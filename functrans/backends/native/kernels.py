@@ -44,7 +44,7 @@ CHEAP_CALLS = {"fabs", "floor", "ceil", "round", "rint", "sqrt", "isfinite", "ab
 # at about NumPy's cost per element (ns/element, one thread, AVX-512: exp 0.50 vs NumPy's
 # 0.52, log 0.44 vs 0.39, tanh in a chain of four 0.27-0.39 vs 0.23-0.33), so that fusing
 # wins: the same chain, 2.3-3 ms natively on one thread
-FAST_FLOAT_CALLS = {"exp", "expm1", "log", "log1p", "tanh", "ft_logaddexp"}
+FAST_FLOAT_CALLS = {"exp", "expm1", "log", "log1p", "tanh", "ft_logaddexp", "ft_logistic"}
 # ... and those NumPy has no loop for: the NumPy implementation of erf evaluates its
 # polynomials pass by pass over masked copies (about 20x the native loop's time)
 FASTER_THAN_NUMPY = {"erf"}

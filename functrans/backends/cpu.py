@@ -31,6 +31,7 @@ from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
 from ..core.config import config
 from ..primitives.base import EAGER_KERNELS
 from ..primitives.conv import NATIVE_CONV
+from ..primitives.indexing import NATIVE_ROWS
 from ..primitives.pool import NATIVE_POOL
 from ..primitives.linalg import NATIVE_GEMM, dot_general_p
 from ..primitives.shape import broadcast_in_dim_p
@@ -825,6 +826,18 @@ def pool_kernel(name, *arrays, window, strides, dilation, in_shape):
 
 
 NATIVE_POOL.run = pool_kernel
+
+
+def rows_kernel(out, rows, upd):
+    """A scatter-add of rows (primitives/indexing.py) by the native kernel: True when done,
+    False under cpu_backend="numpy" or without a working toolchain (NumPy adds them).
+    Installed as NATIVE_ROWS.run."""
+    if config.cpu_backend == "numpy":
+        return False
+    return native_conv.scatter_add_rows(out, rows, upd)
+
+
+NATIVE_ROWS.run = rows_kernel
 
 
 def gemm_kernel(m, k, n):

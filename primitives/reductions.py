@@ -57,9 +57,34 @@ def _sum_simplify(eqn, ins, s):
     return ins[0] if not eqn.params["axes"] and s.ok(ins[0]) else None
 
 
+GEMV_MIN = 1 << 14          # _sum_cpu: sums of at least so many elements
+
+
+def _sum_cpu(eqn):
+    """A float sum over the leading axes of at least GEMV_MIN elements (a bias's or a layer
+    norm's weight gradient: the rows of a (rows, features) array added) as one matrix-vector
+    product of a vector of ones into the output buffer: BLAS reads the rows once, at about
+    twice the speed of NumPy's reduction, which adds one row at a time. (The sum is
+    rounded in BLAS's order, within a float sum's rounding bound of NumPy's.)"""
+    x = eqn.invars[0].aval
+    axes = tuple(sorted(eqn.params["axes"]))
+    k = len(axes)
+    if x.dtype not in (np.float32, np.float64) or not 0 < k < x.ndim or \
+            axes != tuple(range(k)) or x.size < GEMV_MIN:
+        return None
+    m, n = math.prod(x.shape[:k]), math.prod(x.shape[k:])
+    ones = np.ones(m, x.dtype)
+
+    def emit(ctx, ins, out):
+        return [f"{ctx.g(np.matmul, 'matmul')}({ctx.g(ones, 'ones')}, {ins[0]}.reshape({m}, "
+                f"{n}), out={out}.reshape({n}))"]
+    return emit, lambda i: False
+
+
 reduce_sum_p = defprim("reduce_sum", _ufunc_reduce("sum", np.add, keep_dtype=True),
                        _reduce_shape(NUMERIC), linear=True, transpose=_sum_transpose,
-                       batch=self_rule(_reduce_batch), fresh=True, simplify=_sum_simplify)
+                       batch=self_rule(_reduce_batch), fresh=True, simplify=_sum_simplify,
+                       cpu=_sum_cpu)
 
 
 def _extremum_jvp(prim):

@@ -207,9 +207,14 @@ def test_sdpa_float_mask_must_have_the_query_dtype():
 def test_causal_sdpa_saves_its_weights_and_skips_the_empty_row_test():
     """A causal mask leaves no query without keys, so is_causal runs the plain softmax (no
     test for all-masked rows); the node saves the softmax's values (not their broadcasts)
-    so that the backward does not compute q kᵀ again. Gradients, first and second order,
-    against float64 central differences, for a square and a wide mask."""
+    so that the backward does not compute q kᵀ again, unless they outnumber q, k and v
+    (a long sequence recomputes them). Gradients, first and second order, against float64
+    central differences, for a square and a wide mask."""
     rng = np.random.default_rng(7)
+    long = F.scaled_dot_product_attention(*(ft.tensor(rng.standard_normal((1, 12, 1)),
+                                                      requires_grad=True) for _ in range(3)))
+    info = long.grad_fn.info
+    assert all(info.slot_avals[s].shape[-2:] != (12, 12) for s in info.held)
     for L, S in ((5, 5), (3, 5)):
         q = rng.standard_normal((2, 3, L, 4))
         k, v = rng.standard_normal((2, 3, S, 4)), rng.standard_normal((2, 3, S, 4))

@@ -92,9 +92,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         ((drop,) if drop is not None else ())
     # a causal mask leaves every query key 0 when there is a key: no all-masked row, so
     # the safe softmax's test (a pass over the scores and a select each way) is skipped.
-    # The node saves the weights (as torch's math path does), so that its backward does
-    # not compute q kᵀ and the softmax again
-    return _call("ScaledDotProductAttentionBackward0", _sdpa_fn, args, save=True, scale=scale,
+    # The node saves the softmax's values when they are no more than q, k and v hold (per
+    # batch element), so that its backward does not compute q kᵀ and the softmax again;
+    # longer sequences recompute them, as flash attention does (memory linear in length)
+    save = L * S <= L * _shape(query)[-1] + S * (_shape(key)[-1] + _shape(value)[-1])
+    return _call("ScaledDotProductAttentionBackward0", _sdpa_fn, args, save=save, scale=scale,
                  has_mask=mask is not None, has_drop=drop is not None,
                  safe=not (is_causal and S > 0))
 

@@ -60,20 +60,30 @@ def _sum_simplify(eqn, ins, s):
 GEMV_MIN = 1 << 14          # _sum_cpu: sums of at least so many elements
 
 
-def _sum_cpu(eqn):
-    """A float sum over the leading axes of at least GEMV_MIN elements (a bias's or a layer
-    norm's weight gradient: the rows of a (rows, features) array added) as one matrix-vector
-    product of a vector of ones into the output buffer: BLAS reads the rows once, at about
-    twice the speed of NumPy's reduction, which adds one row at a time. (The sum is
-    rounded in BLAS's order, within a float sum's rounding bound of NumPy's.)"""
+def sum_as_gemv(eqn):
+    """(rows, columns) of the matrix-vector product that a reduce_sum equation lowers to
+    (_sum_cpu), or None: a float sum over the leading axes of at least GEMV_MIN elements.
+    (backends/cpu_auto.py counts it as a BLAS call.)"""
     x = eqn.invars[0].aval
     axes = tuple(sorted(eqn.params["axes"]))
     k = len(axes)
     if x.dtype not in (np.float32, np.float64) or not 0 < k < x.ndim or \
             axes != tuple(range(k)) or x.size < GEMV_MIN:
         return None
-    m, n = math.prod(x.shape[:k]), math.prod(x.shape[k:])
-    ones = np.ones(m, x.dtype)
+    return math.prod(x.shape[:k]), math.prod(x.shape[k:])
+
+
+def _sum_cpu(eqn):
+    """A float sum over the leading axes (a bias's or a layer norm's weight gradient: the
+    rows of a (rows, features) array added) as one matrix-vector product of a vector of
+    ones into the output buffer (sum_as_gemv): BLAS reads the rows once, at about twice
+    the speed of NumPy's reduction, which adds one row at a time. (The sum is rounded in
+    BLAS's order, within a float sum's rounding bound of NumPy's.)"""
+    mn = sum_as_gemv(eqn)
+    if mn is None:
+        return None
+    m, n = mn
+    ones = np.ones(m, eqn.invars[0].aval.dtype)
 
     def emit(ctx, ins, out):
         return [f"{ctx.g(np.matmul, 'matmul')}({ctx.g(ones, 'ones')}, {ins[0]}.reshape({m}, "

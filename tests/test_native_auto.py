@@ -148,13 +148,6 @@ def test_products_blas_runs_on_one_thread_leave_the_cores_to_the_loops():
     factor = ft.make_jaxpr(lambda a: fnp.linalg.cholesky(a @ a.T + 8 * fnp.eye(8)))(x)
     assert cpu_auto.calls_blas(factor.jaxpr)                        # LAPACK: always counted
 
-    def total(shape, axes):     # a sum over leading axes lowers to a gemv (its threshold)
-        return ft.make_jaxpr(lambda a: fnp.sum(_arith(a), axis=axes))(
-            np.ones(shape, np.float32)).jaxpr
-    assert cpu_auto.calls_blas(total((1024, 128), 0))
-    assert not cpu_auto.calls_blas(total((128, 1024), 1))         # NumPy's reduction
-    assert not cpu_auto.calls_blas(total((64, 64), 0))             # below GEMV_MIN
-
 
 def test_native_groups_beside_a_multithreaded_blas_run_one_thread(monkeypatch):
     try:

@@ -33,6 +33,7 @@ from ..primitives.base import EAGER_KERNELS
 from ..primitives.conv import NATIVE_CONV
 from ..primitives.indexing import NATIVE_ROWS
 from ..primitives.pool import NATIVE_POOL
+from ..primitives.reductions import NATIVE_SUM_ROWS
 from ..primitives.linalg import NATIVE_GEMM, dot_general_p
 from ..primitives.shape import broadcast_in_dim_p
 
@@ -828,18 +829,6 @@ def pool_kernel(name, *arrays, window, strides, dilation, in_shape):
 NATIVE_POOL.run = pool_kernel
 
 
-def rows_kernel(out, rows, upd):
-    """A scatter-add of rows (primitives/indexing.py) by the native kernel: True when done,
-    False under cpu_backend="numpy" or without a working toolchain (NumPy adds them).
-    Installed as NATIVE_ROWS.run."""
-    if config.cpu_backend == "numpy":
-        return False
-    return native_conv.scatter_add_rows(out, rows, upd)
-
-
-NATIVE_ROWS.run = rows_kernel
-
-
 def gemm_kernel(m, k, n):
     """The native few-row float32 product of these shapes (backends/native/conv.py's gemm),
     asked when a product is lowered; None (NumPy's matmul): under cpu_backend="numpy",
@@ -851,6 +840,19 @@ def gemm_kernel(m, k, n):
 
 
 NATIVE_GEMM.kernel = gemm_kernel
+
+
+def rows_kernel(out, rows, upd):
+    """NATIVE_ROWS.run: a scatter-add of rows natively (False: NumPy adds them)."""
+    return config.cpu_backend != "numpy" and native_conv.scatter_add_rows(out, rows, upd)
+
+
+def sum_rows_kernel(m, n, dtype):
+    """NATIVE_SUM_ROWS.kernel: the native sum of m rows of n values, or None (NumPy's)."""
+    return None if config.cpu_backend == "numpy" else native_conv.sum_rows(m, n, dtype)
+
+
+NATIVE_ROWS.run, NATIVE_SUM_ROWS.kernel = rows_kernel, sum_rows_kernel
 
 
 def native_setting():

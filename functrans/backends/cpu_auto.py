@@ -10,7 +10,6 @@ import threading
 
 from . import blas
 from ..core import _subjaxprs
-from ..primitives.reductions import reduce_sum_p, sum_as_gemv
 
 
 # OpenBLAS runs a product on one thread when m*n*k is at most this (interface/gemm.c:
@@ -25,10 +24,7 @@ def _threaded_blas(eqn) -> bool:
     spread over threads. A matrix product counts only above OpenBLAS's one-thread sizes,
     per matrix of a batch (NumPy's matmul calls one GEMM per matrix): the classifier head
     of a CNN (32x32 by 32x10) runs on the calling thread and leaves every core to the
-    program's loops. Factorizations always count, and so does a sum lowered to a gemv."""
-    if eqn.primitive is reduce_sum_p:
-        mn = sum_as_gemv(eqn)
-        return mn is not None and mn[0] * mn[1] > GEMV_THREADED_WORK
+    program's loops. Factorizations always count."""
     if not eqn.primitive.blas:
         return False
     if eqn.primitive.name != "dot_general":

@@ -371,3 +371,21 @@ extern "C" void ft_scatter_add_rows_f32(void* const* p, long long, int) {
 extern "C" void ft_scatter_add_rows_f64(void* const* p, long long, int) {
   scatter_add_rows<double>(p);
 }
+
+// out[j] = x[0, j] + x[1, j] + ... + x[m - 1, j], the rows added in order (NumPy's sum over
+// the leading axis of a C-contiguous array: the same bits): a bias's gradient. One thread.
+template <typename T>
+static void sum_rows(void* const* p, long long n) {
+  const T* __restrict x = (const T*)p[0];
+  T* __restrict out = (T*)p[1];
+  const long long m = ((const long long*)p[2])[0];
+  for (long long j = 0; j < n; ++j) out[j] = x[j];
+  for (long long i = 1; i < m; ++i) {
+    const T* __restrict r = x + i * n;
+    for (long long j = 0; j < n; ++j) out[j] += r[j];
+  }
+}
+
+extern "C" void ft_sum_rows_f32(void* const* p, long long n, int) { sum_rows<float>(p, n); }
+
+extern "C" void ft_sum_rows_f64(void* const* p, long long n, int) { sum_rows<double>(p, n); }

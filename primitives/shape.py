@@ -301,7 +301,7 @@ def _concat_impl(xp, *xs, dimension):
     """xp.concatenate; on NumPy into a C-contiguous array whatever the operands' layouts
     (NumPy's own result follows theirs: of transposed operands, a transposed array that a
     reshape then copies)."""
-    if xp is not np:
+    if xp is not np or all(type(x) is np.ndarray and x.flags.c_contiguous for x in xs):
         return xp.concatenate(xs, axis=dimension)
     xs = [np.asarray(x) for x in xs]
     shape = list(xs[0].shape)

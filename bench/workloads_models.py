@@ -36,18 +36,15 @@ import numpy as np
 import functrans as ft
 import functrans.numpy as fnp
 from functrans import runtime
-from functrans.backends.cpu import CONFIG
 
 from . import models as M
 from .harness import Case, Checked, library, workload
 
 COMPILE_CAP_S = 300          # torch.compile's first step (inductor builds C++) at most this
 # a step runs the facade's backward program once: it is timed after runtime.NATIVE_RUNS
-# steps, once native (before, the first ~60 rounds timed its NumPy tier), and after the
-# calls cpu_backend="auto" times its candidates on (at most three, each once untimed and
-# native_trials times timed: before, the first rounds timed the NumPy candidate too)
+# steps, once native (before, the first ~60 rounds timed its NumPy tier)
 MODEL_SETTINGS = {"warmup": 3, "warmup_s": 0.0, "budget_s": 20.0,
-                  "steady_calls": runtime.NATIVE_RUNS + 1 + 3 * (CONFIG.native_trials + 1)}
+                  "steady_calls": runtime.NATIVE_RUNS + 1}
 
 
 class CompileTimeout(Exception):

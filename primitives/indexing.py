@@ -87,6 +87,17 @@ def _scatter_shape(x, idx, upd):
 SEGMENT_ROUNDS = 32        # _add_rows_at: at most this many updates of one row
 
 
+class NativeRows:
+    """The native row scatter-add (installed by backends/cpu.py): run(out, rows, upd) ->
+    True when it added upd's rows into out in place (np.add.at's order: the same bits),
+    False when the NumPy code must (no compiler, cpu_backend="numpy", another dtype)."""
+
+    run = None
+
+
+NATIVE_ROWS = NativeRows()
+
+
 def _add_rows_at(out, rows, upd):
     """out[rows[n]] += upd[n] over the first axis, in n's order per row, as np.add.at
     computes it (the same bits), for rows of out: the updates sorted by row (stably), then
@@ -114,7 +125,9 @@ def _scatter_add_impl(xp, x, idx, upd):
     out = xp.array(x, copy=True)
     index = _index_tuple(xp, out.shape, idx)
     if xp is np:
-        if not (len(index) == 1 and out.ndim > 1 and _add_rows_at(out, index[0], upd)):
+        rows = len(index) == 1 and out.ndim > 1
+        if not (rows and NATIVE_ROWS.run is not None and NATIVE_ROWS.run(out, index[0], upd)
+                or rows and _add_rows_at(out, index[0], upd)):
             np.add.at(out, index, upd)
     else:
         import cupyx

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from functrans.core import (DTypeError, JaxprEqn, Literal, ShapedArray, ShapeError,
-                            UndefinedPrimal, Zero)
+                            UndefinedPrimal, Var, Zero)
 from .base import (aval_of, bdim_size, bind, broadcast_batched, defprim, instantiate,
                    keep_operand, moveaxis, zeros)
 from .elementwise import select, sub
@@ -270,6 +270,45 @@ def _concat_batch(vals, dims, dimension):
     return concatenate(*xs, dimension=dimension + 1), 0
 
 
+def _concat_simplify(eqn, ins, s):
+    """A concatenation along the last axis of reshapes that each merge the operand's axes
+    from that position on, (*lead, m_i, *rest) -> (*lead, m_i * prod(rest)) with the same
+    lead and rest, read nowhere else, is the reshape (free) of the operands' concatenation
+    along m: one copy per operand, where reshaping a transposed operand (the heads of an
+    attention's q, k, v gradients) copies it once before the concatenation copies it again."""
+    d = eqn.params["dimension"]
+    if s.out is None or len(ins) < 2 or d != s.out.ndim - 1:
+        return None
+    xs, rest = [], None
+    for a in ins:
+        src = s.src(a)
+        if src is None or src.primitive is not reshape_p or s.uses.get(a, 0) != 1:
+            return None
+        x, y = src.invars[0].aval.shape, src.outvars[0].aval.shape
+        if len(x) <= d or x[:d] != y[:d] or (rest is not None and x[d + 1:] != rest):
+            return None
+        rest = x[d + 1:]
+        xs.append(src.invars[0])
+    if not rest:
+        return None
+    shape = xs[0].aval.shape[:d] + (sum(x.aval.shape[d] for x in xs),) + rest
+    inner = Var(ShapedArray(shape, s.out.dtype, s.out.weak_type))
+    return [JaxprEqn(concatenate_p, xs, {"dimension": d}, [inner]),
+            JaxprEqn(reshape_p, [inner], {"new_sizes": tuple(s.out.shape)}, eqn.outvars)]
+
+
+def _concat_impl(xp, *xs, dimension):
+    """xp.concatenate; on NumPy into a C-contiguous array whatever the operands' layouts
+    (NumPy's own result follows theirs: of transposed operands, a transposed array that a
+    reshape then copies)."""
+    if xp is not np or all(type(x) is np.ndarray and x.flags.c_contiguous for x in xs):
+        return xp.concatenate(xs, axis=dimension)
+    xs = [np.asarray(x) for x in xs]
+    shape = list(xs[0].shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return np.concatenate(xs, axis=dimension, out=np.empty(shape, np.result_type(*xs)))
+
+
 def _concat_cpu(eqn):
     """Concatenation into the planned buffer (out=): a lowered loop step's stacked output
     (an LSTM's four gate cotangents) is written straight into its row, a temporary into a
@@ -289,9 +328,9 @@ def _never(i):
 
 
 concatenate_p = defprim(
-    "concatenate", lambda xp, *xs, dimension: xp.concatenate(xs, axis=dimension),
+    "concatenate", _concat_impl,
     _concat_shape, linear=True, transpose=_concat_transpose, batch=_concat_batch, fresh=True,
-    cpu=_concat_cpu)
+    cpu=_concat_cpu, simplify=_concat_simplify)
 
 # ---------------------------------------------------------------------------
 # pad and slice

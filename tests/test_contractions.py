@@ -322,3 +322,26 @@ def test_dense_product_writes_into_the_planned_buffer(rc):
     np.testing.assert_array_equal(np.asarray(jf(x, w, b)), want)
     np.testing.assert_allclose(want, _einsum_ref(x, w, (2,), rc) + b, rtol=1e-5, atol=1e-5)
     assert np.asarray(jf(x[:0], w, b)).shape == (0, 5, 6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sum_over_leading_axes_runs_the_native_row_sum(native_backend, dtype):
+    """A jitted float sum over leading axes (a bias's gradient) runs the native kernel that
+    adds the rows in order into the planned buffer: NumPy's bits; a sum over other axes, of
+    integers or of few elements keeps NumPy's reduction, and so does an operand that is
+    not C-contiguous (the kernel declines it)."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((16, 64, 24)).astype(dtype)
+    jf = ft.jit(lambda x: fnp.sum(x, axis=(0, 1)))
+    src = jf.lower(x).as_text().split("## generated code")[1]
+    assert "_p_reduce_sum" not in src and "_sum_rows(" in src, src
+    got = np.asarray(jf(x))
+    assert got.dtype == dtype and np.array_equal(got, np.add.reduce(x, axis=(0, 1)))
+    jt = ft.jit(lambda x: fnp.sum(fnp.transpose(x, (1, 0, 2)), axis=(0, 1)))
+    assert np.array_equal(np.asarray(jt(x)), np.add.reduce(x.transpose(1, 0, 2), axis=(0, 1)))
+    for f, a in ((lambda x: fnp.sum(x, axis=(1, 2)), x), (lambda x: fnp.sum(x, axis=(0, 2)), x),
+                 (lambda x: fnp.sum(x, axis=(0, 1)), x[:2, :4]),
+                 (lambda x: fnp.sum(x, axis=(0, 1)), x.astype(np.int32))):
+        src = ft.jit(f).lower(a).as_text().split("## generated code")[1]
+        assert "_sum_rows" not in src, src
+        np.testing.assert_allclose(np.asarray(ft.jit(f)(a)), np.asarray(f(a)), rtol=1e-5)

@@ -194,3 +194,47 @@ def test_facade_conv_layers_train_natively(kernels):
     gx, gw = ft.grad(f, argnums=(0, 1))(x64, w64)
     np.testing.assert_allclose(x.grad.numpy(), gx, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(conv.weight.grad.numpy(), gw, rtol=1e-4, atol=1e-3)
+
+
+# ---------------------------------------------------------------------------
+# the row scatter-add (an embedding's gradient): np.add.at's bits
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_scatter_add_has_add_at_bits(kernels, native_backend, dtype):
+    """scatter_add over the first axis runs the native kernel (float32 and float64) and adds
+    each row's updates in index order onto the operand, as np.add.at: the same bits, with
+    rows repeated more often than the NumPy rows path takes, clipped out-of-range indices,
+    non-contiguous updates; the embedding gradient of a facade model goes through it."""
+    from functrans.primitives import REGISTRY, indexing
+    impl = REGISTRY["scatter_add"].impl
+    answered = []
+    run = indexing.NATIVE_ROWS.run
+
+    def spy(out, rows, upd):
+        done = run(out, rows, upd)
+        answered.append(done)
+        return done
+    indexing.NATIVE_ROWS.run = spy
+    try:
+        x = (RNG.standard_normal((50, 3, 4)) * 100).astype(dtype)
+        for n, hi in ((1000, 50), (300, 2), (1, 50), (0, 50)):
+            idx = RNG.integers(0, hi, (n, 1))
+            upd = (RNG.standard_normal((n, 4, 3)) * 100).astype(dtype).transpose(0, 2, 1)
+            want = x.copy()
+            np.add.at(want, (idx[:, 0],), upd)
+            got = impl(np, x, idx, upd)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+        idx = np.array([[-3], [60], [49]])                      # clipped to 0, 49, 49
+        upd = np.ones((3, 3, 4), dtype)
+        got = impl(np, x, idx, upd)
+        assert np.array_equal(got[0], x[0] + 1) and np.array_equal(got[49], x[49] + 1 + 1)
+        assert answered == [True] * 5
+        emb = ft.nn.Embedding(50, 8)
+        ids = ft.tensor(RNG.integers(0, 50, (6, 7)))
+        emb(ids).pow(2).sum().backward()
+        want = np.zeros((50, 8), np.float32)
+        np.add.at(want, ids.numpy().ravel(), 2 * emb.weight.detach().numpy()[ids.numpy().ravel()])
+        assert np.array_equal(emb.weight.grad.numpy(), want) and answered[-1] is True
+    finally:
+        indexing.NATIVE_ROWS.run = run

@@ -202,3 +202,49 @@ def test_sdpa_float_mask_must_have_the_query_dtype():
     q = ft.zeros(1, 2, 3)
     with pytest.raises(RuntimeError, match="attn_mask.dtype: double and  query.dtype: float"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=ft.zeros(2, 2, dtype=ft.float64))
+
+
+def test_causal_sdpa_saves_its_weights_and_skips_the_empty_row_test():
+    """A causal mask leaves no query without keys, so is_causal runs the plain softmax (no
+    test for all-masked rows); the node saves the softmax's values (not their broadcasts)
+    so that the backward does not compute q kᵀ again, unless they outnumber q, k and v
+    (a long sequence recomputes them). Gradients, first and second order, against float64
+    central differences, for a square and a wide mask."""
+    rng = np.random.default_rng(7)
+    long = F.scaled_dot_product_attention(*(ft.tensor(rng.standard_normal((1, 12, 1)),
+                                                      requires_grad=True) for _ in range(3)))
+    info = long.grad_fn.info
+    assert all(info.slot_avals[s].shape[-2:] != (12, 12) for s in info.held)
+    for L, S in ((5, 5), (3, 5)):
+        q = rng.standard_normal((2, 3, L, 4))
+        k, v = rng.standard_normal((2, 3, S, 4)), rng.standard_normal((2, 3, S, 4))
+        r = rng.standard_normal((2, 3, L, 4))
+        mask = np.where(np.tril(np.ones((L, S), bool)), 0.0, -np.inf)
+        ts = [ft.tensor(a, requires_grad=True) for a in (q, k, v)]
+        out = F.scaled_dot_product_attention(*ts, is_causal=True)
+        info = out.grad_fn.info
+        assert not any(info.slot_avals[o].dtype == np.bool_ for st in info.steps
+                       for o in st.outs)
+        saved = [info.slot_avals[s].shape for s in info.held if s >= info.n_in]
+        assert saved.count((2, 3, L, S)) == 2            # exp(s - max) and the weights
+        assert (2, 3, L) in saved                        # the sums, not their broadcast
+        (out * ft.tensor(r)).sum().backward()
+        for i, t in enumerate(ts):
+            def f(a, i=i):
+                args = [q, k, v]
+                args[i] = a
+                return np.sum(_np_sdpa(*args, mask) * r)
+            np.testing.assert_allclose(t.grad.numpy(), fd_grad(f, (q, k, v)[i]),
+                                       rtol=1e-6, atol=1e-8)
+    # second order: the gradient's gradient (create_graph recomputes instead of saving)
+    qt = ft.tensor(q, requires_grad=True)
+
+    def grad_q(a, create_graph=False):
+        x = a if isinstance(a, ft.Tensor) else ft.tensor(a, requires_grad=True)
+        y = (F.scaled_dot_product_attention(x, ft.tensor(k), ft.tensor(v), is_causal=True)
+             * ft.tensor(r)).sum()
+        return ft.autograd.grad(y, x, create_graph=create_graph)[0]
+    (grad_q(qt, True) * ft.tensor(r)).sum().backward()
+    np.testing.assert_allclose(qt.grad.numpy(),
+                               fd_grad(lambda a: np.sum(grad_q(a).numpy() * r), q),
+                               rtol=1e-5, atol=1e-7)

@@ -552,6 +552,23 @@ def test_embedding_lookup_and_padding_gradient():
     assert not pre.weight.requires_grad and pre(ft.tensor([2])).tolist() == [[0.0, 0.0, 1.0]]
 
 
+def test_embedding_is_one_row_gather():
+    """The lookup records one gather of rows (no pass for negative or out-of-range indices
+    over the output: concrete indices were checked), its gradient one scatter-add of rows;
+    under ft.jit a traced index out of range takes the nearest row, as the gather clamps."""
+    emb = nn.Embedding(6, 4)
+    idx = ft.tensor([[0, 5, 2], [5, 5, 1]])
+    out = emb(idx)
+    assert [st.prim.name for st in out.grad_fn.info.steps] == ["expand_dims", "gather"]
+    out.pow(2).sum().backward()
+    w = num(emb.weight)
+    want = np.zeros_like(w)
+    np.add.at(want, idx.numpy().ravel(), 2 * w[idx.numpy().ravel()])
+    np.testing.assert_array_equal(num(emb.weight.grad), want)
+    look = ft.jit(lambda i, w: F.embedding(i, w))
+    np.testing.assert_array_equal(np.asarray(look(np.array([7, 0]), w)), w[[5, 0]])
+
+
 def test_flatten_and_unflatten():
     x = ft.randn(2, 3, 4, 5)
     assert nn.Flatten()(x).shape == (2, 60)

@@ -324,3 +324,27 @@ def test_sparse_adam_refuses_at_construction_naming_adam():
     with pytest.raises(NotImplementedError, match=r"no sparse gradients.*optim\.Adam\(params, "
                                                   r"lr=0\.01, betas=\(0\.9, 0\.999\)"):
         ft.optim.SparseAdam([w], lr=0.01)
+
+
+def test_adamw_step_is_torchs_single_tensor_arithmetic():
+    """AdamW's step runs torch's single-tensor operations in its order (decay, lerp of the
+    first moment, mul and addcmul of the second, sqrt / bias correction + eps, addcdiv):
+    float32 results bit for bit equal to that arithmetic written out in NumPy, over steps."""
+    rng = np.random.default_rng(11)
+    p0 = rng.standard_normal(1000).astype(np.float32)
+    p = ft.tensor(p0.copy(), requires_grad=True)
+    opt = ft.optim.AdamW([p], lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    want, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
+    f32 = np.float32
+    for t in range(1, 4):
+        g = rng.standard_normal(1000).astype(np.float32)
+        p.grad = ft.tensor(g)
+        opt.step()
+        want *= f32(1 - 1e-3 * 0.1)
+        m += f32(1 - 0.9) * (g - m)
+        v *= f32(0.95)
+        v += g * g * f32(1 - 0.95)
+        denom = np.sqrt(v) / f32(math.sqrt(1 - 0.95 ** t))
+        denom += f32(1e-8)
+        want += m / denom * f32(-(1e-3 / (1 - 0.9 ** t)))
+        np.testing.assert_array_equal(p.detach().numpy(), want)

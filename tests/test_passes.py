@@ -163,6 +163,42 @@ def test_simplify_transpose_of_transpose_and_identity_reshape():
     same_values(closed3, out3, x)
 
 
+def test_simplify_concatenation_of_merging_reshapes():
+    """The heads of q, k, v gradients ((B, H, T, D) -> (B, T, H, D) -> (B, T, H*D),
+    concatenated): one concatenation of the transposed operands along H into a C-contiguous
+    array, then a reshape that is a view; not when a reshape is read elsewhere, merges other
+    axes, or the concatenation is not along the last axis."""
+    rng = np.random.default_rng(0)
+    hs = [rng.standard_normal((2, 3, 5, 4)).astype(F32) for _ in range(3)]
+
+    def heads(*xs):
+        return fnp.concatenate([fnp.reshape(fnp.transpose(x, (0, 2, 1, 3)), (2, 5, 12))
+                                for x in xs], axis=-1)
+    closed = ft.make_jaxpr(heads)(*hs)
+    out = passes.dce(passes.simplify(closed))
+    assert prims(out) == ["transpose"] * 3 + ["concatenate", "reshape"]
+    same_values(closed, out, *hs)
+    (cat,) = (e for e in out.jaxpr.eqns if e.primitive.name == "concatenate")
+    assert cat.outvars[0].aval.shape == (2, 5, 9, 4)
+    got = core.eval_jaxpr(out.jaxpr, out.consts, *hs)[0]
+    assert np.array_equal(got, heads(*hs))
+    inner = REGISTRY["concatenate"].impl(np, *(h.transpose(0, 2, 1, 3) for h in hs), dimension=2)
+    assert inner.flags.c_contiguous           # its reshape is a view
+
+    def read_elsewhere(a, b):
+        r = fnp.reshape(a, (2, 3, 20))
+        return fnp.concatenate([r, fnp.reshape(b, (2, 3, 20))], axis=-1), r
+    for f in (read_elsewhere,
+              lambda a, b: fnp.concatenate([fnp.reshape(a, (6, 20)),
+                                            fnp.reshape(b, (6, 20))], axis=-1),   # merges lead
+              lambda a, b: fnp.concatenate([fnp.reshape(a, (2, 3, 20)),
+                                            fnp.reshape(b, (2, 3, 20))], axis=1)):
+        closed = ft.make_jaxpr(f)(hs[0], hs[1])
+        kept = passes.dce(passes.simplify(closed))
+        assert [e.outvars[0].aval for e in kept.jaxpr.eqns if e.primitive.name == "concatenate"] \
+            == [closed.jaxpr.outvars[0].aval]
+
+
 def test_simplify_drops_same_dtype_conversions_and_stop_gradient():
     closed = ft.make_jaxpr(lambda x: ft.stop_gradient(x.astype(np.float32)) * 2.0)(x3())
     out = passes.dce(passes.simplify(closed))

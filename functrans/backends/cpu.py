@@ -30,7 +30,9 @@ from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
 from ..core.config import config
 from ..primitives.base import EAGER_KERNELS
 from ..primitives.conv import NATIVE_CONV
+from ..primitives.indexing import NATIVE_ROWS
 from ..primitives.pool import NATIVE_POOL
+from ..primitives.reductions import NATIVE_SUM_ROWS
 from ..primitives.linalg import NATIVE_GEMM, dot_general_p
 from ..primitives.shape import broadcast_in_dim_p, slice_index, slice_is_contiguous, slice_p
 
@@ -852,6 +854,19 @@ def gemm_kernel(m, k, n):
 
 
 NATIVE_GEMM.kernel = gemm_kernel
+
+
+def rows_kernel(out, rows, upd):
+    """NATIVE_ROWS.run: a scatter-add of rows natively (False: NumPy adds them)."""
+    return config.cpu_backend != "numpy" and native_conv.scatter_add_rows(out, rows, upd)
+
+
+def sum_rows_kernel(m, n, dtype):
+    """NATIVE_SUM_ROWS.kernel: the native sum of m rows of n values, or None (NumPy's)."""
+    return None if config.cpu_backend == "numpy" else native_conv.sum_rows(m, n, dtype)
+
+
+NATIVE_ROWS.run, NATIVE_SUM_ROWS.kernel = rows_kernel, sum_rows_kernel
 
 
 def native_setting():

@@ -14,6 +14,7 @@ from collections import OrderedDict, namedtuple
 
 from ..backends.memory import EQN_BYTES
 from ..core import Literal
+from functrans.primitives.shape import broadcast_in_dim_p
 
 _seq = itertools.count()
 _FACADE_DIR = __file__.rsplit("/", 2)[0]          # .../functrans
@@ -64,10 +65,14 @@ class OpInfo:
         # a constant is exact); float intermediates are recomputed from them, as torch's
         # formulas do (so an op keeps alive no more than its inputs and outputs), except
         # where the op's own residuals are meant to be saved (save_intermediates: ft.compile)
-        # and then never under create_graph (a saved float would be a constant there)
+        # and then never under create_graph (a saved float would be a constant there); a
+        # broadcast is not saved but made again from its operand (a view of fewer values)
         self.cg_slots = frozenset(s for s, a in enumerate(self.slot_avals)
                                   if s < n_in or s in self.out_slots or a.dtype.kind not in "fc")
-        self.bwd_slots = frozenset(range(self.n_slots)) if save_intermediates else self.cg_slots
+        self.bwd_slots = self.cg_slots
+        if save_intermediates:
+            views = {o for st in self.steps if st.prim is broadcast_in_dim_p for o in st.outs}
+            self.bwd_slots = frozenset(s for s in range(self.n_slots) if s not in views)
         self.companions = tuple(companions)
         self.forms = dict(self.companions)               # step -> its form's steps
         self.companion_steps = tuple(c for _, form in self.companions for c in form)

@@ -670,10 +670,13 @@ _SCALAR_DTYPES = {builtins.float: np.dtype(np.float64), builtins.int: np.dtype(n
                   builtins.bool: np.dtype(np.bool_), builtins.complex: np.dtype(np.complex128)}
 
 
-def apply_fn(name, fn, args, static=(), view=False):
+def apply_fn(name, fn, args, static=(), view=False, save=False):
     """Run fn (a functrans.numpy function of arrays) on tensors/scalars as one facade op
     named `name` (its grad_fn). static: hashable keyword arguments of fn. Python scalars are
-    runtime inputs (weakly typed, full precision). Returns a Tensor or a tuple of Tensors."""
+    runtime inputs (weakly typed, full precision). save: the node keeps the float
+    intermediates its backward reads instead of recomputing them from its inputs (an op
+    whose recomputation would repeat a matrix product). Returns a Tensor or a tuple of
+    Tensors."""
     arrays = []
     sig = [fn, static]
     rg = False
@@ -709,7 +712,7 @@ def apply_fn(name, fn, args, static=(), view=False):
         return traced_hooks().apply_composite(name, comp, args, arrays, view)
     info = None
     if rg and GS.enabled and comp.any_float:    # before evaluating: it may add residuals
-        info = composite_info(comp, name, args)
+        info = composite_info(comp, name, args, save=save)
     vals = comp.evaluate(np if cpu else array_module(*arrays), arrays, view)
     outs = []
     for s in comp.out_slots:
@@ -902,25 +905,26 @@ def _aliases(v, arrays):
     return False
 
 
-def composite_info(comp, name, args, forms=True):
+def composite_info(comp, name, args, forms=True, save=False):
     """The OpInfo of composite comp recorded as `name` on these arguments (their
     requires-grad mask), made once per mask; made before the forward is evaluated, as it
     may give a step a residual form (Composite.companions). forms=False: without (a
     traced forward, which ft.compile differentiates as a whole: its partial evaluation
-    makes the scan's known part itself)."""
+    makes the scan's known part itself). save: its float intermediates may be saved
+    (OpInfo's save_intermediates)."""
     mask = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
-    key = (name, mask) if forms else (name, mask, "traced")
+    key = (name, mask, save) if forms else (name, mask, "traced")
     info = comp.infos.get(key)
     if info is None:
-        info = info_for((comp,) + key, lambda: _composite_info(name, comp, mask, forms),
+        info = info_for((comp,) + key, lambda: _composite_info(name, comp, mask, forms, save),
                         comp.infos, key)
     return info
 
 
-def _composite_info(name, comp, mask, forms=True):
+def _composite_info(name, comp, mask, forms=True, save=False):
     companions = comp.companions(mask) if forms else ()   # (may add slots to comp)
     return OpInfo(name, comp.steps, comp.n_in, comp.out_slots, comp.slot_avals, mask,
-                  companions=companions)
+                  save_intermediates=save, companions=companions)
 
 
 def _mark_views(args, outs, multi=None, name=None):

@@ -68,16 +68,17 @@ class Adam(Optimizer):
                     state["step"] += 1
                     t = state["step"].item()
                     m, v = state["exp_avg"], state["exp_avg_sq"]
-                    m.mul_(beta1).add_(g, alpha=1 - beta1)
-                    v.mul_(beta2).add_(g * g, alpha=1 - beta2)
+                    # torch's single-tensor steps (its rounding; each in place, few passes)
+                    m.lerp_(g, 1 - beta1)
+                    v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
                     step_size = lr / (1 - beta1 ** t)
                     bc2_sqrt = math.sqrt(1 - beta2 ** t)
                     if amsgrad:
                         vmax = state["max_exp_avg_sq"]
                         vmax.copy_(vmax.maximum(v))
                         v = vmax
-                    denom = (v.sqrt() / bc2_sqrt).add_(eps)
-                    p.add_(m / denom, alpha=-step_size)
+                    denom = v.sqrt().div_(bc2_sqrt).add_(eps)
+                    p.addcdiv_(m, denom, value=-step_size)
         return loss
 
 

@@ -346,3 +346,46 @@ extern "C" void ft_pool_scatter(void* const* p, long long, int nt) {
     }
   }
 }
+
+// out[rows[i], :] += upd[i, :] for i = 0, 1, ... in that order: np.add.at's sums, the same
+// bits (an embedding's gradient). Rows are in range (the caller clipped them). One thread:
+// two updates of one row would race, and the order of a row's adds is its result.
+template <typename T>
+static void scatter_add_rows(void* const* p) {
+  const T* __restrict upd = (const T*)p[0];
+  const long long* rows = (const long long*)p[1];
+  T* __restrict out = (T*)p[2];
+  const long long* d = (const long long*)p[3];
+  const long long n = d[0], c = d[1];
+  for (long long i = 0; i < n; ++i) {
+    T* __restrict o = out + rows[i] * c;
+    const T* __restrict u = upd + i * c;
+    for (long long j = 0; j < c; ++j) o[j] += u[j];
+  }
+}
+
+extern "C" void ft_scatter_add_rows_f32(void* const* p, long long, int) {
+  scatter_add_rows<float>(p);
+}
+
+extern "C" void ft_scatter_add_rows_f64(void* const* p, long long, int) {
+  scatter_add_rows<double>(p);
+}
+
+// out[j] = x[0, j] + x[1, j] + ... + x[m - 1, j], the rows added in order (NumPy's sum over
+// the leading axis of a C-contiguous array: the same bits): a bias's gradient. One thread.
+template <typename T>
+static void sum_rows(void* const* p, long long n) {
+  const T* __restrict x = (const T*)p[0];
+  T* __restrict out = (T*)p[1];
+  const long long m = ((const long long*)p[2])[0];
+  for (long long j = 0; j < n; ++j) out[j] = x[j];
+  for (long long i = 1; i < m; ++i) {
+    const T* __restrict r = x + i * n;
+    for (long long j = 0; j < n; ++j) out[j] += r[j];
+  }
+}
+
+extern "C" void ft_sum_rows_f32(void* const* p, long long n, int) { sum_rows<float>(p, n); }
+
+extern "C" void ft_sum_rows_f64(void* const* p, long long n, int) { sum_rows<double>(p, n); }

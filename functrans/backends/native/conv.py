@@ -1,7 +1,9 @@
 """Direct 2-D convolutions of float32 arrays in native code (conv.cpp): what the
 conv_general_dilated primitive runs on the CPU instead of im2col and a GEMM when a compiler
 is there (installed as primitives.conv.NATIVE_CONV.run by backends/cpu.py); and, in the
-same library, max pooling's window kernels (`pool`, primitives.pool.NATIVE_POOL.run).
+same library, max pooling's window kernels (`pool`, primitives.pool.NATIVE_POOL.run) and the
+row scatter-add of embedding gradients (`scatter_add_rows`, primitives.indexing.NATIVE_ROWS)
+and the sums of rows of bias gradients (`sum_rows`, primitives.reductions.NATIVE_SUM_ROWS).
 
 An im2col GEMM copies every input value kernel-size times into a column matrix and then
 multiplies a tall matrix by a narrow one (32 or 64 output channels), which OpenBLAS runs at
@@ -23,7 +25,8 @@ import numpy as np
 from . import kernels, toolchain
 
 NAMES = ("ft_conv2d_direct", "ft_conv2d_wgrad", "ft_conv2d_pack", "ft_pool_argmax",
-         "ft_pool_gather", "ft_pool_scatter")
+         "ft_pool_gather", "ft_pool_scatter", "ft_scatter_add_rows_f32",
+         "ft_scatter_add_rows_f64", "ft_sum_rows_f32", "ft_sum_rows_f64")
 CHANNELS = 16        # O must be a multiple of this (of every vector width conv.cpp has)
 _loaded: dict = {}      # toolchain setting -> {entry name: address}, or None (failed)
 _lock = threading.Lock()
@@ -145,3 +148,38 @@ def pool(name, *arrays, window, strides, dilation, in_shape, threads):
     if out.size:
         kernels.caller()(addrs["ft_pool_" + name], out.size, threads, *arrays, out, dims)
     return out
+
+
+def scatter_add_rows(out, rows, upd):
+    """out[rows[i]] += upd[i] along out's first axis, i in order (np.add.at's sums, the same
+    bits), for a C-contiguous float32 or float64 `out` and rows in range; False (nothing
+    done) without the kernels or for another dtype."""
+    addrs = entries()
+    if addrs is None or out.dtype not in (np.float32, np.float64) or not \
+            out.flags.c_contiguous:
+        return False
+    rows = np.ascontiguousarray(rows.reshape(-1), np.int64)
+    if rows.size and out.size:
+        upd = np.ascontiguousarray(upd, out.dtype).reshape(rows.size, -1)
+        dims = np.array((rows.size, upd.shape[1]), np.int64)
+        name = "ft_scatter_add_rows_f32" if out.dtype == np.float32 else \
+            "ft_scatter_add_rows_f64"
+        kernels.caller()(addrs[name], rows.size, 1, upd, rows, out, dims)
+    return True
+
+
+def sum_rows(m, n, dtype):
+    """A function (x, out) -> bool writing into out (n,) the sum of the m rows of the
+    C-contiguous x (m, n) (float32 or float64), added in order on one thread (NumPy's sum
+    over the leading axis: the same bits), False when an array is not C-contiguous; None
+    without the kernels or for another dtype."""
+    addrs = entries()
+    if addrs is None or dtype not in (np.float32, np.float64) or not (m and n):
+        return None
+    call = kernels.caller()
+    address = addrs["ft_sum_rows_f32" if dtype == np.float32 else "ft_sum_rows_f64"]
+    dims = np.array((m,), np.int64)
+
+    def total(x, out):
+        return call(address, n, 1, x, out, dims)
+    return total

@@ -33,10 +33,10 @@ def _attend(q, k, v, mask, drop, scale, safe=False):
     return fnp.matmul(w, v), w
 
 
-def _sdpa_fn(q, k, v, *rest, scale, has_mask, has_drop):
+def _sdpa_fn(q, k, v, *rest, scale, has_mask, has_drop, safe=True):
     mask = rest[0] if has_mask else None
     drop = rest[-1] if has_drop else None
-    return _attend(q, k, v, mask, drop, scale, safe=True)[0]
+    return _attend(q, k, v, mask, drop, scale, safe=safe)[0]
 
 
 def additive_mask(mask, dtype, allowed_when_true, same_dtype=False):
@@ -90,8 +90,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     drop = _drop(batch + (L, S), dropout_p, dtype, (query, key, value))
     args = (query, key, value) + ((mask,) if mask is not None else ()) + \
         ((drop,) if drop is not None else ())
-    return _call("ScaledDotProductAttentionBackward0", _sdpa_fn, args, scale=scale,
-                 has_mask=mask is not None, has_drop=drop is not None)
+    # a causal mask leaves every query key 0 when there is a key: no all-masked row, so
+    # the safe softmax's test (a pass over the scores and a select each way) is skipped.
+    # The node saves the softmax's values when they are no more than q, k and v hold (per
+    # batch element), so that its backward does not compute q kᵀ and the softmax again;
+    # longer sequences recompute them, as flash attention does (memory linear in length)
+    save = L * S <= L * _shape(query)[-1] + S * (_shape(key)[-1] + _shape(value)[-1])
+    return _call("ScaledDotProductAttentionBackward0", _sdpa_fn, args, save=save, scale=scale,
+                 has_mask=mask is not None, has_drop=drop is not None,
+                 safe=not (is_causal and S > 0))
 
 
 def _heads(x, w, b, h, extra=None, zero=False):

@@ -73,11 +73,12 @@ def _raw(a):
     return a._data if isinstance(a, Tensor) else a
 
 
-def _call(name, fn, args, **static):
-    """fn(*args, **static) as one facade op named `name`, or directly on raw values."""
+def _call(name, fn, args, *, save=False, **static):
+    """fn(*args, **static) as one facade op named `name`, or directly on raw values. save:
+    the op's backward reads its saved intermediates (apply_fn)."""
     if _is_raw(args):
         return fn(*[_raw(a) for a in args], **static)
-    return apply_fn(name, fn, tuple(args), tuple(sorted(static.items())))
+    return apply_fn(name, fn, tuple(args), tuple(sorted(static.items())), save=save)
 
 
 def _concrete(x):

@@ -10,6 +10,7 @@ from ...facade.inplace import _cname, _tname
 from ...facade.grad_mode import no_grad
 from ...facade.tensor import Tensor
 from functrans.primitives import linalg as la
+from functrans.primitives.indexing import gather as _gather
 from functrans.primitives.misc import stop_gradient as _stop_gradient
 from ._dispatch import _call, _concrete, _is_raw, _ndim, _raw, _shape
 
@@ -85,7 +86,10 @@ def _bilinear_bias_fn(x1, x2, w, b):
 
 
 def _embedding_fn(idx, w, *, padding_idx, scale_grad_by_freq=False):
-    out = fnp.take(w, idx, axis=0)
+    # one gather of rows (its gradient one scatter-add of rows), not take's negative-index
+    # and out-of-range passes: embedding checked concrete indices (IndexError), and a traced
+    # index out of range takes the nearest row, as the gather clamps
+    out = _gather(w, fnp.expand_dims(idx, -1))
     if scale_grad_by_freq:
         # each row's gradient divided by how often its index occurs in the batch: the value
         # is out, the derivative 1 / count

@@ -85,11 +85,12 @@ def _bilinear_bias_fn(x1, x2, w, b):
 # embedding
 
 
-def _embedding_fn(idx, w, *, padding_idx, scale_grad_by_freq=False):
-    # one gather of rows (its gradient one scatter-add of rows), not take's negative-index
-    # and out-of-range passes: embedding checked concrete indices (IndexError), and a traced
-    # index out of range takes the nearest row, as the gather clamps
-    out = _gather(w, fnp.expand_dims(idx, -1))
+def _embedding_fn(idx, w, *, padding_idx, scale_grad_by_freq=False, checked=False):
+    # checked (embedding saw the concrete indices in range): one gather of rows, its
+    # gradient one scatter-add of rows. Traced indices go through take, whose out-of-range
+    # rows are NaN (jnp.take's default): torch raises there, and a clamped row would be a
+    # wrong number no one sees
+    out = _gather(w, fnp.expand_dims(idx, -1)) if checked else fnp.take(w, idx, axis=0)
     if scale_grad_by_freq:
         # each row's gradient divided by how often its index occurs in the batch: the value
         # is out, the derivative 1 / count
@@ -126,7 +127,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     if max_norm is not None:
         _renorm_rows(weight, idx, float(max_norm), float(norm_type))
     return _call("EmbeddingBackward0", _embedding_fn, (input, weight), padding_idx=padding_idx,
-                 scale_grad_by_freq=bool(scale_grad_by_freq))
+                 scale_grad_by_freq=bool(scale_grad_by_freq), checked=idx is not None)
 
 
 def _renorm_rows(weight, idx, max_norm, norm_type):

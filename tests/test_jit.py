@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import functrans as ft
+import functrans.lax as lax
 import functrans.numpy as fnp
 import importlib
 
@@ -554,3 +555,20 @@ def test_compiling_pauses_the_cyclic_gc_and_restores_it():
     with pytest.raises(ValueError, match="boom"):
         ft.jit(bad)(np.ones(3))
     assert gc.isenabled()
+
+
+def test_broadcast_read_by_sum_and_concatenation_has_its_whole_shape():
+    """A broadcast read only by out= calls is left as its small operand when those calls are
+    ufuncs (they broadcast against out=); a sum over leading axes (the native row sum) and
+    a concatenation into out= read the whole shape (jnp.diff's prepend raised here)."""
+    def f(x, c):
+        b = lax.broadcast_in_dim(c, (128, 256), (1,))
+        return fnp.sum(b, axis=0) + x, fnp.concatenate([b, b], axis=1)
+    x, c = np.ones(256, np.float32), np.arange(256, dtype=np.float32)
+    s, cc = ft.jit(f)(x, c)
+    np.testing.assert_array_equal(np.asarray(s), 128 * c + 1)
+    np.testing.assert_array_equal(np.asarray(cc),
+                                  np.broadcast_to(np.concatenate([c, c]), (128, 512)))
+    m = np.random.default_rng(0).standard_normal((3, 4))
+    d = ft.jit(lambda m: fnp.diff(m, prepend=0.0, append=np.ones((3, 1))))(m)
+    np.testing.assert_allclose(np.asarray(d), np.diff(m, prepend=0.0, append=np.ones((3, 1))))

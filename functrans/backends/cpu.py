@@ -33,7 +33,7 @@ from ..primitives.conv import NATIVE_CONV
 from ..primitives.indexing import NATIVE_ROWS
 from ..primitives.pool import NATIVE_POOL
 from ..primitives.reductions import NATIVE_SUM_ROWS
-from ..primitives.linalg import NATIVE_GEMM, dot_general_p
+from ..primitives.linalg import NATIVE_GEMM
 from ..primitives.shape import broadcast_in_dim_p, slice_index, slice_is_contiguous, slice_p
 
 
@@ -428,9 +428,12 @@ class _Lowering:
                 if type(a) is Var:
                     readers.setdefault(a, []).append(e)
         outs_set = {a for a in j.outvars if type(a) is Var}
+        # a broadcast read only by elementwise out= calls stays its small operand (ufuncs
+        # broadcast against their out= buffer); products, sums and concatenations into
+        # out= read their operands' whole shapes
         ufunc_only = {v for v, es in readers.items() if v not in outs_set and all(
             id(r) not in blocked and _kind(r, blocked) == "out"
-            and r.primitive is not dot_general_p for r in es)}
+            and r.primitive.elementwise for r in es)}
         allocated, dest_of = set(), self.dest_slots(j.outvars, plan)
         for idx, e in enumerate(prog.eqns):
             k = _kind(e, blocked)

@@ -22,18 +22,12 @@ import numpy as np
 
 from .. import passes
 from . import JIT_MODULE, Lowered, identifier
+from . import cpu_kernels
 from .cpu_auto import MeasuredChoice, parallel_threads, trial_clock
 from .memory import BUDGET
-from .native import conv as native_conv, eager as native_eager, kernels as native_kernels, \
-    rows as native_rows, toolchain
+from .native import kernels as native_kernels, rows as native_rows, toolchain
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
 from ..core.config import config
-from ..primitives.base import EAGER_KERNELS
-from ..primitives.conv import NATIVE_CONV
-from ..primitives.indexing import NATIVE_ROWS
-from ..primitives.pool import NATIVE_POOL
-from ..primitives.reductions import NATIVE_SUM_ROWS
-from ..primitives.linalg import NATIVE_GEMM
 from ..primitives.shape import broadcast_in_dim_p, slice_index, slice_is_contiguous, slice_p
 
 
@@ -805,71 +799,7 @@ class CpuExecutable:
         return f"<CpuExecutable {self.name}>"
 
 
-def eager_kernel(prim, x):
-    """prim(x) by its native kernel (backends/native/eager.py), for the eager calls of the
-    primitives declared native_eager, or None (the NumPy implementation runs): under
-    cpu_backend="numpy", or without a working toolchain. Installed as EAGER_KERNELS.run."""
-    if config.cpu_backend == "numpy":
-        return None
-    threads = CONFIG.threads if x.size >= CONFIG.native_parallel_min_size else 1
-    return native_eager.run(prim, x, threads)
-
-
-EAGER_KERNELS.run = eager_kernel
-
-
-def conv_kernel(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct, planar):
-    """A float32 2-D convolution by the native direct kernels (backends/native/conv.py), or
-    None (the im2col path runs): under cpu_backend="numpy", or without a working toolchain.
-    Installed as NATIVE_CONV.run."""
-    if config.cpu_backend == "numpy":
-        return None
-    threads = CONFIG.threads if lhs.size >= CONFIG.native_parallel_min_size else 1
-    return native_conv.run(lhs, rhs, padding, lhs_dilation, out_sp, strides, dilation, direct,
-                           planar, threads)
-
-
-NATIVE_CONV.run = conv_kernel
-
-
-def pool_kernel(name, *arrays, window, strides, dilation, in_shape):
-    """Max pooling's window kernels (primitives/pool.py) on float32 arrays natively, or None
-    (the NumPy implementation runs): under cpu_backend="numpy", or without a working
-    toolchain. Installed as NATIVE_POOL.run."""
-    if config.cpu_backend == "numpy":
-        return None
-    threads = CONFIG.threads if arrays[0].size >= CONFIG.native_parallel_min_size else 1
-    return native_conv.pool(name, *arrays, window=window, strides=strides, dilation=dilation,
-                            in_shape=in_shape, threads=threads)
-
-
-NATIVE_POOL.run = pool_kernel
-
-
-def gemm_kernel(m, k, n):
-    """The native few-row float32 product of these shapes (backends/native/conv.py's gemm),
-    asked when a product is lowered; None (NumPy's matmul): under cpu_backend="numpy",
-    without a working toolchain, or for shapes the kernel does not take. Installed as
-    NATIVE_GEMM.kernel (programs are lowered again when cpu_backend changes)."""
-    if config.cpu_backend == "numpy":
-        return None
-    return native_conv.gemm(m, k, n)
-
-
-NATIVE_GEMM.kernel = gemm_kernel
-
-
-def rows_kernel(out, rows, upd):
-    """NATIVE_ROWS.run: a scatter-add of rows natively (False: NumPy adds them)."""
-    return config.cpu_backend != "numpy" and native_conv.scatter_add_rows(out, rows, upd)
-
-
-def sum_rows_kernel(m, n, dtype):
-    """NATIVE_SUM_ROWS.kernel: the native sum of m rows of n values, or None (NumPy's)."""
-    return None if config.cpu_backend == "numpy" else native_conv.sum_rows(m, n, dtype)
-
-
-NATIVE_ROWS.run, NATIVE_SUM_ROWS.kernel = rows_kernel, sum_rows_kernel
+cpu_kernels.install(CONFIG)
 
 
 def native_setting():

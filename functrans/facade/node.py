@@ -351,6 +351,14 @@ def held_versions(vers):
     return zip(vers[::3], vers[1::3], vers[2::3])
 
 
+def held_counter(vers, s):
+    """The version counter a node's `vers` holds for slot s, or None."""
+    for k in range(0, len(vers), 3):
+        if vers[k] == s:
+            return vers[k + 1]
+    return None
+
+
 def without_slot(vers, s):
     """A node's `vers` less the entry of slot s."""
     return tuple(x for k in range(0, len(vers), 3) if vers[k] != s for x in vers[k:k + 3])

@@ -12,7 +12,7 @@ from .tensor_info import result_type
 from .grad_mode import STATE as GS
 from .grad_mode import no_grad
 from . import plumbing
-from .node import OpInfo, Step, held_versions
+from .node import OpInfo, Step, held_counter
 from .record import info_for, make_node
 from .lower import analyze
 from .tensor import EOp, Tensor, apply_fn, static, tensor, traced_hooks, unary, wrap
@@ -162,9 +162,9 @@ def tensor_for_key(nodes, key, val):
             t._grad_fn = n
             t._out_nr = j
             t._requires_grad = True
-        for slot, vc, ver in held_versions(n.vers):
-            if slot == s:
-                t._vc = vc
+        vc = held_counter(n.vers, s)
+        if vc is not None:
+            t._vc = vc
         return t
     return wrap(val)
 

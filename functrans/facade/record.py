@@ -33,7 +33,7 @@ from . import grad_mode
 from .lower import analyze
 from .plumbing import FREED_MSG
 from .node import (_INTERNAL_CODES, SAVED_ACCESS, OpInfo, Step, _seq, call_site, edge_of,
-                   held_versions, node_class, user_frame, without_slot)
+                   held_counter, node_class, user_frame, without_slot)
 from .tensor_info import TensorInfo   # (the base of Tensor, which sits above this module)
 
 GS = grad_mode.STATE
@@ -238,10 +238,9 @@ def saved_tensor(node, s):
     t = SAVED_HOOKS.wrap(unpack_saved(v) if packed else v)
     if e is not None and e[0].info is not None:
         t._grad_fn, t._out_nr, t._requires_grad = e[0], e[1], True
-    if not packed:
-        for slot, vc, _ in held_versions(node.vers):
-            if slot == s:
-                t._vc = vc
+    vc = None if packed else held_counter(node.vers, s)
+    if vc is not None:
+        t._vc = vc
     return t
 
 

@@ -6,6 +6,7 @@ axes are batch, then lhs free, then rhs free (XLA's convention).
 """
 from __future__ import annotations
 
+import contextlib
 import enum
 import math
 
@@ -257,9 +258,29 @@ class NativeGemm:
     none (no compiler, cpu_backend="numpy", a column count the kernel does not take); the
     lowered line falls back to NumPy's matmul. Asked only for weights of MIN_WEIGHT
     elements or more, where the packing is what costs: on smaller ones (a 32x64 @ 64x64
-    step, 3 us) the two run at the same speed."""
+    step, 3 us) the two run at the same speed.
+
+    `held` maps id(y) to [y, the kernel's layout of y or None] for the weights a loop holds
+    unchanged while it runs (`holding`: a scan's consts): the kernel may lay such a weight
+    out once for the loop (the native backend: contiguous panels) instead of reading its
+    row-major rows at every step."""
 
     kernel = None
+    held: dict = {}
+
+    @contextlib.contextmanager
+    def holding(self, arrays):
+        """Declare the float32 2-D `arrays` unchanged until the block ends (a scan's consts
+        over its steps); those not already held are released at its end."""
+        mine = [a for a in arrays if type(a) is np.ndarray and a.dtype == np.float32
+                and a.ndim == 2 and a.size >= MIN_WEIGHT and id(a) not in self.held]
+        for a in mine:
+            self.held[id(a)] = [a, None]
+        try:
+            yield
+        finally:
+            for a in mine:
+                self.held.pop(id(a), None)
 
 
 NATIVE_GEMM = NativeGemm()

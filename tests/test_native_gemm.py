@@ -7,6 +7,8 @@ it does not apply (a column count not a multiple of 16, a non-contiguous operand
 more than SMALL_ROWS rows, a smaller weight, cpu_backend="numpy")."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -117,3 +119,112 @@ def test_lstm_steps_take_the_kernel(gemm_calls):
     out64.square().sum().backward()
     for p, p64 in zip(lstm.parameters(), lstm64.parameters()):
         np.testing.assert_allclose(p.grad.numpy(), p64.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m", [2, 5, 7, 13, 20, 32])
+@pytest.mark.parametrize("k,n", [(1, 16), (33, 48), (256, 1024), (1024, 256)])
+def test_held_weight_panels_give_the_direct_kernels_bits(gemm_calls, m, k, n):
+    """A weight a loop holds (NativeGemm.held) is laid out once as 16-column panels and read
+    from them at every call: the same chain of fused multiply-adds per output as the direct
+    kernel, so the same bits, for any row count (tiles of equal height) and contraction."""
+    x = RNG.standard_normal((m, k)).astype(np.float32)
+    y = RNG.standard_normal((k, n)).astype(np.float32)
+    direct, held = np.full((m, n), np.nan, np.float32), np.full((m, n), np.nan, np.float32)
+    entries = {id(y): [y, None]}
+    on_panels = native_conv.gemm(m, k, n, entries)
+    assert native_conv.gemm(m, k, n)(x, y, direct)
+    assert on_panels(x, y, held)
+    assert entries[id(y)][1] is not None                  # laid out on the first call
+    np.testing.assert_array_equal(held, direct)
+    assert np.all(np.abs(held - x.astype(np.float64) @ y) <= _bound(x, y))
+    x2 = RNG.standard_normal((m, k)).astype(np.float32)   # later calls reuse the panels
+    assert on_panels(x2, y, held) and native_conv.gemm(m, k, n)(x2, y, direct)
+    np.testing.assert_array_equal(held, direct)
+    other = y.copy()                                      # a weight not held: the direct kernel
+    assert on_panels(x, other, held)
+    assert native_conv.gemm(m, k, n)(x, other, direct)
+    np.testing.assert_array_equal(held, direct)
+
+
+@pytest.fixture
+def laid_out():
+    """The held weights' shapes, and whether a product laid each out, at each loop's end."""
+    seen = []
+    holding = linalg.NativeGemm.holding
+
+    @contextlib.contextmanager
+    def spy(self, arrays):
+        with holding(self, arrays):
+            yield
+            seen.extend((e[0].shape, e[1] is not None) for e in self.held.values())
+    linalg.NativeGemm.holding = spy
+    yield seen
+    linalg.NativeGemm.holding = holding
+
+
+def test_scan_holds_its_weights_for_the_loop(gemm_calls, laid_out):
+    """An eager scan whose body multiplies its carry by a const weight: the weight is held
+    for the loop (laid out once) and the steps the lowered body runs take the panels; the
+    values are the bits of the same lowered scan with nothing held, and the weight is
+    released at the loop's end."""
+    w = (RNG.standard_normal((256, 1024)) / 16).astype(np.float32)
+    h0 = RNG.standard_normal((20, 256)).astype(np.float32)
+    xs = RNG.standard_normal((12, 20, 1024)).astype(np.float32)
+
+    def run():
+        def body(h, x):
+            g = h @ w + x
+            h = np.float32(0.5) * ft.numpy.tanh(g[:, :256]) * ft.nn.functional.sigmoid(
+                g[:, 256:512])
+            return h, g
+        return [np.asarray(a) for a in ft.lax.scan(body, h0, xs)]
+    run()                     # the body's first steps run before it is lowered (NumPy's matmul)
+    laid_out.clear()
+    got = run()
+    assert ((256, 1024), True) in laid_out
+    assert any(done for _, ys, done in gemm_calls if ys == (256, 1024))
+    assert not linalg.NATIVE_GEMM.held
+    with monkeypatched(linalg.NativeGemm, "holding",
+                       lambda self, arrays: contextlib.nullcontext()):
+        want = run()
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+@contextlib.contextmanager
+def monkeypatched(obj, name, value):
+    saved = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, saved)
+
+
+@pytest.mark.parametrize("mode,hidden", [("LSTM", 256), ("GRU", 256), ("RNN_TANH", 512)])
+@pytest.mark.parametrize("batch,steps", [(3, 9), (20, 12)])
+def test_recurrent_layers_train_on_held_weights(gemm_calls, laid_out, mode, hidden, batch,
+                                                steps):
+    """LSTM, GRU and tanh RNN layers (hidden weights of 2^17 elements or more) with the
+    hidden weight held over each loop, forward and backward: three SGD steps give the
+    losses and parameters of the float64 model within float32 rounding."""
+    ft.manual_seed(1)
+    layer = {"LSTM": ft.nn.LSTM, "GRU": ft.nn.GRU, "RNN_TANH": ft.nn.RNN}[mode](8, hidden)
+    layer64 = type(layer)(8, hidden).double()
+    layer64.load_state_dict({k: v.double() for k, v in layer.state_dict().items()})
+    x = ft.randn(steps, batch, 8)
+    for net, xin in ((layer, x), (layer64, x.double())):
+        opt = ft.optim.SGD(net.parameters(), lr=0.1)
+        net.losses = []
+        for _ in range(3):
+            opt.zero_grad()
+            loss = net(xin)[0].square().mean()
+            loss.backward()
+            opt.step()
+            net.losses.append(float(loss))
+    np.testing.assert_allclose(layer.losses, layer64.losses, rtol=1e-5)
+    for p, p64 in zip(layer.parameters(), layer64.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), p64.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)
+    assert any(laid for _, laid in laid_out)
+    assert not linalg.NATIVE_GEMM.held

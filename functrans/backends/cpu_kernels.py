@@ -59,7 +59,7 @@ def gemm_kernel(m, k, n):
     NATIVE_GEMM.kernel (programs are lowered again when cpu_backend changes)."""
     if config.cpu_backend == "numpy":
         return None
-    return native_conv.gemm(m, k, n)
+    return native_conv.gemm(m, k, n, NATIVE_GEMM.held)
 
 
 def rows_kernel(out, rows, upd):

@@ -16,6 +16,7 @@ bodies on concrete arrays through functrans.runtime.
 from __future__ import annotations
 
 import collections
+import contextlib
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from ..primitives.base import (aval_of, bdim_size, broadcast_batched, defprim, i
                                moveaxis, zeros)
 from ..primitives.elementwise import (add, add_p, convert_element_type, eq, max as max_,
                                       min as min_, mul_p, neg_p, select, sub_p)
-from ..primitives.linalg import dot_general_p
+from ..primitives.linalg import NATIVE_GEMM, dot_general_p
 from ..primitives.misc import stop_gradient
 from ..primitives.reductions import reduce_max, reduce_sum, reduce_sum_p
 from ..primitives.shape import broadcast_in_dim
@@ -473,14 +474,18 @@ def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
     # (the others are copied in below)
     into = [y if y.ndim > 1 else None for y in ys] if xp is np and ys else None
     dests = None
-    for i in (range(length - 1, -1, -1) if reverse else range(length)):
-        if into:
-            dests = [None] * num_carry + [None if y is None else y[i] for y in into]
-        out = step(xp, *consts, *carry, *[x[i] for x in xs], dests=dests)
-        carry = out[:num_carry]
-        for k, (y, v) in enumerate(zip(ys, out[num_carry:]), num_carry):
-            if dests is None or v is not dests[k]:
-                y[i] = v
+    # the consts are unchanged over the steps: a few-row product by one may lay it out once
+    held = (NATIVE_GEMM.holding(consts) if xp is np and length >= _LAYOUT_STEPS
+            else contextlib.nullcontext())
+    with held:
+        for i in (range(length - 1, -1, -1) if reverse else range(length)):
+            if into:
+                dests = [None] * num_carry + [None if y is None else y[i] for y in into]
+            out = step(xp, *consts, *carry, *[x[i] for x in xs], dests=dests)
+            carry = out[:num_carry]
+            for k, (y, v) in enumerate(zip(ys, out[num_carry:]), num_carry):
+                if dests is None or v is not dests[k]:
+                    y[i] = v
     return _fresh_carry(xp, carry, ys, args) + ys
 
 

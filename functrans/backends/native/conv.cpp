@@ -389,3 +389,81 @@ static void sum_rows(void* const* p, long long n) {
 extern "C" void ft_sum_rows_f32(void* const* p, long long n, int) { sum_rows<float>(p, n); }
 
 extern "C" void ft_sum_rows_f64(void* const* p, long long n, int) { sum_rows<double>(p, n); }
+
+// ---------------------------------------------------------------------------------------
+// few-row products by a weight laid out once for a loop: out (m, n) = x (m, k) @ W (k, n),
+// W given as panels P[n / 16][k][16] (ft_gemm_pack). In a recurrent layer's loop the direct
+// kernel reads a 16-column strip of a row-major W whose rows sit n floats (4 KB) apart: one
+// cache set for the whole strip, refetched for every tile of rows; a panel is contiguous.
+// Each output is the chain of fused multiply-adds over f = 0, 1, ..., k - 1 from zero, as in
+// the direct kernel's 1x1 convolution: the same bits. The m rows are split into tiles of
+// equal height (at most GP rows: GP x GV accumulators of the 16 vector registers). One thread.
+static const int PANEL = 16;
+static const int GV = PANEL / VW;                   // vectors per panel row
+static const int GP = 12 / GV;                      // rows of a register tile at most
+
+template <int PW>
+static inline void panel_rows(const float* x, const float* w, float* out, long long k,
+                              long long n) {
+  vf acc[PW][GV];
+  for (int p = 0; p < PW; ++p)
+    for (int v = 0; v < GV; ++v) acc[p][v] = vset1(0.0f);
+  for (long long f = 0; f < k; ++f) {
+    vf wv[GV];
+    for (int v = 0; v < GV; ++v) wv[v] = vload(w + f * PANEL + v * VW);
+    for (int p = 0; p < PW; ++p) {
+      const vf xb = vset1(x[p * k + f]);
+      for (int v = 0; v < GV; ++v) acc[p][v] = vfma(xb, wv[v], acc[p][v]);
+    }
+  }
+  for (int p = 0; p < PW; ++p)
+    for (int v = 0; v < GV; ++v) vstore(out + p * n + v * VW, acc[p][v]);
+}
+
+// a tile of 1 <= rows <= GP rows
+static void panel_tile(int rows, const float* x, const float* w, float* out, long long k,
+                       long long n) {
+  switch (rows) {
+    case 1: panel_rows<1>(x, w, out, k, n); break;
+    case 2: panel_rows<2>(x, w, out, k, n); break;
+    case 3: panel_rows<3>(x, w, out, k, n); break;
+    case 4: panel_rows<4>(x, w, out, k, n); break;
+    case 5: panel_rows<5>(x, w, out, k, n); break;
+    case 6: panel_rows<6>(x, w, out, k, n); break;
+    case 7: panel_rows<7>(x, w, out, k, n); break;
+    case 8: panel_rows<8>(x, w, out, k, n); break;
+    case 9: panel_rows<9>(x, w, out, k, n); break;
+    case 10: panel_rows<10>(x, w, out, k, n); break;
+    case 11: panel_rows<11>(x, w, out, k, n); break;
+    default: panel_rows<12>(x, w, out, k, n);
+  }
+}
+
+// p = {x, P, out, dims = {m, k, n}}
+extern "C" void ft_gemm_panels(void* const* p, long long, int) {
+  const float* x = (const float*)p[0];
+  const float* P = (const float*)p[1];
+  float* out = (float*)p[2];
+  const long long* d = (const long long*)p[3];
+  const long long m = d[0], k = d[1], n = d[2];
+  const long long tiles = (m + GP - 1) / GP, base = m / tiles, extra = m % tiles;
+  for (long long j = 0; j < n; j += PANEL) {
+    long long r = 0;
+    for (long long t = 0; t < tiles; ++t) {
+      const int rows = (int)(base + (t < extra));
+      panel_tile(rows, x + r * k, P + j * k, out + r * n + j, k, n);
+      r += rows;
+    }
+  }
+}
+
+// P[j / 16][f][0:16] = W[f, j:j + 16] for W (k, n), n a multiple of 16; p = {W, P, dims = {k, n}}
+extern "C" void ft_gemm_pack(void* const* p, long long, int) {
+  const float* W = (const float*)p[0];
+  float* P = (float*)p[1];
+  const long long* d = (const long long*)p[2];
+  const long long k = d[0], n = d[1];
+  for (long long j = 0; j < n; j += PANEL)
+    for (long long f = 0; f < k; ++f)
+      std::memcpy(P + j * k + f * PANEL, W + f * n + j, sizeof(float) * PANEL);
+}

@@ -46,8 +46,12 @@ import warnings
 from .. import identifier
 from ...core.config import env_positive
 
+# -fno-trapping-math: the code never reads the floating-point exception flags, and without
+# it GCC keeps a select whose arm computes (a masked softmax's `m ? -inf : x * s`) a branch
+# on CPUs without AVX-512's masked arithmetic: the whole loop stayed scalar on AVX2. It
+# changes no value (IEEE results, NaN, infinities and signed zeros are kept).
 BASE_FLAGS = ("-std=c++17", "-O3", "-fno-fast-math", "-ffp-contract=off", "-fno-math-errno",
-              "-fwrapv", "-fopenmp-simd", "-fPIC", "-shared")
+              "-fno-trapping-math", "-fwrapv", "-fopenmp-simd", "-fPIC", "-shared")
 OPENMP_FLAG = "-fopenmp"
 MARCH_FLAG = "-march=native"    # the machine's vector width: ftmath.h's double-precision
                                 # bit arithmetic vectorizes with AVX2/AVX-512, not SSE2

@@ -106,3 +106,18 @@ def test_native_adamw_matches_torch():
     for a, p in zip(got, params):
         # float32 rounding of values near 1 over STEPS updates: a few ulps
         np.testing.assert_allclose(a, p.detach().numpy(), rtol=0, atol=4 * 2.0 ** -23 * 4)
+
+
+def test_native_adam_bumps_versions_once(native_calls):
+    """Each tensor the fused step writes has its version bumped (once), so a graph that
+    saved the parameter before the step refuses to run backward, naming the step."""
+    p = ft.tensor(np.ones((4, 4), np.float32), requires_grad=True)
+    opt = ft.optim.AdamW([p], lr=0.1)
+    y = (p * p).sum()
+    p.grad = ft.ones_like(p)
+    v0 = p._version
+    opt.step()
+    assert native_calls == [True] and p._version == v0 + 1
+    assert opt.state[p]["exp_avg"]._version == 1
+    with pytest.raises(RuntimeError, match="AdamW.step"):
+        y.backward()

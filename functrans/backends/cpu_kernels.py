@@ -1,7 +1,8 @@
 """The native kernels primitives call outside generated programs: eager transcendental
 calls, convolutions, max pooling's window kernels, few-row products, row scatter-adds,
-row sums and the optimizers' fused Adam update (`adam_kernel`, called by optim/adam.py). Each answers None (or False) under cpu_backend="numpy" or without a working
-toolchain, and the primitive's NumPy implementation runs. `install(cfg)` sets the
+row sums; and Adam's fused update (`adam_kernel`, asked by optim/adam.py). Each answers
+None (or False) under cpu_backend="numpy" or without a working toolchain, and the
+primitive's NumPy implementation runs. `install(cfg)` sets the
 primitives' hooks (the CPU backend calls it with its CpuConfig: the thread counts)."""
 from __future__ import annotations
 

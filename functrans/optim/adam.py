@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import math
 
-from ..facade import creation as C
 from ..backends.cpu_kernels import adam_kernel
+from ..facade import creation as C
 from ..facade import grad_mode
 from ..facade.inplace import native_update
 from .optimizer import Optimizer, _check_lr
@@ -45,7 +45,7 @@ class Adam(Optimizer):
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns closure() if given."""
         loss = self._eval_closure(closure)
-        kernel = adam_kernel()
+        kernel, name = adam_kernel(), type(self).__name__ + ".step"
         with grad_mode.no_grad():
             for group in self.param_groups:
                 lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
@@ -68,7 +68,7 @@ class Adam(Optimizer):
                     bc2_sqrt = math.sqrt(1 - beta2 ** t)
                     decoupled = group["decoupled_weight_decay"]
                     if kernel and not amsgrad and type(lr) in (int, float) and native_update(
-                            kernel, [p, m, v], [g],
+                            name, kernel, [p, m, v], [g],
                             (1 - lr * wd if decoupled else 1, wd, 1 - beta1, beta2, 1 - beta2,
                              bc2_sqrt, eps, -step_size), maximize, wd != 0 and not decoupled):
                         continue            # the steps below in one native pass, same bits

@@ -200,13 +200,17 @@ def adam_step():
     address = {np.dtype(np.float32): addrs["ft_adam_step_f32"],
                np.dtype(np.float64): addrs["ft_adam_step_f64"]}
 
+    overlap = np.may_share_memory
+
     def update(param, exp_avg, exp_avg_sq, grad, scalars, maximize, l2):
         dtype, shape = param.dtype, param.shape
-        arrays = (param, exp_avg, exp_avg_sq, grad)
-        if dtype not in address or any(a.dtype != dtype or a.shape != shape for a in arrays) \
-                or any(np.may_share_memory(a, b) for i, a in enumerate(arrays)
-                       for b in arrays[i + 1:]):
+        entry = address.get(dtype)
+        if entry is None or not (exp_avg.dtype == exp_avg_sq.dtype == grad.dtype == dtype
+                                 and exp_avg.shape == exp_avg_sq.shape == grad.shape == shape) \
+                or overlap(param, exp_avg) or overlap(param, exp_avg_sq) \
+                or overlap(param, grad) or overlap(exp_avg, exp_avg_sq) \
+                or overlap(exp_avg, grad) or overlap(exp_avg_sq, grad):
             return False
-        return call(address[dtype], param.size, 1, *arrays, np.array(scalars, dtype),
-                    np.array((maximize, l2), np.int64))
+        return call(entry, param.size, 1, param, exp_avg, exp_avg_sq, grad,
+                    np.array(scalars, dtype), np.array((maximize, l2), np.int64))
     return update

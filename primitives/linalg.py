@@ -127,7 +127,10 @@ def _contract(xp, x, y, lc, rc):
             for yl in (False, True):
                 ym = _as_matrix(y, rc, yl)
                 if ym is not None:
-                    return xp.matmul(xm, ym.T).reshape(shape)
+                    out = xp.matmul(xm, ym.T)
+                    # not a view when the GEMM has the result's shape (a weight gradient):
+                    # a gradient that is a view is copied before it is handed out
+                    return out if out.shape == shape else out.reshape(shape)
     lead = [i for i, (a, b) in enumerate(zip(lc, rc)) if a == 0 and b == 0]
     if lead and len(lc) > 1:
         rest = [i for i in range(len(lc)) if i != lead[0]]

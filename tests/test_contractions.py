@@ -11,6 +11,7 @@ import pytest
 import functrans as ft
 import functrans.numpy as fnp
 from functrans import core, lax, passes
+from functrans.facade import engine
 from functrans.higher_order.control_flow import _const_layout
 from functrans.nn.functional._rnn import GATES, rnn_layer
 from functrans.primitives import linalg as la
@@ -85,6 +86,34 @@ def test_contraction_over_leading_axes_reads_operands_in_place():
         np.tensordot = real
     assert not calls
     assert_close(out, np.einsum("tbg,tbh->gh", x, y))
+
+
+def test_weight_gradient_gemm_is_handed_out_without_a_copy():
+    """A contraction whose GEMM has the result's shape (a dense layer's weight gradient over
+    (B, T) activations) returns the GEMM's own array, not a reshaped view of it: the facade
+    copies a gradient that is a view before handing it out (engine._own)."""
+    rng = np.random.default_rng(3)
+    x, g = rng.standard_normal((4, 6, 5)), rng.standard_normal((4, 6, 3))
+    out = _dot_impl(np, g, x, (((0, 1), (0, 1)), ((), ())))
+    assert out.base is None and out.shape == (3, 5)
+    assert_close(out, np.einsum("btg,bth->gh", g, x))
+    lin = ft.nn.Linear(5, 3).double()
+    copies = []
+
+    def spy(o, seen):
+        handed = own(o, seen)
+        if handed is not o:
+            copies.append(o.shape)
+        return handed
+    own, engine._own = engine._own, spy
+    try:
+        for _ in range(3):              # first sight, then the derived program
+            lin.weight.grad = None
+            lin(ft.tensor(x)).mul(ft.tensor(g)).sum().backward()
+    finally:
+        engine._own = own
+    assert (3, 5) not in copies
+    assert_close(lin.weight.grad.numpy(), np.einsum("btg,bth->gh", g, x))
 
 
 # ---------------------------------------------------------------------------

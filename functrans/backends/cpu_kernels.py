@@ -1,7 +1,8 @@
 """The native kernels primitives call outside generated programs: eager transcendental
-calls, convolutions, max pooling's window kernels, few-row products, row scatter-adds and
-row sums. Each answers None (or False) under cpu_backend="numpy" or without a working
-toolchain, and the primitive's NumPy implementation runs. `install(cfg)` sets the
+calls, convolutions, max pooling's window kernels, few-row products, row scatter-adds,
+row sums; and Adam's fused update (`adam_kernel`, asked by optim/adam.py). Each answers
+None (or False) under cpu_backend="numpy" or without a working toolchain, and the
+primitive's NumPy implementation runs. `install(cfg)` sets the
 primitives' hooks (the CPU backend calls it with its CpuConfig: the thread counts)."""
 from __future__ import annotations
 
@@ -70,6 +71,14 @@ def rows_kernel(out, rows, upd):
 def sum_rows_kernel(m, n, dtype):
     """NATIVE_SUM_ROWS.kernel: the native sum of m rows of n values, or None (NumPy's)."""
     return None if config.cpu_backend == "numpy" else native_conv.sum_rows(m, n, dtype)
+
+
+def adam_kernel():
+    """Adam's update of one parameter's arrays in one native pass (native/conv.py's
+    adam_step: a function of the written arrays, then the gradient, as
+    facade.inplace.native_update passes them), or None (the optimizer's NumPy steps run):
+    under cpu_backend="numpy" or without a working toolchain. Asked once per step."""
+    return None if config.cpu_backend == "numpy" else native_conv.adam_step()
 
 
 def install(cfg):

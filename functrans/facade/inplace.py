@@ -370,6 +370,24 @@ def _fast(self, *others):
     return True
 
 
+def native_update(name, kernel, written, read, *args):
+    """kernel(*written's arrays, *read's arrays, *args), a native update of several tensors
+    in place at once (an optimizer's fused step, `name` in version errors), after the checks
+    every in-place op makes first and only where none records (grad mode off or nothing
+    requires grad) and every value is concrete; each written tensor's version is bumped
+    once. False, nothing written, where it does not apply or the kernel declines (the
+    caller's ops run instead)."""
+    tensors = written + read
+    if any(type(t._data) is not np.ndarray for t in tensors) or \
+            not all(_fast(t, *read) for t in written):
+        return False
+    if not kernel(*(t._data for t in tensors), *args):
+        return False
+    for t in written:
+        t._bump(name)
+    return True
+
+
 def _untraced(o):
     """o (a Tensor or a number) holds no traced value, so NumPy may write it in place."""
     return not isinstance(o._data if isinstance(o, Tensor) else o, Tracer)

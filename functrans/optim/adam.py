@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import math
 
+from ..backends.cpu_kernels import adam_kernel
 from ..facade import creation as C
 from ..facade import grad_mode
+from ..facade.inplace import native_update
 from .optimizer import Optimizer, _check_lr
 
 
@@ -43,6 +45,7 @@ class Adam(Optimizer):
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns closure() if given."""
         loss = self._eval_closure(closure)
+        kernel, name = adam_kernel(), type(self).__name__ + ".step"
         with grad_mode.no_grad():
             for group in self.param_groups:
                 lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
@@ -51,8 +54,6 @@ class Adam(Optimizer):
                     g = p.grad
                     if g is None:
                         continue
-                    if maximize:
-                        g = -g
                     state = self.state.setdefault(p, {})
                     if not state:
                         state["step"] = C.tensor(0.0)
@@ -60,19 +61,27 @@ class Adam(Optimizer):
                         state["exp_avg_sq"] = C.zeros_like(p)
                         if amsgrad:
                             state["max_exp_avg_sq"] = C.zeros_like(p)
-                    if group["decoupled_weight_decay"]:
+                    state["step"] += 1
+                    t = state["step"].item()
+                    m, v = state["exp_avg"], state["exp_avg_sq"]
+                    step_size = lr / (1 - beta1 ** t)
+                    bc2_sqrt = math.sqrt(1 - beta2 ** t)
+                    decoupled = group["decoupled_weight_decay"]
+                    if kernel and not amsgrad and type(lr) in (int, float) and native_update(
+                            name, kernel, [p, m, v], [g],
+                            (1 - lr * wd if decoupled else 1, wd, 1 - beta1, beta2, 1 - beta2,
+                             bc2_sqrt, eps, -step_size), maximize, wd != 0 and not decoupled):
+                        continue            # the steps below in one native pass, same bits
+                    if maximize:
+                        g = -g
+                    if decoupled:
                         if wd != 0:
                             p.mul_(1 - lr * wd)
                     elif wd != 0:
                         g = g + p * wd
-                    state["step"] += 1
-                    t = state["step"].item()
-                    m, v = state["exp_avg"], state["exp_avg_sq"]
                     # torch's single-tensor steps (its rounding; each in place, few passes)
                     m.lerp_(g, 1 - beta1)
                     v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                    step_size = lr / (1 - beta1 ** t)
-                    bc2_sqrt = math.sqrt(1 - beta2 ** t)
                     if amsgrad:
                         vmax = state["max_exp_avg_sq"]
                         vmax.copy_(vmax.maximum(v))

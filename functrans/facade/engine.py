@@ -26,7 +26,7 @@ from ..executor import (delivering, early_program, first_sight, memory_owner,
 from ..runtime import gc_paused, program as concrete_program
 from .grad_mode import STATE as GRAD_STATE
 from .record import ANOMALY, Packed, unpack_saved
-from .interpret import run_first_sight
+from .interpret import run_direct, run_first_sight
 from .lower import derive_graph, graph_tape, index_graph, prune_inputs, value_key
 from .node import edge_of
 from .ops import eval_jaxpr_facade
@@ -220,12 +220,18 @@ def _run_backward(roots, root_cts, targets, retain_graph, create_graph, anomaly=
     if anomaly or (not create_graph and not _thread_state.depth and _on_cpu(root_cts)
                    and first_sight(("backward seen", key), prog is not None)):
         parts, hooked, retained, fns = structure
-        with gc_paused():       # the tape of a large graph: many long-lived objects
-            tape = graph_tape(nodes, pos, uniq, root_keys, hooked, retained, fns,
-                              create_graph, program=False)
-        outs = run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph,
-                               check_nan=anomaly and ANOMALY.check_nan, early=early)
-        replayed = tape.replayed
+        direct = None
+        if not (anomaly or create_graph or early is not None or hooked or retained or fns):
+            direct = run_direct(nodes, uniq, root_keys, root_cts)
+        if direct is not None:
+            outs, replayed = direct
+        else:
+            with gc_paused():       # the tape of a large graph: many long-lived objects
+                tape = graph_tape(nodes, pos, uniq, root_keys, hooked, retained, fns,
+                                  create_graph, program=False)
+            outs = run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph,
+                                   check_nan=anomaly and ANOMALY.check_nan, early=early)
+            replayed = tape.replayed
     else:
         if prog is not None:
             CACHE_STATS["hits"] += 1

@@ -121,7 +121,7 @@ def run_direct(nodes, targets, root_keys, root_cts):
                 if nodes[q] is not prod:
                     _pos(nodes, prod)           # raises: not in this walk
                 if live_out[q]:
-                    if _one_step(info) is None:
+                    if info.one_step is None and _one_step(info) is None:
                         return None
                     live_out[p] = 1
                     replayed.append(p)
@@ -141,6 +141,10 @@ def run_direct(nodes, targets, root_keys, root_cts):
             edges = n.edges
             if len(edges) == 1:
                 lv = _ONE
+            elif len(edges) == 2:       # (no comprehension: a call of its own per node)
+                a, b = edges
+                lv = (a is not None and live_out[a[0].pos] == 1,
+                      b is not None and live_out[b[0].pos] == 1)
             else:
                 lv = tuple([e is not None and live_out[e[0].pos] == 1 for e in edges])
             hit = memo.get((info, lv))
@@ -151,7 +155,14 @@ def run_direct(nodes, targets, root_keys, root_cts):
             if not reads:
                 outs = small(np, g) if small is not None else run_program(prog, g)
             elif small is not None and len(reads) == 1:
-                outs = small(np, _saved(n, info, reads[0]), g)
+                r = reads[0]
+                nv, vs = n.vals, n.vers     # (_saved, inline for a value that passes)
+                if nv is None or vs and (len(vs) > 3 or vs[1].v != vs[2]) or \
+                        r not in info.held_set or type(nv[r]) is Packed:
+                    v = _saved(n, info, r)
+                else:
+                    v = nv[r]
+                outs = small(np, v, g)
             else:
                 args = [_saved(n, info, r) for r in reads]
                 args.append(g)

@@ -288,3 +288,22 @@ def test_saved_values_leave_the_collectors_generations():
     per_op = (len(gc.get_objects()) - before) / len(ops)
     assert per_op < 4.5, per_op
     y.sum().backward()                  # (the values are still read)
+
+
+def test_a_backwards_structure_is_hashed_once_and_charged_as_a_tuple():
+    """index_graph's structure (thousands of ints for a large graph) keys the backward's
+    cache entries: it keeps its hash after the first lookup instead of hashing every item
+    again at each one, and DERIVED charges it as the tuple of ints it is."""
+    from functrans.backends.memory import approx_bytes
+    from functrans.facade.lower import index_graph
+    a = ft.tensor(np.full(8, 0.5, np.float32))
+    b = ft.tensor(np.full(8, 1e-3, np.float32))
+    y = _facade_chain(chains(1, 300, seed=33)[0], a, b)
+    parts = index_graph([y.grad_fn])[2][0]
+    plain = tuple(parts)
+    assert parts == plain and hash(parts) == hash(plain)
+    assert parts.__dict__["hash"] == hash(plain)            # kept from the first hash
+    key = ("backward seen", ("backward", parts, (), (), (), ((0, 0),), ((1, 1),), False))
+    plain_key = ("backward seen", ("backward", plain, (), (), (), ((0, 0),), ((1, 1),), False))
+    assert approx_bytes(key) == approx_bytes(plain_key) > 8 * len(plain)
+    y.sum().backward()

@@ -213,12 +213,13 @@ def approx_bytes(obj, depth=0):
         n = 56 + 8 * len(obj)
         if depth < 3 and obj:
             types = set(map(type, obj))       # (C loops: structure keys hold thousands)
-            if types.isdisjoint(_WALKED):
+            if types.isdisjoint(_WALKED) and not any(issubclass(k, tuple) for k in types):
                 return n
             if depth == 2 and types <= _SEQS:     # their items are not walked
                 return n + 56 * len(obj) + 8 * sum(map(len, obj))
             for o in obj:
-                if type(o) in _WALKED:
+                # (a tuple subclass charges itself: the facade's hashed-once structures)
+                if type(o) in _WALKED or isinstance(o, tuple):
                     n += approx_bytes(o, depth + 1)
         return n
     if t is dict:

@@ -167,13 +167,14 @@ class DerivedCache:
                     cb()
         return value
 
-    def first_sight(self, key) -> bool:
-        """True the first time key is seen (it is then marked, charged the key's bytes):
-        the policy of running a structure's first reverse pass by cached per-equation
-        programs and deriving its whole program when it repeats."""
+    def first_sight(self, key, nbytes=None) -> bool:
+        """True the first time key is seen (it is then marked, charged the key's bytes, or
+        nbytes when the caller knows them without a walk): the policy of running a
+        structure's first reverse pass by cached per-equation programs and deriving its
+        whole program when it repeats."""
         if self.get(key) is not None:
             return False
-        self.put(key, True)
+        self.put(key, True, nbytes)
         return True
 
     def discard(self, key):
@@ -213,13 +214,12 @@ def approx_bytes(obj, depth=0):
         n = 56 + 8 * len(obj)
         if depth < 3 and obj:
             types = set(map(type, obj))       # (C loops: structure keys hold thousands)
-            if types.isdisjoint(_WALKED) and not any(issubclass(k, tuple) for k in types):
+            if types.isdisjoint(_WALKED):
                 return n
             if depth == 2 and types <= _SEQS:     # their items are not walked
                 return n + 56 * len(obj) + 8 * sum(map(len, obj))
             for o in obj:
-                # (a tuple subclass charges itself: the facade's hashed-once structures)
-                if type(o) in _WALKED or isinstance(o, tuple):
+                if type(o) in _WALKED:
                     n += approx_bytes(o, depth + 1)
         return n
     if t is dict:

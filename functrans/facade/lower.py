@@ -486,22 +486,6 @@ class Positions:
         return p
 
 
-class Structure(tuple):
-    """A walked graph's op signatures and edges as ints (index_graph's flat tuple), hashed
-    once: the backward's cache keys hold it, and a structure of thousands of nodes would
-    be hashed anew at every lookup (and walked item by item to charge its bytes)."""
-
-    def __hash__(self):
-        h = self.__dict__.get("hash")
-        if h is None:
-            h = self.__dict__["hash"] = tuple.__hash__(self)
-        return h
-
-    def approx_bytes(self):
-        """Its charge in DERIVED: a tuple of ints (backends.memory.approx_bytes)."""
-        return 56 + 8 * len(self)
-
-
 _WALK_LOCK = threading.Lock()
 _UNIQUE = itertools.count()
 
@@ -563,8 +547,7 @@ def index_graph(root_fns):
                 if x.own_packs:         # values packed by hooks of their own differ from
                     app(-3)             # the equal values of other slots: never one program
                     app(next(_UNIQUE))  # slot for both (a structure of its own, first sight)
-    return nodes, Positions(nodes), (Structure(flat), tuple(hooked), tuple(retained),
-                                     tuple(fns))
+    return nodes, Positions(nodes), (tuple(flat), tuple(hooked), tuple(retained), tuple(fns))
 
 
 def _key_aval(nodes, k):

@@ -46,15 +46,16 @@ class _Policy:
 POLICY = _Policy()
 
 
-def first_sight(key, cached):
+def first_sight(key, cached, charge=None):
     """Whether a reverse pass of this structure (key, in DERIVED's "... seen" kinds) runs
     by the first-sight schedule (reverse_pass) rather than its derived whole program
     (cached: that program is at hand). "auto": the first time the structure is seen and
     never once its program is cached; `schedule()` forces either for a block (tests run
-    models under both and compare)."""
+    models under both and compare). charge(key): the mark's bytes, where the caller counts
+    them faster than approx_bytes."""
     s = POLICY.schedule
     if s == "auto":
-        return not cached and DERIVED.first_sight(key)
+        return not cached and DERIVED.first_sight(key, charge)
     return s == "first-sight"
 
 

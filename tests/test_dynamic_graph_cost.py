@@ -184,3 +184,146 @@ def test_first_entries_of_inference_mode_and_saved_tensor_hooks_take_effect():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def _no_tape(monkeypatch):
+    from functrans.facade import engine
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a graph tape was built")
+    monkeypatch.setattr(engine, "graph_tape", refuse)
+
+
+def _graphs(lib, x, a):
+    """(name, roots, inputs) of small graphs of one-step ops: chains, a value used twice, a
+    constant operand, an intermediate target, two roots, a leaf as a root."""
+    t = x.tanh()
+    u = t.sin() * t + a
+    yield "chain", [(u * a).sum()], [x]
+    v = x.sin()
+    w = (v * v).exp()
+    yield "intermediate", [w.sum()], [x, v]
+    p = x * 2.0
+    q = x.tanh()
+    yield "two roots", [p.sum(), q.sum()], [x]
+    yield "leaf root", [x.sum(), x], [x]
+
+
+def test_a_first_backward_of_one_step_ops_runs_on_the_graph_without_a_tape(monkeypatch):
+    """The first backward of a graph whose nodes are one primitive with one output runs
+    node by node on the recorded graph (interpret.run_direct): no graph tape is built, and
+    the gradients are torch's (autograd.grad of intermediates and several roots too)."""
+    torch = pytest.importorskip("torch")
+    _no_tape(monkeypatch)
+    xv = np.linspace(-1, 1, 8).astype(np.float32)
+    av = np.linspace(0.5, 1.5, 8).astype(np.float32)
+    res = {}
+    for lib in (ft, torch):
+        x = lib.tensor(xv, requires_grad=True)
+        with executor.schedule("first-sight"):
+            res[lib] = []
+            for name, roots, inputs in _graphs(lib, x, lib.tensor(av)):
+                cts = [lib.ones_like(r) for r in roots]
+                gs = lib.autograd.grad(roots, inputs, cts, retain_graph=True)
+                res[lib].append((name, [g.detach().numpy() for g in gs]))
+    for (name, got), (_, want) in zip(res[ft], res[torch]):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-6, err_msg=name)
+
+
+def test_run_on_the_graph_keeps_torchs_checks(monkeypatch):
+    """Freed values and values modified in place since they were saved are refused, by
+    torch's messages, on the schedule that runs on the graph."""
+    _no_tape(monkeypatch)
+    with executor.schedule("first-sight"):
+        x = ft.tensor(np.linspace(-1, 1, 4), requires_grad=True)
+        y = x.tanh().sin()
+        y.sum().backward()
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            y.sum().backward()
+        t = x.tanh()
+        z = t.exp()
+        with ft.no_grad():
+            z.mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            z.sum().backward()
+
+
+def test_graphs_beyond_one_step_ops_still_build_the_tape(monkeypatch):
+    """A two-step op (mean), a hook or a retained gradient: the tape's schedule."""
+    from functrans.facade import engine
+    built = []
+    real = engine.graph_tape
+
+    def counting(*args, **kwargs):
+        built.append(1)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(engine, "graph_tape", counting)
+    with executor.schedule("first-sight"):
+        x = ft.tensor(np.linspace(-1, 1, 4), requires_grad=True)
+        x.tanh().mean().backward()
+        y = x.sin()
+        y.register_hook(lambda g: g * 2)
+        y.sum().backward()
+        z = x.exp()
+        z.retain_grad()
+        z.sum().backward()
+    assert len(built) == 3
+    np.testing.assert_allclose(z.grad.numpy(), np.ones(4))
+
+
+def test_saved_values_leave_the_collectors_generations():
+    """A node's saved values are a tuple of arrays, which the cyclic collector stops
+    tracking at its first pass: a recorded graph promotes fewer objects to the oldest
+    generation, whose full collections come as often as promotions fill it (5.0 tracked
+    objects per op with a list of saved values)."""
+    a = ft.tensor(np.full(8, 0.5, np.float32))
+    b = ft.tensor(np.full(8, 1e-3, np.float32))
+    ops = chains(1, 400, seed=32)[0]
+    _facade_chain(ops, a, b)
+    gc.collect()
+    before = len(gc.get_objects())
+    y = _facade_chain(ops, a, b)
+    gc.collect()
+    per_op = (len(gc.get_objects()) - before) / len(ops)
+    assert per_op < 4.5, per_op
+    y.sum().backward()                  # (the values are still read)
+
+
+
+def test_a_first_backwards_mark_is_charged_without_walking_its_structure(monkeypatch):
+    """The "backward seen" mark of a new structure is charged what approx_bytes gives its
+    key, counted from the structure's length: walking its thousands of ints one by one
+    (set(map(type, ...))) was a third of a microsecond per node of a first backward."""
+    from functrans.backends import memory
+    from functrans.facade import engine
+    walked = []
+    checking = False
+    real = memory.approx_bytes
+
+    def watching(obj, depth=0):
+        if type(obj) is tuple and len(obj) > 1000 and not checking:
+            walked.append(len(obj))
+        return real(obj, depth)
+    monkeypatch.setattr(memory, "approx_bytes", watching)
+    a = ft.tensor(np.full(8, 0.5, np.float32))
+    b = ft.tensor(np.full(8, 1e-3, np.float32))
+    x = ft.tensor(np.linspace(-1, 1, 8, dtype=np.float32), requires_grad=True)
+    y = x
+    for k in chains(1, 600, seed=33)[0]:
+        y = (ft.sin, ft.tanh, lambda v: v * a, lambda v: v + b)[k](y)
+    key = None
+    real_put = memory.DERIVED.put
+
+    def put(k, value, nbytes=None, on_evict=None):
+        nonlocal key, checking
+        if k[0] == "backward seen":
+            key = k
+            checking = True             # (the walk it replaces, for the expected charge)
+            assert nbytes == real(k)
+            checking = False
+        return real_put(k, value, nbytes, on_evict)
+    monkeypatch.setattr(memory.DERIVED, "put", put)
+    y.sum().backward()
+    assert key is not None and len(key[1][1]) > 1000 and not walked
+    assert x.grad is not None and engine.CACHE_STATS["misses"] >= 0

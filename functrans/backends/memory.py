@@ -167,13 +167,14 @@ class DerivedCache:
                     cb()
         return value
 
-    def first_sight(self, key) -> bool:
-        """True the first time key is seen (it is then marked, charged the key's bytes):
-        the policy of running a structure's first reverse pass by cached per-equation
-        programs and deriving its whole program when it repeats."""
+    def first_sight(self, key, charge=None) -> bool:
+        """True the first time key is seen (it is then marked, charged the key's bytes:
+        charge(key) when the caller can count them without approx_bytes' walk): the policy
+        of running a structure's first reverse pass by cached per-equation programs and
+        deriving its whole program when it repeats."""
         if self.get(key) is not None:
             return False
-        self.put(key, True)
+        self.put(key, True, None if charge is None else charge(key))
         return True
 
     def discard(self, key):

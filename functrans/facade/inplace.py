@@ -13,7 +13,7 @@ from ..numpy import raw as fnp
 from ..core import Tracer
 from . import creation
 from . import dtypes as D
-from .node import without_slot
+from .node import with_value, without_slot
 from .record import INFERENCE, SAVED_HOOKS, VIEW_HISTORY, WRITE_WATCH, vc_of
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
                      _mark_views, apply_fn, binary, traced_hooks, wrap)
@@ -124,7 +124,7 @@ def inplace(self, name, compute):
         if vals:
             for s, v in enumerate(vals):
                 if v is not None and s < node.info.n_in and v is data:
-                    vals[s] = data.copy()
+                    node.vals = with_value(node.vals, s, data.copy())
                     node.vers = without_slot(node.vers, s)
     out = res._data
     if out.shape != data.shape:
@@ -150,7 +150,7 @@ def _protect_saved(node, data):
         for s, v in enumerate(vals):
             if v is not None and s < node.info.n_in and isinstance(v, np.ndarray) and \
                     np.may_share_memory(v, data):
-                vals[s] = v.copy()
+                node.vals = with_value(node.vals, s, v.copy())
                 node.vers = without_slot(node.vers, s)
 
 
@@ -170,7 +170,7 @@ def _hold_output_in(t, res):
     s = node.info.out_slots[res._out_nr]
     if node.vals and node.vals[s] is not None:
         vc = vc_of(t)
-        node.vals[s] = t._data
+        node.vals = with_value(node.vals, s, t._data)
         node.vers = without_slot(node.vers, s) + (s, vc, vc.v)
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..executor import reverse_pass
+from ..executor import eqn_program, reverse_pass
+from ..runtime import run as run_program
 from .anomaly import has_nan, nan_error, warn_error_in
-from .lower import target_aval
+from .lower import _key_aval, _pos, _tape_eqns, target_aval
 from .record import ANOMALY, Packed, saved_value, unpack_saved
 from .ops import apply_prim, run_recorded
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
@@ -80,6 +81,135 @@ def run_first_sight(tape, nodes, hooked, fns, root_cts, create_graph, check_nan=
     if not create_graph:
         res = [_fresh(r) for r in res]
     return res
+
+
+_ONE = (True,)
+
+
+def run_direct(nodes, targets, root_keys, root_cts):
+    """The first-sight schedule on the recorded graph itself, when every node between the
+    targets and the roots is one primitive with one output (OpInfo.one_step: elementwise
+    ops, sums, ...) and the targets and roots are leaves or such nodes: the nodes in
+    reverse creation order, each by its equation's cached program (executor.eqn_program,
+    as reverse_pass runs a tape), reading the values the node saved (freed and version
+    checks at each read, unpack hooks per read, as torch's SavedVariable). No tape is
+    built: a graph that never repeats pays one walk forward (which nodes replay) and one
+    backward. Without hooks, retained gradients, Functions, early delivery, anomaly mode or
+    create_graph (the caller's conditions). Returns (the targets' gradients, fresh arrays;
+    the positions of the nodes it ran), or None where the graph is not of that kind (the
+    tape's schedule then runs it)."""
+    n_nodes = len(nodes)
+    live_out = bytearray(n_nodes)   # position -> a target is at or below its output
+    for k in targets:
+        n = nodes[k[0]]
+        if n.info is not None and _one_step(n.info) is None:
+            return None
+        live_out[k[0]] = 1
+    for p, _ in root_keys:
+        n = nodes[p]
+        if n.info is not None and _one_step(n.info) is None:
+            return None
+    replayed = []
+    for p, n in enumerate(nodes):
+        info = n.info
+        if info is None:
+            continue
+        for e in n.edges:
+            if e is not None:
+                prod = e[0]
+                q = prod.pos
+                if nodes[q] is not prod:
+                    _pos(nodes, prod)           # raises: not in this walk
+                if live_out[q]:
+                    if info.one_step is None and _one_step(info) is None:
+                        return None
+                    live_out[p] = 1
+                    replayed.append(p)
+                    break
+    ct = {}
+    for (p, _), c in zip(root_keys, root_cts):
+        ct[p] = ct[p] + c if p in ct else c
+    target_pos = {k[0] for k in targets}
+    memo = {}
+    with np.errstate(all="ignore"):
+        for p in reversed(replayed):
+            g = ct.get(p) if p in target_pos else ct.pop(p, None)
+            if g is None:
+                continue
+            n = nodes[p]
+            info = n.info
+            edges = n.edges
+            if len(edges) == 1:
+                lv = _ONE
+            elif len(edges) == 2:       # (no comprehension: a call of its own per node)
+                a, b = edges
+                lv = (a is not None and live_out[a[0].pos] == 1,
+                      b is not None and live_out[b[0].pos] == 1)
+            else:
+                lv = tuple([e is not None and live_out[e[0].pos] == 1 for e in edges])
+            hit = memo.get((info, lv))
+            if hit is None:
+                prim, params, _, sig = info.one_step
+                hit = memo[info, lv] = eqn_program(prim, params, None, lv, _ONE, sig)
+            prog, reads, nonzero, live_pos, flows, small, one = hit
+            if not reads:
+                outs = small(np, g) if small is not None else run_program(prog, g)
+            elif small is not None and len(reads) == 1:
+                r = reads[0]
+                nv, vs = n.vals, n.vers     # (_saved, inline for a value that passes)
+                if nv is None or vs and (len(vs) > 3 or vs[1].v != vs[2]) or \
+                        r not in info.held_set or type(nv[r]) is Packed:
+                    v = _saved(n, info, r)
+                else:
+                    v = nv[r]
+                outs = small(np, v, g)
+            else:
+                args = [_saved(n, info, r) for r in reads]
+                args.append(g)
+                outs = small(np, *args) if small is not None else run_program(prog, *args)
+            if one >= 0:
+                q = edges[one][0].pos
+                gi = outs[0]
+                ct[q] = ct[q] + gi if q in ct else gi
+                continue
+            it = iter(zip(outs, flows))
+            for k, nz in zip(live_pos, nonzero):
+                if nz:
+                    gi, flow = next(it)
+                    if flow:
+                        q = edges[k][0].pos
+                        ct[q] = ct[q] + gi if q in ct else gi
+    res = []
+    for k in targets:
+        c = ct.get(k[0])
+        res.append(_fresh(c) if c is not None else
+                   np.zeros(_key_aval(nodes, k).shape, _key_aval(nodes, k).dtype))
+    return res, replayed
+
+
+def _one_step(info):
+    """info.one_step (lower._tape_eqns, made on first use)."""
+    if info.tape_eqns is None:
+        _tape_eqns(info)
+    return info.one_step
+
+
+def _saved(n, info, s):
+    """Node n's saved value at its slot s, as run_direct reads it: refused once freed,
+    checked against its version counter, unpacked when a hook packed it."""
+    if s not in info.held_set:
+        raise InternalEngineError(f"the backward of {info.name} reads its slot {s} "
+                                  f"({describe_value(info.slot_avals[s])}), which it did "
+                                  "not save")
+    nv = n.vals
+    if nv is None:
+        raise RuntimeError(FREED_MSG + f" (the values saved by {info.name} were freed by an "
+                           "earlier backward)")
+    vs = n.vers             # (a node holding one tensor: its counter checked inline)
+    if vs and (len(vs) > 3 or vs[1].v != vs[2]):
+        _check_version(n, s)
+    v = nv[s]
+    return unpack_saved(v) if type(v) is Packed else v
 
 
 class _anomaly_report:  # noqa: N801
@@ -148,13 +278,15 @@ class _Values:
                     _check_version(n, ls)
                 x = n.x
                 own = x is not None and x.own_packs
-                if v is None or own:        # (values with hooks of their own: read per use)
-                    v = nv[ls]
-                    if type(v) is Packed:
-                        v = unpack_saved(v)
+                raw = nv[ls]
+                packed = type(raw) is Packed
+                # a packed value is unpacked at every read, by each node that saved it (as
+                # torch's SavedVariable); so are the values of a node with hooks of its own
+                if v is None or own or packed:
+                    v = unpack_saved(raw) if packed else raw
                     if cg:
                         v = _connect(n, ls, v)
-                    if not own:
+                    if not (own or packed):
                         vals[s] = v
             if v is None:
                 if ls < info.n_in:

@@ -143,7 +143,9 @@ class Node:
     def __init__(self, info, edges, vals, vers, src):
         self.info = info
         self.edges = edges       # per input: (producer node, output index) or None
-        self.vals = vals         # per slot: the held value, or None; None once freed
+        self.vals = vals         # per slot: the held value, or None; None once freed (a
+        #                          tuple: the collector stops tracking one holding only
+        #                          arrays; with_value replaces a value)
         self.vers = vers         # (slot, version counter, version, slot, ...) of held
         #                          tensors, flat (held_versions): one object per node
         self.seq = next(_seq)
@@ -344,6 +346,11 @@ def edge_of(t):
     if acc is None:
         acc = t._accum = AccumulateGrad(t)
     return acc.edge
+
+
+def with_value(vals, s, v):
+    """A node's `vals` with slot s holding v."""
+    return vals[:s] + (v,) + vals[s + 1:]
 
 
 def held_versions(vers):

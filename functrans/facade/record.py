@@ -33,7 +33,7 @@ from . import grad_mode
 from .lower import analyze
 from .plumbing import FREED_MSG
 from .node import (_INTERNAL_CODES, SAVED_ACCESS, OpInfo, Step, _seq, call_site, edge_of,
-                   held_counter, node_class, user_frame, without_slot)
+                   held_counter, node_class, user_frame, with_value, without_slot)
 from .tensor_info import TensorInfo   # (the base of Tensor, which sits above this module)
 
 GS = grad_mode.STATE
@@ -266,7 +266,7 @@ class SavedTensor:
                             "unpack_hook(packed)")
         t = saved_tensor(node, s)
         v = node.vals[s]
-        node.vals[s] = pack_with(pack_hook, unpack_hook, v, t)
+        node.vals = with_value(node.vals, s, pack_with(pack_hook, unpack_hook, v, t))
         # the hooks own a packed value: its version is no longer checked (torch's rule)
         node.vers = without_slot(node.vers, s)
         node.own_packs = True
@@ -411,6 +411,10 @@ def make_node(info, inputs, vals, outs):
                 kept[s] = pack_saved(v, t if isinstance(t, TensorInfo) else None)
                 # the hooks own a packed value: its version is not checked (torch's rule)
                 vers = without_slot(vers, s)
+        # a tuple: once it holds only arrays the cyclic collector stops tracking it, so the
+        # recorded graph promotes fewer objects to its oldest generation, whose full
+        # collections (~0.1 s each on a large heap) come as often as the promotions fill it
+        kept = tuple(kept)
     else:
         kept = ()               # nothing saved (shared: one object fewer per node)
         vers = ()

@@ -16,7 +16,7 @@ import numpy as np
 from ..executor import eqn_program, reverse_pass
 from ..runtime import run as run_program
 from .anomaly import has_nan, nan_error, warn_error_in
-from .lower import _key_aval, _pos, _tape_eqns, target_aval
+from .lower import _key_aval, _tape_eqns, replayed_nodes, target_aval
 from .record import ANOMALY, Packed, saved_value, unpack_saved
 from .ops import apply_prim, run_recorded
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
@@ -98,38 +98,22 @@ def run_direct(nodes, targets, root_keys, root_cts):
     create_graph (the caller's conditions). Returns (the targets' gradients, fresh arrays;
     the positions of the nodes it ran), or None where the graph is not of that kind (the
     tape's schedule then runs it)."""
-    n_nodes = len(nodes)
-    live_out = bytearray(n_nodes)   # position -> a target is at or below its output
-    for k in targets:
-        n = nodes[k[0]]
-        if n.info is not None and _one_step(n.info) is None:
-            return None
-        live_out[k[0]] = 1
-    for p, _ in root_keys:
+    for p, _ in (*targets, *root_keys):
         n = nodes[p]
         if n.info is not None and _one_step(n.info) is None:
             return None
-    replayed = []
-    for p, n in enumerate(nodes):
-        info = n.info
-        if info is None:
-            continue
-        for e in n.edges:
-            if e is not None:
-                prod = e[0]
-                q = prod.pos
-                if nodes[q] is not prod:
-                    _pos(nodes, prod)           # raises: not in this walk
-                if live_out[q]:
-                    if info.one_step is None and _one_step(info) is None:
-                        return None
-                    live_out[p] = 1
-                    replayed.append(p)
-                    break
+    target_pos = {k[0] for k in targets}
+    live_out = replayed_nodes(nodes, set(targets), target_pos)
+    replayed = [p for p, r in enumerate(live_out) if r]
+    for p in replayed:
+        info = nodes[p].info
+        if info.one_step is None and _one_step(info) is None:
+            return None
+    for p in target_pos:            # position -> a target is at or below its output
+        live_out[p] = True
     ct = {}
     for (p, _), c in zip(root_keys, root_cts):
         ct[p] = ct[p] + c if p in ct else c
-    target_pos = {k[0] for k in targets}
     memo = {}
     with np.errstate(all="ignore"):
         for p in reversed(replayed):
@@ -143,10 +127,10 @@ def run_direct(nodes, targets, root_keys, root_cts):
                 lv = _ONE
             elif len(edges) == 2:       # (no comprehension: a call of its own per node)
                 a, b = edges
-                lv = (a is not None and live_out[a[0].pos] == 1,
-                      b is not None and live_out[b[0].pos] == 1)
+                lv = (a is not None and live_out[a[0].pos],
+                      b is not None and live_out[b[0].pos])
             else:
-                lv = tuple([e is not None and live_out[e[0].pos] == 1 for e in edges])
+                lv = tuple([e is not None and live_out[e[0].pos] for e in edges])
             hit = memo.get((info, lv))
             if hit is None:
                 prim, params, _, sig = info.one_step
@@ -201,6 +185,13 @@ def _saved(n, info, s):
         raise InternalEngineError(f"the backward of {info.name} reads its slot {s} "
                                   f"({describe_value(info.slot_avals[s])}), which it did "
                                   "not save")
+    v = _held(n, info, s)
+    return unpack_saved(v) if type(v) is Packed else v
+
+
+def _held(n, info, s):
+    """The value node n saved at its slot s, as saved (maybe packed): refused once freed
+    (torch's message), checked against its version counter."""
     nv = n.vals
     if nv is None:
         raise RuntimeError(FREED_MSG + f" (the values saved by {info.name} were freed by an "
@@ -208,8 +199,7 @@ def _saved(n, info, s):
     vs = n.vers             # (a node holding one tensor: its counter checked inline)
     if vs and (len(vs) > 3 or vs[1].v != vs[2]):
         _check_version(n, s)
-    v = nv[s]
-    return unpack_saved(v) if type(v) is Packed else v
+    return nv[s]
 
 
 class _anomaly_report:  # noqa: N801
@@ -269,16 +259,9 @@ class _Values:
             info = n.info
             v = vals[s]
             if ls in info.held_set:
-                nv = n.vals
-                if nv is None:
-                    raise RuntimeError(FREED_MSG + f" (the values saved by {info.name} were "
-                                       "freed by an earlier backward)")
-                vs = n.vers         # (a node holding one tensor: its counter checked inline)
-                if vs and (len(vs) > 3 or vs[1].v != vs[2]):
-                    _check_version(n, ls)
+                raw = _held(n, info, ls)
                 x = n.x
                 own = x is not None and x.own_packs
-                raw = nv[ls]
                 packed = type(raw) is Packed
                 # a packed value is unpacked at every read, by each node that saved it (as
                 # torch's SavedVariable); so are the values of a node with hooks of its own

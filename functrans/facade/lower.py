@@ -59,19 +59,7 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
     each equation's values from its own node) those are left out (None)."""
     target_set = set(targets)
     target_pos = {q for q, _ in targets}
-    replay = [False] * len(nodes)
-    for p, n in enumerate(nodes):
-        if n.info is None:
-            continue
-        for e in n.edges:
-            if e is not None:
-                prod = e[0]
-                q = prod.pos
-                if nodes[q] is not prod:
-                    _pos(nodes, prod)           # raises: not in this walk
-                if replay[q] or q in target_pos and _edge_key(prod, q, e[1]) in target_set:
-                    replay[p] = True
-                    break
+    replay = replayed_nodes(nodes, target_set, target_pos)
     hook_slot = {pj: i for i, pj in enumerate(hooked)}
     fslot = {p: i for i, p in enumerate(fns)}
     retained_set = set(retained)
@@ -316,6 +304,27 @@ def _pos(nodes, n):
     if not 0 <= p < len(nodes) or nodes[p] is not n:
         raise InternalEngineError(f"node {type(n).__name__} is not in the walked graph")
     return p
+
+
+def replayed_nodes(nodes, target_set, target_pos):
+    """Per position of the walked nodes, whether a backward runs the node: one of its
+    inputs is a target's value (a key of target_set; target_pos: their positions) or the
+    output of a node it runs (creation order; an edge from a node outside the walk
+    raises)."""
+    replay = [False] * len(nodes)
+    for p, n in enumerate(nodes):
+        if n.info is None:
+            continue
+        for e in n.edges:
+            if e is not None:
+                prod = e[0]
+                q = prod.pos
+                if nodes[q] is not prod:
+                    _pos(nodes, prod)           # raises: not in this walk
+                if replay[q] or q in target_pos and _edge_key(prod, q, e[1]) in target_set:
+                    replay[p] = True
+                    break
+    return replay
 
 
 def _edge_key(prod, q, j):

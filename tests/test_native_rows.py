@@ -211,6 +211,21 @@ def test_row_buffers_bounded(native_backend):
     assert "row buffer" not in low.native["source"]
 
 
+def test_the_cpp_does_not_follow_set_order(native_backend):
+    """A row group's text is the same however its values hash (by address, so from process
+    to process): the native cache is keyed by the text, and a program whose inputs were
+    loaded in set order was compiled again in every new process."""
+    args = [rand((8, 40), np.float32, seed=i) for i in range(6)]
+
+    def f(a, b, c, d, e, g):
+        s = (a + b) * c - d * e + g
+        return fnp.sum(s * s, axis=-1), fnp.max(a * g - c, axis=-1)
+
+    lows = [_jit_under("native", lambda *xs: f(*xs), *args)[1] for _ in range(8)]
+    sources = {low.native["source"] for low in lows}
+    assert len(sources) == 1 and all("rows of" in str(low) for low in lows)
+
+
 def test_a_total_sum_is_split_into_the_row_group(native_backend):
     """sum(softmax(x) * w): the sum over every axis becomes per-row sums inside the row group
     then a sum of the rows, so the product is never written out (the only full-shape output

@@ -540,9 +540,10 @@ def row_body(jaxpr, loops=RowLoops(), local_type=compute_type) -> RowBody:
         if v.aval.shape == full and loops.widen_bools and dt == np.bool_ \
                 and 4 * cols <= loops.row_cache_bytes:      # (on the stack)
             widened.append((fresh("wb"), f"in{i}"))
-            define_elem(v, ct, f"{widened[-1][0]}[i - base]", [], -1)
-        elif v.aval.shape == full:
-            define_elem(v, ct, _load(f"in{i}", "i", dt), [], -1)
+            define_elem(v, ct, f"{widened[-1][0]}[i - base]", [], i - len(jaxpr.invars))
+        elif v.aval.shape == full:      # (inputs ordered before the equations, by position:
+            # the text, and so the native cache's key, must not follow set order)
+            define_elem(v, ct, _load(f"in{i}", "i", dt), [], i - len(jaxpr.invars))
         elif v.aval.shape == ():
             name[v] = fresh("s")
             hoisted.append(f"const {ct} {name[v]} = {_load(f'in{i}', '0', dt)};")

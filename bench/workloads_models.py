@@ -49,7 +49,7 @@ COMPILE_CAP_S = 300          # torch.compile's first step (inductor builds C++) 
 # the slower candidates too; torch is timed in its steady state)
 MODEL_SETTINGS = {"warmup": 3, "warmup_s": 0.0, "budget_s": 20.0,
                   "steady_calls": runtime.NATIVE_RUNS + 1
-                  + cpu_auto.calls_to_choose(CPU_CONFIG.native_trials)}
+                  + cpu_auto.calls_to_choose(CPU_CONFIG.native_trials_most)}
 
 
 class CompileTimeout(Exception):

@@ -401,7 +401,7 @@ def test_steady_calls_raise_the_warmup_except_in_quick_runs():
     # the model steps are timed once the facade's backward program runs natively and
     # cpu_backend="auto" has chosen its code (the trial calls run the slower candidates)
     assert harness.Settings().capped(workloads_models.MODEL_SETTINGS).warmup > \
-        runtime.NATIVE_RUNS + cpu_auto.calls_to_choose(cpu.CONFIG.native_trials)
+        runtime.NATIVE_RUNS + cpu_auto.calls_to_choose(cpu.CONFIG.native_trials_most)
 
 
 # ---------------------------------------------------------------------------

@@ -51,7 +51,10 @@ class CpuConfig:
                                                 # compile saves little there); larger ones
                                                 # run native whatever their ops
         self.native_trials = 3              # "auto": timed calls of each executable before
-                                            # the faster is kept (MeasuredChoice)
+                                            # the fastest is kept (MeasuredChoice) ...
+        self.native_trials_most = 12        # ... or up to these while none is clearly
+        self.native_margin = 0.25           # fastest: its fastest call this much faster
+                                            # than every other's
         self.clock = None                   # ... and the clock that times them (None:
                                             # cpu_auto.trial_clock's, CPU or wall time)
         try:
@@ -843,6 +846,7 @@ def lower(closed: ClosedJaxpr, donated=(), name="jitted", alias_outputs=False, n
 
         def build():
             return MeasuredChoice(candidates, CONFIG.native_trials, trial_clock(
-                closed.jaxpr, CONFIG.threads, CONFIG.clock))
+                closed.jaxpr, CONFIG.threads, CONFIG.clock), CONFIG.native_trials_most,
+                CONFIG.native_margin)
     return Lowered(lw.fusedj, lw.source, build, "cpu", name, plan=lw.plan, info=info,
                    native=native_info)

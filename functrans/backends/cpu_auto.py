@@ -88,11 +88,11 @@ def trial_clock(jaxpr, cores, clock=None):
 CANDIDATES = 3      # at most: the native program, its NumPy twin, native on one thread
 
 
-def calls_to_choose(trials) -> int:
+def calls_to_choose(most) -> int:
     """The most calls a MeasuredChoice runs before it keeps one candidate: each
-    candidate's untimed first call and its `trials` timed ones. A benchmark that times
-    the steady state warms a program up past these (bench/workloads_models.py)."""
-    return CANDIDATES * (1 + trials)
+    candidate's untimed first call and at `most` timed ones. A benchmark that times the
+    steady state warms a program up past these (bench/workloads_models.py)."""
+    return CANDIDATES * (1 + most)
 
 
 class MeasuredChoice:
@@ -104,17 +104,22 @@ class MeasuredChoice:
     cores that other processes keep busy, a parallel region waits for a thread the
     scheduler has not run yet). Calls go round the candidates; the first call of each is not
     timed (buffers allocated, pages touched), the next `trials` of each are, and the one
-    with the fastest call is kept (the first named on a tie); the others are dropped (their
-    buffers go back to the byte budget). Native code thus stays only where it makes the
+    with the fastest call is kept (the first named on a tie) once it is clearly fastest,
+    its fastest call at least `margin` faster than every other's; else the calls go on
+    round the candidates, up to `most` timed calls of each, and the fastest is kept then.
+    The others are dropped (their buffers go back to the byte budget). On a loaded machine
+    one call of a 0.3 ms program varies by a third: an LSTM step's gate program, native
+    20% faster, was kept as NumPy code in one run of three after 3 calls of each. Native code thus stays only where it makes the
     program faster on this machine, with this BLAS and this load. Until the choice,
     successive calls may differ in their last bits (the candidates compute the same
     operations, the native math within its ulp bounds). `choice`: None while timing, then
     the name kept; `times`: the timed seconds of each."""
 
-    def __init__(self, candidates, trials, clock):
+    def __init__(self, candidates, trials, clock, most=None, margin=0.0):
         self._names = [name for name, _ in candidates]
         self._builds = dict(candidates)
         self._trials, self._clock = trials, clock
+        self._most, self._margin = max(trials, most or trials), margin
         self.times: dict = {name: [] for name in self._names}
         self.choice = None
         self._chosen = None
@@ -146,9 +151,15 @@ class MeasuredChoice:
             with self._lock:
                 if self._chosen is None:
                     self.times[which].append(dt)
-                    if min(map(len, self.times.values())) >= self._trials:
+                    n = min(map(len, self.times.values()))
+                    if n >= self._most or n >= self._trials and self._clear():
                         self._choose()
         return out
+
+    def _clear(self):
+        """Whether one candidate's fastest call beats every other's by the margin."""
+        best = sorted(min(t) for t in self.times.values())
+        return len(best) < 2 or best[0] * (1 + self._margin) <= best[1]
 
     def _choose(self):
         self.choice = min(self._names, key=lambda n: (min(self.times[n]), self._names.index(n)))

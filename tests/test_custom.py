@@ -58,6 +58,34 @@ def test_custom_jvp_rule_differs_from_function():
     np.testing.assert_allclose(ft.vmap(ft.grad(f))(xs), 2 * np.cos(xs), rtol=1e-6)
 
 
+def test_reverse_mode_computes_a_custom_jvp_function_once():
+    """value_and_grad and vjp take the outputs from the rule's own forward (as JAX's
+    linearize does): the function and what reads its output run once, not once for the
+    value and again for the residuals; the values are unchanged."""
+    @ft.custom_jvp
+    def f(x):
+        return fnp.sin(x) * 2
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return fnp.sin(x) * 2, 2 * fnp.cos(x) * t
+
+    def loss(x):
+        return fnp.sum(fnp.exp(f(x)))
+
+    x = np.linspace(-1, 1, 5)
+    eqns = ft.make_jaxpr(ft.value_and_grad(loss))(x).jaxpr.eqns
+    names = [e.primitive.name for e in eqns]
+    assert names.count("sin") == 1 and names.count("exp") == 1, names
+    assert "custom_jvp_call" not in names
+    v, g = ft.value_and_grad(loss)(x)
+    np.testing.assert_allclose(v, np.sum(np.exp(2 * np.sin(x))), rtol=1e-14)
+    np.testing.assert_allclose(g, 2 * np.cos(x) * np.exp(2 * np.sin(x)), rtol=1e-14)
+    out, pull = ft.vjp(lambda x: fnp.exp(f(x)), x)
+    np.testing.assert_allclose(pull(np.ones_like(x))[0], g, rtol=1e-14)
+
+
 def test_custom_jvp_nondiff_argnums():
     scale = ft.custom_jvp(lambda n, x: x * n, nondiff_argnums=(0,))
 

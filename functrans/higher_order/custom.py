@@ -121,7 +121,12 @@ def _cjvp_batch(vals, dims, call_jaxpr, jvp_fn, num_consts):
 custom_jvp_call_p = defprim(
     "custom_jvp_call", _cjvp_impl,
     lambda *avals, call_jaxpr, jvp_fn, num_consts: list(call_jaxpr.out_avals),
-    jvp=_cjvp_jvp, batch=_cjvp_batch, multiple_results=True)
+    jvp=_cjvp_jvp, batch=_cjvp_batch, multiple_results=True,
+    # reverse mode runs the rule's known part as the forward (reverse.residual_form): the
+    # outputs, then the residuals; run as the function instead, its outputs were computed
+    # twice (the function, then the rule again for the residuals), and so was all that
+    # reads them (the derived residual program cannot tell the two equal)
+    known_outputs_first=True)
 
 
 class custom_jvp:  # noqa: N801  (JAX's name)

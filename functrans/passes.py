@@ -98,13 +98,15 @@ def dce(closed: ClosedJaxpr) -> ClosedJaxpr:
 # ---------------------------------------------------------------------------
 # inlining of call primitives (jit of jit)
 
-# primitives whose `jaxpr` param (a ClosedJaxpr) may be inlined into the caller;
-# functrans/higher_order/jit.py registers `jit` here.
-INLINABLE: set = set()
+# call primitives the lowering inlines into the caller: primitive -> the name of its
+# ClosedJaxpr param (higher_order/jit.py registers `jit`; higher_order/custom.py
+# `custom_jvp_call`, whose rule no transformation asks for once a program is lowered)
+INLINABLE: dict = {}
 
 
 def inline_calls(closed: ClosedJaxpr) -> ClosedJaxpr:
-    """Replace call equations (a nested `jit`) by the equations of their jaxprs."""
+    """Replace call equations (a nested `jit`, a custom_jvp function) by the equations of
+    their jaxprs (so that their operations fuse with the caller's)."""
     if not any(e.primitive in INLINABLE for e in closed.jaxpr.eqns):
         return closed
     constvars = list(closed.jaxpr.constvars)
@@ -124,7 +126,7 @@ def inline_calls(closed: ClosedJaxpr) -> ClosedJaxpr:
         for e in jaxpr.eqns:
             ins = [_read(env, a) for a in e.invars]
             if e.primitive in INLINABLE:
-                inner = e.params["jaxpr"]
+                inner = e.params[INLINABLE[e.primitive]]
                 outs = emit(inner.jaxpr, inner.consts, ins)
                 for v, o in zip(e.outvars, outs, strict=True):
                     env[v] = o
@@ -139,7 +141,7 @@ def inline_calls(closed: ClosedJaxpr) -> ClosedJaxpr:
     for e in closed.jaxpr.eqns:
         ins = [_read(top_env, a) for a in e.invars]
         if e.primitive in INLINABLE:
-            inner = e.params["jaxpr"]
+            inner = e.params[INLINABLE[e.primitive]]
             for v, o in zip(e.outvars, emit(inner.jaxpr, inner.consts, ins), strict=True):
                 top_env[v] = o
         else:

@@ -272,3 +272,26 @@ def test_the_policies_combine_and_a_bad_policy_is_refused():
     assert "named 'h'" not in got and "output of cos" in got
     with pytest.raises(TypeError, match="policy must be a callable"):
         ft.checkpoint(_named_mlp, policy="dots")
+
+
+def test_facade_backward_through_a_custom_jvp_op_and_layer_norm():
+    """x.abs() (a custom_jvp function: torch's derivative) feeding a LayerNorm: the
+    facade's backward raised InternalEngineError (its derived program read a leaf no node
+    saved) before custom_jvp's rule was recorded as the forward; gradients as PyTorch's,
+    three steps."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 8))
+    w1, b1 = rng.standard_normal((16, 8)), rng.standard_normal(16)
+    g, beta = rng.standard_normal(16), rng.standard_normal(16)
+
+    def run(L, F):
+        params = [L.tensor(a, requires_grad=True) for a in (w1, b1, g, beta)]
+        for _ in range(3):
+            h = F.layer_norm(F.linear(L.tensor(x), params[0], params[1]).abs(), (16,),
+                             params[2], params[3])
+            (h * h).sum().backward()
+        return [p.grad.detach().numpy() for p in params]
+    import functrans.nn.functional as ftF
+    for got, want in zip(run(ft, ftF), run(torch, torch.nn.functional), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)

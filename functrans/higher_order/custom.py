@@ -14,6 +14,7 @@ from ..ad import jvp_jaxpr, partial_eval_jaxpr, backward_pass
 from ..batching import batch_jaxpr, vmap_flat
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Tracer, UndefinedPrimal, Var, Zero,
                     canonicalize, eval_jaxpr, get_aval, _state)
+from .. import passes
 from ..passes import dce_jaxpr
 from ..tracing import flatten_fun, trace_to_jaxpr
 from ..primitives import elementwise as ew
@@ -127,6 +128,7 @@ custom_jvp_call_p = defprim(
     # twice (the function, then the rule again for the residuals), and so was all that
     # reads them (the derived residual program cannot tell the two equal)
     known_outputs_first=True)
+passes.INLINABLE[custom_jvp_call_p] = "call_jaxpr"
 
 
 class custom_jvp:  # noqa: N801  (JAX's name)

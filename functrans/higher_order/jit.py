@@ -285,7 +285,7 @@ def _jit_batch(vals, dims, *, jaxpr, name):
 jit_p = defprim("jit", _jit_impl, _jit_abstract_eval, multiple_results=True, memo=False,
                 jvp=_jit_jvp, transpose=_jit_transpose, batch=_jit_batch,
                 partial_eval=_jit_partial_eval)
-passes.INLINABLE.add(jit_p)
+passes.INLINABLE[jit_p] = "jaxpr"
 
 
 # ---------------------------------------------------------------------------

@@ -3,7 +3,9 @@ semantics, worked by hand), the engine's end-of-backward callbacks, the errors b
 init_process_group, and the launcher's command line."""
 from __future__ import annotations
 
+import os
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -139,3 +141,34 @@ def test_launcher_command_binds_local_jobs_to_loopback():
     assert cmd[1:3] == ["-hosts", "a,b"] and "UCX_TLS" not in env
     with pytest.raises(SystemExit):
         run.main(["-n", "0", "x.py"])
+
+
+@pytest.mark.skipif(not os.path.isdir(run.SHM), reason="no /dev/shm")
+def test_a_failed_jobs_segment_still_mapped_for_a_moment_is_removed(monkeypatch):
+    """The launcher removes a failed job's abandoned MPICH segment even when a rank being
+    torn down still has it open as the job's exit code comes; a segment held longer than
+    the wait (another job's, in use) is left alone."""
+    import subprocess
+    name = f"mpich_shm_fttest{os.getpid()}"
+    path = os.path.join(run.SHM, name)
+    hold = "import sys, time; f = open(sys.argv[1]); time.sleep(float(sys.argv[2]))"
+    try:
+        with open(path, "wb") as f:
+            f.write(b"\0" * 64)
+        briefly = subprocess.Popen([sys.executable, "-c", hold, path, "0.5"])
+        time.sleep(0.2)                          # (open by now)
+        assert path in run._in_use({path})
+        run._remove_abandoned_segments({name})
+        briefly.wait()
+        assert not os.path.exists(path)
+        with open(path, "wb") as f:
+            f.write(b"\0" * 64)
+        held = subprocess.Popen([sys.executable, "-c", hold, path, "5"])
+        time.sleep(0.2)
+        run._remove_abandoned_segments({name}, wait_s=0.3)
+        assert os.path.exists(path)             # in use past the wait: not touched
+        held.kill()
+        held.wait()
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)

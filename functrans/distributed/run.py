@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 
 LOOPBACK_ENV = {"UCX_TLS": "self,sm", "UCX_NET_DEVICES": "lo",
@@ -127,19 +128,28 @@ def _shm_segments():
         return set()
 
 
-def _remove_abandoned_segments(new):
+SEGMENT_WAIT_S = 2.0     # how long a failed job's segments may stay mapped by its ranks
+
+
+def _remove_abandoned_segments(new, wait_s=SEGMENT_WAIT_S):
     """After a failed local job: the segments that appeared while it ran, that this user
     owns and that no live process has mapped or open, are removed (a rank killed before
-    MPICH unlinks its segment leaves 2 MB in /dev/shm for every failed job). Another job's
-    segment in use is never touched."""
-    paths = {os.path.join(SHM, f) for f in new}
-    paths = {p for p in paths if _owned(p)}
-    if paths:
+    MPICH unlinks its segment leaves 2 MB in /dev/shm for every failed job). A segment
+    still mapped is looked at again for up to wait_s: the process manager's teardown of
+    the other ranks may still be under way when the job's exit code comes (on a loaded
+    machine one stayed behind). Another job's segment in use is never touched."""
+    paths = {p for p in (os.path.join(SHM, f) for f in new) if _owned(p)}
+    deadline = time.monotonic() + wait_s
+    while paths:
         for p in paths - _in_use(paths):
             try:
                 os.unlink(p)
             except OSError:
                 pass
+        paths = {p for p in paths if os.path.exists(p)}
+        if not paths or time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
 
 
 def _owned(path):

@@ -109,10 +109,10 @@ class MeasuredChoice:
     round the candidates, up to `most` timed calls of each, and the fastest is kept then.
     The others are dropped (their buffers go back to the byte budget). On a loaded machine
     one call of a 0.3 ms program varies by a third: an LSTM step's gate program, native
-    20% faster, was kept as NumPy code in one run of three after 3 calls of each. Native code thus stays only where it makes the
-    program faster on this machine, with this BLAS and this load. Until the choice,
-    successive calls may differ in their last bits (the candidates compute the same
-    operations, the native math within its ulp bounds). `choice`: None while timing, then
+    20% faster, was kept as NumPy code in one run of three after 3 calls of each. Native
+    code thus stays only where it makes the program faster on this machine, with this BLAS
+    and this load. Until the choice, successive calls may differ in their last bits (the
+    candidates compute the same operations, the native math within its ulp bounds). `choice`: None while timing, then
     the name kept; `times`: the timed seconds of each."""
 
     def __init__(self, candidates, trials, clock, most=None, margin=0.0):

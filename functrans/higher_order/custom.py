@@ -126,7 +126,9 @@ custom_jvp_call_p = defprim(
     # reverse mode runs the rule's known part as the forward (reverse.residual_form): the
     # outputs, then the residuals; run as the function instead, its outputs were computed
     # twice (the function, then the rule again for the residuals), and so was all that
-    # reads them (the derived residual program cannot tell the two equal)
+    # reads them (the derived residual program cannot tell the two equal). The facade
+    # records it so too (a node keeps the rule's residuals; recomputed, a backward through
+    # x.abs() and a LayerNorm raised InternalEngineError)
     known_outputs_first=True)
 passes.INLINABLE[custom_jvp_call_p] = "call_jaxpr"
 

@@ -238,3 +238,26 @@ def test_row_scatter_add_has_add_at_bits(kernels, native_backend, dtype):
         assert np.array_equal(emb.weight.grad.numpy(), want) and answered[-1] is True
     finally:
         indexing.NATIVE_ROWS.run = run
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 40, 32), (2, 7, 26, 64), (2, 4, 16, 48),
+                                   (2, 3, 9, 40), (1, 2, 33, 3)])
+@pytest.mark.parametrize("padding, dilation", [(((0, 0), (0, 0)), (1, 1)),
+                                               (((2, 1), (1, 2)), (1, 1)),
+                                               (((1, 0), (0, 1)), (2, 2))])
+def test_the_pack_of_an_nchw_view_is_an_exact_copy(kernels, shape, padding, dilation):
+    """conv.pack of a channels-apart view (an NCHW array seen as (B, H, W, C)): the 16x16
+    register transposes (AVX-512), their masked row ends (widths not a multiple of 16), the
+    channels past a multiple of 16, padding and dilation: the same floats as NumPy's copy
+    into the zero-padded, dilated buffer."""
+    b, h, w, c = shape
+    x = np.random.default_rng(0).standard_normal((b, c, h, w)).astype(np.float32)
+    view = x.transpose(0, 2, 3, 1)
+    (lh, hh), (lw, hw) = padding
+    want = np.zeros((b, lh + (h - 1) * dilation[0] + 1 + hh,
+                     lw + (w - 1) * dilation[1] + 1 + hw, c), np.float32)
+    want[:, lh:lh + (h - 1) * dilation[0] + 1:dilation[0],
+         lw:lw + (w - 1) * dilation[1] + 1:dilation[1]] = view
+    for threads in (1, 2):
+        got = native_conv.pack(view, padding, dilation, threads, native_conv.entries())
+        np.testing.assert_array_equal(got, want)

@@ -246,10 +246,10 @@ def test_row_scatter_add_has_add_at_bits(kernels, native_backend, dtype):
                                                (((2, 1), (1, 2)), (1, 1)),
                                                (((1, 0), (0, 1)), (2, 2))])
 def test_the_pack_of_an_nchw_view_is_an_exact_copy(kernels, shape, padding, dilation):
-    """conv.pack of a channels-apart view (an NCHW array seen as (B, H, W, C)): the 16x16
-    register transposes (AVX-512), their masked row ends (widths not a multiple of 16), the
-    channels past a multiple of 16, padding and dilation: the same floats as NumPy's copy
-    into the zero-padded, dilated buffer."""
+    """conv.pack of a channels-apart view (an NCHW array seen as (B, H, W, C)): the register
+    transposes (16x16 on AVX-512, 8x8 on AVX2), their masked row ends (widths not a
+    multiple of the block), the channels past a multiple of it, padding and dilation: the
+    same floats as NumPy's copy into the zero-padded, dilated buffer."""
     b, h, w, c = shape
     x = np.random.default_rng(0).standard_normal((b, c, h, w)).astype(np.float32)
     view = x.transpose(0, 2, 3, 1)

@@ -216,12 +216,14 @@ extern "C" void ft_conv2d_wgrad(void* const* p, long long, int nt) {
 // p = {dims, out}, dims = {A, H, W, D, Hp, Wp, lo_h, lo_w, ld_h, ld_w, st0, st1, st2, st3,
 // the address of src[0, 0, 0, 0]} (a strided view, which the call passes only by address)
 
+// o[j * D + k] = s[k * s3 + j] for j < n (at most VW), k < VW: VW rows of n floats
+// transposed in registers, each pixel's VW channels written as one vector (the mnist Net's
+// 64x26x26x32 pack, element by element, was a fifth of its step). AVX-512: pairs of floats,
+// then of pairs, then 128-bit lanes twice; AVX2: pairs, then shuffles, then 128-bit halves.
+// Masked loads end a row (the masked lanes are not read).
 #if defined(__AVX512F__)
-// o[j * D + k] = s[k * s3 + j] for j < n (at most 16), k < 16: sixteen rows of n floats
-// transposed in registers (pairs of floats, then of pairs, then 128-bit lanes twice), each
-// pixel's sixteen channels written as one vector: the mnist Net's 64x26x26x32 pack,
-// element by element, was a fifth of its step
-static inline void transpose16(const float* s, long long s3, float* o, long long D, int n) {
+#define FT_TRANSPOSE 1
+static inline void transpose_block(const float* s, long long s3, float* o, long long D, int n) {
   const __mmask16 m = (__mmask16)((1u << n) - 1u);
   __m512 r[16], t[16];
   for (int k = 0; k < 16; ++k) r[k] = _mm512_maskz_loadu_ps(m, s + k * s3);
@@ -246,6 +248,28 @@ static inline void transpose16(const float* s, long long s3, float* o, long long
     r[h + 8] = _mm512_shuffle_f32x4(t[h], t[h + 8], 0xdd);
   }
   for (int j = 0; j < n; ++j) _mm512_storeu_ps(o + j * D, r[j]);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+#define FT_TRANSPOSE 1
+static inline void transpose_block(const float* s, long long s3, float* o, long long D, int n) {
+  const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n),
+                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256 r[8], t[8];
+  for (int k = 0; k < 8; ++k) r[k] = _mm256_maskload_ps(s + k * s3, m);
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+    t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+  }
+  for (int k = 0; k < 8; k += 4)
+    for (int h = 0; h < 2; ++h) {
+      r[k + 2 * h] = _mm256_shuffle_ps(t[k + h], t[k + h + 2], 0x44);
+      r[k + 2 * h + 1] = _mm256_shuffle_ps(t[k + h], t[k + h + 2], 0xee);
+    }
+  for (int h = 0; h < 4; ++h) {
+    t[h] = _mm256_permute2f128_ps(r[h], r[h + 4], 0x20);
+    t[h + 4] = _mm256_permute2f128_ps(r[h], r[h + 4], 0x31);
+  }
+  for (int j = 0; j < n; ++j) _mm256_storeu_ps(o + j * D, t[j]);
 }
 #endif
 
@@ -283,17 +307,17 @@ extern "C" void ft_conv2d_pack(void* const* p, long long, int nt) {
         // pixels read along the row; the channels of one pixel are D lines a plane apart,
         // for a power-of-two plane in one cache set, which the loop over them at each
         // pixel refetched (the ResNet block's 32x32 planes: a sixth of its step)
-        long long k16 = 0;      // channels done 16 at a time in registers (AVX-512)
-#if defined(__AVX512F__)
-        if (s2 == 1 && ldw == 1) k16 = D - D % 16;
-        for (long long j0 = 0; j0 < W; j0 += 16)
-          for (long long k0 = 0; k0 < k16; k0 += 16)
-            transpose16(s + k0 * s3 + j0, s3, row + (low + j0) * D + k0, D,
-                        (int)(W - j0 < 16 ? W - j0 : 16));
+        long long kv = 0;       // channels done VW at a time in registers (transpose_block)
+#ifdef FT_TRANSPOSE
+        if (s2 == 1 && ldw == 1) kv = D - D % VW;
+        for (long long j0 = 0; j0 < W; j0 += VW)
+          for (long long k0 = 0; k0 < kv; k0 += VW)
+            transpose_block(s + k0 * s3 + j0, s3, row + (low + j0) * D + k0, D,
+                            (int)(W - j0 < VW ? W - j0 : VW));
 #endif
         for (long long j0 = 0; j0 < W; j0 += 16) {
           const long long j1 = j0 + 16 < W ? j0 + 16 : W;
-          for (long long k = k16; k < D; ++k) {
+          for (long long k = kv; k < D; ++k) {
             const float* sk = s + k * s3;
             float* o = row + low * D + k;
             for (long long j = j0; j < j1; ++j) o[j * ldw * D] = sk[j * s2];

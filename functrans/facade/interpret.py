@@ -16,7 +16,7 @@ import numpy as np
 from ..executor import eqn_program, reverse_pass
 from ..runtime import run as run_program
 from .anomaly import has_nan, nan_error, warn_error_in
-from .lower import _key_aval, _tape_eqns, replayed_nodes, target_aval
+from .lower import key_aval, one_step, replayed_nodes, target_aval
 from .record import ANOMALY, Packed, saved_value, unpack_saved
 from .ops import apply_prim, run_recorded
 from .plumbing import (FREED_MSG, RUN, InternalEngineError, RunContext, _check_version,
@@ -100,14 +100,14 @@ def run_direct(nodes, targets, root_keys, root_cts):
     tape's schedule then runs it)."""
     for p, _ in (*targets, *root_keys):
         n = nodes[p]
-        if n.info is not None and _one_step(n.info) is None:
+        if n.info is not None and one_step(n.info) is None:
             return None
     target_pos = {k[0] for k in targets}
     live_out = replayed_nodes(nodes, set(targets), target_pos)
     replayed = [p for p, r in enumerate(live_out) if r]
     for p in replayed:
         info = nodes[p].info
-        if info.one_step is None and _one_step(info) is None:
+        if info.one_step is None and one_step(info) is None:
             return None
     for p in target_pos:            # position -> a target is at or below its output
         live_out[p] = True
@@ -166,16 +166,12 @@ def run_direct(nodes, targets, root_keys, root_cts):
     res = []
     for k in targets:
         c = ct.get(k[0])
-        res.append(_fresh(c) if c is not None else
-                   np.zeros(_key_aval(nodes, k).shape, _key_aval(nodes, k).dtype))
+        if c is None:
+            a = key_aval(nodes, k)
+            res.append(np.zeros(a.shape, a.dtype))
+        else:
+            res.append(_fresh(c))
     return res, replayed
-
-
-def _one_step(info):
-    """info.one_step (lower._tape_eqns, made on first use)."""
-    if info.tape_eqns is None:
-        _tape_eqns(info)
-    return info.one_step
 
 
 def _saved(n, info, s):

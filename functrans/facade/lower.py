@@ -115,7 +115,7 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
         n = nodes[p]
         if replay[p] and s in n.info.out_slots:
             continue                        # produced: tapped where its node runs
-        a = new(_key_aval(nodes, k), k, True)
+        a = new(key_aval(nodes, k), k, True)
         args.append(a)
         arg_slot[k] = a
         h = hook_slot.get((p, n.info.out_slots.index(s)), -1) if n.info is not None else -1
@@ -167,9 +167,7 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
                 holders.setdefault(k, []).append((p, s))
                 if not create_graph or s in info.cg_slots:
                     avail_keys.add(k)
-        if info.tape_eqns is None:
-            _tape_eqns(info)
-        one = info.one_step
+        one = one_step(info)
         if one is not None and not program and p not in fslot:
             # one primitive over the inputs in order, one output after them (an elementwise
             # op): its equation emitted directly (what the general steps below do for it)
@@ -275,7 +273,7 @@ def graph_tape(nodes, pos, targets, root_keys, hooked, retained, fns, create_gra
             continue
         s = env.get(k)
         if s is None:
-            s = env[k] = new(_key_aval(nodes, k), k, False)
+            s = env[k] = new(key_aval(nodes, k), k, False)
             consts.append(s)
         tape.out_idx.append(s)
     available = None
@@ -355,6 +353,13 @@ def _emit(prim, params, ins, ro, sig, p, info, local, lists):
     eqn_node.append(p)
     eqn_refs.append(ro)
     return out_slots
+
+
+def one_step(info):
+    """info.one_step (_tape_eqns, made on first use)."""
+    if info.tape_eqns is None:
+        _tape_eqns(info)
+    return info.one_step
 
 
 def _tape_eqns(info):
@@ -559,7 +564,7 @@ def index_graph(root_fns):
     return nodes, Positions(nodes), (tuple(flat), tuple(hooked), tuple(retained), tuple(fns))
 
 
-def _key_aval(nodes, k):
+def key_aval(nodes, k):
     p, s = k
     n = nodes[p]
     if n.info is None:

@@ -14,8 +14,7 @@ from ..ad import jvp_jaxpr, partial_eval_jaxpr, backward_pass
 from ..batching import batch_jaxpr, vmap_flat
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Tracer, UndefinedPrimal, Var, Zero,
                     canonicalize, eval_jaxpr, get_aval, _state)
-from .. import passes
-from ..passes import dce_jaxpr
+from ..passes import INLINABLE, dce_jaxpr
 from ..tracing import flatten_fun, trace_to_jaxpr
 from ..primitives import elementwise as ew
 from ..primitives.base import bdim_size, defprim, instantiate, moveaxis, zeros
@@ -130,7 +129,7 @@ custom_jvp_call_p = defprim(
     # records it so too (a node keeps the rule's residuals; recomputed, a backward through
     # x.abs() and a LayerNorm raised InternalEngineError)
     known_outputs_first=True)
-passes.INLINABLE[custom_jvp_call_p] = "call_jaxpr"
+INLINABLE[custom_jvp_call_p] = "call_jaxpr"
 
 
 class custom_jvp:  # noqa: N801  (JAX's name)

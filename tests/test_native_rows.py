@@ -5,6 +5,7 @@ differences, forward and jitted `ft.grad`, over dtypes, keepdims, one row, one c
 column counts and rows of -inf/NaN; `lower()` says which groups ran natively and why not."""
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import warnings
@@ -16,7 +17,7 @@ import functrans as ft
 import functrans.numpy as fnp
 from functrans import passes
 from functrans.backends import cpu
-from functrans.backends.native import rows, toolchain
+from functrans.backends.native import kernels, rows, toolchain
 from functrans.nn import functions as F
 
 from conftest import fd_grad
@@ -376,3 +377,36 @@ def test_an_elementwise_group_loads_a_per_channel_scale_once_a_block(native_back
         assert _unvectorized_simd_loops(source, tmp_path) == []
     want, _ = _jit_under("numpy", f, x, a, b)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.skipif(not _is_gcc(), reason="-fopt-info-vec-optimized is GCC's")
+@pytest.mark.parametrize("shape, streams", [((4, 16, 256), True), ((3, 5, 64), False),
+                                            ((2, 7, 96), True), ((5, 80), False),
+                                            ((9, 32), False)])
+def test_a_bias_along_the_last_axis_is_read_at_the_column(native_backend, tmp_path, shape,
+                                                           streams):
+    """An elementwise group adding a dense layer's bias (a vector along the last axis) runs
+    in rows of that axis, the bias read at the inner loop's column j (a plain load; the
+    flat loop's `i % cols` made GCC gather it lane by lane), with the transcendental
+    groups' interleaved streams of rows too (exact GELU; row counts that do and do not
+    divide into the streams); rows shorter than BLOCK_MIN keep the flat loop. Every simd
+    loop vectorizes; the values are the NumPy backend's."""
+    x, b = rand(shape, np.float32), rand(shape[-1:], np.float32, 1)
+
+    def f(x, b):
+        y = x + b
+        if streams:
+            return 0.5 * y * (1 + ft.lax.erf(y * np.float32(0.7071067811865476)))
+        return fnp.maximum(y, 0.0) * b
+    got, low = _jit_under("native", f, x, b)
+    source = low.native["source"]
+    if math.prod(shape) >= kernels.STREAMS_MIN_SIZE and streams:
+        assert "const long long i7 = i + o7;" in source
+    if shape[-1] < kernels.BLOCK_MIN:
+        assert "++j" not in source
+    else:
+        assert f"for (long long j = 0; j < {shape[-1]}LL; ++j)" in source
+        assert f"% {shape[-1]}LL" not in source
+    assert _unvectorized_simd_loops(source, tmp_path) == []
+    want, _ = _jit_under("numpy", f, x, b)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)

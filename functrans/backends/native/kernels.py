@@ -157,6 +157,9 @@ def render_function(g):
     lines += ["  " + h for h in g.hoisted]
     k = STREAMS if g.size >= STREAMS_MIN_SIZE and transcendental(g.jaxpr) else 1
     block = broadcast_block(g) if k == 1 else 0
+    cols = 0 if block else last_axis_vectors(g)
+    if cols:
+        return _render_rows_of(g, lines, cols, k), entry_point(g.name, g.params)
     if block:
         at = {pos for pos, _, _ in g.bcasts}
         chunk = max(1, 2048 // block)
@@ -179,6 +182,49 @@ def render_function(g):
     lines += ["    " + b for b in interleaved(g.body, k)]
     lines += ["  }", "}"]
     return "\n".join(lines), entry_point(g.name, g.params)
+
+
+def _render_rows_of(g, lines, cols, k):
+    """render_function's loop for last_axis_vectors: rows of `cols` elements (k streams of
+    rows, as the flat loop's streams of elements), each broadcast vector read at the column
+    `j` of the inner simd loop, a plain load."""
+    at = {pos: line for pos, line in _column_lines(g)}
+    body = [at.get(p, b) for p, b in enumerate(g.body)]
+    lines.append(f"  const long long R = n / {cols}LL;")
+    if k > 1:
+        lines.append(f"  const long long q = (R + {k - 1}) / {k};")
+        lines += [f"  const long long o{s} = ({s} * q < R - q ? {s} * q : R - q) * {cols}LL;"
+                  for s in range(1, k)]
+    lines.append(f"  #pragma omp parallel for num_threads(nt) schedule(dynamic, "
+                 f"{max(1, 2048 // cols)})")
+    lines.append(f"  for (long long r = 0; r < {'q' if k > 1 else 'R'}; ++r) {{")
+    lines.append("    #pragma omp simd")
+    lines.append(f"    for (long long j = 0; j < {cols}LL; ++j) {{")
+    lines.append(f"      const long long i = r * {cols}LL + j;")
+    lines += [f"      const long long i{s} = i + o{s};" for s in range(1, k)]
+    lines += ["      " + b for b in interleaved(body, k)]
+    lines += ["    }", "  }", "}"]
+    return "\n".join(lines)
+
+
+def _column_lines(g):
+    """(position, line) of each broadcast load of g read at the column j."""
+    return [(pos, line("j", terms=[(1, None, terms[0][2])])) for pos, terms, line in g.bcasts]
+
+
+def last_axis_vectors(g) -> int:
+    """The output's last axis length when every broadcast input of rendered group g is a
+    vector along that axis (a dense layer's bias: flat index (i % cols) * stride) and the
+    axis has BLOCK_MIN elements or more, else 0. Read as `(i % cols)` in the flat loop,
+    GCC gathers it lane by lane (exact GELU's bias: 32 gathers in the loop); in rows of
+    `cols`, the column is the simd loop's own index."""
+    shape = g.jaxpr.eqns[-1].outvars[0].aval.shape if g.jaxpr.eqns else ()
+    if not g.bcasts or len(shape) < 2 or shape[-1] < BLOCK_MIN:
+        return 0
+    cols = shape[-1]
+    if all(len(terms) == 1 and terms[0][:2] == (1, cols) for _, terms, _ in g.bcasts):
+        return cols
+    return 0
 
 
 BLOCK_MIN, BLOCK_MAX = 64, 4096    # broadcast_block's blocks: long enough for a loop of

@@ -1,14 +1,17 @@
 """Special functions NumPy lacks (torch.special, jax.scipy.special): one declaration each.
 
-`lgamma` and `erfc` use the C library's (through Python's math module, element by element:
-correct everywhere, and `cuda=` templates for fused kernels); `digamma`, `zeta` (Hurwitz),
-`erf_inv`, `ndtri` and the exponentially scaled Bessel functions `bessel_i0e`/`bessel_i1e`
-are computed here in float64 from their series, recurrences and asymptotic expansions
-(rounded once to the operand's dtype). Derivatives are written with primitives:
-lgamma' = digamma, digamma' = zeta(2, x), ∂zeta/∂q = -x zeta(x + 1, q) (the derivative in x
-is not implemented, as in torch and JAX: it raises), erf_inv' and ndtri' from the output,
-and the Bessel functions' from each other. These are not `elementwise` (no kernel template
-CUDA and C both provide); their batching is the elementwise rule all the same."""
+`lgamma` and `erfc` are the C library's: natively for eager calls on large float arrays
+and in fused kernels (`cuda=` templates, `native_eager`), through Python's math module
+element by element otherwise (correct everywhere, slow: about 150 ns an element);
+`digamma` is computed in float64 from its reflection, recurrence and asymptotic series,
+the same operations in NumPy and in its template `ft_digamma` (backends/cuda.py); `zeta`
+(Hurwitz), `erf_inv`, `ndtri` and the exponentially scaled Bessel functions
+`bessel_i0e`/`bessel_i1e` are computed here in float64 from their series, recurrences and
+asymptotic expansions (rounded once to the operand's dtype). Derivatives are written with
+primitives: lgamma' = digamma, digamma' = zeta(2, x), ∂zeta/∂q = -x zeta(x + 1, q) (the
+derivative in x is not implemented, as in torch and JAX: it raises), erf_inv' and ndtri'
+from the output, and the Bessel functions' from each other. Those without a template are
+not `elementwise`; their batching is the elementwise rule all the same."""
 from __future__ import annotations
 
 import math
@@ -127,7 +130,7 @@ _SQRT2PI = math.sqrt(2.0 * math.pi)
 
 
 def _ndtr64(xp, x):
-    return 0.5 * _erfc_impl(xp, -x / _SQRT2)
+    return 0.5 * erfc_p.impl(xp, -x / _SQRT2)     # the native kernel where one is installed
 
 
 def _ndtri_impl(xp, p):
@@ -239,13 +242,15 @@ def _i1e_over_x(x, i1e_x):
 
 
 lgamma_p = defprim("lgamma", _lgamma_impl, unary(REAL), elementwise=True,
-                   jvp=(lambda t, x: mul(t, digamma(x)),), cuda="lgamma({0})")
+                   jvp=(lambda t, x: mul(t, digamma(x)),), cuda="lgamma({0})",
+                   native_eager=True)
 erfc_p = defprim("erfc", _erfc_impl, unary(REAL), elementwise=True,
                  jvp=(lambda t, x: mul(t, mul(_const(x, -2 / math.sqrt(math.pi)),
-                                              exp(neg(mul(x, x))))),), cuda="erfc({0})")
-digamma_p = defprim("digamma", _digamma_impl, unary(REAL),
+                                              exp(neg(mul(x, x))))),), cuda="erfc({0})",
+                 native_eager=True)
+digamma_p = defprim("digamma", _digamma_impl, unary(REAL), elementwise=True,
                     jvp=(lambda t, x: mul(t, zeta(_const(x, 2.0), x)),),
-                    batch=self_rule(_elementwise_batch))
+                    cuda="ft_digamma({0})", native_eager=True)
 zeta_p = defprim("zeta", _zeta_impl, naryop(REAL),
                  jvp=(_zeta_dx, lambda t, x, q: mul(t, neg(mul(x, zeta(add(x, _one(x)), q))))),
                  batch=self_rule(_elementwise_batch))

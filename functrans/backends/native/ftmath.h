@@ -18,6 +18,7 @@
 #pragma once
 
 #define FTM_INL inline __attribute__((always_inline))
+extern "C" double lgamma_r(double, int*) noexcept;   // <math.h> (POSIX), not included
 
 namespace ftm {
 
@@ -744,7 +745,9 @@ FTM_INL double tan(double x) { return __builtin_tan(x); }
 #endif
 // libm (scalar)
 FTM_INL double pow(double x, double y) { return detail::pow(x, y); }
-FTM_INL double lgamma(double x) { return __builtin_lgamma(x); }       // primitives/special.py
+// the C library's reentrant lgamma: lgamma itself writes the global `signgam`, a race
+// between the threads of a parallel loop
+FTM_INL double lgamma(double x) { int sign; return ::lgamma_r(x, &sign); }
 FTM_INL double erfc(double x) { return __builtin_erfc(x); }
 FTM_INL double fmod(double x, double y) { return __builtin_fmod(x, y); }
 

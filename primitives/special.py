@@ -4,8 +4,10 @@
 and in fused kernels (`cuda=` templates, `native_eager`), through Python's math module
 element by element otherwise (correct everywhere, slow: about 150 ns an element);
 `digamma` is computed in float64 from its reflection, recurrence and asymptotic series,
-the same operations in NumPy and in its template `ft_digamma` (backends/cuda.py); `zeta`
-(Hurwitz), `erf_inv`, `ndtri` and the exponentially scaled Bessel functions
+the same operations in NumPy and in its template `ft_digamma` (backends/cuda.py); `erf_inv`
+natively is ftmath.h's `erfinv` (CUDA's own on the GPU), its NumPy implementation Halley
+steps from ndtri's start; `zeta` (Hurwitz), `erf_inv`, `ndtri` and the exponentially scaled
+Bessel functions
 `bessel_i0e`/`bessel_i1e` are computed here in float64 from their series, recurrences and
 asymptotic expansions (rounded once to the operand's dtype). Derivatives are written with
 primitives: lgamma' = digamma, digamma' = zeta(2, x), ∂zeta/∂q = -x zeta(x + 1, q) (the
@@ -267,10 +269,10 @@ ndtri_p = defprim("ndtri", _ndtri_impl, unary(REAL),
                                                         exp(mul(_const(ans, 0.5),
                                                                 mul(ans, ans))))),),
                   batch=self_rule(_elementwise_batch))
-erf_inv_p = defprim("erf_inv", _erf_inv_impl, unary(REAL),
+erf_inv_p = defprim("erf_inv", _erf_inv_impl, unary(REAL), elementwise=True,
                     jvp_out=(lambda t, ans, x: mul(t, mul(_const(ans, math.sqrt(math.pi) / 2),
                                                           exp(mul(ans, ans)))),),
-                    batch=self_rule(_elementwise_batch))
+                    cuda="erfinv({0})", native_eager=True)
 bessel_i0e_p = defprim("bessel_i0e", _bessel_impl(0), unary(REAL),
                        jvp=(lambda t, x: mul(t, sub(bessel_i1e(x),
                                                     mul(sign(x), bessel_i0e(x)))),),

@@ -559,10 +559,13 @@ def _header_function(signature):
 
 
 def test_numpy_erf_shares_the_native_polynomials():
-    """The NumPy backend's erf (primitives/elementwise.py) evaluates the header's erf and
-    erf_f polynomials: its coefficient tables equal the header's, in order."""
+    """The NumPy backend's erf (primitives/elementwise.py) evaluates the header's erf (its
+    arms erf_series and erfc_fit) and erf_f polynomials: its coefficient tables equal the
+    header's, in order."""
     from functrans.primitives import elementwise as el
-    double = [float.fromhex(h) for h in HEX.findall(_header_function("double erf(double x)"))]
+    double = [float.fromhex(h) for name in ("double erf_series(double a)",
+                                            "double erfc_fit(double a)")
+              for h in HEX.findall(_header_function(name))]
     single = [float.fromhex(h) for h in HEX.findall(_header_function("float erf_f(float x)"))]
     assert double == [*el._ERF_SMALL, *el._ERF_BIG]
     assert single == [*el._ERF_F_SMALL, el._ERF_F_C0M1, el._ERF_F_SCALE, *el._ERF_F_BIG]

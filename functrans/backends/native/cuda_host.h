@@ -50,6 +50,18 @@ inline float __int_as_float(int i) { float f; memcpy(&f, &i, sizeof f); return f
 inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, sizeof d); return d; }
 inline float rsqrt(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+// CUDA's erfinv, for the kernels run here: Newton steps on erf (or erfc in the tail, with 1 - a
+// exact) from Winitzki's closed form, in double; +-1 -> +-inf, NaN beyond
+inline double erfinv(double x) {
+  const double a = fabs(x);
+  if (!(a < 1.0)) return a == 1.0 ? copysign(INFINITY, x) : NAN;
+  const double l = log((1.0 - a) * (1.0 + a)), t = 4.330746750799873 + 0.5 * l;
+  double y = sqrt(sqrt(t * t - l * 6.802721088435374) - t);
+  for (int k = 0; k < 4; ++k)
+    y -= (a > 0.5 ? (1.0 - a) - erfc(y) : erf(y) - a) / (1.1283791670955126 * exp(-y * y));
+  return copysign(y, x);
+}
+inline float erfinv(float x) { return (float)erfinv((double)x); }
 
 // ---- __syncthreads: a barrier shared by the threads of the running block
 struct ft_barrier {

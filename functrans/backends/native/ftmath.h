@@ -185,16 +185,19 @@ FTM_INL double cosh(double x) {
 
 // erf: below 1 its Taylor series in x^2 to x^37 (truncation < 2^-60); on [1, 6]
 // 1 - exp(-x^2) g(x), g = erfc(x) exp(x^2) by a degree-27 Chebyshev fit in t = (2x - 7)/5
-// (max error 0.14 ulp of erf), |x| clamped to 6 (erfc(6) < 2^-55: the difference rounds to 1)
-FTM_INL double erf(double x) {
-  const double a = absd(x);
-  const double small = a * horner(a * a, 0x1.5f7919bc67b8cp-58, -0x1.a2007af3447f6p-54,
+// (max error 0.14 ulp of erf), |x| clamped to 6 (erfc(6) < 2^-55: the difference rounds to 1).
+// The arms, of a = |x|: erf_series(a) (meant below 1) and erfc_fit(a) = exp(-a^2) g(a) for
+// a in [1, 6] (1 below, 6 above)
+FTM_INL double erf_series(double a) {
+  return a * horner(a * a, 0x1.5f7919bc67b8cp-58, -0x1.a2007af3447f6p-54,
       0x1.d70b3537f4765p-50, -0x1.f56f071a885cfp-46, 0x1.f683ae4a97007p-42,
       -0x1.d8453cb0c46eap-38, 0x1.9e6ad5e55a730p-34, -0x1.51d7181c5d36dp-30,
       0x1.fcc5720624c1cp-27, -0x1.5f742ec43e71ap-23, 0x1.b9e6c9dc651a3p-20,
       -0x1.f4d25c3e0c2ebp-17, 0x1.f9a326f9b89b7p-14, -0x1.c02db40040b86p-11,
       0x1.565bcd0e6a53fp-8, -0x1.b82ce31288b51p-6, 0x1.ce2f21a042be2p-4,
       -0x1.812746b0379e7p-2, 0x1.20dd750429b6dp+0);
+}
+FTM_INL double erfc_fit(double a) {
   const double ac = sel(lt(a, 1.0), 1.0, minc(a, 6.0));
   const double t = (ac - 3.5) * 0.4;
   const double g = horner(t, -0x1.0ffeb2025a844p-27, 0x1.4780e2b6ae9fcp-26, 0x1.552c0bb09da2bp-27,
@@ -207,7 +210,35 @@ FTM_INL double erf(double x) {
       0x1.2174217335a2cp-7, -0x1.f18023477afb8p-7, 0x1.a1b820b70ef9fp-6,
       -0x1.56274da105a47p-5, 0x1.10eccd7003927p-4, -0x1.a72747a5e6b50p-4,
       0x1.3e0a99a0ee913p-3);
-  return copysignd(sel(lt(a, 1.0), small, 1.0 - exp(-(ac * ac)) * g), x);
+  return exp(-(ac * ac)) * g;
+}
+FTM_INL double erf(double x) {
+  const double a = absd(x);
+  return copysignd(sel(lt(a, 1.0), erf_series(a), 1.0 - erfc_fit(a)), x);
+}
+
+// erfinv: Winitzki's closed form (relative error < 2e-3; 0.147 his constant) refined by two
+// Halley steps y -= u / (1 + y u), u = f / f', on f(y) = erf(y) - a up to a = 1/2 and on
+// f = (1 - a) - erfc(y) above (1 - a exact there; erfc = 1 - erf_series below 1, erfc_fit
+// above, whose relative error, a few ulp from the rounding of y^2, weighs 1/(2 y^2) of it in
+// y). +-1 -> +-inf, NaN beyond; -0 kept
+FTM_INL double erfinv_step(double y, double a, double om, u64 tail) {
+  const double es = erf_series(y);
+  const double ec = sel(lt(y, 1.0), 1.0 - es, erfc_fit(y));
+  const double f = sel(tail, om - ec, es - a);
+  const double u = f / (1.1283791670955126 * exp(-(y * y)));
+  return y - u / (1.0 + y * u);
+}
+FTM_INL double erfinv(double x) {
+  const double a = absd(x);
+  const double om = 1.0 - a;
+  const double l = log(om * (1.0 + a));
+  const double t = 4.330746750799873 + 0.5 * l;           // 2 / (pi 0.147) + l / 2
+  double y = __builtin_sqrt(__builtin_sqrt(t * t - l * 6.802721088435374) - t);
+  const u64 tail = lt(0.5, a);
+  y = erfinv_step(erfinv_step(y, a, om, tail), a, om, tail);   // (a loop of two: GCC left
+  y = sel(eq(a, 1.0), INF, y);                                 // the caller's loop scalar)
+  return copysignd(sel(isnan(x) | lt(1.0, a), NaN, y), x);
 }
 
 // to nearest, ties to even (|x| < 2^52 through MAGIC-like addition; larger x is integral)
@@ -717,7 +748,7 @@ FTM_INL float log1p_f(float x) {
 #define FTM_D1(NAME) FTM_INL double NAME(double x) { return detail::NAME(x); }
 FTM_D1(exp) FTM_D1(expm1) FTM_D1(log) FTM_D1(log1p) FTM_D1(tanh) FTM_D1(sinh) FTM_D1(cosh)
 FTM_D1(erf) FTM_D1(rint) FTM_D1(floor) FTM_D1(ceil) FTM_D1(round) FTM_D1(atan) FTM_D1(asin)
-FTM_D1(acos) FTM_D1(asinh) FTM_D1(acosh) FTM_D1(atanh)
+FTM_D1(acos) FTM_D1(asinh) FTM_D1(acosh) FTM_D1(atanh) FTM_D1(erfinv)
 #undef FTM_D1
 FTM_INL double fabs(double x) { return detail::absd(x); }
 FTM_INL double sqrt(double x) { return __builtin_sqrt(x); }            // one instruction
@@ -755,7 +786,7 @@ FTM_INL double fmod(double x, double y) { return __builtin_fmod(x, y); }
 #define FTM_F1(NAME) FTM_INL float NAME(float x) { return (float)NAME((double)x); }
 FTM_F1(sinh) FTM_F1(cosh) FTM_F1(rint) FTM_F1(floor) FTM_F1(ceil) FTM_F1(round) FTM_F1(fabs)
 FTM_F1(asin) FTM_F1(acos) FTM_F1(atan) FTM_F1(asinh)
-FTM_F1(acosh) FTM_F1(atanh) FTM_F1(lgamma) FTM_F1(erfc)
+FTM_F1(acosh) FTM_F1(atanh) FTM_F1(lgamma) FTM_F1(erfc) FTM_F1(erfinv)
 #undef FTM_F1
 // The float transcendentals below are out-of-line vector clones, one per function, ISA and
 // vector length of 16 (the main loop) or 8 lanes (the epilogue of an AVX-512 loop: f32[8])
@@ -806,5 +837,5 @@ FTM_INL long long abs(long long x) { return x < 0 ? -x : x; }
   using ftm::atanh; using ftm::erf; using ftm::sqrt; using ftm::fabs; using ftm::floor;  \
   using ftm::ceil; using ftm::round; using ftm::rint; using ftm::atan2; using ftm::pow;  \
   using ftm::fmod; using ftm::rsqrt; using ftm::isfinite; using ftm::abs;               \
-  using ftm::lgamma; using ftm::erfc;                                                    \
+  using ftm::lgamma; using ftm::erfc; using ftm::erfinv;                                                    \
   using ftm::__int_as_float; using ftm::__longlong_as_double

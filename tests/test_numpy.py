@@ -678,3 +678,20 @@ def test_isclose_and_allclose_match_numpy_traced_too():
         assert bool(fnp.allclose(a[:2], b[:2])) and not bool(ft.jit(fnp.allclose)(a, b))
     np.testing.assert_array_equal(fnp.isclose(np.arange(3), np.array([0, 1, 3])),
                                   [True, True, False])
+
+
+def test_power_of_bools_and_concrete_integer_exponents_as_jax():
+    """Bool operands of power count as int32 (JAX's numeric promotion, x64 or not: its
+    jnp.power(True, 2) is 1, an int32; integer_pow of a bool used to raise); a concrete 0-d
+    integer exponent is an int exponent (integer_pow, the base's dtype kept: int8 ** int64(2)
+    is int8); an integer base to a negative one raises JAX's TypeError."""
+    a = np.array([True, False])
+    for got in (fnp.power(a, 2), fnp.power(a, a), fnp.power(a, True),
+                fnp.power(a, np.array(3, np.int64))):
+        assert np.asarray(got).dtype == np.int32
+        np.testing.assert_array_equal(got, [1, 0])
+    assert np.asarray(fnp.power(np.array([1, 2], np.int8), np.int64(2))).dtype == np.int8
+    assert np.asarray(fnp.power(np.array([1.5], np.float16), np.array(2))).dtype == np.float16
+    assert np.asarray(fnp.power(a, 2.5)).dtype == np.float32
+    with pytest.raises(TypeError, match="Integers cannot be raised to negative powers"):
+        fnp.power(np.array([2, 3], np.int32), -1)

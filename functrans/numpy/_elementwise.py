@@ -6,7 +6,7 @@ import math
 
 import numpy as _np
 
-from ..core import is_python_scalar
+from ..core import DTypeError, is_python_scalar, short_dtype
 from functrans.primitives import elementwise as ew
 from functrans.primitives.misc import stop_gradient
 from ._promotion import (
@@ -26,14 +26,29 @@ true_divide = divide = _binary(ew.div, floats=True)
 _float_power = _binary(ew.pow, floats=True)
 
 
+def _bool_as_int(x):
+    """A bool array as int32 (JAX's numeric promotion for power, x64 or not); else x."""
+    if not is_python_scalar(x) and _np.dtype(_as_operand(x).dtype).kind == "b":
+        return ew.convert_element_type(_as_operand(x), new_dtype=_np.dtype(_np.int32),
+                                       weak_type=False)
+    return x
+
+
 def power(x, y):
-    """x ** y; a Python int exponent becomes integer_pow (exact, cheap derivative)."""
+    """x ** y; a Python int exponent becomes integer_pow (exact, cheap derivative). Bool
+    operands count as int32, as JAX's (True ** 2 is 1, an int32)."""
+    if type(y) is not int and type(y) in (_np.ndarray, *_np.sctypeDict.values()) and \
+            _np.ndim(y) == 0 and _np.asarray(y).dtype.kind in "iu":
+        y = int(y)          # a concrete integer, as JAX's (operator.index): integer_pow
     if type(y) is int and not is_python_scalar(x):
-        x = _as_operand(x)
+        x = _bool_as_int(_as_operand(x))
         if y >= 0 or _np.dtype(x.dtype).kind in "fc":
             return ew.integer_pow(x, y=y)
-    if _result_type(x, y)[0].kind in "iu":            # integer ** integer stays integer
-        x, y = _promote_args("pow", x, y)
+        raise DTypeError(f"Integers cannot be raised to negative powers, got "
+                         f"integer_pow({short_dtype(x.dtype)}{list(_np.shape(x))}, {y}) (use "
+                         f"a float base, e.g. x.astype(float) ** {y})")
+    if _result_type(x, y)[0].kind in "biu":           # integer ** integer stays integer
+        x, y = _promote_args("pow", _bool_as_int(x), _bool_as_int(y))
         return ew.pow(x, y)
     return _float_power(x, y)
 arctan2 = _binary(ew.atan2, floats=True)

@@ -1050,11 +1050,20 @@ def test_promotion_drawn(da, db, weak, shapes, name):
          rng.uniform(1, 3, shapes.input_shapes[0]).astype(da))
     b = (rng.uniform(1, 3, shapes.input_shapes[1]) > 2 if db == "bool" else
          rng.uniform(1, 3, shapes.input_shapes[1]).astype(db))
+    if db == "bool" and name == "true_divide":
+        # no False divisors: JAX's 0 / False with a rank-0 divisor is 0 (XLA; NumPy's and
+        # ours NaN)
+        b = np.ones_like(b)
     if weak is None:
         fn = op(name)
     else:
         def fn(m, lax, a, b, _n=name):
             return getattr(m, _n)(getattr(m, _n)(a, weak), b)
+
+    # a float16 quotient by the weak scalar: JAX (XLA) multiplies by the float16 reciprocal
+    # (1.54 / 2.5 -> 0.6157), we round the quotient itself (0.6162, NumPy's): an ulp of
+    # float16 apart before the second operation
+    rtol = 2e-3 if (weak is not None and name == "true_divide" and da == "float16") else None
 
     def thunk():
         with oracle.x64(True):
@@ -1063,7 +1072,7 @@ def test_promotion_drawn(da, db, weak, shapes, name):
         if isinstance(theirs, BaseException):
             oracle.check_error(ours, theirs, None, "value")
         else:
-            oracle.compare(ours, theirs, "value")
+            oracle.compare(ours, theirs, "value", rtol=rtol)
     oracle.case("numpy:promotion:drawn", thunk)
 
 

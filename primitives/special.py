@@ -2,18 +2,19 @@
 
 `lgamma` and `erfc` are the C library's: natively for eager calls on large float arrays
 and in fused kernels (`cuda=` templates, `native_eager`), through Python's math module
-element by element otherwise (correct everywhere, slow: about 150 ns an element);
-`digamma` is computed in float64 from its reflection, recurrence and asymptotic series,
-the same operations in NumPy and in its template `ft_digamma` (backends/cuda.py); `erf_inv`
-natively is ftmath.h's `erfinv` (CUDA's own on the GPU), its NumPy implementation Halley
-steps from ndtri's start; `zeta` (Hurwitz), `erf_inv`, `ndtri` and the exponentially scaled
-Bessel functions
-`bessel_i0e`/`bessel_i1e` are computed here in float64 from their series, recurrences and
-asymptotic expansions (rounded once to the operand's dtype). Derivatives are written with
-primitives: lgamma' = digamma, digamma' = zeta(2, x), ∂zeta/∂q = -x zeta(x + 1, q) (the
-derivative in x is not implemented, as in torch and JAX: it raises), erf_inv' and ndtri'
-from the output, and the Bessel functions' from each other. Those without a template are
-not `elementwise`; their batching is the elementwise rule all the same."""
+element by element otherwise (correct everywhere, slow: about 150 ns an element).
+`digamma` (reflection, recurrence, asymptotic series) and the exponentially scaled Bessel
+functions `bessel_i0e`/`bessel_i1e` (Horner's rule over the coefficient tables of their
+series and asymptotic expansions, BESSEL_TABLES) are computed in float64 and rounded once
+to the operand's dtype, the same operations in NumPy and in their templates
+(backends/cuda.py: `ft_digamma`, `ft_bessel_i0e/i1e`). `erf_inv` natively is ftmath.h's
+`erfinv` (CUDA's own on the GPU), its NumPy implementation Halley steps from ndtri's
+start; `zeta` (Hurwitz) and `ndtri` are computed here in float64 from their series and
+Halley steps. Derivatives are written with primitives: lgamma' = digamma, digamma' =
+zeta(2, x), ∂zeta/∂q = -x zeta(x + 1, q) (the derivative in x is not implemented, as in
+torch and JAX: it raises), erf_inv' and ndtri' from the output, and the Bessel functions'
+from each other. Those without a template (zeta, ndtri) are not `elementwise`; their
+batching is the elementwise rule all the same."""
 from __future__ import annotations
 
 import math
@@ -181,37 +182,47 @@ def _erf64(xp, y):
     return erf_p.impl(xp, y)
 
 
-def _bessel_series(xp, a, nu):
-    """Σₖ (a²/4)ᵏ / (k! (k + ν)!) (a/2)^ν: I_ν(a) for ν = 0, 1 by its series (|a| ≤ 20:
-    60 terms reach 1e-17 of the sum)."""
-    z = a * a / 4.0
-    term = (a / 2.0) ** nu
-    total = term
-    for k in range(1, 60):
-        term = term * z / (k * (k + nu))
-        total = total + term
-    return total
+def _bessel_tables(nu):
+    """(series, asymptotic) coefficients, lowest degree first, of e^{-a} I_ν(a), ν = 0, 1:
+    I_ν(a) = (a/2)^ν Σₖ zᵏ / (k! (k + ν)!), z = a²/4, to k = 59 (|a| ≤ 20: the terms reach
+    1e-17 of the sum), and e^{-a} I_ν(a) ~ (2πa)^{-1/2} Σₖ dₖ a⁻ᵏ to k = 29,
+    dₖ = (-1)ᵏ Πⱼ (4ν² - (2j-1)²) / (k! 8ᵏ) (a > 20: the smallest term below 1e-17); exact
+    rationals rounded once. Shared by the NumPy implementation and the kernels' template
+    (backends/cuda.py's ft_bessel_ie), both evaluating them by Horner's rule."""
+    series = [float(Fraction(1, math.factorial(k) * math.factorial(k + nu))) for k in range(60)]
+    asym, d = [], Fraction(1)
+    for k in range(30):
+        if k:
+            d = d * -(4 * nu * nu - (2 * k - 1) ** 2) / (k * 8)
+        asym.append(float(d))
+    return series, asym
 
 
-def _bessel_asymptotic(xp, a, nu):
-    """e^{-a} I_ν(a) ~ (2πa)^{-1/2} Σₖ (-1)ᵏ Πⱼ (4ν² - (2j-1)²) / (k! (8a)ᵏ) for a > 20 (the
-    smallest term there is below 1e-17)."""
-    term = xp.ones_like(a)
-    total = term
-    for k in range(1, 30):
-        term = term * -(4.0 * nu * nu - (2 * k - 1) ** 2) / (k * 8.0 * a)
-        total = total + term
-    return total / xp.sqrt(2.0 * np.pi * a)
+BESSEL_TABLES = {nu: _bessel_tables(nu) for nu in (0, 1)}
+
+
+def _horner(coeffs, x):
+    """Σ coeffs[k] xᵏ by Horner's rule (each step p x + c rounded twice, as the C template)."""
+    p = coeffs[-1] + 0.0 * x
+    for c in coeffs[-2::-1]:
+        p = p * x + c
+    return p
 
 
 def _bessel_impl(nu):
+    series, asym = BESSEL_TABLES[nu]
+
     def impl(xp, x):
         x, dt, v = _wide(xp, x)
         a = xp.abs(v)
         near = a <= 20.0
         with np.errstate(all="ignore"):
-            small = _bessel_series(xp, xp.where(near, a, 0.0), nu) * xp.exp(-a)
-            large = _bessel_asymptotic(xp, xp.where(near, 21.0, a), nu)
+            s, far = xp.where(near, a, 0.0), xp.where(near, 21.0, a)
+            small = _horner(series, s * s / 4.0)
+            if nu == 1:
+                small = small * (s / 2.0)
+            small = small * xp.exp(-a)
+            large = _horner(asym, 1.0 / far) / xp.sqrt(2.0 * np.pi * far)
             out = xp.where(near, small, large)
             if nu == 1:
                 out = out * xp.sign(v)
@@ -273,14 +284,14 @@ erf_inv_p = defprim("erf_inv", _erf_inv_impl, unary(REAL), elementwise=True,
                     jvp_out=(lambda t, ans, x: mul(t, mul(_const(ans, math.sqrt(math.pi) / 2),
                                                           exp(mul(ans, ans)))),),
                     cuda="erfinv({0})", native_eager=True)
-bessel_i0e_p = defprim("bessel_i0e", _bessel_impl(0), unary(REAL),
+bessel_i0e_p = defprim("bessel_i0e", _bessel_impl(0), unary(REAL), elementwise=True,
                        jvp=(lambda t, x: mul(t, sub(bessel_i1e(x),
                                                     mul(sign(x), bessel_i0e(x)))),),
-                       batch=self_rule(_elementwise_batch))
-bessel_i1e_p = defprim("bessel_i1e", _bessel_impl(1), unary(REAL),
+                       cuda="ft_bessel_i0e({0})", native_eager=True)
+bessel_i1e_p = defprim("bessel_i1e", _bessel_impl(1), unary(REAL), elementwise=True,
                        jvp=(lambda t, x: mul(t, sub(bessel_i0e(x), add(
                            mul(sign(x), bessel_i1e(x)), _i1e_over_x(x, bessel_i1e(x))))),),
-                       batch=self_rule(_elementwise_batch))
+                       cuda="ft_bessel_i1e({0})", native_eager=True)
 
 lgamma, erfc, digamma, zeta = lgamma_p.bind, erfc_p.bind, digamma_p.bind, zeta_p.bind
 zeta_dx = zeta_dx_p.bind

@@ -23,6 +23,7 @@ from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Var, cupy_array
                     short_dtype)
 from ..core.devices import cupy_module
 from ..primitives.elementwise import convert_element_type_p
+from .cuda_special import SPECIAL_TEMPLATES
 from ..primitives.shape import broadcast_in_dim_p
 
 CTYPES = {
@@ -57,37 +58,7 @@ template <typename T> __device__ __forceinline__ T ft_logistic(T x) {
   const T e = exp(-fabs(x));
   return (x >= 0 ? (T)1 : e) / (1 + e);
 }
-// digamma(x) in double, rounded once (primitives/special.py's impl, operation for
-// operation): below 1/2 the reflection psi(1 - x) - pi / tan(pi frac), frac = x - rint(x);
-// the recurrence psi(w) = psi(w + 1) - 1/w, ten fixed steps that stop adding from w >= 10
-// on (selects: the loop vectorizes); then ln w - 1/(2w) - sum B_2k / (2k w^2k), k <= 7.
-// 0 -> -inf, NaN at the negative integers (torch's values)
-template <typename T> __device__ __forceinline__ T ft_digamma(T x) {
-  const double v = (double)x;
-  const double frac = v - rint(v);
-  const double cot = 3.141592653589793 / tan(3.141592653589793 * frac);
-  double w = v < 0.5 ? 1.0 - v : v;
-  double acc = 0.0;
-  for (int k = 0; k < 10; ++k) {
-    const double inv = 1.0 / w;
-    acc = acc - (w < 10.0 ? inv : 0.0);
-    w = w < 10.0 ? w + 1.0 : w;
-  }
-  const double z = 1.0 / (w * w);
-  double series = (0.0 + 0.08333333333333333) * z;        // B_14 / 14, ..., B_2 / 2
-  series = (series + -0.021092796092796094) * z;
-  series = (series + 0.007575757575757576) * z;
-  series = (series + -0.004166666666666667) * z;
-  series = (series + 0.003968253968253968) * z;
-  series = (series + -0.008333333333333333) * z;
-  series = (series + 0.08333333333333333) * z;
-  const double psi = log(w) - 0.5 / w - series + acc;
-  double out = v < 0.5 ? psi - cot : psi;
-  out = v == 0.0 ? __longlong_as_double(0xfff0000000000000LL) : out;
-  out = (v < 0.0 && frac == 0.0) ? __longlong_as_double(0x7ff8000000000000LL) : out;
-  return (T)out;
-}
-// shifts as NumPy defines them: zero once the amount reaches the width; a logical right
+{special}// shifts as NumPy defines them: zero once the amount reaches the width; a logical right
 // shift of a signed value shifts its unsigned bits
 #define FT_SHIFTS(T, U)                                                              \
   __device__ __forceinline__ T ft_srl(T x, T y) {                                     \
@@ -114,6 +85,9 @@ template <typename T> __device__ __forceinline__ T ft_ipow(T x, int y) {
   return r;
 }
 """
+
+
+PRELUDE = PRELUDE.replace("{special}", SPECIAL_TEMPLATES)
 
 
 class CudaLoweringError(FunctransError, NotImplementedError):

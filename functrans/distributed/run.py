@@ -128,7 +128,7 @@ def _shm_segments():
         return set()
 
 
-SEGMENT_WAIT_S = 2.0     # how long a failed job's segments may stay mapped by its ranks
+SEGMENT_WAIT_S = 5.0     # how long a failed job's segments may stay mapped by its ranks
 
 
 def _remove_abandoned_segments(new, wait_s=SEGMENT_WAIT_S):

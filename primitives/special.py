@@ -7,7 +7,7 @@ element by element otherwise (correct everywhere, slow: about 150 ns an element)
 functions `bessel_i0e`/`bessel_i1e` (Horner's rule over the coefficient tables of their
 series and asymptotic expansions, BESSEL_TABLES) are computed in float64 and rounded once
 to the operand's dtype, the same operations in NumPy and in their templates
-(backends/cuda.py: `ft_digamma`, `ft_bessel_i0e/i1e`). `erf_inv` natively is ftmath.h's
+(backends/cuda_special.py: `ft_digamma`, `ft_bessel_i0e/i1e`). `erf_inv` natively is ftmath.h's
 `erfinv` (CUDA's own on the GPU), its NumPy implementation Halley steps from ndtri's
 start; `zeta` (Hurwitz) and `ndtri` are computed here in float64 from their series and
 Halley steps. Derivatives are written with primitives: lgamma' = digamma, digamma' =
@@ -188,7 +188,7 @@ def _bessel_tables(nu):
     1e-17 of the sum), and e^{-a} I_ν(a) ~ (2πa)^{-1/2} Σₖ dₖ a⁻ᵏ to k = 29,
     dₖ = (-1)ᵏ Πⱼ (4ν² - (2j-1)²) / (k! 8ᵏ) (a > 20: the smallest term below 1e-17); exact
     rationals rounded once. Shared by the NumPy implementation and the kernels' template
-    (backends/cuda.py's ft_bessel_ie), both evaluating them by Horner's rule."""
+    (backends/cuda_special.py), both evaluating them by Horner's rule."""
     series = [float(Fraction(1, math.factorial(k) * math.factorial(k + nu))) for k in range(60)]
     asym, d = [], Fraction(1)
     for k in range(30):

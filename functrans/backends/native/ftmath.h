@@ -837,5 +837,5 @@ FTM_INL long long abs(long long x) { return x < 0 ? -x : x; }
   using ftm::atanh; using ftm::erf; using ftm::sqrt; using ftm::fabs; using ftm::floor;  \
   using ftm::ceil; using ftm::round; using ftm::rint; using ftm::atan2; using ftm::pow;  \
   using ftm::fmod; using ftm::rsqrt; using ftm::isfinite; using ftm::abs;               \
-  using ftm::lgamma; using ftm::erfc; using ftm::erfinv;                                                    \
+  using ftm::lgamma; using ftm::erfc; using ftm::erfinv;                                 \
   using ftm::__int_as_float; using ftm::__longlong_as_double

@@ -151,7 +151,10 @@ def render_function(g):
     parts of n at once, each of q = ceil(n / STREAMS) elements from min(s q, n - q) (parts
     may overlap: both compute and store the same values there). OpenMP hands out chunks
     of 2048 iterations dynamically: on a machine whose cores are shared, a static split
-    waits for the slowest thread (measured the same within the shared machine's noise)."""
+    waits for the slowest thread (measured the same within the shared machine's noise).
+    Broadcast inputs constant on blocks of the flat index are loaded once a block
+    (broadcast_block); vectors along the last axis are read at the column of a loop over
+    rows (last_axis_vectors)."""
     params = g.params + ["const long long n", "const int nt"]
     lines = [f"static void {g.name}_body({', '.join(params)}) {{"]
     lines += ["  " + h for h in g.hoisted]
@@ -188,7 +191,7 @@ def _render_rows_of(g, lines, cols, k):
     """render_function's loop for last_axis_vectors: rows of `cols` elements (k streams of
     rows, as the flat loop's streams of elements), each broadcast vector read at the column
     `j` of the inner simd loop, a plain load."""
-    at = {pos: line for pos, line in _column_lines(g)}
+    at = {pos: line("j", terms=[(1, None, terms[0][2])]) for pos, terms, line in g.bcasts}
     body = [at.get(p, b) for p, b in enumerate(g.body)]
     lines.append(f"  const long long R = n / {cols}LL;")
     if k > 1:
@@ -205,11 +208,6 @@ def _render_rows_of(g, lines, cols, k):
     lines += ["      " + b for b in interleaved(body, k)]
     lines += ["    }", "  }", "}"]
     return "\n".join(lines)
-
-
-def _column_lines(g):
-    """(position, line) of each broadcast load of g read at the column j."""
-    return [(pos, line("j", terms=[(1, None, terms[0][2])])) for pos, terms, line in g.bcasts]
 
 
 def last_axis_vectors(g) -> int:

@@ -693,5 +693,7 @@ def test_power_of_bools_and_concrete_integer_exponents_as_jax():
     assert np.asarray(fnp.power(np.array([1, 2], np.int8), np.int64(2))).dtype == np.int8
     assert np.asarray(fnp.power(np.array([1.5], np.float16), np.array(2))).dtype == np.float16
     assert np.asarray(fnp.power(a, 2.5)).dtype.kind == "f"
-    with pytest.raises(TypeError, match="Integers cannot be raised to negative powers"):
-        fnp.power(np.array([2, 3], np.int32), -1)
+    for base in (np.array([2, 3], np.int32), 2, True):
+        with pytest.raises(TypeError, match="Integers cannot be raised to negative powers"):
+            fnp.power(base, -1)
+    assert float(fnp.power(2.0, -1)) == 0.5

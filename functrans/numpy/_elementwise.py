@@ -40,7 +40,7 @@ def power(x, y):
     if type(y) is not int and type(y) in (_np.ndarray, *_np.sctypeDict.values()) and \
             _np.ndim(y) == 0 and _np.asarray(y).dtype.kind in "iu":
         y = int(y)          # a concrete integer, as JAX's (operator.index): integer_pow
-    if type(y) is int and not is_python_scalar(x):
+    if type(y) is int and (not is_python_scalar(x) or (y < 0 and type(x) in (int, bool))):
         x = _bool_as_int(_as_operand(x))
         if y >= 0 or _np.dtype(x.dtype).kind in "fc":
             return ew.integer_pow(x, y=y)

@@ -112,8 +112,8 @@ class MeasuredChoice:
     20% faster, was kept as NumPy code in one run of three after 3 calls of each. Native
     code thus stays only where it makes the program faster on this machine, with this BLAS
     and this load. Until the choice, successive calls may differ in their last bits (the
-    candidates compute the same operations, the native math within its ulp bounds). `choice`: None while timing, then
-    the name kept; `times`: the timed seconds of each."""
+    candidates compute the same operations, the native math within its ulp bounds).
+    `choice`: None while timing, then the name kept; `times`: the timed seconds of each."""
 
     def __init__(self, candidates, trials, clock, most=None, margin=0.0):
         self._names = [name for name, _ in candidates]

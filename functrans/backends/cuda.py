@@ -23,8 +23,8 @@ from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Var, cupy_array
                     short_dtype)
 from ..core.devices import cupy_module
 from ..primitives.elementwise import convert_element_type_p
-from .cuda_special import SPECIAL_TEMPLATES
 from ..primitives.shape import broadcast_in_dim_p
+from .cuda_special import SPECIAL_TEMPLATES
 
 CTYPES = {
     "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",

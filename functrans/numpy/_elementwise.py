@@ -28,17 +28,18 @@ _float_power = _binary(ew.pow, floats=True)
 
 def _bool_as_int(x):
     """A bool array as int32 (JAX's numeric promotion for power, x64 or not); else x."""
-    if not is_python_scalar(x) and _np.dtype(_as_operand(x).dtype).kind == "b":
-        return ew.convert_element_type(_as_operand(x), new_dtype=_np.dtype(_np.int32),
-                                       weak_type=False)
+    if not is_python_scalar(x):
+        op = _as_operand(x)
+        if _np.dtype(op.dtype).kind == "b":
+            return ew.convert_element_type(op, new_dtype=_np.dtype(_np.int32), weak_type=False)
     return x
 
 
 def power(x, y):
     """x ** y; a Python int exponent becomes integer_pow (exact, cheap derivative). Bool
     operands count as int32, as JAX's (True ** 2 is 1, an int32)."""
-    if type(y) is not int and type(y) in (_np.ndarray, *_np.sctypeDict.values()) and \
-            _np.ndim(y) == 0 and _np.asarray(y).dtype.kind in "iu":
+    if isinstance(y, _np.integer) or (type(y) is _np.ndarray and y.ndim == 0
+                                      and y.dtype.kind in "iu"):
         y = int(y)          # a concrete integer, as JAX's (operator.index): integer_pow
     if type(y) is int and (not is_python_scalar(x) or (y < 0 and type(x) in (int, bool))):
         x = _bool_as_int(_as_operand(x))

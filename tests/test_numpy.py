@@ -691,6 +691,9 @@ def test_power_of_bools_and_concrete_integer_exponents_as_jax():
         assert np.asarray(got).dtype == np.int32
         np.testing.assert_array_equal(got, want)
     assert np.asarray(fnp.power(np.array([1, 2], np.int8), np.int64(2))).dtype == np.int8
+    for x, y in ((np.array([1, 2], np.int8), a), (a, np.array([1, 2], np.int8)),
+                 (np.array(3, np.int8), np.array(True))):
+        assert np.asarray(fnp.power(x, y)).dtype == np.int8     # promoted first: no int32
     assert np.asarray(fnp.power(np.array([1.5], np.float16), np.array(2))).dtype == np.float16
     assert np.asarray(fnp.power(a, 2.5)).dtype.kind == "f"
     for base in (np.array([2, 3], np.int32), 2, True):

@@ -49,8 +49,8 @@ def power(x, y):
                          f"integer_pow({short_dtype(x.dtype)}{list(_np.shape(x))}, {y}) (use "
                          f"a float base, e.g. x.astype(float) ** {y})")
     if _result_type(x, y)[0].kind in "biu":           # integer ** integer stays integer
-        x, y = _promote_args("pow", _bool_as_int(x), _bool_as_int(y))
-        return ew.pow(x, y)
+        x, y = _promote_args("pow", x, y)      # then bool ** bool as int32 (JAX's order)
+        return ew.pow(_bool_as_int(x), _bool_as_int(y))
     return _float_power(x, y)
 arctan2 = _binary(ew.atan2, floats=True)
 maximum = _binary(ew.max)

@@ -160,14 +160,21 @@ class RecordTrace(Trace):
             if form is not None:
                 return self._record_form(tape, prim, params, in_idx, form)
         s = _thread_state
+        aval = None
         if s.dynamic_trace.level == 0 and concrete:    # bind_below, inline
+            # (without params, calls without **{}: each built a dict, per recorded op)
             if not s.trusted:
-                prim.abstract_eval(*in_avals, **params)
-            out = prim.impl(array_module(*vals), *vals, **params)
+                aval = prim.abstract_eval(*in_avals, **params) if params else \
+                    prim.abstract_eval(*in_avals)
+            xp = array_module(*vals)
+            out = prim.impl(xp, *vals, **params) if params else prim.impl(xp, *vals)
         else:
             out = bind_below(prim, vals, params, in_avals)
         if not prim.multiple_results:
-            i = tape.add(out, live=is_live)
+            # the shape rule's aval, where it ran and is strong (a weak one is the value's:
+            # the recorded value is a plain array), saves get_aval on the result
+            i = tape.add(out, live=is_live,
+                         aval=aval if aval is not None and not aval.weak_type else None)
             tape.eqns.append((prim, params, in_idx, (i,)))
             return RecordTracer(self, out, i, avals[i])
         out_idx = tuple([tape.add(o, live=is_live) for o in out])

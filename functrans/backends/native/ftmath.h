@@ -826,12 +826,15 @@ FTM_INL float fabs(float x) { return detail::absf(x); }
   _Pragma("omp declare simd notinbranch") _Pragma("omp declare simd notinbranch simdlen(8)") \
   static __attribute__((noinline))
 #define FTM_FF(NAME) FTM_CLONE float NAME(float x) { return detail::NAME##_f(x); }
-FTM_FF(exp) FTM_FF(expm1) FTM_FF(log) FTM_FF(log1p) FTM_FF(erf)
+FTM_FF(exp) FTM_FF(expm1) FTM_FF(log) FTM_FF(log1p) FTM_FF(tanh) FTM_FF(erf)
 #undef FTM_FF
-// float tanh inlined: its division's latency sat at each clone's return (the 30-op chain,
-// 3 tanh an element in 4 streams, one thread: 2.4-2.5 ms with the clone, 2.0-2.3 inlined;
-// its forward + backward 3.7-3.9 and 2.9-3.4 ms), and it is short (compiled in +0.1 s)
-FTM_INL float tanh(float x) { return detail::tanh_f(x); }
+// tanh inlined, for the loops that call it a few times (kernels.inline_tanh): the clone's
+// division's latency sat at its return (the 30-op chain, 3 tanh an element in 4 streams,
+// one thread: 2.4-2.5 ms calling the clone, 2.0-2.3 inlined; its forward + backward 3.7-3.9
+// and 2.9-3.4 ms); a loop calling it often keeps the clone (a 320-op group with 32 tanh
+// compiled in 4.2 s inlined into 4 streams, 0.14 s calling it, and ran as fast)
+FTM_INL float tanh_inline(float x) { return detail::tanh_f(x); }
+FTM_INL double tanh_inline(double x) { return detail::tanh(x); }
 // erfinv, evaluated in double (about 200 operations): a clone too, for float and double (the
 // 8 streams of a loop inlining it compiled in 6.6 s, float)
 FTM_CLONE double erfinv(double x) { return detail::erfinv(x); }

@@ -49,6 +49,8 @@ FAST_FLOAT_CALLS = {"exp", "expm1", "log", "log1p", "tanh", "ft_logaddexp", "ft_
 # polynomials pass by pass over masked copies (about 20x the native loop's time)
 FASTER_THAN_NUMPY = {"erf"}
 _CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
+_TANH = re.compile(r"\btanh\(")
+INLINE_TANH_MAX = 8      # inline_tanh: the most tanh calls a loop body inlines
 _STREAM_J = re.compile(r"\bi\b|\bv(\d+)\b")
 STREAMS_MIN_SIZE = 1 << 12
 # 4 streams, not 8: each stream's values live across the calls of the out-of-line clones,
@@ -150,6 +152,16 @@ def interleaved(body, k):
     return out
 
 
+def inline_tanh(body):
+    """The loop body with its tanh calls inlined (ftmath.h's tanh_inline) when it has at most
+    INLINE_TANH_MAX of them, else as it is (each calls the out-of-line clone): inlined,
+    the division's latency overlaps the streams' other work; a long group inlining many
+    compiles for seconds."""
+    if sum(len(_TANH.findall(b)) for b in body) > INLINE_TANH_MAX:
+        return body
+    return [_TANH.sub("ftm::tanh_inline(", b) for b in body]
+
+
 def render_function(g):
     """A rendered group (cuda.GroupCode) as (a host function over [0, n), its C entry).
     Groups with a transcendental and at least STREAMS_MIN_SIZE elements loop over STREAMS
@@ -159,15 +171,16 @@ def render_function(g):
     waits for the slowest thread (measured the same within the shared machine's noise).
     Broadcast inputs constant on blocks of the flat index are loaded once a block
     (broadcast_block); vectors along the last axis are read at the column of a loop over
-    rows (last_axis_vectors)."""
+    rows (last_axis_vectors); a body with few tanh calls inlines them (inline_tanh)."""
     params = g.params + ["const long long n", "const int nt"]
     lines = [f"static void {g.name}_body({', '.join(params)}) {{"]
     lines += ["  " + h for h in g.hoisted]
     k = STREAMS if g.size >= STREAMS_MIN_SIZE and transcendental(g.jaxpr) else 1
+    body = inline_tanh(g.body)
     block = broadcast_block(g) if k == 1 else 0
     cols = 0 if block else last_axis_vectors(g)
     if cols:
-        return _render_rows_of(g, lines, cols, k), entry_point(g.name, g.params)
+        return _render_rows_of(g, body, lines, cols, k), entry_point(g.name, g.params)
     if block:
         at = {pos for pos, _, _ in g.bcasts}
         chunk = max(1, 2048 // block)
@@ -177,7 +190,7 @@ def render_function(g):
         lines.append(f"    const long long i1 = i0 + {block}LL < n ? i0 + {block}LL : n;")
         lines.append("    #pragma omp simd")
         lines.append("    for (long long i = i0; i < i1; ++i) {")
-        lines += ["      " + b for p, b in enumerate(g.body) if p not in at]
+        lines += ["      " + b for p, b in enumerate(body) if p not in at]
         lines += ["    }", "  }", "}"]
         return "\n".join(lines), entry_point(g.name, g.params)
     if k > 1:
@@ -187,17 +200,17 @@ def render_function(g):
     lines.append("  #pragma omp parallel for simd num_threads(nt) schedule(dynamic, 2048)")
     lines.append(f"  for (long long i = 0; i < {'q' if k > 1 else 'n'}; ++i) {{")
     lines += [f"    const long long i{s} = i + o{s};" for s in range(1, k)]
-    lines += ["    " + b for b in interleaved(g.body, k)]
+    lines += ["    " + b for b in interleaved(body, k)]
     lines += ["  }", "}"]
     return "\n".join(lines), entry_point(g.name, g.params)
 
 
-def _render_rows_of(g, lines, cols, k):
+def _render_rows_of(g, body, lines, cols, k):
     """render_function's loop for last_axis_vectors: rows of `cols` elements (k streams of
     rows, as the flat loop's streams of elements), each broadcast vector read at the column
     `j` of the inner simd loop, a plain load."""
     at = {pos: line("j", terms=[(1, None, terms[0][2])]) for pos, terms, line in g.bcasts}
-    body = [at.get(p, b) for p, b in enumerate(g.body)]
+    body = [at.get(p, b) for p, b in enumerate(body)]
     lines.append(f"  const long long R = n / {cols}LL;")
     if k > 1:
         lines.append(f"  const long long q = (R + {k - 1}) / {k};")

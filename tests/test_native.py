@@ -249,10 +249,10 @@ def test_interleaved_streams_give_the_same_values(native_backend, monkeypatch):
 
 
 def test_a_loop_inlines_a_few_tanh_and_calls_the_clone_for_many(native_backend):
-    """A loop body with at most kernels.INLINE_TANH_MAX tanh calls inlines them (the
-    clone's division waited at its return: the 30-op chain 15-20% slower), one with more
-    calls the out-of-line clone (32 inlined into 4 streams compiled in 4 s, against 1.3);
-    the same values either way."""
+    """A loop body with at most kernels.INLINE_CALLS_MAX calls of the float transcendentals
+    inlines them (the clone's division waited at its return: the 30-op chain 15-20%
+    slower), one with more calls the out-of-line clones (32 tanh inlined into 4 streams
+    compiled in 4 s, against 1.3); the same values either way."""
     x = np.linspace(-4, 4, 10_003, dtype=np.float32)
 
     def tanhs(n):
@@ -261,12 +261,14 @@ def test_a_loop_inlines_a_few_tanh_and_calls_the_clone_for_many(native_backend):
                 v = fnp.tanh(v * 1.5 + 0.25)
             return v
         return f
-    few, many = tanhs(kernels.INLINE_TANH_MAX), tanhs(kernels.INLINE_TANH_MAX + 1)
+    few, many = tanhs(kernels.INLINE_CALLS_MAX), tanhs(kernels.INLINE_CALLS_MAX + 1)
     src_few = ft.jit(few).lower(x).native["source"]
     src_many = ft.jit(many).lower(x).native["source"]
     assert "ftm::tanh_inline(" in src_few and not re.search(r"[^:_]tanh\(", src_few)
     assert "tanh_inline" not in src_many and "(tanh(" in src_many
     np.testing.assert_array_equal(ft.jit(many)(x), ft.jit(few)(ft.jit(tanhs(1))(x)))
+    src = ft.jit(lambda v: fnp.exp(v) * fnp.log1p(v * v)).lower(x).native["source"]
+    assert "ftm::exp_inline(" in src and "ftm::log1p_inline(" in src
 
 
 def test_without_a_compiler_numpy_runs_and_lower_says_why(native_backend, monkeypatch):

@@ -821,20 +821,25 @@ FTM_INL float fabs(float x) { return detail::absf(x); }
 // calls), which the vectorized loops call, instead of a copy inlined at each call site:
 // the 200-op f32[8] chain with 60 sin/cos compiled in 11.8 s of CPU inlined, 0.6 s with
 // clones; the 30-op chain's forward + backward, in 4 interleaved streams (kernels.py), in
-// 1.3 s inlined, 0.3 s with clones, and runs as fast (the call costs ~0.05 ns/element)
+// 1.3 s inlined, 0.3 s with clones (a loop with few calls inlines them: NAME_inline below)
 #define FTM_CLONE                                                                         \
   _Pragma("omp declare simd notinbranch") _Pragma("omp declare simd notinbranch simdlen(8)") \
   static __attribute__((noinline))
 #define FTM_FF(NAME) FTM_CLONE float NAME(float x) { return detail::NAME##_f(x); }
 FTM_FF(exp) FTM_FF(expm1) FTM_FF(log) FTM_FF(log1p) FTM_FF(tanh) FTM_FF(erf)
 #undef FTM_FF
-// tanh inlined, for the loops that call it a few times (kernels.inline_tanh): the clone's
-// division's latency sat at its return (the 30-op chain, 3 tanh an element in 4 streams,
-// one thread: 2.4-2.5 ms calling the clone, 2.0-2.3 inlined; its forward + backward 3.7-3.9
-// and 2.9-3.4 ms); a loop calling it often keeps the clone (a 320-op group with 32 tanh
-// compiled in 4.2 s inlined into 4 streams, 0.14 s calling it, and ran as fast)
-FTM_INL float tanh_inline(float x) { return detail::tanh_f(x); }
-FTM_INL double tanh_inline(double x) { return detail::tanh(x); }
+// The same functions inlined, for the loops that call them a few times (kernels.inline_calls):
+// a clone's call keeps no vector register across it and its last operation's latency sits
+// at its return (one thread, CPU time: the 30-op chain, 3 tanh an element in 4 streams,
+// 2.4-2.5 ms calling the clone, 2.0-2.3 inlined; an LSTM cell's gates 85 -> 66 us, exact
+// GELU's gradient 1.06 -> 0.97 ms); a loop calling them often keeps the clones (a 320-op
+// group with 32 tanh compiled in 4.0 s inlined into 4 streams, 1.3 s calling them, and ran
+// as fast)
+#define FTM_FI(NAME)                                                                      \
+  FTM_INL float NAME##_inline(float x) { return detail::NAME##_f(x); }                   \
+  FTM_INL double NAME##_inline(double x) { return detail::NAME(x); }
+FTM_FI(exp) FTM_FI(expm1) FTM_FI(log) FTM_FI(log1p) FTM_FI(tanh) FTM_FI(erf)
+#undef FTM_FI
 // erfinv, evaluated in double (about 200 operations): a clone too, for float and double (the
 // 8 streams of a loop inlining it compiled in 6.6 s, float)
 FTM_CLONE double erfinv(double x) { return detail::erfinv(x); }

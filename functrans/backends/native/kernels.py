@@ -49,8 +49,9 @@ FAST_FLOAT_CALLS = {"exp", "expm1", "log", "log1p", "tanh", "ft_logaddexp", "ft_
 # polynomials pass by pass over masked copies (about 20x the native loop's time)
 FASTER_THAN_NUMPY = {"erf"}
 _CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
-_TANH = re.compile(r"\btanh\(")
-INLINE_TANH_MAX = 8      # inline_tanh: the most tanh calls a loop body inlines
+INLINED = ("exp", "expm1", "log", "log1p", "tanh", "erf")   # ftmath.h's NAME_inline
+_INLINED = re.compile(r"\b(" + "|".join(INLINED) + r")\(")
+INLINE_CALLS_MAX = 8     # inline_calls: the most calls of them a loop body inlines
 _STREAM_J = re.compile(r"\bi\b|\bv(\d+)\b")
 STREAMS_MIN_SIZE = 1 << 12
 # 4 streams, not 8: each stream's values live across the calls of the out-of-line clones,
@@ -152,14 +153,14 @@ def interleaved(body, k):
     return out
 
 
-def inline_tanh(body):
-    """The loop body with its tanh calls inlined (ftmath.h's tanh_inline) when it has at most
-    INLINE_TANH_MAX of them, else as it is (each calls the out-of-line clone): inlined,
-    the division's latency overlaps the streams' other work; a long group inlining many
-    compiles for seconds."""
-    if sum(len(_TANH.findall(b)) for b in body) > INLINE_TANH_MAX:
+def inline_calls(body):
+    """The loop body with its calls of the float transcendentals ftmath.h evaluates in
+    float (INLINED) inlined, as NAME_inline, when it has at most INLINE_CALLS_MAX of them,
+    else as it is (each a call of the out-of-line clone): inlined, their work overlaps the
+    streams' other work; a long group inlining many compiles for seconds."""
+    if sum(len(_INLINED.findall(b)) for b in body) > INLINE_CALLS_MAX:
         return body
-    return [_TANH.sub("ftm::tanh_inline(", b) for b in body]
+    return [_INLINED.sub(r"ftm::\1_inline(", b) for b in body]
 
 
 def render_function(g):
@@ -171,12 +172,13 @@ def render_function(g):
     waits for the slowest thread (measured the same within the shared machine's noise).
     Broadcast inputs constant on blocks of the flat index are loaded once a block
     (broadcast_block); vectors along the last axis are read at the column of a loop over
-    rows (last_axis_vectors); a body with few tanh calls inlines them (inline_tanh)."""
+    rows (last_axis_vectors); a body with few transcendental calls inlines them
+    (inline_calls)."""
     params = g.params + ["const long long n", "const int nt"]
     lines = [f"static void {g.name}_body({', '.join(params)}) {{"]
     lines += ["  " + h for h in g.hoisted]
     k = STREAMS if g.size >= STREAMS_MIN_SIZE and transcendental(g.jaxpr) else 1
-    body = inline_tanh(g.body)
+    body = inline_calls(g.body)
     block = broadcast_block(g) if k == 1 else 0
     cols = 0 if block else last_axis_vectors(g)
     if cols:

@@ -53,11 +53,13 @@ template <typename T> __device__ __forceinline__ T ft_logaddexp(T a, T b) {
 }
 // logistic(x): 1 / (1 + e) from 0 up, e / (1 + e) below, e = exp(-|x|) (no overflow; the
 // negative tail kept); one exp, outside the select (GCC vectorizes no call in a select's
-// arm); NaN through e
-template <typename T> __device__ __forceinline__ T ft_logistic(T x) {
-  const T e = exp(-fabs(x));
-  return (x >= 0 ? (T)1 : e) / (1 + e);
-}
+// arm); NaN through e. (A macro of its exp: the CPU's loops with few calls inline it.)
+#define FT_LOGISTIC(NAME, EXP)                                                        \
+  template <typename T> __device__ __forceinline__ T NAME(T x) {                     \
+    const T e = EXP(-fabs(x));                                                        \
+    return (x >= 0 ? (T)1 : e) / (1 + e);                                             \
+  }
+FT_LOGISTIC(ft_logistic, exp)
 {special}// shifts as NumPy defines them: zero once the amount reaches the width; a logical right
 // shift of a signed value shifts its unsigned bits
 #define FT_SHIFTS(T, U)                                                              \

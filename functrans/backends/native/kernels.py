@@ -49,8 +49,10 @@ FAST_FLOAT_CALLS = {"exp", "expm1", "log", "log1p", "tanh", "ft_logaddexp", "ft_
 # polynomials pass by pass over masked copies (about 20x the native loop's time)
 FASTER_THAN_NUMPY = {"erf"}
 _CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
-INLINED = ("exp", "expm1", "log", "log1p", "tanh", "erf")   # ftmath.h's NAME_inline
+INLINED = ("exp", "expm1", "log", "log1p", "tanh", "erf",   # ftmath.h's NAME_inline
+           "ft_logistic")                                    # HOST_INLINED's
 _INLINED = re.compile(r"\b(" + "|".join(INLINED) + r")\(")
+HOST_INLINED = "FT_LOGISTIC(ft_logistic_inline, exp_inline)"  # after cuda.PRELUDE
 INLINE_CALLS_MAX = 8     # inline_calls: the most calls of them a loop body inlines
 _STREAM_J = re.compile(r"\bi\b|\bv(\d+)\b")
 STREAMS_MIN_SIZE = 1 << 12
@@ -160,7 +162,12 @@ def inline_calls(body):
     streams' other work; a long group inlining many compiles for seconds."""
     if sum(len(_INLINED.findall(b)) for b in body) > INLINE_CALLS_MAX:
         return body
-    return [_INLINED.sub(r"ftm::\1_inline(", b) for b in body]
+    return [_INLINED.sub(_inlined, b) for b in body]
+
+
+def _inlined(m):
+    name = m.group(1)
+    return f"{name}_inline(" if name.startswith("ft_") else f"ftm::{name}_inline("
 
 
 def render_function(g):
@@ -284,7 +291,7 @@ def render_program(groups) -> str:
         bodies.append(body)
         entries.append(entry)
     return "\n".join([HOST_PRELUDE, "namespace ftk {", "using namespace ftm;", cuda.PRELUDE,
-                      *bodies, "}  // namespace ftk", *entries, ""])
+                      HOST_INLINED, *bodies, "}  // namespace ftk", *entries, ""])
 
 
 # ---------------------------------------------------------------------------

@@ -256,11 +256,11 @@ def _structure_key(tape, n_in, out_idx):
     The equations are one bytes string of int64s, each equation its primitive's index in
     the key's own tuple of primitives, its input and output counts and indices, with the
     params of those that have any beside it (by their position in the string); the
-    constants, their indices and avals' indices, likewise. Bytes are
-    not tracked by the cyclic collector and cache their hash: a tuple per equation, as
-    first written, left ~3 new tracked objects per equation (4,000 for a 1,300-op chain)
-    for a collection to scan when ft.grad's pause ended, about 4% of its call, and were
-    hashed again at each lookup of the key."""
+    constants, their indices and avals' indices, likewise. Bytes are not tracked by the
+    cyclic collector and cache their hash: a tuple per equation, as first written, left ~3
+    new tracked objects per equation (4,000 for a 1,300-op chain) for a collection to scan
+    when ft.grad's pause ended, about 4% of its call, and was hashed again at each lookup
+    of the key. A residual form's companions may read literals: those stay a tuple."""
     prims, avals = {}, {}
 
     def eqns(es):

@@ -712,7 +712,7 @@ FTM_INL float erf_f(float x) {
 
 // rint, floor, ceil, round of a float as their double versions above, in float (exact
 // either way; through double the loop spent 4 conversions a vector on each: the 30-op chain's
-// abs made its loop 2.5x slower)
+// abs made its loop 2.3x slower)
 FTM_INL float rint_f(float x) {
   const float a = absf(x);
   const float r = (a + 0x1p23f) - 0x1p23f;

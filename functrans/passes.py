@@ -20,7 +20,7 @@ from .primitives.elementwise import add_p
 from .primitives.linalg import dot_general_p
 from .primitives.reductions import reduce_max_p, reduce_min_p, reduce_sum_p
 from .primitives.shape import (broadcast_in_dim_p, concatenate_p, expand_dims_p, pad_p,
-                               reshape_p, squeeze_p, transpose_p)
+                               reshape_p, slice_p, squeeze_p, transpose_p)
 
 # ---------------------------------------------------------------------------
 # small helpers
@@ -667,6 +667,93 @@ def _group_name(members):
     if len(names) > 6:
         names = names[:6] + [f"etc{len(members)}"]
     return "fused_" + "_".join(names)
+
+
+def _plain_slice(e) -> bool:
+    return e.primitive is slice_p and all(k == 1 for k in e.params.get("strides") or ())
+
+
+def _sliced_operand(a, start, limit, out_shape, new):
+    """Operand a of an elementwise equation, cut as its slice [start, limit) of the result
+    (a scalar stays whole); a slice equation is appended to `new` when a cut is needed."""
+    if type(a) is Literal or a.aval.shape == ():
+        return a
+    v = Var(a.aval.update(shape=tuple(out_shape)))
+    new.append(JaxprEqn(slice_p, [a], {"start_indices": tuple(start),
+                                        "limit_indices": tuple(limit), "strides": None}, [v]))
+    return v
+
+
+def split_at_slices(closed: ClosedJaxpr, can_fuse=fusible) -> ClosedJaxpr:
+    """Elementwise work whose result is only sliced, each slice read by fusible equations
+    (an LSTM step: the pre-activations h @ W^T + b + x, then cut into its four gate
+    blocks), done slice by slice on the slices of its operands instead, so that it fuses
+    into the groups that read the slices: one kernel per step reading the product's column
+    blocks in place (backends/cpu.py), not two whole-array passes and four copies before
+    it. A broadcast is cut at its operand. Pushed up while the producer is such work; the
+    slices must not overlap in size (the same work, in pieces, never more), and outputs
+    of the program are left whole. The values are the same."""
+    j = closed.jaxpr
+    if not any(e.primitive is slice_p for e in j.eqns):
+        return closed
+    eqns = list(j.eqns)
+    outs = {a for a in j.outvars if type(a) is Var}
+    changed = False
+    while True:
+        readers: dict = {}
+        for k, e in enumerate(eqns):
+            for a in e.invars:
+                if type(a) is Var:
+                    readers.setdefault(a, []).append(k)
+        hit = None
+        for k, e in enumerate(eqns):
+            if len(e.outvars) != 1 or (e.primitive is not broadcast_in_dim_p
+                                       and not fusible(e)):
+                continue
+            v = e.outvars[0]
+            cuts = [eqns[r] for r in readers.get(v, ())]
+            if (v in outs or not cuts or not all(_plain_slice(c) for c in cuts)
+                    or sum(c.outvars[0].aval.size for c in cuts) > v.aval.size
+                    or not all(can_fuse(eqns[r]) for c in cuts
+                               for r in readers.get(c.outvars[0], ()))
+                    or any(c.outvars[0] in outs or not readers.get(c.outvars[0])
+                           for c in cuts)):
+                continue
+            hit = k
+            break
+        if hit is None:
+            break
+        e = eqns[hit]
+        v = e.outvars[0]
+        new = []
+        for r in sorted(readers[v]):
+            c = eqns[r]
+            start, limit = c.params["start_indices"], c.params["limit_indices"]
+            piece = c.outvars[0]
+            if e.primitive is broadcast_in_dim_p:
+                x, dims = e.invars[0], e.params["broadcast_dimensions"]
+                xs, xl = [], []
+                for d, od in enumerate(dims):
+                    whole = x.aval.shape[d] == 1 and v.aval.shape[od] != 1
+                    xs.append(0 if whole else start[od])
+                    xl.append(1 if whole else limit[od])
+                cut = x if type(x) is Literal or (tuple(xs) == (0,) * len(xs) and tuple(xl) ==
+                                                  tuple(x.aval.shape)) else \
+                    _sliced_operand(x, xs, xl, [b - a for a, b in zip(xs, xl)], new)
+                new.append(JaxprEqn(e.primitive, [cut], {**e.params,
+                                                         "shape": tuple(piece.aval.shape)},
+                                    [piece]))
+            else:
+                ins = [_sliced_operand(a, start, limit, piece.aval.shape, new)
+                       for a in e.invars]
+                new.append(JaxprEqn(e.primitive, ins, e.params, [piece]))
+        gone = {hit, *readers[v]}
+        eqns = [x for k, x in enumerate(eqns[:hit]) if k not in gone] + new + \
+            [x for k, x in enumerate(eqns[hit:], hit) if k not in gone]
+        changed = True
+    if not changed:
+        return closed
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts)
 
 
 def fuse(closed: ClosedJaxpr, can_fuse=fusible, min_eqns=2, rows=False) -> ClosedJaxpr:

@@ -406,6 +406,24 @@ def slice_is_contiguous(shape, start_indices, limit_indices, strides):
                for k in axes[1:]) and (not axes or strides[axes[0]] == 1)
 
 
+def slice_column_block(shape, start_indices, limit_indices, strides):
+    """(W, lo) when the slice of an array of `shape` takes every leading axis whole and the
+    columns [lo, hi) of its last axis W, stride 1 (an LSTM step's gate block of the
+    pre-activations): element (row r, column j) of the slice sits at r * W + lo + j of the
+    C-contiguous operand. None otherwise (also for rank < 2, and a block of whole rows,
+    which is C-contiguous)."""
+    strides = strides or (1,) * len(shape)
+    if len(shape) < 2 or any(s != 1 for s in strides):
+        return None
+    if any(a != 0 or b != d for a, b, d in zip(start_indices[:-1], limit_indices[:-1],
+                                               shape[:-1])):
+        return None
+    lo, hi, w = start_indices[-1], limit_indices[-1], shape[-1]
+    if hi - lo == w or hi <= lo:
+        return None
+    return w, lo
+
+
 def _slice_impl(xp, x, start_indices, limit_indices, strides):
     return xp.asarray(x)[slice_index(start_indices, limit_indices, strides)]
 

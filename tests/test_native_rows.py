@@ -411,3 +411,49 @@ def test_a_bias_along_the_last_axis_is_read_at_the_column(native_backend, tmp_pa
     assert _unvectorized_simd_loops(source, tmp_path) == []
     want, _ = _jit_under("numpy", f, x, b)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.skipif(not _is_gcc(), reason="-fopt-info-vec-optimized is GCC's")
+@pytest.mark.parametrize("rows, hidden, gates", [(20, 256, True), (7, 64, True),
+                                                 (3, 64, False), (9, 16, True)])
+def test_column_blocks_of_a_product_are_read_in_place(native_backend, tmp_path, rows, hidden,
+                                                      gates):
+    """An LSTM step's gates: the group reads the column blocks [lo, lo + H) of one product's
+    pre-activations at r * 4H + lo + j of the whole product, in its rows (in streams of
+    rows when it has transcendentals and enough elements), instead of the program copying
+    each block out C-contiguous first (no ascontiguousarray left). Every simd loop
+    vectorizes; the values are the NumPy backend's, bit for bit without transcendentals;
+    an operand that comes non-C-contiguous is copied by the call's retry."""
+    H = hidden
+    h, w, c = rand((rows, H), np.float32), rand((4 * H, H), np.float32, 1), \
+        rand((rows, H), np.float32, 2)
+
+    def split(g):
+        return g[:, :H], g[:, H:2 * H], g[:, 2 * H:3 * H], g[:, 3 * H:]
+
+    def step(g, c):
+        i, f, z, o = split(g)
+        if not gates:
+            return (i * c + f * z - o,)
+        c = ft.lax.logistic(f) * c + ft.lax.logistic(i) * fnp.tanh(z)
+        return ft.lax.logistic(o) * fnp.tanh(c), c
+
+    def cell(h, w, c):
+        return step((h @ w.T) * np.float32(0.5), c)
+    got, low = _jit_under("native", cell, h, w, c)
+    source = low.native["source"]
+    assert "read as column blocks" in low.source and "ascontiguousarray" not in low.source
+    assert f"ft_r * {4 * H}LL + {2 * H}LL + j" in source
+    if rows * H >= kernels.STREAMS_MIN_SIZE and gates:
+        assert f"ft_r{kernels.STREAMS - 1} = r + o{kernels.STREAMS - 1}" in source
+    assert _unvectorized_simd_loops(source, tmp_path) == []
+    want, _ = _jit_under("numpy", cell, h, w, c)
+    for a, b in zip(got, want):
+        if gates:
+            np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
+        else:
+            np.testing.assert_array_equal(a, b)
+    g = rand((rows, 4 * H), np.float32, 3)
+    fortran, _ = _jit_under("native", step, np.asfortranarray(g), c)
+    for a, b in zip(fortran, _jit_under("numpy", step, g, c)[0]):
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)

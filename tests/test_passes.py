@@ -343,6 +343,50 @@ def test_fuse_sinks_reductions_so_the_backward_joins_the_forward():
     same_values(closed, out, x3())
 
 
+def test_split_at_slices_moves_sliced_work_into_the_readers():
+    """An LSTM step: h @ W^T + b + x cut into four gate blocks, each read by elementwise
+    work. The adds (and the bias's broadcast, cut at the bias) move to the slices, so one
+    group computes each step's gates from slices of the product; the product itself stays
+    whole. Work whose result is also read whole, an output, or cut into overlapping slices
+    stays whole too (pieces would repeat work)."""
+    H = 4
+    rng = np.random.default_rng(0)
+    h, w, b, x, c = (rng.standard_normal(s).astype(F32)
+                     for s in [(3, H), (4 * H, H), (4 * H,), (3, 4 * H), (3, H)])
+
+    def cell(h, w, b, x, c):
+        g = h @ w.T + b + x
+        i, f, z, o = g[:, :H], g[:, H:2 * H], g[:, 2 * H:3 * H], g[:, 3 * H:]
+        c = ft.lax.logistic(f) * c + ft.lax.logistic(i) * fnp.tanh(z)
+        return ft.lax.logistic(o) * fnp.tanh(c), c
+    closed = ft.make_jaxpr(cell)(h, w, b, x, c)
+    out = passes.split_at_slices(closed)
+    same_values(closed, out, h, w, b, x, c)
+    assert prims(out).count("add") == prims(closed).count("add") - 2 + 8
+    for e in out.jaxpr.eqns:
+        if e.primitive.name in ("add", "broadcast_in_dim"):
+            assert e.outvars[0].aval.shape[-1] == H       # every piece one gate wide
+        if e.primitive.name == "slice" and e.invars[0].aval.ndim == 1:
+            assert e.outvars[0].aval.shape == (H,)        # the bias cut before its broadcast
+    fused = passes.fuse(out)
+    assert prims(fused).count("fused") == 1 and "dot_general" in prims(fused)
+
+    def overlapping(x):
+        y = fnp.exp(x)
+        return fnp.sin(y[:, :3]), fnp.cos(y[:, 1:])
+
+    def read_whole(x):
+        y = fnp.exp(x)
+        return fnp.sin(y[:, :2]) + fnp.sum(y), fnp.cos(y[:, 2:])
+
+    def output(x):
+        y = fnp.exp(x)
+        return fnp.sin(y[:, :2]), y
+    for f in (overlapping, read_whole, output):
+        closed = ft.make_jaxpr(f)(x)
+        assert passes.split_at_slices(closed) is closed
+
+
 def test_fuse_never_merges_different_shapes_or_creates_cycles():
     def f(x, m):
         a = fnp.sin(x)                                   # f32[3]

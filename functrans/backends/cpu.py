@@ -28,7 +28,8 @@ from .memory import BUDGET
 from .native import kernels as native_kernels, rows as native_rows, toolchain
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
 from ..core.config import config
-from ..primitives.shape import broadcast_in_dim_p, slice_index, slice_is_contiguous, slice_p
+from ..primitives.shape import (broadcast_in_dim_p, slice_column_block, slice_index,
+                                slice_is_contiguous, slice_p)
 
 
 class CpuConfig:
@@ -320,6 +321,9 @@ class _Lowering:
         self.info = {"blocked_groups": 0, "unblocked_groups": 0, "native_groups": 0}
         self.natives: list = []       # (global name, C entry point, n, threads) per group
         self.row_functions: dict = {}     # id(fused eqn) -> native_rows.RowFunction
+        self.columns: dict = {}       # slice var -> (operand's name, W, lo): a column block
+                                      # its native readers read in place (emit_slice)
+        self.row_loops: dict = {}     # id(fused eqn) -> whether it can loop over rows
         self.library = None           # the compiled .so of the native groups,
         self.addresses: dict = {}     # ... its entry points (C name -> address)
         self.call = None              # ... and kernels.caller()
@@ -340,14 +344,17 @@ class _Lowering:
 
     def run(self):
         rows = self.native is not None and not self.native[1]   # native code available
+        # native groups read column blocks in place: work whose result is only cut into
+        # slices for them is done on the slices, in the groups (split_at_slices)
+        closed = passes.split_at_slices(self.closed) if rows else self.closed
         # "auto": reductions too small for a native row group change nothing (today's fusion)
         min_size = CONFIG.native_rows_min_size if rows and self.native[0] == "auto" else 0
-        rows = rows and native_rows.has_row_reductions(self.closed, min_size)
+        rows = rows and native_rows.has_row_reductions(closed, min_size)
         if rows:
-            fusedj = passes.fuse(native_rows.split_total_reductions(self.closed, min_size),
+            fusedj = passes.fuse(native_rows.split_total_reductions(closed, min_size),
                                  can_fuse=can_fuse_rows, rows=True)
         else:
-            fusedj = passes.fuse(self.closed, can_fuse=can_fuse)
+            fusedj = passes.fuse(closed, can_fuse=can_fuse)
         prog_eqns, top, blocked, self.native_ids = [], [], set(), set()
         pending = [(e, rows) for e in fusedj.jaxpr.eqns[::-1]]
         while pending:
@@ -470,7 +477,7 @@ class _Lowering:
                 else:
                     body.append(f"{nm} = _bcast({x}, {tuple(o.aval.shape)!r}, {exp!r})")
             elif e.primitive is slice_p and e.invars[0].aval.ndim and type(e.invars[0]) is Var:
-                body.append(self.emit_slice(e, readers))
+                body += self.emit_slice(e, readers, outs_set)
             else:
                 fn = self.ctx.impl(e)
                 ins = ", ".join(self.atom(a, as_scalar=False) for a in e.invars)
@@ -502,17 +509,42 @@ class _Lowering:
         self.fname = fname
         return self
 
-    def emit_slice(self, e, readers):
-        """A slice as a basic index of its operand (a view); a C-contiguous copy where a native
-        group reads it and the view is not one (an LSTM step's gate block): native calls take
-        C-contiguous arrays only, and would retry with every argument copied."""
+    def emit_slice(self, e, readers, outputs):
+        """A slice as a basic index of its operand (a view). Native calls take C-contiguous
+        arrays only (and would retry with every argument copied): where native groups read
+        a slice whose view is not one, they read a column block (an LSTM step's gate
+        block of the pre-activations) in place, from the whole operand, when each of them
+        can (takes_columns), and the view is not made; else the slice is copied
+        C-contiguous."""
         o, x = e.outvars[0], e.invars[0]
         nm = self.names[o] = self.fresh()
-        view = f"{self.atom(x, as_scalar=False)}[{self.ctx.g(slice_index(**e.params), 'index')}]"
-        if any(id(r) in self.native_ids for r in readers.get(o, ())) and \
-                not slice_is_contiguous(x.aval.shape, **e.params):
+        xs = self.atom(x, as_scalar=False)
+        view = f"{xs}[{self.ctx.g(slice_index(**e.params), 'index')}]"
+        natives = [r for r in readers.get(o, ()) if id(r) in self.native_ids]
+        if natives and not slice_is_contiguous(x.aval.shape, **e.params):
+            block = slice_column_block(x.aval.shape, **e.params)
+            if block and o not in outputs and len(natives) == len(readers[o]) and all(
+                    self.takes_columns(r, o) for r in natives):
+                self.columns[o] = (xs, *block)
+                return []
             view = f"{self.ctx.g(np.ascontiguousarray, 'ascontiguousarray')}({view})"
-        return f"{nm} = {view}"
+        return [f"{nm} = {view}"]
+
+    def takes_columns(self, e, v):
+        """Whether native group e can read its input v as a column block: a group of plain
+        elementwise work (not a row group) that loads v at its own shape and loops over
+        rows (native_kernels.takes_columns)."""
+        if id(e) in self.row_functions:
+            return False
+        inner = e.params["jaxpr"]
+        shape = inner.eqns[-1].outvars[0].aval.shape if inner.eqns else None
+        if any(a is v and p.aval.shape != shape for a, p in zip(e.invars, inner.invars)):
+            return False
+        rows = self.row_loops.get(id(e))
+        if rows is None:
+            rows = self.row_loops[id(e)] = native_kernels.takes_columns(
+                native_kernels.render_group(inner, "probe"))
+        return rows
 
     def dest_slots(self, outvars, plan):
         """slot -> output index, for the outputs a caller may give arrays to write into
@@ -578,9 +610,14 @@ class _Lowering:
     def emit_native(self, e, outs):
         inner = e.params["jaxpr"]
         g = self.row_functions.get(id(e))
+        columns = {k: self.columns[a][1:] for k, a in enumerate(e.invars)
+                   if type(a) is Var and a in self.columns}
         if g is None:
-            g = native_kernels.render_group(inner, self.ctx._fresh(e.params["name"])[1:])
+            g = native_kernels.render_group(inner, self.ctx._fresh(e.params["name"])[1:],
+                                            columns)
             n, what = g.size, f"{g.size} elements"
+            if columns:
+                what += f" ({len(columns)} read as column blocks)"
         else:
             n, what = g.rows, f"{g.rows} rows of {g.cols}"
         self.native_groups.append(g)
@@ -588,7 +625,8 @@ class _Lowering:
         fn = self.ctx._fresh(f"N_{g.name}")
         self.ctx.globals[fn] = None             # bound to the kernel by build()
         self.natives.append((fn, g.name, n, threads))
-        args = ", ".join([self.atom(a, as_scalar=False) for a in e.invars] + list(outs))
+        args = ", ".join([self.columns[a][0] if k in columns else self.atom(a, as_scalar=False)
+                          for k, a in enumerate(e.invars)] + list(outs))
         ops = sum(m.primitive is not broadcast_in_dim_p for m in inner.eqns)
         why = f" ({self.threads_why})" if self.threads_why and g.size >= \
             CONFIG.native_parallel_min_size else ""

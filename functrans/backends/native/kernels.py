@@ -54,7 +54,7 @@ INLINED = ("exp", "expm1", "log", "log1p", "tanh", "erf",   # ftmath.h's NAME_in
 _INLINED = re.compile(r"\b(" + "|".join(INLINED) + r")\(")
 HOST_INLINED = "FT_LOGISTIC(ft_logistic_inline, exp_inline)"  # after cuda.PRELUDE
 INLINE_CALLS_MAX = 8     # inline_calls: the most calls of them a loop body inlines
-_STREAM_J = re.compile(r"\bi\b|\bv(\d+)\b")
+_STREAM_J = re.compile(r"\bi\b|\bft_r\b|\bv(\d+)\b")
 STREAMS_MIN_SIZE = 1 << 12
 # 4 streams, not 8: each stream's values live across the calls of the out-of-line clones,
 # which keep no vector register, and with 8 the spills outweighed the overlap (the 30-op
@@ -92,9 +92,25 @@ def local_type(dtype) -> str:
     return "int" if np.dtype(dtype) == np.bool_ else cuda.compute_type(dtype)
 
 
-def render_group(jaxpr, name):
-    """A fusion group rendered for the host (cuda.render_group with host locals)."""
-    return cuda.render_group(jaxpr, name, local_type)
+def render_group(jaxpr, name, columns=None):
+    """A fusion group rendered for the host (cuda.render_group with host locals). columns:
+    {input position: (W, lo)} for inputs passed as the whole C-contiguous array whose
+    columns [lo, lo + cols) of a last axis of W the group reads (shape.slice_column_block:
+    an LSTM step's gate blocks, read in place instead of copied out one by one); such a
+    group loops over rows (render_function), and reads them at row `ft_r`."""
+    columns = dict(columns or {})
+    index = {k: f"ft_r * {w}LL + {lo}LL + j" for k, (w, lo) in columns.items()}
+    g = cuda.render_group(jaxpr, name, local_type, index)
+    g.columns = columns
+    return g
+
+
+def takes_columns(g) -> bool:
+    """Whether rendered group g can loop over rows of its output's last axis (so read
+    column blocks): rank >= 2, and every broadcast input a vector along that axis."""
+    shape = g.jaxpr.eqns[-1].outvars[0].aval.shape if g.jaxpr.eqns else ()
+    return len(shape) >= 2 and all(len(terms) == 1 and terms[0][:2] == (1, shape[-1])
+                                   for _, terms, _ in g.bcasts)
 
 
 def _calls(e):
@@ -150,8 +166,8 @@ def interleaved(body, k):
     for line in body:
         out.append(line)
         for s in range(1, k):
-            out.append(_STREAM_J.sub(lambda m: f"i{s}" if m.group(0) == "i" else
-                                     f"v{m.group(1)}_{s}", line))
+            out.append(_STREAM_J.sub(lambda m: f"{m.group(0)}{s}" if m.group(1) is None
+                                     else f"v{m.group(1)}_{s}", line))
     return out
 
 
@@ -179,15 +195,17 @@ def render_function(g):
     waits for the slowest thread (measured the same within the shared machine's noise).
     Broadcast inputs constant on blocks of the flat index are loaded once a block
     (broadcast_block); vectors along the last axis are read at the column of a loop over
-    rows (last_axis_vectors); a body with few transcendental calls inlines them
-    (inline_calls)."""
+    rows (last_axis_vectors); so are a group's column blocks (render_group); a body with
+    few transcendental calls inlines them (inline_calls)."""
     params = g.params + ["const long long n", "const int nt"]
     lines = [f"static void {g.name}_body({', '.join(params)}) {{"]
     lines += ["  " + h for h in g.hoisted]
     k = STREAMS if g.size >= STREAMS_MIN_SIZE and transcendental(g.jaxpr) else 1
     body = inline_calls(g.body)
-    block = broadcast_block(g) if k == 1 else 0
-    cols = 0 if block else last_axis_vectors(g)
+    columns = getattr(g, "columns", None)
+    block = broadcast_block(g) if k == 1 and not columns else 0
+    cols = g.jaxpr.eqns[-1].outvars[0].aval.shape[-1] if columns else \
+        0 if block else last_axis_vectors(g)
     if cols:
         return _render_rows_of(g, body, lines, cols, k), entry_point(g.name, g.params)
     if block:
@@ -228,6 +246,9 @@ def _render_rows_of(g, body, lines, cols, k):
     lines.append(f"  #pragma omp parallel for num_threads(nt) schedule(dynamic, "
                  f"{max(1, 2048 // cols)})")
     lines.append(f"  for (long long r = 0; r < {'q' if k > 1 else 'R'}; ++r) {{")
+    if getattr(g, "columns", None):        # the row of each stream, for column blocks
+        lines.append("    const long long ft_r = r;")
+        lines += [f"    const long long ft_r{s} = r + o{s} / {cols}LL;" for s in range(1, k)]
     lines.append("    #pragma omp simd")
     lines.append(f"    for (long long j = 0; j < {cols}LL; ++j) {{")
     lines.append(f"      const long long i = r * {cols}LL + j;")

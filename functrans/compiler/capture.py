@@ -96,8 +96,9 @@ class _Program:
         self.n_out = n_out
         jclosed, self.out_nz = jvp_jaxpr(fwd, list(self.mask), instantiate=False)
         n_t = sum(self.mask)
-        known, self.unknown, self.out_unknowns, num_res = partial_eval_jaxpr(
+        known, unknown, self.out_unknowns, num_res = partial_eval_jaxpr(
             jclosed, [False] * n_in + [True] * n_t)
+        known, self.unknown, num_res = passes.unbroadcast_residuals(known, unknown, num_res)
         kj = known.jaxpr
         n_known = len(kj.outvars) - num_res
         in_pos = {v: i for i, v in enumerate(kj.invars)}

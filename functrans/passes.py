@@ -690,44 +690,39 @@ def split_at_slices(closed: ClosedJaxpr, can_fuse=fusible) -> ClosedJaxpr:
     blocks), done slice by slice on the slices of its operands instead, so that it fuses
     into the groups that read the slices: one kernel per step reading the product's column
     blocks in place (backends/cpu.py), not two whole-array passes and four copies before
-    it. A broadcast is cut at its operand. Pushed up while the producer is such work; the
-    slices must not overlap in size (the same work, in pieces, never more), and outputs
-    of the program are left whole. The values are the same."""
+    it. A broadcast is cut at its operand. Pushed up while the producer is such work (one
+    walk from the last equation to the first); the slices must not overlap in size (the
+    same work, in pieces, never more), and outputs of the program are left whole. The
+    values are the same."""
     j = closed.jaxpr
     if not any(e.primitive is slice_p for e in j.eqns):
         return closed
     eqns = list(j.eqns)
     outs = {a for a in j.outvars if type(a) is Var}
-    changed = False
-    while True:
-        readers: dict = {}
-        for k, e in enumerate(eqns):
-            for a in e.invars:
-                if type(a) is Var:
-                    readers.setdefault(a, []).append(k)
-        hit = None
-        for k, e in enumerate(eqns):
-            if len(e.outvars) != 1 or (e.primitive is not broadcast_in_dim_p
-                                       and not fusible(e)):
-                continue
-            v = e.outvars[0]
-            cuts = [eqns[r] for r in readers.get(v, ())]
-            if (v in outs or not cuts or not all(_plain_slice(c) for c in cuts)
-                    or sum(c.outvars[0].aval.size for c in cuts) > v.aval.size
-                    or not all(can_fuse(eqns[r]) for c in cuts
-                               for r in readers.get(c.outvars[0], ()))
-                    or any(c.outvars[0] in outs or not readers.get(c.outvars[0])
-                           for c in cuts)):
-                continue
-            hit = k
-            break
-        if hit is None:
-            break
-        e = eqns[hit]
+    readers: dict = {}                 # var -> the equations reading it now
+    for e in eqns:
+        for a in e.invars:
+            if type(a) is Var:
+                readers.setdefault(a, []).append(e)
+    repl: dict = {}                    # index -> the equations replacing eqns[index]
+    dead: set = set()                  # ids of the slices replaced
+
+    def fusible_readers(v):
+        rs = readers.get(v, ())
+        return bool(rs) and v not in outs and all(can_fuse(r) for r in rs)
+
+    for k in range(len(eqns) - 1, -1, -1):
+        e = eqns[k]
+        if len(e.outvars) != 1 or (e.primitive is not broadcast_in_dim_p and not fusible(e)):
+            continue
         v = e.outvars[0]
+        cuts = readers.get(v, ())
+        if (v in outs or not cuts or not all(_plain_slice(c) for c in cuts)
+                or sum(c.outvars[0].aval.size for c in cuts) > v.aval.size
+                or not all(fusible_readers(c.outvars[0]) for c in cuts)):
+            continue
         new = []
-        for r in sorted(readers[v]):
-            c = eqns[r]
+        for c in cuts:
             start, limit = c.params["start_indices"], c.params["limit_indices"]
             piece = c.outvars[0]
             if e.primitive is broadcast_in_dim_p:
@@ -747,13 +742,22 @@ def split_at_slices(closed: ClosedJaxpr, can_fuse=fusible) -> ClosedJaxpr:
                 ins = [_sliced_operand(a, start, limit, piece.aval.shape, new)
                        for a in e.invars]
                 new.append(JaxprEqn(e.primitive, ins, e.params, [piece]))
-        gone = {hit, *readers[v]}
-        eqns = [x for k, x in enumerate(eqns[:hit]) if k not in gone] + new + \
-            [x for k, x in enumerate(eqns[hit:], hit) if k not in gone]
-        changed = True
-    if not changed:
+            dead.add(id(c))
+        for a in e.invars:
+            if type(a) is Var:
+                readers[a] = [r for r in readers[a] if r is not e]
+        for ne in new:
+            for a in ne.invars:
+                if type(a) is Var:
+                    readers.setdefault(a, []).append(ne)
+        repl[k] = new
+    if not repl:
         return closed
-    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts)
+    out = []
+    for k, e in enumerate(eqns):
+        out += [x for x in repl[k] if id(x) not in dead] if k in repl else \
+            ([] if id(e) in dead else [e])
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, out, j.outvars), closed.consts)
 
 
 def unbroadcast_residuals(known: ClosedJaxpr, unknown: ClosedJaxpr, num_res: int):

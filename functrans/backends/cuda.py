@@ -316,8 +316,7 @@ def render_group(jaxpr, name, local_type=compute_type, index=None) -> GroupCode:
     shape) from the primitives' expression templates: the body of the loop over the flat
     output index, shared by the CUDA kernel and the native CPU function. local_type(dtype):
     the C type of the locals (the host's vectorizer wants bools held as int); index: {input
-    position: the C expression its elements are loaded at} for inputs not read at the flat
-    index `i` (the host's column blocks, kernels.render_group)."""
+    position: the C index of its loads} when not `i` (kernels.render_group's columns)."""
     shape = tuple(jaxpr.eqns[-1].outvars[0].aval.shape)
     size = math.prod(shape)
     name = identifier(name)
@@ -343,8 +342,8 @@ def render_group(jaxpr, name, local_type=compute_type, index=None) -> GroupCode:
         params.append(f"const {ctype(dt)}* __restrict__ in{k}")
         if v.aval.shape == shape:
             nm = fresh()
-            at = (index or {}).get(k, "i")
-            body.append(f"const {local_type(dt)} {nm} = {_load(f'in{k}', at, dt)};")
+            body.append(f"const {local_type(dt)} {nm} = "
+                        f"{_load(f'in{k}', (index or {}).get(k, 'i'), dt)};")
             local[v] = nm
         elif v.aval.shape == ():
             nm = fresh("s")

@@ -108,9 +108,7 @@ def render_group(jaxpr, name, columns=None):
 def takes_columns(g) -> bool:
     """Whether rendered group g can loop over rows of its output's last axis (so read
     column blocks): rank >= 2, and every broadcast input a vector along that axis."""
-    shape = g.jaxpr.eqns[-1].outvars[0].aval.shape if g.jaxpr.eqns else ()
-    return len(shape) >= 2 and all(len(terms) == 1 and terms[0][:2] == (1, shape[-1])
-                                   for _, terms, _ in g.bcasts)
+    return _row_length(g) > 0
 
 
 def _calls(e):
@@ -202,10 +200,8 @@ def render_function(g):
     lines += ["  " + h for h in g.hoisted]
     k = STREAMS if g.size >= STREAMS_MIN_SIZE and transcendental(g.jaxpr) else 1
     body = inline_calls(g.body)
-    columns = getattr(g, "columns", None)
-    block = broadcast_block(g) if k == 1 and not columns else 0
-    cols = g.jaxpr.eqns[-1].outvars[0].aval.shape[-1] if columns else \
-        0 if block else last_axis_vectors(g)
+    block = broadcast_block(g) if k == 1 and not g.columns else 0
+    cols = _row_length(g) if g.columns else 0 if block else last_axis_vectors(g)
     if cols:
         return _render_rows_of(g, body, lines, cols, k), entry_point(g.name, g.params)
     if block:
@@ -246,7 +242,7 @@ def _render_rows_of(g, body, lines, cols, k):
     lines.append(f"  #pragma omp parallel for num_threads(nt) schedule(dynamic, "
                  f"{max(1, 2048 // cols)})")
     lines.append(f"  for (long long r = 0; r < {'q' if k > 1 else 'R'}; ++r) {{")
-    if getattr(g, "columns", None):        # the row of each stream, for column blocks
+    if g.columns:                          # the row of each stream, for column blocks
         lines.append("    const long long ft_r = r;")
         lines += [f"    const long long ft_r{s} = r + o{s} / {cols}LL;" for s in range(1, k)]
     lines.append("    #pragma omp simd")
@@ -264,13 +260,19 @@ def last_axis_vectors(g) -> int:
     axis has BLOCK_MIN elements or more, else 0. Read as `(i % cols)` in the flat loop,
     GCC gathers it lane by lane (exact GELU's bias: 32 gathers in the loop); in rows of
     `cols`, the column is the simd loop's own index."""
+    cols = _row_length(g)
+    return cols if g.bcasts and cols >= BLOCK_MIN else 0
+
+
+def _row_length(g) -> int:
+    """The output's last axis length when it has rank >= 2 and every broadcast input of
+    rendered group g is a vector along that axis (read at the column of a row loop), else
+    0."""
     shape = g.jaxpr.eqns[-1].outvars[0].aval.shape if g.jaxpr.eqns else ()
-    if not g.bcasts or len(shape) < 2 or shape[-1] < BLOCK_MIN:
+    if len(shape) < 2 or not all(len(terms) == 1 and terms[0][:2] == (1, shape[-1])
+                                 for _, terms, _ in g.bcasts):
         return 0
-    cols = shape[-1]
-    if all(len(terms) == 1 and terms[0][:2] == (1, cols) for _, terms, _ in g.bcasts):
-        return cols
-    return 0
+    return shape[-1]
 
 
 BLOCK_MIN, BLOCK_MAX = 64, 4096    # broadcast_block's blocks: long enough for a loop of

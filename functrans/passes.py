@@ -760,43 +760,6 @@ def split_at_slices(closed: ClosedJaxpr, can_fuse=fusible) -> ClosedJaxpr:
     return ClosedJaxpr(Jaxpr(j.constvars, j.invars, out, j.outvars), closed.consts)
 
 
-def unbroadcast_residuals(known: ClosedJaxpr, unknown: ClosedJaxpr, num_res: int):
-    """(known, unknown, num_res) of a partial evaluation (known: inputs -> its outputs, then
-    num_res residuals; unknown: the residuals, then the rest), where a residual the known
-    side makes as a broadcast of a smaller value is that value instead, broadcast again by
-    the unknown side (a literal's broadcast is no residual at all): the known side writes
-    no broadcast copy for the other to read back. ft.compile's GPT wrote 7.5 MB a step of
-    them, of 42.6 MB of residuals (a LayerNorm's 1 / std per row over its 128 columns, the
-    causal mask over the batch and heads); its one-thread step ran 2-9% faster without.
-    Recomputing cheap elementwise residuals as well (a residual times such a broadcast, a
-    product of two residuals: 26.3 MB left) made it 4-8% slower: the recomputed arrays did
-    not fuse into the backward's groups. The values are the same."""
-    kj, uj = known.jaxpr, unknown.jaxpr
-    n_known = len(kj.outvars) - num_res
-    defs = {v: e for e in kj.eqns for v in e.outvars}
-    res, uin, pre = [], [], []
-    for a, u in zip(kj.outvars[n_known:], uj.invars[:num_res], strict=True):
-        e = defs.get(a) if type(a) is Var else None
-        if e is None or e.primitive is not broadcast_in_dim_p or \
-                e.invars[0].aval.size >= a.aval.size:
-            res.append(a)
-            uin.append(u)
-            continue
-        x = e.invars[0]
-        if type(x) is not Literal:
-            res.append(x)
-            uin.append(Var(x.aval))
-            x = uin[-1]
-        pre.append(JaxprEqn(broadcast_in_dim_p, [x], e.params, [u]))
-    if not pre:
-        return known, unknown, num_res
-    known = ClosedJaxpr(Jaxpr(kj.constvars, kj.invars, kj.eqns, list(kj.outvars[:n_known]) + res),
-                        known.consts)
-    unknown = ClosedJaxpr(Jaxpr(uj.constvars, uin + list(uj.invars[num_res:]), pre + list(uj.eqns),
-                                uj.outvars), unknown.consts)
-    return known, unknown, len(res)
-
-
 def fuse(closed: ClosedJaxpr, can_fuse=fusible, min_eqns=2, rows=False) -> ClosedJaxpr:
     """Group elementwise and broadcast equations of equal output shape into `fused`
     equations, each with a sub-jaxpr, so a backend runs each group as one kernel.

@@ -226,8 +226,10 @@ def test_causal_sdpa_saves_its_weights_and_skips_the_empty_row_test():
         assert not any(info.slot_avals[o].dtype == np.bool_ for st in info.steps
                        for o in st.outs)
         saved = [info.slot_avals[s].shape for s in info.held if s >= info.n_in]
-        assert saved.count((2, 3, L, S)) == 2            # exp(s - max) and the weights
-        assert (2, 3, L) in saved                        # the sums, not their broadcast
+        # the scores and the weights: softmax's rule reads the weights alone (no exp, no
+        # sums), the scores are kept for a backward that builds a graph
+        assert saved.count((2, 3, L, S)) == 2
+        assert (2, 3, L) not in saved and len(saved) == 3     # and kᵀ, a view of k
         (out * ft.tensor(r)).sum().backward()
         for i, t in enumerate(ts):
             def f(a, i=i):

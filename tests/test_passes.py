@@ -416,43 +416,6 @@ def test_split_at_slices_through_an_unrolled_recurrence_and_its_gradient():
                            if e.outvars[0] in r.invars) for e in whole)
 
 
-def test_unbroadcast_residuals_saves_the_small_value():
-    """ft.compile's split of a LayerNorm's JVP: the residual 1 / std broadcast over the
-    row (and a literal's broadcast) become the per-row value (or nothing), broadcast again
-    on the tangent side; fewer bytes are saved, and the tangents are the same."""
-    from functrans.ad import jvp_jaxpr, partial_eval_jaxpr
-
-    def norm(x, w):
-        mu = fnp.mean(x, axis=-1, keepdims=True)
-        xc = x - mu
-        r = 1.0 / fnp.sqrt(fnp.mean(xc * xc, axis=-1, keepdims=True) + 1e-5)
-        return xc * r * w + fnp.ones_like(x) * 2.0
-    rng = np.random.default_rng(0)
-    x, w = rng.standard_normal((6, 8)).astype(F32), rng.standard_normal(8).astype(F32)
-    tx, tw = rng.standard_normal((6, 8)).astype(F32), rng.standard_normal(8).astype(F32)
-    jclosed, _ = jvp_jaxpr(ft.make_jaxpr(norm)(x, w), [True, True], instantiate=False)
-    known, unknown, _, num_res = partial_eval_jaxpr(jclosed, [False, False, True, True])
-
-    def residual_producers(known, num_res):
-        defs = {v: e.primitive.name for e in known.jaxpr.eqns for v in e.outvars}
-        return [defs.get(a) for a in known.jaxpr.outvars[len(known.jaxpr.outvars) - num_res:]]
-    def saved_bytes(known, num_res):
-        return sum(a.aval.size * a.aval.dtype.itemsize
-                   for a in known.jaxpr.outvars[len(known.jaxpr.outvars) - num_res:])
-    assert "broadcast_in_dim" in residual_producers(known, num_res)
-    k2, u2, n2 = passes.unbroadcast_residuals(known, unknown, num_res)
-    assert "broadcast_in_dim" not in residual_producers(k2, n2)
-    assert saved_bytes(k2, n2) < saved_bytes(known, num_res)
-    core.check_jaxpr(k2.jaxpr)
-    core.check_jaxpr(u2.jaxpr)
-
-    def tangents(known, unknown, num_res):
-        outs = run(known, x, w)
-        return run(unknown, *outs[len(outs) - num_res:], tx, tw)
-    for a, b in zip(tangents(known, unknown, num_res), tangents(k2, u2, n2), strict=True):
-        np.testing.assert_array_equal(a, b)
-
-
 def test_fuse_never_merges_different_shapes_or_creates_cycles():
     def f(x, m):
         a = fnp.sin(x)                                   # f32[3]

@@ -22,7 +22,7 @@ import weakref
 
 import numpy as np
 
-from .. import passes, tree_util
+from .. import passes, residuals, tree_util
 from ..ad import jvp_jaxpr, partial_eval_jaxpr
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, ShapedArray,
                    Tracer, Var, Zero, eval_jaxpr, short_dtype)
@@ -98,7 +98,8 @@ class _Program:
         n_t = sum(self.mask)
         known, unknown, self.out_unknowns, num_res = partial_eval_jaxpr(
             jclosed, [False] * n_in + [True] * n_t)
-        known, self.unknown, num_res = passes.unbroadcast_residuals(known, unknown, num_res)
+        known, unknown, num_res = residuals.fold_tangent_scales(known, unknown, num_res)
+        known, self.unknown, num_res = residuals.unbroadcast_residuals(known, unknown, num_res)
         kj = known.jaxpr
         n_known = len(kj.outvars) - num_res
         in_pos = {v: i for i, v in enumerate(kj.invars)}

@@ -4,12 +4,14 @@ Each is stable for large inputs, and so are their gradients.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from ..numpy import raw as fnp
 from ..core.config import DEFAULT_DTYPES
+from ..higher_order.custom import custom_jvp
 from functrans.primitives import elementwise as ew
 from functrans.primitives import reductions as red
 from functrans.primitives import shape as sh
@@ -129,9 +131,26 @@ def softmax(x, axis=-1, where=None):
         total = fnp.sum(e, axis=axis, keepdims=True)
         total = fnp.where(fnp.equal(total, 0), fnp.ones((), total.dtype), total)
         return fnp.divide(e, total)
-    s, axes = _shifted(x, axis)
+    (x,) = fnp._promote_float(x)
+    return _softmax(x, fnp._canon_axis(axis, fnp.ndim(x)))
+
+
+@functools.partial(custom_jvp, nondiff_argnums=(1,))
+def _softmax(x, axes):
+    s, _ = _shifted(x, axes)
     e = ew.exp(s)
     return ew.div(e, _back(red.reduce_sum(e, axes=axes), fnp.shape(e), axes))
+
+
+@_softmax.defjvp
+def _softmax_jvp(axes, primals, tangents):
+    """y * (t - sum(y * t)) over the axes, as JAX's softmax: the output is all the
+    backward reads (derived through exp and the division, it saved the exponentials and
+    the squared sums as well, three arrays of the input's size)."""
+    (x,), (t,) = primals, tangents
+    y = _softmax(x, axes)
+    yt = red.reduce_sum(ew.mul(y, t), axes=axes)
+    return y, ew.mul(y, ew.sub(t, _back(yt, fnp.shape(y), axes)))
 
 
 def one_hot(x, num_classes, dtype=None, axis=-1):

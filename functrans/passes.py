@@ -604,14 +604,26 @@ def row_group_space(jaxpr):
 
 def _sink(eqns, can_fuse):
     """Reorder: non-fusible equations move down to just before their first consumer,
-    so that they do not split the fusion groups around them (effects keep their order)."""
+    so that they do not split the fusion groups around them (effects keep their order).
+    One that only makes program outputs (a weight's gradient, a bias's sum) moves down to
+    just before the next non-fusible equation emitted after its inputs are made, where
+    the groups split anyway, rather than to the end: it reads its inputs while they are
+    still in cache (a GPT backward's weight-gradient products read the layer's cotangent
+    right after it is computed, not after every other layer's)."""
+    read = {a for e in eqns for a in e.invars if type(a) is Var}
+    eqns = _hoist_unread(eqns, can_fuse, read)
     producer = {}
     for i, e in enumerate(eqns):
         for v in e.outvars:
             producer[v] = i
     pending: dict = {}              # index -> eqn, not yet emitted
+    unread: dict = {}               # the pending ones whose outputs no equation reads
     out: list = []
     done: set = set()
+
+    def ready(e):
+        return all(producer.get(a) is None or producer[a] in done
+                   for a in e.invars if type(a) is Var)
 
     def flush(i):
         """Emit pending equation i after its pending producers, depth first (a loop, not
@@ -631,6 +643,11 @@ def _sink(eqns, can_fuse):
                     break
             else:
                 stack.pop()
+                for j in [j for j, o in unread.items() if j != k and ready(o)]:
+                    done.add(j)
+                    out.append(pending.pop(j))
+                    del unread[j]
+                unread.pop(k, None)
                 done.add(k)
                 out.append(e)
 
@@ -651,8 +668,36 @@ def _sink(eqns, can_fuse):
             emit(i, e)
         else:
             pending[i] = e
+            if not any(v in read for v in e.outvars):
+                unread[i] = e
     for j in sorted(pending):
         flush(j)
+    return out
+
+
+def _hoist_unread(eqns, can_fuse, read):
+    """eqns with each non-fusible equation whose outputs no equation reads moved up to
+    just after the last producer of its inputs (transposition leaves a weight's gradient
+    product at the end of the backward, long after the cotangent it reads was made)."""
+    producer = {}
+    after: dict = {}
+    moved = set()
+    for i, e in enumerate(eqns):
+        if not e.primitive.effectful and not can_fuse(e) and \
+                not any(v in read for v in e.outvars):
+            last = max((producer.get(a, -1) for a in e.invars if type(a) is Var), default=-1)
+            if last < i - 1:
+                after.setdefault(last, []).append(e)
+                moved.add(i)
+        for v in e.outvars:
+            producer[v] = i
+    if not moved:
+        return eqns
+    out = list(after.get(-1, ()))
+    for i, e in enumerate(eqns):
+        if i not in moved:
+            out.append(e)
+        out.extend(after.get(i, ()))
     return out
 
 

@@ -433,6 +433,28 @@ def test_fuse_never_merges_different_shapes_or_creates_cycles():
     same_values(closed, out, x3(), np.ones((2, 2), F32))
 
 
+def test_fuse_moves_an_output_only_product_up_to_its_inputs():
+    """A product only the program returns (a weight's gradient) is placed at the first
+    split of groups after its operands are made, not left at the end where transposition
+    put it (its operand out of cache by then); the groups around it stay whole."""
+    def f(x, w):
+        a = fnp.tanh(x) * 2.0                   # a group
+        b = a @ w                               # read below
+        c = fnp.exp(b) + 1.0                    # a group
+        d = c @ w                               # read below
+        e = fnp.sin(d) * 3.0                    # a group
+        g = ft.lax.dot_general(a, a, (((0,), (0,)), ((), ())))     # aᵀ a, written last
+        return e, g
+    x, w = np.ones((4, 4), F32) * 0.1, np.eye(4, dtype=F32)
+    closed = ft.make_jaxpr(f)(x, w)
+    out = passes.fuse(closed)
+    core.check_jaxpr(out.jaxpr)
+    kinds = [("fused" if e.primitive is passes.fused_p else e.primitive.name)
+             for e in out.jaxpr.eqns]
+    assert kinds == ["fused", "dot_general", "dot_general", "fused", "dot_general", "fused"]
+    same_values(closed, out, x, w)
+
+
 # ---------------------------------------------------------------------------
 # buffer reuse
 

@@ -272,6 +272,22 @@ def test_a_loop_inlines_a_few_tanh_and_calls_the_clone_for_many(native_backend):
                for f in ("ftm::exp", "ftm::log1p", "(ft_logistic"))
 
 
+def test_a_row_group_inlines_its_few_calls(native_backend):
+    """A row group (softmax, cross-entropy: reductions along rows with exp and log between
+    them) inlines its few transcendental calls as the elementwise loops do (the bench's
+    cross-entropy forward 0.32 -> 0.27 ms, its backward 0.27 -> 0.22, one thread); the
+    values are the NumPy backend's within a float's rounding."""
+    x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+
+    def xent(v):
+        return fnp.sum(ft.nn.log_softmax(v, axis=-1)[:, 3]) + fnp.sum(ft.nn.softmax(v) ** 2)
+    want, got, low = _both(xent, (x,))
+    body = low.native["source"].split("FT_LOGISTIC(ft_logistic_inline, exp_inline)")[1]
+    assert "ftm::exp_inline(" in body and "ftm::log_inline(" in body
+    assert not re.search(r"[^:_]exp\(", body)
+    np.testing.assert_allclose(got, want, rtol=2e-6)
+
+
 def test_without_a_compiler_numpy_runs_and_lower_says_why(native_backend, monkeypatch):
     monkeypatch.setenv("CXX", "/nonexistent/c++")
     x = np.linspace(0, 1, 16, dtype=np.float32)

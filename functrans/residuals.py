@@ -16,7 +16,8 @@ import numpy as np
 from .core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
 from .passes import dce, dce_jaxpr
 from .primitives.elementwise import add_p, mul_p, neg_p, sub_p
-from .primitives.shape import broadcast_in_dim_p
+from .primitives.shape import (broadcast_in_dim_p, expand_dims_p, reshape_p, slice_p,
+                               squeeze_p, transpose_p)
 
 
 def unbroadcast_residuals(known: ClosedJaxpr, unknown: ClosedJaxpr, num_res: int):
@@ -48,6 +49,58 @@ def unbroadcast_residuals(known: ClosedJaxpr, unknown: ClosedJaxpr, num_res: int
         pre.append(JaxprEqn(broadcast_in_dim_p, [x], e.params, [u]))
     if not pre:
         return known, unknown, num_res
+    known = ClosedJaxpr(Jaxpr(kj.constvars, kj.invars, kj.eqns, list(kj.outvars[:n_known]) + res),
+                        known.consts)
+    unknown = ClosedJaxpr(Jaxpr(uj.constvars, uin + list(uj.invars[num_res:]), pre + list(uj.eqns),
+                                uj.outvars), unknown.consts)
+    return known, unknown, len(res)
+
+
+# the shape operations NumPy answers with a view of their operand
+_VIEWS = (reshape_p, transpose_p, slice_p, squeeze_p, expand_dims_p)
+
+
+def unview_residuals(known: ClosedJaxpr, unknown: ClosedJaxpr, num_res: int):
+    """Residuals the known side makes as views of one value (slices, reshapes, transposes
+    of it: attention's q, k and v, split out of one product and cut into heads) are saved
+    as that value, once, when the views cover it, and the unknown side takes the views
+    again: the known side returns one array instead of several that share its memory
+    (outputs that share memory are copied before they are returned, two of the three per
+    attention block). The values are the same."""
+    kj, uj = known.jaxpr, unknown.jaxpr
+    n_known = len(kj.outvars) - num_res
+    defs = {v: e for e in kj.eqns for v in e.outvars}
+    chains, by_base = {}, {}
+    for i, a in enumerate(kj.outvars[n_known:]):
+        chain, b = [], a
+        while type(b) is Var and b in defs and defs[b].primitive in _VIEWS:
+            chain.append(defs[b])
+            b = defs[b].invars[0]
+        if chain and type(b) is Var:
+            chains[i] = (b, chain[::-1])
+            by_base.setdefault(b, []).append(i)
+    saved = set(kj.outvars)
+    take = {i for base, idx in by_base.items() for i in idx
+            if base in saved or sum(kj.outvars[n_known + j].aval.size for j in idx)
+            >= base.aval.size}
+    if not take:
+        return known, unknown, num_res
+    res, uin, pre, base_in = [], [], [], {}
+    for i, (a, u) in enumerate(zip(kj.outvars[n_known:], uj.invars[:num_res], strict=True)):
+        if i not in take:
+            res.append(a)
+            uin.append(u)
+            continue
+        base, chain = chains[i]
+        if base not in base_in:
+            base_in[base] = Var(base.aval)
+            res.append(base)
+            uin.append(base_in[base])
+        x = base_in[base]
+        for k, e in enumerate(chain):
+            y = u if k == len(chain) - 1 else Var(e.outvars[0].aval)
+            pre.append(JaxprEqn(e.primitive, [x], e.params, [y]))
+            x = y
     known = ClosedJaxpr(Jaxpr(kj.constvars, kj.invars, kj.eqns, list(kj.outvars[:n_known]) + res),
                         known.consts)
     unknown = ClosedJaxpr(Jaxpr(uj.constvars, uin + list(uj.invars[num_res:]), pre + list(uj.eqns),

@@ -131,3 +131,30 @@ def test_compiled_models_train_the_same_with_folded_scales():
             grads.append([p.grad.numpy().copy() for p in m.parameters()])
         for a, b in zip(*grads, strict=True):
             np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
+
+
+def test_unview_residuals_saves_the_value_the_views_share():
+    """Attention's q, k and v, cut out of one product and into heads, are residuals that
+    are views of that product: it is saved once instead (no copies of memory-sharing
+    outputs), the tangent side cuts them again, and the tangents are the same bits."""
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((2, 5, 12)), rng.standard_normal((12, 36))
+    tx, tw = rng.standard_normal((2, 5, 12)), rng.standard_normal((12, 36))
+
+    def attend(x, w):
+        qkv = x @ w
+        q, k, v = (fnp.swapaxes(fnp.reshape(qkv[..., i * 12:(i + 1) * 12], (2, 5, 3, 4)), 1, 2)
+                   for i in range(3))
+        s = q @ fnp.swapaxes(k, -1, -2)
+        return fnp.tanh(s) @ v
+    before = split(attend, x, w)
+    after = residuals.unview_residuals(*before)
+    core.check_jaxpr(after[0].jaxpr)
+    core.check_jaxpr(after[1].jaxpr)
+    res = after[0].jaxpr.outvars[-after[2]:]
+    assert any(a.aval.shape == (2, 5, 36) for a in res)          # the product, once
+    assert not any(a.aval.shape == (2, 3, 5, 4) for a in res)    # no head of it
+    assert after[2] == before[2] - 2 and saved_bytes(*after[::2]) == saved_bytes(*before[::2])
+    for a, b in zip(tangents(before, (x, w), (tx, tw)), tangents(after, (x, w), (tx, tw)),
+                    strict=True):
+        np.testing.assert_array_equal(a, b)

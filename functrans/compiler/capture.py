@@ -99,7 +99,8 @@ class _Program:
         known, unknown, self.out_unknowns, num_res = partial_eval_jaxpr(
             jclosed, [False] * n_in + [True] * n_t)
         known, unknown, num_res = residuals.fold_tangent_scales(known, unknown, num_res)
-        known, self.unknown, num_res = residuals.unbroadcast_residuals(known, unknown, num_res)
+        known, unknown, num_res = residuals.unbroadcast_residuals(known, unknown, num_res)
+        known, self.unknown, num_res = residuals.unview_residuals(known, unknown, num_res)
         kj = known.jaxpr
         n_known = len(kj.outvars) - num_res
         in_pos = {v: i for i, v in enumerate(kj.invars)}

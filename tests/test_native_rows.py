@@ -457,3 +457,42 @@ def test_column_blocks_of_a_product_are_read_in_place(native_backend, tmp_path, 
     fortran, _ = _jit_under("native", step, np.asfortranarray(g), c)
     for a, b in zip(fortran, _jit_under("numpy", step, g, c)[0]):
         np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("rows,hidden,gates", [(20, 64, False), (20, 64, True), (3, 5, True)])
+def test_column_blocks_are_written_in_place_of_a_concatenation(native_backend, tmp_path, rows,
+                                                               hidden, gates):
+    """An LSTM step's backward: the gate gradients, each an output of one group, are
+    concatenated into the (rows, 4H) array the next product reads; the group writes each
+    into its block at r * 4H + lo + j and no concatenation runs (the program returns that
+    array). Every simd loop vectorizes; the values are the NumPy backend's, bit for bit
+    without transcendentals. A block read elsewhere too is still concatenated."""
+    H = hidden
+    s, c, d = (rand((rows, H), np.float32, k) for k in range(3))
+    w = rand((4 * H, H), np.float32, 3)
+
+    def back(s, c, d, w):
+        i, f = s * (1.0 - s) * d, c * d + s
+        z = (1.0 - fnp.tanh(c) ** 2) * d if gates else (c - d) * 0.5
+        o = s * c * 2.0
+        g = fnp.concatenate([i, f, z, o], axis=1)
+        return g @ w, g
+    got, low = _jit_under("native", back, s, c, d, w)
+    assert "written as column blocks" in low.source and "concatenate" not in low.source
+    assert f"ft_r * {4 * H}LL + {3 * H}LL + j" in low.native["source"]
+    assert _unvectorized_simd_loops(low.native["source"], tmp_path) == []
+    (prod, g), ((want_prod, want_g), _) = got, _jit_under("numpy", back, s, c, d, w)
+    if gates:       # (1 - tanh^2 cancels: tanh's ulps are absolute errors of its size)
+        np.testing.assert_allclose(g, want_g, rtol=2e-6, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(g, want_g)
+    # the product's sums of 4H terms (up to ~40 in size) round by the GEMM's order
+    np.testing.assert_allclose(prod, want_prod, rtol=1e-5, atol=1e-4)
+
+    def shared(s, c, d, w):
+        i, f = s * (1.0 - s) * d, c * d + s
+        return fnp.concatenate([i, f], axis=1) @ w[:2 * H], i
+    got, low = _jit_under("native", shared, s, c, d, w)
+    assert "written as column blocks" not in low.source
+    for a, b in zip(got, _jit_under("numpy", shared, s, c, d, w)[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)

@@ -24,12 +24,12 @@ from .. import passes
 from . import JIT_MODULE, Lowered, identifier
 from . import cpu_kernels
 from .cpu_auto import MeasuredChoice, parallel_threads, trial_clock
+from .cpu_columns import ColumnBlocks
 from .memory import BUDGET
 from .native import kernels as native_kernels, rows as native_rows, toolchain
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
 from ..core.config import config
-from ..primitives.shape import (broadcast_in_dim_p, slice_column_block, slice_index,
-                                slice_is_contiguous, slice_p)
+from ..primitives.shape import broadcast_in_dim_p, slice_p
 
 
 class CpuConfig:
@@ -299,7 +299,7 @@ def _block_inplace(eqn, i, o):
     return True
 
 
-class _Lowering:
+class _Lowering(ColumnBlocks):
     def __init__(self, closed: ClosedJaxpr, donated, name, alias_outputs=False, native=None,
                  destinations=False):
         self.native = native          # None, or (mode, the reason it is unavailable or None)
@@ -324,6 +324,8 @@ class _Lowering:
         self.columns: dict = {}       # slice var -> (operand's name, W, lo): a column block
                                       # its native readers read in place (emit_slice)
         self.row_loops: dict = {}     # id(fused eqn) -> whether it can loop over rows
+        self.out_columns: dict = {}   # id(fused eqn) -> {output: (concat var, W, lo)} and
+        self.skip: set = set()        # ... the concatenations they fill (plan_out_columns)
         self.library = None           # the compiled .so of the native groups,
         self.addresses: dict = {}     # ... its entry points (C name -> address)
         self.call = None              # ... and kernels.caller()
@@ -439,26 +441,33 @@ class _Lowering:
             id(r) not in blocked and _kind(r, blocked) == "out"
             and r.primitive.elementwise for r in es)}
         allocated, dest_of = set(), self.dest_slots(j.outvars, plan)
+        if self.native_ids:
+            self.plan_out_columns(prog.eqns, plan, readers, outs_set)
+
+        def buffer(o):
+            """The name of o's buffer, allocated here if it is the first value in it."""
+            s = plan.slot_of.get(o)
+            nm = self.names[o] = slot_name[s]
+            if plan.donor[s] is None and s not in allocated:
+                allocated.add(s)
+                shape, dt = plan.slots[s]
+                if plan.escapes[s]:
+                    new = f"_empty({shape!r}, {self.ctx.dtype(dt)})"
+                    i = dest_of.get(s)
+                    if i is not None:
+                        new += f" if dests is None or dests[{i}] is None else dests[{i}]"
+                    body.append(f"{nm} = {new}")
+                else:
+                    self.scratch.append((s, shape, dt))
+            return nm
         for idx, e in enumerate(prog.eqns):
             k = _kind(e, blocked)
-            if k == "out":
-                outs = []
-                for o in e.outvars:
-                    s = plan.slot_of.get(o)
-                    nm = slot_name[s]
-                    if plan.donor[s] is None and s not in allocated:
-                        allocated.add(s)
-                        shape, dt = plan.slots[s]
-                        if plan.escapes[s]:
-                            new = f"_empty({shape!r}, {self.ctx.dtype(dt)})"
-                            i = dest_of.get(s)
-                            if i is not None:
-                                new += f" if dests is None or dests[{i}] is None else dests[{i}]"
-                            body.append(f"{nm} = {new}")
-                        else:
-                            self.scratch.append((s, shape, dt))
-                    self.names[o] = nm
-                    outs.append(nm)
+            if id(e) in self.skip:          # its blocks were written in place
+                buffer(e.outvars[0])
+            elif k == "out":
+                into = self.out_columns.get(id(e), {})
+                outs = [buffer(into[i][0]) if i in into else buffer(o)
+                        for i, o in enumerate(e.outvars)]
                 if id(e) in self.native_ids:
                     body += self.emit_native(e, outs)
                 elif id(e) in blocked:
@@ -508,43 +517,6 @@ class _Lowering:
         self.source = "\n\n".join(self.block_sources + [src])
         self.fname = fname
         return self
-
-    def emit_slice(self, e, readers, outputs):
-        """A slice as a basic index of its operand (a view). Native calls take C-contiguous
-        arrays only (and would retry with every argument copied): where native groups read
-        a slice whose view is not one, they read a column block (an LSTM step's gate
-        block of the pre-activations) in place, from the whole operand, when each of them
-        can (takes_columns), and the view is not made; else the slice is copied
-        C-contiguous."""
-        o, x = e.outvars[0], e.invars[0]
-        nm = self.names[o] = self.fresh()
-        xs = self.atom(x, as_scalar=False)
-        view = f"{xs}[{self.ctx.g(slice_index(**e.params), 'index')}]"
-        natives = [r for r in readers.get(o, ()) if id(r) in self.native_ids]
-        if natives and not slice_is_contiguous(x.aval.shape, **e.params):
-            block = slice_column_block(x.aval.shape, **e.params)
-            if block and o not in outputs and len(natives) == len(readers[o]) and all(
-                    self.takes_columns(r, o) for r in natives):
-                self.columns[o] = (xs, *block)
-                return []
-            view = f"{self.ctx.g(np.ascontiguousarray, 'ascontiguousarray')}({view})"
-        return [f"{nm} = {view}"]
-
-    def takes_columns(self, e, v):
-        """Whether native group e can read its input v as a column block: a group of plain
-        elementwise work (not a row group) that loads v at its own shape and loops over
-        rows (native_kernels.takes_columns)."""
-        if id(e) in self.row_functions:
-            return False
-        inner = e.params["jaxpr"]
-        shape = inner.eqns[-1].outvars[0].aval.shape if inner.eqns else None
-        if any(a is v and p.aval.shape != shape for a, p in zip(e.invars, inner.invars)):
-            return False
-        rows = self.row_loops.get(id(e))
-        if rows is None:
-            rows = self.row_loops[id(e)] = native_kernels.takes_columns(
-                native_kernels.render_group(inner, "probe"))
-        return rows
 
     def dest_slots(self, outvars, plan):
         """slot -> output index, for the outputs a caller may give arrays to write into
@@ -612,12 +584,15 @@ class _Lowering:
         g = self.row_functions.get(id(e))
         columns = {k: self.columns[a][1:] for k, a in enumerate(e.invars)
                    if type(a) is Var and a in self.columns}
+        into = {k: c[1:] for k, c in self.out_columns.get(id(e), {}).items()}
         if g is None:
             g = native_kernels.render_group(inner, self.ctx._fresh(e.params["name"])[1:],
-                                            columns)
+                                            columns, into)
             n, what = g.size, f"{g.size} elements"
             if columns:
                 what += f" ({len(columns)} read as column blocks)"
+            if into:
+                what += f" ({len(into)} written as column blocks)"
         else:
             n, what = g.rows, f"{g.rows} rows of {g.cols}"
         self.native_groups.append(g)

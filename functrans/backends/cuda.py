@@ -316,7 +316,7 @@ def render_group(jaxpr, name, local_type=compute_type, index=None) -> GroupCode:
     shape) from the primitives' expression templates: the body of the loop over the flat
     output index, shared by the CUDA kernel and the native CPU function. local_type(dtype):
     the C type of the locals (the host's vectorizer wants bools held as int); index: {input
-    position: the C index of its loads} when not `i` (kernels.render_group's columns)."""
+    position, or ("out", k): the C index of its loads, of output k's stores} when not `i`."""
     shape = tuple(jaxpr.eqns[-1].outvars[0].aval.shape)
     size = math.prod(shape)
     name = identifier(name)
@@ -379,7 +379,7 @@ def render_group(jaxpr, name, local_type=compute_type, index=None) -> GroupCode:
     for k, v in enumerate(jaxpr.outvars):
         dt = v.aval.dtype
         params.append(f"{ctype(dt)}* __restrict__ out{k}")
-        stores.append(_store(f"out{k}", "i", dt, operand(v)))
+        stores.append(_store(f"out{k}", (index or {}).get(("out", k), "i"), dt, operand(v)))
     return GroupCode(name, params, hoisted, body + stores, uses_half, size, jaxpr, bcasts)
 
 

@@ -92,13 +92,17 @@ def local_type(dtype) -> str:
     return "int" if np.dtype(dtype) == np.bool_ else cuda.compute_type(dtype)
 
 
-def render_group(jaxpr, name, columns=None):
+def render_group(jaxpr, name, columns=None, out_columns=None):
     """A fusion group rendered for the host (cuda.render_group with host locals). columns:
     {input position: (W, lo)} for inputs passed as the whole C-contiguous array whose
     columns [lo, lo + cols) of a last axis of W the group reads (shape.slice_column_block:
-    an LSTM step's gate blocks, read in place instead of copied out one by one); such a
-    group loops over rows (render_function), and reads them at row `ft_r`."""
+    an LSTM step's gate blocks, read in place instead of copied out one by one);
+    out_columns: {output position: (W, lo)} for outputs written so into a larger array (the
+    blocks a concatenation along the last axis would copy together: the LSTM backward's
+    gate gradients); such a group loops over rows (render_function), reading and writing
+    them at row `ft_r`."""
     columns = dict(columns or {})
+    columns.update({("out", k): c for k, c in (out_columns or {}).items()})
     index = {k: f"ft_r * {w}LL + {lo}LL + j" for k, (w, lo) in columns.items()}
     g = cuda.render_group(jaxpr, name, local_type, index)
     g.columns = columns

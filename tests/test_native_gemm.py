@@ -194,6 +194,41 @@ def test_scan_holds_its_weights_for_the_loop(gemm_calls, laid_out):
         np.testing.assert_array_equal(a, b)
 
 
+def test_scan_lays_out_a_transposed_weight_from_its_rows(gemm_calls, laid_out):
+    """A recurrent layer's x @ W_hhᵀ in a scan: the loop is passed W_hh's transposed view,
+    not a transposed copy, and the native product lays its panels out from W_hh's rows
+    (ft_gemm_pack_t); the values are the bits of the copy's."""
+    from functrans.higher_order import control_flow
+    w = (RNG.standard_normal((1024, 256)) / 16).astype(np.float32)
+    h0 = RNG.standard_normal((20, 256)).astype(np.float32)
+    xs = RNG.standard_normal((12, 20, 1024)).astype(np.float32)
+    passed = []
+    transposed = control_flow._transposed
+
+    def spy(c, rows):
+        out = transposed(c, rows)
+        passed.append(np.shares_memory(out, c))
+        return out
+
+    def run():
+        def body(h, x):
+            g = ft.lax.dot_general(h, w, (((1,), (1,)), ((), ()))) + x
+            h = np.float32(0.5) * ft.numpy.tanh(g[:, :256]) * ft.nn.functional.sigmoid(
+                g[:, 256:512])
+            return h, g
+        return [np.asarray(a) for a in ft.lax.scan(body, h0, xs)]
+    run()
+    laid_out.clear()
+    with monkeypatched(control_flow, "_transposed", spy):
+        got = run()
+    assert passed == [True] and ((256, 1024), True) in laid_out
+    with monkeypatched(control_flow, "_transposed",
+                       lambda c, rows: np.ascontiguousarray(c.T)):
+        want = run()
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
 @contextlib.contextmanager
 def monkeypatched(obj, name, value):
     saved = getattr(obj, name)

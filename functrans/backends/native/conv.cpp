@@ -547,6 +547,19 @@ extern "C" void ft_gemm_pack(void* const* p, long long, int) {
       std::memcpy(P + j * k + f * PANEL, W + f * n + j, sizeof(float) * PANEL);
 }
 
+// The same panels from W's transpose given row-major, Wt (n, k): a recurrent layer's hidden
+// weight as the layer holds it, read 16 rows (one panel, 16 KB at k = 256) at a time, with
+// no transposed copy of it made first.
+extern "C" void ft_gemm_pack_t(void* const* p, long long, int) {
+  const float* Wt = (const float*)p[0];
+  float* P = (float*)p[1];
+  const long long* d = (const long long*)p[2];
+  const long long k = d[0], n = d[1];
+  for (long long j = 0; j < n; j += PANEL)
+    for (long long f = 0; f < k; ++f)
+      for (int c = 0; c < PANEL; ++c) P[j * k + f * PANEL + c] = Wt[(j + c) * k + f];
+}
+
 // One Adam/AdamW step of a parameter in place, PyTorch's single-tensor update with the
 // facade's eager rounding (optim/adam.py: each operation rounds to T as written, in that
 // order; -ffp-contract=off keeps them apart): p = {param, exp_avg, exp_avg_sq, grad, s,

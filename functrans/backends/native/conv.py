@@ -28,7 +28,7 @@ from . import kernels, toolchain
 NAMES = ("ft_conv2d_direct", "ft_conv2d_wgrad", "ft_conv2d_pack", "ft_pool_argmax",
          "ft_pool_gather", "ft_pool_scatter", "ft_scatter_add_rows_f32",
          "ft_scatter_add_rows_f64", "ft_sum_rows_f32", "ft_sum_rows_f64", "ft_gemm_panels",
-         "ft_gemm_pack", "ft_adam_step_f32", "ft_adam_step_f64")
+         "ft_gemm_pack", "ft_gemm_pack_t", "ft_adam_step_f32", "ft_adam_step_f64")
 CHANNELS = 16        # O must be a multiple of this (of every vector width conv.cpp has)
 _loaded: dict = {}      # toolchain setting -> {entry name: address}, or None (failed)
 _lock = threading.Lock()
@@ -84,7 +84,8 @@ def gemm(m, k, n, held=None):
 
     held: {id(y): [y, panels or None]} of the weights a loop holds unchanged while it runs
     (primitives.linalg.NativeGemm.held): a product by one of them lays y out as 16-column
-    panels on its first call (ft_gemm_pack, kept in the entry) and reads those at every
+    panels on its first call (ft_gemm_pack, kept in the entry; ft_gemm_pack_t from the rows
+    of a y that is the transposed view of a C-contiguous weight) and reads those at every
     later step (ft_gemm_panels: the same bits, 1.5-2x faster in a recurrent layer's loop)."""
     addrs = entries()
     if addrs is None or n % CHANNELS or not (m and k):
@@ -101,11 +102,17 @@ def gemm(m, k, n, held=None):
 
     def product(x, y, out):
         entry = held.get(id(y))
-        if entry is None or entry[0] is not y or not y.flags.c_contiguous:
+        if entry is None or entry[0] is not y:
             return call(address, size, 1, x, y, out, dims)
         if entry[1] is None:
+            if y.flags.c_contiguous:
+                src, how = y, packer
+            elif y.T.flags.c_contiguous:        # a transposed view: packed from its rows
+                src, how = y.T, addrs["ft_gemm_pack_t"]
+            else:
+                return call(address, size, 1, x, y, out, dims)
             panels = np.empty(k * n, np.float32)
-            call(packer, k * n, 1, y, panels, pdims)
+            call(how, k * n, 1, src, panels, pdims)
             entry[1] = panels
         return call(on_panels, size, 1, x, entry[1], out, gdims)
     return product

@@ -120,6 +120,28 @@ def test_cross_entropy_gradient_is_softmax_minus_onehot():
     np.testing.assert_allclose(num(tx.grad), (p - np.eye(3)[t]) / 4, rtol=1e-12)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape", [(6, 5), (3, 5, 4, 2)])
+def test_nll_loss_gathers_the_targets_entries(reduction, shape):
+    """nll_loss of log-probabilities (N, C, d...) reads the targets' entries (a gather: no
+    one-hot mask over every class), and its gradient puts -1 (over N for the mean) at them:
+    values and gradients against NumPy, for flat and spatial targets."""
+    x = log_softmax(RNG.standard_normal(shape))
+    t = RNG.integers(0, shape[1], (shape[0],) + shape[2:])
+    tx = t64(x, True)
+    loss = F.nll_loss(tx, ft.tensor(t), reduction=reduction)
+    prims = {st.prim.name for st in loss.grad_fn.info.steps}
+    assert "gather" in prims and "eq" not in prims and "select_n" not in prims
+    picked = np.take_along_axis(x, t[:, None], axis=1)[:, 0]
+    np.testing.assert_allclose(num(loss), red(-picked, reduction), rtol=1e-12)
+    g = RNG.standard_normal(np.shape(num(loss)))
+    loss.backward(ft.tensor(g))
+    want = np.zeros(shape)
+    np.put_along_axis(want, t[:, None], -np.broadcast_to(g, t.shape)[:, None] /
+                      (t.size if reduction == "mean" else 1), axis=1)
+    np.testing.assert_allclose(num(tx.grad), want, rtol=1e-12)
+
+
 def test_cross_entropy_spatial_and_unbatched():
     x = RNG.standard_normal((2, 4, 3, 3))
     t = RNG.integers(0, 4, (2, 3, 3))

@@ -434,7 +434,7 @@ def _reuse(eqns, table, env, alias=None, extended=None):
 
     `extended`: (primitive, inputs) -> table entry, for primitives whose partial
     evaluation keeps the equation's outputs first and appends residuals (a scan's known
-    part: other params, more outputs). Such an equation is kept (it computes the
+    part, a jit's: other params, more outputs). Such an equation is kept (it computes the
     residuals) and its leading outputs are named by the entry's, as unavailable ones are:
     the equations downstream then find their entries and read the recorded values rather
     than recomputing everything after the scan from inputs no node saved, while what
@@ -553,7 +553,8 @@ def derive(avals, eqns, n_in, consts, out_idx, available, captures=(), companion
         avail = [available[i] for i in oi]
         entry = (e.outvars, None if all(avail) else avail)
         table[_eqn_key(e.primitive, e.params, e.invars)] = entry
-        if e.primitive.extra.get("known_outputs_first"):
+        if e.primitive.extra.get("known_outputs_first") or \
+                e.primitive.extra.get("known_part_leads"):
             extended[_eqn_key(e.primitive, None, e.invars)] = entry
     companion_idx = []
     for p, pa, ii, oi in companions:

@@ -251,6 +251,32 @@ def test_double_backward_through_compiled_call():
     _close(gc, lin.weight.grad, 1e-12)
 
 
+@pytest.mark.parametrize("act", [nn.Tanh, nn.GELU, nn.ReLU])
+def test_gradient_penalty_on_a_compiled_model_over_steps(act):
+    """A gradient penalty ((g - 1)^2, the scalar a node input no backward reads) on the
+    input gradient of a compiled model, several steps: the third backward runs the
+    whole-graph program, which recomputed g - 1 from g and the 1 nobody kept
+    (InternalEngineError) where the recording had saved g - 1; the gradients are eager's at
+    every step."""
+    def run(compiled):
+        ft.manual_seed(0)
+        m = nn.Sequential(nn.Linear(6, 16), act(), nn.Linear(16, 1)).double()
+        f = ft.compile(m) if compiled else m
+        grads = []
+        for _ in range(4):
+            x = ft.randn(5, 6, dtype=ft.float64, requires_grad=True)
+            y = f(x).sum()
+            g, = ft.autograd.grad(y, x, create_graph=True)
+            for p in m.parameters():
+                p.grad = None
+            (y + ((g - 1) ** 2).sum()).backward()
+            grads.append([p.grad.numpy().copy() for p in m.parameters()])
+        return grads
+    for a, b in zip(run(False), run(True), strict=True):
+        for u, v in zip(a, b, strict=True):
+            _close(v, u, 1e-12)
+
+
 # ---------------------------------------------------------------------------
 # guards and recompiles
 

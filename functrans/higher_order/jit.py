@@ -284,7 +284,11 @@ def _jit_batch(vals, dims, *, jaxpr, name):
 
 jit_p = defprim("jit", _jit_impl, _jit_abstract_eval, multiple_results=True, memo=False,
                 jvp=_jit_jvp, transpose=_jit_transpose, batch=_jit_batch,
-                partial_eval=_jit_partial_eval)
+                partial_eval=_jit_partial_eval,
+                # the known jit of its linearization returns the call's outputs, then the
+                # residuals (reverse._reuse names them so: what reads them finds the values
+                # the recording saved, instead of recomputing them from inputs nobody kept)
+                known_part_leads=True)
 passes.INLINABLE[jit_p] = "jaxpr"
 
 

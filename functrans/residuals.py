@@ -49,6 +49,15 @@ def unbroadcast_residuals(known: ClosedJaxpr, unknown: ClosedJaxpr, num_res: int
         pre.append(JaxprEqn(broadcast_in_dim_p, [x], e.params, [u]))
     if not pre:
         return known, unknown, num_res
+    return _resaved(known, unknown, num_res, res, uin, pre)
+
+
+def _resaved(known, unknown, num_res, res, uin, pre):
+    """The triple with the known side's residuals `res` (after its other outputs), read by
+    the unknown side as `uin`, which first runs the equations `pre` (what it makes again
+    from them: the residuals it read before)."""
+    kj, uj = known.jaxpr, unknown.jaxpr
+    n_known = len(kj.outvars) - num_res
     known = ClosedJaxpr(Jaxpr(kj.constvars, kj.invars, kj.eqns, list(kj.outvars[:n_known]) + res),
                         known.consts)
     unknown = ClosedJaxpr(Jaxpr(uj.constvars, uin + list(uj.invars[num_res:]), pre + list(uj.eqns),
@@ -101,11 +110,7 @@ def unview_residuals(known: ClosedJaxpr, unknown: ClosedJaxpr, num_res: int):
             y = u if k == len(chain) - 1 else Var(e.outvars[0].aval)
             pre.append(JaxprEqn(e.primitive, [x], e.params, [y]))
             x = y
-    known = ClosedJaxpr(Jaxpr(kj.constvars, kj.invars, kj.eqns, list(kj.outvars[:n_known]) + res),
-                        known.consts)
-    unknown = ClosedJaxpr(Jaxpr(uj.constvars, uin + list(uj.invars[num_res:]), pre + list(uj.eqns),
-                                uj.outvars), unknown.consts)
-    return known, unknown, len(res)
+    return _resaved(known, unknown, num_res, res, uin, pre)
 
 
 # ---------------------------------------------------------------------------
@@ -209,7 +214,7 @@ def fold_tangent_scales(known: ClosedJaxpr, unknown: ClosedJaxpr, num_res: int):
             continue                        # (a scalar residual costs nothing to save)
         k = Var(v.aval)
         replace[v] = JaxprEqn(mul_p, [base, k], {}, [v])
-        new_res.append((k, terms, v.aval.dtype))
+        new_res.append((k, terms))
     if not replace:
         return known, unknown, num_res
 
@@ -218,7 +223,7 @@ def fold_tangent_scales(known: ClosedJaxpr, unknown: ClosedJaxpr, num_res: int):
     where = {v: i for i, e in enumerate(kj.eqns) for v in e.outvars}
     after: dict = {}
     scales = []
-    for k, terms, dtype in new_res:
+    for k, terms in new_res:
         eqns, kv = _sum_of_products(terms, known_of, k.aval)
         last = max((where.get(known_of[a], -1) for _, p in terms for a in p), default=-1)
         after.setdefault(last, []).extend(eqns)
@@ -233,12 +238,12 @@ def fold_tangent_scales(known: ClosedJaxpr, unknown: ClosedJaxpr, num_res: int):
             ueqns.append(replace[e.outvars[0]])
         else:
             ueqns.append(e)
-    uj2 = dce_jaxpr(Jaxpr(uj.constvars, list(res_in) + [k for k, _, _ in new_res]
+    uj2 = dce_jaxpr(Jaxpr(uj.constvars, list(res_in) + [k for k, _ in new_res]
                           + list(uj.invars[num_res:]), ueqns, uj.outvars))
     # residuals nobody reads any more are no longer saved
     used = {a for e in uj2.eqns for a in e.invars if type(a) is Var}
     used.update(a for a in uj2.outvars if type(a) is Var)
-    ins = list(res_in) + [k for k, _, _ in new_res]
+    ins = list(res_in) + [k for k, _ in new_res]
     outs = list(kj.outvars[n_known:]) + scales
     keep = [i for i, a in enumerate(ins) if a in used]
     known = ClosedJaxpr(Jaxpr(kj.constvars, kj.invars, keqns, list(kj.outvars[:n_known])

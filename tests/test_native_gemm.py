@@ -197,7 +197,7 @@ def test_scan_holds_its_weights_for_the_loop(gemm_calls, laid_out):
 def test_scan_lays_out_a_transposed_weight_from_its_rows(gemm_calls, laid_out):
     """A recurrent layer's x @ W_hhᵀ in a scan: the loop is passed W_hh's transposed view,
     not a transposed copy, and the native product lays its panels out from W_hh's rows
-    (ft_gemm_pack_t); the values are the bits of the copy's."""
+    (ft_gemm_pack, by its strides); the values are the bits of the copy's."""
     from functrans.higher_order import control_flow
     w = (RNG.standard_normal((1024, 256)) / 16).astype(np.float32)
     h0 = RNG.standard_normal((20, 256)).astype(np.float32)

@@ -561,7 +561,7 @@ def _flip_consts(j, num_consts):
 def _transposed(c, rows):
     """The transpose of a const c (n, k) that products of these row counts read: a view of
     c where the native few-row product takes it (it lays the weight out in panels once for
-    the loop, reading c's rows: ft_gemm_pack_t), else a C-contiguous copy (BLAS's
+    the loop, reading c's rows: ft_gemm_pack), else a C-contiguous copy (BLAS's
     transposed-operand path is slower on few rows). The view saves the copy: 1 MB, about
     0.25 ms, per layer and training step of the bench's LSTM."""
     if (type(c) is np.ndarray and c.dtype == np.float32 and c.ndim == 2 and c.flags.c_contiguous

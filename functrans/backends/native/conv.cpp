@@ -536,28 +536,25 @@ extern "C" void ft_gemm_panels(void* const* p, long long, int) {
   }
 }
 
-// P[j / 16][f][0:16] = W[f, j:j + 16] for W (k, n), n a multiple of 16; p = {W, P, dims = {k, n}}
+// P[j / 16][f][0:16] = W[f, j:j + 16] for W (k, n), n a multiple of 16, element (f, j) at
+// W[f * sf + j * sc]; p = {W, P, dims = {k, n, sf, sc}}. Row-major W (sc = 1) is copied a
+// panel row at a time; the transposed view of a row-major (n, k) matrix (sf = 1, sc = k: a
+// recurrent layer's hidden weight as the layer holds it) is read 16 of its rows (one
+// panel, 16 KB at k = 256) at a time, with no transposed copy of it made first.
 extern "C" void ft_gemm_pack(void* const* p, long long, int) {
   const float* W = (const float*)p[0];
   float* P = (float*)p[1];
   const long long* d = (const long long*)p[2];
-  const long long k = d[0], n = d[1];
+  const long long k = d[0], n = d[1], sf = d[2], sc = d[3];
   for (long long j = 0; j < n; j += PANEL)
-    for (long long f = 0; f < k; ++f)
-      std::memcpy(P + j * k + f * PANEL, W + f * n + j, sizeof(float) * PANEL);
-}
-
-// The same panels from W's transpose given row-major, Wt (n, k): a recurrent layer's hidden
-// weight as the layer holds it, read 16 rows (one panel, 16 KB at k = 256) at a time, with
-// no transposed copy of it made first.
-extern "C" void ft_gemm_pack_t(void* const* p, long long, int) {
-  const float* Wt = (const float*)p[0];
-  float* P = (float*)p[1];
-  const long long* d = (const long long*)p[2];
-  const long long k = d[0], n = d[1];
-  for (long long j = 0; j < n; j += PANEL)
-    for (long long f = 0; f < k; ++f)
-      for (int c = 0; c < PANEL; ++c) P[j * k + f * PANEL + c] = Wt[(j + c) * k + f];
+    for (long long f = 0; f < k; ++f) {
+      float* dst = P + j * k + f * PANEL;
+      const float* src = W + f * sf + j * sc;
+      if (sc == 1)
+        std::memcpy(dst, src, sizeof(float) * PANEL);
+      else
+        for (int c = 0; c < PANEL; ++c) dst[c] = src[c * sc];
+    }
 }
 
 // One Adam/AdamW step of a parameter in place, PyTorch's single-tensor update with the

@@ -28,7 +28,7 @@ from . import kernels, toolchain
 NAMES = ("ft_conv2d_direct", "ft_conv2d_wgrad", "ft_conv2d_pack", "ft_pool_argmax",
          "ft_pool_gather", "ft_pool_scatter", "ft_scatter_add_rows_f32",
          "ft_scatter_add_rows_f64", "ft_sum_rows_f32", "ft_sum_rows_f64", "ft_gemm_panels",
-         "ft_gemm_pack", "ft_gemm_pack_t", "ft_adam_step_f32", "ft_adam_step_f64")
+         "ft_gemm_pack", "ft_adam_step_f32", "ft_adam_step_f64")
 CHANNELS = 16        # O must be a multiple of this (of every vector width conv.cpp has)
 _loaded: dict = {}      # toolchain setting -> {entry name: address}, or None (failed)
 _lock = threading.Lock()
@@ -84,8 +84,8 @@ def gemm(m, k, n, held=None):
 
     held: {id(y): [y, panels or None]} of the weights a loop holds unchanged while it runs
     (primitives.linalg.NativeGemm.held): a product by one of them lays y out as 16-column
-    panels on its first call (ft_gemm_pack, kept in the entry; ft_gemm_pack_t from the rows
-    of a y that is the transposed view of a C-contiguous weight) and reads those at every
+    panels on its first call (ft_gemm_pack, kept in the entry; from the rows of a y that is
+    the transposed view of a C-contiguous weight) and reads those at every
     later step (ft_gemm_panels: the same bits, 1.5-2x faster in a recurrent layer's loop)."""
     addrs = entries()
     if addrs is None or n % CHANNELS or not (m and k):
@@ -98,7 +98,9 @@ def gemm(m, k, n, held=None):
             return call(address, size, 1, x, y, out, dims)
         return product
     on_panels, packer = addrs["ft_gemm_panels"], addrs["ft_gemm_pack"]
-    gdims, pdims = np.array((m, k, n), np.int64), np.array((k, n), np.int64)
+    gdims = np.array((m, k, n), np.int64)
+    # ft_gemm_pack's dims: y row-major, or the transposed view of a row-major (n, k)
+    row_major, transposed = np.array((k, n, n, 1), np.int64), np.array((k, n, 1, k), np.int64)
 
     def product(x, y, out):
         entry = held.get(id(y))
@@ -106,13 +108,13 @@ def gemm(m, k, n, held=None):
             return call(address, size, 1, x, y, out, dims)
         if entry[1] is None:
             if y.flags.c_contiguous:
-                src, how = y, packer
+                src, pdims = y, row_major
             elif y.T.flags.c_contiguous:        # a transposed view: packed from its rows
-                src, how = y.T, addrs["ft_gemm_pack_t"]
+                src, pdims = y.T, transposed
             else:
                 return call(address, size, 1, x, y, out, dims)
             panels = np.empty(k * n, np.float32)
-            call(how, k * n, 1, src, panels, pdims)
+            call(packer, k * n, 1, src, panels, pdims)
             entry[1] = panels
         return call(on_panels, size, 1, x, entry[1], out, gdims)
     return product

@@ -304,6 +304,8 @@ def _dot_cpu(eqn):
     if (x.aval.ndim > 2 and y.aval.ndim == 2 and tuple(lc) == (x.aval.ndim - 1,)
             and tuple(rc) in ((0,), (1,)) and not lb and dt.kind in "fc"):
         return _dense_emitter(x.aval, eqn.outvars[0].aval.shape[-1], rc)
+    if lb and dt.kind in "fc":
+        return _batched_emitter(x.aval, y.aval, lc, rc, lb, rb)
     form = _MATMUL.get((tuple(lc), tuple(rc)))
     if (form is None or lb or rb or x.aval.ndim != 2 or y.aval.ndim != 2
             or dt.kind not in "fc"):
@@ -320,6 +322,26 @@ def _dot_cpu(eqn):
 
     def emit(ctx, ins, out):
         return [f"{ctx.g(np.matmul, 'matmul')}({ins[0]}{form[0]}, {ins[1]}{form[1]}, "
+                f"out={out})"]
+    return emit, _no_input
+
+
+def _batched_emitter(xa, ya, lc, rc, lb, rb):
+    """A batched matrix product (one free and one contracted axis a side: attention's
+    scores and its weighted values) as matmul of the transposed views the impl computes,
+    into the output buffer: the same BLAS calls and bits, into the planned buffer, which
+    may be a view of the array its result is copied into next (cpu_destinations.py).
+    None for other batched contractions (the impl's reshapes)."""
+    lf, rf = _free(xa.ndim, lc, lb), _free(ya.ndim, rc, rb)
+    if len(lf) != 1 or len(rf) != 1 or len(lc) != 1:
+        return None
+    px, py = tuple(lb) + lf + tuple(lc), tuple(rb) + tuple(rc) + rf
+
+    def view(name, perm):
+        return name if perm == tuple(range(len(perm))) else f"{name}.transpose({perm})"
+
+    def emit(ctx, ins, out):
+        return [f"{ctx.g(np.matmul, 'matmul')}({view(ins[0], px)}, {view(ins[1], py)}, "
                 f"out={out})"]
     return emit, _no_input
 

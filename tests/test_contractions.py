@@ -353,6 +353,75 @@ def test_dense_product_writes_into_the_planned_buffer(rc):
     assert np.asarray(jf(x[:0], w, b)).shape == (0, 5, 6)
 
 
+def _attention(x, w):
+    """Causal-free multi-head attention as nanoGPT writes it: q, k, v cut from one product,
+    the heads split by a reshape and a transpose, the weighted values put back by a
+    transpose and a reshape (a copy), then a projection."""
+    b, t, c = x.shape
+    qkv = fnp.matmul(x, w)
+    q, k, v = (fnp.transpose(fnp.reshape(qkv[:, :, i * c:(i + 1) * c], (b, t, 2, c // 2)),
+                             (0, 2, 1, 3)) for i in range(3))
+    att = ft.nn.softmax(fnp.matmul(q, fnp.swapaxes(k, -1, -2)), axis=-1)
+    y = fnp.reshape(fnp.transpose(fnp.matmul(att, v), (0, 2, 1, 3)), (b, t, c))
+    return fnp.matmul(y, w[:, :c])
+
+
+def test_batched_products_write_where_their_transposed_result_goes():
+    """Attention's batched products are matmuls of transposed views into planned buffers;
+    the weighted values, transposed and reshaped, are written into the reshape's array (no
+    reshape copies them), and in the gradient dq, dk and dv are written into their blocks
+    of the concatenation that is their sum's cotangent (no concatenation runs). Values and
+    gradients as eager's (the same GEMMs, other strides) and float64 finite differences;
+    ft.compile's forward returns the product as that view (a residual) and trains as eager
+    over three steps."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    w = (rng.standard_normal((4, 12)) / 2).astype(np.float32)
+    jf = ft.jit(_attention)
+    src = jf.lower(x, w).as_text().split("## generated code")[1]
+    assert "_p_dot_general" not in src and "= _empty((3, 5, 4), " in src, src
+    assert ".reshape((3, 5, 2, 2)).transpose((0, 2, 1, 3))" in src, src
+    np.testing.assert_allclose(np.asarray(jf(x, w)), np.asarray(_attention(x, w)),
+                               rtol=1e-6, atol=1e-6)
+
+    def loss(x, w):
+        return fnp.sum(fnp.sin(_attention(x, w)))
+    jg = ft.jit(ft.grad(loss, argnums=(0, 1)))
+    src = jg.lower(x, w).as_text().split("## generated code")[1]
+    assert "_concatenate" not in src and "= _empty((3, 5, 6, 2), " in src, src
+    for got, want in zip(jg(x, w), ft.grad(loss, argnums=(0, 1))(x, w)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    gx, gw = jg(x64, w64)
+    d = rng.standard_normal(x.shape)
+    e = 1e-6
+    fd = (float(loss(x64 + e * d, w64)) - float(loss(x64 - e * d, w64))) / (2 * e)
+    assert abs(fd - float(np.sum(np.asarray(gx) * d))) < 1e-7 * max(1.0, abs(fd))
+
+    class Attn(ft.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = ft.nn.Parameter(ft.tensor(w))
+
+        def forward(self, x):                   # _attention in Tensor methods
+            b, t, c = x.shape
+            q, k, v = (x @ self.w).split(c, dim=2)
+            q, k, v = (a.view(b, t, 2, c // 2).transpose(1, 2) for a in (q, k, v))
+            att = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+            y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+            return y @ self.w[:, :c]
+    models = [Attn(), Attn()]
+    steps = [models[0], ft.compile(models[1])]
+    opts = [ft.optim.SGD(m.parameters(), lr=0.1) for m in models]
+    for _ in range(3):
+        for m, opt in zip(steps, opts):
+            opt.zero_grad()
+            (m(ft.tensor(x)).sin().sum()).backward()
+            opt.step()
+    np.testing.assert_allclose(models[1].w.detach().numpy(), models[0].w.detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_sum_over_leading_axes_runs_the_native_row_sum(native_backend, dtype):
     """A jitted float sum over leading axes (a bias's gradient) runs the native kernel that

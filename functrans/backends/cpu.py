@@ -25,6 +25,7 @@ from . import JIT_MODULE, Lowered, identifier
 from . import cpu_kernels
 from .cpu_auto import MeasuredChoice, parallel_threads, trial_clock
 from .cpu_columns import ColumnBlocks
+from .cpu_destinations import ProductDestinations
 from .memory import BUDGET
 from .native import kernels as native_kernels, rows as native_rows, toolchain
 from ..core import ClosedJaxpr, Jaxpr, Literal, Var, short_dtype
@@ -299,7 +300,7 @@ def _block_inplace(eqn, i, o):
     return True
 
 
-class _Lowering(ColumnBlocks):
+class _Lowering(ColumnBlocks, ProductDestinations):
     def __init__(self, closed: ClosedJaxpr, donated, name, alias_outputs=False, native=None,
                  destinations=False):
         self.native = native          # None, or (mode, the reason it is unavailable or None)
@@ -326,6 +327,8 @@ class _Lowering(ColumnBlocks):
         self.row_loops: dict = {}     # id(fused eqn) -> whether it can loop over rows
         self.out_columns: dict = {}   # id(fused eqn) -> {output: (concat var, W, lo)} and
         self.skip: set = set()        # ... the concatenations they fill (plan_out_columns)
+        self.dest_of_product: dict = {}   # id(product) -> where it writes (cpu_destinations)
+        self.dest_copies: dict = {}   # id(reshape or concatenation) -> operands written
         self.library = None           # the compiled .so of the native groups,
         self.addresses: dict = {}     # ... its entry points (C name -> address)
         self.call = None              # ... and kernels.caller()
@@ -443,6 +446,7 @@ class _Lowering(ColumnBlocks):
         allocated, dest_of = set(), self.dest_slots(j.outvars, plan)
         if self.native_ids:
             self.plan_out_columns(prog.eqns, plan, readers, outs_set)
+        self.plan_product_destinations(prog.eqns, readers, outs_set, dest_of, plan)
 
         def buffer(o):
             """The name of o's buffer, allocated here if it is the first value in it."""
@@ -464,6 +468,12 @@ class _Lowering(ColumnBlocks):
             k = _kind(e, blocked)
             if id(e) in self.skip:          # its blocks were written in place
                 buffer(e.outvars[0])
+            elif id(e) in self.dest_copies:     # products wrote into its array
+                body += self.emit_destination_copy(e)
+            elif id(e) in self.dest_of_product:
+                emit, _ = _out_emitter(e)
+                body += emit(self.ctx, [self.atom(a) for a in e.invars],
+                             self.product_destination(e, body))
             elif k == "out":
                 into = self.out_columns.get(id(e), {})
                 outs = [buffer(into[i][0]) if i in into else buffer(o)

@@ -695,7 +695,10 @@ FTM_INL float tanh_f(float x) {
 // of the result, so its roundings weigh a fifth of an ulp there (in double, as first
 // written, the loop ran at half the vector width and 1.4x the time); on [1, 3.92)
 // 1 - exp(-a^2) g(t), t = (a - 2.46) / 1.46, g a degree-11 fit of erfc(a) exp(a^2) (its
-// error times exp(-a^2) < 2^-28); 1 above (erfc(3.92) < 2^-25); NaN through the first arm
+// error times exp(-a^2) < 2^-28); 1 above (erfc(3.92) < 2^-25); NaN through the first arm.
+// exp(-a^2) is exp_f(-(x * x)), unclamped (the other arms do not read it): the very
+// expression of a loop that also computes exp(-x * x), which the compiler then computes
+// once for both (exact GELU's forward and its saved derivative, 512K floats: 0.93 -> 0.68 ms)
 FTM_INL float erf_f(float x) {
   const float a = absf(x);
   const float z = a * a;
@@ -706,7 +709,7 @@ FTM_INL float erf_f(float x) {
   const float g = hornerf((ac - 2.46f) * 0x1.5eaf58p-1f, -0x1.ec1474p-16f, 0x1.52887cp-14f,
       -0x1.0f255ap-13f, 0x1.596f5p-12f, -0x1.df6ca6p-11f, 0x1.24139cp-9f, -0x1.55bd16p-8f,
       0x1.85cb24p-7f, -0x1.acbc3ep-6f, 0x1.c4a928p-5f, -0x1.c8c5fp-4f, 0x1.b5e79cp-3f);
-  const float big = 1.0f - exp_f(-(ac * ac)) * g;
+  const float big = 1.0f - exp_f(-(x * x)) * g;
   return copysignf(self(ltf(a, 1.0f) | isnanf(a), small, self(ltf(a, 3.92f), big, 1.0f)), x);
 }
 

@@ -248,6 +248,42 @@ def test_interleaved_streams_give_the_same_values(native_backend, monkeypatch):
     np.testing.assert_array_equal(got, jf(x))
 
 
+def test_a_group_of_many_arrays_runs_fewer_streams(native_backend):
+    """Streams times the group's full-size arrays stay within kernels.MEMORY_STREAMS: an
+    LSTM cell's gates on 20 x 256 as its training step has them (the 4 gates' input and
+    hidden projections, c in; h, c and the 4 activations out: 15 arrays) run one stream;
+    with its 3 arrays a tanh loop runs 4, with 11 arrays 2. The same bits as other counts."""
+    r = np.random.default_rng(0)
+    xs = [r.standard_normal((20, 256)).astype(np.float32) for _ in range(9)]
+
+    def gates(xi, xf, xz, xo, hi, hf, hz, ho, c):
+        si, sf, tz, so = (ft.lax.logistic(xi + hi), ft.lax.logistic(xf + hf),
+                          fnp.tanh(xz + hz), ft.lax.logistic(xo + ho))
+        c2 = sf * c + si * tz
+        return so * fnp.tanh(c2), c2, si, sf, tz, so
+
+    def few(a, b):
+        return (fnp.tanh(a * b),)
+
+    def eleven(a, b, c, d, e):                  # one group: every output reads s
+        s = a * b + c * d + e
+        return (s,) + tuple(fnp.tanh(s * x) for x in (a, b, c, d, e))
+
+    for fn, args, k in [(gates, xs, 1), (few, xs[:2], kernels.STREAMS), (eleven, xs[:5], 2)]:
+        src = ft.jit(fn).lower(*args).native["source"]
+        assert (f"const long long i{k - 1} = i + o{k - 1};" in src if k > 1
+                else "const long long i1" not in src), fn.__name__
+        assert f"const long long i{k} = " not in src, fn.__name__
+    got = ft.jit(gates)(*xs)
+    for k in (2, 4):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(kernels, "MEMORY_STREAMS", 15 * k)
+            jf = ft.jit(gates)
+            assert f"const long long i{k - 1} = i + o{k - 1};" in jf.lower(*xs).native["source"]
+            for a, b in zip(got, jf(*xs)):
+                np.testing.assert_array_equal(a, b)
+
+
 def test_a_loop_inlines_a_few_tanh_and_calls_the_clone_for_many(native_backend):
     """A loop body with at most kernels.INLINE_CALLS_MAX calls of the float transcendentals
     inlines them (the clone's division waited at its return: the 30-op chain 15-20%

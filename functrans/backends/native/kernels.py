@@ -62,6 +62,11 @@ STREAMS_MIN_SIZE = 1 << 12
 # backward 4.4-5.7 and 3.7-3.9 ms; exact GELU, erf's kernels and the LSTM gates the same
 # within noise; digamma's 8 inlined streams built in 2.3 s, 4 in 1.1)
 STREAMS = 4
+# ... and fewer where the streams' arrays would exceed MEMORY_STREAMS sequential streams: an
+# LSTM step's gates (8 column blocks read, 7 arrays written, 20 rows) loaded latency-bound
+# with 4 streams of rows, 64 streams in all (one thread, its training step: 33 us a call,
+# 23 with 1 stream); the 30-op chain's 4 arrays keep 4 streams
+MEMORY_STREAMS = 24
 
 
 def unsupported(jaxpr) -> str | None:
@@ -188,6 +193,19 @@ def _inlined(m):
     return f"{name}_inline(" if name.startswith("ft_") else f"ftm::{name}_inline("
 
 
+def streams(g):
+    """How many parts of n a group's loop runs at once (render_function): STREAMS for a
+    large group with a transcendental, fewer where its full-size arrays (inputs and
+    outputs of the group's size) times STREAMS exceed MEMORY_STREAMS."""
+    if g.size < STREAMS_MIN_SIZE or not transcendental(g.jaxpr):
+        return 1
+    arrays = sum(v.aval.size == g.size for v in g.jaxpr.invars) + len(g.jaxpr.outvars)
+    k = STREAMS
+    while k > 1 and arrays * k > MEMORY_STREAMS:
+        k //= 2
+    return k
+
+
 def render_function(g):
     """A rendered group (cuda.GroupCode) as (a host function over [0, n), its C entry).
     Groups with a transcendental and at least STREAMS_MIN_SIZE elements loop over STREAMS
@@ -202,7 +220,7 @@ def render_function(g):
     params = g.params + ["const long long n", "const int nt"]
     lines = [f"static void {g.name}_body({', '.join(params)}) {{"]
     lines += ["  " + h for h in g.hoisted]
-    k = STREAMS if g.size >= STREAMS_MIN_SIZE and transcendental(g.jaxpr) else 1
+    k = streams(g)
     body = inline_calls(g.body)
     block = broadcast_block(g) if k == 1 and not g.columns else 0
     cols = _row_length(g) if g.columns else 0 if block else last_axis_vectors(g)

@@ -303,6 +303,42 @@ def test_recurrent_weight_gradients_are_contractions_over_time_and_batch(mode):
         assert_close(grads[k], _fd_grad(loss, ws, k), rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_input_bias_is_added_at_its_step(mode):
+    """The scan reads the input projection as the product made it: b_ih is added in the
+    step (with the gates, in their fused kernel) instead of by a pass over every step's
+    projection before the loop; the layer's values against NumPy's, biased first."""
+    rng = np.random.default_rng(10)
+    t, b, i, h = 4, 3, 5, 2
+    g = GATES[mode] * h
+    ws = [rng.standard_normal(s).astype(np.float32) for s in ((g, i), (g, h), (g,), (g,))]
+    x = rng.standard_normal((t, b, i)).astype(np.float32)
+    h0 = rng.standard_normal((b, h)).astype(np.float32)
+    c0 = rng.standard_normal((b, h)).astype(np.float32) if mode == "LSTM" else None
+
+    def layer(*ws):
+        return rnn_layer(mode, x, h0, c0, ws, True, False, False)[0]
+    jaxpr = ft.make_jaxpr(layer)(*ws).jaxpr
+    (scan,) = [e for e in jaxpr.eqns if e.primitive.name == "scan"]
+    made = {v: e for e in jaxpr.eqns for v in e.outvars}
+    assert made[scan.invars[-1]].primitive.name == "dot_general"
+    xg = np.einsum("tbi,gi->tbg", x, ws[0]) + ws[2]     # the projection, biased first
+    hs, hc, want = h0, c0, []
+    for k in range(t):
+        hg = hs @ ws[1].T + ws[3]
+        if mode == "LSTM":
+            gg = xg[k] + hg
+            sg = [1 / (1 + np.exp(-gg[:, j * h:(j + 1) * h])) for j in range(4)]
+            hc = sg[1] * hc + sg[0] * np.tanh(gg[:, 2 * h:3 * h])
+            hs = sg[3] * np.tanh(hc)
+        else:
+            r = 1 / (1 + np.exp(-(xg[k][:, :h] + hg[:, :h])))
+            z = 1 / (1 + np.exp(-(xg[k][:, h:2 * h] + hg[:, h:2 * h])))
+            hs = (1 - z) * np.tanh(xg[k][:, 2 * h:] + r * hg[:, 2 * h:]) + z * hs
+        want.append(hs)
+    np.testing.assert_allclose(np.asarray(layer(*ws)), np.stack(want), rtol=1e-5, atol=1e-6)
+
+
 def test_scan_reads_a_transposed_weight_in_row_major_order():
     """A const the body multiplies only as x @ Wᵀ is passed as Wᵀ (contiguous) and read by
     a plain product; a const read otherwise too is left alone. Same values either way."""

@@ -73,11 +73,13 @@ def _layer_fn(x, h0, *rest, mode, has_bias, has_proj, reverse):
     lstm = mode == "LSTM"
     c0 = rest[0] if lstm else None
     w_ih, w_hh, b_ih, b_hh, w_hr = _unpack(mode, rest[1:] if lstm else rest, has_bias, has_proj)
-    xg = _lin(x, w_ih, b_ih)                     # every time step's input projection at once
+    xg = _lin(x, w_ih)                           # every time step's input projection at once
 
     def body(carry, xt):
+        # the input bias is added at its step, in the step's fused gates (the same sum,
+        # x W_ihᵀ + b_ih, as one pass over every step's projection would make)
         h, c = carry
-        h, c = _step(mode, xt, h, c, w_hh, b_hh, w_hr)
+        h, c = _step(mode, xt if b_ih is None else xt + b_ih, h, c, w_hh, b_hh, w_hr)
         return (h, c if lstm else h), h
     (h, c), ys = scan(body, (h0, c0 if lstm else h0), xg, reverse=reverse)
     return (ys, h, c) if lstm else (ys, h)

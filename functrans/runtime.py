@@ -90,6 +90,24 @@ def _run(jaxpr: Jaxpr, vals: list, dests=None):
     return prog.straight(xp, *vals)
 
 
+def settled(closed: ClosedJaxpr):
+    """closed's program as f(*args, dests=None) on NumPy arrays, once it has reached its
+    last tier there (lowered, with native groups where they win: past NATIVE_RUNS runs),
+    for a loop to call directly (a scan's step: _run's bookkeeping cost about as much as
+    an LSTM step's gate kernel); None before, or where it is not lowered. A jaxpr of a
+    structure run before (a scan traced again) finds its program at once."""
+    jaxpr = closed.jaxpr
+    prog = jaxpr._compiled
+    if prog is None:
+        prog = jaxpr._compiled = _program_of(jaxpr)
+    if prog.runs <= NATIVE_RUNS or not prog.hot:
+        return None
+    hot, consts = prog.hot, tuple(closed.consts)
+    if not consts:
+        return hot
+    return lambda *args, dests=None: hot(*consts, *args, dests=dests)
+
+
 SMALL_ELEMENTS = 4096             # small_program: the largest value of a small program
 
 

@@ -72,6 +72,25 @@ def test_steps_write_their_stacked_outputs_in_place(step_outputs):
     assert step_outputs[-1] == 1
 
 
+def test_a_settled_step_is_called_directly(step_outputs):
+    """Once the step's program has reached its last tier (past runtime.NATIVE_RUNS runs)
+    the loop calls it directly (runtime.settled), not through the tiers' bookkeeping of
+    every call; the values are the NumPy loop's before and after, and so are those of a
+    second scan, which calls it directly from its first step."""
+    c0 = RNG.standard_normal((6, 12)).astype(np.float32)
+    xs = RNG.standard_normal((100, 6, 12)).astype(np.float32)
+    w = (RNG.standard_normal((12, 12)) / 4).astype(np.float32)
+    for k in range(2):
+        c, (ys, zs) = lax.scan(_step(w), c0, xs)
+        rc, rys, rzs = _reference(c0, xs, w)
+        for got, ref in ((c, rc), (ys, rys), (zs, rzs)):
+            np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-5)
+        if k == 0:
+            assert runtime.NATIVE_RUNS <= len(step_outputs) < 80, len(step_outputs)
+            seen = len(step_outputs)
+    assert len(step_outputs) == seen        # the second scan: no call through the tiers
+
+
 def test_results_are_new_arrays():
     """The carry never shares memory with the operands (no steps: it is the initial carry)
     or with a stacked output (here each step's carry is a view of its stacked output, which

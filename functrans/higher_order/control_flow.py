@@ -478,11 +478,17 @@ def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
     # the consts are unchanged over the steps: a few-row product by one may lay it out once
     held = (NATIVE_GEMM.holding(consts) if xp is np and length >= _LAYOUT_STEPS
             else contextlib.nullcontext())
+    fast = None                 # the step's program once settled, called directly
     with held:
         for i in (range(length - 1, -1, -1) if reverse else range(length)):
             if into:
                 dests = [None] * num_carry + [None if y is None else y[i] for y in into]
-            out = step(xp, *consts, *carry, *[x[i] for x in xs], dests=dests)
+            if fast is None and xp is np:
+                fast = runtime.settled(jaxpr)
+            if fast is not None:
+                out = fast(*consts, *carry, *[x[i] for x in xs], dests=dests)
+            else:
+                out = step(xp, *consts, *carry, *[x[i] for x in xs], dests=dests)
             carry = out[:num_carry]
             for k, (y, v) in enumerate(zip(ys, out[num_carry:]), num_carry):
                 if dests is None or v is not dests[k]:

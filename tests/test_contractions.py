@@ -355,7 +355,7 @@ def test_scan_reads_a_transposed_weight_in_row_major_order():
         return lax.scan(body, h0, xs)
     closed = ft.make_jaxpr(f)(w, v, h0, xs)
     scan = next(e for e in closed.jaxpr.eqns if e.primitive.name == "scan")
-    body, flip = _const_layout(scan.params["jaxpr"], scan.params["num_consts"])
+    body, flip, _ = _const_layout(scan.params["jaxpr"], scan.params["num_consts"])
     assert flip == ((2,), False)          # w flipped, read by products of 2 rows
     core.check_jaxpr(body.jaxpr)
     h, ys = f(w, v, h0, xs)
@@ -365,6 +365,34 @@ def test_scan_reads_a_transposed_weight_in_row_major_order():
         ref.append(hh)
     assert_close(ys, np.stack(ref), rtol=1e-12, atol=1e-12)
     assert_close(h, hh, rtol=1e-12, atol=1e-12)
+
+
+def test_scan_layout_is_kept_on_its_body(monkeypatch):
+    """A training loop runs the same scan body every step: its const layout is derived once
+    and kept on the body (the second call asks no cache keyed by the body's structure),
+    and whether the native product takes a weight's view is asked once per shape."""
+    from functrans.higher_order import control_flow as cf
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((512, 512)).astype(np.float32)
+
+    def f(h0, xs):
+        def body(h, x):
+            g = la.dot_general(h, w, dimension_numbers=(((1,), (1,)), ((), ())))    # h @ wᵀ
+            return fnp.tanh(g + x), h
+        return lax.scan(body, h0, xs)
+    closed = ft.make_jaxpr(f)(np.zeros((2, 512), np.float32), np.zeros((5, 2, 512), np.float32))
+    scan = next(e for e in closed.jaxpr.eqns if e.primitive.name == "scan")
+    body, n = scan.params["jaxpr"], scan.params["num_consts"]
+    first = _const_layout(body, n)
+    assert first[1] == ((2,),)
+    asked = []
+    monkeypatch.setattr(cf.DERIVED, "get", lambda key: asked.append(key))
+    assert _const_layout(body, n) is first and asked == []
+    monkeypatch.setattr(la.NATIVE_GEMM, "kernel", lambda m, k, n: asked.append((m, k, n)) or 1)
+    views = {}
+    for _ in range(3):
+        assert np.shares_memory(cf._transposed(w, (2,), views), w)
+    assert asked == [(2, 512, 512)]
 
 
 @pytest.mark.parametrize("rc", [(0,), (1,)])

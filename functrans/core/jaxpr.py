@@ -46,8 +46,8 @@ class ClosedJaxpr:
         self.jaxpr = jaxpr
         self.consts = list(consts)
         self._hash = None
-        # the runtime's executables of it, by (device, donated): they live exactly as long
-        # as this object
+        # what the runtime derives from this object and keeps as long as it lives: its
+        # executables by (device, donated, backend), a scan's layout of its consts
         self._exes: dict | None = None
 
     def _key(self):

@@ -25,6 +25,7 @@ from .. import ad, batching, runtime
 from ..backends.memory import DERIVED, EQN_BYTES
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, JaxprEqn, Literal, ShapedArray, Var,
                    Zero, eval_jaxpr, get_aval, is_undefined, structure_key)
+from ..core.config import config
 from ..passes import contract_sums, dce_jaxpr
 from ..primitives.base import (aval_of, bdim_size, broadcast_batched, defprim, instantiate,
                                moveaxis, zeros)
@@ -465,10 +466,10 @@ while_p = defprim("while", _while_impl, _while_shape, jvp=_while_jvp, transpose=
 def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
     consts, carry, xs = _split(args, num_consts, num_carry)
     if xp is np and length >= _LAYOUT_STEPS:
-        body, flip = _const_layout(jaxpr, num_consts)
+        body, flip, views = _const_layout(jaxpr, num_consts)
         if body is not None:
             jaxpr = body
-            consts = [_transposed(c, f) if f else c for c, f in zip(consts, flip)]
+            consts = [_transposed(c, f, views) if f else c for c, f in zip(consts, flip)]
     ys = [xp.empty((length,) + a.shape, a.dtype) for a in jaxpr.out_avals[num_carry:]]
     step = runtime.program(jaxpr)
     # the step writes each stacked output of rank >= 1 into its row where its plan allows
@@ -499,12 +500,17 @@ def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
 def _fresh_carry(xp, carry, ys, args):
     """The final carry as new arrays (scan is declared fresh): a carry that may share
     memory with an operand (no steps, or a body returning an input), a stacked output (a
-    view of what the step wrote into it) or an earlier carry is copied."""
+    view of what the step wrote into it) or an earlier carry is copied. A NumPy carry that
+    owns its memory, made by the last step, shares it only by being one of them."""
     out = []
     for c in carry:
         c = xp.asarray(c)
-        if any(type(a) is type(c) and xp.may_share_memory(c, a)
-               for a in (*args, *ys, *out)):
+        if type(c) is np.ndarray and c.base is None:
+            shared = any(a is c for a in (*args, *ys, *out))
+        else:
+            shared = any(type(a) is type(c) and xp.may_share_memory(c, a)
+                         for a in (*args, *ys, *out))
+        if shared:
             c = xp.array(c)
         out.append(c)
     return out
@@ -514,22 +520,32 @@ _LAYOUT_STEPS = 4       # steps from which a const's one transposing copy pays o
 
 
 def _const_layout(closed, num_consts):
-    """(body, flip): the body reading each 2-D const that it only multiplies as the
+    """(body, flip, views): the body reading each 2-D const that it only multiplies as the
     transposed right operand of a matrix product (x @ Wᵀ: a recurrent layer's hidden
     weight) as Wᵀ itself, to be passed C-contiguous, so that every step's GEMM reads both
     operands in row-major order (BLAS's transposed-operand path is slower on the small
-    row counts of a batch per step); (None, None) when no const qualifies. Kept in the
-    one cache by the body's structure."""
+    row counts of a batch per step); (None, None, None) when no const qualifies. Kept in
+    the one cache by the body's structure, and on closed itself (with `views`, the memo of
+    _transposed): a training loop's scan runs the same closed every step, where hashing
+    the structure again cost about 0.1 ms a call."""
+    own = closed._exes
+    if own is None:
+        own = closed._exes = {}
+    hit = own.get(("scan layout", num_consts))
+    if hit is not None:
+        return hit
     j = closed.jaxpr
     key = ("scan layout", structure_key(j))
     try:
-        hit = DERIVED.get(key)
+        shared = DERIVED.get(key)
     except TypeError:
-        return None, None
-    if hit is None:
-        hit = DERIVED.put(key, _flip_consts(j, num_consts), EQN_BYTES * (len(j.eqns) + 1))
-    body, flip = hit
-    return (None, None) if body is None else (ClosedJaxpr(body, closed.consts), flip)
+        return None, None, None
+    if shared is None:
+        shared = DERIVED.put(key, _flip_consts(j, num_consts), EQN_BYTES * (len(j.eqns) + 1))
+    body, flip = shared
+    hit = (None, None, None) if body is None else (ClosedJaxpr(body, closed.consts), flip, {})
+    own[("scan layout", num_consts)] = hit
+    return hit
 
 
 def _flip_consts(j, num_consts):
@@ -564,18 +580,24 @@ def _flip_consts(j, num_consts):
     return Jaxpr(j.constvars, [new.get(v, v) for v in j.invars], eqns, j.outvars), flip
 
 
-def _transposed(c, rows):
+def _transposed(c, rows, views):
     """The transpose of a const c (n, k) that products of these row counts read: a view of
     c where the native few-row product takes it (it lays the weight out in panels once for
     the loop, reading c's rows: ft_gemm_pack), else a C-contiguous copy (BLAS's
     transposed-operand path is slower on few rows). The view saves the copy: 1 MB, about
-    0.25 ms, per layer and training step of the bench's LSTM."""
-    if (type(c) is np.ndarray and c.dtype == np.float32 and c.ndim == 2 and c.flags.c_contiguous
-            and c.size >= MIN_WEIGHT and NATIVE_GEMM.kernel is not None
-            and all(2 <= m <= SMALL_ROWS and NATIVE_GEMM.kernel(m, c.shape[1], c.shape[0])
-                    is not None for m in rows)):
-        return c.T
-    return np.ascontiguousarray(c.T)
+    0.25 ms, per layer and training step of the bench's LSTM. views: the memo of whether
+    the kernel takes these shapes, per (rows, shape, cpu_backend) (asking built the
+    kernel's closure, 10-60 us, at every call)."""
+    if not (type(c) is np.ndarray and c.dtype == np.float32 and c.ndim == 2
+            and c.flags.c_contiguous and c.size >= MIN_WEIGHT):
+        return np.ascontiguousarray(c.T)
+    key = (rows, c.shape, config.cpu_backend)
+    ok = views.get(key)
+    if ok is None:
+        ok = views[key] = NATIVE_GEMM.kernel is not None and all(
+            2 <= m <= SMALL_ROWS and NATIVE_GEMM.kernel(m, c.shape[1], c.shape[0]) is not None
+            for m in rows)
+    return c.T if ok else np.ascontiguousarray(c.T)
 
 
 def _scan_shape(*avals, jaxpr, length, reverse, num_consts, num_carry):

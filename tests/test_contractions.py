@@ -12,7 +12,7 @@ import functrans as ft
 import functrans.numpy as fnp
 from functrans import core, lax, passes
 from functrans.facade import engine
-from functrans.higher_order.control_flow import _const_layout
+from functrans.higher_order.scan_layout import _const_layout
 from functrans.nn.functional._rnn import GATES, rnn_layer
 from functrans.primitives import linalg as la
 from functrans.primitives.linalg import _dot_impl
@@ -371,7 +371,7 @@ def test_scan_layout_is_kept_on_its_body(monkeypatch):
     """A training loop runs the same scan body every step: its const layout is derived once
     and kept on the body (the second call asks no cache keyed by the body's structure),
     and whether the native product takes a weight's view is asked once per shape."""
-    from functrans.higher_order import control_flow as cf
+    from functrans.higher_order import scan_layout as sl
     rng = np.random.default_rng(11)
     w = rng.standard_normal((512, 512)).astype(np.float32)
 
@@ -386,12 +386,12 @@ def test_scan_layout_is_kept_on_its_body(monkeypatch):
     first = _const_layout(body, n)
     assert first[1] == ((2,),)
     asked = []
-    monkeypatch.setattr(cf.DERIVED, "get", lambda key: asked.append(key))
+    monkeypatch.setattr(sl.DERIVED, "get", lambda key: asked.append(key))
     assert _const_layout(body, n) is first and asked == []
     monkeypatch.setattr(la.NATIVE_GEMM, "kernel", lambda m, k, n: asked.append((m, k, n)) or 1)
     views = {}
     for _ in range(3):
-        assert np.shares_memory(cf._transposed(w, (2,), views), w)
+        assert np.shares_memory(sl._transposed(w, (2,), views), w)
     assert asked == [(2, 512, 512)]
 
 

@@ -693,9 +693,15 @@ def _hoist_unread(eqns, can_fuse, read):
             producer[v] = i
     if not moved:
         return eqns
+    return placed_after(eqns, after, moved)
+
+
+def placed_after(eqns, after, skip=()):
+    """eqns with the equations after[i] inserted just after eqns[i] (after[-1]: before the
+    first), leaving out the positions in skip."""
     out = list(after.get(-1, ()))
     for i, e in enumerate(eqns):
-        if i not in moved:
+        if i not in skip:
             out.append(e)
         out.extend(after.get(i, ()))
     return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
-from .passes import dce, dce_jaxpr
+from .passes import dce, dce_jaxpr, placed_after
 from .primitives.elementwise import add_p, mul_p, neg_p, sub_p
 from .primitives.shape import (broadcast_in_dim_p, expand_dims_p, reshape_p, slice_p,
                                squeeze_p, transpose_p)
@@ -228,10 +228,7 @@ def fold_tangent_scales(known: ClosedJaxpr, unknown: ClosedJaxpr, num_res: int):
         last = max((where.get(known_of[a], -1) for _, p in terms for a in p), default=-1)
         after.setdefault(last, []).extend(eqns)
         scales.append(kv)
-    keqns = list(after.get(-1, ()))
-    for i, e in enumerate(kj.eqns):
-        keqns.append(e)
-        keqns.extend(after.get(i, ()))
+    keqns = placed_after(kj.eqns, after)
     ueqns = []
     for e in uj.eqns:
         if e.outvars and e.outvars[0] in replace:

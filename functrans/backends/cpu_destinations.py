@@ -17,8 +17,9 @@ from ..primitives.shape import concatenate_p, reshape_p, transpose_p
 
 class ProductDestinations:
     """The lowering's product-destination state; the lowering sets `dest_of_product`
-    ({id(product): (copy eqn, index into its array, inverse permutation)}) and
-    `dest_copies` ({id(copy eqn): the positions of the operands written in place})."""
+    ({id(product): (copy eqn, its block (axis, lo, hi) or None for a reshape, inverse
+    permutation, the transposed result's shape)}) and `dest_copies` ({id(copy eqn): the
+    positions of the operands written in place})."""
 
     def plan_product_destinations(self, eqns, readers, outputs, dest_slots, plan):
         """Batched products (an "out" kind, not fused) read only by a transpose read only
@@ -71,11 +72,7 @@ class ProductDestinations:
             body.append(f"{nm} = _empty({tuple(o.aval.shape)!r}, "
                         f"{self.ctx.dtype(o.aval.dtype)})")
         arr = self.names[o]
-        if index is None:
-            view = f"{arr}.reshape({tuple(shape)!r})"
-        else:
-            ax, lo, hi = index
-            view = f"{arr}[{', '.join([':'] * ax + [f'{lo}:{hi}'])}]"
+        view = f"{arr}.reshape({tuple(shape)!r})" if index is None else _block(arr, *index)
         nm = self.names[e.outvars[0]] = self.fresh()
         body.append(f"{nm} = {view}.transpose({inv})")
         return nm
@@ -90,8 +87,12 @@ class ProductDestinations:
         for i, a in enumerate(e.invars):
             hi = lo + a.aval.shape[ax]
             if i not in done:
-                block = f"{arr}[{', '.join([':'] * ax + [f'{lo}:{hi}'])}]"
-                lines.append(f"{self.ctx.g(np.copyto, 'copyto')}({block}, "
+                lines.append(f"{self.ctx.g(np.copyto, 'copyto')}({_block(arr, ax, lo, hi)}, "
                              f"{self.atom(a, as_scalar=False)})")
             lo = hi
         return lines
+
+
+def _block(arr, ax, lo, hi):
+    """The basic index of the block [lo, hi) along axis ax of the array named arr."""
+    return f"{arr}[{', '.join([':'] * ax + [f'{lo}:{hi}'])}]"

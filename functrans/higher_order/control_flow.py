@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 
 import numpy as np
 
@@ -469,7 +470,7 @@ def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
             jaxpr = body
             consts = [_transposed(c, f, views) if f else c for c, f in zip(consts, flip)]
     ys = [xp.empty((length,) + a.shape, a.dtype) for a in jaxpr.out_avals[num_carry:]]
-    step = runtime.program(jaxpr)
+    step = functools.partial(runtime.program(jaxpr), xp)
     # the step writes each stacked output of rank >= 1 into its row where its plan allows
     # (the others are copied in below)
     into = [y if y.ndim > 1 else None for y in ys] if xp is np and ys else None
@@ -484,10 +485,7 @@ def _scan_impl(xp, *args, jaxpr, length, reverse, num_consts, num_carry):
                 dests = [None] * num_carry + [None if y is None else y[i] for y in into]
             if fast is None and xp is np:
                 fast = runtime.settled(jaxpr)
-            if fast is not None:
-                out = fast(*consts, *carry, *[x[i] for x in xs], dests=dests)
-            else:
-                out = step(xp, *consts, *carry, *[x[i] for x in xs], dests=dests)
+            out = (fast or step)(*consts, *carry, *[x[i] for x in xs], dests=dests)
             carry = out[:num_carry]
             for k, (y, v) in enumerate(zip(ys, out[num_carry:]), num_carry):
                 if dests is None or v is not dests[k]:

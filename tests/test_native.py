@@ -364,3 +364,25 @@ def test_a_second_process_compiles_nothing(native_backend, tmp_path):
     for p in outs:
         assert p.returncode == 0, p.stderr
     assert outs[0].stdout == outs[1].stdout
+
+
+def test_a_forked_child_runs_kernels_on_one_thread(native_backend):
+    """GNU OpenMP's thread pool does not survive fork: a child's kernel runs on its own
+    thread (ftcall's pthread_atfork flag), so it finishes, with the parent's values."""
+    script = textwrap.dedent("""
+        import os, sys, numpy as np, functrans as ft, functrans.numpy as fnp
+        ft.set_num_threads(2)
+        x = np.linspace(0, 1, 1 << 20, dtype=np.float32)
+        f = ft.jit(lambda x: fnp.tanh(x * 3.0) * fnp.exp(x))
+        assert "native C++" in f.lower(x).source
+        want = f(x)                           # the parent's pool runs it
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if np.array_equal(f(x), want) else 3)
+        _, status = os.waitpid(pid, 0)
+        sys.exit(os.waitstatus_to_exitcode(status))
+    """)
+    env = dict(os.environ, FUNCTRANS_CPU_BACKEND="native")
+    p = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr

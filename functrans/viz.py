@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from . import passes
 from .backends import Lowered, cpu
 from .core import ClosedJaxpr, FunctransError, Jaxpr, Literal
 from .facade.node import edge_of
 from .facade.report import human_bytes, saved_values
 from .facade.tensor import Tensor
+from .fusion import fuse, fused_p
 from .higher_order.jit import JitFunction
 from .tracing import make_jaxpr
 
@@ -199,7 +199,7 @@ def _params_text(params: dict) -> str:
 
 def _draw_eqns(b: _Builder, eqns: Iterable, env: dict) -> None:
     for e in eqns:
-        if e.primitive is passes.fused_p:
+        if e.primitive is fused_p:
             inner = e.params["jaxpr"]
             inner = inner.jaxpr if isinstance(inner, ClosedJaxpr) else inner
             for outer, v in zip(e.invars, inner.invars):
@@ -255,7 +255,7 @@ def make_dot(obj: Any, *args: Any, params: Mapping[str, Tensor] | None = None,
       (`dict(model.named_parameters())`), their names; the values each node saves for
       backward with their total size (orange border), nodes and leaves with hooks (red);
     - a jaxpr (`ft.make_jaxpr(f)(x)`): its equations; with `fusion=True` the groups the
-      CPU backend would run as one generated kernel are outlined (`passes.fuse`);
+      CPU backend would run as one generated kernel are outlined (`fusion.fuse`);
     - a jitted function and its arguments (`make_dot(ft.jit(step), x, y)`), or a `Lowered`:
       the optimized program the jit runs, fusion groups outlined; any other callable with
       its arguments is traced with make_jaxpr first.
@@ -272,10 +272,10 @@ def make_dot(obj: Any, *args: Any, params: Mapping[str, Tensor] | None = None,
     if isinstance(obj, Jaxpr):
         obj = ClosedJaxpr(obj, [])
     if isinstance(obj, ClosedJaxpr):
-        return _jaxpr_graph(passes.fuse(obj, can_fuse=cpu.can_fuse) if fusion else obj, "jaxpr")
+        return _jaxpr_graph(fuse(obj, can_fuse=cpu.can_fuse) if fusion else obj, "jaxpr")
     if callable(obj) and args:
         closed = make_jaxpr(obj)(*args, **kwargs)
-        return _jaxpr_graph(passes.fuse(closed, can_fuse=cpu.can_fuse) if fusion else closed,
+        return _jaxpr_graph(fuse(closed, can_fuse=cpu.can_fuse) if fusion else closed,
                             getattr(obj, "__name__", "jaxpr"))
     raise TypeError(f"make_dot: cannot draw a {type(obj).__name__}; pass a Tensor (its "
                     "autograd graph), a jaxpr (ft.make_jaxpr(f)(*args)), or a function and its "

@@ -14,7 +14,7 @@ import pytest
 
 import functrans as ft
 import functrans.numpy as fnp
-from functrans import core, passes
+from functrans import core, fusion, passes
 from functrans.backends import cuda
 from functrans.core import JaxprEqn, ShapedArray, Var
 from functrans.core.devices import DeviceError, cuda_available
@@ -159,7 +159,7 @@ def test_cuda_fusion_grouping_preserves_values_on_numpy(name):
     f, args = SAMPLES[name]
     closed = ft.make_jaxpr(f)(*args)
     opt = passes.optimize(closed)
-    fused = passes.fuse(opt, can_fuse=cuda.can_fuse)
+    fused = fusion.fuse(opt, can_fuse=cuda.can_fuse)
     core.check_jaxpr(fused.jaxpr)
     want = core.eval_jaxpr(closed.jaxpr, closed.consts, *ft.tree_leaves(args))
     got = core.eval_jaxpr(fused.jaxpr, fused.consts, *ft.tree_leaves(args))

@@ -14,7 +14,7 @@ import pytest
 
 import functrans as ft
 import functrans.numpy as fnp
-from functrans import core, passes
+from functrans import core, fusion, passes
 from functrans.nn import functions as F
 from functrans.backends import cuda
 from functrans.backends.native import toolchain
@@ -282,7 +282,7 @@ def group_kernels(name):
     """[(equation index, Kernel)] for the kernels of sample `name`'s CUDA program."""
     out = []
     for i, e in enumerate(_fused_program(name).jaxpr.eqns):
-        if e.primitive is passes.fused_p:
+        if e.primitive is fusion.fused_p:
             out.append((i, cuda.render_group_kernel(e.params["jaxpr"], f"g_{name}_{i}")))
         elif cuda.can_fuse(e):
             out.append((i, cuda.render_kernel(cuda.single_eqn_jaxpr(e), f"g_{name}_{i}")))
@@ -357,8 +357,8 @@ def test_row_groups_fuse_the_reductions():
         assert any(k.rows is not None for k in kernels), name
     for name in ("softmax", "log_softmax", "layernorm", "softmax_grad", "layernorm_grad"):
         fusedj = _fused_program(name).jaxpr
-        assert sum(e.primitive is passes.fused_p for e in fusedj.eqns) == 1, name
-        assert not any(e.primitive in passes.ROW_REDUCTIONS and passes.row_space(e)
+        assert sum(e.primitive is fusion.fused_p for e in fusedj.eqns) == 1, name
+        assert not any(e.primitive in fusion.ROW_REDUCTIONS and fusion.row_space(e)
                        for e in fusedj.eqns), name         # over rows (axis 0): outside
 
 
@@ -367,7 +367,7 @@ def test_row_group_values_on_numpy(name):
     """The grouping keeps the program's values (groups evaluated by NumPy)."""
     f, args, rtol = ROWS[name]
     closed = ft.make_jaxpr(f)(*args)
-    fused = passes.fuse(passes.optimize(closed), can_fuse=cuda.can_fuse_rows, rows=True)
+    fused = fusion.fuse(passes.optimize(closed), can_fuse=cuda.can_fuse_rows, rows=True)
     core.check_jaxpr(fused.jaxpr)
     leaves = ft.tree_leaves(args)
     with np.errstate(all="ignore"):

@@ -21,7 +21,7 @@ import pytest
 
 import functrans as ft
 import functrans.numpy as fnp
-from functrans import passes, runtime
+from functrans import fusion, passes, runtime
 from functrans.facade import engine
 
 pytestmark = pytest.mark.usefixtures("x64")  # float64 references: conftest.x64
@@ -109,7 +109,7 @@ def lowering():
 def fuse():
     def make(n):
         closed = passes.optimize(_grad_jaxpr(n))
-        return lambda: passes.fuse(closed)
+        return lambda: fusion.fuse(closed)
     return _ratio(make)
 
 
@@ -125,7 +125,7 @@ def fuse_merging_many_groups():
                 y = y + t
             return y
         closed = ft.make_jaxpr(f)(X)
-        return lambda: passes.fuse(closed)
+        return lambda: fusion.fuse(closed)
     return _ratio(make, reps=5, n=2000)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import functrans as ft
 import functrans.numpy as fnp
-from functrans import passes
+from functrans import fusion
 from functrans.backends import cpu
 from functrans.backends.native import kernels, rows, toolchain
 from functrans.nn import functions as F
@@ -235,7 +235,7 @@ def test_a_total_sum_is_split_into_the_row_group(native_backend):
     vg = ft.value_and_grad(LOSSES["softmax"])
     (v, g), low = _jit_under("native", vg, x, w)
     assert_native_rows(low)
-    full = [o for e in low.optimized.jaxpr.eqns if e.primitive is passes.fused_p
+    full = [o for e in low.optimized.jaxpr.eqns if e.primitive is fusion.fused_p
             for o in e.outvars if o.aval.shape == x.shape]
     assert len(full) == 1, low.optimized
     (v0, g0), _ = _jit_under("numpy", vg, x, w)
@@ -254,7 +254,7 @@ def test_a_per_channel_sum_is_split_into_the_row_group(native_backend):
     got, low = _jit_under("native", f, x, y)
     assert_native_rows(low)
     eqns = low.optimized.jaxpr.eqns
-    full = [o for e in eqns if e.primitive is passes.fused_p for o in e.outvars
+    full = [o for e in eqns if e.primitive is fusion.fused_p for o in e.outvars
             if o.aval.shape == x.shape]
     assert len(full) == 1, low.optimized        # x * y + 1 alone, for the sum not split
     assert any(e.primitive.name == "reduce_sum" and e.params["axes"] == (0, 2) and

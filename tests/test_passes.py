@@ -7,7 +7,7 @@ import pytest
 
 import functrans as ft
 import functrans.numpy as fnp
-from functrans import core, passes
+from functrans import core, fusion, passes
 from functrans.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, ShapedArray, Var
 from functrans.primitives import REGISTRY
 
@@ -299,12 +299,12 @@ def chain(x, y):
 
 def test_fuse_groups_a_chain_into_one_equation():
     closed = ft.make_jaxpr(chain)(x3(0), x3(1))
-    out = passes.fuse(closed)
+    out = fusion.fuse(closed)
     assert prims(out) == ["fused"]
     eqn = out.jaxpr.eqns[0]
     assert eqn.params["name"] == "fused_sin_mul_exp_add_cos"
     same_values(closed, out, x3(0), x3(1))
-    assert prims(passes.unfuse(out)) == prims(closed)
+    assert prims(fusion.unfuse(out)) == prims(closed)
 
 
 def test_fuse_stops_at_reductions_and_keeps_order():
@@ -313,7 +313,7 @@ def test_fuse_stops_at_reductions_and_keeps_order():
         s = fnp.sum(y)                    # a reduction reads the group: it closes
         return fnp.cos(y) + s
     closed = ft.make_jaxpr(f)(x3())
-    out = passes.fuse(closed)
+    out = fusion.fuse(closed)
     assert prims(out)[0] == "fused" and "reduce_sum" in prims(out)
     same_values(closed, out, x3())
 
@@ -325,8 +325,8 @@ def test_fuse_includes_broadcasts_and_materializes_shared_values():
     x = np.ones((3, 4), F32)
     b = np.arange(4, dtype=F32)
     closed = ft.make_jaxpr(f)(x, b)
-    out = passes.fuse(closed)
-    fused = [e for e in out.jaxpr.eqns if e.primitive is passes.fused_p]
+    out = fusion.fuse(closed)
+    fused = [e for e in out.jaxpr.eqns if e.primitive is fusion.fused_p]
     # the reduction sinks below tanh, so one group computes both; h, read by the
     # reduction, is one of its outputs (materialized), the rest stays inside
     assert len(fused) == 1 and len(fused[0].outvars) == 2
@@ -338,7 +338,7 @@ def test_fuse_includes_broadcasts_and_materializes_shared_values():
 def test_fuse_sinks_reductions_so_the_backward_joins_the_forward():
     g = ft.value_and_grad(lambda x: fnp.sum(fnp.tanh(fnp.sin(x) * 3.0)))
     closed = passes.optimize(ft.make_jaxpr(g)(x3()))
-    out = passes.fuse(closed)
+    out = fusion.fuse(closed)
     assert prims(out).count("fused") == 1
     same_values(closed, out, x3())
 
@@ -360,7 +360,7 @@ def test_split_at_slices_moves_sliced_work_into_the_readers():
         c = ft.lax.logistic(f) * c + ft.lax.logistic(i) * fnp.tanh(z)
         return ft.lax.logistic(o) * fnp.tanh(c), c
     closed = ft.make_jaxpr(cell)(h, w, b, x, c)
-    out = passes.split_at_slices(closed)
+    out = fusion.split_at_slices(closed)
     same_values(closed, out, h, w, b, x, c)
     assert prims(out).count("add") == prims(closed).count("add") - 2 + 8
     for e in out.jaxpr.eqns:
@@ -368,7 +368,7 @@ def test_split_at_slices_moves_sliced_work_into_the_readers():
             assert e.outvars[0].aval.shape[-1] == H       # every piece one gate wide
         if e.primitive.name == "slice" and e.invars[0].aval.ndim == 1:
             assert e.outvars[0].aval.shape == (H,)        # the bias cut before its broadcast
-    fused = passes.fuse(out)
+    fused = fusion.fuse(out)
     assert prims(fused).count("fused") == 1 and "dot_general" in prims(fused)
 
     def overlapping(x):
@@ -384,7 +384,7 @@ def test_split_at_slices_moves_sliced_work_into_the_readers():
         return fnp.sin(y[:, :2]), y
     for f in (overlapping, read_whole, output):
         closed = ft.make_jaxpr(f)(x)
-        assert passes.split_at_slices(closed) is closed
+        assert fusion.split_at_slices(closed) is closed
 
 
 def test_split_at_slices_through_an_unrolled_recurrence_and_its_gradient():
@@ -405,7 +405,7 @@ def test_split_at_slices_through_an_unrolled_recurrence_and_its_gradient():
             h = ft.lax.logistic(o) * fnp.tanh(c)
         return fnp.sum(h * h)
     closed = passes.optimize(ft.make_jaxpr(ft.value_and_grad(rnn, argnums=(0, 1)))(w, b, xs))
-    out = passes.split_at_slices(closed)
+    out = fusion.split_at_slices(closed)
     same_values(closed, out, w, b, xs)
     whole = [e for e in out.jaxpr.eqns if e.primitive.name == "add"
              and e.outvars[0].aval.shape == (3, 4 * H)]
@@ -424,10 +424,10 @@ def test_fuse_never_merges_different_shapes_or_creates_cycles():
         d = fnp.exp(m) + 1.0                             # f32[2, 2]: a group of its own
         return c, d
     closed = ft.make_jaxpr(f)(x3(), np.ones((2, 2), F32))
-    out = passes.fuse(closed, min_eqns=1)
+    out = fusion.fuse(closed, min_eqns=1)
     core.check_jaxpr(out.jaxpr)
     for e in out.jaxpr.eqns:
-        if e.primitive is passes.fused_p:
+        if e.primitive is fusion.fused_p:
             shapes = {v.aval.shape for m in e.params["jaxpr"].eqns for v in m.outvars}
             assert len(shapes) == 1
     same_values(closed, out, x3(), np.ones((2, 2), F32))
@@ -447,9 +447,9 @@ def test_fuse_moves_an_output_only_product_up_to_its_inputs():
         return e, g
     x, w = np.ones((4, 4), F32) * 0.1, np.eye(4, dtype=F32)
     closed = ft.make_jaxpr(f)(x, w)
-    out = passes.fuse(closed)
+    out = fusion.fuse(closed)
     core.check_jaxpr(out.jaxpr)
-    kinds = [("fused" if e.primitive is passes.fused_p else e.primitive.name)
+    kinds = [("fused" if e.primitive is fusion.fused_p else e.primitive.name)
              for e in out.jaxpr.eqns]
     assert kinds == ["fused", "dot_general", "dot_general", "fused", "dot_general", "fused"]
     same_values(closed, out, x, w)
@@ -530,7 +530,7 @@ def test_optimize_preserves_values_on_a_training_step():
     out = passes.optimize(closed)
     assert len(out.jaxpr.eqns) <= len(closed.jaxpr.eqns)    # tracing already leaves it lean
     same_values(closed, out, W, b, x)
-    same_values(closed, passes.fuse(out), W, b, x)
+    same_values(closed, fusion.fuse(out), W, b, x)
 
 
 def test_simplify_composes_broadcasts_and_negates():

@@ -9,7 +9,7 @@ import pytest
 
 import functrans as ft
 import functrans.numpy as fnp
-from functrans import passes, viz
+from functrans import fusion, viz
 from functrans.backends import cpu
 
 W = np.ones((3, 2), np.float32)
@@ -70,8 +70,8 @@ def test_autograd_graph_edges_and_roots():
 def test_jaxpr_graph_outlines_the_backends_fusion_groups():
     closed = ft.make_jaxpr(ft.grad(loss_fn))(W, B, X)
     dot = ft.viz.make_dot(closed)
-    fused = passes.fuse(closed, can_fuse=cpu.can_fuse)
-    groups = [e for e in fused.jaxpr.eqns if e.primitive is passes.fused_p]
+    fused = fusion.fuse(closed, can_fuse=cpu.can_fuse)
+    groups = [e for e in fused.jaxpr.eqns if e.primitive is fusion.fused_p]
     assert groups and dot.source.count("subgraph cluster_") == len(groups)
     for g in groups:
         assert g.params["name"] in dot.source
@@ -87,7 +87,7 @@ def test_jitted_function_graph_is_the_optimized_program():
     step = ft.jit(ft.value_and_grad(loss_fn))
     dot = ft.viz.make_dot(step, W, B, X)
     lowered = step.lower(W, B, X)
-    n_groups = sum(e.primitive is passes.fused_p for e in lowered.optimized.jaxpr.eqns)
+    n_groups = sum(e.primitive is fusion.fused_p for e in lowered.optimized.jaxpr.eqns)
     assert n_groups >= 1 and dot.source.count("subgraph cluster_") == n_groups
     assert dot.source == ft.viz.make_dot(lowered).source
     assert "output 1\\nf32[3,2]" in dot.source

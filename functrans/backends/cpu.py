@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .. import passes
+from .. import fusion, passes
 from . import JIT_MODULE, Lowered, identifier
 from . import cpu_kernels
 from .cpu_auto import MeasuredChoice, parallel_threads, trial_clock
@@ -177,13 +177,13 @@ def _aliased(x, others):
 
 def can_fuse(eqn):
     """CPU fusion predicate: elementwise/broadcast equations (any dtype)."""
-    return passes.fusible(eqn)
+    return fusion.fusible(eqn)
 
 
 def can_fuse_rows(eqn):
     """The predicate with native row groups: also reductions over trailing axes and
     reshapes of per-row values that the host row renderer takes (native_rows)."""
-    return passes.fusible(eqn) or native_rows.can_fuse(eqn)
+    return fusion.fusible(eqn) or native_rows.can_fuse(eqn)
 
 
 # ---------------------------------------------------------------------------
@@ -269,7 +269,7 @@ def _num_name(val):
 
 
 def _kind(eqn, blocked):
-    if eqn.primitive is passes.fused_p:
+    if eqn.primitive is fusion.fused_p:
         return "out" if id(eqn) in blocked else "fresh"
     if eqn.primitive is broadcast_in_dim_p:
         return "view"
@@ -351,28 +351,28 @@ class _Lowering(ColumnBlocks, ProductDestinations):
         rows = self.native is not None and not self.native[1]   # native code available
         # native groups read column blocks in place: work whose result is only cut into
         # slices for them is done on the slices, in the groups (split_at_slices)
-        closed = passes.split_at_slices(self.closed) if rows else self.closed
+        closed = fusion.split_at_slices(self.closed) if rows else self.closed
         # "auto": reductions too small for a native row group change nothing (today's fusion)
         min_size = CONFIG.native_rows_min_size if rows and self.native[0] == "auto" else 0
         rows = rows and native_rows.has_row_reductions(closed, min_size)
         if rows:
-            fusedj = passes.fuse(native_rows.split_total_reductions(closed, min_size),
+            fusedj = fusion.fuse(native_rows.split_total_reductions(closed, min_size),
                                  can_fuse=can_fuse_rows, rows=True)
         else:
-            fusedj = passes.fuse(closed, can_fuse=can_fuse)
+            fusedj = fusion.fuse(closed, can_fuse=can_fuse)
         prog_eqns, top, blocked, self.native_ids = [], [], set(), set()
         pending = [(e, rows) for e in fusedj.jaxpr.eqns[::-1]]
         while pending:
             e, maybe_row = pending.pop()
-            if maybe_row and e.primitive is passes.fused_p and \
-                    passes.row_group_space(e.params["jaxpr"]) is not None:
+            if maybe_row and e.primitive is fusion.fused_p and \
+                    fusion.row_group_space(e.params["jaxpr"]) is not None:
                 why = self.row_reason(e)
                 if why is not None:         # its elementwise parts fuse as without rows
                     self.report.append((e.params["name"], "numpy", why))
                     pending.extend((u, False) for u in self.unrow(e)[::-1])
                     continue
             top.append(e)
-            if e.primitive is passes.fused_p:
+            if e.primitive is fusion.fused_p:
                 size = e.outvars[0].aval.size
                 ops = sum(m.primitive is not broadcast_in_dim_p
                           for m in e.params["jaxpr"].eqns)
@@ -545,7 +545,7 @@ class _Lowering(ColumnBlocks, ProductDestinations):
 
     def row_reason(self, e):
         """None if row group e runs native (its function rendered), else why it does not."""
-        size = math.prod(passes.row_group_space(e.params["jaxpr"])[0])
+        size = math.prod(fusion.row_group_space(e.params["jaxpr"])[0])
         if self.native[0] == "auto" and size < CONFIG.native_rows_min_size:
             return (f"row group of {size} elements, below the native threshold of "
                     f"{CONFIG.native_rows_min_size} (cpu_backend='native' forces it)")
@@ -559,7 +559,7 @@ class _Lowering(ColumnBlocks, ProductDestinations):
         """A row group's equations fused as a backend without row groups fuses them."""
         inner = e.params["jaxpr"]
         sub = Jaxpr([], inner.invars, inner.eqns, inner.outvars)
-        return passes.fuse(ClosedJaxpr(sub, []), can_fuse=can_fuse).jaxpr.eqns
+        return fusion.fuse(ClosedJaxpr(sub, []), can_fuse=can_fuse).jaxpr.eqns
 
     def native_reason(self, e, ops):
         """None if fusion group e runs native, else why it runs NumPy code."""

@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-from .. import passes
+from .. import fusion
 from . import JIT_MODULE, Lowered, identifier
 from ..core import (ClosedJaxpr, FunctransError, Jaxpr, Literal, Var, cupy_array_module,
                     short_dtype)
@@ -160,7 +160,7 @@ def template_for(eqn) -> str:
 
 def can_fuse(eqn) -> bool:
     """CUDA fusion predicate: fusible, real/bool dtypes, a template exists."""
-    if not passes.fusible(eqn):
+    if not fusion.fusible(eqn):
         return False
     avals = [a.aval for a in eqn.invars] + [v.aval for v in eqn.outvars]
     if any(a.dtype.kind == "c" or a.dtype.name not in CTYPES for a in avals):
@@ -410,10 +410,10 @@ REDUCE_OPS = {"reduce_sum": "({0} + {1})", "reduce_max": "ft_max({0}, {1})",
 
 def can_fuse_rows(eqn) -> bool:
     """CUDA predicate of row groups: can_fuse, or a reduction over trailing axes or a
-    reshape of per-row values, of real dtypes (passes.row_space)."""
+    reshape of per-row values, of real dtypes (fusion.row_space)."""
     if can_fuse(eqn):
         return True
-    if passes.row_space(eqn) is None:
+    if fusion.row_space(eqn) is None:
         return False
     return all(a.aval.dtype.name in CTYPES and a.aval.dtype.kind != "b"
                for a in list(eqn.invars) + list(eqn.outvars))
@@ -505,7 +505,7 @@ def row_body(jaxpr, loops=RowLoops(), local_type=compute_type) -> RowBody:
     in each pass that reads them, except those `loops.keep` within `loops.row_cache_bytes`:
     a row buffer holds them from the first pass on. local_type(dtype): the C type of the
     locals."""
-    full, k = passes.row_group_space(jaxpr)
+    full, k = fusion.row_group_space(jaxpr)
     rows, cols = math.prod(full[:k]), math.prod(full[k:])
     params, hoisted = [], []
     name: dict = {}             # var -> C name (rows, scalars, literals, aliases)
@@ -555,7 +555,7 @@ def row_body(jaxpr, loops=RowLoops(), local_type=compute_type) -> RowBody:
         elif v.aval.shape == ():
             name[v] = fresh("s")
             hoisted.append(f"const {ct} {name[v]} = {_load(f'in{i}', '0', dt)};")
-        elif passes.rowlike(v.aval.shape, (full, k)):
+        elif fusion.rowlike(v.aval.shape, (full, k)):
             name[v] = fresh("r")
             row_lines.setdefault(0, []).append(f"const {ct} {name[v]} = "
                                                f"{_load(f'in{i}', 'r', dt)};")
@@ -564,13 +564,13 @@ def row_body(jaxpr, loops=RowLoops(), local_type=compute_type) -> RowBody:
         ov = e.outvars[0]
         ct = local_type(ov.aval.dtype)
         d = max((dep(a) for a in e.invars), default=0)
-        if e.primitive in passes.ROW_REDUCTIONS:
+        if e.primitive in fusion.ROW_REDUCTIONS:
             acc = fresh("a")
             reductions.setdefault(d + 1, []).append((e, acc))
             name[ov], depth[ov] = fresh("r"), d + 1
-        elif e.primitive in passes.ROW_ALIASES or (
+        elif e.primitive in fusion.ROW_ALIASES or (
                 e.primitive is broadcast_in_dim_p and
-                (e.invars[0].aval.shape == () or passes.row_space(e)[1] is not None)):
+                (e.invars[0].aval.shape == () or fusion.row_space(e)[1] is not None)):
             x = e.invars[0]                 # the same per-row value (or scalar)
             name[ov], depth[ov] = ref(x), dep(x)
         elif e.primitive is broadcast_in_dim_p:
@@ -700,7 +700,7 @@ def render_row_kernel(jaxpr, name) -> Kernel:
 def render_group_kernel(jaxpr, name) -> Kernel:
     """A fusion group's CUDA kernel: a row kernel when it holds reductions (or broadcasts
     of per-row values), else the flat grid-stride kernel."""
-    if passes.row_group_space(jaxpr) is not None:
+    if fusion.row_group_space(jaxpr) is not None:
         return render_row_kernel(jaxpr, name)
     return render_kernel(jaxpr, name)
 
@@ -757,7 +757,7 @@ class _Program:
         return self.names[a]
 
     def run(self):
-        fusedj = passes.fuse(self.closed, can_fuse=can_fuse_rows, rows=True)
+        fusedj = fusion.fuse(self.closed, can_fuse=can_fuse_rows, rows=True)
         self.fusedj = fusedj
         j = fusedj.jaxpr
         args = [f"a{i}" for i in range(len(j.invars))]
@@ -769,9 +769,9 @@ class _Program:
         for i, v in enumerate(j.constvars):
             self.names[v] = f"k{i}"
         for e in j.eqns:
-            if e.primitive is passes.fused_p or can_fuse(e):
-                inner = e.params["jaxpr"] if e.primitive is passes.fused_p else single_eqn_jaxpr(e)
-                kname = e.params["name"] if e.primitive is passes.fused_p else \
+            if e.primitive is fusion.fused_p or can_fuse(e):
+                inner = e.params["jaxpr"] if e.primitive is fusion.fused_p else single_eqn_jaxpr(e)
+                kname = e.params["name"] if e.primitive is fusion.fused_p else \
                     f"ew_{e.primitive.name}"
                 kern = render_group_kernel(inner, kname)
                 base = kern.name

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from .. import cuda, identifier
-from ... import passes
+from ... import fusion
 from ...core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
 from . import kernels
 
@@ -101,7 +101,7 @@ class RowFunction:
 def can_fuse(eqn) -> bool:
     """A reduction over trailing axes or a reshape of per-row values, of a dtype the host
     renders (integer or float; cuda.can_fuse_rows's check)."""
-    return passes.row_space(eqn) is not None and cuda.can_fuse_rows(eqn)
+    return fusion.row_space(eqn) is not None and cuda.can_fuse_rows(eqn)
 
 
 def row_function(jaxpr, name):
@@ -117,11 +117,11 @@ def row_function(jaxpr, name):
 
 def unsupported(jaxpr) -> str | None:
     """Why a row group cannot become a native function (None: it can)."""
-    elementwise = [e for e in jaxpr.eqns if e.primitive not in passes.ROW_REDUCTIONS
-                   and e.primitive not in passes.ROW_ALIASES]
+    elementwise = [e for e in jaxpr.eqns if e.primitive not in fusion.ROW_REDUCTIONS
+                   and e.primitive not in fusion.ROW_ALIASES]
     for e in jaxpr.eqns:
         for a in list(e.invars) + list(e.outvars):
-            if e.primitive in passes.ROW_REDUCTIONS and a.aval.dtype.kind not in "iuf":
+            if e.primitive in fusion.ROW_REDUCTIONS and a.aval.dtype.kind not in "iuf":
                 return f"{e.primitive.name} of {a.aval.dtype.name} not supported natively"
     return kernels.unsupported(Jaxpr([], jaxpr.invars, elementwise, jaxpr.outvars))
 
@@ -134,7 +134,7 @@ def split_total_reductions(closed, min_size=0):
     sum(softmax(x) * w), in a batch norm's sum(dy * xhat)) is then never written out. The
     sum's order changes, within its rounding."""
     j = closed.jaxpr
-    fused = {v for e in j.eqns if passes.fusible(e) for v in e.outvars}
+    fused = {v for e in j.eqns if fusion.fusible(e) for v in e.outvars}
     eqns = []
     for e in j.eqns:
         x = e.invars[0]
@@ -158,7 +158,7 @@ def _row_split(e):
     """k where a reduction over axes k.. (the rows' trailing axes) then over the remaining
     leading ones computes e, a reduction over the last axis and some leading ones of a value
     of rank >= 2 and more than one row (a total one splits at k = 1); else None."""
-    if e.primitive not in passes.ROW_REDUCTIONS or len(e.params) != 1:
+    if e.primitive not in fusion.ROW_REDUCTIONS or len(e.params) != 1:
         return None
     shape = e.invars[0].aval.shape
     axes = set(e.params["axes"])
@@ -176,6 +176,6 @@ def _row_split(e):
 def has_row_reductions(closed, min_size=0) -> bool:
     """Whether a program holds a reduction a row group may take (over trailing axes, or over
     the trailing axes and leading ones, split) of at least min_size elements."""
-    return any(e.primitive in passes.ROW_REDUCTIONS and e.invars[0].aval.size >= min_size
-               and (passes.row_space(e) is not None or _row_split(e) is not None)
+    return any(e.primitive in fusion.ROW_REDUCTIONS and e.invars[0].aval.size >= min_size
+               and (fusion.row_space(e) is not None or _row_split(e) is not None)
                for e in closed.jaxpr.eqns)

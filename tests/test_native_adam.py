@@ -1,4 +1,4 @@
-"""Adam's fused native update (optim/adam.py through backends/native/conv.py's adam_step):
+"""Adam's fused native update (optim/adam.py through backends/native/conv.py's adam_steps):
 the same bits as the optimizer's NumPy steps (cpu_backend="numpy"), float32 and float64,
 every variant it takes (weight decay decoupled or L2, maximize); the NumPy steps where it
 does not apply (amsgrad, a non-contiguous parameter); within float32 rounding of torch's
@@ -41,19 +41,28 @@ def _run(cls, dtype, kw, backend=None, make=None, seed=0):
 
 @pytest.fixture
 def native_calls(monkeypatch):
-    calls = []
-    real = native_conv.adam_step
+    """Per parameter the fused update was offered, whether it made it; and, per step, the
+    parameters offered together (native_calls.batches)."""
+    calls = _Calls()
+    real = native_conv.adam_steps
 
     def spied():
         update = real()
 
-        def spy(*args):
-            done = update(*args)
-            calls.append(done)
+        def spy(items):
+            done = update(items)
+            calls.extend(done)
+            calls.batches.append(len(items))
             return done
         return spy
-    monkeypatch.setattr(native_conv, "adam_step", spied)
+    monkeypatch.setattr(native_conv, "adam_steps", spied)
     return calls
+
+
+class _Calls(list):
+    def __init__(self):
+        super().__init__()
+        self.batches = []
 
 
 VARIANTS = [(ft.optim.AdamW, dict(lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1)),
@@ -88,6 +97,39 @@ def test_adam_numpy_steps_where_native_does_not_apply(make, kw, native_calls):
     for g, w in zip(got, want):
         for a, b in zip(g, w):
             np.testing.assert_array_equal(a, b)
+
+
+def test_native_adam_updates_every_parameter_in_one_call(native_calls):
+    """One kernel call a step for all parameters of all groups (the Adam/AdamW update over
+    all parameters at once), more than one call takes (conv.ADAM_CALL) split in calls: the
+    same bits as the NumPy steps, float32 and float64 parameters side by side."""
+    rng = np.random.default_rng(1)
+    n = 2 * native_conv.ADAM_CALL + 20        # float32 ones over ADAM_CALL, float64 ones not
+
+    def run(backend=None):
+        params = [ft.tensor(rng.standard_normal((k % 5 + 1, 3)).astype(
+            np.float64 if k % 7 == 0 else np.float32), requires_grad=True) for k in range(n)]
+        opt = ft.optim.AdamW([{"params": params[:10], "weight_decay": 0.0},
+                              {"params": params[10:]}], lr=1e-2)
+        saved = ft.config.cpu_backend
+        if backend:
+            ft.config.update("cpu_backend", backend)
+        try:
+            for _ in range(3):
+                for p in params:
+                    p.grad = ft.tensor(rng.standard_normal(p.shape).astype(p.dtype))
+                opt.step()
+        finally:
+            ft.config.update("cpu_backend", saved)
+        return [p.detach().numpy() for p in params]
+    state = rng.bit_generator.state
+    want = run("numpy")
+    assert not native_calls
+    rng.bit_generator.state = state
+    got = run()
+    assert native_calls.batches == [n] * 3 and all(native_calls)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_native_adamw_matches_torch():

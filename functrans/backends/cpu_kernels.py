@@ -74,11 +74,12 @@ def sum_rows_kernel(m, n, dtype):
 
 
 def adam_kernel():
-    """Adam's update of one parameter's arrays in one native pass (native/conv.py's
-    adam_step: a function of the written arrays, then the gradient, as
-    facade.inplace.native_update passes them), or None (the optimizer's NumPy steps run):
-    under cpu_backend="numpy" or without a working toolchain. Asked once per step."""
-    return None if config.cpu_backend == "numpy" else native_conv.adam_step()
+    """Adam's update of a batch of parameters in one native call, one pass each
+    (native/conv.py's adam_steps: a function of items (param, exp_avg, exp_avg_sq, grad,
+    *args) returning which it made, as facade.inplace.native_updates passes them), or None
+    (the optimizer's NumPy steps run): under cpu_backend="numpy" or without a working
+    toolchain. Asked once per step."""
+    return None if config.cpu_backend == "numpy" else native_conv.adam_steps()
 
 
 def install(cfg):

@@ -370,22 +370,29 @@ def _fast(self, *others):
     return True
 
 
-def native_update(name, kernel, written, read, *args):
-    """kernel(*written's arrays, *read's arrays, *args), a native update of several tensors
-    in place at once (an optimizer's fused step, `name` in version errors), after the checks
-    every in-place op makes first and only where none records (grad mode off or nothing
-    requires grad) and every value is concrete; each written tensor's version is bumped
-    once. False, nothing written, where it does not apply or the kernel declines (the
-    caller's ops run instead)."""
-    tensors = written + read
-    if any(type(t._data) is not np.ndarray for t in tensors) or \
-            not all(_fast(t, *read) for t in written):
-        return False
-    if not kernel(*(t._data for t in tensors), *args):
-        return False
-    for t in written:
-        t._bump(name)
-    return True
+def native_updates(name, kernel, items):
+    """A native update in place of several tensors per item, all items in one kernel call
+    (an optimizer's fused step over its parameters, `name` in version errors): items are
+    (written, read, args), kernel(list of (*written's arrays, *read's arrays, *args)) ->
+    which it made. An item takes part after the checks every in-place op makes first and
+    only where none records (grad mode off or nothing requires grad) and every value is
+    concrete; each written tensor of an item made has its version bumped once. Returns, per
+    item, whether it was made (False: nothing of it written; the caller's ops run instead)."""
+    done = [False] * len(items)
+    batch, at = [], []
+    for k, (written, read, args) in enumerate(items):
+        tensors = written + read
+        if all(type(t._data) is np.ndarray for t in tensors) and \
+                all(_fast(t, *read) for t in written):
+            batch.append((*(t._data for t in tensors), *args))
+            at.append(k)
+    if batch:
+        for k, made in zip(at, kernel(batch)):
+            if made:
+                done[k] = True
+                for t in items[k][0]:
+                    t._bump(name)
+    return done
 
 
 def _untraced(o):

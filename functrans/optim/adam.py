@@ -6,7 +6,7 @@ import math
 from ..backends.cpu_kernels import adam_kernel
 from ..facade import creation as C
 from ..facade import grad_mode
-from ..facade.inplace import native_update
+from ..facade.inplace import native_updates
 from .optimizer import Optimizer, _check_lr
 
 
@@ -43,13 +43,18 @@ class Adam(Optimizer):
                                       decoupled_weight_decay=bool(decoupled_weight_decay)))
 
     def step(self, closure=None):
-        """One update of every parameter that has a gradient; returns closure() if given."""
+        """One update of every parameter that has a gradient; returns closure() if given.
+        With the native kernel, the parameters it takes are updated together in one call
+        after the loop (facade.inplace.native_updates); the others, and any it declines,
+        run the NumPy steps (_numpy_steps)."""
         loss = self._eval_closure(closure)
         kernel, name = adam_kernel(), type(self).__name__ + ".step"
         with grad_mode.no_grad():
+            fused = []                  # (items for native_updates, the NumPy steps' args)
             for group in self.param_groups:
                 lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
                 wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
+                decoupled = group["decoupled_weight_decay"]
                 for p in group["params"]:
                     g = p.grad
                     if g is None:
@@ -66,29 +71,42 @@ class Adam(Optimizer):
                     m, v = state["exp_avg"], state["exp_avg_sq"]
                     step_size = lr / (1 - beta1 ** t)
                     bc2_sqrt = math.sqrt(1 - beta2 ** t)
-                    decoupled = group["decoupled_weight_decay"]
-                    if kernel and not amsgrad and type(lr) in (int, float) and native_update(
-                            name, kernel, [p, m, v], [g],
+                    steps = (p, g, m, v, state, group, step_size, bc2_sqrt)
+                    if kernel and not amsgrad and type(lr) in (int, float):
+                        fused.append((([p, m, v], [g], (
                             (1 - lr * wd if decoupled else 1, wd, 1 - beta1, beta2, 1 - beta2,
-                             bc2_sqrt, eps, -step_size), maximize, wd != 0 and not decoupled):
-                        continue            # the steps below in one native pass, same bits
-                    if maximize:
-                        g = -g
-                    if decoupled:
-                        if wd != 0:
-                            p.mul_(1 - lr * wd)
-                    elif wd != 0:
-                        g = g + p * wd
-                    # torch's single-tensor steps (its rounding; each in place, few passes)
-                    m.lerp_(g, 1 - beta1)
-                    v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                    if amsgrad:
-                        vmax = state["max_exp_avg_sq"]
-                        vmax.copy_(vmax.maximum(v))
-                        v = vmax
-                    denom = v.sqrt().div_(bc2_sqrt).add_(eps)
-                    p.addcdiv_(m, denom, value=-step_size)
+                             bc2_sqrt, eps, -step_size), maximize, wd != 0 and not decoupled)),
+                            steps))
+                    else:
+                        _numpy_steps(*steps)
+            if fused:
+                made = native_updates(name, kernel, [item for item, _ in fused])
+                for ok, (_, steps) in zip(made, fused):
+                    if not ok:
+                        _numpy_steps(*steps)
         return loss
+
+
+def _numpy_steps(p, g, m, v, state, group, step_size, bc2_sqrt):
+    """PyTorch's single-tensor Adam steps on one parameter (its rounding; each in place, few
+    passes): what the native kernel computes in one pass, where it does not apply."""
+    lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+    wd = group["weight_decay"]
+    if group["maximize"]:
+        g = -g
+    if group["decoupled_weight_decay"]:
+        if wd != 0:
+            p.mul_(1 - lr * wd)
+    elif wd != 0:
+        g = g + p * wd
+    m.lerp_(g, 1 - beta1)
+    v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+    if group["amsgrad"]:
+        vmax = state["max_exp_avg_sq"]
+        vmax.copy_(vmax.maximum(v))
+        v = vmax
+    denom = v.sqrt().div_(bc2_sqrt).add_(eps)
+    p.addcdiv_(m, denom, value=-step_size)
 
 
 class AdamW(Adam):

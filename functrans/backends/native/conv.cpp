@@ -557,26 +557,24 @@ extern "C" void ft_gemm_pack(void* const* p, long long, int) {
     }
 }
 
-// One Adam/AdamW step of a parameter in place, PyTorch's single-tensor update with the
-// facade's eager rounding (optim/adam.py: each operation rounds to T as written, in that
-// order; -ffp-contract=off keeps them apart): p = {param, exp_avg, exp_avg_sq, grad, s,
-// flags}, s = {decay, weight_decay, 1 - beta1, beta2, 1 - beta2, sqrt(1 - beta2^t), eps,
-// -step_size} (as T), flags = {maximize, L2 weight decay}. Elementwise: one pass instead of
+// Adam/AdamW steps of k parameters in place, in one call: PyTorch's single-tensor update
+// with the facade's eager rounding (optim/adam.py: each operation rounds to T as written,
+// in that order; -ffp-contract=off keeps them apart). p = {sizes (k), s (8 k, as T), flags
+// (2 k), then param, exp_avg, exp_avg_sq, grad of each parameter}; a parameter's s =
+// {decay, weight_decay, 1 - beta1, beta2, 1 - beta2, sqrt(1 - beta2^t), eps, -step_size},
+// its flags = {maximize, L2 weight decay}. Elementwise: one pass a parameter instead of
 // about fourteen, the same bits on any thread count (one thread).
 static inline float sqrt_of(float x) { return __builtin_sqrtf(x); }
 static inline double sqrt_of(double x) { return __builtin_sqrt(x); }
 
 template <typename T>
-static void adam_step(void* const* p, long long n) {
+static void adam_step(void* const* p, long long n, const T* s, bool maximize, bool l2) {
   T* __restrict w = (T*)p[0];
   T* __restrict m = (T*)p[1];
   T* __restrict v = (T*)p[2];
   const T* __restrict g = (const T*)p[3];
-  const T* s = (const T*)p[4];
-  const long long* flags = (const long long*)p[5];
   const T decay = s[0], wd = s[1], w1 = s[2], b2 = s[3], w2 = s[4], bc2 = s[5], eps = s[6],
       step = s[7];
-  const bool maximize = flags[0], l2 = flags[1];
   for (long long i = 0; i < n; ++i) {
     T gi = maximize ? -g[i] : g[i];
     const T wi = w[i] * decay;
@@ -595,6 +593,15 @@ static void adam_step(void* const* p, long long n) {
   }
 }
 
-extern "C" void ft_adam_step_f32(void* const* p, long long n, int) { adam_step<float>(p, n); }
+template <typename T>
+static void adam_steps(void* const* p, long long k) {
+  const long long* sizes = (const long long*)p[0];
+  const T* s = (const T*)p[1];
+  const long long* flags = (const long long*)p[2];
+  for (long long j = 0; j < k; ++j)
+    adam_step<T>(p + 3 + 4 * j, sizes[j], s + 8 * j, flags[2 * j], flags[2 * j + 1]);
+}
 
-extern "C" void ft_adam_step_f64(void* const* p, long long n, int) { adam_step<double>(p, n); }
+extern "C" void ft_adam_steps_f32(void* const* p, long long k, int) { adam_steps<float>(p, k); }
+
+extern "C" void ft_adam_steps_f64(void* const* p, long long k, int) { adam_steps<double>(p, k); }

@@ -4,7 +4,8 @@ is there (installed as primitives.conv.NATIVE_CONV.run by backends/cpu.py); and,
 same library, max pooling's window kernels (`pool`, primitives.pool.NATIVE_POOL.run) and the
 row scatter-add of embedding gradients (`scatter_add_rows`, primitives.indexing.NATIVE_ROWS)
 and the sums of rows of bias gradients (`sum_rows`, primitives.reductions.NATIVE_SUM_ROWS),
-and Adam's update of one parameter in one pass (`adam_step`, optim/adam.py).
+and Adam's update of all parameters in one call, one pass each (`adam_steps`,
+optim/adam.py).
 
 An im2col GEMM copies every input value kernel-size times into a column matrix and then
 multiplies a tall matrix by a narrow one (32 or 64 output channels), which OpenBLAS runs at
@@ -28,8 +29,9 @@ from . import kernels, toolchain
 NAMES = ("ft_conv2d_direct", "ft_conv2d_wgrad", "ft_conv2d_pack", "ft_pool_argmax",
          "ft_pool_gather", "ft_pool_scatter", "ft_scatter_add_rows_f32",
          "ft_scatter_add_rows_f64", "ft_sum_rows_f32", "ft_sum_rows_f64", "ft_gemm_panels",
-         "ft_gemm_pack", "ft_adam_step_f32", "ft_adam_step_f64")
+         "ft_gemm_pack", "ft_adam_steps_f32", "ft_adam_steps_f64")
 CHANNELS = 16        # O must be a multiple of this (of every vector width conv.cpp has)
+ADAM_CALL = (kernels.MAX_ARGS - 3) // 4     # parameters an adam_steps call takes at most
 _loaded: dict = {}      # toolchain setting -> {entry name: address}, or None (failed)
 _lock = threading.Lock()
 
@@ -214,30 +216,44 @@ def sum_rows(m, n, dtype):
     return total
 
 
-def adam_step():
-    """A function (param, exp_avg, exp_avg_sq, grad, scalars, maximize, l2) -> bool making one
-    Adam/AdamW update in place (conv.cpp's adam_step: the bits of the facade's eager steps)
-    of C-contiguous float32 or float64 arrays of one dtype and shape, none overlapping
-    another, scalars = (decay, weight_decay, 1 - beta1, beta2, 1 - beta2, sqrt(1 - beta2^t),
-    eps, -step_size); False (nothing done) for other arrays. None without the kernels."""
+def adam_steps():
+    """A function of items (param, exp_avg, exp_avg_sq, grad, scalars, maximize, l2) making
+    the Adam/AdamW update of each in place (conv.cpp's adam_steps: the bits of the facade's
+    eager steps), all in one native call (per dtype, up to ADAM_CALL items a call), and
+    returning which it made: those of C-contiguous float32 or float64 arrays of one dtype
+    and shape, none overlapping another; scalars = (decay, weight_decay, 1 - beta1, beta2,
+    1 - beta2, sqrt(1 - beta2^t), eps, -step_size). None without the kernels."""
     addrs = entries()
     if addrs is None:
         return None
     call = kernels.caller()
-    address = {np.dtype(np.float32): addrs["ft_adam_step_f32"],
-               np.dtype(np.float64): addrs["ft_adam_step_f64"]}
-
+    address = {np.dtype(np.float32): addrs["ft_adam_steps_f32"],
+               np.dtype(np.float64): addrs["ft_adam_steps_f64"]}
     overlap = np.may_share_memory
 
-    def update(param, exp_avg, exp_avg_sq, grad, scalars, maximize, l2):
+    def takes(param, exp_avg, exp_avg_sq, grad):
         dtype, shape = param.dtype, param.shape
-        entry = address.get(dtype)
-        if entry is None or not (exp_avg.dtype == exp_avg_sq.dtype == grad.dtype == dtype
-                                 and exp_avg.shape == exp_avg_sq.shape == grad.shape == shape) \
-                or overlap(param, exp_avg) or overlap(param, exp_avg_sq) \
-                or overlap(param, grad) or overlap(exp_avg, exp_avg_sq) \
-                or overlap(exp_avg, grad) or overlap(exp_avg_sq, grad):
-            return False
-        return call(entry, param.size, 1, param, exp_avg, exp_avg_sq, grad,
-                    np.array(scalars, dtype), np.array((maximize, l2), np.int64))
+        return dtype in address and type(param) is type(exp_avg) is type(exp_avg_sq) \
+            is type(grad) is np.ndarray and exp_avg.dtype == exp_avg_sq.dtype == grad.dtype == dtype \
+            and exp_avg.shape == exp_avg_sq.shape == grad.shape == shape \
+            and param.flags.c_contiguous and exp_avg.flags.c_contiguous \
+            and exp_avg_sq.flags.c_contiguous and grad.flags.c_contiguous \
+            and not (overlap(param, exp_avg) or overlap(param, exp_avg_sq)
+                     or overlap(param, grad) or overlap(exp_avg, exp_avg_sq)
+                     or overlap(exp_avg, grad) or overlap(exp_avg_sq, grad))
+
+    def update(items):
+        done = [takes(*it[:4]) for it in items]
+        for dtype, entry in address.items():
+            mine = [it for it, ok in zip(items, done) if ok and it[0].dtype == dtype]
+            for c in range(0, len(mine), ADAM_CALL):
+                part = mine[c:c + ADAM_CALL]
+                sizes = np.array([it[0].size for it in part], np.int64)
+                scalars = np.array([it[4] for it in part], dtype)
+                flags = np.array([(it[5], it[6]) for it in part], np.int64)
+                arrays = [a for it in part for a in it[:4]]
+                if not call(entry, len(part), 1, sizes, scalars, flags, *arrays):
+                    raise RuntimeError("adam_steps: the native call refused arrays that passed "
+                                       "its checks (C-contiguous numpy.ndarray)")
+        return done
     return update

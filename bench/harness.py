@@ -85,6 +85,7 @@ class Case:
 # The references a variant's median is also divided by, when the workload has them:
 # label -> the variant's default name.
 REFERENCES = {"torch": "torch_eager", "torch.compile": "torch_compile", "jax.jit": "jax_jit"}
+OTHER_LIBRARIES = ("torch_", "jax_")     # variant names of the libraries timed against
 
 
 class Staged:
@@ -729,10 +730,29 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"meta": _meta(args.quick), "skipped_modules": SKIPPED_MODULES,
                        "workloads": records}, f, indent=2, default=str)
-    failed = [f"{r['name']} (threads: {r.get('threads', 'default')})" for r in records
-              if r["error"] or any(not v["correct"] or "median_s" not in v
-                                   for v in r["variants"])]
+    failed, others = failures(records)
+    if others:
+        print(f"other libraries' variants that failed their check (not counted in the exit "
+              f"status): {', '.join(others)}", file=sys.stderr)
     if failed:
         print(f"FAILED correctness, setup or timing: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def failures(records):
+    """(ours, others): the workload runs with an error or a functrans variant, or a floor,
+    that failed its check or its timing; and the other libraries' variants (OTHER_LIBRARIES:
+    torch.compile, JAX, ...) that failed theirs but are no floor. Those are reported, not
+    counted: the run's exit status says whether functrans is right (the mnist Net's
+    torch.compile step gave a loss 1.2% off PyTorch eager's after one Adadelta step)."""
+    ours, others = [], []
+    for r in records:
+        where = f"{r['name']} (threads: {r.get('threads', 'default')})"
+        bad = [v for v in r["variants"] if not v["correct"] or "median_s" not in v]
+        theirs = [v for v in bad if v["name"].startswith(OTHER_LIBRARIES)
+                  and v["name"] != v["floor"]]
+        if r["error"] or len(theirs) < len(bad):
+            ours.append(where)
+        others += [f"{where} {v['name']}" for v in theirs]
+    return ours, others

@@ -543,3 +543,20 @@ def test_model_losses_match_pytorch_from_the_same_weights():
     for got in (wm.trainer_variant(ft, "mnist_net", state, batch).check(),
                 wm.ft_jit_variant("mnist_net", state, batch).check()):
         harness.compare(got, want, 1e-4, 1e-5, where="mnist_net")
+
+
+def test_exit_status_counts_functrans_and_floors_not_other_libraries():
+    """A torch.compile variant that fails its check is reported, not counted; a functrans
+    variant or a floor (PyTorch eager's, which every ratio divides by) that fails is."""
+    def rec(*bad, error=None):
+        names = ("torch_eager", "torch_compile", "jax_jit", "facade")
+        return {"name": "w", "threads": 1, "error": error, "variants": [
+            {"name": n, "floor": "torch_eager", "correct": n not in bad,
+             **({} if n in bad else {"median_s": 1.0})} for n in names]}
+    assert harness.failures([rec()]) == ([], [])
+    assert harness.failures([rec("torch_compile", "jax_jit")]) == (
+        [], ["w (threads: 1) torch_compile", "w (threads: 1) jax_jit"])
+    assert harness.failures([rec("facade", "torch_compile")]) == (
+        ["w (threads: 1)"], ["w (threads: 1) torch_compile"])
+    assert harness.failures([rec("torch_eager")])[0] == ["w (threads: 1)"]
+    assert harness.failures([rec(error="setup failed")])[0] == ["w (threads: 1)"]

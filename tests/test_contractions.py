@@ -507,3 +507,34 @@ def test_sum_over_leading_axes_runs_the_native_row_sum(native_backend, dtype):
         src = ft.jit(f).lower(a).as_text().split("## generated code")[1]
         assert "_sum_rows" not in src, src
         np.testing.assert_allclose(np.asarray(ft.jit(f)(a)), np.asarray(f(a)), rtol=1e-5)
+
+
+def test_small_products_by_a_transposed_right_operand_copy_it():
+    """A batched product whose right operand is stored transposed (q k^T, dout v^T) runs on
+    a plain copy of it where each product is small (linalg.SMALL_NT_COPY: OpenBLAS's small
+    kernel takes that layout at half speed), in eager code and in the jitted program alike:
+    the same bits both ways; the plain layout, the left operand transposed, or large
+    products are passed as they are."""
+    rng = np.random.default_rng(0)
+    x = np.ascontiguousarray(rng.standard_normal((6, 8, 12)).astype(np.float32))
+    nt = np.ascontiguousarray(x[:, :, :4]), x[:, :, 4:8]     # k: a strided slice, as qkv's
+    kt = nt[1].transpose(0, 2, 1)
+    assert la._plain_right(nt[0], kt) is not kt and la._plain_right(nt[0], kt).flags.c_contiguous
+    plain = np.ascontiguousarray(kt)
+    assert la._plain_right(nt[0], plain) is plain                       # nn
+    assert la._plain_right(nt[0].transpose(0, 2, 1).copy().transpose(0, 2, 1), kt) is kt  # tt
+    big = rng.standard_normal((2, 128, 64)).astype(np.float32)
+    bt = big.transpose(0, 2, 1)                         # 128 * 64 * 128 > SMALL_NT_COPY
+    assert la._plain_right(big, bt) is bt
+    small = big[:, :64]                                 # 64 * 64 * 64 = SMALL_NT_COPY / 2
+    st = small.transpose(0, 2, 1)
+    assert la._plain_right(small, st) is not st
+
+    def scores(x):
+        q, k = x[:, :, :4], x[:, :, 4:8]
+        return fnp.matmul(q, fnp.swapaxes(k, -1, -2))
+    jf = ft.jit(scores)
+    assert "_plain_right(" in jf.lower(x).source
+    np.testing.assert_array_equal(np.asarray(jf(x)), np.asarray(scores(x)))
+    np.testing.assert_array_equal(np.asarray(scores(x)),
+                                  np.matmul(nt[0], np.ascontiguousarray(kt)))

@@ -233,14 +233,14 @@ def adam_steps():
 
     def takes(param, exp_avg, exp_avg_sq, grad):
         dtype, shape = param.dtype, param.shape
-        return dtype in address and type(param) is type(exp_avg) is type(exp_avg_sq) \
-            is type(grad) is np.ndarray and exp_avg.dtype == exp_avg_sq.dtype == grad.dtype == dtype \
-            and exp_avg.shape == exp_avg_sq.shape == grad.shape == shape \
-            and param.flags.c_contiguous and exp_avg.flags.c_contiguous \
-            and exp_avg_sq.flags.c_contiguous and grad.flags.c_contiguous \
-            and not (overlap(param, exp_avg) or overlap(param, exp_avg_sq)
-                     or overlap(param, grad) or overlap(exp_avg, exp_avg_sq)
-                     or overlap(exp_avg, grad) or overlap(exp_avg_sq, grad))
+        for a in (param, exp_avg, exp_avg_sq, grad):
+            if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape \
+                    or not a.flags.c_contiguous:
+                return False
+        return dtype in address and not (
+            overlap(param, exp_avg) or overlap(param, exp_avg_sq) or overlap(param, grad)
+            or overlap(exp_avg, exp_avg_sq) or overlap(exp_avg, grad)
+            or overlap(exp_avg_sq, grad))
 
     def update(items):
         done = [takes(*it[:4]) for it in items]

@@ -15,8 +15,9 @@ from . import creation
 from . import dtypes as D
 from .node import with_value, without_slot
 from .record import INFERENCE, SAVED_HOOKS, VIEW_HISTORY, WRITE_WATCH, vc_of
+from .hot_ops import binary
 from .tensor import (GS, LEAF_INPLACE_MSG, VIEW_LEAF_INPLACE_MSG, _TS, Tensor,
-                     _mark_views, apply_fn, binary, traced_hooks, wrap)
+                     _mark_views, apply_fn, traced_hooks, wrap)
 from .methods import DIV, MUL, add, addcdiv, addcmul, lerp, sub
 
 T = Tensor

@@ -1,7 +1,8 @@
 """Tensor operators and methods with torch's names, signatures and grad_fn names.
 
-Elementwise ops use the hand-written hot paths of tensor.py; the rest are composites of
-functrans.numpy functions (apply_fn), traced into primitive steps once per signature.
+Elementwise ops use the hand-written hot paths and the op table of hot_ops.py; the rest
+are composites of functrans.numpy functions (apply_fn), traced into primitive steps once
+per signature.
 """
 from __future__ import annotations
 
@@ -15,60 +16,17 @@ from ..nn import functions as nnf
 from ..higher_order.custom import custom_jvp
 from functrans.primitives.misc import stop_gradient
 from functrans.primitives import elementwise as ew
-from functrans.primitives import special as sp
 from . import dtypes as D
 from .tensor_info import result_type, wrap_dim
-from .tensor import EOp, Tensor, apply_fn, binary, check_broadcast, static, unary, wrap
+from .hot_ops import (ADD, AND, ATAN2, DIV, FMOD, FMOD1, MAXIMUM, MINIMUM, MUL, OR, POW,
+                      POWS, SUB, XOR, _CMPS, _UOPS, EOp, binary, check_broadcast, unary)
+from .tensor import Tensor, apply_fn, static, wrap
 
 T = Tensor
 _PY = (builtins.int, builtins.float, builtins.bool)
 
 # ---------------------------------------------------------------------------
-# elementwise ops
-
-ADD = EOp("AddBackward0", ew.add_p, float_only=False)
-SUB = EOp("SubBackward0", ew.sub_p, float_only=False, rname="RsubBackward1")
-MUL = EOp("MulBackward0", ew.mul_p, float_only=False)
-DIV = EOp("DivBackward0", ew.div_p, float_only=True, rname="MulBackward0")
-POW = EOp("PowBackward1", ew.pow_p, float_only=True, rname="PowBackward2")
-POWS = EOp("PowBackward0", ew.pow_p, float_only=True)
-MAXIMUM = EOp("MaximumBackward0", ew.max_p, float_only=False)
-MINIMUM = EOp("MinimumBackward0", ew.min_p, float_only=False)
-ATAN2 = EOp("Atan2Backward0", ew.atan2_p)
-FMOD = EOp("FmodBackward0", ew.rem_p, float_only=False)
-FMOD1 = EOp("FmodBackward1", ew.rem_p, float_only=False)      # a tensor divisor
-_CMPS = {n: EOp(n, getattr(ew, n + "_p"), float_only=False) for n in
-         ("eq", "ne", "lt", "le", "gt", "ge")}
-AND = EOp("and", ew.and_p, float_only=False)
-OR = EOp("or", ew.or_p, float_only=False)
-XOR = EOp("xor", ew.xor_p, float_only=False)
-
-_UNARY = {
-    "exp": ("ExpBackward0", ew.exp_p), "log": ("LogBackward0", ew.log_p),
-    "sin": ("SinBackward0", ew.sin_p), "cos": ("CosBackward0", ew.cos_p),
-    "tan": ("TanBackward0", ew.tan_p), "tanh": ("TanhBackward0", ew.tanh_p),
-    "sqrt": ("SqrtBackward0", ew.sqrt_p), "rsqrt": ("RsqrtBackward0", ew.rsqrt_p),
-    "log1p": ("Log1PBackward0", ew.log1p_p), "expm1": ("Expm1Backward0", ew.expm1_p),
-    "asin": ("AsinBackward0", ew.asin_p), "acos": ("AcosBackward0", ew.acos_p),
-    "atan": ("AtanBackward0", ew.atan_p), "sinh": ("SinhBackward0", ew.sinh_p),
-    "cosh": ("CoshBackward0", ew.cosh_p), "erf": ("ErfBackward0", ew.erf_p),
-    "asinh": ("AsinhBackward0", ew.asinh_p), "acosh": ("AcoshBackward0", ew.acosh_p),
-    "atanh": ("AtanhBackward0", ew.atanh_p),
-    "sigmoid": ("SigmoidBackward0", ew.logistic_p),
-    "erfc": ("ErfcBackward0", sp.erfc_p), "erfinv": ("ErfinvBackward0", sp.erf_inv_p),
-    "lgamma": ("LgammaBackward0", sp.lgamma_p), "digamma": ("DigammaBackward0", sp.digamma_p),
-}
-_UNARY_ANY = {"neg": ("NegBackward0", ew.neg_p), "abs": ("AbsBackward0", ew.abs_p)}
-_UOPS = {}
-for _n, (_name, _p) in _UNARY.items():
-    _UOPS[_n] = EOp(_name, _p)
-for _n, (_name, _p) in _UNARY_ANY.items():
-    _UOPS[_n] = EOp(_name, _p, float_only=False)
-# zero-derivative ops still record a node (torch's FloorBackward0 returns zeros)
-for _n, _name, _p in [("sign", "SignBackward0", ew.sign_p), ("floor", "FloorBackward0", ew.floor_p),
-                      ("ceil", "CeilBackward0", ew.ceil_p)]:
-    _UOPS[_n] = EOp(_name, _p, float_only=False)
-    _UOPS[_n].differentiable = True
+# elementwise ops (the table of hot_ops.py)
 
 
 def _install_unary(name, op):

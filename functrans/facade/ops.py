@@ -15,7 +15,8 @@ from . import plumbing
 from .node import OpInfo, Step, held_counter
 from .record import info_for, make_node
 from .lower import analyze
-from .tensor import EOp, Tensor, apply_fn, static, tensor, traced_hooks, unary, wrap
+from .hot_ops import EOp, unary
+from .tensor import Tensor, apply_fn, static, tensor, traced_hooks, wrap
 from . import complexes
 from . import methods as M
 from . import reductions

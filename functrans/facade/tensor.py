@@ -2,8 +2,9 @@
 
 Eager ops run the primitives' implementations directly on the arrays (NumPy/CuPy); only
 while grad mode is on and an input requires grad do they record a node (record.py).
-The hot paths (elementwise unary and binary ops) are written out by hand; every other
-op is a composite of primitive steps, traced once per signature from functrans.numpy.
+The hot paths (elementwise unary and binary ops) are written out by hand (hot_ops.py);
+every other op is a composite of primitive steps, traced once per signature from
+functrans.numpy (apply_fn).
 The read-only properties, conversions and repr live in the base class (tensor_info.py).
 """
 from __future__ import annotations
@@ -12,7 +13,6 @@ import builtins
 from collections.abc import Callable
 from typing import Any
 import copy
-import functools
 import warnings
 import weakref
 
@@ -21,7 +21,6 @@ import numpy as np
 from ..backends.memory import DERIVED
 from ..core import (Array, FunctransError, ShapedArray, Tracer, _thread_state as _TS, array_module,
                     value_of)
-from ..runtime import direct_ufunc
 from ..tree_util import register_pytree_node
 from functrans.primitives import elementwise as ew
 from functrans.primitives import shape as sh
@@ -30,10 +29,10 @@ from . import capture_state
 from . import dtypes as D
 from . import grad_mode
 from .node import HookDict, OpInfo, add_hook
-from .record import (INFERENCE, SAVED_HOOKS, composite_for, elementwise_info, info_for,
-                     make_node, refresh_view, vc_of)
+from .record import (INFERENCE, SAVED_HOOKS, composite_for, info_for, make_node,
+                     refresh_view, vc_of)
 from .placement import _check_device, _on, device as _device, put
-from .tensor_info import Size, TensorInfo, _host, _ndarray, result_type, to_array
+from .tensor_info import Size, TensorInfo, _host, _ndarray, to_array
 from .tensor_info import NUMPY_GRAD_MSG, _Storage, _format  # noqa: F401  (names this module had)
 
 GS = grad_mode.STATE
@@ -498,169 +497,6 @@ def _factory(f, size, dtype, requires_grad):
         size = tuple(size[0])
     t = wrap(f(tuple(size), dtype=D.to_dtype(dtype)))
     return t.requires_grad_(True) if requires_grad else t
-
-
-# ---------------------------------------------------------------------------
-# hot paths: elementwise unary and binary ops on one primitive
-
-class EOp:
-    """An elementwise facade op: a primitive and torch's grad_fn name."""
-    __slots__ = ("name", "prim", "params", "impl", "float_only", "differentiable", "int_ok",
-                 "rname", "cache", "ufunc")
-
-    def __init__(self, name, prim, params=None, float_only=True, rname=None):
-        self.name = name
-        self.rname = rname or name
-        self.prim = prim
-        self.params = params or {}
-        self.impl = functools.partial(prim.impl, **self.params) if params else prim.impl
-        direct = None if params else direct_ufunc(prim)
-        self.ufunc = None if direct is None else getattr(np, direct)   # impl(np, ...) on NumPy
-        self.float_only = float_only
-        self.differentiable = prim.differentiable
-        self.cache = {}          # signature -> OpInfo (record.info_for's front table)
-
-
-def unary(a, op):
-    x = a._data
-    if op.float_only and x.dtype.kind not in "fc":
-        x = x.astype(D.get_default_dtype())
-    traced = type(x) is not _ndarray and isinstance(x, Tracer)
-    rec = GS.enabled
-    if traced:                      # traced data: the op is bound, not run
-        h = traced_hooks()
-        out = h.bind(op.prim, op.params, (x,))
-        rec = rec and h.records
-    elif type(x) is _ndarray and op.ufunc is not None:
-        out = op.ufunc(x)
-    else:
-        out = op.impl(np if type(x) is _ndarray else array_module(x), x)
-    if type(out) is _ndarray:           # (wrap, inline: the hot path)
-        t = _new(Tensor)
-        t._data, t._grad_fn, t._requires_grad, t._vc = out, None, False, None
-        if EVER.inference and GS.inference:
-            t._flags = INFERENCE
-    else:
-        t = wrap(_as_array(out))
-    if a._requires_grad and rec and op.differentiable:
-        key = (x.shape, x.dtype)
-        info = op.cache.get(key)
-        if info is None:
-            info = info_for((op, key), lambda: elementwise_info(
-                op.name, op.prim, op.params, [ShapedArray(x.shape, x.dtype)], (True,), x.dtype),
-                op.cache, key)
-        make_node(info, (a,), [x, out], (t,))
-    if traced:
-        h.after_op((a,), (t,))
-    return t
-
-
-def check_broadcast(sa, sb):
-    """Raise torch's RuntimeError when shapes sa and sb (of the left and right operands) do
-    not broadcast: checked from the last dimension, as torch's infer_size does, so the
-    message names the same dimension (an error that is not a RuntimeError would escape
-    ported `except RuntimeError` blocks)."""
-    n = builtins.max(len(sa), len(sb))
-    for i in range(n - 1, -1, -1):
-        k = n - 1 - i
-        p = sa[len(sa) - 1 - k] if k < len(sa) else 1
-        q = sb[len(sb) - 1 - k] if k < len(sb) else 1
-        if p != q and p != 1 and q != 1:
-            raise RuntimeError(f"The size of tensor a ({p}) must match the size of tensor b "
-                               f"({q}) at non-singleton dimension {i}")
-
-
-def binary(a, b, op, reverse=False):
-    """a (a Tensor) op b, or b op a when reverse; torch's promotion and broadcasting."""
-    x = a._data
-    traced = type(x) is not _ndarray and isinstance(x, Tracer)
-    tb = type(b)
-    if tb is Tensor or isinstance(b, Tensor):
-        y = b._data
-        if type(y) is not _ndarray and isinstance(y, Tracer):
-            traced = True
-        rb = b._requires_grad
-        dt = xd = x.dtype           # (dtypes compared by identity first, shapes read once:
-        yd = y.dtype                # each NumPy attribute read builds or compares anew)
-        if (yd is not dt and yd != dt) or (op.float_only and dt.kind not in "fc"):
-            dt = result_type(a, b)
-    elif tb in _PYSCALARS:
-        rb = False
-        dt = xd = x.dtype
-        kind = dt.kind
-        if (kind == "b" and tb is not builtins.bool) or (kind in "iu" and tb is builtins.float):
-            dt = result_type(a, b)
-        y = b
-    elif isinstance(b, (np.ndarray, np.generic, list, tuple)) or hasattr(
-            b, "__cuda_array_interface__"):
-        return binary(a, tensor(b) if not isinstance(b, np.ndarray) else wrap(b), op, reverse)
-    elif isinstance(b, complex):
-        y, rb, dt, xd = b, False, result_type(a, b), x.dtype
-    else:
-        return NotImplemented
-    if op.float_only and dt.kind not in "fc":
-        dt = D.get_default_dtype()
-    sx = x.shape
-    if tb is not complex and tb not in _PYSCALARS:
-        sy = y.shape
-        if sx != sy:
-            check_broadcast(*((sy, sx) if reverse else (sx, sy)))
-    else:
-        sy = ()                     # (a NumPy scalar below)
-    x0 = x
-    if xd is not dt and xd != dt:
-        x = x.astype(dt)
-    if tb in _PYSCALARS or tb is complex:
-        try:
-            y0 = y = dt.type(y)
-        except OverflowError:       # NumPy 2 refuses int8 + 1000; torch wraps the integer
-            if dt.kind not in "iu":
-                raise
-            y0 = y = np.array(y).astype(dt)[()]
-        yd = y0.dtype
-    else:
-        y0 = y
-        if yd is not dt and yd != dt:
-            y = y.astype(dt)
-    rec = GS.enabled
-    if traced:                      # traced data: the op is bound, not run
-        h = traced_hooks()
-        out = h.bind(op.prim, op.params, (y, x) if reverse else (x, y))
-        rec = rec and h.records
-    elif type(x) is _ndarray and op.ufunc is not None:
-        out = op.ufunc(y, x) if reverse else op.ufunc(x, y)
-    else:
-        xp = np if type(x) is _ndarray else array_module(x)
-        out = op.impl(xp, y, x) if reverse else op.impl(xp, x, y)
-    if type(out) is _ndarray:           # (wrap, inline: the hot path)
-        t = _new(Tensor)
-        t._data, t._grad_fn, t._requires_grad, t._vc = out, None, False, None
-        if EVER.inference and GS.inference:
-            t._flags = INFERENCE
-    else:
-        t = wrap(out if traced else _as_array(out))
-    ra = a._requires_grad
-    if (ra or rb) and rec and op.differentiable:
-        key = (sx, sy, xd, yd, ra, rb, reverse)     # (x0's and y0's shapes and dtypes)
-        p, q = (y0, x0) if reverse else (x0, y0)
-        info = op.cache.get(key)
-        if info is None:
-            mask = (rb, ra) if reverse else (ra, rb)
-            name = op.rname if reverse else op.name
-            info = info_for((op, key), lambda: elementwise_info(
-                name, op.prim, op.params, [ShapedArray(p.shape, p.dtype),
-                                           ShapedArray(q.shape, q.dtype)], mask, dt),
-                op.cache, key)
-        n = info.n_slots
-        if n == 3:
-            vals = [p, q, out]
-        else:
-            vals = [None] * n
-            vals[0], vals[1], vals[-1] = p, q, out
-        make_node(info, (b, a) if reverse else (a, b), vals, (t,))
-    if traced:
-        h.after_op((a, b), (t,))
-    return t
 
 
 # ---------------------------------------------------------------------------

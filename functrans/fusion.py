@@ -2,9 +2,11 @@
 (row groups), gathered into one `fused` equation each, which a backend runs as one kernel
 (a blocked NumPy pass or native C++ on the CPU, a generated CUDA kernel on the GPU).
 
-A backend calls `fuse` on an optimized jaxpr (passes.optimize) before `plan_buffers`;
-`split_at_slices` first cuts slices of a group's output into their own pieces, `unfuse`
-undoes a fusion. Like the passes, each returns a new jaxpr and leaves its input untouched.
+A backend calls `fuse` on an optimized jaxpr (passes.optimize) before `plan_buffers`.
+Before it, the CPU backend with native code calls `split_at_slices`: elementwise work whose
+result is only cut into slices (an LSTM step's gate blocks) is done slice by slice, so that
+it joins the groups reading the slices. `unfuse` undoes a fusion. Like the passes, each
+returns a new jaxpr and leaves its input untouched.
 """
 from __future__ import annotations
 

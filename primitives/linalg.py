@@ -78,7 +78,7 @@ def _plain_right(xm, ym):
     the left one is not, and each product is at most SMALL_NT_COPY multiply-adds; else ym.
     The eager impl and the CPU backend's emitter (_batched_emitter) both ask it, so that
     both run the same BLAS calls, with the same bits."""
-    if ym.ndim > 2 and type(ym) is np.ndarray:
+    if ym.ndim > 2 and type(ym) is np.ndarray and ym.dtype.kind in "fc":     # BLAS's dtypes
         m, k, n, it = xm.shape[-2], ym.shape[-2], ym.shape[-1], ym.itemsize
         if ym.strides[-2] == it and ym.strides[-1] != it and xm.strides[-1] == it \
                 and n > 1 and m * k * n <= SMALL_NT_COPY:

@@ -116,7 +116,7 @@ def _dot_impl(xp, x, y, dimension_numbers):
     k = math.prod([x.shape[i] for i in lc])
     xm = xp.transpose(x, lb + lf + lc).reshape(bshape + (m, k))
     ym = xp.transpose(y, rb + rc + rf).reshape(bshape + (k, n))
-    out = xp.matmul(xm, _plain_right(xm, ym) if xp is np else ym)
+    out = xp.matmul(xm, _plain_right(xm, ym))
     return out.reshape(bshape + tuple(x.shape[i] for i in lf) + tuple(y.shape[i] for i in rf))
 
 

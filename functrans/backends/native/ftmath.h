@@ -615,13 +615,17 @@ template <typename... C> FTM_INL float hornerf(float x, float c0, float c1, C...
   return hornerf(x, FTM_MADDF(c0, x, c1), cs...);
 }
 
-// x = k ln 2 + r, |r| <= 0.35: ln 2 = C1 + C2 with C1 of 9 bits, so that k C1 and x - k C1
-// are exact; returns r, and k as a two's complement integer in ki (the bits of the
-// rounded MAGICF + k hold it)
-FTM_INL float exp_reduce_f(float x, u32 &ki) {
+// k = x / ln 2 rounded to an integer, as a float; and as a two's complement integer in ki
+// (the bits of the rounded MAGICF + k hold it)
+FTM_INL float exp_k_f(float x, u32 &ki) {
   const float kb = FTM_MADDF(x, 0x1.715476p+0f, MAGICF);
   ki = fbits(kb) - fbits(MAGICF);
-  const float k = kb - MAGICF;
+  return kb - MAGICF;
+}
+// x = k ln 2 + r, |r| <= 0.35: ln 2 = C1 + C2 with C1 of 9 bits, so that k C1 and x - k C1
+// are exact; returns r, and k in ki (exp_k_f)
+FTM_INL float exp_reduce_f(float x, u32 &ki) {
+  const float k = exp_k_f(x, ki);
   return FTM_MADDF(k, 0x1.bd0106p-13f, FTM_MADDF(k, -0x1.63p-1f, x));
 }
 // expm1(r) - r - r^2/2 over r^2 ... : (expm1(r) - r) / r^2 by its Taylor series to r^6
@@ -688,9 +692,7 @@ FTM_INL float tanh_f(float x) {
                                                0x1.111102p-3f, -0x1.555556p-2f), a);
   u32 ki;
   const float u = 2.0f * flt(minu(fbits(a), fbits(9.5f)));
-  const float kb = FTM_MADDF(u, 0x1.715476p+0f, MAGICF);
-  ki = fbits(kb) - fbits(MAGICF);
-  const float r = FTM_MADDF(kb - MAGICF, -0x1.62e43p-1f, u);
+  const float r = FTM_MADDF(exp_k_f(u, ki), -0x1.62e43p-1f, u);
   const float s = pow2f(ki);
   const float e = FTM_MADDF(FTM_MADDF(r * r, exp_tail_f(r), r), s, s);
   return copysignf(!(a >= 0.5625f) ? small : 1.0f - 2.0f / (e + 1.0f), x);

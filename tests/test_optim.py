@@ -348,3 +348,23 @@ def test_adamw_step_is_torchs_single_tensor_arithmetic():
         denom += f32(1e-8)
         want += m / denom * f32(-(1e-3 / (1 - 0.9 ** t)))
         np.testing.assert_array_equal(p.detach().numpy(), want)
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "NAdam", "RMSprop", "Adagrad", "Adadelta",
+                                  "ASGD"])
+def test_step_counts_are_float_tensors_bumped_once_a_step(name):
+    """The step count in an optimizer's state is a float32 0-d tensor (torch's) that each
+    step adds 1 to in place, its version bumped once (torch: step 3, _version 3), through
+    facade.inplace.count_step's checks and add_'s alike: a count that is a read-only view
+    (an expand's) fails with add_'s error, as torch's in-place add does."""
+    p = ft.nn.Parameter(ft.tensor(np.arange(3, dtype=np.float32)))
+    opt = getattr(ft.optim, name)([p], lr=0.1)
+    for k in range(3):
+        p.grad = ft.tensor(np.full(3, k + 1.0, np.float32))
+        opt.step()
+    step = opt.state[p]["step"]
+    assert step.dtype == ft.float32 and step.shape == () and step.item() == 3.0
+    assert step._version == 3
+    with pytest.raises(RuntimeError, match="single memory location"):
+        opt.state[p]["step"] = ft.tensor(np.float32(1.0)).expand(2)[0]
+        opt.step()

@@ -371,6 +371,21 @@ def _fast(self, *others):
     return True
 
 
+def count_step(t):
+    """t += 1 for an optimizer's step count t (a 0-d float Tensor, as torch keeps it),
+    returning t's new value as a Python float: in place on its NumPy scalar after the checks
+    every in-place op makes (_fast), its version bumped as add_ bumps it, where add_ would
+    take its fast path too (the same bits); else by add_. (Through Tensor.__iadd__ and
+    item() this was a third of Adam's Python time per parameter, about 3 us.)"""
+    d = t._data
+    if type(d) is np.ndarray and d.ndim == 0 and d.dtype.kind == "f" and _fast(t):
+        d += 1
+        t._bump("add_")
+        return float(d)
+    t.add_(1)
+    return t.item()
+
+
 def native_updates(name, kernel, items):
     """A native update in place of several tensors per item, all items in one kernel call
     (an optimizer's fused step over its parameters, `name` in version errors): items are

@@ -103,3 +103,22 @@ def test_a_compiler_refusing_the_wide_vector_flag_keeps_march_native(cache, tmp_
         wrapper.chmod(0o755)
         _, _, march = toolchain._probe([str(wrapper)], str(wrapper), toolchain._cache())
         assert march == want
+
+
+def test_cache_dir_follows_its_variables_and_a_relative_one_the_working_directory(
+        tmp_path, monkeypatch):
+    """cache_dir() is remembered per ($FUNCTRANS_CACHE_DIR, $HOME), so a change of either is
+    seen at the next call; a relative $FUNCTRANS_CACHE_DIR is resolved against the working
+    directory of each call."""
+    monkeypatch.delenv("FUNCTRANS_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "h1"))
+    assert toolchain.cache_dir() == str(tmp_path / "h1" / ".cache" / "functrans" / "native")
+    monkeypatch.setenv("HOME", str(tmp_path / "h2"))
+    assert toolchain.cache_dir() == str(tmp_path / "h2" / ".cache" / "functrans" / "native")
+    monkeypatch.setenv("FUNCTRANS_CACHE_DIR", str(tmp_path / "a" / ".." / "b"))
+    assert toolchain.cache_dir() == str(tmp_path / "b")
+    monkeypatch.setenv("FUNCTRANS_CACHE_DIR", "rel")
+    for d in ("x", "y"):
+        (tmp_path / d).mkdir()
+        monkeypatch.chdir(tmp_path / d)
+        assert toolchain.cache_dir() == str(tmp_path / d / "rel")

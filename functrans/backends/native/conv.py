@@ -229,6 +229,7 @@ def adam_steps():
     call = kernels.caller()
     address = {np.dtype(np.float32): addrs["ft_adam_steps_f32"],
                np.dtype(np.float64): addrs["ft_adam_steps_f64"]}
+
     def overlap(a, b):      # arrays that allocated their memory overlap only when one
         return a is b if a.flags.owndata and b.flags.owndata else np.may_share_memory(a, b)
 

@@ -354,9 +354,9 @@ def test_adamw_step_is_torchs_single_tensor_arithmetic():
                                   "ASGD"])
 def test_step_counts_are_float_tensors_bumped_once_a_step(name):
     """The step count in an optimizer's state is a float32 0-d tensor (torch's) that each
-    step adds 1 to in place, its version bumped once (torch: step 3, _version 3), through
-    facade.inplace.count_step's checks and add_'s alike: a count that is a read-only view
-    (an expand's) fails with add_'s error, as torch's in-place add does."""
+    step adds 1 to in place, its version bumped once (torch: step 3, _version 3); a count
+    that is a read-only view (an expand's) fails with add_'s error, as torch's in-place add
+    does."""
     p = ft.nn.Parameter(ft.tensor(np.arange(3, dtype=np.float32)))
     opt = getattr(ft.optim, name)([p], lr=0.1)
     for k in range(3):

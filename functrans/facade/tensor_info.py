@@ -139,7 +139,7 @@ class TensorInfo:
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
                                "to Scalar")
-        return _host(self._data).reshape(()).item()
+        return _host(self._data).item()
 
     def tolist(self) -> Any:
         return _host(self._data).tolist()

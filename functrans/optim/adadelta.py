@@ -9,7 +9,6 @@ import numpy as np
 
 from ..facade import creation as C
 from ..facade import grad_mode
-from ..facade.inplace import count_step
 from .optimizer import Optimizer, _check_lr
 from .rmsprop import _grad
 
@@ -49,7 +48,7 @@ class Adadelta(Optimizer):
                         state["step"] = C.tensor(0.0)
                         state["square_avg"] = C.zeros_like(p)
                         state["acc_delta"] = C.zeros_like(p)
-                    count_step(state["step"])
+                    state["step"] += 1
                     v, u = state["square_avg"], state["acc_delta"]
                     v.mul_(rho).addcmul_(g, g, value=1 - rho)
                     delta = (u + eps).sqrt_().div_((v + eps).sqrt_()).mul_(g)
@@ -105,7 +104,7 @@ class Adafactor(Optimizer):
                             state["col_var"] = g.new_zeros(*g.shape[:-2], 1, g.shape[-1])
                         else:
                             state["variance"] = C.zeros_like(g)
-                    count_step(state["step"])
+                    state["step"] += 1
                     self._update(p, g, state, group, lr, wd, eps1, eps2)
         return loss
 

@@ -6,7 +6,7 @@ import math
 from ..backends.cpu_kernels import adam_kernel
 from ..facade import creation as C
 from ..facade import grad_mode
-from ..facade.inplace import count_step, native_updates
+from ..facade.inplace import native_updates
 from .optimizer import Optimizer, _check_lr
 
 
@@ -66,7 +66,8 @@ class Adam(Optimizer):
                         state["exp_avg_sq"] = C.zeros_like(p)
                         if amsgrad:
                             state["max_exp_avg_sq"] = C.zeros_like(p)
-                    t = count_step(state["step"])
+                    state["step"] += 1
+                    t = state["step"].item()
                     m, v = state["exp_avg"], state["exp_avg_sq"]
                     step_size = lr / (1 - beta1 ** t)
                     bc2_sqrt = math.sqrt(1 - beta2 ** t)

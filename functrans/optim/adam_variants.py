@@ -6,7 +6,6 @@ import math
 from ..facade import creation as C
 from ..facade import dtypes as D
 from ..facade import grad_mode
-from ..facade.inplace import count_step
 from .adam import _check_adam_args
 from .optimizer import Optimizer
 
@@ -47,7 +46,8 @@ class _AdamFamily(Optimizer):
                             p.mul_(1 - lr * wd)
                         else:
                             g = g + p * wd
-                    self._update(p, g, state, count_step(state["step"]), group)
+                    state["step"] += 1
+                    self._update(p, g, state, state["step"].item(), group)
         return loss
 
     def _extra_state(self):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from ..facade import creation as C
 from ..facade import grad_mode
-from ..facade.inplace import count_step
 from .optimizer import Optimizer, _check_lr
 from .rmsprop import _grad
 
@@ -42,7 +41,7 @@ class ASGD(Optimizer):
                         state["eta"] = C.tensor(float(lr))
                         state["mu"] = C.tensor(1.0)
                         state["ax"] = C.zeros_like(p)
-                    count_step(state["step"])
+                    state["step"] += 1
                     eta, mu, ax = state["eta"].item(), state["mu"].item(), state["ax"]
                     p.mul_(1 - lambd * eta).add_(g, alpha=-eta)
                     if mu != 1:
@@ -87,7 +86,7 @@ class Rprop(Optimizer):
                         state["step"] = C.tensor(0.0)
                         state["prev"] = C.zeros_like(p)
                         state["step_size"] = C.full_like(g, group["lr"])
-                    count_step(state["step"])
+                    state["step"] += 1
                     agree = (g * state["prev"]).sign()     # NaN stays NaN, as in torch
                     flips = agree < 0
                     factor = agree.where(~(agree > 0), eta_plus).where(~flips, eta_minus)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from ..facade import creation as C
 from ..facade import grad_mode
-from ..facade.inplace import count_step
 from .optimizer import Optimizer, _check_lr
 
 
@@ -56,7 +55,7 @@ class RMSprop(Optimizer):
                             state["momentum_buffer"] = C.zeros_like(p)
                         if centered:
                             state["grad_avg"] = C.zeros_like(p)
-                    count_step(state["step"])
+                    state["step"] += 1
                     v = state["square_avg"]
                     v.mul_(alpha).add_(g * g, alpha=1 - alpha)
                     if centered:
@@ -106,7 +105,8 @@ class Adagrad(Optimizer):
                         continue
                     g = _grad(p, group)
                     state = self.state[p]
-                    t = count_step(state["step"])
+                    state["step"] += 1
+                    t = state["step"].item()
                     clr = group["lr"] / (1 + (t - 1) * group["lr_decay"])
                     s = state["sum"]
                     s.add_(g * g)

@@ -237,9 +237,10 @@ def test_auto_sends_only_worthwhile_groups_native(native_backend):
 
 
 def test_interleaved_streams_give_the_same_values(native_backend, monkeypatch):
-    """A large group with a transcendental loops over four parts of its elements at once
-    (overlapping for sizes not divisible by 4): the same bits as one stream."""
-    x = np.linspace(-4, 4, 10_003, dtype=np.float32)
+    """A large group with a transcendental (here double's: the float ones split the loop,
+    below) loops over four parts of its elements at once (overlapping for sizes not
+    divisible by 4): the same bits as one stream."""
+    x = np.linspace(-4, 4, 10_003, dtype=np.float64)
     got = ft.jit(_long)(x)
     assert "const long long i3 = i + o3;" in ft.jit(_long).lower(x).native["source"]
     monkeypatch.setattr(kernels, "STREAMS", 1)
@@ -248,13 +249,57 @@ def test_interleaved_streams_give_the_same_values(native_backend, monkeypatch):
     np.testing.assert_array_equal(got, jf(x))
 
 
+def _staged(x, k):
+    """Float tanh and exp a large loop is split at: of an input (x), of a previous split's
+    result (exp of tanh), of a computed value; values crossing several parts, a bool
+    among them, and two outputs."""
+    t = fnp.tanh(x)
+    u = x * k + 1.0
+    pos = u > 0.0
+    e = fnp.exp(fnp.tanh(u) * 0.5)
+    y = fnp.where(pos, e * t, u - t) + fnp.log1p(fnp.abs(u))
+    return y * k, fnp.exp(y) - u
+
+
+def test_staged_loops_give_the_same_values(native_backend, monkeypatch):
+    """A large group applying float exp, tanh, ... to a local runs as one loop per part
+    between those calls, each call a loop of its own over blocks of STAGE_BLOCK elements
+    (kernels.staged_loop): the same bits as the single loop, on sizes that leave a partial
+    block, and as NumPy within the functions' ulp."""
+    src = ft.jit(_staged).lower(np.ones(10_003, np.float32), np.ones(10_003, np.float32))
+    src = src.native["source"]
+    for call in ("tanh_block(ft_bv1, ", "exp_block(", "log1p_block("):
+        assert call in src, src
+    assert "const long long i1 = i + o1;" not in src
+    assert "const int v" in src and "alignas(64) int ft_bv" in src, src   # a bool crosses
+    r = np.random.default_rng(0)
+    for n in (kernels.STREAMS_MIN_SIZE, 10_003, 3 * kernels.STAGE_BLOCK + 17):
+        x = (r.standard_normal(n) * 3).astype(np.float32)
+        k = r.uniform(-2, 2, n).astype(np.float32)
+        got = ft.jit(_staged)(x, k)
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(kernels, "staged_loop", lambda body: None)
+            low = ft.jit(_staged).lower(x, k)
+            assert "ft_bv" not in low.native["source"]
+            want = low.compile()(x, k)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        with np.errstate(all="ignore"):
+            t = np.tanh(x)
+            u = x * k + np.float32(1)
+            y = (np.where(u > 0, np.exp(np.tanh(u) * np.float32(0.5)) * t, u - t)
+                 + np.log1p(np.abs(u)))
+        np.testing.assert_allclose(got[0], y * k, rtol=2e-6, atol=1e-6)
+
+
 def test_a_group_of_many_arrays_runs_fewer_streams(native_backend):
     """Streams times the group's full-size arrays stay within kernels.MEMORY_STREAMS: an
     LSTM cell's gates on 20 x 256 as its training step has them (the 4 gates' input and
     hidden projections, c in; h, c and the 4 activations out: 15 arrays) run one stream;
-    with its 3 arrays a tanh loop runs 4, with 11 arrays 2. The same bits as other counts."""
+    with its 3 arrays a tanh loop runs 4, with 11 arrays 2. The same bits as other counts.
+    In double: float tanh splits the loop instead (test_staged_loops_give_the_same_values)."""
     r = np.random.default_rng(0)
-    xs = [r.standard_normal((20, 256)).astype(np.float32) for _ in range(9)]
+    xs = [r.standard_normal((20, 256)) for _ in range(9)]
 
     def gates(xi, xf, xz, xo, hi, hf, hz, ho, c):
         si, sf, tz, so = (ft.lax.logistic(xi + hi), ft.lax.logistic(xf + hf),
@@ -288,8 +333,9 @@ def test_a_loop_inlines_a_few_tanh_and_calls_the_clone_for_many(native_backend):
     """A loop body with at most kernels.INLINE_CALLS_MAX calls of the float transcendentals
     inlines them (the clone's division waited at its return: the 30-op chain 15-20%
     slower), one with more calls the out-of-line clones (32 tanh inlined into 4 streams
-    compiled in 4 s, against 1.3); the same values either way."""
-    x = np.linspace(-4, 4, 10_003, dtype=np.float32)
+    compiled in 4 s, against 1.3); the same values either way. In double, whose calls do
+    not split the loop (test_staged_loops_give_the_same_values)."""
+    x = np.linspace(-4, 4, 10_003, dtype=np.float64)
 
     def tanhs(n):
         def f(v):

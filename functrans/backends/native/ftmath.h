@@ -826,6 +826,153 @@ FTM_INL float floor(float x) { return detail::floor_f(x); }
 FTM_INL float ceil(float x) { return detail::ceil_f(x); }
 FTM_INL float round(float x) { return detail::round_f(x); }
 FTM_INL float fabs(float x) { return detail::absf(x); }
+// float tanh from a table, where GCC compiles for AVX-512 (FTM_TANH_TABLE; tanh_f elsewhere):
+// |x| clamped to 9.5 (tanh rounds to 1 from 9.01 on; a NaN is kept), then on 30 intervals,
+// [0, 2^-4) and the quarter binades above (the interval: bits >> 21, from the exponent's low
+// bits to the mantissa's top two), c0 + t (c1 + t (c2 + t (c3 + t (c4 + t c5)))), t = |x| - b.
+// The fits: b near the interval's middle where tanh(b) lies within 0.003 ulp of a float,
+// which is c0; c1..c5 a relative-error minimax fit (Lawson's iterations in double), rounded
+// to float one at a time, the rest refitted each time; on the first interval the odd series
+// t - t^3/3 + c5 t^5 about 0. Fit error < 0.23 ulp, every float32 within 1 ulp of the
+// correctly rounded value (tests/test_native_math.py, exhaustive). A vector of 16 takes 6
+// permutes of two table rows (vpermt2ps) and 5 fused multiply-adds, about 20 instructions
+// against tanh_f's 40. GCC's vectorizer turns a table read into a gather (the 30-op chain's
+// kernel ran at 9-12 ns an element so, 2.2 with tanh_f), so the vector code is written in
+// GCC's vector extensions, and the vectorized loops call it as the clones of a declared
+// function, `ftm_tanhf`, whose clones (the vector ABI's names) and scalar symbol this file
+// defines: one table and one sequence of operations, the same bits on every path.
+#if !defined(FTM_TANH_TABLE)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__) && defined(__FMA__)
+#define FTM_TANH_TABLE 1
+#else
+#define FTM_TANH_TABLE 0
+#endif
+#endif
+#if FTM_TANH_TABLE
+namespace detail {
+constexpr int TANH_SHIFT = 21, TANH_FIRST = 491;    // interval (bits(|x|) >> 21) - 491, >= 0
+alignas(64) constexpr float TANH_TABLE[7][32] = {
+  {  // b
+    0.0f, 0x1.1fe48ep-4f, 0x1.601758p-4f, 0x1.a0134p-4f, 0x1.dff142p-4f, 0x1.20147ap-3f,
+    0x1.601688p-3f, 0x1.a003bp-3f, 0x1.dfdep-3f, 0x1.1fa44p-2f, 0x1.600068p-2f,
+    0x1.a0346ep-2f, 0x1.e0460ap-2f, 0x1.1fe21ap-1f, 0x1.5ffa44p-1f, 0x1.a03334p-1f,
+    0x1.e013aap-1f, 0x1.2057a8p+0f, 0x1.5fbeep+0f, 0x1.9fc77ap+0f, 0x1.dfd2f2p+0f,
+    0x1.1f4dd2p+1f, 0x1.600d84p+1f, 0x1.a003bp+1f, 0x1.e003bp+1f, 0x1.201aap+2f,
+    0x1.60233ap+2f, 0x1.9fef34p+2f, 0x1.e0d35ap+2f, 0x1.154e56p+3f, 0.0f, 0.0f},
+  {  // c0
+    0.0f, 0x1.1f6b6ep-4f, 0x1.5f39fep-4f, 0x1.9ea664p-4f, 0x1.ddc208p-4f, 0x1.1e31e4p-3f,
+    0x1.5ca8e8p-3f, 0x1.9a62a6p-3f, 0x1.d7462ap-3f, 0x1.184ebcp-2f, 0x1.52c322p-2f,
+    0x1.8ab486p-2f, 0x1.bfe71p-2f, 0x1.04f24ep-1f, 0x1.31542ep-1f, 0x1.57a524p-1f,
+    0x1.77e14ap-1f, 0x1.9e9922p-1f, 0x1.c25b32p-1f, 0x1.d9b6b8p-1f, 0x1.e87086p-1f,
+    0x1.f4a0b2p-1f, 0x1.fbd5eap-1f, 0x1.fe769p-1f, 0x1.ff6f2p-1f, 0x1.ffdfc2p-1f,
+    0x1.fffba4p-1f, 0x1.ffff68p-1f, 0x1.ffffecp-1f, 0x1.fffffep-1f, 0.0f, 0.0f},
+  {  // c1
+    0x1p+0f, 0x1.fd7a9cp-1f, 0x1.fc3c4p-1f, 0x1.fac0c2p-1f, 0x1.f908c6p-1f, 0x1.f60064p-1f,
+    0x1.f12922p-1f, 0x1.eb70fep-1f, 0x1.e4e366p-1f, 0x1.d9a276p-1f, 0x1.c7f704p-1f,
+    0x1.b3edfap-1f, 0x1.9e0ae8p-1f, 0x1.7b0176p-1f, 0x1.49eb28p-1f, 0x1.195a08p-1f,
+    0x1.d81a32p-2f, 0x1.608c5ap-2f, 0x1.cf7688p-3f, 0x1.26d694p-3f, 0x1.704b3ep-4f,
+    0x1.67df16p-5f, 0x1.09700cp-6f, 0x1.88d8ep-8f, 0x1.21970cp-9f, 0x1.01ea14p-11f,
+    0x1.17018p-14f, 0x1.30018ep-17f, 0x1.401814p-20f, 0x1.fe7e9cp-24f, 0.0f, 0.0f},
+  {  // c2
+    0.0f, -0x1.1e03b6p-4f, -0x1.5ca588p-4f, -0x1.9a69cp-4f, -0x1.d745cep-4f,
+    -0x1.189ba8p-3f, -0x1.528dbep-3f, -0x1.89e82ep-3f, -0x1.be51eap-3f, -0x1.034dd2p-2f,
+    -0x1.2dafdap-2f, -0x1.500fcap-2f, -0x1.6a3582p-2f, -0x1.825414p-2f, -0x1.897da4p-2f,
+    -0x1.79ad3p-2f, -0x1.5a96d8p-2f, -0x1.1d7b6ep-2f, -0x1.97aa4ep-3f, -0x1.10caa8p-3f,
+    -0x1.5f58c6p-4f, -0x1.5fde4cp-5f, -0x1.074386p-6f, -0x1.87a40cp-8f, -0x1.213fe2p-9f,
+    -0x1.018758p-11f, -0x1.16a766p-14f, -0x1.2f9b7cp-17f, -0x1.41154p-20f,
+    -0x1.eff576p-24f, 0.0f, 0.0f},
+  {  // c3
+    -0x1.55553ep-2f, -0x1.4ed17p-2f, -0x1.4b9f8ap-2f, -0x1.46166ep-2f, -0x1.41c9b2p-2f,
+    -0x1.3b1a86p-2f, -0x1.2e3992p-2f, -0x1.1fb30ap-2f, -0x1.0fedc6p-2f, -0x1.e9a41ap-3f,
+    -0x1.982df8p-3f, -0x1.4208fep-3f, -0x1.d6176p-4f, -0x1.be2908p-5f, 0x1.d61e2p-7f,
+    0x1.07a0dp-4f, 0x1.845b1ep-4f, 0x1.c6a236p-4f, 0x1.982fbap-4f, 0x1.343938p-4f,
+    0x1.a8d5cap-5f, 0x1.c03d2ap-6f, 0x1.594c3ep-7f, 0x1.038654p-8f, 0x1.80cf26p-10f,
+    0x1.571f9cp-12f, 0x1.736622p-15f, 0x1.94d38ep-18f, 0x1.a9f514p-21f, 0x1.520594p-24f,
+    0.0f, 0.0f},
+  {  // c4
+    0.0f, 0x1.62ff1p-4f, 0x1.155efcp-4f, 0x1.f78d9ap-4f, 0x1.1dae5ep-3f, 0x1.7bfbc4p-4f,
+    0x1.a7620ep-4f, 0x1.eefe72p-4f, 0x1.1655fap-3f, 0x1.33f01ep-3f, 0x1.5036c6p-3f,
+    0x1.5bb46cp-3f, 0x1.59747ap-3f, 0x1.39d61p-3f, 0x1.e96126p-4f, 0x1.47003p-4f,
+    0x1.61f3fcp-5f, 0x1.c4826cp-9f, -0x1.5935b8p-6f, -0x1.9bd8dep-6f, -0x1.55d26p-6f,
+    -0x1.996558p-7f, -0x1.5113aep-8f, -0x1.0330cp-9f, -0x1.8370e6p-11f, -0x1.676d16p-13f,
+    -0x1.856156p-16f, -0x1.a8b5aep-19f, -0x1.a967b4p-22f, -0x1.a59344p-25f, 0.0f, 0.0f},
+  {  // c5
+    0x1.107772p-3f, 0x1.1df15cp+1f, 0x1.a8a948p+1f, -0x1.df3b9ap+3f, -0x1.959ee4p+3f,
+    0x1.e5d5cap-3f, -0x1.266d68p+0f, -0x1.5a9f4ep+0f, 0x1.1e01a6p-3f, 0x1.741738p-4f,
+    -0x1.fb8768p-6f, -0x1.7d3fbap-5f, -0x1.190572p-4f, -0x1.6a8256p-5f, -0x1.da3934p-5f,
+    -0x1.eb14cp-5f, -0x1.c1e874p-5f, -0x1.06db9cp-5f, -0x1.37e198p-7f, 0x1.748d58p-10f,
+    0x1.2b155p-8f, 0x1.04a13p-8f, 0x1.f66436p-10f, 0x1.94649cp-11f, 0x1.333a94p-12f,
+    0x1.1fb02ap-14f, 0x1.38a57ap-17f, 0x1.52ce7ap-20f, 0x1.7154ecp-23f, 0x1.3f893ap-26f,
+    0.0f, 0.0f},
+};
+FTM_INL float tanh_tab_f(float x) {
+  const float a0 = absf(x);
+  const float a = a0 > 9.5f ? 9.5f : a0;
+  const int k0 = (int)(fbits(a) >> TANH_SHIFT) - TANH_FIRST;
+  const int k = (k0 > 0 ? k0 : 0) & 31;
+  const float t = a - TANH_TABLE[0][k];
+  float p = __builtin_fmaf(TANH_TABLE[6][k], t, TANH_TABLE[5][k]);
+  for (int c = 4; c >= 1; --c) p = __builtin_fmaf(p, t, TANH_TABLE[c][k]);
+  return flt(fbits(p) | (fbits(x) & SIGNF));
+}
+}  // namespace detail
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")     // p * t + c: one fused multiply-add, as above
+namespace detail {
+typedef float v16f __attribute__((vector_size(64)));
+typedef int v16i __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+FTM_INL v16f load16(const float* p) { v16f v; __builtin_memcpy(&v, p, 64); return v; }
+FTM_INL v16f tanh_tab_v(v16f x) {
+  v16f a = (v16f)((v16i)x & 0x7fffffff);
+  a = a > 9.5f ? v16f{} + 9.5f : a;
+  v16i k = ((v16i)a >> TANH_SHIFT) - TANH_FIRST;
+  k = k > 0 ? k : 0;
+#define FTM_ROW(R) __builtin_shuffle(load16(TANH_TABLE[R]), load16(TANH_TABLE[R] + 16), k)
+  const v16f t = a - FTM_ROW(0);
+  v16f p = FTM_ROW(6) * t + FTM_ROW(5);
+  p = p * t + FTM_ROW(4);
+  p = p * t + FTM_ROW(3);
+  p = p * t + FTM_ROW(2);
+  p = p * t + FTM_ROW(1);
+#undef FTM_ROW
+  return (v16f)((v16i)p | ((v16i)x & (int)SIGNF));
+}
+// the clones GCC may call for `omp declare simd notinbranch`: each ISA's vector length
+// (SSE 4, AVX and AVX2 8, AVX-512 16 floats), in this file's ISA (the calls are this
+// translation unit's), the shorter ones computed in 16 lanes
+template <typename V> FTM_INL V tanh_tab_part(V x) {
+  v16f w{};
+  __builtin_memcpy(&w, &x, sizeof(V));
+  w = tanh_tab_v(w);
+  __builtin_memcpy(&x, &w, sizeof(V));
+  return x;
+}
+typedef float v4f __attribute__((vector_size(16)));
+#define FTM_TANH_CLONE(V, ABI)                                                          \
+  static __attribute__((noinline, used)) V tanh_clone_##ABI(V x) __asm__(#ABI "_ftm_tanhf"); \
+  static V tanh_clone_##ABI(V x) { return tanh_tab_part(x); }
+FTM_TANH_CLONE(v4f, _ZGVbN4v) FTM_TANH_CLONE(v8f, _ZGVcN8v) FTM_TANH_CLONE(v8f, _ZGVdN8v)
+FTM_TANH_CLONE(v16f, _ZGVeN16v)
+#undef FTM_TANH_CLONE
+static __attribute__((noinline, used)) float tanh_scalar(float x) __asm__("ftm_tanhf_scalar");
+static float tanh_scalar(float x) { return tanh_tab_f(x); }
+}  // namespace detail
+// the kernels' split-out tanh (FTM_BLOCK below)
+static inline __attribute__((noinline)) void tanh_block(const float* x, float* y, long long m) {
+  long long j = 0;
+  for (; j + 16 <= m; j += 16) {
+    const detail::v16f r = detail::tanh_tab_v(detail::load16(x + j));
+    __builtin_memcpy(y + j, &r, 64);
+  }
+  for (; j < m; ++j) y[j] = detail::tanh_tab_f(x[j]);
+}
+#pragma GCC pop_options
+asm(".set ftm_tanhf, ftm_tanhf_scalar");
+#pragma omp declare simd notinbranch
+extern "C" __attribute__((const, nothrow, visibility("hidden"))) float ftm_tanhf(float);
+#endif
+
 // The float transcendentals below are out-of-line vector clones, one per function, ISA and
 // vector length of 16 (the main loop) or 8 lanes (the epilogue of an AVX-512 loop: f32[8])
 // (`omp declare simd`; under the toolchain's -fopenmp-simd, without which they are scalar
@@ -837,7 +984,12 @@ FTM_INL float fabs(float x) { return detail::absf(x); }
   _Pragma("omp declare simd notinbranch") _Pragma("omp declare simd notinbranch simdlen(8)") \
   static __attribute__((noinline))
 #define FTM_FF(NAME) FTM_CLONE float NAME(float x) { return detail::NAME##_f(x); }
-FTM_FF(exp) FTM_FF(expm1) FTM_FF(log) FTM_FF(log1p) FTM_FF(tanh) FTM_FF(erf)
+FTM_FF(exp) FTM_FF(expm1) FTM_FF(log) FTM_FF(log1p) FTM_FF(erf)
+#if FTM_TANH_TABLE
+FTM_INL float tanh(float x) { return ftm_tanhf(x); }
+#else
+FTM_FF(tanh)
+#endif
 #undef FTM_FF
 // The same functions inlined, for the loops that call them a few times (kernels.inline_calls):
 // a clone's call keeps no vector register across it and its last operation's latency sits
@@ -849,8 +1001,28 @@ FTM_FF(exp) FTM_FF(expm1) FTM_FF(log) FTM_FF(log1p) FTM_FF(tanh) FTM_FF(erf)
 #define FTM_FI(NAME)                                                                      \
   FTM_INL float NAME##_inline(float x) { return detail::NAME##_f(x); }                   \
   FTM_INL double NAME##_inline(double x) { return detail::NAME(x); }
-FTM_FI(exp) FTM_FI(expm1) FTM_FI(log) FTM_FI(log1p) FTM_FI(tanh) FTM_FI(erf)
+FTM_FI(exp) FTM_FI(expm1) FTM_FI(log) FTM_FI(log1p) FTM_FI(erf)
+#if FTM_TANH_TABLE
+FTM_INL float tanh_inline(float x) { return ftm_tanhf(x); }
+FTM_INL double tanh_inline(double x) { return detail::tanh(x); }
+#else
+FTM_FI(tanh)
+#endif
 #undef FTM_FI
+// NAME_block(x, y, m): y[j] = NAME(x[j]) for j < m, float (x == y allowed), one loop out of
+// line per function: the calls a large fused loop is split at (kernels.staged_loop), each
+// over a block of the elements, so that the function's loop runs on its own (its constants
+// in registers, no other values live across it)
+#define FTM_BLOCK(NAME)                                                                   \
+  static inline __attribute__((noinline)) void NAME##_block(const float* x, float* y,      \
+                                                           long long m) {                 \
+    _Pragma("omp simd") for (long long j = 0; j < m; ++j) y[j] = NAME##_inline(x[j]);     \
+  }
+FTM_BLOCK(exp) FTM_BLOCK(expm1) FTM_BLOCK(log) FTM_BLOCK(log1p) FTM_BLOCK(erf)
+#if !FTM_TANH_TABLE
+FTM_BLOCK(tanh)
+#endif
+#undef FTM_BLOCK
 // erfinv, evaluated in double (about 200 operations): a clone too, for float and double (the
 // 8 streams of a loop inlining it compiled in 6.6 s, float)
 FTM_CLONE double erfinv(double x) { return detail::erfinv(x); }

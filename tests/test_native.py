@@ -250,26 +250,26 @@ def test_interleaved_streams_give_the_same_values(native_backend, monkeypatch):
 
 
 def _staged(x, k):
-    """Float tanh and exp a large loop is split at: of an input (x), of a previous split's
-    result (exp of tanh), of a computed value; values crossing several parts, a bool
-    among them, and two outputs."""
+    """Float tanh a large loop is split at: of an input (x, read in place), of a previous
+    split's result (tanh of tanh), of a computed value; values crossing several parts, a
+    bool among them, exp and log1p inlined in the parts, and two outputs."""
     t = fnp.tanh(x)
     u = x * k + 1.0
     pos = u > 0.0
-    e = fnp.exp(fnp.tanh(u) * 0.5)
+    e = fnp.exp(fnp.tanh(fnp.tanh(u)) * 0.5)
     y = fnp.where(pos, e * t, u - t) + fnp.log1p(fnp.abs(u))
-    return y * k, fnp.exp(y) - u
+    return y * k, fnp.tanh(y) - u
 
 
 def test_staged_loops_give_the_same_values(native_backend, monkeypatch):
-    """A large group applying float exp, tanh, ... to a local runs as one loop per part
-    between those calls, each call a loop of its own over blocks of STAGE_BLOCK elements
-    (kernels.staged_loop): the same bits as the single loop, on sizes that leave a partial
-    block, and as NumPy within the functions' ulp."""
+    """A large group applying float tanh to a local runs as one loop per part between
+    those calls, each call a loop of its own (ftm::tanh_block) over blocks of STAGE_BLOCK
+    elements (kernels.staged_loop): the same bits as the single loop, on sizes that leave
+    a partial block, and as NumPy within tanh's ulp; a row group the same over rows."""
     src = ft.jit(_staged).lower(np.ones(10_003, np.float32), np.ones(10_003, np.float32))
     src = src.native["source"]
-    for call in ("tanh_block(ft_bv1, ", "exp_block(", "log1p_block("):
-        assert call in src, src
+    assert src.count("ftm::tanh_block(") == 4 and "tanh_block(in0 + i0, " in src, src
+    assert "ftm::exp_inline(" in src and "ftm::log1p_inline(" in src, src
     assert "const long long i1 = i + o1;" not in src
     assert "const int v" in src and "alignas(64) int ft_bv" in src, src   # a bool crosses
     r = np.random.default_rng(0)
@@ -287,9 +287,25 @@ def test_staged_loops_give_the_same_values(native_backend, monkeypatch):
         with np.errstate(all="ignore"):
             t = np.tanh(x)
             u = x * k + np.float32(1)
-            y = (np.where(u > 0, np.exp(np.tanh(u) * np.float32(0.5)) * t, u - t)
+            y = (np.where(u > 0, np.exp(np.tanh(np.tanh(u)) * np.float32(0.5)) * t, u - t)
                  + np.log1p(np.abs(u)))
         np.testing.assert_allclose(got[0], y * k, rtol=2e-6, atol=1e-6)
+    rows = ft.jit(lambda m, b: _staged(m + b, b))       # a bias: a row group, rows of 256
+    m = (r.standard_normal((10, 256)) * 3).astype(np.float32)
+    b = r.uniform(-2, 2, 256).astype(np.float32)
+    low = rows.lower(m, b)
+    assert "for (long long j = 0; j < 256LL; ++j)" in low.native["source"]
+    assert "ftm::tanh_block(ft_bv" in low.native["source"]
+    got = rows(m, b)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "STAGE_ROWS", range(0))
+        want = ft.jit(lambda m, b: _staged(m + b, b))(m, b)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    # where a row loop's tanh reads an input in place: the index at the row's first column
+    assert kernels._row_start(256, "i") == "r * 256LL" and kernels._row_start(256, "j") == "0"
+    assert kernels._row_start(256, "ft_r * 1024LL + 512LL + j") == "ft_r * 1024LL + 512LL"
+    assert kernels._row_start(256, "(i / 256LL) % 4") is None
 
 
 def test_a_group_of_many_arrays_runs_fewer_streams(native_backend):

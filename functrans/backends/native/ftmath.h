@@ -958,7 +958,8 @@ FTM_TANH_CLONE(v16f, _ZGVeN16v)
 static __attribute__((noinline, used)) float tanh_scalar(float x) __asm__("ftm_tanhf_scalar");
 static float tanh_scalar(float x) { return tanh_tab_f(x); }
 }  // namespace detail
-// the kernels' split-out tanh (FTM_BLOCK below)
+// tanh_block(x, y, m): y[j] = tanh(x[j]) for j < m (x == y allowed), the loop a large fused
+// loop is split at (kernels.staged_parts)
 static inline __attribute__((noinline)) void tanh_block(const float* x, float* y, long long m) {
   long long j = 0;
   for (; j + 16 <= m; j += 16) {
@@ -1009,20 +1010,13 @@ FTM_INL double tanh_inline(double x) { return detail::tanh(x); }
 FTM_FI(tanh)
 #endif
 #undef FTM_FI
-// NAME_block(x, y, m): y[j] = NAME(x[j]) for j < m, float (x == y allowed), one loop out of
-// line per function: the calls a large fused loop is split at (kernels.staged_loop), each
-// over a block of the elements, so that the function's loop runs on its own (its constants
-// in registers, no other values live across it)
-#define FTM_BLOCK(NAME)                                                                   \
-  static inline __attribute__((noinline)) void NAME##_block(const float* x, float* y,      \
-                                                           long long m) {                 \
-    _Pragma("omp simd") for (long long j = 0; j < m; ++j) y[j] = NAME##_inline(x[j]);     \
-  }
-FTM_BLOCK(exp) FTM_BLOCK(expm1) FTM_BLOCK(log) FTM_BLOCK(log1p) FTM_BLOCK(erf)
 #if !FTM_TANH_TABLE
-FTM_BLOCK(tanh)
+// tanh_block(x, y, m): y[j] = tanh(x[j]) for j < m (x == y allowed), the loop a large fused
+// loop is split at (kernels.staged_parts)
+static inline __attribute__((noinline)) void tanh_block(const float* x, float* y, long long m) {
+  _Pragma("omp simd") for (long long j = 0; j < m; ++j) y[j] = tanh_inline(x[j]);
+}
 #endif
-#undef FTM_BLOCK
 // erfinv, evaluated in double (about 200 operations): a clone too, for float and double (the
 // 8 streams of a loop inlining it compiled in 6.6 s, float)
 FTM_CLONE double erfinv(double x) { return detail::erfinv(x); }

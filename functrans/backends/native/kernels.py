@@ -225,7 +225,7 @@ def render_function(g):
     block = broadcast_block(g) if k == 1 and not g.columns else 0
     cols = _row_length(g) if g.columns else 0 if block else last_axis_vectors(g)
     if cols:
-        return _render_rows_of(g, body, lines, cols, k), entry_point(g.name, g.params)
+        return _render_rows_of(g, lines, cols, k), entry_point(g.name, g.params)
     if block:
         at = {pos for pos, _, _ in g.bcasts}
         chunk = max(1, 2048 // block)
@@ -238,7 +238,7 @@ def render_function(g):
         lines += ["      " + b for p, b in enumerate(body) if p not in at]
         lines += ["    }", "  }", "}"]
         return "\n".join(lines), entry_point(g.name, g.params)
-    stages = staged_loop(g.body) if g.size >= STREAMS_MIN_SIZE else None
+    stages = staged_loop(g.body) if g.size >= STAGE_BLOCK else None
     if stages:
         return "\n".join(lines + stages + ["}"]), entry_point(g.name, g.params)
     if k > 1:
@@ -253,92 +253,140 @@ def render_function(g):
     return "\n".join(lines), entry_point(g.name, g.params)
 
 
-# The float functions a large flat loop is split at (ftmath.h's NAME_block), and the block
-# of elements each part of the split loop covers (its values crossing the parts in arrays
-# of that many on the stack: a few KiB, within L1)
-BLOCKED = ("exp", "expm1", "log", "log1p", "tanh", "erf")
+# The float function a large loop is split at (ftmath.h's tanh_block: on AVX-512 the table
+# tanh, which GCC's vectorizer calls only out of line), and the block of elements each part
+# of the split loop covers (the values crossing the parts in arrays of that many on the
+# stack: a few KiB, within L1). Split at exp, log1p and erf too, loops ran slower (three exp
+# and a log1p on 1M floats 1.7 -> 1.9 ms, exact GELU's gradient 0.75 -> 1.0 ms), and at an
+# LSTM step's logistic gates too, 17 -> 18 us
 STAGE_BLOCK = 256
-_SPLIT = re.compile(r"const float (v\d+) = (\(float\)\()?(" + "|".join(BLOCKED)
-                    + r")\((v\d+)\)(?(2)\));")
+_SPLIT = re.compile(r"const float (v\d+) = (\(float\)\()?tanh\((v\d+)\)(?(2)\));")
 _DEFINES = re.compile(r"const (\w+) (v\d+) = (.*)$")
 _LOCAL = re.compile(r"\bv\d+\b")
+_FLOAT_LOAD = re.compile(r"const float v\d+ = (in\d+)\[([^\]]*)\];")
 
 
-def staged_loop(body):
-    """The loop of a large flat group whose body applies a BLOCKED function to a float
-    local, as lines of C++ (None when it applies none): the elements in blocks of
-    STAGE_BLOCK, and in each block the body's parts between those calls as loops of their
-    own, the calls as ftmath.h's NAME_block over the block. A value crossing from one part
-    to a later one goes through an array of the block, but for loads (a line reading no
-    local), which the later part repeats. The parts vectorize alone, and the function's
-    loop keeps its constants in registers: the 30-op chain, 3 tanh an element on 1M floats,
-    one thread, 2.2 ns an element as one loop in 4 streams, 1.8 split so (1.3 with
-    AVX-512's table tanh, which GCC's vectorizer can only call as a clone)."""
+def staged_parts(body, index, length, size, start):
+    """The parts of a loop body that applies tanh to a float local, split at those calls
+    (None when it applies none): (the declarations of the arrays that carry values across
+    parts, [a part's lines, or the line calling tanh_block]). The loop they make covers a
+    block of `size` elements, the part at the C index `index` in the block (`length` of
+    them); the caller wraps each part in its simd loop. A value crossing from one part to a
+    later one goes through an array of the block, but for loads (lines reading no local),
+    which each part that reads them repeats; tanh of a float input reads it in place, from
+    the element start(its load's index) (None: not one to read so). Each part vectorizes
+    alone, and tanh's loop keeps its constants in registers, nothing else live across it:
+    the 30-op chain, 3 tanh an element on 1M floats, one thread, 2.2 ns an element as one
+    loop in 4 streams, 1.8 split so, 1.3 with AVX-512's table tanh (which GCC's vectorizer
+    can only call as an out-of-line clone: 2.05 so)."""
     parts, calls = [[]], []
     for line in body:
         m = _SPLIT.match(line)
         if m:
-            calls.append((m.group(3), m.group(4), m.group(1)))
+            calls.append((m.group(3), m.group(1)))
             parts.append([])
         else:
             parts[-1].append(line)
     if not calls:
         return None
-    defined = {}                                   # local -> (part, line or None, C type)
-    for p, part in enumerate(parts):
-        for line in part:
-            d = _DEFINES.match(line)
-            if d:
-                defined[d.group(2)] = (p, line, d.group(1))
-    for p, (_, _, out) in enumerate(calls):
-        defined[out] = (p + 1, None, "float")
+    defined = {}                                   # local -> (line or None, C type)
+    for line in (line for part in parts for line in part):
+        d = _DEFINES.match(line)
+        if d:
+            defined[d.group(2)] = (line, d.group(1))
+    defined.update({out: (None, "float") for _, out in calls})
 
     def repeated(name):
-        line = defined[name][1]
+        line = defined[name][0]
         return line is not None and not _LOCAL.search(_DEFINES.match(line).group(3))
-    arrays, heads = set(), []
-    for p, part in enumerate(parts):
+    sources = {}                                   # tanh's operand -> the C pointer read
+    for src, _ in calls:
+        m = _FLOAT_LOAD.match(defined[src][0] or "")
+        at = start(m.group(2)) if m else None
+        sources[src] = f"{m.group(1)} + {at}" if at is not None else f"ft_b{src}"
+    arrays = {out for _, out in calls} | {v for v, at in sources.items() if at == f"ft_b{v}"}
+    heads = []
+    for part in parts:
         own, need = set(), []
         for line in part:
             d = _DEFINES.match(line)
-            rhs = d.group(3) if d else line
-            for v in _LOCAL.findall(rhs):
+            for v in _LOCAL.findall(d.group(3) if d else line):
                 if v not in own and v not in need:
                     need.append(v)
             if d:
                 own.add(d.group(2))
         arrays.update(v for v in need if not repeated(v))
-        heads.append([defined[v][1] for v in need if repeated(v)]
-                     + [f"const {defined[v][2]} {v} = ft_b{v}[i - i0];"
+        heads.append([defined[v][0] for v in need if repeated(v)]
+                     + [f"const {defined[v][1]} {v} = ft_b{v}[{index}];"
                         for v in need if not repeated(v)])
-    arrays.update(src for _, src, _ in calls)
-    arrays.update(out for _, _, out in calls)
+    steps = []
+    for p, part in enumerate(parts):
+        stores = [f"ft_b{d.group(2)}[{index}] = {d.group(2)};"
+                  for d in map(_DEFINES.match, part) if d and d.group(2) in arrays]
+        lines = heads[p] + part
+        read = set(_LOCAL.findall(" ".join(stores + [_DEFINES.sub(r"\3", ln) for ln in lines])))
+        lines = [ln for ln in lines if not (_DEFINES.match(ln) and repeated(
+            _DEFINES.match(ln).group(2)) and _DEFINES.match(ln).group(2) not in read)]
+        if lines or stores:
+            steps.append(inline_calls(lines) + stores)
+        if p < len(calls):
+            src, dst = calls[p]
+            steps.append(f"ftm::tanh_block({sources[src]}, ft_b{dst}, {length});")
+    decls = [f"alignas(64) {defined[v][1]} ft_b{v}[{size}];" for v in sorted(arrays)]
+    return decls, steps
+
+
+def staged_loop(body):
+    """The loop of a large flat group as staged_parts (None when there are none): the
+    elements in blocks of STAGE_BLOCK, the parts' loops and calls in each."""
     b = STAGE_BLOCK
+    staged = staged_parts(body, "i - i0", "ft_e - i0", b,
+                          lambda at: "i0" if at == "i" else None)
+    if staged is None:
+        return None
+    decls, steps = staged
     out = [f"  #pragma omp parallel for num_threads(nt) schedule(dynamic, {2048 // b})",
            f"  for (long long i0 = 0; i0 < n; i0 += {b}LL) {{",
            f"    const long long ft_e = i0 + {b}LL < n ? i0 + {b}LL : n;"]
-    out += [f"    alignas(64) {defined[v][2]} ft_b{v}[{b}];" for v in sorted(arrays)]
-    for p, part in enumerate(parts):
-        stores = [f"ft_b{v}[i - i0] = {v};" for v in
-                  (_DEFINES.match(line).group(2) for line in part if _DEFINES.match(line))
-                  if v in arrays]
-        lines = inline_calls(heads[p] + part) + stores
-        if lines:
+    out += ["    " + d for d in decls]
+    for step in steps:
+        if isinstance(step, str):
+            out.append("    " + step)
+        else:
             out += ["    #pragma omp simd", "    for (long long i = i0; i < ft_e; ++i) {"]
-            out += ["      " + line for line in lines] + ["    }"]
-        if p < len(calls):
-            fn, src, dst = calls[p]
-            out.append(f"    ftm::{fn}_block(ft_b{src}, ft_b{dst}, ft_e - i0);")
+            out += ["      " + line for line in step] + ["    }"]
     return out + ["  }"]
 
 
-def _render_rows_of(g, body, lines, cols, k):
+def _render_rows_of(g, lines, cols, k):
     """render_function's loop for last_axis_vectors: rows of `cols` elements (k streams of
     rows, as the flat loop's streams of elements), each broadcast vector read at the column
-    `j` of the inner simd loop, a plain load."""
+    `j` of the inner simd loop, a plain load; a row of STAGE_ROWS elements is staged
+    (staged_parts) where the body calls tanh, a row a block (an LSTM step's gates, 20 x
+    256, one thread: 18.0 us a call with tanh's clone, 16.8-17.0 so, 17.1 with the former
+    tanh inlined)."""
     at = {pos: line("j", terms=[(1, None, terms[0][2])]) for pos, terms, line in g.bcasts}
-    body = [at.get(p, b) for p, b in enumerate(body)]
+    body = [at.get(p, b) for p, b in enumerate(g.body)]
     lines.append(f"  const long long R = n / {cols}LL;")
+    staged = (staged_parts(body, "j", f"{cols}LL", cols, functools.partial(_row_start, cols))
+              if cols in STAGE_ROWS else None)
+    if staged:
+        lines.append(f"  #pragma omp parallel for num_threads(nt) schedule(dynamic, "
+                     f"{max(1, 2048 // cols)})")
+        lines.append("  for (long long r = 0; r < R; ++r) {")
+        if g.columns:
+            lines.append("    const long long ft_r = r;")
+        decls, steps = staged
+        lines += ["    " + d for d in decls]
+        for step in steps:
+            if isinstance(step, str):
+                lines.append("    " + step)
+            else:
+                lines += ["    #pragma omp simd", f"    for (long long j = 0; j < {cols}LL; ++j) {{",
+                          f"      const long long i = r * {cols}LL + j;"]
+                lines += ["      " + line for line in step] + ["    }"]
+        return "\n".join(lines + ["  }", "}"])
+    body = inline_calls(body)
     if k > 1:
         lines.append(f"  const long long q = (R + {k - 1}) / {k};")
         lines += [f"  const long long o{s} = ({s} * q < R - q ? {s} * q : R - q) * {cols}LL;"
@@ -356,6 +404,16 @@ def _render_rows_of(g, body, lines, cols, k):
     lines += ["      " + b for b in interleaved(body, k)]
     lines += ["    }", "  }", "}"]
     return "\n".join(lines)
+
+
+def _row_start(cols, at):
+    """The index at the row's first column of a row loop's load index `at` (None when it
+    is not the column plus a term of the row)."""
+    if at == "i":
+        return f"r * {cols}LL"
+    if at == "j":
+        return "0"
+    return at[:-len(" + j")] if at.endswith(" + j") and "j" not in at[:-len(" + j")] else None
 
 
 def last_axis_vectors(g) -> int:
@@ -381,6 +439,7 @@ def _row_length(g) -> int:
 
 BLOCK_MIN, BLOCK_MAX = 64, 4096    # broadcast_block's blocks: long enough for a loop of
                                    # their own, short enough for threads to share the work
+STAGE_ROWS = range(BLOCK_MIN, 4 * STAGE_BLOCK + 1)    # the rows _render_rows_of stages
 
 
 def broadcast_block(g) -> int:

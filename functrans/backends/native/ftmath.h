@@ -826,32 +826,37 @@ FTM_INL float floor(float x) { return detail::floor_f(x); }
 FTM_INL float ceil(float x) { return detail::ceil_f(x); }
 FTM_INL float round(float x) { return detail::round_f(x); }
 FTM_INL float fabs(float x) { return detail::absf(x); }
-// float tanh from a table, where GCC compiles for AVX-512 (FTM_TANH_TABLE; tanh_f elsewhere):
-// |x| clamped to 9.5 (tanh rounds to 1 from 9.01 on; a NaN is kept), then on 30 intervals,
-// [0, 2^-4) and the quarter binades above (the interval: bits >> 21, from the exponent's low
-// bits to the mantissa's top two), c0 + t (c1 + t (c2 + t (c3 + t (c4 + t c5)))), t = |x| - b.
-// The fits: b near the interval's middle where tanh(b) lies within 0.003 ulp of a float,
-// which is c0; c1..c5 a relative-error minimax fit (Lawson's iterations in double), rounded
-// to float one at a time, the rest refitted each time; on the first interval the odd series
-// t - t^3/3 + c5 t^5 about 0. Fit error < 0.23 ulp, every float32 within 1 ulp of the
-// correctly rounded value (tests/test_native_math.py, exhaustive). A vector of 16 takes 6
-// permutes of two table rows (vpermt2ps) and 5 fused multiply-adds, about 20 instructions
-// against tanh_f's 40. GCC's vectorizer turns a table read into a gather (the 30-op chain's
-// kernel ran at 9-12 ns an element so, 2.2 with tanh_f), so the vector code is written in
-// GCC's vector extensions, and the vectorized loops call it as the clones of a declared
-// function, `ftm_tanhf`, whose clones (the vector ABI's names) and scalar symbol this file
-// defines: one table and one sequence of operations, the same bits on every path.
-#if !defined(FTM_TANH_TABLE)
+// float tanh and erf from tables, where GCC compiles for AVX-512 (FTM_TABLES; tanh_f and
+// erf_f elsewhere). |x| clamped (tanh rounds to 1 from 9.01 on, erf from 3.92: clamped to
+// 9.5 and 3.95; a NaN is kept), then on intervals [0, 2^-4) and the quarter binades above it
+// (the interval is bits(|x|) >> 21, from the exponent's low bits to the mantissa's top
+// two: 30 for tanh, 25 for erf), c0 + t (c1 + t (c2 + t (c3 + t (c4 + t c5)))) + e t,
+// t = |x| - b. The fits: b near the interval's middle where f(b) lies within 0.003 ulp of a
+// float, which is c0; c1..c5 a relative-error minimax fit (Lawson's iterations in double),
+// rounded to float one at a time, the rest refitted each time; on the first interval the
+// odd series about 0, for erf as t + t (c1 + ...) (e = 1, c1 = 2/sqrt(pi) - 1: a rounded
+// 2/sqrt(pi) put tiny results 2 ulp off). Fit errors < 0.23 ulp (tanh) and 0.44 (erf);
+// every float32 is within 1 ulp of the correctly rounded value (tests/test_native_math.py,
+// exhaustive: 0.6% of them at 1 ulp for tanh, 2.9% for erf). A vector of 16 takes 6
+// permutes of two table rows (vpermt2ps) and 5 fused multiply-adds (erf: 2 more for e t),
+// about 20 instructions against tanh_f's 40 and erf_f's 55. GCC's vectorizer turns a table
+// read into a gather (the 30-op chain's kernel ran at 9-12 ns an element so, 2.2 with
+// tanh_f), so the vector code is written in GCC's vector extensions, and the vectorized
+// loops call it as the clones of a declared function (`ftm_tanhf`, `ftm_erff`) whose
+// clones (the vector ABI's names) and scalar symbol this file defines: one table and one
+// sequence of operations, the same bits on every path; the loops split at these calls run
+// it inline (NAME_block: kernels.staged_parts).
+#if !defined(FTM_TABLES)
 #if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__) && defined(__FMA__)
-#define FTM_TANH_TABLE 1
+#define FTM_TABLES 1
 #else
-#define FTM_TANH_TABLE 0
+#define FTM_TABLES 0
 #endif
 #endif
-#if FTM_TANH_TABLE
+#if FTM_TABLES
 namespace detail {
-constexpr int TANH_SHIFT = 21, TANH_FIRST = 491;    // interval (bits(|x|) >> 21) - 491, >= 0
-alignas(64) constexpr float TANH_TABLE[7][32] = {
+constexpr int TABLE_SHIFT = 21, TABLE_FIRST = 491;  // interval (bits(|x|) >> 21) - 491, >= 0
+alignas(64) constexpr float TANH_TABLE[8][32] = {
   {  // b
     0.0f, 0x1.1fe48ep-4f, 0x1.601758p-4f, 0x1.a0134p-4f, 0x1.dff142p-4f, 0x1.20147ap-3f,
     0x1.601688p-3f, 0x1.a003bp-3f, 0x1.dfdep-3f, 0x1.1fa44p-2f, 0x1.600068p-2f,
@@ -904,15 +909,71 @@ alignas(64) constexpr float TANH_TABLE[7][32] = {
     0x1.2b155p-8f, 0x1.04a13p-8f, 0x1.f66436p-10f, 0x1.94649cp-11f, 0x1.333a94p-12f,
     0x1.1fb02ap-14f, 0x1.38a57ap-17f, 0x1.52ce7ap-20f, 0x1.7154ecp-23f, 0x1.3f893ap-26f,
     0.0f, 0.0f},
+  {},  // e
 };
-FTM_INL float tanh_tab_f(float x) {
+alignas(64) constexpr float ERF_TABLE[8][32] = {
+  {  // b
+    0.0f, 0x1.204b5ep-4f, 0x1.5fd8aep-4f, 0x1.9fd1b8p-4f, 0x1.dfdfa4p-4f, 0x1.1fe354p-3f,
+    0x1.6056d6p-3f, 0x1.a0212ep-3f, 0x1.e0119cp-3f, 0x1.200832p-2f, 0x1.5ff3b6p-2f,
+    0x1.9feab4p-2f, 0x1.df4816p-2f, 0x1.20268p-1f, 0x1.5ff27cp-1f, 0x1.9fe7d6p-1f,
+    0x1.e00c4ap-1f, 0x1.20354p+0f, 0x1.5ffa44p+0f, 0x1.a014e4p+0f, 0x1.e0013ap+0f,
+    0x1.20126ep+1f, 0x1.5ff9dcp+1f, 0x1.a00cb2p+1f, 0x1.df3296p+1f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f, 0.0f},
+  {  // c0
+    0.0f, 0x1.44c4dep-4f, 0x1.8c0ab4p-4f, 0x1.d39848p-4f, 0x1.0d818ep-3f, 0x1.42b844p-3f,
+    0x1.89af32p-3f, 0x1.cf2b5ap-3f, 0x1.09f83ep-2f, 0x1.3ca334p-2f, 0x1.7e0942p-2f,
+    0x1.bcbb8cp-2f, 0x1.f7c906p-2f, 0x1.25d85p-1f, 0x1.5688c2p-1f, 0x1.7faba8p-1f,
+    0x1.a15adcp-1f, 0x1.c6fcbp-1f, 0x1.e57498p-1f, 0x1.f4f9fp-1f, 0x1.fbe634p-1f,
+    0x1.ff40cep-1f, 0x1.fff2ccp-1f, 0x1.ffff7p-1f, 0x1.fffffcp-1f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f, 0.0f},
+  {  // c1
+    0x1.06eba8p-3f, 0x1.1f7006p+0f, 0x1.1ebdcep+0f, 0x1.1de74p+0f, 0x1.1ced62p+0f,
+    0x1.1b368ep+0f, 0x1.1870c6p+0f, 0x1.152e96p+0f, 0x1.116bbep+0f, 0x1.0ae41cp+0f,
+    0x1.00adeep+0f, 0x1.e9ddfp-1f, 0x1.d0122cp-1f, 0x1.a4e3bp-1f, 0x1.682d04p-1f,
+    0x1.2aa4b4p-1f, 0x1.dfb49p-2f, 0x1.455128p-2f, 0x1.5cfb14p-3f, 0x1.4945e4p-4f,
+    0x1.12c9c2p-5f, 0x1.d2e4fcp-8f, 0x1.33b4cep-11f, 0x1.e8968p-16f, 0x1.f0287p-21f, 0.0f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+  {  // c2
+    0.0f, -0x1.43b072p-4f, -0x1.8a1c5cp-4f, -0x1.d064dp-4f, -0x1.0b0952p-3f,
+    -0x1.3e7e5ep-3f, -0x1.81fa04p-3f, -0x1.c28f7ap-3f, -0x1.005eacp-2f, -0x1.2c4954p-2f,
+    -0x1.60e29ap-2f, -0x1.8df00ap-2f, -0x1.b26a26p-2f, -0x1.d9bf4ep-2f, -0x1.ef2afp-2f,
+    -0x1.e52f5ap-2f, -0x1.c1c4c8p-2f, -0x1.6e3f5ep-2f, -0x1.dfd2a8p-3f, -0x1.0b9706p-3f,
+    -0x1.019e42p-4f, -0x1.069e04p-6f, -0x1.a6513p-10f, -0x1.8b02a4p-14f, -0x1.cfc48ap-19f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+  {  // c3
+    -0x1.8126b6p-2f, -0x1.7e495cp-2f, -0x1.774c5ep-2f, -0x1.75f32p-2f, -0x1.6fdc26p-2f,
+    -0x1.6a171ap-2f, -0x1.5eedb8p-2f, -0x1.53c92cp-2f, -0x1.43b4e4p-2f, -0x1.2b89f2p-2f,
+    -0x1.0585dep-2f, -0x1.b5b418p-3f, -0x1.5b947cp-3f, -0x1.9b75fcp-4f, -0x1.a60224p-7f,
+    0x1.fd6372p-5f, 0x1.e4e586p-4f, 0x1.4ce42cp-3f, 0x1.437abep-3f, 0x1.d6235ap-4f,
+    0x1.143b3p-4f, 0x1.63455p-6f, 0x1.69cb34p-9f, 0x1.981c7ap-13f, 0x1.12f85p-17f, 0.0f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+  {  // c4
+    0.0f, -0x1.c584b6p-8f, 0x1.c00dbcp-4f, 0x1.1c0a1p-4f, -0x1.5639d4p-5f, 0x1.579eb6p-4f,
+    0x1.75815ep-4f, 0x1.ae5b7ep-4f, 0x1.01fa68p-3f, 0x1.1da52cp-3f, 0x1.42caa6p-3f,
+    0x1.62db04p-3f, 0x1.714b6p-3f, 0x1.7514c4p-3f, 0x1.530984p-3f, 0x1.0f6204p-3f,
+    0x1.744936p-4f, 0x1.cb9caap-6f, -0x1.eb96f8p-6f, -0x1.94c24ap-5f, -0x1.5973fap-5f,
+    -0x1.3c35dcp-6f, -0x1.be5d62p-9f, -0x1.446e86p-12f, -0x1.039786p-16f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f, 0.0f, 0.0f},
+  {  // c5
+    0x1.cb800ap-4f, 0x1.0682ecp+5f, -0x1.eaa194p+3f, 0x1.d32e1ap+2f, -0x1.1ff86ep+4f,
+    -0x1.a588dap+0f, -0x1.4916a2p+1f, 0x1.2817a4p+1f, -0x1.23c0f8p+1f, 0x1.1a3ed8p-4f,
+    0x1.40c4a4p-3f, 0x1.c1ccp-5f, -0x1.22b16ep-7f, -0x1.bd991p-8f, -0x1.63df16p-5f,
+    -0x1.0c334p-4f, -0x1.16a506p-4f, -0x1.f5197cp-5f, -0x1.f67e52p-6f, -0x1.339698p-9f,
+    0x1.72b046p-7f, 0x1.5a7daap-7f, 0x1.7351eep-9f, 0x1.5ed5eep-12f, 0x1.84ec28p-16f, 0.0f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+  {  // e: t e added last (erf's first interval: t + t (c1 + ...))
+    1.0f},
+};
+// E: the table has an e row (erf)
+template <bool E> FTM_INL float table_f(const float (*T)[32], float clamp, float x) {
   const float a0 = absf(x);
-  const float a = a0 > 9.5f ? 9.5f : a0;
-  const int k0 = (int)(fbits(a) >> TANH_SHIFT) - TANH_FIRST;
+  const float a = a0 > clamp ? clamp : a0;
+  const int k0 = (int)(fbits(a) >> TABLE_SHIFT) - TABLE_FIRST;
   const int k = (k0 > 0 ? k0 : 0) & 31;
-  const float t = a - TANH_TABLE[0][k];
-  float p = __builtin_fmaf(TANH_TABLE[6][k], t, TANH_TABLE[5][k]);
-  for (int c = 4; c >= 1; --c) p = __builtin_fmaf(p, t, TANH_TABLE[c][k]);
+  const float t = a - T[0][k];
+  float p = __builtin_fmaf(T[6][k], t, T[5][k]);
+  for (int c = 4; c >= 1; --c) p = __builtin_fmaf(p, t, T[c][k]);
+  if (E) p = __builtin_fmaf(T[7][k], t, p);
   return flt(fbits(p) | (fbits(x) & SIGNF));
 }
 }  // namespace detail
@@ -922,56 +983,66 @@ namespace detail {
 typedef float v16f __attribute__((vector_size(64)));
 typedef int v16i __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
 FTM_INL v16f load16(const float* p) { v16f v; __builtin_memcpy(&v, p, 64); return v; }
-FTM_INL v16f tanh_tab_v(v16f x) {
+template <bool E> FTM_INL v16f table_v(const float (*T)[32], float clamp, v16f x) {
   v16f a = (v16f)((v16i)x & 0x7fffffff);
-  a = a > 9.5f ? v16f{} + 9.5f : a;
-  v16i k = ((v16i)a >> TANH_SHIFT) - TANH_FIRST;
+  a = a > clamp ? v16f{} + clamp : a;
+  v16i k = ((v16i)a >> TABLE_SHIFT) - TABLE_FIRST;
   k = k > 0 ? k : 0;
-#define FTM_ROW(R) __builtin_shuffle(load16(TANH_TABLE[R]), load16(TANH_TABLE[R] + 16), k)
+#define FTM_ROW(R) __builtin_shuffle(load16(T[R]), load16(T[R] + 16), k)
   const v16f t = a - FTM_ROW(0);
   v16f p = FTM_ROW(6) * t + FTM_ROW(5);
   p = p * t + FTM_ROW(4);
   p = p * t + FTM_ROW(3);
   p = p * t + FTM_ROW(2);
   p = p * t + FTM_ROW(1);
+  if (E) p = FTM_ROW(7) * t + p;
 #undef FTM_ROW
   return (v16f)((v16i)p | ((v16i)x & (int)SIGNF));
 }
-// the clones GCC may call for `omp declare simd notinbranch`: each ISA's vector length
-// (SSE 4, AVX and AVX2 8, AVX-512 16 floats), in this file's ISA (the calls are this
-// translation unit's), the shorter ones computed in 16 lanes
-template <typename V> FTM_INL V tanh_tab_part(V x) {
+// the shorter vectors computed in 16 lanes
+template <bool E, typename V> FTM_INL V table_part(const float (*T)[32], float clamp, V x) {
   v16f w{};
   __builtin_memcpy(&w, &x, sizeof(V));
-  w = tanh_tab_v(w);
+  w = table_v<E>(T, clamp, w);
   __builtin_memcpy(&x, &w, sizeof(V));
   return x;
 }
-typedef float v4f __attribute__((vector_size(16)));
-#define FTM_TANH_CLONE(V, ABI)                                                          \
-  static __attribute__((noinline, used)) V tanh_clone_##ABI(V x) __asm__(#ABI "_ftm_tanhf"); \
-  static V tanh_clone_##ABI(V x) { return tanh_tab_part(x); }
-FTM_TANH_CLONE(v4f, _ZGVbN4v) FTM_TANH_CLONE(v8f, _ZGVcN8v) FTM_TANH_CLONE(v8f, _ZGVdN8v)
-FTM_TANH_CLONE(v16f, _ZGVeN16v)
-#undef FTM_TANH_CLONE
-static __attribute__((noinline, used)) float tanh_scalar(float x) __asm__("ftm_tanhf_scalar");
-static float tanh_scalar(float x) { return tanh_tab_f(x); }
 }  // namespace detail
-// tanh_block(x, y, m): y[j] = tanh(x[j]) for j < m (x == y allowed), the loop a large fused
-// loop is split at (kernels.staged_parts)
-static inline __attribute__((noinline)) void tanh_block(const float* x, float* y, long long m) {
-  long long j = 0;
-  for (; j + 16 <= m; j += 16) {
-    const detail::v16f r = detail::tanh_tab_v(detail::load16(x + j));
-    __builtin_memcpy(y + j, &r, 64);
+// For each function: the clones GCC may call for `omp declare simd notinbranch`, each ISA's
+// vector length (SSE 4, AVX and AVX2 8, AVX-512 16 floats) in this file's ISA (the calls
+// are this translation unit's), the scalar symbol, and NAME_block(x, y, m): y[j] =
+// NAME(x[j]) for j < m (x == y allowed)
+#define FTM_TABLE_CLONE(NAME, V, ABI, T, CLAMP, E)                                         \
+  static __attribute__((noinline, used)) V NAME##_clone_##ABI(V x) __asm__(#ABI "_ftm_" #NAME "f"); \
+  static V NAME##_clone_##ABI(V x) { return detail::table_part<E>(T, CLAMP, x); }
+#define FTM_TABLE_FN(NAME, T, CLAMP, E)                                                      \
+  FTM_TABLE_CLONE(NAME, detail::v4f, _ZGVbN4v, T, CLAMP, E)                                \
+  FTM_TABLE_CLONE(NAME, detail::v8f, _ZGVcN8v, T, CLAMP, E)                                \
+  FTM_TABLE_CLONE(NAME, detail::v8f, _ZGVdN8v, T, CLAMP, E)                                \
+  FTM_TABLE_CLONE(NAME, detail::v16f, _ZGVeN16v, T, CLAMP, E)                              \
+  static __attribute__((noinline, used)) float NAME##_scalar(float x) __asm__("ftm_" #NAME "f_scalar"); \
+  static float NAME##_scalar(float x) { return detail::table_f<E>(T, CLAMP, x); }             \
+  static inline __attribute__((noinline)) void NAME##_block(const float* x, float* y,      \
+                                                           long long m) {                  \
+    long long j = 0;                                                                       \
+    for (; j + 16 <= m; j += 16) {                                                         \
+      const detail::v16f r = detail::table_v<E>(T, CLAMP, detail::load16(x + j));          \
+      __builtin_memcpy(y + j, &r, 64);                                                     \
+    }                                                                                      \
+    for (; j < m; ++j) y[j] = detail::table_f<E>(T, CLAMP, x[j]);                          \
   }
-  for (; j < m; ++j) y[j] = detail::tanh_tab_f(x[j]);
-}
+FTM_TABLE_FN(tanh, detail::TANH_TABLE, 9.5f, false)
+FTM_TABLE_FN(erf, detail::ERF_TABLE, 3.95f, true)
+#undef FTM_TABLE_FN
+#undef FTM_TABLE_CLONE
 #pragma GCC pop_options
-asm(".set ftm_tanhf, ftm_tanhf_scalar");
+asm(".set ftm_tanhf, ftm_tanhf_scalar\n.set ftm_erff, ftm_erff_scalar");
 #pragma omp declare simd notinbranch
 extern "C" __attribute__((const, nothrow, visibility("hidden"))) float ftm_tanhf(float);
+#pragma omp declare simd notinbranch
+extern "C" __attribute__((const, nothrow, visibility("hidden"))) float ftm_erff(float);
 #endif
 
 // The float transcendentals below are out-of-line vector clones, one per function, ISA and
@@ -985,11 +1056,12 @@ extern "C" __attribute__((const, nothrow, visibility("hidden"))) float ftm_tanhf
   _Pragma("omp declare simd notinbranch") _Pragma("omp declare simd notinbranch simdlen(8)") \
   static __attribute__((noinline))
 #define FTM_FF(NAME) FTM_CLONE float NAME(float x) { return detail::NAME##_f(x); }
-FTM_FF(exp) FTM_FF(expm1) FTM_FF(log) FTM_FF(log1p) FTM_FF(erf)
-#if FTM_TANH_TABLE
+FTM_FF(exp) FTM_FF(expm1) FTM_FF(log) FTM_FF(log1p)
+#if FTM_TABLES
 FTM_INL float tanh(float x) { return ftm_tanhf(x); }
+FTM_INL float erf(float x) { return ftm_erff(x); }
 #else
-FTM_FF(tanh)
+FTM_FF(tanh) FTM_FF(erf)
 #endif
 #undef FTM_FF
 // The same functions inlined, for the loops that call them a few times (kernels.inline_calls):
@@ -1002,21 +1074,21 @@ FTM_FF(tanh)
 #define FTM_FI(NAME)                                                                      \
   FTM_INL float NAME##_inline(float x) { return detail::NAME##_f(x); }                   \
   FTM_INL double NAME##_inline(double x) { return detail::NAME(x); }
-FTM_FI(exp) FTM_FI(expm1) FTM_FI(log) FTM_FI(log1p) FTM_FI(erf)
-#if FTM_TANH_TABLE
+FTM_FI(exp) FTM_FI(expm1) FTM_FI(log) FTM_FI(log1p)
+#if FTM_TABLES
 FTM_INL float tanh_inline(float x) { return ftm_tanhf(x); }
 FTM_INL double tanh_inline(double x) { return detail::tanh(x); }
+FTM_INL float erf_inline(float x) { return ftm_erff(x); }
+FTM_INL double erf_inline(double x) { return detail::erf(x); }
 #else
-FTM_FI(tanh)
-#endif
-#undef FTM_FI
-#if !FTM_TANH_TABLE
+FTM_FI(tanh) FTM_FI(erf)
 // tanh_block(x, y, m): y[j] = tanh(x[j]) for j < m (x == y allowed), the loop a large fused
 // loop is split at (kernels.staged_parts)
 static inline __attribute__((noinline)) void tanh_block(const float* x, float* y, long long m) {
   _Pragma("omp simd") for (long long j = 0; j < m; ++j) y[j] = tanh_inline(x[j]);
 }
 #endif
+#undef FTM_FI
 // erfinv, evaluated in double (about 200 operations): a clone too, for float and double (the
 // 8 streams of a loop inlining it compiled in 6.6 s, float)
 FTM_CLONE double erfinv(double x) { return detail::erfinv(x); }

@@ -216,16 +216,29 @@ def render_function(g):
     Broadcast inputs constant on blocks of the flat index are loaded once a block
     (broadcast_block); vectors along the last axis are read at the column of a loop over
     rows (last_axis_vectors); so are a group's column blocks (render_group); a body with
-    few transcendental calls inlines them (inline_calls)."""
+    few transcendental calls inlines them (inline_calls); a loop calling tanh (and erf,
+    where ftmath.h has its table) is split at those calls (staged_parts)."""
     params = g.params + ["const long long n", "const int nt"]
     lines = [f"static void {g.name}_body({', '.join(params)}) {{"]
     lines += ["  " + h for h in g.hoisted]
+    plain, tables = _loop(g, SPLIT), _loop(g, SPLIT + SPLIT_TABLES)
+    if tables == plain:
+        lines += plain
+    else:
+        lines += ["#if FTM_TABLES", *tables, "#else", *plain, "#endif"]
+    return "\n".join(lines + ["}"]), entry_point(g.name, g.params)
+
+
+def _loop(g, split):
+    """render_function's loop (the function's lines after its constants), split at the
+    calls of the functions `split` names."""
     k = streams(g)
     body = inline_calls(g.body)
     block = broadcast_block(g) if k == 1 and not g.columns else 0
     cols = _row_length(g) if g.columns else 0 if block else last_axis_vectors(g)
     if cols:
-        return _render_rows_of(g, lines, cols, k), entry_point(g.name, g.params)
+        return _rows_loop(g, cols, k, split)
+    lines = []
     if block:
         at = {pos for pos, _, _ in g.bcasts}
         chunk = max(1, 2048 // block)
@@ -236,11 +249,10 @@ def render_function(g):
         lines.append("    #pragma omp simd")
         lines.append("    for (long long i = i0; i < i1; ++i) {")
         lines += ["      " + b for p, b in enumerate(body) if p not in at]
-        lines += ["    }", "  }", "}"]
-        return "\n".join(lines), entry_point(g.name, g.params)
-    stages = staged_loop(g.body) if g.size >= STAGE_BLOCK else None
+        return lines + ["    }", "  }"]
+    stages = staged_loop(g.body, split) if g.size >= STAGE_BLOCK else None
     if stages:
-        return "\n".join(lines + stages + ["}"]), entry_point(g.name, g.params)
+        return stages
     if k > 1:
         lines.append(f"  const long long q = (n + {k - 1}) / {k};")
         lines += [f"  const long long o{s} = {s} * q < n - q ? {s} * q : n - q;"
@@ -249,27 +261,35 @@ def render_function(g):
     lines.append(f"  for (long long i = 0; i < {'q' if k > 1 else 'n'}; ++i) {{")
     lines += [f"    const long long i{s} = i + o{s};" for s in range(1, k)]
     lines += ["    " + b for b in interleaved(body, k)]
-    lines += ["  }", "}"]
-    return "\n".join(lines), entry_point(g.name, g.params)
+    return lines + ["  }"]
 
 
-# The float function a large loop is split at (ftmath.h's tanh_block: on AVX-512 the table
-# tanh, which GCC's vectorizer calls only out of line), and the block of elements each part
-# of the split loop covers (the values crossing the parts in arrays of that many on the
-# stack: a few KiB, within L1). Split at exp, log1p and erf too, loops ran slower (three exp
-# and a log1p on 1M floats 1.7 -> 1.9 ms, exact GELU's gradient 0.75 -> 1.0 ms), and at an
-# LSTM step's logistic gates too, 17 -> 18 us
+# The float functions a large loop is split at (ftmath.h's NAME_block; staged_parts): tanh
+# always (on AVX-512 its table, which GCC's vectorizer calls only out of line), erf where
+# ftmath.h has its table (FTM_TABLES: the generated source has both loops). The block of
+# elements each part of a split loop covers (the values crossing the parts in arrays of
+# that many on the stack: a few KiB, within L1). Split at exp, log1p and the polynomial erf
+# too, loops ran slower (three exp and a log1p on 1M floats 1.7 -> 1.9 ms, exact GELU's
+# gradient 0.75 -> 1.0 ms), and at an LSTM step's logistic gates too, 17 -> 18 us
+SPLIT, SPLIT_TABLES = ("tanh",), ("erf",)
 STAGE_BLOCK = 256
-_SPLIT = re.compile(r"const float (v\d+) = (\(float\)\()?tanh\((v\d+)\)(?(2)\));")
+
+
+@functools.lru_cache(maxsize=None)
+def _split_at(names):
+    return re.compile(r"const float (v\d+) = (\(float\)\()?(" + "|".join(names)
+                      + r")\((v\d+)\)(?(2)\));")
+
+
 _DEFINES = re.compile(r"const (\w+) (v\d+) = (.*)$")
 _LOCAL = re.compile(r"\bv\d+\b")
 _FLOAT_LOAD = re.compile(r"const float v\d+ = (in\d+)\[([^\]]*)\];")
 
 
-def staged_parts(body, index, length, size, start):
-    """The parts of a loop body that applies tanh to a float local, split at those calls
-    (None when it applies none): (the declarations of the arrays that carry values across
-    parts, [a part's lines, or the line calling tanh_block]). The loop they make covers a
+def staged_parts(body, index, length, size, start, split):
+    """The parts of a loop body that applies the functions `split` names (tanh, ...) to a
+    float local, split at those calls (None when it applies none): (the declarations of the
+    arrays that carry values across parts, [a part's lines, or the line calling NAME_block]). The loop they make covers a
     block of `size` elements, the part at the C index `index` in the block (`length` of
     them); the caller wraps each part in its simd loop. A value crossing from one part to a
     later one goes through an array of the block, but for loads (lines reading no local),
@@ -281,9 +301,9 @@ def staged_parts(body, index, length, size, start):
     can only call as an out-of-line clone: 2.05 so)."""
     parts, calls = [[]], []
     for line in body:
-        m = _SPLIT.match(line)
+        m = _split_at(split).match(line)
         if m:
-            calls.append((m.group(3), m.group(1)))
+            calls.append((m.group(4), m.group(1), m.group(3)))
             parts.append([])
         else:
             parts[-1].append(line)
@@ -294,17 +314,17 @@ def staged_parts(body, index, length, size, start):
         d = _DEFINES.match(line)
         if d:
             defined[d.group(2)] = (line, d.group(1))
-    defined.update({out: (None, "float") for _, out in calls})
+    defined.update({out: (None, "float") for _, out, _ in calls})
 
     def repeated(name):
         line = defined[name][0]
         return line is not None and not _LOCAL.search(_DEFINES.match(line).group(3))
     sources = {}                                   # tanh's operand -> the C pointer read
-    for src, _ in calls:
+    for src, _, _ in calls:
         m = _FLOAT_LOAD.match(defined[src][0] or "")
         at = start(m.group(2)) if m else None
         sources[src] = f"{m.group(1)} + {at}" if at is not None else f"ft_b{src}"
-    arrays = {out for _, out in calls} | {v for v, at in sources.items() if at == f"ft_b{v}"}
+    arrays = {out for _, out, _ in calls} | {v for v, at in sources.items() if at == f"ft_b{v}"}
     heads = []
     for part in parts:
         own, need = set(), []
@@ -330,18 +350,18 @@ def staged_parts(body, index, length, size, start):
         if lines or stores:
             steps.append(inline_calls(lines) + stores)
         if p < len(calls):
-            src, dst = calls[p]
-            steps.append(f"ftm::tanh_block({sources[src]}, ft_b{dst}, {length});")
+            src, dst, fn = calls[p]
+            steps.append(f"ftm::{fn}_block({sources[src]}, ft_b{dst}, {length});")
     decls = [f"alignas(64) {defined[v][1]} ft_b{v}[{size}];" for v in sorted(arrays)]
     return decls, steps
 
 
-def staged_loop(body):
+def staged_loop(body, split=SPLIT):
     """The loop of a large flat group as staged_parts (None when there are none): the
     elements in blocks of STAGE_BLOCK, the parts' loops and calls in each."""
     b = STAGE_BLOCK
     staged = staged_parts(body, "i - i0", "ft_e - i0", b,
-                          lambda at: "i0" if at == "i" else None)
+                          lambda at: "i0" if at == "i" else None, split)
     if staged is None:
         return None
     decls, steps = staged
@@ -358,8 +378,8 @@ def staged_loop(body):
     return out + ["  }"]
 
 
-def _render_rows_of(g, lines, cols, k):
-    """render_function's loop for last_axis_vectors: rows of `cols` elements (k streams of
+def _rows_loop(g, cols, k, split):
+    """_loop for last_axis_vectors: rows of `cols` elements (k streams of
     rows, as the flat loop's streams of elements), each broadcast vector read at the column
     `j` of the inner simd loop, a plain load; a row of STAGE_ROWS elements is staged
     (staged_parts) where the body calls tanh, a row a block (an LSTM step's gates, 20 x
@@ -367,9 +387,9 @@ def _render_rows_of(g, lines, cols, k):
     tanh inlined)."""
     at = {pos: line("j", terms=[(1, None, terms[0][2])]) for pos, terms, line in g.bcasts}
     body = [at.get(p, b) for p, b in enumerate(g.body)]
-    lines.append(f"  const long long R = n / {cols}LL;")
-    staged = (staged_parts(body, "j", f"{cols}LL", cols, functools.partial(_row_start, cols))
-              if cols in STAGE_ROWS else None)
+    lines = [f"  const long long R = n / {cols}LL;"]
+    staged = (staged_parts(body, "j", f"{cols}LL", cols, functools.partial(_row_start, cols),
+                           split) if cols in STAGE_ROWS else None)
     if staged:
         lines.append(f"  #pragma omp parallel for num_threads(nt) schedule(dynamic, "
                      f"{max(1, 2048 // cols)})")
@@ -385,7 +405,7 @@ def _render_rows_of(g, lines, cols, k):
                 lines += ["    #pragma omp simd", f"    for (long long j = 0; j < {cols}LL; ++j) {{",
                           f"      const long long i = r * {cols}LL + j;"]
                 lines += ["      " + line for line in step] + ["    }"]
-        return "\n".join(lines + ["  }", "}"])
+        return lines + ["  }"]
     body = inline_calls(body)
     if k > 1:
         lines.append(f"  const long long q = (R + {k - 1}) / {k};")
@@ -402,8 +422,7 @@ def _render_rows_of(g, lines, cols, k):
     lines.append(f"      const long long i = r * {cols}LL + j;")
     lines += [f"      const long long i{s} = i + o{s};" for s in range(1, k)]
     lines += ["      " + b for b in interleaved(body, k)]
-    lines += ["    }", "  }", "}"]
-    return "\n".join(lines)
+    return lines + ["    }", "  }"]
 
 
 def _row_start(cols, at):
@@ -439,7 +458,7 @@ def _row_length(g) -> int:
 
 BLOCK_MIN, BLOCK_MAX = 64, 4096    # broadcast_block's blocks: long enough for a loop of
                                    # their own, short enough for threads to share the work
-STAGE_ROWS = range(BLOCK_MIN, 4 * STAGE_BLOCK + 1)    # the rows _render_rows_of stages
+STAGE_ROWS = range(BLOCK_MIN, 4 * STAGE_BLOCK + 1)    # the rows _rows_loop stages
 
 
 def broadcast_block(g) -> int:

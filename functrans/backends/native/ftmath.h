@@ -1014,16 +1014,18 @@ template <bool E, typename V> FTM_INL V table_part(const float (*T)[32], float c
 // vector length (SSE 4, AVX and AVX2 8, AVX-512 16 floats) in this file's ISA (the calls
 // are this translation unit's), the scalar symbol, and NAME_block(x, y, m): y[j] =
 // NAME(x[j]) for j < m (x == y allowed)
-#define FTM_TABLE_CLONE(NAME, V, ABI, T, CLAMP, E)                                         \
-  static __attribute__((noinline, used)) V NAME##_clone_##ABI(V x) __asm__(#ABI "_ftm_" #NAME "f"); \
+#define FTM_TABLE_CLONE(NAME, V, ABI, T, CLAMP, E)                                        \
+  static __attribute__((noinline, used)) V NAME##_clone_##ABI(V x)                        \
+      __asm__(#ABI "_ftm_" #NAME "f");                                                    \
   static V NAME##_clone_##ABI(V x) { return detail::table_part<E>(T, CLAMP, x); }
 #define FTM_TABLE_FN(NAME, T, CLAMP, E)                                                      \
   FTM_TABLE_CLONE(NAME, detail::v4f, _ZGVbN4v, T, CLAMP, E)                                \
   FTM_TABLE_CLONE(NAME, detail::v8f, _ZGVcN8v, T, CLAMP, E)                                \
   FTM_TABLE_CLONE(NAME, detail::v8f, _ZGVdN8v, T, CLAMP, E)                                \
   FTM_TABLE_CLONE(NAME, detail::v16f, _ZGVeN16v, T, CLAMP, E)                              \
-  static __attribute__((noinline, used)) float NAME##_scalar(float x) __asm__("ftm_" #NAME "f_scalar"); \
-  static float NAME##_scalar(float x) { return detail::table_f<E>(T, CLAMP, x); }             \
+  static __attribute__((noinline, used)) float NAME##_scalar(float x)                     \
+      __asm__("ftm_" #NAME "f_scalar");                                                   \
+  static float NAME##_scalar(float x) { return detail::table_f<E>(T, CLAMP, x); }        \
   static inline __attribute__((noinline)) void NAME##_block(const float* x, float* y,      \
                                                            long long m) {                  \
     long long j = 0;                                                                       \

@@ -288,17 +288,17 @@ _FLOAT_LOAD = re.compile(r"const float v\d+ = (in\d+)\[([^\]]*)\];")
 
 def staged_parts(body, index, length, size, start, split):
     """The parts of a loop body that applies the functions `split` names (tanh, ...) to a
-    float local, split at those calls (None when it applies none): (the declarations of the
-    arrays that carry values across parts, [a part's lines, or the line calling NAME_block]). The loop they make covers a
-    block of `size` elements, the part at the C index `index` in the block (`length` of
-    them); the caller wraps each part in its simd loop. A value crossing from one part to a
+    float local, split at those calls (None when it applies none): (the declarations of
+    the arrays that carry values across parts, [a part's lines, or the line calling
+    NAME_block]). The loop they make covers a block of `size` elements, the part at the C
+    index `index` in the block (`length` of them). A value crossing from one part to a
     later one goes through an array of the block, but for loads (lines reading no local),
-    which each part that reads them repeats; tanh of a float input reads it in place, from
-    the element start(its load's index) (None: not one to read so). Each part vectorizes
-    alone, and tanh's loop keeps its constants in registers, nothing else live across it:
-    the 30-op chain, 3 tanh an element on 1M floats, one thread, 2.2 ns an element as one
-    loop in 4 streams, 1.8 split so, 1.3 with AVX-512's table tanh (which GCC's vectorizer
-    can only call as an out-of-line clone: 2.05 so)."""
+    which each part that reads them repeats; a call on a float input reads it in place,
+    from the element start(its load's index) (None: not one to read so). Each part
+    vectorizes alone, and the function's loop keeps its constants in registers, nothing
+    else live across it: the 30-op chain, 3 tanh an element on 1M floats, one thread, 2.2
+    ns an element as one loop in 4 streams, 1.8 split so, 1.3 with AVX-512's table tanh
+    (which GCC's vectorizer can only call as an out-of-line clone: 2.05 so)."""
     parts, calls = [[]], []
     for line in body:
         m = _split_at(split).match(line)
@@ -319,7 +319,7 @@ def staged_parts(body, index, length, size, start, split):
     def repeated(name):
         line = defined[name][0]
         return line is not None and not _LOCAL.search(_DEFINES.match(line).group(3))
-    sources = {}                                   # tanh's operand -> the C pointer read
+    sources = {}                                   # a call's operand -> the C pointer read
     for src, _, _ in calls:
         m = _FLOAT_LOAD.match(defined[src][0] or "")
         at = start(m.group(2)) if m else None
@@ -364,24 +364,29 @@ def staged_loop(body, split=SPLIT):
                           lambda at: "i0" if at == "i" else None, split)
     if staged is None:
         return None
+    return [f"  #pragma omp parallel for num_threads(nt) schedule(dynamic, {2048 // b})",
+            f"  for (long long i0 = 0; i0 < n; i0 += {b}LL) {{",
+            f"    const long long ft_e = i0 + {b}LL < n ? i0 + {b}LL : n;",
+            *_block_lines(staged, ["    for (long long i = i0; i < ft_e; ++i) {"]), "  }"]
+
+
+def _block_lines(staged, head):
+    """The lines of one block of staged_parts: its arrays, then each part in its simd loop
+    (whose first lines are `head`) or each call."""
     decls, steps = staged
-    out = [f"  #pragma omp parallel for num_threads(nt) schedule(dynamic, {2048 // b})",
-           f"  for (long long i0 = 0; i0 < n; i0 += {b}LL) {{",
-           f"    const long long ft_e = i0 + {b}LL < n ? i0 + {b}LL : n;"]
-    out += ["    " + d for d in decls]
+    out = ["    " + d for d in decls]
     for step in steps:
         if isinstance(step, str):
             out.append("    " + step)
         else:
-            out += ["    #pragma omp simd", "    for (long long i = i0; i < ft_e; ++i) {"]
-            out += ["      " + line for line in step] + ["    }"]
-    return out + ["  }"]
+            out += ["    #pragma omp simd", *head] + ["      " + line for line in step] + ["    }"]
+    return out
 
 
 def _rows_loop(g, cols, k, split):
-    """_loop for last_axis_vectors: rows of `cols` elements (k streams of
-    rows, as the flat loop's streams of elements), each broadcast vector read at the column
-    `j` of the inner simd loop, a plain load; a row of STAGE_ROWS elements is staged
+    """_loop for last_axis_vectors: rows of `cols` elements (k streams of rows, as the flat
+    loop's streams of elements), each broadcast vector read at the column `j` of the inner
+    simd loop, a plain load; a row of STAGE_ROWS elements is staged
     (staged_parts) where the body calls tanh, a row a block (an LSTM step's gates, 20 x
     256, one thread: 18.0 us a call with tanh's clone, 16.8-17.0 so, 17.1 with the former
     tanh inlined)."""
@@ -396,16 +401,9 @@ def _rows_loop(g, cols, k, split):
         lines.append("  for (long long r = 0; r < R; ++r) {")
         if g.columns:
             lines.append("    const long long ft_r = r;")
-        decls, steps = staged
-        lines += ["    " + d for d in decls]
-        for step in steps:
-            if isinstance(step, str):
-                lines.append("    " + step)
-            else:
-                lines += ["    #pragma omp simd", f"    for (long long j = 0; j < {cols}LL; ++j) {{",
-                          f"      const long long i = r * {cols}LL + j;"]
-                lines += ["      " + line for line in step] + ["    }"]
-        return lines + ["  }"]
+        head = [f"    for (long long j = 0; j < {cols}LL; ++j) {{",
+                f"      const long long i = r * {cols}LL + j;"]
+        return lines + _block_lines(staged, head) + ["  }"]
     body = inline_calls(body)
     if k > 1:
         lines.append(f"  const long long q = (R + {k - 1}) / {k};")

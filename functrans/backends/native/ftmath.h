@@ -1073,17 +1073,15 @@ FTM_FF(tanh) FTM_FF(erf)
 // GELU's gradient 1.06 -> 0.97 ms); a loop calling them often keeps the clones (a 320-op
 // group with 32 tanh compiled in 4.0 s inlined into 4 streams, 1.3 s calling them, and ran
 // as fast)
-#define FTM_FI(NAME)                                                                      \
-  FTM_INL float NAME##_inline(float x) { return detail::NAME##_f(x); }                   \
+#define FTM_FI(NAME, FLOAT)                                                               \
+  FTM_INL float NAME##_inline(float x) { return FLOAT(x); }                               \
   FTM_INL double NAME##_inline(double x) { return detail::NAME(x); }
-FTM_FI(exp) FTM_FI(expm1) FTM_FI(log) FTM_FI(log1p)
+FTM_FI(exp, detail::exp_f) FTM_FI(expm1, detail::expm1_f) FTM_FI(log, detail::log_f)
+FTM_FI(log1p, detail::log1p_f)
 #if FTM_TABLES
-FTM_INL float tanh_inline(float x) { return ftm_tanhf(x); }
-FTM_INL double tanh_inline(double x) { return detail::tanh(x); }
-FTM_INL float erf_inline(float x) { return ftm_erff(x); }
-FTM_INL double erf_inline(double x) { return detail::erf(x); }
+FTM_FI(tanh, ftm_tanhf) FTM_FI(erf, ftm_erff)
 #else
-FTM_FI(tanh) FTM_FI(erf)
+FTM_FI(tanh, detail::tanh_f) FTM_FI(erf, detail::erf_f)
 // tanh_block(x, y, m): y[j] = tanh(x[j]) for j < m (x == y allowed), the loop a large fused
 // loop is split at (kernels.staged_parts)
 static inline __attribute__((noinline)) void tanh_block(const float* x, float* y, long long m) {

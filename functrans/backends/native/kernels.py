@@ -221,7 +221,9 @@ def render_function(g):
     params = g.params + ["const long long n", "const int nt"]
     lines = [f"static void {g.name}_body({', '.join(params)}) {{"]
     lines += ["  " + h for h in g.hoisted]
-    plain, tables = _loop(g, SPLIT), _loop(g, SPLIT + SPLIT_TABLES)
+    plain = _loop(g, SPLIT)
+    tables = (_loop(g, SPLIT + SPLIT_TABLES)
+              if any(map(_split_at(SPLIT_TABLES).match, g.body)) else plain)
     if tables == plain:
         lines += plain
     else:
@@ -310,15 +312,14 @@ def staged_parts(body, index, length, size, start, split):
     if not calls:
         return None
     defined = {}                                   # local -> (line or None, C type)
+    loads = set()                                  # the locals of lines reading no local
     for line in (line for part in parts for line in part):
         d = _DEFINES.match(line)
         if d:
             defined[d.group(2)] = (line, d.group(1))
+            if not _LOCAL.search(d.group(3)):
+                loads.add(d.group(2))
     defined.update({out: (None, "float") for _, out, _ in calls})
-
-    def repeated(name):
-        line = defined[name][0]
-        return line is not None and not _LOCAL.search(_DEFINES.match(line).group(3))
     sources = {}                                   # a call's operand -> the C pointer read
     for src, _, _ in calls:
         m = _FLOAT_LOAD.match(defined[src][0] or "")
@@ -335,18 +336,18 @@ def staged_parts(body, index, length, size, start, split):
                     need.append(v)
             if d:
                 own.add(d.group(2))
-        arrays.update(v for v in need if not repeated(v))
-        heads.append([defined[v][0] for v in need if repeated(v)]
+        arrays.update(v for v in need if v not in loads)
+        heads.append([defined[v][0] for v in need if v in loads]
                      + [f"const {defined[v][1]} {v} = ft_b{v}[{index}];"
-                        for v in need if not repeated(v)])
+                        for v in need if v not in loads])
     steps = []
     for p, part in enumerate(parts):
         stores = [f"ft_b{d.group(2)}[{index}] = {d.group(2)};"
                   for d in map(_DEFINES.match, part) if d and d.group(2) in arrays]
         lines = heads[p] + part
         read = set(_LOCAL.findall(" ".join(stores + [_DEFINES.sub(r"\3", ln) for ln in lines])))
-        lines = [ln for ln in lines if not (_DEFINES.match(ln) and repeated(
-            _DEFINES.match(ln).group(2)) and _DEFINES.match(ln).group(2) not in read)]
+        lines = [ln for ln in lines
+                 if not ((d := _DEFINES.match(ln)) and d.group(2) in loads - read)]
         if lines or stores:
             steps.append(inline_calls(lines) + stores)
         if p < len(calls):
